@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs everything kiln needs on a fresh Debian 12 machine, then builds it.
+#   scripts/setup.sh            release build in build/
+#   KILN_SANITIZE=1 scripts/setup.sh   also the address+undefined build in build-asan/
+# Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian 12 (bookworm) packages: the toolchain, GoogleTest, Mesa's CPU
+# Vulkan (lavapipe) and GL (llvmpipe) drivers with their loaders, and clang
+# for the fuzzer and the format/tidy checks.
+APT_PACKAGES=(
+  cmake ninja-build g++ pkg-config python3-venv
+  libgtest-dev
+  mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri libgles2
+  clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
+  nodejs npm
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Dawn, from npm (version pinned in package.json, integrity in package-lock.json).
+if [ ! -f node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so ]; then
+  echo "setup: installing Dawn (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# wgpu-native and webgpu.h, from PyPI (pinned with its hash in requirements.txt).
+if ! ls .venv/lib/python3*/site-packages/wgpu/resources/webgpu.h >/dev/null 2>&1; then
+  echo "setup: installing wgpu-native (pip)"
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements.txt
+fi
+
+build() {  # build DIR [cmake args...]
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  fi
+  cmake --build "$dir" -- -j"$(nproc)"
+}
+
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${KILN_SANITIZE:-0}" = 1 ]; then
+  build build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
+fi
+if [ "${KILN_FUZZ:-0}" = 1 ]; then
+  build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_C_COMPILER=clang-14 -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF
+fi

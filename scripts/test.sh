@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every kiln test on a fresh or set-up machine:
+#   1. set-up (scripts/setup.sh): dependencies, the release build, the
+#      address+undefined sanitizer build and the fuzz targets;
+#   2. the unit tests and the HAL conformance suite, once per WebGPU
+#      implementation (Dawn and wgpu-native), in the release build;
+#   3. the same in the sanitizer build;
+#   4. each parser fuzzer for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KILN_SANITIZE=1 KILN_FUZZ=1 scripts/setup.sh
+
+# Mesa's drivers want a runtime directory; CI machines may not set one.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+
+echo "== tests (release build)"
+ctest --test-dir build --output-on-failure
+
+echo "== tests (address+undefined sanitizers)"
+# Leaks inside the WebGPU implementations and Mesa are theirs, not kiln's.
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir build-asan --output-on-failure
+
+echo "== fuzzing (bounded)"
+for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
+  [ -x "$fuzzer" ] || continue
+  corpus="$(dirname "$fuzzer")/corpus"
+  mkdir -p "$corpus"
+  seeds="src/kiln/$(basename "$(dirname "$fuzzer")")/testdata"
+  echo "-- $(basename "$fuzzer") for ${KILN_FUZZ_SECONDS:-60} s"
+  "$fuzzer" -max_total_time="${KILN_FUZZ_SECONDS:-60}" -print_final_stats=0 "$corpus" "$seeds" 2>&1 | tail -n 3
+done
+echo "== all tests passed"

@@ -1,0 +1,197 @@
+#include "kiln/hal/buffer.h"
+
+#include <cstring>
+
+#include "kiln/hal/bind_group_cache.h"
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/hal/queue.h"
+
+namespace kiln::hal {
+
+Buffer::~Buffer() { device_->allocator().Recycle(this); }
+
+BufferAllocator::BufferAllocator(Device* device, uint64_t pool_capacity_bytes)
+    : device_(device), pool_capacity_(pool_capacity_bytes) {}
+
+BufferAllocator::~BufferAllocator() { Trim(); }
+
+uint64_t BufferAllocator::SizeClass(uint64_t size) {
+  if (size <= 4096) return (size + 255) / 256 * 256;
+  // Four classes per power of two: 4 KiB, 5 KiB, 6 KiB, 7 KiB, 8 KiB, 10 KiB...
+  uint64_t pow2 = 1;
+  while (pow2 * 2 <= size) pow2 *= 2;
+  uint64_t step = pow2 / 4;
+  return (size + step - 1) / step * step;
+}
+
+StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usage) {
+  KILN_RETURN_IF_ERROR(device_->CheckHealthy());
+  if (size == 0) return InvalidArgument("buffer size must be greater than zero");
+  const uint64_t max = device_->limits().max_buffer_size;
+  if (size > max) {
+    return InvalidArgument("buffer of ", size, " bytes exceeds the device's maxBufferSize of ",
+                           max, " bytes");
+  }
+  uint64_t allocated = std::min(SizeClass(size), (max + 3) / 4 * 4);
+  allocated = std::max<uint64_t>(allocated, (size + 3) / 4 * 4);
+  auto key = std::make_pair(usage, allocated);
+  WGPUBuffer handle = nullptr;
+  if (auto it = pool_.find(key); it != pool_.end() && !it->second.empty()) {
+    handle = it->second.back();
+    it->second.pop_back();
+    stats_.pool_hits++;
+    stats_.pooled_buffers--;
+    stats_.pooled_bytes -= allocated;
+  } else {
+    WGPUBufferDescriptor desc = {};
+    desc.label = ToStringView("kiln buffer");
+    desc.usage = usage;
+    desc.size = allocated;
+    Status s = device_->WithErrorScopes(
+        StrCat("allocating a buffer of ", size, " bytes"), StatusCode::kInvalidArgument,
+        [&] { handle = device_->procs().DeviceCreateBuffer(device_->handle(), &desc); });
+    if (!s.ok()) {
+      if (handle) {
+        device_->procs().BufferDestroy(handle);
+        device_->procs().BufferRelease(handle);
+      }
+      return s;
+    }
+    if (!handle) return OutOfMemory("allocating a buffer of ", size, " bytes failed");
+    stats_.pool_misses++;
+  }
+  BufferRef buffer(new Buffer());
+  buffer->device_ = device_->shared_from_this();
+  buffer->handle_ = handle;
+  buffer->size_ = size;
+  buffer->allocated_size_ = allocated;
+  buffer->usage_ = usage;
+  buffer->id_ = next_id_++;
+  stats_.allocations++;
+  stats_.live_buffers++;
+  stats_.live_bytes += allocated;
+  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+  return buffer;
+}
+
+void BufferAllocator::Recycle(Buffer* buffer) {
+  stats_.live_buffers--;
+  stats_.live_bytes -= buffer->allocated_size_;
+  if (stats_.pooled_bytes + buffer->allocated_size_ <= pool_capacity_ &&
+      device_->CheckHealthy().ok()) {
+    pool_[{buffer->usage_, buffer->allocated_size_}].push_back(buffer->handle_);
+    stats_.pooled_buffers++;
+    stats_.pooled_bytes += buffer->allocated_size_;
+    return;
+  }
+  device_->bind_group_cache().Evict(buffer->handle_);
+  device_->procs().BufferDestroy(buffer->handle_);
+  device_->procs().BufferRelease(buffer->handle_);
+}
+
+void BufferAllocator::Trim() {
+  for (auto& [key, handles] : pool_) {
+    for (WGPUBuffer h : handles) {
+      device_->bind_group_cache().Evict(h);
+      device_->procs().BufferDestroy(h);
+      device_->procs().BufferRelease(h);
+    }
+  }
+  pool_.clear();
+  stats_.pooled_buffers = 0;
+  stats_.pooled_bytes = 0;
+}
+
+namespace {
+
+Status CheckRange(const Buffer& buffer, uint64_t offset, uint64_t length, std::string_view what) {
+  if (offset > buffer.size() || length > buffer.size() - offset) {
+    return InvalidArgument(what, ": range [", offset, ", ", offset + length,
+                           ") is outside the buffer of ", buffer.size(), " bytes");
+  }
+  return Status();
+}
+
+struct MapWait {
+  bool done = false;
+  WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+  std::string message;
+};
+
+Status MapBuffer(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t size) {
+  MapWait wait;
+  WGPUBufferMapCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_AllowProcessEvents;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* ud1, void*) {
+    auto* w = static_cast<MapWait*>(ud1);
+    w->status = status;
+    w->message = FromStringView(message);
+    w->done = true;
+  };
+  cb.userdata1 = &wait;
+  WGPUFuture f = device.procs().BufferMapAsync(buffer, mode, 0, size, cb);
+  KILN_RETURN_IF_ERROR(device.WaitFuture(f, wait.done, kInfinite, "mapping a staging buffer"));
+  if (wait.status != WGPUMapAsyncStatus_Success) {
+    KILN_RETURN_IF_ERROR(device.CheckHealthy());
+    return Internal("mapping a staging buffer failed: ", wait.message);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status Upload(Device& device, const BufferRef& target, uint64_t offset,
+              std::span<const uint8_t> data) {
+  KILN_RETURN_IF_ERROR(CheckRange(*target, offset, data.size(), "upload"));
+  if (data.empty()) return Status();
+  const uint64_t staged = (data.size() + 3) / 4 * 4;
+  KILN_ASSIGN_OR_RETURN(BufferRef staging,
+                        device.allocator().Allocate(
+                            staged, WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc));
+  KILN_RETURN_IF_ERROR(MapBuffer(device, staging->handle(), WGPUMapMode_Write, staged));
+  void* dst = device.procs().BufferGetMappedRange(staging->handle(), 0, staged);
+  if (!dst) return Internal("upload: the staging buffer has no mapped range");
+  std::memcpy(dst, data.data(), data.size());
+  device.procs().BufferUnmap(staging->handle());
+
+  KILN_ASSIGN_OR_RETURN(auto cmd, CommandBuffer::Create(device.shared_from_this(),
+                                                        CommandBufferMode::kOneShot));
+  if (offset % 4 == 0 && data.size() % 4 == 0) {
+    KILN_RETURN_IF_ERROR(cmd->CopyBuffer(staging, 0, target, offset, data.size()));
+  } else {
+    // Mappable buffers cannot be storage buffers, so unaligned uploads land
+    // in a storage buffer first and the builtin copy shader places the bytes.
+    KILN_ASSIGN_OR_RETURN(BufferRef bounce, device.allocator().Allocate(staged));
+    KILN_RETURN_IF_ERROR(cmd->CopyBuffer(staging, 0, bounce, 0, staged));
+    KILN_RETURN_IF_ERROR(cmd->CopyBuffer(bounce, 0, target, offset, data.size()));
+  }
+  KILN_RETURN_IF_ERROR(cmd->End());
+  return SubmitAndWait(device, *cmd).WithContext("upload");
+}
+
+Status Download(Device& device, const BufferRef& source, uint64_t offset,
+                std::span<uint8_t> out) {
+  KILN_RETURN_IF_ERROR(CheckRange(*source, offset, out.size(), "download"));
+  if (out.empty()) return Status();
+  // Copy the 4-byte aligned range around the request; the buffer's
+  // allocation is a multiple of 4 bytes, so the range stays inside it.
+  const uint64_t begin = offset / 4 * 4;
+  const uint64_t end = (offset + out.size() + 3) / 4 * 4;
+  KILN_ASSIGN_OR_RETURN(BufferRef staging,
+                        device.allocator().Allocate(
+                            end - begin, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst));
+  KILN_ASSIGN_OR_RETURN(auto cmd, CommandBuffer::Create(device.shared_from_this(),
+                                                        CommandBufferMode::kOneShot));
+  KILN_RETURN_IF_ERROR(cmd->CopyBufferUnchecked(source, begin, staging, 0, end - begin));
+  KILN_RETURN_IF_ERROR(cmd->End());
+  KILN_RETURN_IF_ERROR(SubmitAndWait(device, *cmd).WithContext("download"));
+  KILN_RETURN_IF_ERROR(MapBuffer(device, staging->handle(), WGPUMapMode_Read, end - begin));
+  const void* src = device.procs().BufferGetConstMappedRange(staging->handle(), 0, end - begin);
+  if (!src) return Internal("download: the staging buffer has no mapped range");
+  std::memcpy(out.data(), static_cast<const uint8_t*>(src) + (offset - begin), out.size());
+  device.procs().BufferUnmap(staging->handle());
+  return Status();
+}
+
+}  // namespace kiln::hal

@@ -1,0 +1,101 @@
+// Device buffers and the allocator that pools them by size class.
+//
+// Every kiln buffer can be bound as storage and copied to and from, so the
+// builtin fill and copy shaders and the staging paths work on any of them.
+// Freed buffers go back to a pool keyed by (usage, size class) and are
+// reused by later allocations of the same class; the pool holds at most a
+// configured number of bytes and can be trimmed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/support/status.h"
+#include <webgpu.h>
+
+namespace kiln::hal {
+
+class Device;
+
+inline constexpr WGPUBufferUsage kDefaultBufferUsage =
+    WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+
+class Buffer {
+ public:
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  WGPUBuffer handle() const { return handle_; }
+  // The size asked for; the WebGPU buffer may be larger (its size class).
+  uint64_t size() const { return size_; }
+  uint64_t allocated_size() const { return allocated_size_; }
+  WGPUBufferUsage usage() const { return usage_; }
+  // Stable for the buffer's lifetime; distinct between live buffers.
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class BufferAllocator;
+  Buffer() = default;
+
+  std::shared_ptr<Device> device_;  // buffers keep their device alive
+  WGPUBuffer handle_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t allocated_size_ = 0;
+  WGPUBufferUsage usage_ = 0;
+  uint64_t id_ = 0;
+};
+
+using BufferRef = std::shared_ptr<Buffer>;
+
+struct AllocatorStats {
+  uint64_t allocations = 0;   // Allocate calls that succeeded
+  uint64_t pool_hits = 0;     // served from the pool
+  uint64_t pool_misses = 0;   // needed a new WebGPU buffer
+  uint64_t live_buffers = 0;
+  uint64_t live_bytes = 0;    // allocated_size of live buffers
+  uint64_t pooled_buffers = 0;
+  uint64_t pooled_bytes = 0;
+  uint64_t peak_live_bytes = 0;
+};
+
+class BufferAllocator {
+ public:
+  BufferAllocator(Device* device, uint64_t pool_capacity_bytes);
+  ~BufferAllocator();
+
+  // A buffer of at least `size` bytes. Zero or beyond the device's
+  // maxBufferSize is kInvalidArgument; an allocation the device cannot
+  // satisfy is kOutOfMemory. Contents are unspecified (pooled memory).
+  StatusOr<BufferRef> Allocate(uint64_t size, WGPUBufferUsage usage = kDefaultBufferUsage);
+
+  // The size class `size` is rounded up to: multiples of 256 bytes up to
+  // 4 KiB, then four classes per power of two.
+  static uint64_t SizeClass(uint64_t size);
+
+  AllocatorStats stats() const { return stats_; }
+  // Destroys every pooled buffer.
+  void Trim();
+
+ private:
+  friend class Buffer;
+  void Recycle(Buffer* buffer);
+
+  Device* device_;
+  uint64_t pool_capacity_;
+  uint64_t next_id_ = 1;
+  std::map<std::pair<WGPUBufferUsage, uint64_t>, std::vector<WGPUBuffer>> pool_;
+  AllocatorStats stats_;
+};
+
+// Host transfers through mapped staging buffers, synchronous: they return
+// once the data is on the device (Upload) or in `out` (Download). Any offset
+// and length within the buffer.
+Status Upload(Device& device, const BufferRef& target, uint64_t offset,
+              std::span<const uint8_t> data);
+Status Download(Device& device, const BufferRef& source, uint64_t offset, std::span<uint8_t> out);
+
+}  // namespace kiln::hal

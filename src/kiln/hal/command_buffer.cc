@@ -1,0 +1,519 @@
+#include "kiln/hal/command_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/hal/builtins.h"
+#include "kiln/hal/device.h"
+#include "kiln/hal/staging_buffer.h"
+
+namespace kiln::hal {
+namespace {
+
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string_view BindingKindName(BindingKind kind) {
+  switch (kind) {
+    case BindingKind::kReadOnlyStorage: return "read-only storage";
+    case BindingKind::kStorage: return "read-write storage";
+    case BindingKind::kUniform: return "uniform";
+  }
+  return "?";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CommandBuffer>> CommandBuffer::Create(std::shared_ptr<Device> device,
+                                                               CommandBufferMode mode,
+                                                               CommandBufferOptions options) {
+  if (!device) return InvalidArgument("CommandBuffer::Create: no device");
+  KILN_RETURN_IF_ERROR(device->CheckHealthy());
+  if (options.profile && !device->HasFeature(Feature::kTimestampQuery)) {
+    return Unavailable("profiling needs the timestamp-query feature, which ", device->Describe(),
+                       " does not offer");
+  }
+  return std::unique_ptr<CommandBuffer>(new CommandBuffer(std::move(device), mode, std::move(options)));
+}
+
+CommandBuffer::CommandBuffer(std::shared_ptr<Device> device, CommandBufferMode mode,
+                             CommandBufferOptions options)
+    : device_(std::move(device)), mode_(mode), options_(std::move(options)) {}
+
+CommandBuffer::~CommandBuffer() {
+  // Release only: wgpu-native cannot release a query set it has destroyed.
+  if (query_set_) device_->procs().QuerySetRelease(query_set_);
+}
+
+Status CommandBuffer::CheckRecording() const {
+  if (ended_) {
+    return FailedPrecondition("command buffer '", options_.label,
+                              "' has ended recording; record into a new one");
+  }
+  return device_->CheckHealthy();
+}
+
+CommandBuffer::Segment& CommandBuffer::OpenSegment() {
+  if (!segment_open_) {
+    Segment s;
+    s.first_command = commands_.size();
+    segments_.push_back(std::move(s));
+    segment_open_ = true;
+    stats_.execute_segments++;
+  }
+  return segments_.back();
+}
+
+void CommandBuffer::CloseSegment() {
+  if (!segment_open_) return;
+  Segment& s = segments_.back();
+  s.command_count = commands_.size() - s.first_command;
+  segment_open_ = false;
+  last_constants_ = kNoConstants;
+}
+
+uint32_t CommandBuffer::NameIndex(std::string_view name) {
+  for (size_t i = names_.size(); i-- > 0;) {
+    if (names_[i] == name) return static_cast<uint32_t>(i);
+  }
+  names_.emplace_back(name);
+  return static_cast<uint32_t>(names_.size() - 1);
+}
+
+void CommandBuffer::Retain(const BufferRef& buffer) {
+  auto it = std::lower_bound(retained_.begin(), retained_.end(), buffer.get());
+  if (it != retained_.end() && *it == buffer.get()) return;
+  retained_.insert(it, buffer.get());
+  buffers_.push_back(buffer);
+}
+
+Status CommandBuffer::ValidateDispatch(const ExecutableRef& executable, uint32_t entry,
+                                       std::span<const BufferBinding> bindings,
+                                       std::span<const uint8_t> constants) const {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (!executable) return InvalidArgument("dispatch: no executable");
+  if (entry >= executable->entry_point_count()) {
+    return InvalidArgument("dispatch: entry point index ", entry, " is out of range: '",
+                           executable->label(), "' has ", executable->entry_point_count());
+  }
+  const EntryPoint& ep = executable->entry_point(entry);
+  const std::string where = StrCat("dispatch of '", ep.layout.name, "'");
+  const size_t expected = ep.layout.bindings.size() - (ep.uniform_binding >= 0 ? 1 : 0);
+  if (bindings.size() != expected) {
+    return InvalidArgument(where, ": expected ", expected, " buffer bindings, got ",
+                           bindings.size());
+  }
+  if (ep.uniform_binding < 0 && !constants.empty()) {
+    return InvalidArgument(where, ": the entry point takes no constants, got ", constants.size(),
+                           " bytes");
+  }
+  if (ep.uniform_binding >= 0 && constants.size() > ep.layout.constants_size) {
+    return InvalidArgument(where, ": ", constants.size(), " bytes of constants exceed its ",
+                           ep.layout.constants_size, "-byte block");
+  }
+  const Limits& limits = device_->limits();
+  size_t b = 0;
+  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
+    BindingKind kind = ep.layout.bindings[i];
+    if (kind == BindingKind::kUniform) continue;
+    const BufferBinding& binding = bindings[b++];
+    const std::string at = StrCat(where, ", binding ", i, " (", BindingKindName(kind), ")");
+    if (!binding.buffer) return InvalidArgument(at, ": no buffer");
+    const Buffer& buffer = *binding.buffer;
+    if (binding.offset >= buffer.size()) {
+      return InvalidArgument(at, ": offset ", binding.offset, " is not inside the buffer of ",
+                             buffer.size(), " bytes");
+    }
+    if (binding.offset % limits.min_storage_buffer_offset_alignment != 0) {
+      return InvalidArgument(at, ": offset ", binding.offset, " is not a multiple of ",
+                             limits.min_storage_buffer_offset_alignment);
+    }
+    uint64_t length =
+        binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
+    if (length == 0 || length > buffer.size() - binding.offset) {
+      return InvalidArgument(at, ": range [", binding.offset, ", ", binding.offset + length,
+                             ") does not fit the buffer of ", buffer.size(), " bytes");
+    }
+    if (AlignUp(length, 4) > limits.max_storage_buffer_binding_size) {
+      return InvalidArgument(at, ": ", length, " bytes exceed maxStorageBufferBindingSize (",
+                             limits.max_storage_buffer_binding_size, ")");
+    }
+    if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
+      return InvalidArgument(at, ": the buffer was not created with storage usage");
+    }
+    // WebGPU forbids a buffer written in a dispatch from being bound there
+    // again with another usage.
+    if (kind == BindingKind::kStorage) {
+      size_t other = 0;
+      for (size_t j = 0; j < ep.layout.bindings.size(); ++j) {
+        if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
+        const BufferBinding& o = bindings[other++];
+        if (j != i && o.buffer == binding.buffer && ep.layout.bindings[j] != BindingKind::kStorage) {
+          return InvalidArgument(at, ": the buffer is also bound read-only at binding ", j,
+                                 "; a written buffer cannot be read through another binding");
+        }
+      }
+    }
+  }
+  return Status();
+}
+
+Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uint32_t entry,
+                                     std::span<const BufferBinding> bindings,
+                                     std::span<const uint8_t> constants, uint32_t x, uint32_t y,
+                                     uint32_t z, WGPUBuffer indirect, uint64_t indirect_offset) {
+  const EntryPoint& ep = executable->entry_point(entry);
+  StagingBuffer& staging = device_->staging();
+
+  // Stage the constants; a full window is closed and the call retried in a
+  // fresh one.
+  uint32_t dynamic_offset = kNoConstants;
+  if (ep.uniform_binding >= 0) {
+    Segment* seg = &OpenSegment();
+    // Dispatches repeating the previous one's constants share its slot.
+    if (last_constants_ != kNoConstants &&
+        last_constants_ + ep.layout.constants_size <= seg->constants.size() &&
+        last_constants_size_ == ep.layout.constants_size &&
+        std::memcmp(seg->constants.data() + last_constants_, constants.data(), constants.size()) == 0 &&
+        std::all_of(seg->constants.begin() + last_constants_ + constants.size(),
+                    seg->constants.begin() + last_constants_ + ep.layout.constants_size,
+                    [](uint8_t b) { return b == 0; })) {
+      dynamic_offset = last_constants_;
+    }
+  }
+  if (ep.uniform_binding >= 0 && dynamic_offset == kNoConstants) {
+    Segment* seg = &OpenSegment();
+    uint64_t at = AlignUp(seg->constants.size(), staging.alignment());
+    if (at + ep.layout.constants_size > staging.capacity()) {
+      CloseSegment();
+      stats_.staging_flushes++;
+      seg = &OpenSegment();
+      at = 0;
+    }
+    seg->constants.resize(at + ep.layout.constants_size, 0);
+    if (!constants.empty()) std::memcpy(seg->constants.data() + at, constants.data(), constants.size());
+    dynamic_offset = static_cast<uint32_t>(at);
+    last_constants_ = dynamic_offset;
+    last_constants_size_ = ep.layout.constants_size;
+  } else {
+    OpenSegment();
+  }
+
+  // Resolve the bind group through the device-wide cache.
+  BindGroupEntry entries[16];
+  std::vector<BindGroupEntry> many;
+  BindGroupEntry* e = entries;
+  if (ep.layout.bindings.size() > 16) {
+    many.resize(ep.layout.bindings.size());
+    e = many.data();
+  }
+  size_t b = 0;
+  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
+    if (static_cast<int>(i) == ep.uniform_binding) {
+      e[i] = {staging.handle(), 0, ep.layout.constants_size};
+      continue;
+    }
+    const BufferBinding& binding = bindings[b++];
+    uint64_t length = binding.length == kWholeBuffer ? binding.buffer->size() - binding.offset
+                                                     : binding.length;
+    // Storage bindings are whole 4-byte words; allocations always are.
+    e[i] = {binding.buffer->handle(), binding.offset, AlignUp(length, 4)};
+    Retain(binding.buffer);
+  }
+  KILN_ASSIGN_OR_RETURN(BindGroupRef group,
+                        device_->bind_group_cache().Get(
+                            ep.bind_group_layout,
+                            std::span<const BindGroupEntry>(e, ep.layout.bindings.size())));
+  if (bind_groups_.empty() || bind_groups_.back() != group) bind_groups_.push_back(group);
+  if (executables_.empty() || executables_.back() != executable) executables_.push_back(executable);
+
+  Command c{op};
+  c.dynamic_offset = dynamic_offset;
+  c.x = x;
+  c.y = y;
+  c.z = z;
+  c.pipeline = ep.pipeline;
+  c.bind_group = group->handle();
+  c.src = indirect;
+  c.src_offset = indirect_offset;
+  c.name = NameIndex(ep.layout.name);
+  commands_.push_back(c);
+  stats_.dispatches++;
+  if (options_.profile) profiled_names_.push_back(c.name);
+  return Status();
+}
+
+Status CommandBuffer::Dispatch(const ExecutableRef& executable, uint32_t entry,
+                               std::span<const BufferBinding> bindings,
+                               std::span<const uint8_t> constants, uint32_t x, uint32_t y,
+                               uint32_t z) {
+  KILN_RETURN_IF_ERROR(ValidateDispatch(executable, entry, bindings, constants));
+  const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
+  if (x > max || y > max || z > max) {
+    return InvalidArgument("dispatch of '", executable->entry_point(entry).layout.name, "': (", x,
+                           ", ", y, ", ", z,
+                           ") workgroups exceed maxComputeWorkgroupsPerDimension (", max, ")");
+  }
+  return RecordDispatch(Op::kDispatch, executable, entry, bindings, constants, x, y, z, nullptr, 0);
+}
+
+Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t entry,
+                                       std::span<const BufferBinding> bindings,
+                                       std::span<const uint8_t> constants,
+                                       const BufferRef& indirect, uint64_t offset) {
+  KILN_RETURN_IF_ERROR(ValidateDispatch(executable, entry, bindings, constants));
+  if (!indirect) return InvalidArgument("indirect dispatch: no indirect buffer");
+  if (offset % 4 != 0 || offset > indirect->size() || indirect->size() - offset < 12) {
+    return InvalidArgument("indirect dispatch: offset ", offset,
+                           " must be a multiple of 4 with 12 bytes after it in the buffer of ",
+                           indirect->size(), " bytes");
+  }
+  if (!(indirect->usage() & WGPUBufferUsage_Indirect)) {
+    return InvalidArgument("indirect dispatch: the buffer was not created with indirect usage");
+  }
+  Retain(indirect);
+  return RecordDispatch(Op::kDispatchIndirect, executable, entry, bindings, constants, 0, 0, 0,
+                        indirect->handle(), offset);
+}
+
+Status CommandBuffer::FillBuffer(const BufferRef& target, uint64_t offset, uint64_t length,
+                                 const void* pattern, size_t pattern_length) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (!target) return InvalidArgument("fill: no target buffer");
+  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
+    return InvalidArgument("fill: pattern length ", pattern_length, " is not 1, 2 or 4 bytes");
+  }
+  if (!pattern) return InvalidArgument("fill: no pattern");
+  if (offset % pattern_length != 0 || length % pattern_length != 0) {
+    return InvalidArgument("fill: offset ", offset, " and length ", length,
+                           " must be multiples of the ", pattern_length, "-byte pattern");
+  }
+  if (offset > target->size() || length > target->size() - offset) {
+    return InvalidArgument("fill: range [", offset, ", ", offset + length,
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  if (length == 0) return Status();
+  uint32_t word = 0;
+  std::memcpy(&word, pattern, pattern_length);
+  if (pattern_length == 1) word *= 0x01010101u;
+  if (pattern_length == 2) word |= word << 16;
+  Retain(target);
+  if (word == 0 && offset % 4 == 0 && length % 4 == 0) {
+    OpenSegment();
+    Command c{Op::kClear};
+    c.dst = target->handle();
+    c.dst_offset = offset;
+    c.length = length;
+    commands_.push_back(c);
+    return Status();
+  }
+  if (!(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("fill: a patterned or unaligned fill needs a buffer with storage usage");
+  }
+  return RecordFill(target, offset, length, word);
+}
+
+// Splits [offset, offset+length) into pieces whose 4-byte aligned span,
+// bound from an offset aligned for storage bindings, fits a binding.
+template <typename Fn>
+static Status ForEachWindow(const Limits& limits, uint64_t offset, uint64_t length, Fn&& fn) {
+  const uint64_t align = limits.min_storage_buffer_offset_alignment;
+  const uint64_t max_piece = (limits.max_storage_buffer_binding_size - 2 * align) / 4 * 4;
+  for (uint64_t done = 0; done < length;) {
+    uint64_t piece = std::min(length - done, max_piece);
+    KILN_RETURN_IF_ERROR(fn(offset + done, piece));
+    done += piece;
+  }
+  return Status();
+}
+
+Status CommandBuffer::RecordFill(const BufferRef& target, uint64_t offset, uint64_t length,
+                                 uint32_t pattern) {
+  KILN_ASSIGN_OR_RETURN(ExecutableRef fill, device_->builtins().Fill(*device_));
+  const uint64_t align = device_->limits().min_storage_buffer_offset_alignment;
+  return ForEachWindow(device_->limits(), offset, length, [&](uint64_t at, uint64_t n) -> Status {
+    const uint64_t base = at / align * align;
+    const uint64_t span = AlignUp(at + n, 4) - base;
+    FillParams params{static_cast<uint32_t>(at - base), static_cast<uint32_t>(n), pattern, 0};
+    BufferBinding binding{target, base, span};
+    const uint64_t words = span / 4;
+    const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(
+        (words + kBuiltinWorkgroupSize - 1) / kBuiltinWorkgroupSize,
+        device_->limits().max_compute_workgroups_per_dimension));
+    return RecordDispatch(Op::kDispatch, fill, 0, {&binding, 1},
+                          {reinterpret_cast<const uint8_t*>(&params), sizeof(params)}, groups, 1,
+                          1, nullptr, 0);
+  });
+}
+
+Status CommandBuffer::UpdateBuffer(const BufferRef& target, uint64_t offset,
+                                   std::span<const uint8_t> data) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (!target) return InvalidArgument("update: no target buffer");
+  if (offset > target->size() || data.size() > target->size() - offset) {
+    return InvalidArgument("update: range [", offset, ", ", offset + data.size(),
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  if (data.empty()) return Status();
+  Retain(target);
+  if (offset % 4 == 0 && data.size() % 4 == 0) {
+    CloseSegment();
+    Segment s;
+    s.is_write = true;
+    s.target = target->handle();
+    s.offset = offset;
+    s.data.assign(data.begin(), data.end());
+    segments_.push_back(std::move(s));
+    stats_.write_segments++;
+    return Status();
+  }
+  // Queue writes need 4-byte alignment: write the bytes to a scratch buffer
+  // and let the copy shader place them.
+  if (!(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("update: an unaligned update needs a buffer with storage usage");
+  }
+  KILN_ASSIGN_OR_RETURN(BufferRef scratch, device_->allocator().Allocate(AlignUp(data.size(), 4)));
+  Retain(scratch);
+  CloseSegment();
+  Segment s;
+  s.is_write = true;
+  s.target = scratch->handle();
+  s.data.assign(data.begin(), data.end());
+  s.data.resize(AlignUp(data.size(), 4), 0);
+  segments_.push_back(std::move(s));
+  stats_.write_segments++;
+  return RecordCopy(scratch, 0, target, offset, data.size());
+}
+
+Status CommandBuffer::CopyBuffer(const BufferRef& source, uint64_t source_offset,
+                                 const BufferRef& target, uint64_t target_offset,
+                                 uint64_t length) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (!source || !target) return InvalidArgument("copy: no source or target buffer");
+  if (source == target) {
+    return InvalidArgument("copy: source and target are the same buffer");
+  }
+  if (source_offset > source->size() || length > source->size() - source_offset) {
+    return InvalidArgument("copy: source range [", source_offset, ", ", source_offset + length,
+                           ") is outside the buffer of ", source->size(), " bytes");
+  }
+  if (target_offset > target->size() || length > target->size() - target_offset) {
+    return InvalidArgument("copy: target range [", target_offset, ", ", target_offset + length,
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  if (length == 0) return Status();
+  if (source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0) {
+    return CopyBufferUnchecked(source, source_offset, target, target_offset, length);
+  }
+  if (!(source->usage() & WGPUBufferUsage_Storage) || !(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("copy: an unaligned copy needs buffers with storage usage");
+  }
+  Retain(source);
+  Retain(target);
+  return RecordCopy(source, source_offset, target, target_offset, length);
+}
+
+Status CommandBuffer::CopyBufferUnchecked(const BufferRef& source, uint64_t source_offset,
+                                          const BufferRef& target, uint64_t target_offset,
+                                          uint64_t length) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  KILN_CHECK(source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0);
+  KILN_CHECK(source_offset + length <= source->allocated_size());
+  KILN_CHECK(target_offset + length <= target->allocated_size());
+  Retain(source);
+  Retain(target);
+  OpenSegment();
+  Command c{Op::kCopy};
+  c.src = source->handle();
+  c.src_offset = source_offset;
+  c.dst = target->handle();
+  c.dst_offset = target_offset;
+  c.length = length;
+  commands_.push_back(c);
+  return Status();
+}
+
+Status CommandBuffer::RecordCopy(const BufferRef& source, uint64_t source_offset,
+                                 const BufferRef& target, uint64_t target_offset,
+                                 uint64_t length) {
+  KILN_ASSIGN_OR_RETURN(ExecutableRef copy, device_->builtins().Copy(*device_));
+  const uint64_t align = device_->limits().min_storage_buffer_offset_alignment;
+  return ForEachWindow(device_->limits(), 0, length, [&](uint64_t done, uint64_t n) -> Status {
+    const uint64_t src_at = source_offset + done, dst_at = target_offset + done;
+    const uint64_t src_base = src_at / align * align, dst_base = dst_at / align * align;
+    BufferBinding bindings[2] = {
+        {source, src_base, AlignUp(src_at + n, 4) - src_base},
+        {target, dst_base, AlignUp(dst_at + n, 4) - dst_base},
+    };
+    CopyParams params{static_cast<uint32_t>(src_at - src_base),
+                      static_cast<uint32_t>(dst_at - dst_base), static_cast<uint32_t>(n), 0};
+    const uint64_t words = bindings[1].length / 4;
+    const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(
+        (words + kBuiltinWorkgroupSize - 1) / kBuiltinWorkgroupSize,
+        device_->limits().max_compute_workgroups_per_dimension));
+    return RecordDispatch(Op::kDispatch, copy, 0, bindings,
+                          {reinterpret_cast<const uint8_t*>(&params), sizeof(params)}, groups, 1,
+                          1, nullptr, 0);
+  });
+}
+
+Status CommandBuffer::BeginDebugGroup(std::string_view label) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  OpenSegment();
+  Command c{Op::kPushDebug};
+  c.name = NameIndex(label);
+  commands_.push_back(c);
+  ++debug_depth_;
+  return Status();
+}
+
+Status CommandBuffer::EndDebugGroup() {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (debug_depth_ == 0) return FailedPrecondition("EndDebugGroup without an open debug group");
+  OpenSegment();
+  commands_.push_back(Command{Op::kPopDebug});
+  --debug_depth_;
+  return Status();
+}
+
+Status CommandBuffer::InsertDebugMarker(std::string_view label) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  OpenSegment();
+  Command c{Op::kMarker};
+  c.name = NameIndex(label);
+  commands_.push_back(c);
+  return Status();
+}
+
+Status CommandBuffer::ExecutionBarrier() { return CheckRecording(); }
+Status CommandBuffer::SignalEvent() { return CheckRecording(); }
+Status CommandBuffer::ResetEvent() { return CheckRecording(); }
+Status CommandBuffer::WaitEvents() { return CheckRecording(); }
+
+Status CommandBuffer::End() {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  if (debug_depth_ != 0) {
+    return FailedPrecondition("command buffer '", options_.label, "' ends with ", debug_depth_,
+                              " debug group(s) open");
+  }
+  CloseSegment();
+  if (options_.profile && !profiled_names_.empty()) {
+    const uint32_t count = static_cast<uint32_t>(profiled_names_.size() * 2);
+    WGPUQuerySetDescriptor qd = {};
+    qd.type = WGPUQueryType_Timestamp;
+    qd.count = count;
+    KILN_RETURN_IF_ERROR(device_->WithErrorScopes(
+        "creating the profiling query set", StatusCode::kInternal,
+        [&] { query_set_ = device_->procs().DeviceCreateQuerySet(device_->handle(), &qd); }));
+    KILN_ASSIGN_OR_RETURN(resolve_buffer_,
+                          device_->allocator().Allocate(
+                              count * 8ull, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc));
+    KILN_ASSIGN_OR_RETURN(readback_buffer_,
+                          device_->allocator().Allocate(
+                              count * 8ull, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst));
+  }
+  ended_ = true;
+  return Status();
+}
+
+}  // namespace kiln::hal

@@ -1,0 +1,199 @@
+// Command buffers: recorded once, issued once (kOneShot) or many times
+// (kReusable).
+//
+// Every public call validates its arguments against the device and returns a
+// Status; nothing invalid is recorded, and a rejected call leaves the command
+// buffer as it was. Recording appends small command records to ordered
+// segments:
+//   - an execute segment: commands encoded into one WebGPU command buffer at
+//     issue time, together with the window of constants its dispatches read
+//     from the shared uniform staging buffer;
+//   - a write segment: a queue buffer write of bytes copied at record time.
+// Issuing walks the segments in order: each execute segment writes its
+// constants window into the staging buffer, then encodes its commands (one
+// compute pass across consecutive dispatches, pipeline and bind group set
+// only when they change) and submits them. A WebGPU command buffer can be
+// submitted only once, so reusable command buffers keep their records and
+// re-encode them at each issue, without re-validating or re-resolving
+// bindings.
+//
+// Barriers and events are no-ops: WebGPU orders all work submitted to a
+// queue and tracks hazards itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/hal/bind_group_cache.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/executable.h"
+#include "kiln/support/status.h"
+
+namespace kiln::hal {
+
+class Device;
+
+enum class CommandBufferMode { kOneShot, kReusable };
+
+inline constexpr uint64_t kWholeBuffer = ~0ull;
+
+struct BufferBinding {
+  BufferRef buffer;
+  uint64_t offset = 0;
+  uint64_t length = kWholeBuffer;  // to the end of the buffer
+};
+
+struct CommandBufferOptions {
+  std::string label;
+  // Time every dispatch with timestamp queries (needs timestamp-query).
+  bool profile = false;
+};
+
+struct DispatchTiming {
+  std::string name;  // the entry point's name
+  double gpu_ns = 0;
+};
+
+struct CommandBufferStats {
+  uint64_t dispatches = 0;
+  uint64_t execute_segments = 0;
+  uint64_t write_segments = 0;
+  uint64_t staging_flushes = 0;  // windows closed because the staging buffer filled
+};
+
+class CommandBuffer {
+ public:
+  static StatusOr<std::unique_ptr<CommandBuffer>> Create(std::shared_ptr<Device> device,
+                                                         CommandBufferMode mode,
+                                                         CommandBufferOptions options = {});
+  ~CommandBuffer();
+  CommandBuffer(const CommandBuffer&) = delete;
+  CommandBuffer& operator=(const CommandBuffer&) = delete;
+
+  // Runs entry point `entry` over x*y*z workgroups. `bindings` are its
+  // storage bindings in order (the uniform binding excluded); `constants` are
+  // the bytes of its constants block (zero-padded to the declared size).
+  Status Dispatch(const ExecutableRef& executable, uint32_t entry,
+                  std::span<const BufferBinding> bindings, std::span<const uint8_t> constants,
+                  uint32_t x, uint32_t y = 1, uint32_t z = 1);
+  // Like Dispatch, reading the workgroup counts (three u32) from `indirect`
+  // at `offset` when the GPU runs it.
+  Status DispatchIndirect(const ExecutableRef& executable, uint32_t entry,
+                          std::span<const BufferBinding> bindings,
+                          std::span<const uint8_t> constants, const BufferRef& indirect,
+                          uint64_t offset);
+  // Writes `pattern` (1, 2 or 4 bytes) repeatedly over [offset, offset+length);
+  // offset and length must be multiples of the pattern's length.
+  Status FillBuffer(const BufferRef& target, uint64_t offset, uint64_t length,
+                    const void* pattern, size_t pattern_length);
+  // Copies `data` now; it reaches `target` in order with the other commands.
+  Status UpdateBuffer(const BufferRef& target, uint64_t offset, std::span<const uint8_t> data);
+  // Any offsets and length; source and target must be different buffers.
+  Status CopyBuffer(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
+                    uint64_t target_offset, uint64_t length);
+
+  Status BeginDebugGroup(std::string_view label);
+  Status EndDebugGroup();
+  Status InsertDebugMarker(std::string_view label);
+
+  // No-ops (see the header comment); they validate their state only.
+  Status ExecutionBarrier();
+  Status SignalEvent();
+  Status ResetEvent();
+  Status WaitEvents();
+
+  // Ends recording. Open debug groups are an error.
+  Status End();
+
+  CommandBufferMode mode() const { return mode_; }
+  const std::string& label() const { return options_.label; }
+  CommandBufferStats stats() const { return stats_; }
+
+  // The GPU time of every dispatch of the last issue, in recording order;
+  // waits for the mapping of the results. Needs options.profile.
+  StatusOr<std::vector<DispatchTiming>> ReadProfile();
+
+  // Copies `length` bytes natively, checking only the buffers' allocations
+  // (kiln-internal: downloads read the 4-byte aligned range around a
+  // request). All three values must be multiples of 4.
+  Status CopyBufferUnchecked(const BufferRef& source, uint64_t source_offset,
+                             const BufferRef& target, uint64_t target_offset, uint64_t length);
+
+ private:
+  friend Status Submit(Device&, CommandBuffer&, class Fence*, uint64_t);
+  friend class CommandEncoderReplay;
+
+  enum class Op : uint8_t { kDispatch, kDispatchIndirect, kCopy, kClear, kPushDebug, kPopDebug, kMarker };
+  struct Command {
+    Op op;
+    uint32_t dynamic_offset = 0;  // into the staging buffer; ~0u: no constants
+    uint32_t x = 0, y = 0, z = 0;
+    WGPUComputePipeline pipeline = nullptr;
+    WGPUBindGroup bind_group = nullptr;
+    WGPUBuffer src = nullptr, dst = nullptr;
+    uint64_t src_offset = 0, dst_offset = 0, length = 0;
+    uint32_t name = 0;  // index into names_
+  };
+  struct Segment {
+    bool is_write = false;
+    size_t first_command = 0, command_count = 0;  // execute
+    std::vector<uint8_t> constants;               // execute: the staging window
+    WGPUBuffer target = nullptr;                  // write
+    uint64_t offset = 0;                          // write
+    std::vector<uint8_t> data;                    // write
+  };
+
+  CommandBuffer(std::shared_ptr<Device> device, CommandBufferMode mode,
+                CommandBufferOptions options);
+
+  Status CheckRecording() const;
+  Status ValidateDispatch(const ExecutableRef& executable, uint32_t entry,
+                          std::span<const BufferBinding> bindings,
+                          std::span<const uint8_t> constants) const;
+  // Records a validated dispatch.
+  Status RecordDispatch(Op op, const ExecutableRef& executable, uint32_t entry,
+                        std::span<const BufferBinding> bindings,
+                        std::span<const uint8_t> constants, uint32_t x, uint32_t y, uint32_t z,
+                        WGPUBuffer indirect, uint64_t indirect_offset);
+  Status RecordFill(const BufferRef& target, uint64_t offset, uint64_t length, uint32_t pattern);
+  Status RecordCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
+                    uint64_t target_offset, uint64_t length);
+  Segment& OpenSegment();
+  void CloseSegment();
+  uint32_t NameIndex(std::string_view name);
+  void Retain(const BufferRef& buffer);
+
+  // Issues the segments to the queue (Submit calls this).
+  Status Issue();
+
+  std::shared_ptr<Device> device_;
+  CommandBufferMode mode_;
+  CommandBufferOptions options_;
+  bool ended_ = false;
+  bool issued_ = false;
+  int debug_depth_ = 0;
+  std::vector<Command> commands_;
+  std::vector<Segment> segments_;
+  bool segment_open_ = false;
+  static constexpr uint32_t kNoConstants = ~0u;
+  uint32_t last_constants_ = kNoConstants;  // offset of the last staged block
+  uint32_t last_constants_size_ = 0;
+  std::vector<std::string> names_;
+  // What the records point at stays alive as long as the command buffer.
+  std::vector<BufferRef> buffers_;
+  std::vector<const Buffer*> retained_;  // sorted, to keep buffers_ unique
+  std::vector<ExecutableRef> executables_;
+  std::vector<BindGroupRef> bind_groups_;
+  CommandBufferStats stats_;
+  // Profiling.
+  std::vector<uint32_t> profiled_names_;
+  WGPUQuerySet query_set_ = nullptr;
+  BufferRef resolve_buffer_;
+  BufferRef readback_buffer_;
+};
+
+}  // namespace kiln::hal

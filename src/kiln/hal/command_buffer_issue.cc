@@ -1,0 +1,210 @@
+// Issuing a recorded command buffer: replays its records into WebGPU
+// encoders, one submission per execute segment. Records were validated when
+// they were made, so nothing here checks user input.
+#include <cstring>
+
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/hal/staging_buffer.h"
+
+namespace kiln::hal {
+
+class CommandEncoderReplay {
+ public:
+  explicit CommandEncoderReplay(CommandBuffer& cb) : cb_(cb), p_(cb.device_->procs()) {}
+
+  void Execute(const CommandBuffer::Segment& segment) {
+    Device& device = *cb_.device_;
+    if (!segment.constants.empty()) {
+      p_.QueueWriteBuffer(device.queue(), device.staging().handle(), 0, segment.constants.data(),
+                          segment.constants.size());
+    }
+    WGPUCommandEncoderDescriptor ed = {};
+    ed.label = ToStringView(cb_.options_.label);
+    encoder_ = p_.DeviceCreateCommandEncoder(device.handle(), &ed);
+    // Debug groups left open by the previous segment continue here.
+    for (uint32_t name : open_groups_) {
+      p_.CommandEncoderPushDebugGroup(encoder_, ToStringView(cb_.names_[name]));
+    }
+    for (size_t i = 0; i < segment.command_count; ++i) {
+      Encode(cb_.commands_[segment.first_command + i]);
+    }
+    EndPass();
+    for (size_t i = 0; i < open_groups_.size(); ++i) p_.CommandEncoderPopDebugGroup(encoder_);
+    if (last_ && cb_.query_set_) ResolveProfile();
+    WGPUCommandBuffer commands = p_.CommandEncoderFinish(encoder_, nullptr);
+    p_.QueueSubmit(device.queue(), 1, &commands);
+    p_.CommandBufferRelease(commands);
+    p_.CommandEncoderRelease(encoder_);
+    encoder_ = nullptr;
+  }
+
+  void set_last(bool last) { last_ = last; }
+
+  // Profiling when the last segment is a write: resolve in a segment of its own.
+  void ResolveAlone() {
+    Device& device = *cb_.device_;
+    encoder_ = p_.DeviceCreateCommandEncoder(device.handle(), nullptr);
+    ResolveProfile();
+    WGPUCommandBuffer commands = p_.CommandEncoderFinish(encoder_, nullptr);
+    p_.QueueSubmit(device.queue(), 1, &commands);
+    p_.CommandBufferRelease(commands);
+    p_.CommandEncoderRelease(encoder_);
+    encoder_ = nullptr;
+  }
+
+ private:
+  void BeginPass(const WGPUPassTimestampWrites* timestamps) {
+    WGPUComputePassDescriptor pd = {};
+    pd.timestampWrites = timestamps;
+    pass_ = p_.CommandEncoderBeginComputePass(encoder_, &pd);
+    pipeline_ = nullptr;
+    bind_group_ = nullptr;
+    dynamic_offset_ = ~0u;
+  }
+
+  void EndPass() {
+    if (!pass_) return;
+    p_.ComputePassEncoderEnd(pass_);
+    p_.ComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+
+  void Encode(const CommandBuffer::Command& c) {
+    using Op = CommandBuffer::Op;
+    switch (c.op) {
+      case Op::kDispatch:
+      case Op::kDispatchIndirect: {
+        WGPUPassTimestampWrites timestamps = {};
+        if (cb_.query_set_) {
+          // Core WebGPU times passes, not dispatches: one pass each.
+          EndPass();
+          timestamps.querySet = cb_.query_set_;
+          timestamps.beginningOfPassWriteIndex = profiled_ * 2;
+          timestamps.endOfPassWriteIndex = profiled_ * 2 + 1;
+          ++profiled_;
+          BeginPass(&timestamps);
+        } else if (!pass_) {
+          BeginPass(nullptr);
+        }
+        if (c.pipeline != pipeline_) {
+          p_.ComputePassEncoderSetPipeline(pass_, c.pipeline);
+          pipeline_ = c.pipeline;
+        }
+        if (c.bind_group != bind_group_ || c.dynamic_offset != dynamic_offset_) {
+          const bool has_offset = c.dynamic_offset != ~0u;
+          p_.ComputePassEncoderSetBindGroup(pass_, 0, c.bind_group, has_offset ? 1 : 0,
+                                            has_offset ? &c.dynamic_offset : nullptr);
+          bind_group_ = c.bind_group;
+          dynamic_offset_ = c.dynamic_offset;
+        }
+        if (c.op == Op::kDispatch) {
+          p_.ComputePassEncoderDispatchWorkgroups(pass_, c.x, c.y, c.z);
+        } else {
+          p_.ComputePassEncoderDispatchWorkgroupsIndirect(pass_, c.src, c.src_offset);
+        }
+        if (cb_.query_set_) EndPass();
+        break;
+      }
+      case Op::kCopy:
+        EndPass();
+        p_.CommandEncoderCopyBufferToBuffer(encoder_, c.src, c.src_offset, c.dst, c.dst_offset,
+                                            c.length);
+        break;
+      case Op::kClear:
+        EndPass();
+        p_.CommandEncoderClearBuffer(encoder_, c.dst, c.dst_offset, c.length);
+        break;
+      case Op::kPushDebug:
+        EndPass();
+        p_.CommandEncoderPushDebugGroup(encoder_, ToStringView(cb_.names_[c.name]));
+        open_groups_.push_back(c.name);
+        break;
+      case Op::kPopDebug:
+        EndPass();
+        p_.CommandEncoderPopDebugGroup(encoder_);
+        open_groups_.pop_back();
+        break;
+      case Op::kMarker:
+        EndPass();
+        p_.CommandEncoderInsertDebugMarker(encoder_, ToStringView(cb_.names_[c.name]));
+        break;
+    }
+  }
+
+  void ResolveProfile() {
+    const uint32_t count = static_cast<uint32_t>(cb_.profiled_names_.size() * 2);
+    p_.CommandEncoderResolveQuerySet(encoder_, cb_.query_set_, 0, count,
+                                     cb_.resolve_buffer_->handle(), 0);
+    p_.CommandEncoderCopyBufferToBuffer(encoder_, cb_.resolve_buffer_->handle(), 0,
+                                        cb_.readback_buffer_->handle(), 0, count * 8ull);
+  }
+
+  CommandBuffer& cb_;
+  const Procs& p_;
+  WGPUCommandEncoder encoder_ = nullptr;
+  WGPUComputePassEncoder pass_ = nullptr;
+  WGPUComputePipeline pipeline_ = nullptr;
+  WGPUBindGroup bind_group_ = nullptr;
+  uint32_t dynamic_offset_ = ~0u;
+  uint32_t profiled_ = 0;
+  bool last_ = false;
+  std::vector<uint32_t> open_groups_;
+};
+
+Status CommandBuffer::Issue() {
+  CommandEncoderReplay replay(*this);
+  const Procs& p = device_->procs();
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& s = segments_[i];
+    replay.set_last(i + 1 == segments_.size());
+    if (s.is_write) {
+      p.QueueWriteBuffer(device_->queue(), s.target, s.offset, s.data.data(), s.data.size());
+    } else {
+      replay.Execute(s);
+    }
+  }
+  if (query_set_ && (segments_.empty() || segments_.back().is_write)) replay.ResolveAlone();
+  issued_ = true;
+  return device_->CheckHealthy();
+}
+
+StatusOr<std::vector<DispatchTiming>> CommandBuffer::ReadProfile() {
+  if (!options_.profile) {
+    return FailedPrecondition("command buffer '", options_.label, "' was not recorded with profiling");
+  }
+  if (!issued_) return FailedPrecondition("command buffer '", options_.label, "' was never issued");
+  std::vector<DispatchTiming> timings;
+  if (profiled_names_.empty()) return timings;
+  const uint64_t bytes = profiled_names_.size() * 16;
+  struct Map {
+    bool done = false;
+    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+    std::string message;
+  } map;
+  WGPUBufferMapCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_AllowProcessEvents;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* ud1, void*) {
+    auto* m = static_cast<Map*>(ud1);
+    m->status = status;
+    m->message = FromStringView(message);
+    m->done = true;
+  };
+  cb.userdata1 = &map;
+  const Procs& p = device_->procs();
+  WGPUFuture f = p.BufferMapAsync(readback_buffer_->handle(), WGPUMapMode_Read, 0, bytes, cb);
+  KILN_RETURN_IF_ERROR(device_->WaitFuture(f, map.done, kInfinite, "reading timestamps"));
+  if (map.status != WGPUMapAsyncStatus_Success) {
+    return Internal("reading timestamps failed: ", map.message);
+  }
+  const auto* ticks =
+      static_cast<const uint64_t*>(p.BufferGetConstMappedRange(readback_buffer_->handle(), 0, bytes));
+  for (size_t i = 0; i < profiled_names_.size(); ++i) {
+    const uint64_t begin = ticks[2 * i], end = ticks[2 * i + 1];
+    timings.push_back({names_[profiled_names_[i]], end >= begin ? double(end - begin) : 0.0});
+  }
+  p.BufferUnmap(readback_buffer_->handle());
+  return timings;
+}
+
+}  // namespace kiln::hal

@@ -1,0 +1,92 @@
+// Shared pieces of the HAL conformance suite.
+//
+// The suite runs against one implementation per process, chosen like any
+// kiln program ($KILN_IMPL, $KILN_BACKEND); CTest runs it once per
+// implementation. Every test reads its results back from the GPU.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/hal/executable.h"
+#include "kiln/hal/queue.h"
+
+namespace kiln::hal::cts {
+
+#define KILN_ASSERT_OK(expr)                      \
+  do {                                            \
+    ::kiln::Status s_ = (expr);                   \
+    ASSERT_TRUE(s_.ok()) << s_.ToString();        \
+  } while (0)
+#define KILN_EXPECT_OK(expr)                      \
+  do {                                            \
+    ::kiln::Status s_ = (expr);                   \
+    EXPECT_TRUE(s_.ok()) << s_.ToString();        \
+  } while (0)
+
+// Unwraps a StatusOr inside a test, failing it on error.
+#define KILN_ASSERT_OK_AND_ASSIGN(lhs, expr)                         \
+  auto KILN_CONCAT(so_, __LINE__) = (expr);                          \
+  ASSERT_TRUE(KILN_CONCAT(so_, __LINE__).ok())                       \
+      << KILN_CONCAT(so_, __LINE__).status().ToString();             \
+  lhs = std::move(KILN_CONCAT(so_, __LINE__)).value()
+
+class HalTest : public ::testing::Test {
+ protected:
+  // One device per process, made on first use; a test that breaks it
+  // (device loss) makes its own.
+  static std::shared_ptr<Device> SharedDevice();
+  static DeviceOptions Options();
+
+  void SetUp() override;
+  void TearDown() override;
+
+  std::shared_ptr<Device> device_;
+  std::mt19937 rng_{std::random_device{}()};
+
+  BufferRef NewBuffer(uint64_t size, WGPUBufferUsage usage = kDefaultBufferUsage);
+  std::vector<uint8_t> RandomBytes(size_t n);
+  // Fills the buffer with random bytes and returns them (the "poison").
+  std::vector<uint8_t> Poison(const BufferRef& buffer);
+  std::vector<uint8_t> Read(const BufferRef& buffer);
+  void Write(const BufferRef& buffer, const std::vector<uint8_t>& bytes);
+  std::unique_ptr<CommandBuffer> NewCommandBuffer(CommandBufferMode mode = CommandBufferMode::kOneShot,
+                                                  CommandBufferOptions options = {});
+  void Run(CommandBuffer& cb);
+};
+
+// y[i] = x[i] * scale + bias, over n = arrayLength elements, 64 per group.
+ExecutableSpec AxpbSpec();
+struct AxpbConstants {
+  float scale;
+  float bias;
+  uint32_t n;
+  uint32_t unused;
+};
+
+template <typename T>
+std::vector<T> As(const std::vector<uint8_t>& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+template <typename T>
+std::vector<uint8_t> Bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+template <typename T>
+std::span<const uint8_t> BytesOf(const T& v) {
+  return {reinterpret_cast<const uint8_t*>(&v), sizeof(T)};
+}
+
+}  // namespace kiln::hal::cts

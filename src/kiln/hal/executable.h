@@ -1,0 +1,117 @@
+// Executables: WGSL plus a description of each entry point's bindings.
+//
+// kiln's HAL knows nothing of the IR: an executable is WGSL source and, for
+// each entry point, the kinds of its bindings in @group(0) @binding(0..n-1).
+// At most one binding is kUniform: the kernel's constants, bound from the
+// shared staging buffer with a dynamic offset. Loading creates the shader
+// module, explicit bind group and pipeline layouts, and the compute
+// pipelines (asynchronously, all entry points at once). WGSL the
+// implementation rejects comes back as kCompileError with its messages and
+// line numbers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/support/status.h"
+#include <webgpu.h>
+
+namespace kiln::hal {
+
+class Device;
+class Implementation;
+
+enum class BindingKind { kReadOnlyStorage, kStorage, kUniform };
+
+struct EntryPointLayout {
+  std::string name;
+  std::vector<BindingKind> bindings;
+  // Bytes of the kUniform binding's block (a multiple of 16); 0 if none.
+  uint32_t constants_size = 0;
+};
+
+struct ExecutableSpec {
+  std::string label;
+  std::string wgsl;
+  std::vector<EntryPointLayout> entry_points;
+};
+
+struct EntryPoint {
+  EntryPointLayout layout;
+  int uniform_binding = -1;
+  WGPUBindGroupLayout bind_group_layout = nullptr;
+  WGPUPipelineLayout pipeline_layout = nullptr;
+  WGPUComputePipeline pipeline = nullptr;
+};
+
+class Executable {
+ public:
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const std::string& label() const { return label_; }
+  size_t entry_point_count() const { return entry_points_.size(); }
+  const EntryPoint& entry_point(size_t i) const { return entry_points_[i]; }
+  // Index of the entry point called `name`, or kInvalidArgument.
+  StatusOr<uint32_t> FindEntryPoint(std::string_view name) const;
+
+ private:
+  friend class ExecutableLoader;
+  Executable() = default;
+  // Releasing WebGPU objects needs only the entry points; executables may
+  // outlive the Device object (the device cache holds them strongly).
+  std::shared_ptr<const Implementation> impl_;
+  std::string label_;
+  WGPUShaderModule module_ = nullptr;
+  std::vector<EntryPoint> entry_points_;
+};
+
+using ExecutableRef = std::shared_ptr<Executable>;
+
+// An executable being loaded; pipelines compile in the implementation's
+// background while the caller goes on.
+class PendingExecutable {
+ public:
+  PendingExecutable(PendingExecutable&&) noexcept;
+  PendingExecutable& operator=(PendingExecutable&&) noexcept;
+  ~PendingExecutable();
+  // Blocks until every pipeline is ready or one failed.
+  StatusOr<ExecutableRef> Wait();
+
+ private:
+  friend class ExecutableLoader;
+  struct State;
+  explicit PendingExecutable(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Starts loading `spec`: validates the layouts, compiles the WGSL (errors
+// come back at once) and starts every pipeline's asynchronous creation.
+StatusOr<PendingExecutable> LoadExecutableAsync(Device& device, const ExecutableSpec& spec);
+// Loads `spec`, or returns the cached executable for identical source and
+// layouts.
+StatusOr<ExecutableRef> LoadExecutable(Device& device, const ExecutableSpec& spec);
+
+struct ExecutableCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t size = 0;
+};
+
+class ExecutableCache {
+ public:
+  ExecutableRef Find(const std::string& key);
+  void Insert(const std::string& key, ExecutableRef executable);
+  void Clear() { map_.clear(); }
+  ExecutableCacheStats stats() const { return stats_; }
+
+ private:
+  std::unordered_map<std::string, ExecutableRef> map_;
+  ExecutableCacheStats stats_;
+};
+
+}  // namespace kiln::hal

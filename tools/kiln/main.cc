@@ -1,0 +1,37 @@
+// kiln: the command-line tool.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: kiln <command> [flags]
+
+commands:
+  info [--json]                 WebGPU implementations, adapters, features, limits
+  demo                          run real kernels on the default device and check them
+  bench dispatch [--json]       HAL dispatch cost against raw webgpu.h
+
+device flags (all commands that use a device):
+  --impl dawn|wgpu              WebGPU implementation ($KILN_IMPL)
+  --backend vulkan|opengl|...   backend ($KILN_BACKEND)
+  --feature-level core|compatibility
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  kiln::tool::Args args(argv + 2, argv + argc);
+  if (command == "info") return kiln::tool::InfoCommand(args);
+  if (command == "demo") return kiln::tool::DemoCommand(args);
+  if (command == "bench") return kiln::tool::BenchCommand(args);
+  std::fprintf(stderr, "kiln: unknown command '%s'\n%s", command.c_str(), kUsage);
+  return 2;
+}
