@@ -1,0 +1,195 @@
+// Bad input gets a clear error, changes nothing, and leaves the device
+// working.
+#include "kiln/hal/cts/cts_util.h"
+
+namespace kiln::hal::cts {
+namespace {
+
+class ErrorTest : public HalTest {
+ protected:
+  // After each bad call the device must still run a kernel correctly.
+  void ExpectDeviceStillWorks() {
+    auto exe = LoadExecutable(*device_, AxpbSpec());
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    const uint32_t n = 64;
+    std::vector<float> xs(n);
+    for (uint32_t i = 0; i < n; ++i) xs[i] = float(i);
+    auto x = NewBuffer(n * 4), y = NewBuffer(n * 4);
+    Write(x, Bytes(xs));
+    Poison(y);
+    auto cb = NewCommandBuffer();
+    BufferBinding bindings[] = {{x}, {y}};
+    AxpbConstants c{2.0f, 1.0f, n, 0};
+    KILN_ASSERT_OK(cb->Dispatch(*exe, 0, bindings, BytesOf(c), 1));
+    Run(*cb);
+    auto got = As<float>(Read(y));
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float(i) * 2 + 1);
+  }
+};
+
+TEST_F(ErrorTest, InvalidWgslIsACompileErrorWithTheImplementationsMessage) {
+  ExecutableSpec spec = AxpbSpec();
+  spec.label = "broken";
+  // Line 13 assigns a bool to an f32.
+  spec.wgsl = R"(
+struct Constants {
+  scale: f32,
+  bias: f32,
+  n: u32,
+  unused: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> c: Constants;
+@compute @workgroup_size(64)
+fn axpb(@builtin(global_invocation_id) gid: vec3<u32>) {
+  y[gid.x] = true;
+}
+)";
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kCompileError) << exe.status();
+  const std::string m = exe.status().message();
+  EXPECT_NE(m.find("broken"), std::string::npos) << m;
+  // Both compilers name the offending line (Tint as "line 13:", Naga as ":13:").
+  EXPECT_TRUE(m.find("13:") != std::string::npos) << m;
+  std::printf("[ message  ] %s\n", m.c_str());
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, MissingEntryPointIsAnError) {
+  ExecutableSpec spec = AxpbSpec();
+  spec.entry_points[0].name = "no_such_entry";
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kCompileError) << exe.status();
+  EXPECT_NE(exe.status().message().find("no_such_entry"), std::string::npos) << exe.status();
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, LayoutThatDisagreesWithTheShaderIsAnError) {
+  ExecutableSpec spec = AxpbSpec();
+  // The shader writes binding 1; the layout says read-only.
+  spec.entry_points[0].bindings[1] = BindingKind::kReadOnlyStorage;
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().code(), StatusCode::kOk);
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, MalformedLayoutsAreRejectedBeforeCompiling) {
+  ExecutableSpec spec = AxpbSpec();
+  spec.entry_points[0].constants_size = 12;
+  EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+  spec = AxpbSpec();
+  spec.entry_points[0].bindings.push_back(BindingKind::kUniform);
+  EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+  spec = AxpbSpec();
+  spec.entry_points.clear();
+  EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ErrorTest, WrongBindingCountIsAnErrorAndRecordsNothing) {
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok());
+  auto x = NewBuffer(256);
+  auto cb = NewCommandBuffer();
+  BufferBinding one[] = {{x}};
+  AxpbConstants c{};
+  Status s = cb->Dispatch(*exe, 0, one, BytesOf(c), 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected 2 buffer bindings, got 1"), std::string::npos) << s;
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+  Run(*cb);
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, BadBindingsAndConstantsAreErrors) {
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok());
+  auto x = NewBuffer(256), y = NewBuffer(256);
+  auto cb = NewCommandBuffer();
+  AxpbConstants c{};
+  BufferBinding null_buffer[] = {{x}, {nullptr}};
+  EXPECT_EQ(cb->Dispatch(*exe, 0, null_buffer, BytesOf(c), 1).code(), StatusCode::kInvalidArgument);
+  BufferBinding past_end[] = {{x}, {y, 0, 512}};
+  Status s = cb->Dispatch(*exe, 0, past_end, BytesOf(c), 1);
+  EXPECT_NE(s.message().find("binding 1"), std::string::npos) << s;
+  BufferBinding aliased[] = {{x}, {x}};
+  s = cb->Dispatch(*exe, 0, aliased, BytesOf(c), 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  BufferBinding ok[] = {{x}, {y}};
+  uint8_t too_many[32] = {};
+  EXPECT_EQ(cb->Dispatch(*exe, 0, ok, too_many, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->Dispatch(*exe, 5, ok, BytesOf(c), 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->Dispatch(nullptr, 0, ok, BytesOf(c), 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+  Run(*cb);
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, DispatchBeyondTheLimitsIsAnError) {
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok());
+  auto x = NewBuffer(256), y = NewBuffer(256);
+  auto cb = NewCommandBuffer();
+  BufferBinding bindings[] = {{x}, {y}};
+  AxpbConstants c{};
+  const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
+  Status s = cb->Dispatch(*exe, 0, bindings, BytesOf(c), max + 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("maxComputeWorkgroupsPerDimension"), std::string::npos) << s;
+  EXPECT_EQ(cb->Dispatch(*exe, 0, bindings, BytesOf(c), 1, 1, max + 1).code(),
+            StatusCode::kInvalidArgument);
+  auto no_indirect = NewBuffer(64);  // lacks indirect usage
+  EXPECT_EQ(cb->DispatchIndirect(*exe, 0, bindings, BytesOf(c), no_indirect, 0).code(),
+            StatusCode::kInvalidArgument);
+  auto args = NewBuffer(16, kDefaultBufferUsage | WGPUBufferUsage_Indirect);
+  EXPECT_EQ(cb->DispatchIndirect(*exe, 0, bindings, BytesOf(c), args, 8).code(),
+            StatusCode::kInvalidArgument);
+  Run(*cb);
+  ExpectDeviceStillWorks();
+}
+
+TEST_F(ErrorTest, RecordingAfterEndAndSubmittingBeforeEndAreErrors) {
+  auto cb = NewCommandBuffer();
+  EXPECT_EQ(Submit(*device_, *cb).code(), StatusCode::kFailedPrecondition);
+  KILN_ASSERT_OK(cb->End());
+  auto x = NewBuffer(64);
+  const uint8_t zero = 0;
+  EXPECT_EQ(cb->FillBuffer(x, 0, 4, &zero, 1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cb->End().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ErrorTest, UnloadableImplementationListsWhatWasTried) {
+  auto impl = Implementation::Load(ImplKind::kDawn, "/nonexistent/libwebgpu.so");
+  ASSERT_FALSE(impl.ok());
+  EXPECT_EQ(impl.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(impl.status().message().find("/nonexistent/libwebgpu.so"), std::string::npos);
+  // A library that is not a webgpu.h implementation names the missing symbols.
+  auto not_webgpu = Implementation::Load(ImplKind::kWgpu, "libm.so.6");
+  ASSERT_FALSE(not_webgpu.ok());
+  EXPECT_NE(not_webgpu.status().message().find("missing wgpuCreateInstance"), std::string::npos)
+      << not_webgpu.status();
+}
+
+TEST_F(ErrorTest, LostDeviceTurnsEveryCallIntoAnError) {
+  auto lost = Device::Create(Options());
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  std::shared_ptr<Device> device = *lost;
+  auto buffer = device->allocator().Allocate(64);
+  ASSERT_TRUE(buffer.ok());
+  device->Destroy();
+  EXPECT_EQ(device->CheckHealthy().code(), StatusCode::kDeviceLost);
+  EXPECT_EQ(device->allocator().Allocate(64).status().code(), StatusCode::kDeviceLost);
+  EXPECT_EQ(LoadExecutable(*device, AxpbSpec()).status().code(), StatusCode::kDeviceLost);
+  EXPECT_EQ(CommandBuffer::Create(device, CommandBufferMode::kOneShot).status().code(),
+            StatusCode::kDeviceLost);
+  std::vector<uint8_t> out(64);
+  EXPECT_EQ(Download(*device, *buffer, 0, out).code(), StatusCode::kDeviceLost);
+  // The shared device is unaffected.
+  ExpectDeviceStillWorks();
+}
+
+}  // namespace
+}  // namespace kiln::hal::cts

@@ -1,0 +1,219 @@
+// Fill, update, copy, upload and download at every alignment the API allows.
+#include "kiln/hal/cts/cts_util.h"
+
+namespace kiln::hal::cts {
+namespace {
+
+struct FillCase {
+  size_t pattern_length;
+  uint64_t offset;
+  uint64_t length;
+};
+
+std::string FillCaseName(const ::testing::TestParamInfo<FillCase>& info) {
+  return StrCat("Pattern", info.param.pattern_length, "_Offset", info.param.offset, "_Length",
+                info.param.length);
+}
+
+class FillTest : public HalTest, public ::testing::WithParamInterface<FillCase> {};
+
+TEST_P(FillTest, WritesThePatternAndNothingElse) {
+  const FillCase c = GetParam();
+  const uint64_t size = 4096 + 512;
+  auto buffer = NewBuffer(size);
+  std::vector<uint8_t> expect = Poison(buffer);
+  const uint32_t pattern = 0xA1B2C3D4u ^ static_cast<uint32_t>(rng_());
+  uint8_t pattern_bytes[4];
+  std::memcpy(pattern_bytes, &pattern, 4);
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(cb->FillBuffer(buffer, c.offset, c.length, &pattern, c.pattern_length));
+  Run(*cb);
+  for (uint64_t i = 0; i < c.length; ++i) {
+    expect[c.offset + i] = pattern_bytes[i % c.pattern_length];
+  }
+  auto got = Read(buffer);
+  for (uint64_t i = 0; i < size; ++i) {
+    ASSERT_EQ(got[i], expect[i]) << "byte " << i;
+  }
+}
+
+std::vector<FillCase> FillCases() {
+  std::vector<FillCase> cases;
+  for (size_t p : {1, 2, 4}) {
+    for (uint64_t offset : {0, 1, 2, 3, 4, 6, 8, 13, 260}) {
+      for (uint64_t length : {1, 2, 3, 4, 5, 8, 12, 255, 1000, 4096}) {
+        if (offset % p || length % p) continue;
+        cases.push_back({p, offset, length});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWidths, FillTest, ::testing::ValuesIn(FillCases()), FillCaseName);
+
+TEST_F(HalTest, FillWithZerosTakesTheNativeClear) {
+  auto buffer = NewBuffer(1024);
+  auto expect = Poison(buffer);
+  const uint8_t zero = 0;
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(cb->FillBuffer(buffer, 256, 512, &zero, 1));
+  Run(*cb);
+  std::fill(expect.begin() + 256, expect.begin() + 768, 0);
+  EXPECT_EQ(Read(buffer), expect);
+}
+
+TEST_F(HalTest, FillRejectsBadArgumentsAndRecordsNothing) {
+  auto buffer = NewBuffer(64);
+  const uint32_t pattern = 7;
+  auto cb = NewCommandBuffer();
+  EXPECT_EQ(cb->FillBuffer(buffer, 0, 8, &pattern, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->FillBuffer(buffer, 1, 4, &pattern, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->FillBuffer(buffer, 0, 6, &pattern, 4).code(), StatusCode::kInvalidArgument);
+  Status s = cb->FillBuffer(buffer, 60, 8, &pattern, 4);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("outside the buffer of 64 bytes"), std::string::npos) << s;
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+}
+
+struct CopyCase {
+  uint64_t src_offset;
+  uint64_t dst_offset;
+  uint64_t length;
+};
+
+std::string CopyCaseName(const ::testing::TestParamInfo<CopyCase>& info) {
+  return StrCat("Src", info.param.src_offset, "_Dst", info.param.dst_offset, "_Length",
+                info.param.length);
+}
+
+class CopyTest : public HalTest, public ::testing::WithParamInterface<CopyCase> {};
+
+TEST_P(CopyTest, CopiesExactlyTheRange) {
+  const CopyCase c = GetParam();
+  const uint64_t size = 2048 + 64;
+  auto src = NewBuffer(size), dst = NewBuffer(size);
+  auto src_bytes = Poison(src);
+  auto expect = Poison(dst);
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(cb->CopyBuffer(src, c.src_offset, dst, c.dst_offset, c.length));
+  Run(*cb);
+  std::memcpy(expect.data() + c.dst_offset, src_bytes.data() + c.src_offset, c.length);
+  auto got = Read(dst);
+  for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(got[i], expect[i]) << "byte " << i;
+  EXPECT_EQ(Read(src), src_bytes) << "the source changed";
+}
+
+std::vector<CopyCase> CopyCases() {
+  std::vector<CopyCase> cases;
+  for (uint64_t s : {0, 1, 2, 3, 4, 7, 256}) {
+    for (uint64_t d : {0, 1, 2, 3, 4, 5, 300}) {
+      for (uint64_t n : {1, 3, 4, 6, 16, 17, 1024}) cases.push_back({s, d, n});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlignments, CopyTest, ::testing::ValuesIn(CopyCases()), CopyCaseName);
+
+TEST_F(HalTest, CopyRejectsBadArguments) {
+  auto a = NewBuffer(64), b = NewBuffer(32);
+  auto cb = NewCommandBuffer();
+  Status s = cb->CopyBuffer(a, 0, b, 0, 64);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("target range [0, 64) is outside the buffer of 32 bytes"),
+            std::string::npos)
+      << s;
+  s = cb->CopyBuffer(a, 60, b, 0, 8);
+  EXPECT_NE(s.message().find("source range"), std::string::npos) << s;
+  EXPECT_EQ(cb->CopyBuffer(a, 0, a, 32, 8).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->CopyBuffer(a, 0, nullptr, 0, 8).code(), StatusCode::kInvalidArgument);
+}
+
+struct UpdateCase {
+  uint64_t offset;
+  uint64_t length;
+};
+
+class UpdateTest : public HalTest, public ::testing::WithParamInterface<UpdateCase> {};
+
+TEST_P(UpdateTest, UpdatesExactlyTheRange) {
+  const UpdateCase c = GetParam();
+  auto buffer = NewBuffer(1024);
+  auto expect = Poison(buffer);
+  auto data = RandomBytes(c.length);
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(cb->UpdateBuffer(buffer, c.offset, data));
+  Run(*cb);
+  std::memcpy(expect.data() + c.offset, data.data(), c.length);
+  EXPECT_EQ(Read(buffer), expect);
+}
+
+INSTANTIATE_TEST_SUITE_P(Alignments, UpdateTest,
+                         ::testing::Values(UpdateCase{0, 4}, UpdateCase{8, 64}, UpdateCase{1, 1},
+                                           UpdateCase{3, 5}, UpdateCase{2, 10}, UpdateCase{4, 7},
+                                           UpdateCase{1021, 3}),
+                         [](const auto& info) {
+                           return StrCat("Offset", info.param.offset, "_Length", info.param.length);
+                         });
+
+TEST_F(HalTest, UploadAndDownloadAtAnyOffset) {
+  auto buffer = NewBuffer(999);
+  auto expect = Poison(buffer);
+  for (uint64_t offset : {0, 1, 2, 3, 5, 500}) {
+    for (uint64_t length : {1, 2, 3, 7, 100}) {
+      auto data = RandomBytes(length);
+      KILN_ASSERT_OK(Upload(*device_, buffer, offset, data));
+      std::memcpy(expect.data() + offset, data.data(), length);
+      std::vector<uint8_t> part(length);
+      KILN_ASSERT_OK(Download(*device_, buffer, offset, part));
+      ASSERT_EQ(part, data) << "offset " << offset << " length " << length;
+    }
+  }
+  EXPECT_EQ(Read(buffer), expect);
+  std::vector<uint8_t> too_much(10);
+  EXPECT_EQ(Download(*device_, buffer, 995, too_much).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Upload(*device_, buffer, 998, too_much).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(HalTest, AllocatorPoolsFreedBuffersBySizeClass) {
+  EXPECT_EQ(BufferAllocator::SizeClass(1), 256u);
+  EXPECT_EQ(BufferAllocator::SizeClass(256), 256u);
+  EXPECT_EQ(BufferAllocator::SizeClass(257), 512u);
+  EXPECT_EQ(BufferAllocator::SizeClass(5000), 5120u);
+  EXPECT_EQ(BufferAllocator::SizeClass(1 << 20), 1u << 20);
+  EXPECT_EQ(BufferAllocator::SizeClass((1 << 20) + 1), (1u << 20) + (1u << 18));
+  auto before = device_->allocator().stats();
+  WGPUBuffer first_handle;
+  {
+    auto b = NewBuffer(3000);
+    first_handle = b->handle();
+    EXPECT_GE(b->allocated_size(), 3000u);
+  }
+  auto mid = device_->allocator().stats();
+  EXPECT_EQ(mid.live_buffers, before.live_buffers);
+  EXPECT_GE(mid.pooled_buffers, 1u);
+  auto again = NewBuffer(2900);  // same size class
+  EXPECT_EQ(again->handle(), first_handle);
+  auto after = device_->allocator().stats();
+  EXPECT_EQ(after.pool_hits, mid.pool_hits + 1);
+  // Pooled memory is reused as is: still a working buffer.
+  auto bytes = Poison(again);
+  EXPECT_EQ(Read(again), bytes);
+  device_->allocator().Trim();
+  EXPECT_EQ(device_->allocator().stats().pooled_bytes, 0u);
+}
+
+TEST_F(HalTest, ZeroSizeAndTooLargeBuffersAreClearErrors) {
+  auto zero = device_->allocator().Allocate(0);
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("greater than zero"), std::string::npos);
+  const uint64_t max = device_->limits().max_buffer_size;
+  auto huge = device_->allocator().Allocate(max + 1);
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("maxBufferSize"), std::string::npos)
+      << huge.status();
+}
+
+}  // namespace
+}  // namespace kiln::hal::cts
