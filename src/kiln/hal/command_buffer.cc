@@ -97,18 +97,19 @@ Status CommandBuffer::ValidateDispatch(const ExecutableRef& executable, uint32_t
                            executable->label(), "' has ", executable->entry_point_count());
   }
   const EntryPoint& ep = executable->entry_point(entry);
-  const std::string where = StrCat("dispatch of '", ep.layout.name, "'");
+  // Messages are built only on failure: this runs for every dispatch.
+  auto where = [&] { return StrCat("dispatch of '", ep.layout.name, "'"); };
   const size_t expected = ep.layout.bindings.size() - (ep.uniform_binding >= 0 ? 1 : 0);
   if (bindings.size() != expected) {
-    return InvalidArgument(where, ": expected ", expected, " buffer bindings, got ",
+    return InvalidArgument(where(), ": expected ", expected, " buffer bindings, got ",
                            bindings.size());
   }
   if (ep.uniform_binding < 0 && !constants.empty()) {
-    return InvalidArgument(where, ": the entry point takes no constants, got ", constants.size(),
-                           " bytes");
+    return InvalidArgument(where(), ": the entry point takes no constants, got ",
+                           constants.size(), " bytes");
   }
   if (ep.uniform_binding >= 0 && constants.size() > ep.layout.constants_size) {
-    return InvalidArgument(where, ": ", constants.size(), " bytes of constants exceed its ",
+    return InvalidArgument(where(), ": ", constants.size(), " bytes of constants exceed its ",
                            ep.layout.constants_size, "-byte block");
   }
   const Limits& limits = device_->limits();
@@ -117,29 +118,29 @@ Status CommandBuffer::ValidateDispatch(const ExecutableRef& executable, uint32_t
     BindingKind kind = ep.layout.bindings[i];
     if (kind == BindingKind::kUniform) continue;
     const BufferBinding& binding = bindings[b++];
-    const std::string at = StrCat(where, ", binding ", i, " (", BindingKindName(kind), ")");
-    if (!binding.buffer) return InvalidArgument(at, ": no buffer");
+    auto at = [&] { return StrCat(where(), ", binding ", i, " (", BindingKindName(kind), ")"); };
+    if (!binding.buffer) return InvalidArgument(at(), ": no buffer");
     const Buffer& buffer = *binding.buffer;
     if (binding.offset >= buffer.size()) {
-      return InvalidArgument(at, ": offset ", binding.offset, " is not inside the buffer of ",
+      return InvalidArgument(at(), ": offset ", binding.offset, " is not inside the buffer of ",
                              buffer.size(), " bytes");
     }
     if (binding.offset % limits.min_storage_buffer_offset_alignment != 0) {
-      return InvalidArgument(at, ": offset ", binding.offset, " is not a multiple of ",
+      return InvalidArgument(at(), ": offset ", binding.offset, " is not a multiple of ",
                              limits.min_storage_buffer_offset_alignment);
     }
     uint64_t length =
         binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
     if (length == 0 || length > buffer.size() - binding.offset) {
-      return InvalidArgument(at, ": range [", binding.offset, ", ", binding.offset + length,
+      return InvalidArgument(at(), ": range [", binding.offset, ", ", binding.offset + length,
                              ") does not fit the buffer of ", buffer.size(), " bytes");
     }
     if (AlignUp(length, 4) > limits.max_storage_buffer_binding_size) {
-      return InvalidArgument(at, ": ", length, " bytes exceed maxStorageBufferBindingSize (",
+      return InvalidArgument(at(), ": ", length, " bytes exceed maxStorageBufferBindingSize (",
                              limits.max_storage_buffer_binding_size, ")");
     }
     if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
-      return InvalidArgument(at, ": the buffer was not created with storage usage");
+      return InvalidArgument(at(), ": the buffer was not created with storage usage");
     }
     // WebGPU forbids a buffer written in a dispatch from being bound there
     // again with another usage.
@@ -149,7 +150,7 @@ Status CommandBuffer::ValidateDispatch(const ExecutableRef& executable, uint32_t
         if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
         const BufferBinding& o = bindings[other++];
         if (j != i && o.buffer == binding.buffer && ep.layout.bindings[j] != BindingKind::kStorage) {
-          return InvalidArgument(at, ": the buffer is also bound read-only at binding ", j,
+          return InvalidArgument(at(), ": the buffer is also bound read-only at binding ", j,
                                  "; a written buffer cannot be read through another binding");
         }
       }
@@ -220,12 +221,26 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
     e[i] = {binding.buffer->handle(), binding.offset, AlignUp(length, 4)};
     Retain(binding.buffer);
   }
-  KILN_ASSIGN_OR_RETURN(BindGroupRef group,
-                        device_->bind_group_cache().Get(
-                            ep.bind_group_layout,
-                            std::span<const BindGroupEntry>(e, ep.layout.bindings.size())));
-  if (bind_groups_.empty() || bind_groups_.back() != group) bind_groups_.push_back(group);
+  // Consecutive dispatches with the same bindings skip the cache lookup.
+  const size_t count = ep.layout.bindings.size();
+  const bool same_group =
+      last_layout_ == ep.bind_group_layout && last_entries_.size() == count &&
+      std::equal(e, e + count, last_entries_.begin(), [](const BindGroupEntry& a, const BindGroupEntry& b) {
+        return a.buffer == b.buffer && a.offset == b.offset && a.size == b.size;
+      });
+  if (!same_group) {
+    KILN_ASSIGN_OR_RETURN(BindGroupRef group, device_->bind_group_cache().Get(
+                                                  ep.bind_group_layout,
+                                                  std::span<const BindGroupEntry>(e, count)));
+    bind_groups_.push_back(std::move(group));
+    last_layout_ = ep.bind_group_layout;
+    last_entries_.assign(e, e + count);
+  }
   if (executables_.empty() || executables_.back() != executable) executables_.push_back(executable);
+  if (&ep != last_entry_point_) {
+    last_entry_point_ = &ep;
+    last_name_ = NameIndex(ep.layout.name);
+  }
 
   Command c{op};
   c.dynamic_offset = dynamic_offset;
@@ -233,10 +248,10 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
   c.y = y;
   c.z = z;
   c.pipeline = ep.pipeline;
-  c.bind_group = group->handle();
+  c.bind_group = bind_groups_.back()->handle();
   c.src = indirect;
   c.src_offset = indirect_offset;
-  c.name = NameIndex(ep.layout.name);
+  c.name = last_name_;
   commands_.push_back(c);
   stats_.dispatches++;
   if (options_.profile) profiled_names_.push_back(c.name);

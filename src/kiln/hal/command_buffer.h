@@ -182,6 +182,12 @@ class CommandBuffer {
   static constexpr uint32_t kNoConstants = ~0u;
   uint32_t last_constants_ = kNoConstants;  // offset of the last staged block
   uint32_t last_constants_size_ = 0;
+  // The previous dispatch's bind group key and entry point, so repeated
+  // dispatches skip the cache lookup and the name search.
+  WGPUBindGroupLayout last_layout_ = nullptr;
+  std::vector<BindGroupEntry> last_entries_;
+  const EntryPoint* last_entry_point_ = nullptr;
+  uint32_t last_name_ = 0;
   std::vector<std::string> names_;
   // What the records point at stays alive as long as the command buffer.
   std::vector<BufferRef> buffers_;

@@ -79,14 +79,24 @@ TEST_F(DispatchTest, BindGroupCacheReusesGroups) {
   auto xs = RandomFloats(n);
   Write(x, Bytes(xs));
   Poison(y);
+  // Ten command buffers, one dispatch each, the same bindings: one group.
   auto before = device_->bind_group_cache().stats();
-  auto cb = NewCommandBuffer();
-  for (int i = 0; i < 10; ++i) KILN_ASSERT_OK(RecordAxpb(*cb, x, y, 3.0f, float(i), n));
+  for (int i = 0; i < 10; ++i) {
+    auto cb = NewCommandBuffer();
+    KILN_ASSERT_OK(RecordAxpb(*cb, x, y, 3.0f, float(i), n));
+    Run(*cb);
+    ExpectAxpb(xs, As<float>(Read(y)), 3.0f, float(i));
+  }
   auto after = device_->bind_group_cache().stats();
   EXPECT_LE(after.misses - before.misses, 1u);
   EXPECT_GE(after.hits - before.hits, 9u);
+  // Other bindings make another group.
+  auto z = NewBuffer(n * 4);
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(RecordAxpb(*cb, x, z, 3.0f, 0.0f, n));
+  EXPECT_EQ(device_->bind_group_cache().stats().misses, after.misses + 1);
   Run(*cb);
-  ExpectAxpb(xs, As<float>(Read(y)), 3.0f, 9.0f);  // the last dispatch wins
+  ExpectAxpb(xs, As<float>(Read(z)), 3.0f, 0.0f);
 }
 
 TEST_F(DispatchTest, StagingExhaustionMidRecordingFlushesAndRetries) {
