@@ -186,6 +186,17 @@ AdapterReport ReadAdapterReport(const Implementation& impl, WGPUAdapter adapter,
   return r;
 }
 
+// Dawn's chained struct of toggles (not in the standard header), with the
+// sType value of the pinned Dawn build.
+struct DawnTogglesDescriptor {
+  WGPUChainedStruct chain;
+  size_t enabledToggleCount;
+  const char* const* enabledToggles;
+  size_t disabledToggleCount;
+  const char* const* disabledToggles;
+};
+constexpr uint32_t kDawnTogglesDescriptorSType = 327690;
+
 struct Attempt {
   Backend backend;
   FeatureLevel level;
@@ -342,6 +353,16 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
   } req;
   WGPUDeviceDescriptor desc = {};
   desc.label = ToStringView("kiln");
+  // Dawn rounds timestamps down to 2^16 ns unless told otherwise, which
+  // hides every dispatch shorter than that from profiling.
+  DawnTogglesDescriptor toggles = {};
+  const char* disabled_toggles[] = {"timestamp_quantization"};
+  if (impl_->kind() == ImplKind::kDawn) {
+    toggles.chain.sType = static_cast<WGPUSType>(kDawnTogglesDescriptorSType);
+    toggles.disabledToggleCount = 1;
+    toggles.disabledToggles = disabled_toggles;
+    desc.nextInChain = &toggles.chain;
+  }
   desc.requiredFeatureCount = requested.size();
   desc.requiredFeatures = requested.data();
   desc.requiredLimits = &required.limits;

@@ -7,8 +7,26 @@ DeviceOptions HalTest::Options() {
   return options;
 }
 
-std::shared_ptr<Device> HalTest::SharedDevice() {
+namespace {
+
+std::shared_ptr<Device>& SharedDeviceSlot() {
   static std::shared_ptr<Device> device;
+  return device;
+}
+
+// Destroys the shared device before the process exits: implementations tear
+// down their own state at exit, and a device outliving it crashes there.
+class ReleaseSharedDevice : public ::testing::Environment {
+ public:
+  void TearDown() override { SharedDeviceSlot().reset(); }
+};
+const auto* const kReleaseSharedDevice =
+    ::testing::AddGlobalTestEnvironment(new ReleaseSharedDevice());
+
+}  // namespace
+
+std::shared_ptr<Device> HalTest::SharedDevice() {
+  std::shared_ptr<Device>& device = SharedDeviceSlot();
   if (!device || !device->CheckHealthy().ok()) {
     auto created = Device::Create(Options());
     if (!created.ok()) {

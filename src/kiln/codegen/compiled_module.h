@@ -1,0 +1,82 @@
+// What the code generator produces: per-kernel WGSL plus the metadata the
+// runtime validates calls against and launches with. Plain data, with no IR
+// or WebGPU types, so it can be serialised (module_format.h) and read by a
+// runtime that links neither the IR nor codegen's emitter.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::codegen {
+
+enum class ParamKind : uint8_t {
+  kBuffer = 0,  // a storage buffer binding
+  kScalar = 1,  // a field of the uniform block
+};
+
+enum class BufferAccess : uint8_t {
+  kRead = 0,       // var<storage, read>: the kernel never stores to it
+  kReadWrite = 1,  // var<storage, read_write>
+};
+
+struct ParamInfo {
+  std::string name;  // the IR parameter's name
+  ParamKind kind = ParamKind::kBuffer;
+  // The element type (buffers) or value type (scalars) in the IR's text form:
+  // "f32", "f16", "i32", "u32", "bool", "int8x4", ...
+  std::string dtype;
+  // Buffers only.
+  BufferAccess access = BufferAccess::kRead;
+  uint32_t binding = 0;            // @binding(binding) in @group(0)
+  std::vector<std::string> shape;  // each extent as IR expression text over scalar params
+  // Scalars only: byte offset of the field in the uniform block.
+  uint32_t uniform_offset = 0;
+
+  friend bool operator==(const ParamInfo&, const ParamInfo&) = default;
+};
+
+struct KernelMetadata {
+  std::string name;               // the IR function's name
+  std::string entry_point;        // the WGSL entry point (the name, sanitised)
+  std::vector<ParamInfo> params;  // in IR parameter order
+  // The logical launch extents as IR expression text over scalar params
+  // ("1" when the kernel has no such axis). The runtime evaluates them and
+  // spreads blockIdx.x over workgroups x and z (see kernel_abi.h).
+  std::string num_blocks_x = "1";
+  std::string num_blocks_y = "1";
+  std::array<uint32_t, 3> workgroup_size = {1, 1, 1};
+  // WebGPU feature names ("shader-f16", "subgroups") the device must have.
+  std::vector<std::string> required_features;
+  uint32_t uniform_binding = 0;          // = number of buffer params
+  uint32_t uniform_block_size = 0;       // host bytes, a multiple of 16
+  uint32_t workgroup_storage_bytes = 0;  // total var<workgroup> size
+
+  friend bool operator==(const KernelMetadata&, const KernelMetadata&) = default;
+};
+
+struct CompiledFunction {
+  KernelMetadata metadata;
+  // A complete WGSL module with exactly one entry point, metadata.entry_point.
+  std::string wgsl;
+
+  friend bool operator==(const CompiledFunction&, const CompiledFunction&) = default;
+};
+
+struct CompiledModule {
+  std::vector<CompiledFunction> functions;  // in the IR module's order
+
+  // The function named `name`, or null.
+  const CompiledFunction* Find(std::string_view name) const {
+    for (const CompiledFunction& f : functions) {
+      if (f.metadata.name == name) return &f;
+    }
+    return nullptr;
+  }
+
+  friend bool operator==(const CompiledModule&, const CompiledModule&) = default;
+};
+
+}  // namespace kiln::codegen

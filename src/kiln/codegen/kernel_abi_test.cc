@@ -1,0 +1,48 @@
+#include "kiln/codegen/kernel_abi.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::abi {
+namespace {
+
+TEST(KernelAbiTest, UniformLayoutIsPackedFourByteFieldsPaddedTo16) {
+  EXPECT_EQ(UniformBlockSize(0), 16u);  // the two launch words alone
+  EXPECT_EQ(UniformBlockSize(2), 16u);
+  EXPECT_EQ(UniformBlockSize(3), 32u);
+  EXPECT_EQ(UniformBlockSize(6), 32u);
+  EXPECT_EQ(UniformBlockSize(7), 48u);
+  EXPECT_EQ(ScalarOffset(2), 8u);
+  EXPECT_EQ(GridDimXOffset(3), 12u);
+  EXPECT_EQ(NumBlocksXOffset(3), 16u);
+  EXPECT_EQ(UniformBinding(4), 4u);
+}
+
+TEST(KernelAbiTest, SmallGridsUseXOnly) {
+  Dispatch d = ComputeDispatch(100, 3);
+  EXPECT_EQ(d.x, 100u);
+  EXPECT_EQ(d.y, 3u);
+  EXPECT_EQ(d.z, 1u);
+  EXPECT_EQ(d.num_blocks_x, 100u);
+}
+
+TEST(KernelAbiTest, LargeGridsSpreadOverZ) {
+  Dispatch d = ComputeDispatch(200000, 1);
+  EXPECT_EQ(d.x, 65535u);
+  EXPECT_EQ(d.z, 4u);  // ceil(200000 / 65535)
+  EXPECT_GE(uint64_t{d.x} * d.z, 200000u);
+  EXPECT_EQ(ComputeDispatch(10, 1, 4).z, 3u);
+}
+
+TEST(KernelAbiTest, EmptyGridDispatchesNothing) {
+  Dispatch d = ComputeDispatch(0, 5);
+  EXPECT_EQ(d.x * d.y * d.z, 0u);
+}
+
+TEST(KernelAbiTest, StripSubgroupsEnableRemovesOnlyTheDirective) {
+  EXPECT_EQ(StripSubgroupsEnable("enable f16;\nenable subgroups;\nfn f() {}\n"),
+            "enable f16;\nfn f() {}\n");
+  EXPECT_EQ(StripSubgroupsEnable("fn f() {}\n"), "fn f() {}\n");
+}
+
+}  // namespace
+}  // namespace kiln::abi

@@ -1,0 +1,117 @@
+#include "kiln/codegen/module_format.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::codegen {
+namespace {
+
+CompiledModule SampleModule() {
+  CompiledFunction add;
+  add.metadata.name = "add";
+  add.metadata.entry_point = "add";
+  add.metadata.params = {
+      {.name = "A", .kind = ParamKind::kBuffer, .dtype = "f32", .binding = 0, .shape = {"n"}},
+      {.name = "B",
+       .kind = ParamKind::kBuffer,
+       .dtype = "f32",
+       .access = BufferAccess::kReadWrite,
+       .binding = 1,
+       .shape = {"n", "4"}},
+      {.name = "n", .kind = ParamKind::kScalar, .dtype = "i32", .uniform_offset = 0},
+  };
+  add.metadata.num_blocks_x = "((n + 63) / 64)";
+  add.metadata.workgroup_size = {64, 1, 1};
+  add.metadata.required_features = {"shader-f16"};
+  add.metadata.uniform_binding = 2;
+  add.metadata.uniform_block_size = 16;
+  add.metadata.workgroup_storage_bytes = 256;
+  add.wgsl = "@compute @workgroup_size(64, 1, 1)\nfn add() {}\n";
+  CompiledFunction empty;
+  empty.metadata.name = "empty";
+  empty.metadata.entry_point = "empty";
+  CompiledModule module;
+  module.functions = {add, empty};
+  return module;
+}
+
+void ExpectDataLoss(const StatusOr<CompiledModule>& result, std::string_view fragment) {
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(result.status().message().find(fragment), std::string::npos)
+      << result.status().message();
+}
+
+TEST(ModuleFormatTest, RoundTrips) {
+  CompiledModule module = SampleModule();
+  std::string bytes = SerializeModule(module);
+  EXPECT_EQ(bytes.substr(0, 8), "KILNWGSL");
+  StatusOr<CompiledModule> loaded = DeserializeModule(bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, module);
+  ASSERT_NE(loaded->Find("add"), nullptr);
+  EXPECT_EQ(loaded->Find("add")->metadata.params[1].shape[1], "4");
+  EXPECT_EQ(loaded->Find("missing"), nullptr);
+}
+
+TEST(ModuleFormatTest, EmptyModuleRoundTrips) {
+  StatusOr<CompiledModule> loaded = DeserializeModule(SerializeModule(CompiledModule{}));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->functions.empty());
+}
+
+TEST(ModuleFormatTest, HeaderLayoutIsFixed) {
+  std::string bytes = SerializeModule(SampleModule());
+  ASSERT_GE(bytes.size(), kModuleHeaderBytes);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[8]), kModuleFormatVersion);  // little-endian u32
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[16 + i])} << (8 * i);
+  EXPECT_EQ(length, bytes.size() - kModuleHeaderBytes);
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+}
+
+TEST(ModuleFormatTest, WrongMagicIsRejected) {
+  std::string bytes = SerializeModule(SampleModule());
+  bytes[0] = 'X';
+  ExpectDataLoss(DeserializeModule(bytes), "bad magic");
+  ExpectDataLoss(DeserializeModule("PK\x03\x04"), "bad magic");
+}
+
+TEST(ModuleFormatTest, OtherVersionIsRejected) {
+  std::string bytes = SerializeModule(SampleModule());
+  bytes[8] = 2;
+  ExpectDataLoss(DeserializeModule(bytes), "format version 2, expected 1");
+}
+
+TEST(ModuleFormatTest, TruncatedFileIsRejected) {
+  std::string bytes = SerializeModule(SampleModule());
+  ExpectDataLoss(DeserializeModule(bytes.substr(0, 20)), "truncated module");
+  ExpectDataLoss(DeserializeModule(bytes.substr(0, bytes.size() - 1)), "truncated module");
+  ExpectDataLoss(DeserializeModule(""), "truncated module");
+}
+
+TEST(ModuleFormatTest, CorruptPayloadIsRejected) {
+  std::string bytes = SerializeModule(SampleModule());
+  bytes[bytes.size() / 2] ^= 0x40;
+  ExpectDataLoss(DeserializeModule(bytes), "checksum mismatch");
+}
+
+TEST(ModuleFormatTest, TrailingBytesAreRejected) {
+  std::string bytes = SerializeModule(SampleModule()) + "x";
+  ExpectDataLoss(DeserializeModule(bytes), "past the declared payload length");
+}
+
+TEST(ModuleFormatTest, MalformedPayloadWithValidChecksumIsRejected) {
+  // A payload claiming a huge function count: checksum valid, contents not.
+  std::string payload = "\xff\xff\xff\x7f";
+  std::string bytes = SerializeModule(CompiledModule{}).substr(0, kModuleHeaderBytes);
+  uint64_t checksum = Fnv1a64(payload);
+  for (int i = 0; i < 8; ++i) {
+    bytes[16 + i] = static_cast<char>(i == 0 ? payload.size() : 0);
+    bytes[24 + i] = static_cast<char>(checksum >> (8 * i));
+  }
+  ExpectDataLoss(DeserializeModule(bytes + payload), "exceeds the remaining payload");
+}
+
+}  // namespace
+}  // namespace kiln::codegen

@@ -1,0 +1,58 @@
+// The WGSL code generator: lowered kiln IR to WGSL text plus the metadata
+// the runtime needs (compiled_module.h), following the kernel ABI
+// (kernel_abi.h, docs/kernel-abi.md).
+//
+// One WGSL module per kernel, with exactly one entry point: each kernel keeps
+// its own enable directives and required features, and the HAL compiles
+// each as its own shader module.
+//
+// Errors: kUnimplemented for constructs WGSL cannot express (64-bit or 8-bit
+// values, global allocations, a vectorized loop left in), kInvalidArgument
+// for kernels that exceed the device limits in CodegenOptions or break the
+// ABI; each message names the kernel and the offending construct.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/codegen/compiled_module.h"
+#include "kiln/ir/function.h"
+#include "kiln/support/status.h"
+#include "kiln/transform/lower.h"
+
+namespace kiln::codegen {
+
+// The device limits a kernel must fit in; WebGPU's defaults unless told.
+struct DeviceLimits {
+  uint32_t max_invocations_per_workgroup = 256;  // maxComputeInvocationsPerWorkgroup
+  uint32_t max_workgroup_size_x = 256;           // maxComputeWorkgroupSizeX
+  uint32_t max_workgroup_size_y = 256;           // maxComputeWorkgroupSizeY
+  uint32_t max_workgroup_size_z = 64;            // maxComputeWorkgroupSizeZ
+  uint32_t max_workgroup_storage_bytes = 16384;  // maxComputeWorkgroupStorageSize
+};
+
+struct CodegenOptions {
+  DeviceLimits limits;
+};
+
+// WGSL and metadata for one kernel that has been through transform::Lower.
+// Buffer shapes in the metadata are those of `lowered`'s (flattened)
+// parameters; CompileFunction records the source shapes instead.
+StatusOr<CompiledFunction> GenerateWgsl(const ir::Function& lowered,
+                                        const CodegenOptions& options = {});
+
+struct CompileOptions {
+  transform::LowerOptions lower;
+  CodegenOptions codegen;
+};
+
+// Lower + GenerateWgsl, with the metadata's buffer shapes taken from
+// `function` (the shapes callers pass tensors of). Errors get the kernel
+// name as context.
+StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
+                                           const CompileOptions& options = {});
+
+// CompileFunction for every function of the module, in order.
+StatusOr<CompiledModule> CompileModule(const ir::Module& module,
+                                       const CompileOptions& options = {});
+
+}  // namespace kiln::codegen

@@ -1,0 +1,545 @@
+// Tests of the WGSL code generator against the kernel ABI and of each
+// construct it translates. Whole-file goldens are in wgsl_golden_test.cc.
+#include "kiln/codegen/wgsl_codegen.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "kiln/codegen/kernel_abi.h"
+#include "kiln/codegen/module_format.h"
+#include "kiln/ir/ir.h"
+
+namespace kiln::codegen {
+namespace {
+
+using namespace ::kiln::ir;  // NOLINT: IR builder vocabulary
+
+// Whether `text` contains `fragment`, showing both when it does not.
+testing::AssertionResult Contains(const std::string& text, std::string_view fragment) {
+  if (text.find(fragment) != std::string::npos) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "missing:\n" << fragment << "\nin:\n" << text;
+}
+
+// With KILN_WGSL_DUMP_DIR set, every module a test generates is written there
+// as <kernel>.wgsl, for checking with external WGSL compilers.
+void MaybeDump(const CompiledFunction& f) {
+  const char* dir = std::getenv("KILN_WGSL_DUMP_DIR");
+  if (dir != nullptr) std::ofstream(StrCat(dir, "/", f.metadata.entry_point, ".wgsl")) << f.wgsl;
+}
+
+CompiledFunction Generate(const Function& f, const CodegenOptions& options = {}) {
+  StatusOr<CompiledFunction> result = GenerateWgsl(f, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return CompiledFunction{};
+  MaybeDump(*result);
+  return *result;
+}
+
+Status GenerateError(const Function& f, const CodegenOptions& options = {}) {
+  StatusOr<CompiledFunction> result = GenerateWgsl(f, options);
+  EXPECT_FALSE(result.ok()) << result->wgsl;
+  return result.status();
+}
+
+// Parameters interleaving buffers and scalars; B is stored to, A and C not.
+Function Interleaved() {
+  IRBuilder b("interleaved");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  Var n = b.ScalarParam("n", kI32);
+  Buffer B = b.BufferParam("B", kF32, {4});
+  Var alpha = b.ScalarParam("alpha", kF32);
+  Buffer C = b.BufferParam("C", kU32, {4});
+  Var k = b.ScalarParam("k", kU32);
+  b.For("tx", LoopKind::kThreadX, 0, 4, [&](Var tx) {
+    b.If(tx < n, [&] { b.Store(B, {tx}, Load(A, {tx}) * alpha + Cast(kF32, Load(C, {tx}) + k)); });
+  });
+  return b.Build();
+}
+
+TEST(WgslAbiTest, BuffersBindInParameterOrderWithInferredAccess) {
+  CompiledFunction f = Generate(Interleaved());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "@group(0) @binding(0) var<storage, read> A : array<f32>;\n"
+                       "@group(0) @binding(1) var<storage, read_write> B : array<f32>;\n"
+                       "@group(0) @binding(2) var<storage, read> C : array<u32>;\n"
+                       "@group(0) @binding(3) var<uniform> args : KernelArgs;\n"));
+  const std::vector<ParamInfo>& params = f.metadata.params;
+  ASSERT_EQ(params.size(), 6u);
+  EXPECT_EQ(params[0].binding, 0u);
+  EXPECT_EQ(params[0].access, BufferAccess::kRead);
+  EXPECT_EQ(params[2].binding, 1u);
+  EXPECT_EQ(params[2].access, BufferAccess::kReadWrite);
+  EXPECT_EQ(params[4].binding, 2u);
+  EXPECT_EQ(params[4].access, BufferAccess::kRead);
+  EXPECT_EQ(params[4].dtype, "u32");
+  EXPECT_EQ(params[4].shape, std::vector<std::string>{"4"});
+}
+
+TEST(WgslAbiTest, ScalarsAndLaunchWordsFormOnePackedUniformBlock) {
+  CompiledFunction f = Generate(Interleaved());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "struct KernelArgs {\n  n : i32,\n  alpha : f32,\n  k : u32,\n"
+                       "  grid_dim_x : u32,\n  num_blocks_x : u32,\n}\n"));
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "  let n : i32 = args.n;\n  let alpha : f32 = args.alpha;\n"
+                       "  let k : u32 = args.k;\n"));
+  const std::vector<ParamInfo>& params = f.metadata.params;
+  EXPECT_EQ(params[1].kind, ParamKind::kScalar);
+  EXPECT_EQ(params[1].uniform_offset, 0u);
+  EXPECT_EQ(params[3].uniform_offset, 4u);
+  EXPECT_EQ(params[5].uniform_offset, 8u);
+  EXPECT_EQ(f.metadata.uniform_binding, 3u);
+  EXPECT_EQ(f.metadata.uniform_block_size, 32u);  // 5 words -> 20 bytes -> 32
+  EXPECT_EQ(f.metadata.uniform_block_size, abi::UniformBlockSize(3));
+}
+
+TEST(WgslAbiTest, UniformBlockIsPresentWithoutScalars) {
+  IRBuilder b("no_scalars");
+  Buffer A = b.BufferParam("A", kF32, {1});
+  b.Store(A, {0}, FloatConst(kF32, 1.0));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "struct KernelArgs {\n  grid_dim_x : u32,\n"
+                       "  num_blocks_x : u32,\n}\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "@group(0) @binding(1) var<uniform> args : KernelArgs;"));
+  EXPECT_EQ(f.metadata.uniform_block_size, 16u);
+  EXPECT_EQ(f.metadata.num_blocks_x, "1");
+  EXPECT_EQ(f.metadata.num_blocks_y, "1");
+}
+
+TEST(WgslAbiTest, LargeGridPrologueRecombinesBlockIdxXAndReturnsFirst) {
+  IRBuilder b("grid");
+  Var n = b.ScalarParam("n", kI32);
+  Var m = b.ScalarParam("m", kI32);
+  Buffer A = b.BufferParam("A", kI32, {m * n});
+  b.For("by", LoopKind::kBlockY, 0, m, [&](Var by) {
+    b.For("bx", LoopKind::kBlockX, 0, n, [&](Var bx) {
+      b.For("tx", LoopKind::kThreadX, 0, 8, [&](Var tx) {
+        b.For("tz", LoopKind::kThreadZ, 0, 2, [&](Var tz) {
+          b.Store(A, {by * n + bx}, tx + tz);
+          b.Barrier();
+        });
+      });
+    });
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "@compute @workgroup_size(8, 1, 2)\n"
+                       "fn grid(@builtin(workgroup_id) wid : vec3<u32>, "
+                       "@builtin(local_invocation_id) lid : vec3<u32>) {\n"
+                       "  let block_x : u32 = wid.x + wid.z * args.grid_dim_x;\n"
+                       "  if (block_x >= args.num_blocks_x) {\n    return;\n  }\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "let by : i32 = i32(wid.y);"));
+  EXPECT_TRUE(Contains(f.wgsl, "let bx : i32 = i32(block_x);"));
+  EXPECT_TRUE(Contains(f.wgsl, "let tz : i32 = i32(lid.z);"));
+  // The early return precedes every barrier.
+  EXPECT_LT(f.wgsl.find("return;"), f.wgsl.find("workgroupBarrier();"));
+  EXPECT_EQ(f.metadata.num_blocks_x, "n");
+  EXPECT_EQ(f.metadata.num_blocks_y, "m");
+  EXPECT_EQ(f.metadata.workgroup_size, (std::array<uint32_t, 3>{8, 1, 2}));
+  EXPECT_EQ(f.metadata.entry_point, "grid");
+}
+
+TEST(WgslAbiTest, BlockIdxZIsRejected) {
+  IRBuilder b("z");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  b.For("bz", LoopKind::kBlockZ, 0, 4, [&](Var bz) { b.Store(A, {bz}, bz); });
+  Status status = GenerateError(b.Build());
+  EXPECT_TRUE(Contains(status.message(), "blockIdx.z is reserved by the kernel ABI"));
+}
+
+TEST(WgslAbiTest, WorkgroupSizeIsCheckedAgainstDeviceLimits) {
+  IRBuilder b("big_group");
+  Buffer A = b.BufferParam("A", kI32, {512});
+  b.For("tx", LoopKind::kThreadX, 0, 128, [&](Var tx) {
+    b.For("ty", LoopKind::kThreadY, 0, 4, [&](Var ty) { b.Store(A, {ty * 128 + tx}, tx); });
+  });
+  Function f = b.Build();
+  Status status = GenerateError(f);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(),
+                       "kernel 'big_group': workgroup size (128, 4, 1) has 512 "
+                       "invocations, more than the device's "
+                       "maxComputeInvocationsPerWorkgroup of 256"));
+  CodegenOptions narrow;
+  narrow.limits.max_invocations_per_workgroup = 1024;
+  narrow.limits.max_workgroup_size_x = 64;
+  EXPECT_TRUE(Contains(GenerateError(f, narrow).message(),
+                       "workgroup size 128 along X exceeds the device's "
+                       "maxComputeWorkgroupSizeX of 64"));
+  CodegenOptions roomy;
+  roomy.limits.max_invocations_per_workgroup = 1024;
+  EXPECT_EQ(Generate(f, roomy).metadata.workgroup_size, (std::array<uint32_t, 3>{128, 4, 1}));
+}
+
+TEST(WgslAbiTest, WorkgroupStorageIsCheckedAgainstDeviceLimits) {
+  IRBuilder b("big_tile");
+  Buffer A = b.BufferParam("A", kF32, {1});
+  b.Allocate("tile", kF32, {8192}, MemoryScope::kShared, [&](Buffer tile) {
+    b.Store(tile, {0}, FloatConst(kF32, 1.0));
+    b.Store(A, {0}, Load(tile, {0}));
+  });
+  Status status = GenerateError(b.Build());
+  EXPECT_TRUE(Contains(status.message(),
+                       "shared allocations take 32768 bytes, more than the "
+                       "device's maxComputeWorkgroupStorageSize of 16384"));
+}
+
+TEST(WgslAbiTest, NamesAreSanitisedAndNeverReserved) {
+  IRBuilder b("my.kernel");
+  Var loop = b.ScalarParam("loop", kI32);
+  Buffer var_buffer = b.BufferParam("var", kF32, {4});
+  Buffer exp_buffer = b.BufferParam("exp", kF32, {4});
+  Buffer args_buffer = b.BufferParam("args", kF32, {4});
+  b.For("tx", LoopKind::kThreadX, 0, 4, [&](Var tx) {
+    Var let = b.Let("let", Load(var_buffer, {tx}) + Load(exp_buffer, {tx}));
+    b.Store(args_buffer, {tx}, Call(Intrinsic::kExp, {let}) + Cast(kF32, loop));
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_EQ(f.metadata.entry_point, "my_kernel");
+  EXPECT_EQ(f.metadata.name, "my.kernel");
+  EXPECT_TRUE(Contains(f.wgsl, "fn my_kernel("));
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read> var_1 : array<f32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read> exp_1 : array<f32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read_write> args_1 : array<f32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "loop_1 : i32,"));  // the uniform field
+  EXPECT_TRUE(Contains(f.wgsl, "let let_1 : f32 = var_1[tx] + exp_1[tx];"));
+  EXPECT_TRUE(Contains(f.wgsl, "args_1[tx] = exp(let_1) + f32(loop_1);"));
+  // The metadata keeps the IR's names.
+  EXPECT_EQ(f.metadata.params[1].name, "var");
+}
+
+TEST(WgslCodegenTest, BoolBuffersAreI32ConvertedOnLoadAndStore) {
+  IRBuilder b("bools");
+  Buffer In = b.BufferParam("In", kBool, {4});
+  Buffer Out = b.BufferParam("Out", kBool, {4});
+  b.For("tx", LoopKind::kThreadX, 0, 4, [&](Var tx) { b.Store(Out, {tx}, !Load(In, {tx})); });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read> In : array<i32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read_write> Out : array<i32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "Out[tx] = select(0i, 1i, !(In[tx] != 0i));"));
+  EXPECT_EQ(f.metadata.params[0].dtype, "bool");
+}
+
+TEST(WgslCodegenTest, HalfPrecisionEnablesF16) {
+  IRBuilder b("halves");
+  Buffer A = b.BufferParam("A", kF16, {4});
+  b.For("tx", LoopKind::kThreadX, 0, 4,
+        [&](Var tx) { b.Store(A, {tx}, Load(A, {tx}) * FloatConst(kF16, 1.5)); });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_EQ(f.wgsl.rfind("enable f16;\n", 0), 0u);
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read_write> A : array<f16>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[tx] = A[tx] * 1.5h;"));
+  EXPECT_EQ(f.metadata.required_features, std::vector<std::string>{"shader-f16"});
+}
+
+TEST(WgslCodegenTest, SubgroupBuiltinsEnableSubgroups) {
+  IRBuilder b("reduce");
+  Buffer A = b.BufferParam("A", kF32, {32});
+  b.For("tx", LoopKind::kThreadX, 0, 32, [&](Var tx) {
+    Var lane0 = b.Let("first", Call(Intrinsic::kSubgroupBroadcastFirst, {Load(A, {tx})}));
+    Var shuffled =
+        b.Let("shuffled", Call(Intrinsic::kSubgroupShuffle, {Load(A, {tx}), Cast(kU32, tx)}));
+    b.Store(A, {tx}, Call(Intrinsic::kSubgroupMax, {lane0 + shuffled}));
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_EQ(f.wgsl.rfind("enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n", 0), 0u);
+  EXPECT_TRUE(Contains(f.wgsl, "subgroupBroadcastFirst(A[tx])"));
+  EXPECT_TRUE(Contains(f.wgsl, "subgroupShuffle(A[tx], u32(tx))"));
+  EXPECT_TRUE(Contains(f.wgsl, "subgroupMax(first + shuffled)"));
+  EXPECT_EQ(f.metadata.required_features, std::vector<std::string>{"subgroups"});
+  EXPECT_FALSE(Contains(abi::StripSubgroupsEnable(f.wgsl), "enable subgroups"));
+}
+
+TEST(WgslCodegenTest, ContiguousAndGatheredVectorAccesses) {
+  IRBuilder b("vectors");
+  Buffer A = b.BufferParam("A", kF32, {16});
+  Buffer B = b.BufferParam("B", kF32, {16});
+  b.For("tx", LoopKind::kThreadX, 0, 4, [&](Var tx) {
+    Expr contiguous = Load(A, {Ramp(tx * 4, 1, 4)});
+    Expr gathered = Load(A, {Ramp(tx, 4, 4)});
+    b.Store(B, {Ramp(tx, 4, 4)}, contiguous + gathered * Broadcast(FloatConst(kF32, 2.0), 4));
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "let index : vec4<i32> = vec4<i32>(tx) + "
+                       "vec4<i32>(0i, 1i, 2i, 3i) * 4i;"));
+  EXPECT_TRUE(Contains(f.wgsl, "let base : i32 = tx * 4i;"));
+  EXPECT_TRUE(Contains(f.wgsl, "vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i])"));
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "vec4<f32>(A[index[0]], A[index[1]], A[index[2]], "
+                       "A[index[3]]) * vec4<f32>(2f)"));
+  EXPECT_TRUE(Contains(f.wgsl, "B[index[3]] = value[3];"));
+}
+
+TEST(WgslCodegenTest, IfThenElseEvaluatesOnlyTheTakenSide) {
+  IRBuilder b("guarded");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kF32, {n});
+  b.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+    b.Store(A, {tx % n},
+            IfThenElse(tx < n, Load(A, {tx}), Call(Intrinsic::kSqrt, {FloatConst(kF32, 2.0)})));
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "  var cond_value : f32;\n"
+                       "  if (tx < n) {\n"
+                       "    cond_value = A[tx];\n"
+                       "  } else {\n"
+                       "    cond_value = sqrt(2f);\n"
+                       "  }\n"
+                       "  A[tx % n] = cond_value;\n"));
+}
+
+TEST(WgslCodegenTest, SelectEvaluatesBothSides) {
+  IRBuilder b("sel");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  b.For("tx", LoopKind::kThreadX, 0, 4,
+        [&](Var tx) { b.Store(A, {tx}, Select(tx > 1, Load(A, {tx}), -tx)); });
+  EXPECT_TRUE(Contains(Generate(b.Build()).wgsl, "A[tx] = select(0i - tx, A[tx], tx > 1i);"));
+}
+
+TEST(WgslCodegenTest, WhileLoopHoistsConditionStatementsIntoTheLoop) {
+  IRBuilder b("spin");
+  Buffer A = b.BufferParam("A", kI32, {2});
+  b.While(IfThenElse(Load(A, {0}) > 0, Load(A, {1}), IntConst(kI32, 0)) < 10,
+          [&] { b.Store(A, {1}, Load(A, {1}) + 1); });
+  b.While(Load(A, {0}) < 3, [&] { b.Store(A, {0}, Load(A, {0}) + 1); });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "  loop {\n"
+                       "    var cond_value : i32;\n"
+                       "    if (A[0i] > 0i) {\n"
+                       "      cond_value = A[1i];\n"
+                       "    } else {\n"
+                       "      cond_value = 0i;\n"
+                       "    }\n"
+                       "    if (!(cond_value < 10i)) {\n"
+                       "      break;\n"
+                       "    }\n"
+                       "    A[1i] = A[1i] + 1i;\n"
+                       "  }\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "  while (A[0i] < 3i) {\n    A[0i] = A[0i] + 1i;\n  }\n"));
+}
+
+TEST(WgslCodegenTest, SerialLoopsEvaluateBoundsOnce) {
+  IRBuilder b("loops");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kI32, {n});
+  b.For(
+      "i", LoopKind::kSerial, 2, n - 2, [&](Var i) { b.Store(A, {i}, i); }, 3);
+  b.For("j", LoopKind::kSerial, 0, 4, [&](Var j) { b.Store(A, {j}, j); });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "let i_end : i32 = 2i + (n - 2i);\n"
+                       "  for (var i : i32 = 2i; i < i_end; i += 3i) {\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "for (var j : i32 = 0i; j < 4i; j++) {"));
+}
+
+TEST(WgslCodegenTest, IntegerDivisionFollowsTheIrForNegativeOperands) {
+  IRBuilder b("divs");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  Buffer U = b.BufferParam("U", kU32, {2});
+  Buffer F = b.BufferParam("F", kF32, {2});
+  b.Store(A, {0}, Load(A, {0}) / Load(A, {1}));
+  b.Store(A, {1}, Load(A, {0}) % Load(A, {1}));
+  b.Store(A, {2}, FloorDiv(Load(A, {2}), Load(A, {3})));
+  b.Store(A, {3}, FloorMod(Load(A, {2}), Load(A, {3})));
+  b.Store(U, {0}, FloorDiv(Load(U, {0}), Load(U, {1})));
+  b.Store(F, {0}, FloorDiv(Load(F, {0}), Load(F, {1})));
+  b.Store(F, {1}, FloorMod(Load(F, {0}), Load(F, {1})));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "A[0i] = A[0i] / A[1i];"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = A[0i] % A[1i];"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[2i] = kiln_floor_div_i32(A[2i], A[3i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[3i] = kiln_floor_mod_i32(A[2i], A[3i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "U[0i] = U[0i] / U[1i];"));
+  EXPECT_TRUE(Contains(f.wgsl, "F[0i] = floor(F[0i] / F[1i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "F[1i] = kiln_floor_mod_f32(F[0i], F[1i]);"));
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "fn kiln_floor_div_i32(a : i32, b : i32) -> i32 {\n"
+                       "  let q = a / b;\n  let r = a % b;\n"
+                       "  return select(q, q - i32(1), (r != i32()) & "
+                       "((r < i32()) != (b < i32())));\n}\n"));
+}
+
+TEST(WgslCodegenTest, MathIntrinsics) {
+  IRBuilder b("math");
+  Buffer A = b.BufferParam("A", kF32, {16});
+  Expr x = Load(A, {0});
+  const std::pair<Intrinsic, const char*> unary[] = {
+      {Intrinsic::kExp, "exp(A[0i])"},
+      {Intrinsic::kLog, "log(A[0i])"},
+      {Intrinsic::kSqrt, "sqrt(A[0i])"},
+      {Intrinsic::kRsqrt, "inverseSqrt(A[0i])"},
+      {Intrinsic::kTanh, "tanh(A[0i])"},
+      {Intrinsic::kAbs, "abs(A[0i])"},
+      {Intrinsic::kFloor, "floor(A[0i])"},
+      {Intrinsic::kCeil, "ceil(A[0i])"},
+      {Intrinsic::kRound, "round(A[0i])"},
+      {Intrinsic::kErf, "kiln_erf_f32(A[0i])"},
+      {Intrinsic::kSigmoid, "1f / (1f + exp(-(A[0i])))"},
+  };
+  int slot = 1;
+  for (const auto& [op, text] : unary) b.Store(A, {slot++}, Call(op, {x}));
+  b.Store(A, {slot++}, Call(Intrinsic::kPow, {x, x}));
+  b.Store(A, {slot++}, Call(Intrinsic::kFma, {x, x, x}));
+  CompiledFunction f = Generate(b.Build());
+  slot = 1;
+  for (const auto& [op, text] : unary) {
+    EXPECT_TRUE(Contains(f.wgsl, StrCat("A[", slot++, "i] = ", text, ";")));
+  }
+  EXPECT_TRUE(Contains(f.wgsl, "= pow(A[0i], A[0i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "= fma(A[0i], A[0i], A[0i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "fn kiln_erf_f32(x : f32) -> f32 {"));
+}
+
+TEST(WgslCodegenTest, ErfHelperIsAccurateToAMillionth) {
+  // The same polynomial the helper evaluates, in double precision.
+  auto approx = [](double x) {
+    double t = 1.0 / (1.0 + 0.3275911 * std::abs(x));
+    double p = t * (0.254829592 +
+                    t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    return (x < 0 ? -1 : 1) * (1.0 - p * std::exp(-x * x));
+  };
+  for (double x = -6; x <= 6; x += 0.001) EXPECT_NEAR(approx(x), std::erf(x), 1e-6) << x;
+}
+
+TEST(WgslCodegenTest, ShiftsBitOpsAndInt8x4) {
+  IRBuilder b("bits");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  Buffer P = b.BufferParam("P", kInt8x4, {2});
+  b.Store(A, {0}, Call(Intrinsic::kShiftLeft, {Load(A, {0}), Load(A, {1})}));
+  b.Store(A, {1}, Call(Intrinsic::kShiftRight, {Load(A, {0}), IntConst(kI32, 3)}));
+  b.Store(
+      A, {2},
+      Call(Intrinsic::kBitwiseXor, {Load(A, {0}), Call(Intrinsic::kBitwiseNot, {Load(A, {1})})}));
+  b.Store(A, {3},
+          Call(Intrinsic::kDot4I8, {Load(P, {0}), Load(P, {1})}) + Reinterpret(kI32, Load(P, {0})));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "var<storage, read> P : array<u32>;"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[0i] = A[0i] << (u32(A[1i]) & 31u);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = A[0i] >> (u32(3i) & 31u);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[2i] = A[0i] ^ (~A[1i]);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[3i] = dot4I8Packed(P[0i], P[1i]) + bitcast<i32>(P[0i]);"));
+  EXPECT_EQ(f.metadata.params[1].dtype, "int8x4");
+}
+
+TEST(WgslCodegenTest, ConstantsWithoutLiteralsGoThroughBits) {
+  IRBuilder b("specials");
+  Buffer A = b.BufferParam("A", kF32, {3});
+  Buffer I = b.BufferParam("I", kI32, {1});
+  b.Store(A, {0}, FloatConst(kF32, INFINITY));
+  b.Store(A, {1}, FloatConst(kF32, NAN));
+  b.Store(A, {2}, FloatConst(kF32, -0.25));
+  b.Store(I, {0}, IntConst(kI32, INT32_MIN));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "A[0i] = kiln_f32_from_bits(0x7f800000u);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = kiln_f32_from_bits(0x7fc00000u);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[2i] = -0.25f;"));
+  EXPECT_TRUE(Contains(f.wgsl, "I[0i] = i32(-2147483648);"));
+}
+
+TEST(WgslCodegenTest, SharedAndLocalMemory) {
+  IRBuilder b("memories");
+  Buffer A = b.BufferParam("A", kF32, {64});
+  b.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+    b.Allocate("tile", kF32, {64}, MemoryScope::kShared, [&](Buffer tile) {
+      b.Allocate("flags", kBool, {2}, MemoryScope::kLocal, [&](Buffer flags) {
+        b.Store(tile, {tx}, Load(A, {tx}));
+        b.Barrier();
+        b.Store(flags, {0}, Load(tile, {63 - tx}) > 0.0);
+        b.Store(A, {tx}, Select(Load(flags, {0}), Load(tile, {63 - tx}), FloatConst(kF32, 0.0)));
+        b.Barrier(BarrierKind::kStorage);
+      });
+    });
+  });
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "\nvar<workgroup> tile : array<f32, 64>;\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "  var flags : array<i32, 2>;\n"));
+  EXPECT_TRUE(Contains(f.wgsl, "workgroupBarrier();"));
+  EXPECT_TRUE(Contains(f.wgsl, "storageBarrier();"));
+  EXPECT_TRUE(Contains(f.wgsl, "flags[0i] = select(0i, 1i, tile[63i - tx] > 0f);"));
+  EXPECT_EQ(f.metadata.workgroup_storage_bytes, 256u);
+}
+
+TEST(WgslCodegenTest, UnloweredIrIsRejectedWithTheMissingPass) {
+  IRBuilder b1("two_d");
+  Buffer A = b1.BufferParam("A", kF32, {4, 4});
+  b1.Store(A, {1, 2}, FloatConst(kF32, 0.0));
+  EXPECT_TRUE(Contains(GenerateError(b1.Build()).message(),
+                       "buffer 'A' is accessed with 2 indices; WGSL arrays take one "
+                       "(run FlattenBuffers first)"));
+
+  IRBuilder b2("wide");
+  Buffer B = b2.BufferParam("B", kF32, {4});
+  b2.For("i", LoopKind::kSerial, IntConst(kI64, 0), IntConst(kI64, 4),
+         [&](Var i) { b2.Store(B, {i}, FloatConst(kF32, 0.0)); });
+  EXPECT_TRUE(Contains(GenerateError(b2.Build()).message(),
+                       "type i64 has no WGSL equivalent; run NarrowIndices first"));
+
+  IRBuilder b3("vector_loop");
+  Buffer C = b3.BufferParam("C", kF32, {4});
+  b3.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) { b3.Store(C, {v}, FloatConst(kF32, 0.0)); });
+  EXPECT_TRUE(Contains(GenerateError(b3.Build()).message(),
+                       "loop `v` is still marked vectorize; run Vectorize first"));
+
+  IRBuilder b4("bytes");
+  Buffer D = b4.BufferParam("D", kU8, {4});
+  b4.Store(D, {0}, IntConst(kU8, 1));
+  EXPECT_TRUE(
+      Contains(GenerateError(b4.Build()).message(), "buffer parameter 'D' has element type u8"));
+}
+
+TEST(CompileTest, CompileFunctionLowersAndKeepsSourceShapes) {
+  IRBuilder b("rows");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kF32, {n, 4});
+  b.For("bx", LoopKind::kBlockX, 0, n, [&](Var bx) {
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      b.Store(A, {bx, v}, Load(A, {bx, v}) + 1.0);
+    });
+  });
+  StatusOr<CompiledFunction> f = CompileFunction(b.Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  MaybeDump(*f);
+  EXPECT_EQ(f->metadata.params[1].shape, (std::vector<std::string>{"n", "4"}));
+  EXPECT_EQ(f->metadata.params[1].access, BufferAccess::kReadWrite);
+  EXPECT_EQ(f->metadata.num_blocks_x, "n");
+  EXPECT_TRUE(Contains(f->wgsl, "vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i])"));
+}
+
+TEST(CompileTest, CompileModuleCompilesEveryFunctionAndRoundTrips) {
+  IRBuilder b1("first");
+  Buffer A = b1.BufferParam("A", kF32, {1});
+  b1.Store(A, {0}, FloatConst(kF32, 1.0));
+  IRBuilder b2("second");
+  Var n = b2.ScalarParam("n", kU32);
+  Buffer B = b2.BufferParam("B", kU32, {n});
+  b2.For("tx", LoopKind::kThreadX, 0, 16,
+         [&](Var tx) { b2.If(Cast(kU32, tx) < n, [&] { b2.Store(B, {tx}, n); }); });
+  ir::Module module{{b1.Build(), b2.Build()}};
+  StatusOr<CompiledModule> compiled = CompileModule(module);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_EQ(compiled->functions.size(), 2u);
+  for (const CompiledFunction& f : compiled->functions) MaybeDump(f);
+  EXPECT_EQ(compiled->functions[1].metadata.workgroup_size, (std::array<uint32_t, 3>{16, 1, 1}));
+  StatusOr<CompiledModule> loaded = DeserializeModule(SerializeModule(*compiled));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, *compiled);
+}
+
+TEST(CompileTest, CompileErrorsNameTheKernel) {
+  IRBuilder b("broken");
+  Buffer A = b.BufferParam("A", kF32, {8});
+  b.For("v", LoopKind::kVectorized, 0, 8, [&](Var v) { b.Store(A, {v}, FloatConst(kF32, 0.0)); });
+  StatusOr<CompiledFunction> f = CompileFunction(b.Build());
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(Contains(f.status().message(), "kernel 'broken': Vectorize of 'broken'"));
+}
+
+}  // namespace
+}  // namespace kiln::codegen

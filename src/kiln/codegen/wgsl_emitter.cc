@@ -1,0 +1,125 @@
+#include "kiln/codegen/wgsl_emitter.h"
+
+#include "kiln/codegen/wgsl_types.h"
+#include "kiln/ir/printer.h"
+
+namespace kiln::codegen {
+
+std::string StripParens(const std::string& text) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')') return text;
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '(') ++depth;
+    if (text[i] == ')') --depth;
+    // The first '(' closes before the end: "(a) + (b)".
+    if (depth == 0 && i + 1 < text.size()) return text;
+  }
+  return text.substr(1, text.size() - 2);
+}
+
+std::string Enclosed(const std::string& text) {
+  if (StripParens(text) != text) return text;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (c == ' ' && depth == 0) return "(" + text + ")";
+  }
+  return text;
+}
+
+FunctionEmitter::FunctionEmitter(NameSupply& names, WgslHelpers& helpers, LaunchNames launch)
+    : names_(names), helpers_(helpers), launch_(std::move(launch)) {}
+
+void FunctionEmitter::EmitBody(const ir::Stmt& body, int indent) {
+  indent_ = indent;
+  Stmt(body);
+}
+
+void FunctionEmitter::Indent() {
+  ++indent_;
+  reusable_.clear();
+}
+
+void FunctionEmitter::Dedent() {
+  --indent_;
+  reusable_.clear();
+}
+
+void FunctionEmitter::Line(const std::string& text) {
+  out_.append(2 * indent_, ' ');
+  out_ += text;
+  out_ += '\n';
+}
+
+std::string FunctionEmitter::Type(ir::DataType type) {
+  StatusOr<std::string> wgsl = WgslValueType(type);
+  if (!wgsl.ok()) return Fail(wgsl.status().message());
+  if (type.is_float() && type.bits == 16) uses_f16_ = true;
+  return *wgsl;
+}
+
+std::string FunctionEmitter::StorageType(ir::DataType type) {
+  StatusOr<std::string> wgsl = WgslStorageType(type);
+  if (!wgsl.ok()) return Fail(wgsl.status().message());
+  if (type.is_float() && type.bits == 16) uses_f16_ = true;
+  return *wgsl;
+}
+
+std::string FunctionEmitter::LetValue(const std::string& hint, ir::DataType type,
+                                      const std::string& value) {
+  std::string name = names_.Fresh(hint);
+  Line(StrCat("let ", name, " : ", Type(type), " = ", StripParens(value), ";"));
+  return name;
+}
+
+std::string FunctionEmitter::Reusable(const ir::Expr& e, const std::string& hint) {
+  std::string text = Expr(e);
+  bool simple = e.as<ir::VarNode>() || e.as<ir::IntImmNode>() || e.as<ir::FloatImmNode>() ||
+                e.as<ir::BoolImmNode>();
+  if (simple) return text;
+  auto it = reusable_.find(text);
+  if (it != reusable_.end()) return it->second;
+  std::string name = LetValue(hint, e.dtype(), text);
+  reusable_.emplace(text, name);
+  return name;
+}
+
+std::string FunctionEmitter::BufferName(const ir::Buffer& buffer) {
+  auto it = buffers_.find(buffer.get());
+  if (it == buffers_.end()) {
+    return Fail("buffer '", buffer.name(), "' is used outside its parameter or allocation");
+  }
+  return it->second;
+}
+
+const ir::Expr* FunctionEmitter::FlatIndex(const ir::Buffer& buffer,
+                                           const std::vector<ir::Expr>& indices) {
+  if (indices.size() != 1) {
+    Fail("buffer '", buffer.name(), "' is accessed with ", indices.size(),
+         " indices; WGSL arrays take one (run FlattenBuffers first)");
+    return nullptr;
+  }
+  return &indices[0];
+}
+
+std::vector<std::string> FunctionEmitter::LaneIndices(const ir::Expr& index) {
+  std::vector<std::string> lanes;
+  int n = index.dtype().lanes;
+  const auto* ramp = index.as<ir::RampNode>();
+  if (ramp && ir::IsConstInt(ramp->stride, 1)) {
+    // Contiguous: base, base + 1, ... from one hoisted base.
+    std::string base = Reusable(ramp->base, "base");
+    ir::DataType type = ramp->base.dtype();
+    lanes.push_back(base);
+    for (int k = 1; k < n; ++k) {
+      lanes.push_back(StrCat("(", base, " + ", WgslIntLiteral(k, type.is_int()), ")"));
+    }
+    return lanes;
+  }
+  std::string vector = Reusable(index, "index");
+  for (int k = 0; k < n; ++k) lanes.push_back(StrCat(vector, "[", k, "]"));
+  return lanes;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,136 @@
+// FunctionEmitter: the body of one kernel as WGSL text (internal to codegen).
+//
+// Expressions come back as WGSL text. Where WGSL needs a statement to express
+// an IR expression (a `let` expression, if_then_else evaluating only one
+// side, an index used for several lanes), the emitter first writes that
+// statement to the output at the current position, so an expression's text
+// is valid right after everything emitted before it returns.
+//
+// The emitter also records what the module around the body must declare:
+// which buffers are stored to (their access mode), the workgroup arrays,
+// helper functions, and whether f16 or subgroups are used. The first error
+// is kept in status(); emission continues with placeholders so one call
+// reports one error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/codegen/wgsl_helpers.h"
+#include "kiln/codegen/wgsl_names.h"
+#include "kiln/ir/expr.h"
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/stmt.h"
+#include "kiln/support/status.h"
+
+namespace kiln::codegen {
+
+// WGSL expressions the emitter binds the launch builtins to.
+struct LaunchNames {
+  std::string block_x;       // u32: the recombined logical blockIdx.x
+  std::string workgroup_id;  // vec3<u32>
+  std::string local_id;      // vec3<u32>
+};
+
+// `text` without one pair of parentheses enclosing all of it, if it has
+// one: for positions where an expression needs none (`let x = a + b;`).
+std::string StripParens(const std::string& text);
+
+// `text` made safe as the operand of a unary operator: unchanged if it is
+// already parenthesised or has no space outside brackets, else in parentheses.
+std::string Enclosed(const std::string& text);
+
+class FunctionEmitter {
+ public:
+  FunctionEmitter(NameSupply& names, WgslHelpers& helpers, LaunchNames launch);
+
+  // Makes `var` refer to the WGSL expression `wgsl`.
+  void BindVar(const ir::VarNode* var, std::string wgsl) { vars_[var] = std::move(wgsl); }
+  // Makes `buffer` refer to the WGSL array named `wgsl`.
+  void BindBuffer(const ir::BufferNode* buffer, std::string wgsl) {
+    buffers_[buffer] = std::move(wgsl);
+  }
+
+  // Emits the statement at indentation `indent` (in units of two spaces).
+  void EmitBody(const ir::Stmt& body, int indent);
+
+  const std::string& output() const { return out_; }
+  const Status& status() const { return status_; }
+  bool stored(const ir::BufferNode* buffer) const { return stored_.count(buffer) != 0; }
+  bool uses_f16() const { return uses_f16_; }
+  bool uses_subgroups() const { return uses_subgroups_; }
+  // Module-scope `var<workgroup>` declarations, one per line.
+  const std::string& workgroup_decls() const { return workgroup_decls_; }
+  int64_t workgroup_bytes() const { return workgroup_bytes_; }
+
+ private:
+  // ---- expressions (wgsl_expr.cc)
+  std::string Expr(const ir::Expr& e);
+  std::string IntImm(const ir::IntImmNode* op);
+  std::string FloatImm(const ir::FloatImmNode* op);
+  std::string Binary(const ir::BinaryNode* op);
+  std::string Cast(const ir::CastNode* op);
+  std::string Ramp(const ir::RampNode* op);
+  std::string Load(const ir::LoadNode* op);
+  std::string Call(const ir::CallNode* op);
+  std::string IfThenElse(const ir::CallNode* op);
+  std::string Shift(const ir::CallNode* op, const char* wgsl_op);
+  std::string Erf(const ir::CallNode* op);
+
+  // ---- statements (wgsl_stmt.cc)
+  void Stmt(const ir::Stmt& s);
+  void Store(const ir::StoreNode* op);
+  void Allocate(const ir::AllocateNode* op);
+  void For(const ir::ForNode* op);
+  void While(const ir::WhileNode* op);
+  void If(const ir::IfNode* op);
+
+  // ---- shared helpers (wgsl_emitter.cc)
+  // The WGSL type of `type`; records f16 use; an error becomes "<error>".
+  std::string Type(ir::DataType type);
+  std::string StorageType(ir::DataType type);
+  // Binds a new `let` holding `value` (WGSL text of type `type`); returns its name.
+  std::string LetValue(const std::string& hint, ir::DataType type, const std::string& value);
+  // Text of an expression that is cheap to repeat (a name or literal), or a
+  // new `let` holding it.
+  std::string Reusable(const ir::Expr& e, const std::string& hint);
+  // The WGSL array a buffer refers to; declares nothing.
+  std::string BufferName(const ir::Buffer& buffer);
+  // The single index of a flattened access; error otherwise.
+  const ir::Expr* FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // The text for lane `lane` of the vector index `index` (hoisted as needed).
+  std::vector<std::string> LaneIndices(const ir::Expr& index);
+  void Line(const std::string& text);
+  // Enter and leave a nested block. Hoisted values are only reused within
+  // one block level of one statement (see reusable_), so both forget them.
+  void Indent();
+  void Dedent();
+
+  template <typename... Args>
+  std::string Fail(const Args&... args) {
+    if (status_.ok()) status_ = Status(StatusCode::kUnimplemented, StrCat(args...));
+    return "<error>";
+  }
+
+  NameSupply& names_;
+  WgslHelpers& helpers_;
+  LaunchNames launch_;
+  std::string out_;
+  int indent_ = 0;
+  // Hoisted lets of the statement being emitted, by the WGSL text of their
+  // value: a vector store's index and its value's load often share a base.
+  std::unordered_map<std::string, std::string> reusable_;
+  std::unordered_map<const ir::VarNode*, std::string> vars_;
+  std::unordered_map<const ir::BufferNode*, std::string> buffers_;
+  std::unordered_set<const ir::BufferNode*> stored_;
+  bool uses_f16_ = false;
+  bool uses_subgroups_ = false;
+  std::string workgroup_decls_;
+  int64_t workgroup_bytes_ = 0;
+  Status status_;
+};
+
+}  // namespace kiln::codegen

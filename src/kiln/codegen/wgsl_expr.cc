@@ -1,0 +1,301 @@
+// FunctionEmitter: expressions.
+#include <cmath>
+#include <cstdio>
+
+#include "kiln/codegen/wgsl_emitter.h"
+#include "kiln/codegen/wgsl_types.h"
+#include "kiln/ir/printer.h"
+
+namespace kiln::codegen {
+namespace {
+
+using ir::BinaryOp;
+using ir::Intrinsic;
+
+// Binary operators WGSL spells as infix operators. `&&`/`||` become `&`/`|`:
+// the IR evaluates both sides, and only `&`/`|` also work lane-wise on
+// vector bools.
+// clang-format off
+const char* InfixOperator(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return "+";
+    case BinaryOp::kSub: return "-";
+    case BinaryOp::kMul: return "*";
+    case BinaryOp::kDiv: return "/";
+    case BinaryOp::kMod: return "%";
+    case BinaryOp::kEq: return "==";
+    case BinaryOp::kNe: return "!=";
+    case BinaryOp::kLt: return "<";
+    case BinaryOp::kLe: return "<=";
+    case BinaryOp::kGt: return ">";
+    case BinaryOp::kGe: return ">=";
+    case BinaryOp::kAnd: return "&";
+    case BinaryOp::kOr: return "|";
+    default: return nullptr;
+  }
+}
+// clang-format on
+
+// Intrinsics that are a WGSL builtin of the same meaning, called with the
+// same operands.
+// clang-format off
+const char* BuiltinFunction(Intrinsic op) {
+  switch (op) {
+    case Intrinsic::kExp: return "exp";
+    case Intrinsic::kExp2: return "exp2";
+    case Intrinsic::kLog: return "log";
+    case Intrinsic::kLog2: return "log2";
+    case Intrinsic::kSqrt: return "sqrt";
+    case Intrinsic::kRsqrt: return "inverseSqrt";
+    case Intrinsic::kSin: return "sin";
+    case Intrinsic::kCos: return "cos";
+    case Intrinsic::kTanh: return "tanh";
+    case Intrinsic::kPow: return "pow";
+    case Intrinsic::kFloor: return "floor";
+    case Intrinsic::kCeil: return "ceil";
+    case Intrinsic::kRound: return "round";  // WGSL rounds half to even, as the IR does
+    case Intrinsic::kTrunc: return "trunc";
+    case Intrinsic::kFma: return "fma";
+    case Intrinsic::kAbs: return "abs";
+    case Intrinsic::kPopcount: return "countOneBits";
+    case Intrinsic::kDot4I8: return "dot4I8Packed";
+    case Intrinsic::kSubgroupAdd: return "subgroupAdd";
+    case Intrinsic::kSubgroupMin: return "subgroupMin";
+    case Intrinsic::kSubgroupMax: return "subgroupMax";
+    case Intrinsic::kSubgroupBroadcastFirst: return "subgroupBroadcastFirst";
+    case Intrinsic::kSubgroupShuffle: return "subgroupShuffle";
+    default: return nullptr;
+  }
+}
+// clang-format on
+
+// Intrinsics that are a WGSL infix operator.
+// clang-format off
+const char* BitwiseOperator(Intrinsic op) {
+  switch (op) {
+    case Intrinsic::kBitwiseAnd: return "&";
+    case Intrinsic::kBitwiseOr: return "|";
+    case Intrinsic::kBitwiseXor: return "^";
+    default: return nullptr;
+  }
+}
+// clang-format on
+
+}  // namespace
+
+std::string FunctionEmitter::Expr(const ir::Expr& e) {
+  switch (e.kind()) {
+    case ir::ExprKind::kIntImm:
+      return IntImm(e.as<ir::IntImmNode>());
+    case ir::ExprKind::kFloatImm:
+      return FloatImm(e.as<ir::FloatImmNode>());
+    case ir::ExprKind::kBoolImm:
+      return e.as<ir::BoolImmNode>()->value ? "true" : "false";
+    case ir::ExprKind::kVar: {
+      const auto* var = e.as<ir::VarNode>();
+      auto it = vars_.find(var);
+      if (it == vars_.end()) return Fail("variable '", var->name, "' is used but not bound");
+      return it->second;
+    }
+    case ir::ExprKind::kBinary:
+      return Binary(e.as<ir::BinaryNode>());
+    case ir::ExprKind::kNot:
+      return "!" + Enclosed(Expr(e.as<ir::NotNode>()->a));
+    case ir::ExprKind::kSelect: {
+      const auto* op = e.as<ir::SelectNode>();
+      std::string cond = Expr(op->cond);
+      std::string t = Expr(op->true_value);
+      std::string f = Expr(op->false_value);
+      return StrCat("select(", StripParens(f), ", ", StripParens(t), ", ", StripParens(cond), ")");
+    }
+    case ir::ExprKind::kCast:
+      return Cast(e.as<ir::CastNode>());
+    case ir::ExprKind::kReinterpret: {
+      const auto* op = e.as<ir::ReinterpretNode>();
+      std::string value = Expr(op->value);
+      return StrCat("bitcast<", Type(op->dtype), ">(", StripParens(value), ")");
+    }
+    case ir::ExprKind::kLet: {
+      const auto* op = e.as<ir::LetNode>();
+      std::string value = Expr(op->value);
+      BindVar(op->var.get(), LetValue(op->var.name(), op->var.dtype(), value));
+      return Expr(op->body);
+    }
+    case ir::ExprKind::kRamp:
+      return Ramp(e.as<ir::RampNode>());
+    case ir::ExprKind::kBroadcast: {
+      const auto* op = e.as<ir::BroadcastNode>();
+      std::string value = Expr(op->value);
+      return StrCat(Type(op->dtype), "(", StripParens(value), ")");
+    }
+    case ir::ExprKind::kLoad:
+      return Load(e.as<ir::LoadNode>());
+    case ir::ExprKind::kCall:
+      return Call(e.as<ir::CallNode>());
+  }
+  return Fail("unknown expression kind");
+}
+
+std::string FunctionEmitter::IntImm(const ir::IntImmNode* op) {
+  if (!op->dtype.is_integer() || op->dtype.bits != 32) return Type(op->dtype);
+  return WgslIntLiteral(op->value, op->dtype.is_int());
+}
+
+std::string FunctionEmitter::FloatImm(const ir::FloatImmNode* op) {
+  std::string type = Type(op->dtype);
+  if (std::isfinite(op->value)) return WgslFloatLiteral(op->value, op->dtype.bits);
+  // No literal spells inf or NaN, and constant expressions may not produce them.
+  bool f16 = op->dtype.bits == 16;
+  uint32_t bits =
+      std::isnan(op->value) ? (f16 ? 0x7e00u : 0x7fc00000u) : (f16 ? 0x7c00u : 0x7f800000u);
+  if (op->value < 0) bits |= f16 ? 0x8000u : 0x80000000u;
+  std::string helper = f16 ? helpers_.F16FromBits() : helpers_.F32FromBits();
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "0x%xu", bits);
+  return StrCat(helper, "(", hex, ")");
+}
+
+std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
+  std::string a = Expr(op->a);
+  std::string b = Expr(op->b);
+  if (const char* infix = InfixOperator(op->op)) return StrCat("(", a, " ", infix, " ", b, ")");
+  ir::DataType type = op->a.dtype();
+  switch (op->op) {
+    case BinaryOp::kMin:
+      return StrCat("min(", StripParens(a), ", ", StripParens(b), ")");
+    case BinaryOp::kMax:
+      return StrCat("max(", StripParens(a), ", ", StripParens(b), ")");
+    case BinaryOp::kFloorDiv:
+      if (type.is_uint()) return StrCat("(", a, " / ", b, ")");
+      if (type.is_float()) return StrCat("floor(", a, " / ", b, ")");
+      return StrCat(helpers_.FloorDivInt(Type(type)), "(", StripParens(a), ", ", StripParens(b),
+                    ")");
+    case BinaryOp::kFloorMod: {
+      if (type.is_uint()) return StrCat("(", a, " % ", b, ")");
+      std::string helper =
+          type.is_float() ? helpers_.FloorModFloat(Type(type)) : helpers_.FloorModInt(Type(type));
+      return StrCat(helper, "(", StripParens(a), ", ", StripParens(b), ")");
+    }
+    default:
+      return Fail("unknown binary operator ", ir::BinaryOpName(op->op));
+  }
+}
+
+std::string FunctionEmitter::Cast(const ir::CastNode* op) {
+  std::string value = Expr(op->value);
+  if (op->dtype == op->value.dtype()) return value;
+  if (op->dtype.is_int8x4() || op->value.dtype().is_int8x4()) {
+    return Fail("cast between int8x4 and ", (op->dtype.is_int8x4() ? op->value.dtype() : op->dtype),
+                " has no WGSL meaning; use reinterpret");
+  }
+  return StrCat(Type(op->dtype), "(", StripParens(value), ")");
+}
+
+std::string FunctionEmitter::Ramp(const ir::RampNode* op) {
+  std::string base = Expr(op->base);
+  std::string stride = Expr(op->stride);
+  std::string type = Type(op->dtype);
+  ir::DataType element = op->base.dtype();
+  std::string offsets = type + "(";
+  for (int k = 0; k < op->lanes; ++k) {
+    if (k > 0) offsets += ", ";
+    offsets += element.is_float() ? WgslFloatLiteral(k, element.bits)
+                                  : WgslIntLiteral(k, element.is_int());
+  }
+  offsets += ")";
+  if (ir::IsConstInt(op->stride, 1)) return StrCat("(", type, "(", base, ") + ", offsets, ")");
+  return StrCat("(", type, "(", base, ") + ", offsets, " * ", stride, ")");
+}
+
+std::string FunctionEmitter::Load(const ir::LoadNode* op) {
+  const ir::Expr* index = FlatIndex(op->buffer, op->indices);
+  if (index == nullptr) return "<error>";
+  std::string buffer = BufferName(op->buffer);
+  bool is_bool = op->buffer.dtype().is_bool();
+  // bool elements are stored as i32.
+  auto element = [&](const std::string& i) {
+    std::string load = StrCat(buffer, "[", StripParens(i), "]");
+    return is_bool ? StrCat("(", load, " != 0i)") : load;
+  };
+  if (index->dtype().lanes == 1) return element(Expr(*index));
+  std::string out = Type(op->dtype) + "(";
+  std::vector<std::string> lanes = LaneIndices(*index);
+  for (size_t k = 0; k < lanes.size(); ++k) out += (k > 0 ? ", " : "") + element(lanes[k]);
+  return out + ")";
+}
+
+std::string FunctionEmitter::Call(const ir::CallNode* op) {
+  if (ir::IsSubgroupIntrinsic(op->op)) uses_subgroups_ = true;
+  switch (op->op) {
+    case Intrinsic::kIfThenElse:
+      return IfThenElse(op);
+    case Intrinsic::kShiftLeft:
+      return Shift(op, "<<");
+    case Intrinsic::kShiftRight:
+      return Shift(op, ">>");
+    case Intrinsic::kErf:
+      return Erf(op);
+    case Intrinsic::kSigmoid: {
+      std::string one = WgslFloatLiteral(1.0, op->dtype.bits);
+      return StrCat("(", one, " / (", one, " + exp(-(", Expr(op->args[0]), "))))");
+    }
+    case Intrinsic::kBitwiseNot:
+      return StrCat("(~", Expr(op->args[0]), ")");
+    default:
+      break;
+  }
+  std::vector<std::string> args;
+  for (const ir::Expr& arg : op->args) args.push_back(Expr(arg));
+  if (const char* infix = BitwiseOperator(op->op)) {
+    return StrCat("(", args[0], " ", infix, " ", args[1], ")");
+  }
+  const char* builtin = BuiltinFunction(op->op);
+  if (builtin == nullptr) return Fail("intrinsic ", ir::IntrinsicName(op->op), " has no WGSL form");
+  std::string out = StrCat(builtin, "(");
+  for (size_t i = 0; i < args.size(); ++i) out += (i > 0 ? ", " : "") + StripParens(args[i]);
+  return out + ")";
+}
+
+std::string FunctionEmitter::IfThenElse(const ir::CallNode* op) {
+  // Only the taken side may be evaluated: an if/else assigning a var.
+  std::string cond = Expr(op->args[0]);
+  std::string result = names_.Fresh("cond_value");
+  Line(StrCat("var ", result, " : ", Type(op->dtype), ";"));
+  Line(StrCat("if (", StripParens(cond), ") {"));
+  Indent();
+  std::string t = Expr(op->args[1]);
+  Line(StrCat(result, " = ", StripParens(t), ";"));
+  Dedent();
+  Line("} else {");
+  Indent();
+  std::string f = Expr(op->args[2]);
+  Line(StrCat(result, " = ", StripParens(f), ";"));
+  Dedent();
+  Line("}");
+  return result;
+}
+
+std::string FunctionEmitter::Shift(const ir::CallNode* op, const char* wgsl_op) {
+  // WGSL wants a u32 shift amount and rejects constant amounts >= the bit
+  // width; the IR takes the amount modulo the width, so mask it explicitly.
+  std::string value = Expr(op->args[0]);
+  std::string amount = Expr(op->args[1]);
+  ir::DataType amount_type = op->args[1].dtype();
+  int lanes = amount_type.lanes;
+  std::string u32_type = lanes == 1 ? "u32" : StrCat("vec", lanes, "<u32>");
+  if (!amount_type.is_uint()) amount = StrCat(u32_type, "(", amount, ")");
+  std::string mask = lanes == 1 ? "31u" : StrCat(u32_type, "(31u)");
+  return StrCat("(", value, " ", wgsl_op, " (", amount, " & ", mask, "))");
+}
+
+std::string FunctionEmitter::Erf(const ir::CallNode* op) {
+  std::string x = Expr(op->args[0]);
+  ir::DataType type = op->dtype;
+  x = StripParens(x);
+  if (type.bits == 32) return StrCat(helpers_.Erf(Type(type)), "(", x, ")");
+  // f16: evaluate in f32 and round once.
+  std::string f32_type = Type(ir::DataType::Float(32, type.lanes));
+  return StrCat(Type(type), "(", helpers_.Erf(f32_type), "(", f32_type, "(", x, ")))");
+}
+
+}  // namespace kiln::codegen

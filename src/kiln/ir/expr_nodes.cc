@@ -1,0 +1,299 @@
+#include "kiln/ir/expr_nodes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+namespace kiln::ir {
+namespace {
+
+template <typename T>
+std::shared_ptr<T> NewNode(DataType dtype) {
+  auto node = std::make_shared<T>();
+  node->dtype = dtype;
+  return node;
+}
+
+struct IntrinsicInfo {
+  Intrinsic op;
+  std::string_view name;
+  int arity;
+};
+
+// One row per Intrinsic, in enum order.
+constexpr IntrinsicInfo kIntrinsics[] = {
+    {Intrinsic::kExp, "exp", 1},
+    {Intrinsic::kExp2, "exp2", 1},
+    {Intrinsic::kLog, "log", 1},
+    {Intrinsic::kLog2, "log2", 1},
+    {Intrinsic::kSqrt, "sqrt", 1},
+    {Intrinsic::kRsqrt, "rsqrt", 1},
+    {Intrinsic::kSin, "sin", 1},
+    {Intrinsic::kCos, "cos", 1},
+    {Intrinsic::kTanh, "tanh", 1},
+    {Intrinsic::kSigmoid, "sigmoid", 1},
+    {Intrinsic::kErf, "erf", 1},
+    {Intrinsic::kPow, "pow", 2},
+    {Intrinsic::kFloor, "floor", 1},
+    {Intrinsic::kCeil, "ceil", 1},
+    {Intrinsic::kRound, "round", 1},
+    {Intrinsic::kTrunc, "trunc", 1},
+    {Intrinsic::kFma, "fma", 3},
+    {Intrinsic::kAbs, "abs", 1},
+    {Intrinsic::kBitwiseAnd, "bitwise_and", 2},
+    {Intrinsic::kBitwiseOr, "bitwise_or", 2},
+    {Intrinsic::kBitwiseXor, "bitwise_xor", 2},
+    {Intrinsic::kBitwiseNot, "bitwise_not", 1},
+    {Intrinsic::kShiftLeft, "shift_left", 2},
+    {Intrinsic::kShiftRight, "shift_right", 2},
+    {Intrinsic::kPopcount, "popcount", 1},
+    {Intrinsic::kIfThenElse, "if_then_else", 3},
+    {Intrinsic::kDot4I8, "dot4i8", 2},
+    {Intrinsic::kSubgroupAdd, "subgroup_add", 1},
+    {Intrinsic::kSubgroupMin, "subgroup_min", 1},
+    {Intrinsic::kSubgroupMax, "subgroup_max", 1},
+    {Intrinsic::kSubgroupBroadcastFirst, "subgroup_broadcast_first", 1},
+    {Intrinsic::kSubgroupShuffle, "subgroup_shuffle", 2},
+};
+static_assert(std::size(kIntrinsics) == static_cast<size_t>(Intrinsic::kSubgroupShuffle) + 1);
+
+const IntrinsicInfo& Info(Intrinsic op) {
+  const IntrinsicInfo& info = kIntrinsics[static_cast<size_t>(op)];
+  KILN_CHECK(info.op == op);
+  return info;
+}
+
+}  // namespace
+
+Expr IntImmNode::make(DataType dtype, int64_t value) {
+  KILN_CHECK_MSG(dtype.is_integer() && dtype.is_scalar() && dtype.IsValid(), "IntImm of type ",
+                 dtype);
+  auto node = NewNode<IntImmNode>(dtype);
+  node->value = WrapToIntType(dtype, value);
+  return Expr(std::move(node));
+}
+
+Expr FloatImmNode::make(DataType dtype, double value) {
+  KILN_CHECK_MSG(dtype.is_float() && dtype.is_scalar() && dtype.IsValid(), "FloatImm of type ",
+                 dtype);
+  auto node = NewNode<FloatImmNode>(dtype);
+  node->value = RoundToFloatType(dtype, value);
+  return Expr(std::move(node));
+}
+
+Expr BoolImmNode::make(bool value) {
+  auto node = NewNode<BoolImmNode>(kBool);
+  node->value = value;
+  return Expr(std::move(node));
+}
+
+bool IsComparison(BinaryOp op) {
+  return op >= BinaryOp::kEq && op <= BinaryOp::kGe;
+}
+bool IsLogical(BinaryOp op) {
+  return op == BinaryOp::kAnd || op == BinaryOp::kOr;
+}
+
+std::string_view BinaryOpName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return "+";
+    case BinaryOp::kSub:
+      return "-";
+    case BinaryOp::kMul:
+      return "*";
+    case BinaryOp::kDiv:
+      return "/";
+    case BinaryOp::kMod:
+      return "%";
+    case BinaryOp::kFloorDiv:
+      return "floor_div";
+    case BinaryOp::kFloorMod:
+      return "floor_mod";
+    case BinaryOp::kMin:
+      return "min";
+    case BinaryOp::kMax:
+      return "max";
+    case BinaryOp::kEq:
+      return "==";
+    case BinaryOp::kNe:
+      return "!=";
+    case BinaryOp::kLt:
+      return "<";
+    case BinaryOp::kLe:
+      return "<=";
+    case BinaryOp::kGt:
+      return ">";
+    case BinaryOp::kGe:
+      return ">=";
+    case BinaryOp::kAnd:
+      return "&&";
+    case BinaryOp::kOr:
+      return "||";
+  }
+  return "?";
+}
+
+Expr BinaryNode::make(BinaryOp op, Expr a, Expr b) {
+  KILN_CHECK(a.defined() && b.defined());
+  DataType t = a.dtype();
+  if (IsComparison(op) || IsLogical(op)) t = DataType::Bool(t.lanes);
+  auto node = NewNode<BinaryNode>(t);
+  node->op = op;
+  node->a = std::move(a);
+  node->b = std::move(b);
+  return Expr(std::move(node));
+}
+
+Expr NotNode::make(Expr a) {
+  KILN_CHECK(a.defined());
+  auto node = NewNode<NotNode>(DataType::Bool(a.dtype().lanes));
+  node->a = std::move(a);
+  return Expr(std::move(node));
+}
+
+Expr SelectNode::make(Expr cond, Expr true_value, Expr false_value) {
+  KILN_CHECK(cond.defined() && true_value.defined() && false_value.defined());
+  auto node = NewNode<SelectNode>(true_value.dtype());
+  node->cond = std::move(cond);
+  node->true_value = std::move(true_value);
+  node->false_value = std::move(false_value);
+  return Expr(std::move(node));
+}
+
+Expr CastNode::make(DataType dtype, Expr value) {
+  KILN_CHECK(value.defined() && dtype.IsValid());
+  auto node = NewNode<CastNode>(dtype);
+  node->value = std::move(value);
+  return Expr(std::move(node));
+}
+
+Expr ReinterpretNode::make(DataType dtype, Expr value) {
+  KILN_CHECK(value.defined() && dtype.IsValid());
+  auto node = NewNode<ReinterpretNode>(dtype);
+  node->value = std::move(value);
+  return Expr(std::move(node));
+}
+
+Expr LetNode::make(Var var, Expr value, Expr body) {
+  KILN_CHECK(var.defined() && value.defined() && body.defined());
+  auto node = NewNode<LetNode>(body.dtype());
+  node->var = std::move(var);
+  node->value = std::move(value);
+  node->body = std::move(body);
+  return Expr(std::move(node));
+}
+
+Expr RampNode::make(Expr base, Expr stride, int lanes) {
+  KILN_CHECK(base.defined() && stride.defined());
+  KILN_CHECK_MSG(lanes >= 2 && lanes <= 4, "ramp lanes ", lanes);
+  DataType t = base.dtype().element_of().with_lanes(lanes);
+  KILN_CHECK_MSG(t.IsValid(), "ramp of ", base.dtype());
+  auto node = NewNode<RampNode>(t);
+  node->base = std::move(base);
+  node->stride = std::move(stride);
+  node->lanes = lanes;
+  return Expr(std::move(node));
+}
+
+Expr BroadcastNode::make(Expr value, int lanes) {
+  KILN_CHECK(value.defined());
+  KILN_CHECK_MSG(lanes >= 2 && lanes <= 4, "broadcast lanes ", lanes);
+  DataType t = value.dtype().element_of().with_lanes(lanes);
+  KILN_CHECK_MSG(t.IsValid(), "broadcast of ", value.dtype());
+  auto node = NewNode<BroadcastNode>(t);
+  node->value = std::move(value);
+  node->lanes = lanes;
+  return Expr(std::move(node));
+}
+
+Expr LoadNode::make(Buffer buffer, std::vector<Expr> indices) {
+  KILN_CHECK(buffer.defined() && !indices.empty());
+  int lanes = 1;
+  for (const Expr& index : indices) {
+    KILN_CHECK(index.defined());
+    lanes = std::max<int>(lanes, index.dtype().lanes);
+  }
+  DataType t = buffer.dtype().with_lanes(lanes);
+  KILN_CHECK_MSG(t.IsValid(), "load of ", lanes, " lanes from a buffer of ", buffer.dtype());
+  auto node = NewNode<LoadNode>(t);
+  node->buffer = std::move(buffer);
+  node->indices = std::move(indices);
+  return Expr(std::move(node));
+}
+
+std::string_view IntrinsicName(Intrinsic op) {
+  return Info(op).name;
+}
+
+std::optional<Intrinsic> IntrinsicFromName(std::string_view name) {
+  for (const IntrinsicInfo& info : kIntrinsics) {
+    if (info.name == name) return info.op;
+  }
+  return std::nullopt;
+}
+
+int IntrinsicArity(Intrinsic op) {
+  return Info(op).arity;
+}
+
+bool IsSubgroupIntrinsic(Intrinsic op) {
+  return op >= Intrinsic::kSubgroupAdd && op <= Intrinsic::kSubgroupShuffle;
+}
+
+Expr CallNode::make(Intrinsic op, std::vector<Expr> args) {
+  KILN_CHECK_MSG(static_cast<int>(args.size()) == IntrinsicArity(op), IntrinsicName(op), " takes ",
+                 IntrinsicArity(op), " operands, got ", args.size());
+  for (const Expr& arg : args) KILN_CHECK(arg.defined());
+  DataType t = args[0].dtype();
+  if (op == Intrinsic::kDot4I8) t = kI32;
+  if (op == Intrinsic::kIfThenElse) t = args[1].dtype();
+  auto node = NewNode<CallNode>(t);
+  node->op = op;
+  node->args = std::move(args);
+  return Expr(std::move(node));
+}
+
+Expr MakeConst(DataType dtype, int64_t value) {
+  DataType scalar = dtype.element_of();
+  Expr c;
+  if (scalar.is_float()) {
+    c = FloatImmNode::make(scalar, static_cast<double>(value));
+  } else if (scalar.is_bool()) {
+    c = BoolImmNode::make(value != 0);
+  } else {
+    c = IntImmNode::make(scalar, value);
+  }
+  return dtype.is_vector() ? BroadcastNode::make(c, dtype.lanes) : c;
+}
+
+Expr MakeConst(DataType dtype, double value) {
+  DataType scalar = dtype.element_of();
+  if (!scalar.is_float()) {
+    KILN_CHECK_MSG(value == std::trunc(value), "non-integral constant ", value, " for ", dtype);
+    return MakeConst(dtype, static_cast<int64_t>(value));
+  }
+  Expr c = FloatImmNode::make(scalar, value);
+  return dtype.is_vector() ? BroadcastNode::make(c, dtype.lanes) : c;
+}
+
+Expr MakeZero(DataType dtype) {
+  return MakeConst(dtype, int64_t{0});
+}
+Expr MakeOne(DataType dtype) {
+  return MakeConst(dtype, int64_t{1});
+}
+
+std::optional<int64_t> AsConstInt(const Expr& e) {
+  if (!e.defined()) return std::nullopt;
+  if (const auto* imm = e.as<IntImmNode>()) return imm->value;
+  if (const auto* bc = e.as<BroadcastNode>()) return AsConstInt(bc->value);
+  return std::nullopt;
+}
+
+bool IsConstInt(const Expr& e, int64_t value) {
+  std::optional<int64_t> c = AsConstInt(e);
+  return c.has_value() && *c == value;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,665 @@
+#include "kiln/ir/verifier.h"
+
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ir/structural_equal.h"
+#include "kiln/ir/text_syntax.h"
+#include "kiln/ir/visitor.h"
+
+namespace kiln::ir {
+namespace {
+
+// Lines of a printed text, for quoting the offending line in messages.
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string Trim(const std::string& s) {
+  size_t begin = s.find_first_not_of(' ');
+  if (begin == std::string::npos) return "";
+  std::string out = s.substr(begin);
+  if (out.size() >= 2 && out.compare(out.size() - 2, 2, " {") == 0) out.resize(out.size() - 2);
+  return out;
+}
+
+// `e` printed, quoted for a message.
+std::string Quote(const Expr& e) {
+  return "`" + Print(e) + "`";
+}
+
+bool IsFloatMath(Intrinsic op) {
+  return op <= Intrinsic::kFma;  // exp .. fma in enum order
+}
+
+bool IsBitwise(Intrinsic op) {
+  return op >= Intrinsic::kBitwiseAnd && op <= Intrinsic::kPopcount;
+}
+
+// Whether an expression uses only the given scalar parameters, constants and
+// its own let bindings (launch extents and parameter shapes must: the
+// runtime evaluates them before the kernel runs).
+class ParamOnlyChecker : public ExprVisitor {
+ public:
+  explicit ParamOnlyChecker(const std::unordered_set<const VarNode*>& params) : params_(params) {}
+
+  void VisitVar(const VarNode* op) override {
+    ok &= params_.count(op) != 0 || bound_.count(op) != 0;
+  }
+  void VisitLoad(const LoadNode* op) override { ok = false; }
+  void VisitCall(const CallNode* op) override {
+    ok &= !IsSubgroupIntrinsic(op->op);
+    ExprVisitor::VisitCall(op);
+  }
+  void VisitLet(const LetNode* op) override {
+    bound_.insert(op->var.get());
+    ExprVisitor::VisitLet(op);
+  }
+
+  bool ok = true;
+
+ private:
+  const std::unordered_set<const VarNode*>& params_;
+  std::unordered_set<const VarNode*> bound_;
+};
+
+// Whether an expression may differ between the threads of one workgroup: it
+// uses a var known to vary (threadIdx loop vars and vars derived from them),
+// loads memory (which other threads may be writing), or reads a subgroup
+// result that differs between subgroups. Let-bound vars inside the
+// expression vary if their value does.
+class VaryingFinder : public ExprVisitor {
+ public:
+  explicit VaryingFinder(const std::unordered_set<const VarNode*>& varying) : varying_(varying) {}
+
+  void VisitVar(const VarNode* op) override {
+    found |= varying_.count(op) != 0 || local_varying_.count(op) != 0;
+  }
+  void VisitLoad(const LoadNode* op) override { found = true; }
+  void VisitCall(const CallNode* op) override {
+    found |= IsSubgroupIntrinsic(op->op) && op->op != Intrinsic::kSubgroupBroadcastFirst;
+    ExprVisitor::VisitCall(op);
+  }
+  void VisitLet(const LetNode* op) override {
+    bool before = found;
+    found = false;
+    VisitExpr(op->value);
+    if (found) local_varying_.insert(op->var.get());
+    found |= before;
+    VisitExpr(op->body);
+  }
+
+  bool found = false;
+
+ private:
+  const std::unordered_set<const VarNode*>& varying_;
+  std::unordered_set<const VarNode*> local_varying_;
+};
+
+class FunctionVerifier {
+ public:
+  FunctionVerifier(const Function& f, const VerifyOptions& options, const LineMap& lines,
+                   const std::vector<std::string>& text, int function_line)
+      : f_(f), options_(options), lines_(lines), text_(text), function_line_(function_line) {}
+
+  Status Run() {
+    if (SanitizeName(f_.name()) != f_.name()) {
+      return ErrorAtFunction(
+          StrCat("function name '", f_.name(), "' is not an identifier (or is reserved)"));
+    }
+    // Scalar parameters first: buffer shapes may use any of them.
+    for (const Param& p : f_.params()) {
+      if (!p.is_scalar()) continue;
+      DataType t = p.var().dtype();
+      if (t != kI32 && t != kU32 && t != kF32) {
+        return ErrorAtFunction(StrCat("scalar parameter '", p.var().name(), "' has type ", t,
+                                      "; expected i32, u32 or f32"));
+      }
+      KILN_RETURN_IF_ERROR(DefineVar(p.var()));
+      scalar_params_.insert(p.var().get());
+    }
+    for (const Param& p : f_.params()) {
+      if (!p.is_buffer()) continue;
+      const Buffer& b = p.buffer();
+      if (b.scope() != MemoryScope::kGlobal) {
+        return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' must be global"));
+      }
+      KILN_RETURN_IF_ERROR(CheckShape(b));
+      KILN_RETURN_IF_ERROR(DefineBuffer(b));
+    }
+    KILN_RETURN_IF_ERROR(CheckStmt(f_.body()));
+    return Status::Ok();
+  }
+
+ private:
+  // ------------------------------------------------------------ messages
+
+  int LineOf(const Stmt& s) const {
+    auto it = lines_.find(s.get());
+    return it == lines_.end() ? function_line_ : it->second;
+  }
+
+  Status ErrorAtLine(int line, const std::string& what) const {
+    std::string quoted;
+    if (line >= 1 && line <= static_cast<int>(text_.size())) {
+      quoted = StrCat("`", Trim(text_[line - 1]), "`: ");
+    }
+    return CompileError("function '", f_.name(), "', line ", line, ": ", quoted, what);
+  }
+  Status ErrorAtFunction(const std::string& what) const {
+    return ErrorAtLine(function_line_, what);
+  }
+  Status Error(const std::string& what) const {
+    return current_ != nullptr ? ErrorAtLine(LineOf(*current_), what) : ErrorAtFunction(what);
+  }
+
+  // ------------------------------------------------------------ scopes
+
+  Status DefineVar(const Var& v) {
+    if (!ever_defined_.insert(v.get()).second) {
+      return Error(StrCat("variable '", v.name(),
+                          "' is defined twice (each variable is bound exactly once)"));
+    }
+    if (!v.dtype().IsValid() || v.dtype().is_handle()) {
+      return Error(StrCat("variable '", v.name(), "' has type ", v.dtype()));
+    }
+    in_scope_.insert(v.get());
+    return Status::Ok();
+  }
+  void Undefine(const Var& v) { in_scope_.erase(v.get()); }
+
+  Status DefineBuffer(const Buffer& b) {
+    if (!ever_defined_.insert(b.get()).second) {
+      return Error(StrCat("buffer '", b.name(), "' is defined twice"));
+    }
+    in_scope_.insert(b.get());
+    return Status::Ok();
+  }
+
+  // Shapes and strides: integer scalars; for parameters, built from scalar
+  // parameters and constants only.
+  Status CheckShape(const Buffer& b) {
+    bool is_param = current_ == nullptr;
+    for (const std::vector<Expr>* list : {&b.shape(), &b.strides()}) {
+      for (const Expr& e : *list) {
+        KILN_RETURN_IF_ERROR(CheckExpr(e));
+        if (!e.dtype().is_integer() || !e.dtype().is_scalar()) {
+          return Error(StrCat("shape of buffer '", b.name(), "' has ", Quote(e), " of type ",
+                              e.dtype(), "; expected an integer scalar"));
+        }
+        if (is_param && !UsesOnlyScalarParams(e)) {
+          return Error(StrCat("shape of parameter '", b.name(), "' uses ", Quote(e),
+                              "; expected constants and scalar parameters only"));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool UsesOnlyScalarParams(const Expr& e) const {
+    ParamOnlyChecker checker(scalar_params_);
+    checker.VisitExpr(e);
+    return checker.ok;
+  }
+
+  // ------------------------------------------------------------ thread dependence
+
+  // True if e may differ between threads of one workgroup: it uses a
+  // threadIdx loop var, a var derived from one, or loads memory (which
+  // other threads may be writing).
+  bool IsThreadVarying(const Expr& e) const {
+    VaryingFinder finder(varying_);
+    finder.VisitExpr(e);
+    return finder.found;
+  }
+
+  // Where control flow stops being uniform; barriers and subgroup operations
+  // are rejected below such a point.
+  struct Divergence {
+    int line;
+  };
+
+  Status CheckUniform(const std::string& what) const {
+    if (divergence_.empty()) return Status::Ok();
+    const Divergence& d = divergence_.back();
+    std::string where = d.line >= 1 && d.line <= static_cast<int>(text_.size())
+                            ? StrCat("`", Trim(text_[d.line - 1]), "` at line ", d.line)
+                            : StrCat("line ", d.line);
+    return Error(StrCat(what, " is under control flow that depends on the thread index (", where,
+                        "); every thread of the workgroup must reach it"));
+  }
+
+  // ------------------------------------------------------------ expressions
+
+  Status CheckSameType(const Expr& e, const Expr& a, const Expr& b, std::string_view what) {
+    if (a.dtype() != b.dtype()) {
+      return Error(
+          StrCat(what, " of ", Quote(e), " have different types: ", a.dtype(), " and ", b.dtype()));
+    }
+    return Status::Ok();
+  }
+
+  Status ExpectType(const Expr& e, bool ok, std::string_view expected) {
+    if (!ok) return Error(StrCat(Quote(e), " has type ", e.dtype(), "; expected ", expected));
+    return Status::Ok();
+  }
+
+  Status CheckIndices(const Buffer& buffer, const std::vector<Expr>& indices) {
+    if (in_scope_.count(buffer.get()) == 0) {
+      return Error(StrCat("buffer '", buffer.name(), "' is used ",
+                          ever_defined_.count(buffer.get()) ? "outside the scope of its definition"
+                                                            : "but never defined"));
+    }
+    if (static_cast<int>(indices.size()) != buffer.rank()) {
+      return Error(StrCat("buffer '", buffer.name(), "' has ", buffer.rank(),
+                          buffer.rank() == 1 ? " dimension" : " dimensions",
+                          " but is indexed with ", indices.size()));
+    }
+    int lanes = 1;
+    for (const Expr& index : indices) lanes = std::max<int>(lanes, index.dtype().lanes);
+    for (const Expr& index : indices) {
+      KILN_RETURN_IF_ERROR(CheckExpr(index));
+      KILN_RETURN_IF_ERROR(ExpectType(index, index.dtype().is_integer(), "an integer index"));
+      if (index.dtype().lanes != 1 && index.dtype().lanes != lanes) {
+        return Error(StrCat("indices of buffer '", buffer.name(), "' have different lane counts"));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckExpr(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::kIntImm:
+      case ExprKind::kFloatImm:
+      case ExprKind::kBoolImm:
+        return Status::Ok();
+      case ExprKind::kVar: {
+        const auto* v = e.as<VarNode>();
+        if (in_scope_.count(v) == 0) {
+          return Error(StrCat("variable '", v->name, "' is used ",
+                              ever_defined_.count(v) ? "outside the scope of its definition"
+                                                     : "but never defined"));
+        }
+        return Status::Ok();
+      }
+      case ExprKind::kBinary:
+        return CheckBinary(e, e.as<BinaryNode>());
+      case ExprKind::kNot: {
+        const Expr& a = e.as<NotNode>()->a;
+        KILN_RETURN_IF_ERROR(CheckExpr(a));
+        return ExpectType(a, a.dtype().is_bool(), "bool");
+      }
+      case ExprKind::kSelect: {
+        const auto* op = e.as<SelectNode>();
+        KILN_RETURN_IF_ERROR(CheckExpr(op->cond));
+        KILN_RETURN_IF_ERROR(CheckExpr(op->true_value));
+        KILN_RETURN_IF_ERROR(CheckExpr(op->false_value));
+        KILN_RETURN_IF_ERROR(CheckSameType(e, op->true_value, op->false_value, "values"));
+        DataType c = op->cond.dtype();
+        return ExpectType(op->cond, c.is_bool() && (c.lanes == 1 || c.lanes == e.dtype().lanes),
+                          StrCat("bool or bool with ", e.dtype().lanes, " lanes"));
+      }
+      case ExprKind::kCast: {
+        const Expr& v = e.as<CastNode>()->value;
+        KILN_RETURN_IF_ERROR(CheckExpr(v));
+        DataType from = v.dtype(), to = e.dtype();
+        bool ok = (from.is_numeric() || from.is_bool()) && (to.is_numeric() || to.is_bool()) &&
+                  from.lanes == to.lanes;
+        if (!ok) return Error(StrCat("cannot cast ", Quote(v), " from ", from, " to ", to));
+        return Status::Ok();
+      }
+      case ExprKind::kReinterpret: {
+        const Expr& v = e.as<ReinterpretNode>()->value;
+        KILN_RETURN_IF_ERROR(CheckExpr(v));
+        DataType from = v.dtype(), to = e.dtype();
+        auto bit_castable = [](DataType t) { return t.is_numeric() || t.is_int8x4(); };
+        bool ok =
+            bit_castable(from) && bit_castable(to) && from.bits * from.lanes == to.bits * to.lanes;
+        if (!ok) {
+          return Error(StrCat("cannot reinterpret ", Quote(v), " of type ", from, " as ", to,
+                              " (bit widths must match)"));
+        }
+        return Status::Ok();
+      }
+      case ExprKind::kLet: {
+        const auto* op = e.as<LetNode>();
+        KILN_RETURN_IF_ERROR(CheckExpr(op->value));
+        if (op->var.dtype() != op->value.dtype()) {
+          return Error(StrCat("variable '", op->var.name(), "' of type ", op->var.dtype(),
+                              " is bound to ", Quote(op->value), " of type ", op->value.dtype()));
+        }
+        KILN_RETURN_IF_ERROR(DefineVar(op->var));
+        bool varying = IsThreadVarying(op->value);
+        if (varying) varying_.insert(op->var.get());
+        Status s = CheckExpr(op->body);
+        Undefine(op->var);
+        return s;
+      }
+      case ExprKind::kRamp: {
+        const auto* op = e.as<RampNode>();
+        KILN_RETURN_IF_ERROR(CheckExpr(op->base));
+        KILN_RETURN_IF_ERROR(CheckExpr(op->stride));
+        KILN_RETURN_IF_ERROR(
+            ExpectType(op->base, op->base.dtype().is_numeric() && op->base.dtype().is_scalar(),
+                       "a scalar number"));
+        return CheckSameType(e, op->base, op->stride, "base and stride");
+      }
+      case ExprKind::kBroadcast: {
+        const Expr& v = e.as<BroadcastNode>()->value;
+        KILN_RETURN_IF_ERROR(CheckExpr(v));
+        return ExpectType(v, v.dtype().is_scalar(), "a scalar");
+      }
+      case ExprKind::kLoad: {
+        const auto* op = e.as<LoadNode>();
+        return CheckIndices(op->buffer, op->indices);
+      }
+      case ExprKind::kCall:
+        return CheckCall(e, e.as<CallNode>());
+    }
+    return Status::Ok();
+  }
+
+  Status CheckBinary(const Expr& e, const BinaryNode* op) {
+    KILN_RETURN_IF_ERROR(CheckExpr(op->a));
+    KILN_RETURN_IF_ERROR(CheckExpr(op->b));
+    KILN_RETURN_IF_ERROR(CheckSameType(e, op->a, op->b, "operands"));
+    DataType t = op->a.dtype();
+    if (IsLogical(op->op)) return ExpectType(op->a, t.is_bool(), "bool");
+    if (op->op == BinaryOp::kEq || op->op == BinaryOp::kNe) {
+      return ExpectType(op->a, t.is_numeric() || t.is_bool(), "a number or bool");
+    }
+    return ExpectType(op->a, t.is_numeric(), "a number");
+  }
+
+  Status CheckCall(const Expr& e, const CallNode* op) {
+    std::string name(IntrinsicName(op->op));
+    if (op->op == Intrinsic::kIfThenElse) {
+      // Only the taken side runs: code under a thread-dependent condition diverges.
+      KILN_RETURN_IF_ERROR(CheckExpr(op->args[0]));
+      KILN_RETURN_IF_ERROR(ExpectType(op->args[0], op->args[0].dtype() == kBool, "bool"));
+      bool diverges = IsThreadVarying(op->args[0]);
+      if (diverges) divergence_.push_back({current_ ? LineOf(*current_) : function_line_});
+      Status s = CheckExpr(op->args[1]);
+      if (s.ok()) s = CheckExpr(op->args[2]);
+      if (diverges) divergence_.pop_back();
+      KILN_RETURN_IF_ERROR(s);
+      return CheckSameType(e, op->args[1], op->args[2], "values");
+    }
+    for (const Expr& arg : op->args) KILN_RETURN_IF_ERROR(CheckExpr(arg));
+    const Expr& a = op->args[0];
+    DataType t = a.dtype();
+    if (IsFloatMath(op->op)) {
+      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_float(), StrCat("a float (operand of ", name, ")")));
+    } else if (op->op == Intrinsic::kAbs) {
+      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_numeric(), "a number"));
+    } else if (IsBitwise(op->op)) {
+      KILN_RETURN_IF_ERROR(
+          ExpectType(a, t.is_integer(), StrCat("an integer (operand of ", name, ")")));
+    } else if (op->op == Intrinsic::kDot4I8) {
+      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_int8x4(), "int8x4"));
+    } else if (IsSubgroupIntrinsic(op->op)) {
+      if (!options_.allow_subgroups) {
+        return Error(StrCat(Quote(e), " needs subgroups, which these options do not allow"));
+      }
+      KILN_RETURN_IF_ERROR(CheckUniform(Quote(e)));
+      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_numeric(), "a number"));
+      if (op->op == Intrinsic::kSubgroupShuffle) {
+        const Expr& lane = op->args[1];
+        return ExpectType(lane, lane.dtype() == kU32 || lane.dtype() == kI32,
+                          "an i32 or u32 lane index");
+      }
+      return Status::Ok();
+    }
+    // Remaining operands share the first one's type.
+    for (size_t i = 1; i < op->args.size(); ++i) {
+      KILN_RETURN_IF_ERROR(CheckSameType(e, a, op->args[i], "operands"));
+    }
+    return Status::Ok();
+  }
+
+  // ------------------------------------------------------------ statements
+
+  Status CheckCond(const Expr& cond) {
+    KILN_RETURN_IF_ERROR(CheckExpr(cond));
+    return ExpectType(cond, cond.dtype() == kBool, "bool");
+  }
+
+  Status CheckStmt(const Stmt& s) {
+    if (!s.defined()) return Status::Ok();
+    const Stmt* saved = current_;
+    current_ = &s;
+    Status status = CheckStmtKind(s);
+    current_ = saved;
+    return status;
+  }
+
+  // Checks `body` with its statement's condition diverging or not.
+  Status CheckBody(const Stmt& body, bool diverges, const Stmt& at) {
+    if (diverges) divergence_.push_back({LineOf(at)});
+    Status s = CheckStmt(body);
+    if (diverges) divergence_.pop_back();
+    return s;
+  }
+
+  Status CheckStmtKind(const Stmt& s) {
+    switch (s.kind()) {
+      case StmtKind::kLetStmt: {
+        const auto* op = s.as<LetStmtNode>();
+        KILN_RETURN_IF_ERROR(CheckExpr(op->value));
+        if (op->var.dtype() != op->value.dtype()) {
+          return Error(StrCat("variable '", op->var.name(), "' of type ", op->var.dtype(),
+                              " is bound to ", Quote(op->value), " of type ", op->value.dtype()));
+        }
+        KILN_RETURN_IF_ERROR(DefineVar(op->var));
+        if (IsThreadVarying(op->value)) varying_.insert(op->var.get());
+        KILN_RETURN_IF_ERROR(CheckStmt(op->body));
+        Undefine(op->var);
+        return Status::Ok();
+      }
+      case StmtKind::kStore: {
+        const auto* op = s.as<StoreNode>();
+        KILN_RETURN_IF_ERROR(CheckIndices(op->buffer, op->indices));
+        KILN_RETURN_IF_ERROR(CheckExpr(op->value));
+        int lanes = 1;
+        for (const Expr& index : op->indices) lanes = std::max<int>(lanes, index.dtype().lanes);
+        DataType expected = op->buffer.dtype().with_lanes(lanes);
+        if (op->value.dtype() != expected) {
+          return Error(StrCat("stored value ", Quote(op->value), " has type ", op->value.dtype(),
+                              "; buffer '", op->buffer.name(), "' at these indices needs ",
+                              expected));
+        }
+        return Status::Ok();
+      }
+      case StmtKind::kAllocate:
+        return CheckAllocate(s.as<AllocateNode>());
+      case StmtKind::kFor:
+        return CheckFor(s, s.as<ForNode>());
+      case StmtKind::kWhile: {
+        const auto* op = s.as<WhileNode>();
+        KILN_RETURN_IF_ERROR(CheckCond(op->cond));
+        return CheckBody(op->body, IsThreadVarying(op->cond), s);
+      }
+      case StmtKind::kIf: {
+        const auto* op = s.as<IfNode>();
+        KILN_RETURN_IF_ERROR(CheckCond(op->cond));
+        bool diverges = IsThreadVarying(op->cond);
+        KILN_RETURN_IF_ERROR(CheckBody(op->then_case, diverges, s));
+        return CheckBody(op->else_case, diverges, s);
+      }
+      case StmtKind::kSeq: {
+        for (const Stmt& child : s.as<SeqNode>()->stmts) KILN_RETURN_IF_ERROR(CheckStmt(child));
+        return Status::Ok();
+      }
+      case StmtKind::kBarrier: {
+        const auto* op = s.as<BarrierNode>();
+        return CheckUniform(op->barrier == BarrierKind::kWorkgroup ? "workgroup_barrier()"
+                                                                   : "storage_barrier()");
+      }
+      case StmtKind::kAssert:
+        return CheckCond(s.as<AssertNode>()->cond);
+      case StmtKind::kEvaluate:
+        return CheckExpr(s.as<EvaluateNode>()->value);
+    }
+    return Status::Ok();
+  }
+
+  Status CheckAllocate(const AllocateNode* op) {
+    const Buffer& b = op->buffer;
+    KILN_RETURN_IF_ERROR(CheckShape(b));
+    if (b.scope() != MemoryScope::kGlobal) {
+      int64_t elements = 1;
+      for (const Expr& extent : b.shape()) {
+        std::optional<int64_t> c = AsConstInt(extent);
+        if (!c.has_value() || *c <= 0) {
+          return Error(StrCat(MemoryScopeName(b.scope()), " buffer '", b.name(), "' has extent ",
+                              Quote(extent), "; expected a positive constant"));
+        }
+        elements = *c > (int64_t{1} << 40) / elements ? (int64_t{1} << 40) : elements * *c;
+      }
+      if (b.scope() == MemoryScope::kShared) {
+        shared_bytes_ += elements * b.dtype().StorageBytes();
+        if (shared_bytes_ > options_.max_workgroup_storage_bytes) {
+          return Error(StrCat("shared buffers need ", shared_bytes_,
+                              " bytes in all, more than the limit of ",
+                              options_.max_workgroup_storage_bytes));
+        }
+      }
+    }
+    KILN_RETURN_IF_ERROR(DefineBuffer(b));
+    KILN_RETURN_IF_ERROR(CheckStmt(op->body));
+    in_scope_.erase(b.get());
+    return Status::Ok();
+  }
+
+  Status CheckFor(const Stmt& s, const ForNode* op) {
+    KILN_RETURN_IF_ERROR(CheckExpr(op->min));
+    KILN_RETURN_IF_ERROR(CheckExpr(op->extent));
+    KILN_RETURN_IF_ERROR(CheckExpr(op->step));
+    DataType t = op->loop_var.dtype();
+    if (!t.is_integer() || !t.is_scalar()) {
+      return Error(StrCat("loop variable '", op->loop_var.name(), "' has type ", t,
+                          "; expected an integer scalar"));
+    }
+    for (const Expr* e : {&op->min, &op->extent, &op->step}) {
+      if (e->dtype() != t) {
+        return Error(StrCat(Quote(*e), " has type ", e->dtype(), "; the loop variable '",
+                            op->loop_var.name(), "' has type ", t));
+      }
+    }
+    std::optional<int64_t> step = AsConstInt(op->step);
+    if (!step.has_value() || *step <= 0) {
+      return Error(StrCat("loop step ", Quote(op->step), " must be a positive constant"));
+    }
+    bool varying_bounds = IsThreadVarying(op->min) || IsThreadVarying(op->extent);
+    if (IsThreadBinding(op->kind)) {
+      KILN_RETURN_IF_ERROR(CheckLaunchLoop(op));
+    }
+    KILN_RETURN_IF_ERROR(DefineVar(op->loop_var));
+    if (IsThreadIdx(op->kind) || varying_bounds) varying_.insert(op->loop_var.get());
+    bool bound_here = IsThreadBinding(op->kind);
+    if (bound_here) active_axes_.insert(op->kind);
+    Status status = CheckBody(op->body, varying_bounds, s);
+    if (bound_here) active_axes_.erase(op->kind);
+    Undefine(op->loop_var);
+    return status;
+  }
+
+  Status CheckLaunchLoop(const ForNode* op) {
+    std::string_view axis = LoopKindName(op->kind);
+    if (op->kind == LoopKind::kBlockZ) {
+      return Error(
+          "blockIdx.z is reserved by the kernel ABI (it carries the large-grid "
+          "split of blockIdx.x); use blockIdx.x or blockIdx.y");
+    }
+    if (!IsConstInt(op->min, 0)) {
+      return Error(StrCat(axis, " loop starts at ", Quote(op->min), "; expected 0"));
+    }
+    if (!IsConstInt(op->step, 1)) {
+      return Error(StrCat(axis, " loop has step ", Quote(op->step), "; expected 1"));
+    }
+    if (active_axes_.count(op->kind) != 0) {
+      return Error(StrCat(axis, " is bound inside a loop already bound to ", axis));
+    }
+    if (IsThreadIdx(op->kind)) {
+      std::optional<int64_t> extent = AsConstInt(op->extent);
+      if (!extent.has_value() || *extent <= 0) {
+        return Error(StrCat(axis, " extent ", Quote(op->extent),
+                            " must be a positive constant (it is the workgroup size)"));
+      }
+    } else if (!UsesOnlyScalarParams(op->extent)) {
+      return Error(StrCat(axis, " extent ", Quote(op->extent),
+                          " may use only constants and scalar parameters"));
+    }
+    auto [it, inserted] = axis_extents_.emplace(op->kind, op->extent);
+    if (!inserted && !StructurallyEqual(it->second, op->extent)) {
+      return Error(StrCat(axis, " is bound with extent ", Quote(op->extent),
+                          " here but with extent ", Quote(it->second), " elsewhere"));
+    }
+    if (inserted && IsThreadIdx(op->kind)) {
+      int64_t threads = 1;
+      for (const auto& [kind, extent] : axis_extents_) {
+        if (IsThreadIdx(kind)) threads *= *AsConstInt(extent);
+      }
+      if (threads > options_.max_threads_per_workgroup) {
+        return Error(StrCat("the workgroup has ", threads, " threads, more than the limit of ",
+                            options_.max_threads_per_workgroup));
+      }
+    }
+    return Status::Ok();
+  }
+
+  const Function& f_;
+  const VerifyOptions& options_;
+  const LineMap& lines_;
+  const std::vector<std::string>& text_;
+  int function_line_;
+
+  const Stmt* current_ = nullptr;                 // innermost statement being checked
+  std::unordered_set<const void*> in_scope_;      // vars and buffers visible now
+  std::unordered_set<const void*> ever_defined_;  // every binding seen
+  std::unordered_set<const VarNode*> scalar_params_;
+  std::unordered_set<const VarNode*> varying_;  // vars that may differ between threads
+  std::vector<Divergence> divergence_;
+  std::unordered_map<LoopKind, Expr> axis_extents_;
+  std::unordered_set<LoopKind> active_axes_;
+  int64_t shared_bytes_ = 0;
+};
+
+// The line of `fn` for a function whose body starts on the next line.
+int FunctionLine(const Function& f, const LineMap& lines) {
+  auto it = lines.find(f.body().get());
+  return it == lines.end() ? 1 : it->second - 1;
+}
+
+}  // namespace
+
+Status Verify(const Function& function, const VerifyOptions& options) {
+  LineMap lines;
+  std::vector<std::string> text = SplitLines(Print(function, &lines));
+  return FunctionVerifier(function, options, lines, text, FunctionLine(function, lines)).Run();
+}
+
+Status Verify(const Module& module, const VerifyOptions& options) {
+  LineMap lines;
+  std::vector<std::string> text = SplitLines(Print(module, &lines));
+  std::unordered_set<std::string> names;
+  for (const Function& f : module.functions) {
+    int line = FunctionLine(f, lines);
+    if (!names.insert(f.name()).second) {
+      return CompileError("function '", f.name(), "', line ", line,
+                          ": the module already has a function of this name");
+    }
+    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, lines, text, line).Run());
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::ir

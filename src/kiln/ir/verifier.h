@@ -1,0 +1,51 @@
+// Well-formedness checks for functions and modules.
+//
+// Verify reports the first problem found as a kCompileError whose message
+// names the function, the line of the offending statement in Print(function)
+// (or Print(module)), the offending node printed, and what was expected:
+//   "function 'vadd', line 6: `C[i] = A[i] + 1`: operands of + have
+//    different types: f32 and i32"
+//
+// Checked:
+//  * types: operands agree exactly (no implicit conversion), lanes agree,
+//    conditions are bool, indices are integers, stored values match the
+//    buffer's element type and the index lanes, intrinsic operand types,
+//    casts/reinterprets are between compatible types;
+//  * scoping: every var and buffer is defined before use (parameters, let,
+//    for, alloc) and not redefined while in scope; shapes of parameter
+//    buffers use scalar parameters only;
+//  * scalar parameters are i32, u32 or f32;
+//  * loops: thread-bound loops have min 0 and step 1; each launch axis is
+//    bound with the same extent everywhere; threadIdx extents are constant
+//    and their product is at most options.max_threads_per_workgroup;
+//    blockIdx.z is rejected (reserved by the kernel ABI); a launch axis is not
+//    bound inside a loop bound to the same axis; step is a positive constant;
+//  * barriers and subgroup operations are not inside a condition or loop
+//    bound that depends on the thread index (if/while/select-free check on
+//    if and while conditions and serial loop bounds);
+//  * shared allocations have constant shapes and their total size fits
+//    options.max_workgroup_storage_bytes; local allocations have constant
+//    shapes;
+//  * function names in a module are distinct.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/ir/function.h"
+#include "kiln/support/status.h"
+
+namespace kiln::ir {
+
+struct VerifyOptions {
+  // WebGPU's default maxComputeWorkgroupStorageSize.
+  int64_t max_workgroup_storage_bytes = 16384;
+  // WebGPU's default maxComputeInvocationsPerWorkgroup.
+  int64_t max_threads_per_workgroup = 256;
+  // Whether subgroup_* intrinsics are allowed.
+  bool allow_subgroups = true;
+};
+
+Status Verify(const Function& function, const VerifyOptions& options = {});
+Status Verify(const Module& module, const VerifyOptions& options = {});
+
+}  // namespace kiln::ir

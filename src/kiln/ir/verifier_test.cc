@@ -1,0 +1,366 @@
+// Each verifier rule, violated once: the message names the function, the
+// line of the printed text, the offending line, and what was expected.
+#include "kiln/ir/verifier.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/ir/builder.h"
+#include "kiln/ir/parser.h"
+#include "kiln/ir/printer.h"
+
+namespace kiln::ir {
+namespace {
+
+struct VerifyErrorCase {
+  const char* name;
+  const char* text;  // a module
+  const char* message;
+};
+
+class VerifyErrorTest : public ::testing::TestWithParam<VerifyErrorCase> {};
+
+TEST_P(VerifyErrorTest, ReportsTheOffendingNode) {
+  StatusOr<Module> m = ParseModule(GetParam().text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  // The cases are written in printed form, so the line numbers are those of the text.
+  ASSERT_EQ(Print(*m), GetParam().text);
+  Status s = Verify(*m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCompileError);
+  EXPECT_EQ(s.message(), GetParam().message);
+}
+
+const VerifyErrorCase kVerifyErrors[] = {
+    {"OperandTypes",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i32) {\n"
+     "  A[0] = A[1] + f32(n) * 2.0 + n\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = A[1] + f32(n) * 2.0 + n`: operands of `A[1] + f32(n) * 2.0 + "
+     "n` have different types: f32 and i32"},
+    {"StoredType",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  A[0] = 1\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = 1`: stored value `1` has type i32; buffer 'A' at these "
+     "indices needs f32"},
+    {"VectorStoreType",
+     "module {\n"
+     "fn f(A: buffer<f32>[8]) {\n"
+     "  A[ramp(0, 1, 4)] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[ramp(0, 1, 4)] = 1.0`: stored value `1.0` has type f32; buffer "
+     "'A' at these indices needs f32x4"},
+    {"FloatIndex",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  A[0] = A[1.0]\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = A[1.0]`: `1.0` has type f32; expected an integer index"},
+    {"IndexCount",
+     "module {\n"
+     "fn f(A: buffer<f32>[4, 4]) {\n"
+     "  A[0] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = 1.0`: buffer 'A' has 2 dimensions but is indexed with 1"},
+    {"IndexLanes",
+     "module {\n"
+     "fn f(A: buffer<f32>[4, 4]) {\n"
+     "  A[ramp(0, 1, 2), ramp(0, 1, 4)] = broadcast(1.0, 4)\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[ramp(0, 1, 2), ramp(0, 1, 4)] = broadcast(1.0, 4)`: indices of "
+     "buffer 'A' have different lane counts"},
+    {"NonBoolCondition",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i32) {\n"
+     "  if (n) {\n"
+     "    A[0] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `if (n)`: `n` has type i32; expected bool"},
+    {"BadIntrinsicOperand",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i32) {\n"
+     "  A[0] = f32(exp(n))\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = f32(exp(n))`: `n` has type i32; expected a float (operand of "
+     "exp)"},
+    {"BadReinterpret",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i32) {\n"
+     "  A[0] = reinterpret<f16>(n)\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `A[0] = reinterpret<f16>(n)`: cannot reinterpret `n` of type i32 as "
+     "f16 (bit widths must match)"},
+    {"ScalarParamType",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i64) {\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(A: buffer<f32>[4], n: i64)`: scalar parameter 'n' has type i64; "
+     "expected i32, u32 or f32"},
+    {"LaunchExtentsDisagree",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  for tx in threadIdx.x(0, 64) {\n"
+     "    A[tx] = 0.0\n"
+     "  }\n"
+     "  for tx_1 in threadIdx.x(0, 32) {\n"
+     "    A[tx_1] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 6: `for tx_1 in threadIdx.x(0, 32)`: threadIdx.x is bound with extent "
+     "`32` here but with extent `64` elsewhere"},
+    {"ThreadExtentNotConstant",
+     "module {\n"
+     "fn f(A: buffer<f32>[n], n: i32) {\n"
+     "  for tx in threadIdx.x(0, n) {\n"
+     "    A[tx] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for tx in threadIdx.x(0, n)`: threadIdx.x extent `n` must be a "
+     "positive constant (it is the workgroup size)"},
+    {"TooManyThreads",
+     "module {\n"
+     "fn f(A: buffer<f32>[512]) {\n"
+     "  for ty in threadIdx.y(0, 16) {\n"
+     "    for tx in threadIdx.x(0, 32) {\n"
+     "      A[ty * 32 + tx] = 0.0\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `for tx in threadIdx.x(0, 32)`: the workgroup has 512 threads, more "
+     "than the limit of 256"},
+    {"BlockZ",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  for bz in blockIdx.z(0, 4) {\n"
+     "    A[bz] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for bz in blockIdx.z(0, 4)`: blockIdx.z is reserved by the kernel ABI "
+     "(it carries the large-grid split of blockIdx.x); use blockIdx.x or blockIdx.y"},
+    {"BlockExtentUsesLoopVar",
+     "module {\n"
+     "fn f(A: buffer<f32>[16]) {\n"
+     "  for i in serial(0, 4) {\n"
+     "    for bx in blockIdx.x(0, i + 1) {\n"
+     "      A[bx] = 0.0\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `for bx in blockIdx.x(0, i + 1)`: blockIdx.x extent `i + 1` may use "
+     "only constants and scalar parameters"},
+    {"NestedSameAxis",
+     "module {\n"
+     "fn f(A: buffer<f32>[16]) {\n"
+     "  for bx in blockIdx.x(0, 4) {\n"
+     "    for bx_1 in blockIdx.x(0, 4) {\n"
+     "      A[bx * 4 + bx_1] = 0.0\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `for bx_1 in blockIdx.x(0, 4)`: blockIdx.x is bound inside a loop "
+     "already bound to blockIdx.x"},
+    {"ThreadLoopMin",
+     "module {\n"
+     "fn f(A: buffer<f32>[16]) {\n"
+     "  for tx in threadIdx.x(1, 4) {\n"
+     "    A[tx] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for tx in threadIdx.x(1, 4)`: threadIdx.x loop starts at `1`; "
+     "expected 0"},
+    {"NonConstantStep",
+     "module {\n"
+     "fn f(A: buffer<f32>[16], s: i32) {\n"
+     "  for i in serial(0, 16, s) {\n"
+     "    A[i] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for i in serial(0, 16, s)`: loop step `s` must be a positive "
+     "constant"},
+    {"LoopBoundTypes",
+     "module {\n"
+     "fn f(A: buffer<f32>[16], n: u32) {\n"
+     "  for i in serial(0, n) {\n"
+     "    A[i] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for i in serial(0, n)`: `n` has type u32; the loop variable 'i' has "
+     "type i32"},
+    {"BarrierUnderThreadCondition",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  for tx in threadIdx.x(0, 64) {\n"
+     "    let half: i32 = tx / 2\n"
+     "    if (half < 16) {\n"
+     "      A[tx] = 0.0\n"
+     "      workgroup_barrier()\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 7: `workgroup_barrier()`: workgroup_barrier() is under control flow that "
+     "depends on the thread index (`if (half < 16)` at line 5); every thread of the workgroup "
+     "must reach it"},
+    {"BarrierUnderLoadedCondition",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  while (A[0] < 1.0) {\n"
+     "    storage_barrier()\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `storage_barrier()`: storage_barrier() is under control flow that "
+     "depends on the thread index (`while (A[0] < 1.0)` at line 3); every thread of the "
+     "workgroup must reach it"},
+    {"SubgroupUnderThreadCondition",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  for tx in threadIdx.x(0, 64) {\n"
+     "    A[tx] = if_then_else(tx < 32, subgroup_add(A[tx]), 0.0)\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `A[tx] = if_then_else(tx < 32, subgroup_add(A[tx]), 0.0)`: "
+     "`subgroup_add(A[tx])` is under control flow that depends on the thread index (`A[tx] = "
+     "if_then_else(tx < 32, subgroup_add(A[tx]), 0.0)` at line 4); every thread of the workgroup "
+     "must reach it"},
+    {"SharedTooLarge",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  alloc a: f32[2048] shared {\n"
+     "    alloc b: f32[2049] shared {\n"
+     "      A[0] = a[0] + b[0]\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16388 bytes in all, "
+     "more than the limit of 16384"},
+    {"SharedExtentNotConstant",
+     "module {\n"
+     "fn f(A: buffer<f32>[n], n: i32) {\n"
+     "  alloc a: f32[n] shared {\n"
+     "    A[0] = a[0]\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `alloc a: f32[n] shared`: shared buffer 'a' has extent `n`; expected a "
+     "positive constant"},
+    {"ParamShapeUsesBuffer",
+     "module {\n"
+     "fn f(S: buffer<i32>[1], A: buffer<f32>[S[0]]) {\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(S: buffer<i32>[1], A: buffer<f32>[S[0]])`: shape of parameter "
+     "'A' uses `S[0]`; expected constants and scalar parameters only"},
+    {"DuplicateFunction",
+     "module {\n"
+     "fn f() {\n"
+     "}\n"
+     "\n"
+     "fn f() {\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 5: the module already has a function of this name"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Errors, VerifyErrorTest, ::testing::ValuesIn(kVerifyErrors),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Errors the text form cannot express (the parser resolves names), built in C++.
+TEST(VerifierTest, VarUsedOutsideItsScope) {
+  IRBuilder b("f");
+  Buffer a = b.BufferParam("A", kI32, {Expr(4)});
+  Var escaped;
+  b.For("i", LoopKind::kSerial, 0, 4, [&](Var i) { escaped = i; });
+  b.Store(a, {0}, escaped);
+  Status s = Verify(b.Build());
+  EXPECT_EQ(s.message(),
+            "function 'f', line 4: `A[0] = i`: variable 'i' is used outside the scope of its "
+            "definition");
+}
+
+TEST(VerifierTest, UndefinedVar) {
+  IRBuilder b("f");
+  Buffer a = b.BufferParam("A", kI32, {Expr(4)});
+  b.Store(a, {0}, Var("ghost", kI32));
+  EXPECT_EQ(Verify(b.Build()).message(),
+            "function 'f', line 2: `A[0] = ghost`: variable 'ghost' is used but never defined");
+}
+
+TEST(VerifierTest, VarBoundTwice) {
+  Var x("x", kI32);
+  Buffer a("A", kI32, {Expr(4)});
+  Stmt first = LetStmtNode::make(x, 1, StoreNode::make(a, {0}, x));
+  Stmt second = LetStmtNode::make(x, 1, StoreNode::make(a, {0}, x));
+  Function f("f", {Param::FromBuffer(a)}, MakeSeq({first, second}));
+  EXPECT_EQ(Verify(f).message(),
+            "function 'f', line 4: `let x: i32 = 1`: variable 'x' is defined twice (each variable "
+            "is bound exactly once)");
+}
+
+TEST(VerifierTest, SubgroupsCanBeDisallowed) {
+  StatusOr<Module> m =
+      ParseModule("module { fn f(A: buffer<f32>[4]) { A[0] = subgroup_add(A[1]) } }");
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(Verify(*m).ok());
+  VerifyOptions options;
+  options.allow_subgroups = false;
+  EXPECT_EQ(Verify(*m, options).message(),
+            "function 'f', line 3: `A[0] = subgroup_add(A[1])`: `subgroup_add(A[1])` needs "
+            "subgroups, which these options do not allow");
+}
+
+TEST(VerifierTest, BadFunctionName) {
+  Function f("my kernel", {}, NoOp());
+  EXPECT_EQ(Verify(f).message(),
+            "function 'my kernel', line 1: `fn my_kernel()`: function name 'my kernel' is not an "
+            "identifier (or is reserved)");
+}
+
+TEST(VerifierTest, UniformBarriersAndSharedWithinLimitPass) {
+  StatusOr<Module> m = ParseModule(R"(module {
+    fn f(A: buffer<f32>[64], n: i32) {
+      for bx in blockIdx.x(0, n) {
+        alloc t: f32[4096] shared {
+          for tx in threadIdx.x(0, 64) {
+            for k in serial(0, n) {
+              if (bx < 3) { workgroup_barrier() }
+            }
+            t[tx] = A[tx]
+          }
+        }
+      }
+    }
+  })");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(Verify(*m).ok()) << Verify(*m);
+  VerifyOptions small;
+  small.max_workgroup_storage_bytes = 1024;
+  EXPECT_FALSE(Verify(*m, small).ok());
+}
+
+}  // namespace
+}  // namespace kiln::ir

@@ -1,0 +1,71 @@
+#include "kiln/transform/lower.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/ir/ir.h"
+#include "kiln/transform/testing.h"
+
+namespace kiln::transform {
+namespace {
+
+using namespace ::kiln::ir;  // NOLINT: IR builder vocabulary
+
+// A scheduled kernel using every pass: 2-D buffers, i64 indices, an
+// unrolled loop and a vectorized one.
+Function ScaleRows() {
+  IRBuilder b("scale_rows");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kF32, {n, 8});
+  Buffer B = b.BufferParam("B", kF32, {n, 8});
+  b.For("bx", LoopKind::kBlockX, 0, (n + 63) / 64, [&](Var bx) {
+    b.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+      Var row = b.Let("row", Cast(kI64, bx * 64 + tx));
+      b.If(row < Cast(kI64, n), [&] {
+        b.For("half", LoopKind::kUnrolled, IntConst(kI64, 0), IntConst(kI64, 2), [&](Var half) {
+          b.For("v", LoopKind::kVectorized, IntConst(kI64, 0), IntConst(kI64, 4), [&](Var v) {
+            Expr col = half * IntConst(kI64, 4) + v;
+            b.Store(B, {row, col}, Load(A, {row, col}) * 2.0);
+          });
+        });
+      });
+    });
+  });
+  return b.Build();
+}
+
+TEST(LowerTest, ProducesFlatVector32BitIr) {
+  StatusOr<Function> lowered = Lower(ScaleRows());
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  std::string text = Print(*lowered);
+  // Flattened parameters, the launch recorded, loops expanded.
+  EXPECT_NE(text.find("A: buffer<f32>[n * 8]"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"launch.workgroup_size_x\": 64"), std::string::npos) << text;
+  EXPECT_EQ(text.find("unroll("), std::string::npos) << text;
+  EXPECT_EQ(text.find("vectorize("), std::string::npos) << text;
+  EXPECT_EQ(text.find("i64"), std::string::npos) << text;
+  // Two contiguous vector stores, one per unrolled half.
+  size_t first = text.find("B[ramp(");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_NE(text.find("B[ramp(", first + 1), std::string::npos) << text;
+  EXPECT_TRUE(Verify(*lowered).ok());
+}
+
+TEST(LowerTest, InvalidInputIsRejectedByTheVerifier) {
+  IRBuilder b("ill_typed");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  b.Store(A, {0}, IntConst(kI32, 1));  // i32 into an f32 buffer
+  StatusOr<Function> lowered = Lower(b.Build());
+  ASSERT_FALSE(lowered.ok());
+  EXPECT_EQ(lowered.status().code(), StatusCode::kCompileError) << lowered.status();
+}
+
+TEST(LowerTest, PassErrorsComeBackUnchanged) {
+  IRBuilder b("wide_vector");
+  Buffer A = b.BufferParam("A", kF32, {8});
+  b.For("v", LoopKind::kVectorized, 0, 8, [&](Var v) { b.Store(A, {v}, FloatConst(kF32, 0.0)); });
+  ExpectError(Lower(b.Build()), StatusCode::kInvalidArgument,
+              "Vectorize of 'wide_vector': vectorized loop `v` has extent 8");
+}
+
+}  // namespace
+}  // namespace kiln::transform

@@ -1,0 +1,64 @@
+#include "kiln/transform/unroll.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/ir/ir.h"
+#include "kiln/transform/testing.h"
+
+namespace kiln::transform {
+namespace {
+
+using namespace ::kiln::ir;  // NOLINT: IR builder vocabulary
+
+TEST(UnrollTest, ConstantLoopIsExpanded) {
+  IRBuilder b("fill");
+  Buffer A = b.BufferParam("A", kI32, {8});
+  b.For("k", LoopKind::kUnrolled, 1, 3, [&](Var k) { b.Store(A, {k * 2}, k); });
+  EXPECT_EQ(PrintedOrError(Unroll(b.Build())), R"(fn fill(A: buffer<i32>[8]) {
+  A[1 * 2] = 1
+  A[2 * 2] = 2
+  A[3 * 2] = 3
+}
+)");
+}
+
+TEST(UnrollTest, StepAndNestedSerialLoopsAreKept) {
+  IRBuilder b("steps");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kI32, {n, 8});
+  b.For("i", LoopKind::kSerial, 0, n, [&](Var i) {
+    b.For(
+        "k", LoopKind::kUnrolled, 0, 8,
+        [&](Var k) {
+          b.Store(A, {i, k}, i);
+        },
+        4);
+  });
+  EXPECT_EQ(PrintedOrError(Unroll(b.Build())), R"(fn steps(n: i32, A: buffer<i32>[n, 8]) {
+  for i in serial(0, n) {
+    A[i, 0] = i
+    A[i, 4] = i
+  }
+}
+)");
+}
+
+TEST(UnrollTest, NonConstantExtentIsAnError) {
+  IRBuilder b("dyn");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kI32, {n});
+  b.For("k", LoopKind::kUnrolled, 0, n, [&](Var k) { b.Store(A, {k}, k); });
+  ExpectError(Unroll(b.Build()), StatusCode::kInvalidArgument,
+              "unrolled loop `k` needs a constant min, extent and step");
+}
+
+TEST(UnrollTest, ExtentAboveTheLimitIsAnError) {
+  IRBuilder b("huge");
+  Buffer A = b.BufferParam("A", kI32, {1000});
+  b.For("k", LoopKind::kUnrolled, 0, 1000, [&](Var k) { b.Store(A, {k}, k); });
+  ExpectError(Unroll(b.Build(), {.max_extent = 64}), StatusCode::kInvalidArgument,
+              "has extent 1000, more than the limit of 64");
+}
+
+}  // namespace
+}  // namespace kiln::transform

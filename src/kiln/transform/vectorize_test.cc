@@ -1,0 +1,102 @@
+#include "kiln/transform/vectorize.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/ir/ir.h"
+#include "kiln/transform/testing.h"
+
+namespace kiln::transform {
+namespace {
+
+using namespace ::kiln::ir;  // NOLINT: IR builder vocabulary
+
+TEST(VectorizeTest, ContiguousAccessesBecomeRampsAndInvariantsBroadcasts) {
+  IRBuilder b("axpy");
+  Var n = b.ScalarParam("n", kI32);
+  Var alpha = b.ScalarParam("alpha", kF32);
+  Buffer X = b.BufferParam("X", kF32, {n});
+  Buffer Y = b.BufferParam("Y", kF32, {n});
+  b.For("i", LoopKind::kSerial, 0, n / 4, [&](Var i) {
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      Var j = b.Let("j", i * 4 + v);
+      b.Store(Y, {j}, alpha * Load(X, {j}) + Load(Y, {j}));
+    });
+  });
+  EXPECT_EQ(PrintedOrError(Vectorize(b.Build())),
+            R"(fn axpy(n: i32, alpha: f32, X: buffer<f32>[n], Y: buffer<f32>[n]) {
+  for i in serial(0, n / 4) {
+    Y[ramp(i * 4, 1, 4)] = broadcast(alpha, 4) * X[ramp(i * 4, 1, 4)] + Y[ramp(i * 4, 1, 4)]
+  }
+}
+)");
+}
+
+TEST(VectorizeTest, StridedAccessesBecomeGathers) {
+  IRBuilder b("transpose");
+  Buffer A = b.BufferParam("A", kF32, {16});
+  Buffer B = b.BufferParam("B", kF32, {16});
+  b.For("i", LoopKind::kSerial, 0, 4, [&](Var i) {
+    b.For("v", LoopKind::kVectorized, 0, 4,
+          [&](Var v) { b.Store(B, {i * 4 + v}, Load(A, {v * 4 + i})); });
+  });
+  EXPECT_EQ(PrintedOrError(Vectorize(b.Build())),
+            R"(fn transpose(A: buffer<f32>[16], B: buffer<f32>[16]) {
+  for i in serial(0, 4) {
+    B[ramp(i * 4, 1, 4)] = A[ramp(i, 4, 4)]
+  }
+}
+)");
+}
+
+TEST(VectorizeTest, CallsAndSelectsAreWidened) {
+  IRBuilder b("relu3");
+  Buffer A = b.BufferParam("A", kF32, {3});
+  b.For("v", LoopKind::kVectorized, 0, 3, [&](Var v) {
+    Expr x = Load(A, {v});
+    b.Store(A, {v}, Select(x > 0.0, Call(Intrinsic::kExp, {x}), FloatConst(kF32, 0.0)));
+  });
+  EXPECT_EQ(PrintedOrError(Vectorize(b.Build())), R"(fn relu3(A: buffer<f32>[3]) {
+  A[ramp(0, 1, 3)] = select(A[ramp(0, 1, 3)] > broadcast(0.0, 3), exp(A[ramp(0, 1, 3)]), broadcast(0.0, 3))
+}
+)");
+}
+
+TEST(VectorizeTest, ExtentOtherThanTwoToFourIsAnError) {
+  IRBuilder b("wide");
+  Buffer A = b.BufferParam("A", kF32, {8});
+  b.For("v", LoopKind::kVectorized, 0, 8, [&](Var v) { b.Store(A, {v}, FloatConst(kF32, 0.0)); });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "vectorized loop `v` has extent 8; it must be a constant 2, 3 or 4");
+}
+
+TEST(VectorizeTest, VaryingConditionIsAnError) {
+  IRBuilder b("branchy");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  b.For("v", LoopKind::kVectorized, 0, 4,
+        [&](Var v) { b.If(v < 2, [&] { b.Store(A, {v}, FloatConst(kF32, 0.0)); }); });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "cannot vectorize an if condition that depends on the loop variable");
+}
+
+TEST(VectorizeTest, InvariantStoreIsAnError) {
+  IRBuilder b("sum");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  Buffer S = b.BufferParam("S", kF32, {1});
+  b.For("v", LoopKind::kVectorized, 0, 4,
+        [&](Var v) { b.Store(S, {0}, Load(S, {0}) + Load(A, {v})); });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "a store whose index does not depend on the loop variable");
+}
+
+TEST(VectorizeTest, BarrierIsAnError) {
+  IRBuilder b("sync");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+    b.Store(A, {v}, FloatConst(kF32, 0.0));
+    b.Barrier();
+  });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument, "cannot vectorize a barrier");
+}
+
+}  // namespace
+}  // namespace kiln::transform
