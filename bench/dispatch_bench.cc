@@ -31,14 +31,9 @@ double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-template <typename Fn>
-StatusOr<double> BestOf(uint32_t repetitions, Fn&& fn) {
-  double best = 1e30;
-  for (uint32_t r = 0; r < repetitions; ++r) {
-    KILN_ASSIGN_OR_RETURN(double t, fn());
-    best = std::min(best, t);
-  }
-  return best;
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -105,65 +100,60 @@ StatusOr<DispatchBenchResult> RunDispatchBench(const std::shared_ptr<hal::Device
   };
 
   const uint32_t n = options.dispatches;
-  KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-  KILN_ASSIGN_OR_RETURN(double raw, BestOf(options.repetitions, [&]() -> StatusOr<double> {
-    auto t0 = Clock::now();
-    raw_record(n);
-    double t = Seconds(Clock::now() - t0);
-    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-    return t;
-  }));
-  result.raw_us_per_dispatch = raw * 1e6 / n;
-
-  KILN_ASSIGN_OR_RETURN(double hal_time, BestOf(options.repetitions, [&]() -> StatusOr<double> {
-    auto t0 = Clock::now();
-    KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(device, hal::CommandBufferMode::kOneShot));
-    for (uint32_t i = 0; i < n; ++i) {
-      KILN_RETURN_IF_ERROR(cb->Dispatch(exe, 0, {&binding, 1}, constant_bytes, 1));
-    }
-    KILN_RETURN_IF_ERROR(cb->End());
-    KILN_RETURN_IF_ERROR(hal::Submit(d, *cb));
-    double t = Seconds(Clock::now() - t0);
-    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-    return t;
-  }));
-  result.hal_us_per_dispatch = hal_time * 1e6 / n;
-
   KILN_ASSIGN_OR_RETURN(auto reusable,
                         hal::CommandBuffer::Create(device, hal::CommandBufferMode::kReusable));
   for (uint32_t i = 0; i < n; ++i) {
     KILN_RETURN_IF_ERROR(reusable->Dispatch(exe, 0, {&binding, 1}, constant_bytes, 1));
   }
   KILN_RETURN_IF_ERROR(reusable->End());
-  KILN_ASSIGN_OR_RETURN(double replay, BestOf(options.repetitions, [&]() -> StatusOr<double> {
-    auto t0 = Clock::now();
-    KILN_RETURN_IF_ERROR(hal::Submit(d, *reusable));
-    double t = Seconds(Clock::now() - t0);
-    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-    return t;
-  }));
-  result.replay_us_per_dispatch = replay * 1e6 / n;
-
-  // Per submit: many one-dispatch submissions, then one wait for all.
-  const uint32_t s = options.submits;
-  KILN_ASSIGN_OR_RETURN(double raw_submit, BestOf(options.repetitions, [&]() -> StatusOr<double> {
-    auto t0 = Clock::now();
-    for (uint32_t i = 0; i < s; ++i) raw_record(1);
-    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-    return Seconds(Clock::now() - t0);
-  }));
-  result.raw_submit_us = raw_submit * 1e6 / s;
   KILN_ASSIGN_OR_RETURN(auto single,
                         hal::CommandBuffer::Create(device, hal::CommandBufferMode::kReusable));
   KILN_RETURN_IF_ERROR(single->Dispatch(exe, 0, {&binding, 1}, constant_bytes, 1));
   KILN_RETURN_IF_ERROR(single->End());
-  KILN_ASSIGN_OR_RETURN(double hal_submit, BestOf(options.repetitions, [&]() -> StatusOr<double> {
+
+  // Each repetition measures every variant once, interleaved, each from an
+  // idle queue; the medians are reported.
+  std::vector<double> raw, hal_time, replay, raw_submit, hal_submit;
+  const uint32_t s = options.submits;
+  for (uint32_t r = 0; r < options.repetitions; ++r) {
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
     auto t0 = Clock::now();
+    raw_record(n);
+    raw.push_back(Seconds(Clock::now() - t0) * 1e6 / n);
+
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
+    t0 = Clock::now();
+    KILN_ASSIGN_OR_RETURN(auto cb,
+                          hal::CommandBuffer::Create(device, hal::CommandBufferMode::kOneShot));
+    for (uint32_t i = 0; i < n; ++i) {
+      KILN_RETURN_IF_ERROR(cb->Dispatch(exe, 0, {&binding, 1}, constant_bytes, 1));
+    }
+    KILN_RETURN_IF_ERROR(cb->End());
+    KILN_RETURN_IF_ERROR(hal::Submit(d, *cb));
+    hal_time.push_back(Seconds(Clock::now() - t0) * 1e6 / n);
+
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
+    t0 = Clock::now();
+    KILN_RETURN_IF_ERROR(hal::Submit(d, *reusable));
+    replay.push_back(Seconds(Clock::now() - t0) * 1e6 / n);
+
+    // Per submit: many one-dispatch submissions, then one wait for all.
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
+    t0 = Clock::now();
+    for (uint32_t i = 0; i < s; ++i) raw_record(1);
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
+    raw_submit.push_back(Seconds(Clock::now() - t0) * 1e6 / s);
+
+    t0 = Clock::now();
     for (uint32_t i = 0; i < s; ++i) KILN_RETURN_IF_ERROR(hal::Submit(d, *single));
     KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
-    return Seconds(Clock::now() - t0);
-  }));
-  result.hal_submit_us = hal_submit * 1e6 / s;
+    hal_submit.push_back(Seconds(Clock::now() - t0) * 1e6 / s);
+  }
+  result.raw_us_per_dispatch = Median(raw);
+  result.hal_us_per_dispatch = Median(hal_time);
+  result.replay_us_per_dispatch = Median(replay);
+  result.raw_submit_us = Median(raw_submit);
+  result.hal_submit_us = Median(hal_submit);
 
   p.BindGroupRelease(raw_group);
   p.BufferDestroy(uniform);

@@ -13,7 +13,7 @@ namespace kiln::bench {
 
 struct DispatchBenchOptions {
   uint32_t dispatches = 10000;  // per recorded command buffer
-  uint32_t repetitions = 5;     // best of
+  uint32_t repetitions = 15;    // the median is reported
   uint32_t submits = 1000;      // for the per-submit cost
 };
 

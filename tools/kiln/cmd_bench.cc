@@ -48,7 +48,7 @@ int BenchDispatch(const Args& args) {
     return 0;
   }
   std::printf("device: %s\n", r->device.c_str());
-  std::printf("%u dispatches per command buffer, best of %u\n\n", r->dispatches, bo.repetitions);
+  std::printf("%u dispatches per command buffer, median of %u\n\n", r->dispatches, bo.repetitions);
   std::printf("%-52s %12s\n", "what (CPU time)", "us");
   std::printf("%-52s %12.3f\n", "raw webgpu.h: record+submit, per dispatch", r->raw_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "kiln HAL one-shot: record+end+submit, per dispatch",
