@@ -1,13 +1,35 @@
 #!/usr/bin/env bash
 # kiln's main job on a fresh or set-up machine: set-up (scripts/setup.sh),
-# then the devices kiln can use, then real kernels run and checked on the
-# default device (a CPU WebGPU implementation where no GPU is present).
+# then the devices kiln can use, real kernels through the HAL checked on the
+# default device (a CPU WebGPU implementation where no GPU is present), and
+# every example in examples/ compiled from kiln IR, run on the device and
+# checked against the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+kiln=build/tools/kiln/kiln
+
 echo "== kiln info"
-build/tools/kiln/kiln info
+"$kiln" info
 echo
 echo "== kiln demo"
-build/tools/kiln/kiln demo "$@"
+"$kiln" demo "$@"
+echo
+echo "== examples: kiln compile, then kiln run --check"
+mkdir -p build/examples
+failed=0
+for kir in examples/*.kir; do
+  kmod="build/examples/$(basename "${kir%.kir}").kmod"
+  "$kiln" compile "$kir" -o "$kmod"
+  # Each "// fn: NAME" header line is followed by its "// args: a=1 b=2" line.
+  mapfile -t fns < <(sed -n 's|^// fn: *||p' "$kir")
+  mapfile -t argl < <(sed -n 's|^// args: *||p' "$kir")
+  for i in "${!fns[@]}"; do
+    args=()
+    for kv in ${argl[$i]:-}; do args+=(--arg "$kv"); done
+    echo "-- $kir: ${fns[$i]} ${argl[$i]:-}"
+    "$kiln" run "$kmod" --fn "${fns[$i]}" "${args[@]}" --check "$@" || failed=1
+  done
+done
+[ "$failed" = 0 ] && echo "all examples PASS" || { echo "some examples FAILED"; exit 1; }

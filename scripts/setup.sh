@@ -40,19 +40,20 @@ if ! ls .venv/lib/python3*/site-packages/wgpu/resources/webgpu.h >/dev/null 2>&1
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements.txt
 fi
 
-build() {  # build DIR [cmake args...]
-  local dir=$1; shift
+build() {  # build DIR TARGET [cmake args...]   (TARGET "all" for everything)
+  local dir=$1 target=$2; shift 2
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   fi
-  cmake --build "$dir" -- -j"$(nproc)"
+  echo "setup: building $dir"
+  cmake --build "$dir" --target "$target" -- -j"$(nproc)"
 }
 
-build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+build build all -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ "${KILN_SANITIZE:-0}" = 1 ]; then
-  build build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
+  build build-asan all -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
 fi
 if [ "${KILN_FUZZ:-0}" = 1 ]; then
-  build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+  build build-fuzz kiln_ir_parser_fuzzer -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_C_COMPILER=clang-14 -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF
 fi

@@ -276,5 +276,45 @@ TEST_F(DispatchTest, FencesSignalInOrderAndWaitWithTimeout) {
   EXPECT_EQ(Submit(*device_, *cb, fence.get(), 2).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(DispatchTest, FenceWaitTimesOutWhileWorkRunsThenCompletes) {
+  // A kernel that keeps the device busy long enough for a short wait to
+  // time out.
+  ExecutableSpec spec{"spin", R"(
+struct C { iterations: u32, a: u32, b: u32, c: u32 }
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<uniform> c: C;
+@compute @workgroup_size(64)
+fn spin(@builtin(global_invocation_id) gid: vec3<u32>) {
+  var x = gid.x;
+  for (var i = 0u; i < c.iterations; i++) { x = x * 1664525u + 1013904223u; }
+  out[gid.x] = x;
+})",
+                      {{"spin", {BindingKind::kStorage, BindingKind::kUniform}, 16}}};
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const uint32_t groups = 64, n = groups * 64;
+  auto out = NewBuffer(n * 4);
+  uint32_t c[4] = {20000, 0, 0, 0};
+  auto cb = NewCommandBuffer();
+  BufferBinding binding{out};
+  for (int i = 0; i < 8; ++i) {
+    KILN_ASSERT_OK(cb->Dispatch(*exe, 0, {&binding, 1}, {reinterpret_cast<uint8_t*>(c), 16}, groups));
+  }
+  KILN_ASSERT_OK(cb->End());
+  auto fence = Fence::Create(device_);
+  KILN_ASSERT_OK(Submit(*device_, *cb, fence.get(), 1));
+  Status early = fence->Wait(1, std::chrono::nanoseconds(1));
+  if (early.ok()) GTEST_SKIP() << "the device finished before a 1 ns wait could time out";
+  EXPECT_EQ(early.code(), StatusCode::kDeadlineExceeded) << early;
+  KILN_ASSERT_OK(fence->Wait(1, std::chrono::seconds(120)));
+  EXPECT_EQ(fence->value(), 1u);
+  auto got = As<uint32_t>(Read(out));
+  for (uint32_t i = 0; i < n; i += 97) {
+    uint32_t x = i;
+    for (uint32_t k = 0; k < c[0]; ++k) x = x * 1664525u + 1013904223u;
+    ASSERT_EQ(got[i], x) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cts
