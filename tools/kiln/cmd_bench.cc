@@ -2,7 +2,9 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "compiler_bench.h"
 #include "dispatch_bench.h"
+#include "kiln/runtime/corpus.h"
 #include "flags.h"
 #include "kiln/support/json.h"
 
@@ -60,13 +62,110 @@ int BenchDispatch(const Args& args) {
   return 0;
 }
 
+int BenchMatmul(const Args& args) {
+  std::set<std::string> valued = kDeviceFlags;
+  valued.insert({"size", "kir", "iterations"});
+  auto flags = Flags::Parse(args, valued, {"json"});
+  if (!flags.ok()) return Fail(flags.status().message());
+  auto options = DeviceOptionsFromFlags(*flags);
+  if (!options.ok()) return Fail(options.status().message());
+  bench::MatmulBenchOptions mo;
+  auto size = flags->GetUint("size", mo.size);
+  auto iterations = flags->GetUint("iterations", mo.iterations);
+  if (!size.ok()) return Fail(size.status().message());
+  if (!iterations.ok() || *iterations == 0) return Fail("--iterations must be a positive integer");
+  mo.size = static_cast<uint32_t>(*size);
+  mo.iterations = static_cast<uint32_t>(*iterations);
+  if (auto kir = flags->Get("kir")) mo.kir_path = *kir;
+  auto device = hal::Device::Create(*options);
+  if (!device.ok()) return Fail(device.status().message());
+  auto r = bench::RunMatmulBench(*device, mo);
+  if (!r.ok()) return Fail(r.status().ToString());
+  const bool ok = r->max_difference <= 1e-3 * r->size && r->max_error <= 1e-3 * r->size;
+  if (flags->Has("json")) {
+    JsonWriter w;
+    w.BeginObject().Key("benchmark").String("matmul");
+    w.Key("device").String(r->device).Key("size").Uint(r->size);
+    w.Key("timing").String(r->gpu_timestamps ? "gpu timestamps, median per dispatch"
+                                             : "wall time per dispatch");
+    for (const auto* t : {&r->generated, &r->handwritten}) {
+      w.Key(t == &r->generated ? "generated" : "handwritten").BeginObject();
+      w.Key("kernel").String(t->kernel).Key("ms").Number(t->ms).Key("tflops").Number(t->tflops);
+      w.EndObject();
+    }
+    w.Key("generated_over_handwritten").Number(r->generated_over_handwritten());
+    w.Key("max_difference").Number(r->max_difference).Key("max_error").Number(r->max_error);
+    w.Key("check").String(ok ? "PASS" : "FAIL");
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return ok ? 0 : 1;
+  }
+  std::printf("device: %s\n", r->device.c_str());
+  std::printf("f32 matmul %u^3, 16x16 tiled; %s\n\n", r->size,
+              r->gpu_timestamps ? "GPU timestamps, median per dispatch" : "wall time per dispatch");
+  std::printf("%-48s %10s %10s\n", "kernel", "ms", "TFLOP/s");
+  for (const auto* t : {&r->generated, &r->handwritten}) {
+    std::printf("%-48s %10.3f %10.2f\n", t->kernel.c_str(), t->ms, t->tflops);
+  }
+  std::printf("%-48s %10.3f\n", "generated / hand-written time", r->generated_over_handwritten());
+  std::printf("\nmax |generated - hand-written| %g, max error vs CPU (64 samples) %g: %s\n",
+              r->max_difference, r->max_error, ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+int BenchCompile(const Args& args) {
+  auto flags = Flags::Parse(args, {"repetitions"}, {"json"});
+  if (!flags.ok()) return Fail(flags.status().message());
+  auto reps = flags->GetUint("repetitions", 5);
+  if (!reps.ok() || *reps == 0) return Fail("--repetitions must be a positive integer");
+  std::vector<std::string> files;
+  std::vector<std::string> dirs = flags->positional();
+  if (dirs.empty()) dirs = {"tests/corpus", "examples"};
+  for (const std::string& d : dirs) {
+    for (const std::string& f : runtime::ListKirFiles(d)) files.push_back(f);
+  }
+  if (files.empty()) return Fail("no .kir files found");
+  auto timings = bench::RunCompileBench(files, static_cast<int>(*reps));
+  if (!timings.ok()) return Fail(timings.status().ToString());
+  double parse = 0, compile = 0;
+  JsonWriter w;
+  w.BeginObject().Key("benchmark").String("compile").Key("kernels").BeginArray();
+  if (!flags->Has("json")) {
+    std::printf("median of %llu; parse = text to verified IR, compile = lowering + WGSL\n\n",
+                static_cast<unsigned long long>(*reps));
+    std::printf("%-44s %4s %10s %10s\n", "file", "fns", "parse ms", "compile ms");
+  }
+  for (const auto& t : *timings) {
+    parse += t.parse_ms;
+    compile += t.compile_ms;
+    if (flags->Has("json")) {
+      w.BeginObject().Key("file").String(t.file).Key("functions").Int(t.functions);
+      w.Key("parse_ms").Number(t.parse_ms).Key("compile_ms").Number(t.compile_ms).EndObject();
+    } else {
+      std::printf("%-44s %4d %10.3f %10.3f\n", t.file.c_str(), t.functions, t.parse_ms,
+                  t.compile_ms);
+    }
+  }
+  if (flags->Has("json")) {
+    w.EndArray().Key("total_parse_ms").Number(parse).Key("total_compile_ms").Number(compile);
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+  } else {
+    std::printf("%-44s %4zu %10.3f %10.3f\n", "total", timings->size(), parse, compile);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int BenchCommand(const Args& args) {
-  if (args.empty()) return Fail("usage: kiln bench dispatch [--json] [device flags]");
+  constexpr const char* kUsage = "usage: kiln bench dispatch|matmul|compile [flags]";
+  if (args.empty()) return Fail(kUsage);
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "dispatch") return BenchDispatch(rest);
-  return Fail("unknown benchmark '" + args[0] + "' (known: dispatch)");
+  if (args[0] == "matmul") return BenchMatmul(rest);
+  if (args[0] == "compile") return BenchCompile(rest);
+  return Fail("unknown benchmark '" + args[0] + "' (" + kUsage + ")");
 }
 
 }  // namespace kiln::tool

@@ -12,6 +12,8 @@ using Args = std::vector<std::string>;
 int InfoCommand(const Args& args);
 int DemoCommand(const Args& args);
 int BenchCommand(const Args& args);
+int CompileCommand(const Args& args);
+int RunCommand(const Args& args);
 
 // Prints "kiln: <message>" to stderr; returns 1.
 int Fail(const std::string& message);

@@ -10,11 +10,13 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
   Flags flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0 || a == "--") {
+    // "--name", and the one-letter short form "-o".
+    const bool short_flag = a.size() == 2 && a[0] == '-' && a[1] != '-';
+    if ((a.rfind("--", 0) != 0 || a == "--") && !short_flag) {
       flags.positional_.push_back(a);
       continue;
     }
-    std::string name = a.substr(2), value;
+    std::string name = a.substr(short_flag ? 1 : 2), value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);

@@ -12,7 +12,13 @@ constexpr const char* kUsage = R"(usage: kiln <command> [flags]
 commands:
   info [--json]                 WebGPU implementations, adapters, features, limits
   demo                          run real kernels on the default device and check them
+  compile K.kir -o K.kmod       compile kiln IR to a module (--emit wgsl|ir prints instead)
+  run K.kmod --fn NAME --arg n=1000 [--check]
+                                run a function on random inputs; --check compares with the
+                                interpreter and prints PASS or FAIL
   bench dispatch [--json]       HAL dispatch cost against raw webgpu.h
+  bench matmul [--size N]       kiln's tiled matmul against the same in hand-written WGSL
+  bench compile [DIR...]        time to compile each kernel of the corpus to WGSL
 
 device flags (all commands that use a device):
   --impl dawn|wgpu              WebGPU implementation ($KILN_IMPL)
@@ -32,6 +38,8 @@ int main(int argc, char** argv) {
   if (command == "info") return kiln::tool::InfoCommand(args);
   if (command == "demo") return kiln::tool::DemoCommand(args);
   if (command == "bench") return kiln::tool::BenchCommand(args);
+  if (command == "compile") return kiln::tool::CompileCommand(args);
+  if (command == "run") return kiln::tool::RunCommand(args);
   std::fprintf(stderr, "kiln: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

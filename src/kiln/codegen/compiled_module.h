@@ -61,6 +61,9 @@ struct CompiledFunction {
   KernelMetadata metadata;
   // A complete WGSL module with exactly one entry point, metadata.entry_point.
   std::string wgsl;
+  // The source function in the IR's text form (CompileFunction sets it), so
+  // a module can be checked against the interpreter (`kiln run --check`).
+  std::string source_ir;
 
   friend bool operator==(const CompiledFunction&, const CompiledFunction&) = default;
 };

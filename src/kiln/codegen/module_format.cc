@@ -106,6 +106,7 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
   w.U32(m.uniform_block_size);
   w.U32(m.workgroup_storage_bytes);
   w.Str(f.wgsl);
+  w.Str(f.source_ir);
 }
 
 bool ReadParam(ByteReader& r, ParamInfo& p) {
@@ -163,7 +164,8 @@ Status ReadFunction(ByteReader& r, size_t index, CompiledFunction& f) {
   }
   if (!r.U32(m.uniform_binding, "uniform binding") ||
       !r.U32(m.uniform_block_size, "uniform block size") ||
-      !r.U32(m.workgroup_storage_bytes, "workgroup storage size") || !r.Str(f.wgsl, "WGSL")) {
+      !r.U32(m.workgroup_storage_bytes, "workgroup storage size") || !r.Str(f.wgsl, "WGSL") ||
+      !r.Str(f.source_ir, "source IR")) {
     return fail();
   }
   return Status::Ok();

@@ -26,6 +26,7 @@ CompiledModule SampleModule() {
   add.metadata.uniform_block_size = 16;
   add.metadata.workgroup_storage_bytes = 256;
   add.wgsl = "@compute @workgroup_size(64, 1, 1)\nfn add() {}\n";
+  add.source_ir = "fn add(A: buffer<f32>[n]) {}\n";
   CompiledFunction empty;
   empty.metadata.name = "empty";
   empty.metadata.entry_point = "empty";

@@ -143,6 +143,31 @@ TEST(WgslAbiTest, LargeGridPrologueRecombinesBlockIdxXAndReturnsFirst) {
   EXPECT_EQ(f.metadata.entry_point, "grid");
 }
 
+TEST(WgslAbiTest, LaunchExtentsAndShapesParseOverScalarParameters) {
+  // The runtime parses these texts with the call's scalar parameters in scope.
+  IRBuilder b("tiles");
+  Var rows = b.ScalarParam("rows", kI32);
+  Var cols = b.ScalarParam("cols", kI32);
+  Buffer A = b.BufferParam("A", kF32, {rows, cols * 2});
+  b.For("by", LoopKind::kBlockY, 0, (rows + 7) / 8, [&](Var by) {
+    b.For("bx", LoopKind::kBlockX, 0, Max((cols + 31) / 32, 1), [&](Var bx) {
+      b.For("tx", LoopKind::kThreadX, 0, 32, [&](Var tx) {
+        b.Store(A, {by, bx * 32 + tx}, FloatConst(kF32, 0.0));
+      });
+    });
+  });
+  StatusOr<CompiledFunction> f = CompileFunction(b.Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::vector<std::string> texts = {f->metadata.num_blocks_x, f->metadata.num_blocks_y};
+  for (const std::string& dim : f->metadata.params[2].shape) texts.push_back(dim);
+  for (const std::string& text : texts) {
+    StatusOr<Expr> parsed = ParseExpr(text, {rows, cols});
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
+    EXPECT_EQ(Print(*parsed), text);
+  }
+  EXPECT_EQ(f->metadata.num_blocks_y, "(rows + 7) / 8");
+}
+
 TEST(WgslAbiTest, BlockIdxZIsRejected) {
   IRBuilder b("z");
   Buffer A = b.BufferParam("A", kI32, {4});
@@ -291,7 +316,7 @@ TEST(WgslCodegenTest, IfThenElseEvaluatesOnlyTheTakenSide) {
                        "  } else {\n"
                        "    cond_value = sqrt(2f);\n"
                        "  }\n"
-                       "  A[tx % n] = cond_value;\n"));
+                       "  A[kiln_rem_i32(tx, n)] = cond_value;\n"));
 }
 
 TEST(WgslCodegenTest, SelectEvaluatesBothSides) {
@@ -353,15 +378,19 @@ TEST(WgslCodegenTest, IntegerDivisionFollowsTheIrForNegativeOperands) {
   b.Store(F, {1}, FloorMod(Load(F, {0}), Load(F, {1})));
   CompiledFunction f = Generate(b.Build());
   EXPECT_TRUE(Contains(f.wgsl, "A[0i] = A[0i] / A[1i];"));
-  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = A[0i] % A[1i];"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = kiln_rem_i32(A[0i], A[1i]);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[2i] = kiln_floor_div_i32(A[2i], A[3i]);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[3i] = kiln_floor_mod_i32(A[2i], A[3i]);"));
   EXPECT_TRUE(Contains(f.wgsl, "U[0i] = U[0i] / U[1i];"));
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "fn kiln_rem_i32(a : i32, b : i32) -> i32 {\n"
+                       "  return select(a - b * (a / b), i32(), b == i32());\n}\n"));
+  EXPECT_FALSE(Contains(f.wgsl, " % "));  // signed `%` is never emitted
   EXPECT_TRUE(Contains(f.wgsl, "F[0i] = floor(F[0i] / F[1i]);"));
   EXPECT_TRUE(Contains(f.wgsl, "F[1i] = kiln_floor_mod_f32(F[0i], F[1i]);"));
   EXPECT_TRUE(Contains(f.wgsl,
                        "fn kiln_floor_div_i32(a : i32, b : i32) -> i32 {\n"
-                       "  let q = a / b;\n  let r = a % b;\n"
+                       "  let q = a / b;\n  let r = kiln_rem_i32(a, b);\n"
                        "  return select(q, q - i32(1), (r != i32()) & "
                        "((r < i32()) != (b < i32())));\n}\n"));
 }
@@ -509,6 +538,10 @@ TEST(CompileTest, CompileFunctionLowersAndKeepsSourceShapes) {
   EXPECT_EQ(f->metadata.params[1].shape, (std::vector<std::string>{"n", "4"}));
   EXPECT_EQ(f->metadata.params[1].access, BufferAccess::kReadWrite);
   EXPECT_EQ(f->metadata.num_blocks_x, "n");
+  // The source travels with the kernel, for checking against the interpreter.
+  StatusOr<Function> source = ParseFunction(f->source_ir);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(Print(*source), f->source_ir);
   EXPECT_TRUE(Contains(f->wgsl, "vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i])"));
 }
 
@@ -530,6 +563,16 @@ TEST(CompileTest, CompileModuleCompilesEveryFunctionAndRoundTrips) {
   StatusOr<CompiledModule> loaded = DeserializeModule(SerializeModule(*compiled));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(*loaded, *compiled);
+}
+
+TEST(CompileTest, CompileModuleRejectsDuplicateNames) {
+  IRBuilder b("twin");
+  Buffer A = b.BufferParam("A", kF32, {1});
+  b.Store(A, {0}, FloatConst(kF32, 1.0));
+  ir::Module module{{b.Build(), b.Build()}};
+  StatusOr<CompiledModule> compiled = CompileModule(module);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_TRUE(Contains(compiled.status().message(), "twin")) << compiled.status();
 }
 
 TEST(CompileTest, CompileErrorsNameTheKernel) {

@@ -73,6 +73,7 @@ class FunctionEmitter {
   std::string FloatImm(const ir::FloatImmNode* op);
   std::string Binary(const ir::BinaryNode* op);
   std::string Cast(const ir::CastNode* op);
+  std::string Reinterpret(const ir::ReinterpretNode* op);
   std::string Ramp(const ir::RampNode* op);
   std::string Load(const ir::LoadNode* op);
   std::string Call(const ir::CallNode* op);

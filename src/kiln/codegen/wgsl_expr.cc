@@ -110,11 +110,8 @@ std::string FunctionEmitter::Expr(const ir::Expr& e) {
     }
     case ir::ExprKind::kCast:
       return Cast(e.as<ir::CastNode>());
-    case ir::ExprKind::kReinterpret: {
-      const auto* op = e.as<ir::ReinterpretNode>();
-      std::string value = Expr(op->value);
-      return StrCat("bitcast<", Type(op->dtype), ">(", StripParens(value), ")");
-    }
+    case ir::ExprKind::kReinterpret:
+      return Reinterpret(e.as<ir::ReinterpretNode>());
     case ir::ExprKind::kLet: {
       const auto* op = e.as<ir::LetNode>();
       std::string value = Expr(op->value);
@@ -158,8 +155,12 @@ std::string FunctionEmitter::FloatImm(const ir::FloatImmNode* op) {
 std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
   std::string a = Expr(op->a);
   std::string b = Expr(op->b);
-  if (const char* infix = InfixOperator(op->op)) return StrCat("(", a, " ", infix, " ", b, ")");
   ir::DataType type = op->a.dtype();
+  if (op->op == BinaryOp::kMod && type.is_int()) {
+    // See WgslHelpers::RemInt for why signed `%` is not emitted.
+    return StrCat(helpers_.RemInt(Type(type)), "(", StripParens(a), ", ", StripParens(b), ")");
+  }
+  if (const char* infix = InfixOperator(op->op)) return StrCat("(", a, " ", infix, " ", b, ")");
   switch (op->op) {
     case BinaryOp::kMin:
       return StrCat("min(", StripParens(a), ", ", StripParens(b), ")");
@@ -189,6 +190,31 @@ std::string FunctionEmitter::Cast(const ir::CastNode* op) {
                 " has no WGSL meaning; use reinterpret");
   }
   return StrCat(Type(op->dtype), "(", StripParens(value), ")");
+}
+
+std::string FunctionEmitter::Reinterpret(const ir::ReinterpretNode* op) {
+  std::string value = StripParens(Expr(op->value));
+  ir::DataType from = op->value.dtype();
+  ir::DataType to = op->dtype;
+  std::string type = Type(to);
+  bool from_half = from.is_float() && from.bits == 16;
+  bool to_half = to.is_float() && to.bits == 16;
+  if (from_half == to_half || from.lanes == to.lanes) {
+    return StrCat("bitcast<", type, ">(", value, ")");
+  }
+  // Naga mistypes a bitcast that changes the lane count (it keeps the
+  // source's), so f16 pairs go through pack2x16float / unpack2x16float,
+  // which convert every f16 value exactly.
+  if (from_half && from.lanes == 2 && to.lanes == 1) {
+    std::string packed = StrCat("pack2x16float(vec2<f32>(", value, "))");
+    return type == "u32" ? packed : StrCat("bitcast<", type, ">(", packed, ")");
+  }
+  if (to_half && to.lanes == 2 && from.lanes == 1) {
+    std::string bits = Type(from) == "u32" ? value : StrCat("bitcast<u32>(", value, ")");
+    return StrCat(type, "(unpack2x16float(", bits, "))");
+  }
+  return Fail("reinterpret from ", from, " to ", to,
+              " is not supported in WGSL (only f16x2 to and from 32-bit scalars)");
 }
 
 std::string FunctionEmitter::Ramp(const ir::RampNode* op) {

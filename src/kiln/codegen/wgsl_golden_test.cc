@@ -119,6 +119,22 @@ Function HalfGelu() {
   return b.Build();
 }
 
+// f16 pairs reinterpreted as u32 and back, and an f16 infinity.
+Function HalfBits() {
+  IRBuilder b("half_bits");
+  Buffer H = b.BufferParam("H", kF16, {4});
+  Buffer W = b.BufferParam("W", kU32, {2});
+  b.For("tx", LoopKind::kThreadX, 0, 2, [&](Var tx) {
+    Var packed = b.Let("packed", Reinterpret(kU32, Load(H, {Ramp(tx * 2, 1, 2)})));
+    b.Store(W, {tx}, packed);
+    Var pair =
+        b.Let("pair", Reinterpret(DataType::Float(16, 2),
+                                  Call(Intrinsic::kBitwiseXor, {packed, IntConst(kU32, 1)})));
+    b.Store(H, {Ramp(tx * 2, 1, 2)}, Max(pair, Broadcast(FloatConst(kF16, -INFINITY), 2)));
+  });
+  return b.Build();
+}
+
 // Subgroup reduction and int8x4 dot products over a 2-D grid.
 Function SubgroupDot() {
   IRBuilder b("subgroup_dot");
@@ -162,7 +178,7 @@ struct Golden {
 const Golden kGoldens[] = {
     {"saxpy", Saxpy},    {"vec4_transpose", Vec4Transpose}, {"block_sum", BlockSum},
     {"masked", Masked},  {"half_gelu", HalfGelu},           {"subgroup_dot", SubgroupDot},
-    {"row_max", RowMax},
+    {"row_max", RowMax}, {"half_bits", HalfBits},
 };
 
 std::string GoldenPath(const std::string& name) {

@@ -39,20 +39,30 @@ std::string WgslHelpers::Erf(const std::string& type) {
                           "  return sign(x) * (1.0 - p * exp(-x * x));\n", "}\n"));
 }
 
-std::string WgslHelpers::FloorDivInt(const std::string& type) {
-  std::string name = HelperName("floor_div", type);
+std::string WgslHelpers::RemInt(const std::string& type) {
+  std::string name = HelperName("rem", type);
   const std::string zero = type + "()";
   return Add(name,
              StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
-                    "  let q = a / b;\n", "  let r = a % b;\n", "  return select(q, q - ", type,
-                    "(1), (r != ", zero, ") & ((r < ", zero, ") != (b < ", zero, ")));\n", "}\n"));
+                    "  return select(a - b * (a / b), ", zero, ", b == ", zero, ");\n", "}\n"));
+}
+
+std::string WgslHelpers::FloorDivInt(const std::string& type) {
+  std::string name = HelperName("floor_div", type);
+  const std::string zero = type + "()";
+  std::string rem = RemInt(type);
+  return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
+                          "  let q = a / b;\n", "  let r = ", rem, "(a, b);\n",
+                          "  return select(q, q - ", type, "(1), (r != ", zero, ") & ((r < ", zero,
+                          ") != (b < ", zero, ")));\n", "}\n"));
 }
 
 std::string WgslHelpers::FloorModInt(const std::string& type) {
   std::string name = HelperName("floor_mod", type);
   const std::string zero = type + "()";
+  std::string rem = RemInt(type);
   return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
-                          "  let r = a % b;\n", "  return select(r, r + b, (r != ", zero,
+                          "  let r = ", rem, "(a, b);\n", "  return select(r, r + b, (r != ", zero,
                           ") & ((r < ", zero, ") != (b < ", zero, ")));\n", "}\n"));
 }
 
@@ -71,7 +81,7 @@ std::string WgslHelpers::F32FromBits() {
 std::string WgslHelpers::F16FromBits() {
   std::string name = HelperName("f16_from_bits", "");
   return Add(name, StrCat("fn ", name, "(bits : u32) -> f16 {\n",
-                          "  return bitcast<vec2<f16>>(bits).x;\n", "}\n"));
+                          "  return f16(unpack2x16float(bits).x);\n", "}\n"));
 }
 
 std::string WgslHelpers::Definitions() const {

@@ -18,6 +18,14 @@ class WgslHelpers {
   // absolute error below 1.5e-7 (plus f32 rounding). f16 callers convert.
   std::string Erf(const std::string& type);
 
+  // Truncated remainder for i32 or vecN<i32>, a - b * (a / b), and 0 where
+  // b == 0 (WGSL's and the IR's a % 0). WGSL's own `%` has this meaning, but
+  // Naga's translation of it returned wrong results for negative operands on
+  // NVIDIA's Vulkan driver (wgpu-native 29, driver 580), so kiln never emits
+  // `%` on signed integers. WGSL `/` is exact there, and a - b * (a / b)
+  // wraps to 0 for MIN % -1 as required.
+  std::string RemInt(const std::string& type);
+
   // Integer floor division / modulo for i32 or vecN<i32>: truncating WGSL
   // division corrected when the remainder is non-zero and its sign differs
   // from the divisor's. Division by zero follows WGSL (a / 0 == a, a % 0 ==
@@ -27,9 +35,9 @@ class WgslHelpers {
   // Float floor modulo for f32/f16 scalars and vectors: a - floor(a / b) * b.
   std::string FloorModFloat(const std::string& type);
 
-  // A function returning the float whose bits are its u32 argument. Calling
-  // it keeps infinities and NaN out of WGSL constant expressions, where both
-  // Tint and Naga reject them.
+  // A function returning the float whose bits are its u32 argument (for f16,
+  // its low 16 bits). Calling it keeps infinities and NaN out of WGSL
+  // constant expressions, where both Tint and Naga reject them.
   std::string F32FromBits();
   std::string F16FromBits();
 

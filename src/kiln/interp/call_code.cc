@@ -178,6 +178,54 @@ class SubgroupCode : public ExprCode {
   std::vector<ExprCodePtr> args_;
 };
 
+// The operand type each lane-wise intrinsic accepts. An intrinsic added to
+// the IR but not to the interpreter is refused here rather than computed wrong.
+Status CheckLanewiseOperands(const ir::Expr& expr, ir::Intrinsic op, ir::DataType operand) {
+  bool ok = false;
+  switch (op) {
+    case ir::Intrinsic::kExp:
+    case ir::Intrinsic::kExp2:
+    case ir::Intrinsic::kLog:
+    case ir::Intrinsic::kLog2:
+    case ir::Intrinsic::kSqrt:
+    case ir::Intrinsic::kRsqrt:
+    case ir::Intrinsic::kSin:
+    case ir::Intrinsic::kCos:
+    case ir::Intrinsic::kTanh:
+    case ir::Intrinsic::kSigmoid:
+    case ir::Intrinsic::kErf:
+    case ir::Intrinsic::kPow:
+    case ir::Intrinsic::kFloor:
+    case ir::Intrinsic::kCeil:
+    case ir::Intrinsic::kRound:
+    case ir::Intrinsic::kTrunc:
+    case ir::Intrinsic::kFma:
+      ok = operand.is_float();
+      break;
+    case ir::Intrinsic::kAbs:
+      ok = operand.is_numeric();
+      break;
+    case ir::Intrinsic::kBitwiseAnd:
+    case ir::Intrinsic::kBitwiseOr:
+    case ir::Intrinsic::kBitwiseXor:
+    case ir::Intrinsic::kBitwiseNot:
+    case ir::Intrinsic::kShiftLeft:
+    case ir::Intrinsic::kShiftRight:
+    case ir::Intrinsic::kPopcount:
+      ok = operand.is_integer();
+      break;
+    case ir::Intrinsic::kDot4I8:
+      ok = operand.is_int8x4();
+      break;
+    default:
+      return Unimplemented("the interpreter does not support `", ir::Print(expr), "`");
+  }
+  if (!ok) {
+    return IllTyped(expr, StrCat(ir::IntrinsicName(op), " does not take ", operand, " operands"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ExprCodePtr> CompileCall(const ir::Expr& expr, CompileContext& context) {
@@ -210,9 +258,7 @@ StatusOr<ExprCodePtr> CompileCall(const ir::Expr& expr, CompileContext& context)
   for (const ExprCodePtr& arg : args) {
     if (arg->lanes() != lanes) return IllTyped(expr, "operand lanes do not match the result");
   }
-  if (call->op == ir::Intrinsic::kDot4I8 && !args[0]->elem().is_int8x4()) {
-    return IllTyped(expr, "dot4i8 takes int8x4 operands");
-  }
+  KILN_RETURN_IF_ERROR(CheckLanewiseOperands(expr, call->op, args[0]->elem()));
   return ExprCodePtr(new LanewiseCallCode(expr, num_threads, call->op, std::move(args)));
 }
 

@@ -4,6 +4,24 @@
 
 namespace kiln::interp {
 
+int64_t SetLayout(BufferBinding& binding, std::vector<int64_t> shape,
+                  std::vector<int64_t> strides) {
+  if (strides.empty()) {
+    strides.assign(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  }
+  int64_t span = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) span = 0;
+  }
+  if (span != 0) {
+    for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
+  }
+  binding.shape = std::move(shape);
+  binding.strides = std::move(strides);
+  return span;
+}
+
 std::string ExecState::Where(int thread) const {
   return StrCat("block (", block_index[0], ", ", block_index[1], "), thread (",
                 thread_index[0][thread], ", ", thread_index[1][thread], ", ",

@@ -21,7 +21,6 @@ namespace kiln::interp {
 
 // Where a buffer's elements are, as seen by loads and stores.
 struct BufferBinding {
-  const ir::BufferNode* node = nullptr;  // for messages
   ir::DataType elem;
   int elem_bytes = 4;
   uint8_t* data = nullptr;
@@ -30,6 +29,11 @@ struct BufferBinding {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // in elements, always one per dimension
 };
+
+// Sets the binding's shape and strides (dense row-major when `strides` is
+// empty) and returns the number of elements the layout spans: the largest
+// offset plus one, or 0 when an extent is 0. Extents must be non-negative.
+int64_t SetLayout(BufferBinding& binding, std::vector<int64_t> shape, std::vector<int64_t> strides);
 
 struct ExecState {
   int num_threads = 1;

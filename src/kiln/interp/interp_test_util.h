@@ -1,11 +1,15 @@
 // Helpers shared by the interpreter's tests: random inputs and buffers.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "kiln/interp/value.h"
+#include "kiln/ir/builder.h"
+#include "kiln/ir/verifier.h"
 
 namespace kiln::interp::testing {
 
@@ -44,6 +48,15 @@ inline HostBuffer Poisoned(ir::DataType dtype, int64_t count) {
   HostBuffer buffer(dtype, {count});
   for (uint8_t& byte : buffer.bytes) byte = 0xcd;
   return buffer;
+}
+
+// The function `builder` built, checked by the IR verifier: the kernels the
+// tests run are well formed unless a test says otherwise.
+inline ir::Function Verified(const ir::IRBuilder& builder) {
+  ir::Function function = builder.Build();
+  Status status = ir::Verify(function);
+  EXPECT_TRUE(status.ok()) << status;
+  return function;
 }
 
 template <typename T>

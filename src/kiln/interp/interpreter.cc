@@ -54,7 +54,6 @@ StatusOr<BufferBinding> BindHostBuffer(const ir::Buffer& param, HostBuffer& host
                            " elements, got a buffer of ", host.dtype);
   }
   BufferBinding binding;
-  binding.node = param.get();
   binding.elem = param.dtype();
   binding.elem_bytes = param.dtype().StorageBytes();
   binding.data = host.bytes.data();
@@ -63,33 +62,21 @@ StatusOr<BufferBinding> BindHostBuffer(const ir::Buffer& param, HostBuffer& host
                            " bytes is not a whole number of ", param.dtype(), " elements");
   }
   binding.num_elements = static_cast<int64_t>(host.bytes.size()) / binding.elem_bytes;
+  std::vector<int64_t> shape;
   for (const ir::Expr& extent : param.shape()) {
     KILN_ASSIGN_OR_RETURN(Value v, EvaluateScalar(extent, scalars));
     if (v.AsInt() < 0) {
       return InvalidArgument("buffer '", param.name(), "' has extent `", ir::Print(extent),
                              "` = ", v.AsInt());
     }
-    binding.shape.push_back(v.AsInt());
+    shape.push_back(v.AsInt());
   }
-  int64_t required = 1;
-  for (int64_t extent : binding.shape) required *= extent;
-  if (param.strides().empty()) {
-    binding.strides.assign(binding.shape.size(), 1);
-    for (size_t d = binding.shape.size(); d-- > 1;) {
-      binding.strides[d - 1] = binding.strides[d] * binding.shape[d];
-    }
-  } else {
-    for (const ir::Expr& stride : param.strides()) {
-      KILN_ASSIGN_OR_RETURN(Value v, EvaluateScalar(stride, scalars));
-      binding.strides.push_back(v.AsInt());
-    }
-    if (required > 0) {
-      required = 1;
-      for (size_t d = 0; d < binding.shape.size(); ++d) {
-        required += (binding.shape[d] - 1) * binding.strides[d];
-      }
-    }
+  std::vector<int64_t> strides;
+  for (const ir::Expr& stride : param.strides()) {
+    KILN_ASSIGN_OR_RETURN(Value v, EvaluateScalar(stride, scalars));
+    strides.push_back(v.AsInt());
   }
+  const int64_t required = SetLayout(binding, std::move(shape), std::move(strides));
   if (binding.num_elements < required) {
     return InvalidArgument("buffer '", param.name(), "' needs ", required, " elements, got ",
                            binding.num_elements);

@@ -14,6 +14,7 @@ using namespace kiln::ir;  // NOLINT(build/namespaces): kernels read better unqu
 using testing::Contents;
 using testing::MakeBuffer;
 using testing::Poisoned;
+using testing::Verified;
 
 // out[i] = A[i] + 1 for i < n, in workgroups of 64 threads.
 Function AddOne() {
@@ -21,14 +22,13 @@ Function AddOne() {
   Var n = b.ScalarParam("n", kI32);
   Buffer A = b.BufferParam("A", kF32, {n});
   Buffer out = b.BufferParam("out", kF32, {n});
-  Var blocks = b.Let("blocks", (n + 63) / 64);
-  b.For("bx", LoopKind::kBlockX, 0, blocks, [&](Var bx) {
+  b.For("bx", LoopKind::kBlockX, 0, (n + 63) / 64, [&](Var bx) {
     b.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
       Var i = b.Let("i", bx * 64 + tx);
       b.If(i < n, [&] { b.Store(out, {i}, Load(A, {i}) + 1.0); });
     });
   });
-  return b.Build();
+  return Verified(b);
 }
 
 bool Contains(const Status& status, std::string_view text) {
@@ -52,6 +52,28 @@ TEST(InterpreterTest, LaunchDimsComeFromTheThreadBoundLoops) {
   EXPECT_EQ(dims->threads, (std::array<int64_t, 3>{64, 1, 1}));
   EXPECT_EQ(dims->num_blocks(), 3);
   EXPECT_EQ(dims->threads_per_block(), 64);
+}
+
+TEST(InterpreterTest, LaunchExtentsMayUseEnclosingLets) {
+  // Not verifiable (launch extents must use scalar parameters only), but the
+  // interpreter does not need that restriction.
+  IRBuilder b("let_extent");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer out = b.BufferParam("out", kI32, {n});
+  Var blocks = b.Let("blocks", (n + 7) / 8);
+  b.For("bx", LoopKind::kBlockX, 0, blocks, [&](Var bx) {
+    b.For("tx", LoopKind::kThreadX, 0, 8, [&](Var tx) {
+      Var i = b.Let("i", bx * 8 + tx);
+      b.If(i < n, [&] { b.Store(out, {i}, i); });
+    });
+  });
+  std::vector<ArgValue> args = {Value::I32(20), Poisoned(kI32, 20)};
+  auto dims = ComputeLaunchDims(b.Build(), args);
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  EXPECT_EQ(dims->blocks[0], 3);
+  ASSERT_TRUE(interp::Run(b.Build(), args).ok());
+  std::vector<int32_t> result = Contents<int32_t>(args[1]);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(result[i], i);
 }
 
 TEST(InterpreterTest, ZeroBlocksRunNothing) {
@@ -116,7 +138,7 @@ TEST(InterpreterTest, OutOfBoundsAccessIsAnError) {
           [&](Var tx) { b.Store(out, {bx * 8 + tx}, Load(A, {bx * 8 + tx})); });
   });
   std::vector<ArgValue> args = {MakeBuffer(kF32, std::vector<float>(8)), Poisoned(kF32, 16)};
-  Status status = interp::Run(b.Build(), args);
+  Status status = interp::Run(Verified(b), args);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status, "out-of-bounds load of buffer 'A'")) << status;
   EXPECT_TRUE(Contains(status, "index 8 of dimension 0 is outside the extent 8")) << status;
@@ -126,7 +148,7 @@ TEST(InterpreterTest, OutOfBoundsAccessIsAnError) {
   Buffer C = s.BufferParam("C", kI32, {4, 4});
   s.For("tx", LoopKind::kThreadX, 0, 4, [&](Var tx) { s.Store(C, {tx, tx + 1}, tx); });
   std::vector<ArgValue> store_args = {Poisoned(kI32, 16)};
-  status = interp::Run(s.Build(), store_args);
+  status = interp::Run(Verified(s), store_args);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status, "out-of-bounds store of buffer 'C'")) << status;
   EXPECT_TRUE(Contains(status, "index 4 of dimension 1 is outside the extent 4")) << status;
@@ -139,7 +161,7 @@ TEST(InterpreterTest, VectorAccessOutOfBoundsNamesTheLane) {
   b.For("tx", LoopKind::kThreadX, 0, 2,
         [&](Var tx) { b.Store(out, {Ramp(tx * 4, 1, 4)}, Load(A, {Ramp(tx * 4, 1, 4)})); });
   std::vector<ArgValue> args = {MakeBuffer(kF32, std::vector<float>(6)), Poisoned(kF32, 8)};
-  Status status = interp::Run(b.Build(), args);
+  Status status = interp::Run(Verified(b), args);
   EXPECT_TRUE(Contains(status, "index 6 (lane 2)")) << status;
 }
 
@@ -148,7 +170,7 @@ TEST(InterpreterTest, FailingAssertIsAnError) {
   Buffer A = b.BufferParam("A", kI32, {4});
   b.For("tx", LoopKind::kThreadX, 0, 4,
         [&](Var tx) { b.Assert(Load(A, {tx}) >= 0, "inputs must be non-negative"); });
-  const Function f = b.Build();
+  const Function f = Verified(b);
   std::vector<ArgValue> good = {MakeBuffer(kI32, std::vector<int32_t>{0, 1, 2, 3})};
   EXPECT_TRUE(interp::Run(f, good).ok());
   std::vector<ArgValue> bad = {MakeBuffer(kI32, std::vector<int32_t>{0, 1, -2, 3})};
@@ -162,7 +184,7 @@ TEST(InterpreterTest, WhileLoopIterationBound) {
   IRBuilder b("forever");
   Buffer A = b.BufferParam("A", kI32, {1});
   b.While(Load(A, {0}) >= 0, [&] { b.Store(A, {0}, Load(A, {0}) + 1); });
-  const Function f = b.Build();
+  const Function f = Verified(b);
   std::vector<ArgValue> args = {MakeBuffer(kI32, std::vector<int32_t>{0})};
   RunOptions options;
   options.max_while_iterations = 1000;
@@ -174,6 +196,8 @@ TEST(InterpreterTest, WhileLoopIterationBound) {
   EXPECT_TRUE(interp::Run(f, bounded, options).ok());
 }
 
+// The verifier rejects the kernels of the next three tests; the interpreter
+// must still refuse them when it is handed one.
 TEST(InterpreterTest, BarrierInDivergentControlFlowIsAnError) {
   IRBuilder b("divergent_barrier");
   Buffer A = b.BufferParam("A", kI32, {8});
@@ -222,7 +246,7 @@ TEST(InterpreterTest, ScalarParametersOfEveryType) {
   Buffer out = b.BufferParam("out", kF32, {1});
   b.Store(out, {0}, Cast(kF32, i) + Cast(kF32, u) * f);
   std::vector<ArgValue> args = {Value::I32(-3), Value::U32(4), Value::F32(0.5f), Poisoned(kF32, 1)};
-  ASSERT_TRUE(interp::Run(b.Build(), args).ok());
+  ASSERT_TRUE(interp::Run(Verified(b), args).ok());
   EXPECT_EQ(Contents<float>(args[3])[0], -1.0f);
 }
 

@@ -22,6 +22,7 @@ using testing::Poisoned;
 using testing::RandomFloats;
 using testing::RandomInts;
 using testing::RandomU32s;
+using testing::Verified;
 
 // A kernel of `threads` threads computing out[t] = body(in_a[t], in_b[t]).
 Function Elementwise(DataType in, DataType out_type, int threads,
@@ -32,7 +33,7 @@ Function Elementwise(DataType in, DataType out_type, int threads,
   Buffer out = b.BufferParam("out", out_type, {threads});
   b.For("tx", LoopKind::kThreadX, 0, threads,
         [&](Var tx) { b.Store(out, {tx}, body(Load(A, {tx}), Load(B, {tx}))); });
-  return b.Build();
+  return Verified(b);
 }
 
 int32_t TruncDiv(int32_t a, int32_t b) {
@@ -110,6 +111,94 @@ TEST(SemanticsTest, SignedOverflowWraps) {
   EXPECT_EQ(Contents<int32_t>(args[2]),
             (std::vector<int32_t>{std::numeric_limits<int32_t>::min(),
                                   std::numeric_limits<int32_t>::min() + 1, 65536, -10}));
+}
+
+TEST(SemanticsTest, FloatRemainderFloorAndMinMax) {
+  const int n = 64;
+  std::vector<float> a = RandomFloats(n, 40, -10, 10);
+  std::vector<float> b = RandomFloats(n, 41, -3, 3);
+  struct Case {
+    const char* name;
+    std::function<Expr(Expr, Expr)> op;
+    std::function<float(float, float)> ref;
+  };
+  const Case cases[] = {
+      // WGSL's float %: e1 - e2 * trunc(e1 / e2), each step rounded to f32.
+      {"mod", [](Expr x, Expr y) { return x % y; },
+       [](float x, float y) {
+         const float q = std::trunc(x / y);
+         const float p = y * q;
+         return x - p;
+       }},
+      {"floor_div", [](Expr x, Expr y) { return FloorDiv(x, y); },
+       [](float x, float y) { return std::floor(x / y); }},
+      {"floor_mod", [](Expr x, Expr y) { return FloorMod(x, y); },
+       [](float x, float y) {
+         const float q = std::floor(x / y);
+         const float p = y * q;
+         return x - p;
+       }},
+      {"min", [](Expr x, Expr y) { return Min(x, y); },
+       [](float x, float y) { return std::fmin(x, y); }},
+      {"max", [](Expr x, Expr y) { return Max(x, y); },
+       [](float x, float y) { return std::fmax(x, y); }},
+  };
+  for (const Case& c : cases) {
+    std::vector<ArgValue> args = {MakeBuffer(kF32, a), MakeBuffer(kF32, b), Poisoned(kF32, n)};
+    ASSERT_TRUE(interp::Run(Elementwise(kF32, kF32, n, c.op), args).ok()) << c.name;
+    std::vector<float> result = Contents<float>(args[2]);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(result[i], c.ref(a[i], b[i])) << c.name << "(" << a[i] << ", " << b[i] << ")";
+    }
+  }
+}
+
+TEST(SemanticsTest, ComparisonsAndLogic) {
+  // Unsigned comparisons are unsigned: 0xffffffff > 1.
+  std::vector<uint32_t> a = {0xffffffffu, 1u, 5u, 7u};
+  std::vector<uint32_t> b = {1u, 0xffffffffu, 5u, 3u};
+  std::vector<ArgValue> args = {MakeBuffer(kU32, a), MakeBuffer(kU32, b), Poisoned(kU32, 4)};
+  const Function f = Elementwise(kU32, kU32, 4, [](Expr x, Expr y) {
+    // bit 0: x > y; bit 1: x <= y && x != y; bit 2: !(x == y) || x < 4.
+    return Select(x > y, IntConst(kU32, 1), IntConst(kU32, 0)) +
+           Select(x <= y && x != y, IntConst(kU32, 2), IntConst(kU32, 0)) +
+           Select(!(x == y) || x < 4, IntConst(kU32, 4), IntConst(kU32, 0));
+  });
+  ASSERT_TRUE(interp::Run(f, args).ok());
+  EXPECT_EQ(Contents<uint32_t>(args[2]), (std::vector<uint32_t>{1 + 4, 2 + 4, 0, 1 + 4}));
+}
+
+TEST(SemanticsTest, SixtyFourBitIntegersWrap) {
+  std::vector<int64_t> a = {std::numeric_limits<int64_t>::max(), -7, int64_t{1} << 40};
+  std::vector<int64_t> b = {1, 2, int64_t{1} << 30};
+  std::vector<ArgValue> args = {MakeBuffer(kI64, a), MakeBuffer(kI64, b), Poisoned(kI64, 3)};
+  ASSERT_TRUE(
+      interp::Run(Elementwise(kI64, kI64, 3, [](Expr x, Expr y) { return x * y + FloorDiv(x, y); }),
+                  args)
+          .ok());
+  EXPECT_EQ(Contents<int64_t>(args[2]), (std::vector<int64_t>{-2, -14 - 4, int64_t{1} << 10}));
+}
+
+TEST(SemanticsTest, LetExpressionsAndConversions) {
+  // out = let t = f32(a) / 3.0 in f32(f16(t)) + f32(bool(a)) + f32(u8(a)) / 1000
+  const int n = 16;
+  std::vector<int32_t> a = RandomInts(n, 42, -300, 300);
+  a[0] = 0;
+  std::vector<ArgValue> args = {MakeBuffer(kI32, a), MakeBuffer(kI32, a), Poisoned(kF32, n)};
+  const Function f = Elementwise(kI32, kF32, n, [](Expr x, Expr) {
+    Var t("t", kF32);
+    return Let(
+        t, Cast(kF32, x) / 3.0,
+        Cast(kF32, Cast(kF16, t)) + Cast(kF32, Cast(kBool, x)) + Cast(kF32, Cast(kU8, x)) / 1000.0);
+  });
+  ASSERT_TRUE(interp::Run(f, args).ok());
+  std::vector<float> result = Contents<float>(args[2]);
+  for (int i = 0; i < n; ++i) {
+    const float t = static_cast<float>(a[i]) / 3.0f;
+    float expected = RoundToHalf(t) + (a[i] != 0 ? 1.0f : 0.0f);
+    expected = expected + static_cast<float>(static_cast<uint8_t>(a[i])) / 1000.0f;
+    EXPECT_EQ(result[i], expected) << a[i];
+  }
 }
 
 TEST(SemanticsTest, ShiftsAndBitOperations) {
@@ -236,7 +325,7 @@ TEST(SemanticsTest, ReinterpretIsABitCast) {
   HostBuffer halves(kF16, {4});
   for (int i = 0; i < 4; ++i) halves.SetAt<uint16_t>(i, FloatToHalfBits(0.5f * (i + 1)));
   std::vector<ArgValue> pack_args = {halves, Poisoned(kU32, 2)};
-  ASSERT_TRUE(interp::Run(b.Build(), pack_args).ok());
+  ASSERT_TRUE(interp::Run(Verified(b), pack_args).ok());
   std::vector<uint32_t> packed = Contents<uint32_t>(pack_args[1]);
   EXPECT_EQ(packed[0], FloatToHalfBits(0.5f) | (uint32_t{FloatToHalfBits(1.0f)} << 16));
   EXPECT_EQ(packed[1], FloatToHalfBits(1.5f) | (uint32_t{FloatToHalfBits(2.0f)} << 16));
@@ -280,7 +369,7 @@ TEST(SemanticsTest, F16AccumulationDiffersFromF32) {
     b.Store(out, {0}, Load(acc, {0}));
   });
   std::vector<ArgValue> args = {Poisoned(kF16, 1)};
-  ASSERT_TRUE(interp::Run(b.Build(), args).ok());
+  ASSERT_TRUE(interp::Run(Verified(b), args).ok());
   float expected = 0;
   for (int i = 0; i < 1000; ++i) expected = RoundToHalf(expected + RoundToHalf(0.1f));
   const float result = HalfBitsToFloat(std::get<HostBuffer>(args[0]).At<uint16_t>(0));
@@ -307,7 +396,7 @@ TEST(SemanticsTest, BoolBuffersHold32BitIntegers) {
   std::vector<ArgValue> args = {MakeBuffer(kF32, a), MakeBuffer(kF32, bv), Poisoned(kBool, 16),
                                 MakeBuffer(kBool, g), Poisoned(kF32, 16)};
   ASSERT_EQ(std::get<HostBuffer>(args[2]).bytes.size(), 64u);
-  ASSERT_TRUE(interp::Run(b.Build(), args).ok());
+  ASSERT_TRUE(interp::Run(Verified(b), args).ok());
   std::vector<int32_t> stored = Contents<int32_t>(args[2]);
   std::vector<float> result = Contents<float>(args[4]);
   for (int i = 0; i < 16; ++i) {
@@ -332,7 +421,7 @@ TEST(SemanticsTest, Int8x4Dot) {
   std::vector<int32_t> c = RandomInts(32, 22, -1000, 1000);
   std::vector<ArgValue> args = {MakeBuffer(kInt8x4, a), MakeBuffer(kInt8x4, bv),
                                 MakeBuffer(kI32, c), Poisoned(kI32, 32)};
-  ASSERT_TRUE(interp::Run(b.Build(), args).ok());
+  ASSERT_TRUE(interp::Run(Verified(b), args).ok());
   std::vector<int32_t> result = Contents<int32_t>(args[3]);
   for (int i = 0; i < 32; ++i) {
     int32_t expected = c[i];
@@ -444,7 +533,7 @@ TEST(SemanticsTest, IfThenElseEvaluatesOnlyTheTakenSide) {
               lazy ? IfThenElse(in_range, Load(A, {tx}), fallback)
                    : Select(in_range, Load(A, {tx}), fallback));
     });
-    return b.Build();
+    return Verified(b);
   };
   std::vector<float> a = RandomFloats(10, 26);
   std::vector<ArgValue> args = {MakeBuffer(kF32, a), Poisoned(kF32, 16)};
@@ -461,7 +550,9 @@ TEST(SemanticsTest, IfThenElseEvaluatesOnlyTheTakenSide) {
 }
 
 TEST(SemanticsTest, SubgroupAddOverActiveThreadsOfEachSubgroup) {
-  // 64 threads; threads with tx % 3 == 0 sit out.
+  // 64 threads; threads with tx % 3 == 0 sit out. The verifier rejects a
+  // subgroup operation under thread-dependent control flow, but the
+  // interpreter defines it: it combines the active threads only.
   IRBuilder b("subgroup_sum");
   Buffer A = b.BufferParam("A", kI32, {64});
   Buffer out = b.BufferParam("out", kI32, {64});
@@ -493,6 +584,30 @@ TEST(SemanticsTest, SubgroupAddOverActiveThreadsOfEachSubgroup) {
   }
 }
 
+TEST(SemanticsTest, SubgroupsFollowTheLinearLocalIndex) {
+  // An 8x4 workgroup: linear index x + 8 * y, so subgroups of 16 are rows
+  // 0-1 and rows 2-3.
+  IRBuilder b("subgroup_2d");
+  Buffer A = b.BufferParam("A", kI32, {4, 8});
+  Buffer out = b.BufferParam("out", kI32, {4, 8});
+  b.For("ty", LoopKind::kThreadY, 0, 4, [&](Var ty) {
+    b.For("tx", LoopKind::kThreadX, 0, 8, [&](Var tx) {
+      b.Store(out, {ty, tx}, Call(Intrinsic::kSubgroupAdd, {Load(A, {ty, tx})}));
+    });
+  });
+  std::vector<int32_t> a = RandomInts(32, 43, -50, 50);
+  std::vector<ArgValue> args = {HostBuffer::FromVector(kI32, {4, 8}, a), Poisoned(kI32, 32)};
+  RunOptions options;
+  options.subgroup_size = 16;
+  ASSERT_TRUE(interp::Run(Verified(b), args, options).ok());
+  std::vector<int32_t> result = Contents<int32_t>(args[1]);
+  int32_t first = 0;
+  int32_t second = 0;
+  for (int i = 0; i < 16; ++i) first += a[i];
+  for (int i = 16; i < 32; ++i) second += a[i];
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(result[i], i < 16 ? first : second) << i;
+}
+
 TEST(SemanticsTest, SubgroupMinMaxBroadcastAndShuffle) {
   IRBuilder b("subgroup_ops");
   Buffer A = b.BufferParam("A", kF32, {32});
@@ -508,7 +623,7 @@ TEST(SemanticsTest, SubgroupMinMaxBroadcastAndShuffle) {
   std::vector<ArgValue> args = {MakeBuffer(kF32, a), Poisoned(kF32, 128)};
   RunOptions options;
   options.subgroup_size = 8;
-  Status status = interp::Run(b.Build(), args, options);
+  Status status = interp::Run(Verified(b), args, options);
   ASSERT_TRUE(status.ok()) << status;
   std::vector<float> result = Contents<float>(args[1]);
   for (int t = 0; t < 32; ++t) {

@@ -95,31 +95,20 @@ class AllocateCode : public StmtCode {
     const bool per_launch = buffer_.scope() == ir::MemoryScope::kGlobal;
     if (!per_launch || storage_.empty()) {
       BufferBinding binding;
-      binding.node = buffer_.get();
       binding.elem = buffer_.dtype();
       binding.elem_bytes = buffer_.dtype().StorageBytes();
       binding.per_thread = buffer_.scope() == ir::MemoryScope::kLocal;
-      KILN_ASSIGN_OR_RETURN(binding.shape, Uniform(state, mask, shape_, "shape"));
-      KILN_ASSIGN_OR_RETURN(binding.strides, Uniform(state, mask, strides_, "strides"));
-      binding.num_elements = 1;
-      for (int64_t extent : binding.shape) {
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, Uniform(state, mask, shape_, "shape"));
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides,
+                            Uniform(state, mask, strides_, "strides"));
+      for (int64_t extent : shape) {
         if (extent < 0) {
           return InvalidArgument("alloc of '", buffer_.name(), "' with negative extent ", extent);
         }
-        binding.num_elements *= extent;
       }
-      if (binding.strides.empty()) {
-        // Dense row-major.
-        binding.strides.assign(binding.shape.size(), 1);
-        for (size_t d = binding.shape.size(); d-- > 1;) {
-          binding.strides[d - 1] = binding.strides[d] * binding.shape[d];
-        }
-      } else if (binding.num_elements > 0) {
-        int64_t last = 0;
-        for (size_t d = 0; d < binding.shape.size(); ++d) {
-          last += (binding.shape[d] - 1) * binding.strides[d];
-        }
-        binding.num_elements = last + 1;
+      binding.num_elements = SetLayout(binding, std::move(shape), std::move(strides));
+      if (binding.num_elements < 0) {
+        return InvalidArgument("alloc of '", buffer_.name(), "' with negative strides");
       }
       const int64_t copies = binding.per_thread ? state.num_threads : 1;
       storage_.assign(static_cast<size_t>(binding.num_elements * copies * binding.elem_bytes), 0);

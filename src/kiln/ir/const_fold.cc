@@ -154,6 +154,45 @@ std::optional<Expr> FoldBinary(BinaryOp op, const Expr& a, const Expr& b) {
   return std::nullopt;
 }
 
+std::optional<Expr> FoldCall(Intrinsic op, const std::vector<Expr>& args) {
+  std::vector<int64_t> values;
+  for (const Expr& arg : args) {
+    const auto* imm = arg.as<IntImmNode>();
+    if (imm == nullptr || arg.dtype() != args[0].dtype()) return std::nullopt;
+    values.push_back(imm->value);
+  }
+  DataType t = args[0].dtype();
+  uint64_t mask = t.bits == 64 ? ~uint64_t{0} : (uint64_t{1} << t.bits) - 1;
+  uint64_t a = static_cast<uint64_t>(values[0]) & mask;
+  auto make = [&](uint64_t bits) { return IntImmNode::make(t, static_cast<int64_t>(bits)); };
+  switch (op) {
+    case Intrinsic::kBitwiseAnd:
+      return make(a & static_cast<uint64_t>(values[1]));
+    case Intrinsic::kBitwiseOr:
+      return make(a | static_cast<uint64_t>(values[1]));
+    case Intrinsic::kBitwiseXor:
+      return make(a ^ static_cast<uint64_t>(values[1]));
+    case Intrinsic::kBitwiseNot:
+      return make(~a);
+    case Intrinsic::kPopcount:
+      return make(static_cast<uint64_t>(__builtin_popcountll(a)));
+    case Intrinsic::kShiftLeft:
+    case Intrinsic::kShiftRight: {
+      // The amount is taken modulo the bit width (expr_nodes.h).
+      unsigned amount = static_cast<unsigned>(static_cast<uint64_t>(values[1]) % t.bits);
+      if (op == Intrinsic::kShiftLeft) return make(a << amount);
+      // Normalized signed values are sign-extended, so >> on int64 is arithmetic.
+      if (t.is_int()) return make(static_cast<uint64_t>(values[0] >> amount));
+      return make(a >> amount);
+    }
+    case Intrinsic::kAbs:
+      if (t.is_uint() || values[0] >= 0) return args[0];
+      return make(uint64_t{0} - static_cast<uint64_t>(values[0]));  // abs(MIN) wraps to MIN
+    default:
+      return std::nullopt;
+  }
+}
+
 namespace {
 
 // Float to integer: truncate toward zero, saturate, NaN to 0.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kiln/ir/expr.h"
 #include "kiln/ir/expr_nodes.h"
@@ -15,6 +16,11 @@ namespace kiln::ir {
 // operands are not both constants or the fold is not done (integer division
 // by zero; float %, floor_div, floor_mod, min, max).
 std::optional<Expr> FoldBinary(BinaryOp op, const Expr& a, const Expr& b);
+
+// An integer intrinsic (bitwise_*, shift_left, shift_right, popcount, abs)
+// of scalar integer constants, or nullopt. Float math is never folded: the
+// device's exp, sin, ... may round differently from the host's.
+std::optional<Expr> FoldCall(Intrinsic op, const std::vector<Expr>& args);
 
 // Cast of a scalar constant to the scalar type `dtype`, or nullopt.
 std::optional<Expr> FoldCast(DataType dtype, const Expr& value);

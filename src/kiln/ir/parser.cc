@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "kiln/ir/expr_nodes.h"
@@ -217,7 +218,7 @@ class Parser {
     if (declared_params_.count(name) != 0) {
       return ErrorAt(name_token, StrCat("'", name, "' is already defined"));
     }
-    declared_params_.insert({name, true});
+    declared_params_.insert(name);
     KILN_RETURN_IF_ERROR(Expect(":"));
     if (IsIdent("buffer")) {
       Next();
@@ -702,7 +703,7 @@ class Parser {
     if (ParseFloatSpecial(word).has_value()) return ParseLiteral(nullptr);
     if (StatusOr<DataType> dtype = DataType::FromString(word); dtype.ok()) {
       Next();
-      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(t, word, 1));
+      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(word, 1));
       return CastNode::make(*dtype, args[0]);
     }
     if (word == "reinterpret") {
@@ -710,23 +711,23 @@ class Parser {
       KILN_RETURN_IF_ERROR(Expect("<"));
       KILN_ASSIGN_OR_RETURN(DataType dtype, ParseType());
       KILN_RETURN_IF_ERROR(Expect(">"));
-      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(t, word, 1));
+      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(word, 1));
       return ReinterpretNode::make(dtype, args[0]);
     }
     if (word == "select") {
       Next();
-      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(t, word, 3));
+      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(word, 3));
       return SelectNode::make(args[0], args[1], args[2]);
     }
     if (word == "ramp" || word == "broadcast") return ParseVectorBuilder();
     if (std::optional<BinaryOp> op = NamedBinaryOp(word)) {
       Next();
-      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(t, word, 2));
+      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(word, 2));
       return BinaryNode::make(*op, args[0], args[1]);
     }
     if (std::optional<Intrinsic> op = IntrinsicFromName(word)) {
       Next();
-      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(t, word, IntrinsicArity(*op)));
+      KILN_ASSIGN_OR_RETURN(std::vector<Expr> args, ParseArgs(word, IntrinsicArity(*op)));
       return CallNode::make(*op, std::move(args));
     }
     if (IsReservedWord(word)) return ErrorExpected("an expression");
@@ -765,8 +766,7 @@ class Parser {
   }
 
   // '(' args ')' with exactly `arity` expressions; `callee` names the call in errors.
-  StatusOr<std::vector<Expr>> ParseArgs(const Token& callee_token, const std::string& callee,
-                                        int arity) {
+  StatusOr<std::vector<Expr>> ParseArgs(const std::string& callee, int arity) {
     NestingGuard nesting(this);
     KILN_RETURN_IF_ERROR(CheckNesting());
     KILN_RETURN_IF_ERROR(Expect("("));
@@ -826,8 +826,8 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   std::vector<std::unordered_map<std::string, Symbol>> scopes_;
-  std::unordered_map<std::string, Var> pending_params_;
-  std::unordered_map<std::string, bool> declared_params_;
+  std::unordered_map<std::string, Var> pending_params_;  // scalar parameters, found ahead
+  std::unordered_set<std::string> declared_params_;      // parameter names seen so far
   int nesting_ = 0;
   int operators_ = 0;
 };

@@ -99,6 +99,16 @@ TEST(ParserTest, ParsesExpressionsWithFreeNames) {
   EXPECT_EQ(Print(*e), "A[x + 1] * -2.5 + f32(x % 3)");
 }
 
+TEST(ParserTest, ParsesStatementListsWithFreeNames) {
+  Var n("n", kI32);
+  Buffer a("A", kF32, {n});
+  StatusOr<Stmt> s =
+      ParseStmt("for i in serial(0, n) { A[i] = 0.0 }\nworkgroup_barrier()", {n}, {a});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Print(*s), "for i in serial(0, n) {\n  A[i] = 0.0\n}\nworkgroup_barrier()\n");
+  EXPECT_FALSE(ParseStmt("B[0] = 1.0", {n}, {a}).ok());
+}
+
 TEST(ParserTest, LiteralsRoundTrip) {
   for (const char* text :
        {"-2147483648", "2147483647", "18446744073709551615u64", "-9223372036854775808i64", "255u8",
@@ -126,8 +136,8 @@ TEST(RoundTripTest, PrintIsStableForBuiltTrees) {
       SeqNode::make({let_in_middle}),
       LetStmtNode::make(x2, 2, MakeSeq({wrapped_else, StoreNode::make(a, {2}, x2)})),
       LetStmtNode::make(weird, 3, LetStmtNode::make(kw, weird, StoreNode::make(a, {3}, kw))),
-      ForNode::make(Var("i", kI64), IntConst(kI64, 0), IntConst(kI64, 2), LoopKind::kSerial,
-                    NoOp(), IntConst(kI64, 1)),
+      ForNode::make(Var("i", kI64), IntConst(kI64, 0), IntConst(kI64, 2), LoopKind::kSerial, NoOp(),
+                    IntConst(kI64, 1)),
   });
   Function f("f", {Param::FromBuffer(a)}, body, {{"weird key \"\n", int64_t{-3}}});
   std::string printed = Print(f);

@@ -169,6 +169,9 @@ class Simplifier : public StmtMutator {
     }
     Expr result = ExprMutator::MutateCall(op, e);
     const auto* call = result.as<CallNode>();
+    if (call != nullptr) {
+      if (std::optional<Expr> folded = FoldCall(call->op, call->args)) return *folded;
+    }
     if (call != nullptr && call->op == Intrinsic::kIfThenElse &&
         StructurallyEqual(call->args[1], call->args[2])) {
       return call->args[1];  // both sides alike: nothing to choose (and no side effects)

@@ -1,26 +1,32 @@
 // Algebraic simplification that preserves the semantics in expr.h exactly.
 //
-//  * constant folding of arithmetic, comparisons, logic, casts and integer
-//    bit operations, with wrap-around and truncating/flooring division as
-//    documented (division by a zero constant is left alone);
-//  * identities: x + 0, x - 0, x * 1, x / 1, x * 0 and x % 1 (integers
-//    only, since 0 * NaN is NaN), x - x (integers only), min(x, x), !!x,
-//    x && true, x || false, ...;
-//  * reassociation of integer constants: (x + 3) + 4 -> x + 7,
-//    (x - 3) + 4 -> x + 1, (x * 4) * 2 -> x * 8;
-//  * division: (x * c) % c -> 0 for integer c != 0 always (wrap-around
-//    keeps the product a multiple of c only when c divides 2^bits, so this
-//    is limited to powers of two), and (x * c) / c -> x,
-//    (x * c + y) / c -> x, (x * c + y) % c -> y, for / % floor_div and
-//    floor_mod, only where the range analysis proves that x * c + y does not
-//    wrap and that 0 <= y < c and x * c + y >= 0 (so truncation and flooring
-//    agree). Ranges come from constants, loop variables with constant bounds,
-//    lets, and the caller's RangeMap;
-//  * select / if_then_else with a constant condition, `if (true)` /
-//    `if (false)`, loops with zero extent, lets of constants and vars
-//    inlined.
-// Float expressions are folded only where the result is exact in IEEE
-// arithmetic of the type (constant folding rounds to the type).
+//  * constant folding: integer arithmetic with wrap-around and truncating /
+//    flooring division (division by a constant zero is left for run time),
+//    comparisons, logic, casts, integer bit intrinsics, and float + - * /
+//    rounded to the type (float math intrinsics are never folded);
+//  * identities: x + 0, x - 0, x * 1, x / 1, and for integers x * 0, x % 1,
+//    x - x, x == x; min(x, x); x * 1.0, x / 1.0, x - 0.0 for floats (not
+//    x + 0.0, x * 0.0 or x - x: signed zeros, NaN, infinities); !!b,
+//    b && true, b || false, ...;
+//  * reassociation of integer constants, exact under wrap-around:
+//    (x + 3) + 4 -> x + 7, (x - 3) + 4 -> x + 1, (x * 4) * 2 -> x * 8,
+//    constants moved right (3 + x -> x + 3), x + -3 -> x - 3;
+//  * division, only where provably safe: (x * m) % c -> 0 when c divides m
+//    and is a power of two (a multiple of c stays one under wrap-around);
+//    (x * m + y) / c -> x * (m / c) and (x * m + y) % c -> y (for /, %,
+//    floor_div, floor_mod; c divides m) when the range analysis proves that
+//    x * m + y cannot wrap, that 0 <= y < c, and for truncating / and % with
+//    y present that the dividend is not negative; a / c -> 0 and a % c -> a
+//    when 0 <= a < c. Ranges come from constants, loop variables (thread
+//    indices included) with known bounds, lets, and the caller's RangeMap;
+//  * comparisons decided by ranges (tx < 64 inside threadIdx.x(0, 64));
+//  * select / if_then_else with a constant condition or equal sides;
+//    broadcasts and ramps combined lane-wise;
+//  * statements: if (true) / if (false), while (false), assert(true), loops
+//    of zero extent, empty allocations and branches removed; lets of
+//    constants and variables inlined.
+// Simplify never changes a type and returns the very same handle when
+// nothing changed.
 #pragma once
 
 #include <cstdint>

@@ -604,16 +604,32 @@ class FunctionVerifier {
                           " here but with extent ", Quote(it->second), " elsewhere"));
     }
     if (inserted && IsThreadIdx(op->kind)) {
+      // Saturates past the limit rather than overflowing.
+      int64_t limit = options_.max_threads_per_workgroup;
       int64_t threads = 1;
       for (const auto& [kind, extent] : axis_extents_) {
-        if (IsThreadIdx(kind)) threads *= *AsConstInt(extent);
+        if (!IsThreadIdx(kind)) continue;
+        int64_t n = *AsConstInt(extent);
+        threads = n > (limit + 1) / threads ? limit + 1 : threads * n;
       }
-      if (threads > options_.max_threads_per_workgroup) {
-        return Error(StrCat("the workgroup has ", threads, " threads, more than the limit of ",
-                            options_.max_threads_per_workgroup));
+      if (threads > limit) {
+        return Error(
+            StrCat("the workgroup has more than ", limit, " threads (", ThreadExtentsText(), ")"));
       }
     }
     return Status::Ok();
+  }
+
+  // "threadIdx.x = 32, threadIdx.y = 16", in axis order.
+  std::string ThreadExtentsText() const {
+    std::string out;
+    for (LoopKind kind : {LoopKind::kThreadX, LoopKind::kThreadY, LoopKind::kThreadZ}) {
+      auto it = axis_extents_.find(kind);
+      if (it == axis_extents_.end()) continue;
+      if (!out.empty()) out += ", ";
+      out += StrCat(LoopKindName(kind), " = ", Print(it->second));
+    }
+    return out;
   }
 
   const Function& f_;

@@ -3,8 +3,8 @@
 // Verify reports the first problem found as a kCompileError whose message
 // names the function, the line of the offending statement in Print(function)
 // (or Print(module)), the offending node printed, and what was expected:
-//   "function 'vadd', line 6: `C[i] = A[i] + 1`: operands of + have
-//    different types: f32 and i32"
+//   "function 'vadd', line 6: `C[i] = A[i] + 1`: operands of `A[i] + 1`
+//    have different types: f32 and i32"
 //
 // Checked:
 //  * types: operands agree exactly (no implicit conversion), lanes agree,
@@ -12,21 +12,25 @@
 //    buffer's element type and the index lanes, intrinsic operand types,
 //    casts/reinterprets are between compatible types;
 //  * scoping: every var and buffer is defined before use (parameters, let,
-//    for, alloc) and not redefined while in scope; shapes of parameter
-//    buffers use scalar parameters only;
+//    for, alloc) and bound exactly once in the function; shapes of
+//    parameter buffers and blockIdx extents use constants and scalar
+//    parameters only;
 //  * scalar parameters are i32, u32 or f32;
 //  * loops: thread-bound loops have min 0 and step 1; each launch axis is
 //    bound with the same extent everywhere; threadIdx extents are constant
 //    and their product is at most options.max_threads_per_workgroup;
 //    blockIdx.z is rejected (reserved by the kernel ABI); a launch axis is not
 //    bound inside a loop bound to the same axis; step is a positive constant;
-//  * barriers and subgroup operations are not inside a condition or loop
-//    bound that depends on the thread index (if/while/select-free check on
-//    if and while conditions and serial loop bounds);
+//  * uniformity: barriers and subgroup operations are not under an if or
+//    while condition, a loop bound, or an if_then_else condition that may
+//    differ between the threads of a workgroup (one that uses a threadIdx
+//    variable, a variable derived from one, a memory load, or a subgroup
+//    result);
 //  * shared allocations have constant shapes and their total size fits
 //    options.max_workgroup_storage_bytes; local allocations have constant
 //    shapes;
-//  * function names in a module are distinct.
+//  * function names are identifiers, distinct within a module;
+//  * subgroup intrinsics only where options.allow_subgroups.
 #pragma once
 
 #include <cstdint>

@@ -142,8 +142,8 @@ const VerifyErrorCase kVerifyErrors[] = {
      "  }\n"
      "}\n"
      "}\n",
-     "function 'f', line 4: `for tx in threadIdx.x(0, 32)`: the workgroup has 512 threads, more "
-     "than the limit of 256"},
+     "function 'f', line 4: `for tx in threadIdx.x(0, 32)`: the workgroup has more than 256 "
+     "threads (threadIdx.x = 32, threadIdx.y = 16)"},
     {"BlockZ",
      "module {\n"
      "fn f(A: buffer<f32>[4]) {\n"

@@ -4,7 +4,6 @@
 
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
-#include "kiln/ir/printer.h"
 #include "kiln/transform/lane_arith.h"
 
 namespace kiln::transform {

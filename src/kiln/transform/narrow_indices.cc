@@ -7,7 +7,6 @@
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
-#include "kiln/ir/simplifier.h"
 
 namespace kiln::transform {
 namespace {

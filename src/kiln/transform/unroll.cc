@@ -1,5 +1,7 @@
 #include "kiln/transform/unroll.h"
 
+#include <unordered_map>
+
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
@@ -10,6 +12,58 @@ namespace {
 
 using ir::Expr;
 using ir::Stmt;
+
+// Gives every variable and buffer bound inside a statement a new identity.
+// Each unrolled copy gets its own, because the IR binds every variable (and
+// allocates every buffer) exactly once.
+class RenewBindings : public ir::StmtMutator {
+ public:
+  Expr MutateVar(const ir::VarNode* op, const Expr& e) override {
+    auto it = vars_.find(op);
+    return it == vars_.end() ? e : it->second;
+  }
+  ir::Buffer MutateBuffer(const ir::Buffer& buffer) override {
+    auto it = buffers_.find(buffer.get());
+    return it == buffers_.end() ? buffer : it->second;
+  }
+  Expr MutateLet(const ir::LetNode* op, const Expr& e) override {
+    Expr value = MutateExpr(op->value);
+    ir::Var var = Renew(op->var);  // before the body, which uses it
+    return ir::LetNode::make(var, value, MutateExpr(op->body));
+  }
+  Stmt MutateLetStmt(const ir::LetStmtNode* op, const Stmt& s) override {
+    Expr value = MutateExpr(op->value);
+    ir::Var var = Renew(op->var);  // before the body, which uses it
+    return ir::LetStmtNode::make(var, value, MutateStmt(op->body));
+  }
+  Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
+    Expr min = MutateExpr(op->min);
+    Expr extent = MutateExpr(op->extent);
+    Expr step = MutateExpr(op->step);
+    ir::Var var = Renew(op->loop_var);
+    return ir::ForNode::make(var, min, extent, op->kind, MutateStmt(op->body), step);
+  }
+  Stmt MutateAllocate(const ir::AllocateNode* op, const Stmt& s) override {
+    const ir::Buffer& old = op->buffer;
+    std::vector<Expr> shape, strides;
+    for (const Expr& e : old.shape()) shape.push_back(MutateExpr(e));
+    for (const Expr& e : old.strides()) strides.push_back(MutateExpr(e));
+    ir::Buffer fresh(old.name(), old.dtype(), std::move(shape), std::move(strides), old.scope());
+    buffers_[old.get()] = fresh;
+    Stmt body = MutateStmt(op->body);
+    return ir::AllocateNode::make(fresh, body);
+  }
+
+ private:
+  ir::Var Renew(const ir::Var& var) {
+    ir::Var fresh(var.name(), var.dtype());
+    vars_[var.get()] = fresh;
+    return fresh;
+  }
+
+  std::unordered_map<const ir::VarNode*, Expr> vars_;
+  std::unordered_map<const ir::BufferNode*, ir::Buffer> buffers_;
+};
 
 class Unroller : public ir::StmtMutator {
  public:
@@ -41,7 +95,7 @@ class Unroller : public ir::StmtMutator {
     // The loop runs while v < min + extent, stepping by step.
     for (int64_t v = *min; v < *min + *extent; v += *step) {
       ir::VarMap map{{op->loop_var.get(), ir::IntConst(op->loop_var.dtype(), v)}};
-      copies.push_back(ir::Substitute(body, map));
+      copies.push_back(RenewBindings().MutateStmt(ir::Substitute(body, map)));
     }
     return ir::MakeSeq(std::move(copies));
   }

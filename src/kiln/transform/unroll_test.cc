@@ -43,6 +43,35 @@ TEST(UnrollTest, StepAndNestedSerialLoopsAreKept) {
 )");
 }
 
+TEST(UnrollTest, EachCopyBindsItsOwnVariablesAndBuffers) {
+  IRBuilder b("lets");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  b.For("k", LoopKind::kUnrolled, 0, 2, [&](Var k) {
+    Var t = b.Let("t", Load(A, {k}) + 1);
+    b.Allocate("tmp", kI32, {1}, MemoryScope::kLocal, [&](Buffer tmp) {
+      b.Store(tmp, {0}, t);
+      b.Store(A, {k + 2}, Load(tmp, {0}));
+    });
+  });
+  StatusOr<Function> f = Unroll(b.Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  // The verifier rejects a variable bound twice or a buffer allocated twice.
+  EXPECT_TRUE(Verify(*f).ok()) << Verify(*f) << "\n" << Print(*f);
+  EXPECT_EQ(Print(*f), R"(fn lets(A: buffer<i32>[4]) {
+  let t: i32 = A[0] + 1
+  alloc tmp: i32[1] local {
+    tmp[0] = t
+    A[0 + 2] = tmp[0]
+  }
+  let t_1: i32 = A[1] + 1
+  alloc tmp_1: i32[1] local {
+    tmp_1[0] = t_1
+    A[1 + 2] = tmp_1[0]
+  }
+}
+)");
+}
+
 TEST(UnrollTest, NonConstantExtentIsAnError) {
   IRBuilder b("dyn");
   Var n = b.ScalarParam("n", kI32);

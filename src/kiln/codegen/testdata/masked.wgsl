@@ -9,14 +9,18 @@ struct KernelArgs {
 @group(0) @binding(2) var<storage, read_write> flags : array<i32>;
 @group(0) @binding(3) var<uniform> args : KernelArgs;
 
+fn kiln_rem_i32(a : i32, b : i32) -> i32 {
+  return select(a - b * (a / b), i32(), b == i32());
+}
+
 fn kiln_floor_mod_i32(a : i32, b : i32) -> i32 {
-  let r = a % b;
+  let r = kiln_rem_i32(a, b);
   return select(r, r + b, (r != i32()) & ((r < i32()) != (b < i32())));
 }
 
 fn kiln_floor_div_i32(a : i32, b : i32) -> i32 {
   let q = a / b;
-  let r = a % b;
+  let r = kiln_rem_i32(a, b);
   return select(q, q - i32(1), (r != i32()) & ((r < i32()) != (b < i32())));
 }
 

@@ -1,0 +1,185 @@
+#include "compiler_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/executable.h"
+#include "kiln/hal/queue.h"
+#include "kiln/ir/parser.h"
+#include "kiln/ir/verifier.h"
+#include "kiln/runtime/module.h"
+#include "wgsl_kernels.h"
+
+namespace kiln::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+StatusOr<std::string> Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("cannot open '", path, "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Times `iterations` dispatches recorded by `record` into one command
+// buffer: the median GPU time per dispatch where timestamps exist, else the
+// wall time of the whole submission divided by the count.
+StatusOr<double> TimeDispatches(const std::shared_ptr<hal::Device>& device, uint32_t iterations,
+                                const std::function<Status(hal::CommandBuffer&)>& record) {
+  const bool profile = device->HasFeature(hal::Feature::kTimestampQuery);
+  KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                     device, hal::CommandBufferMode::kReusable, {"bench", profile}));
+  for (uint32_t i = 0; i < iterations; ++i) KILN_RETURN_IF_ERROR(record(*cb));
+  KILN_RETURN_IF_ERROR(cb->End());
+  KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));  // warm-up
+  auto t0 = Clock::now();
+  KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));
+  const double wall = Ms(Clock::now() - t0) / iterations;
+  if (!profile) return wall;
+  KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
+  std::vector<double> ms;
+  for (const auto& t : timings) ms.push_back(t.gpu_ns / 1e6);
+  return Median(ms);
+}
+
+}  // namespace
+
+StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& device,
+                                           const MatmulBenchOptions& options) {
+  const uint32_t n = options.size;
+  if (n == 0 || n % 16) return InvalidArgument("matmul size ", n, " is not a multiple of 16");
+  MatmulBenchResult result;
+  result.device = device->Describe();
+  result.gpu_timestamps = device->HasFeature(hal::Feature::kTimestampQuery);
+  result.size = n;
+
+  // kiln's kernel, compiled from its IR here.
+  KILN_ASSIGN_OR_RETURN(std::string text, Read(options.kir_path));
+  auto module = ir::ParseModule(text);
+  if (!module.ok()) return module.status().WithContext(options.kir_path);
+  KILN_RETURN_IF_ERROR(ir::Verify(*module).WithContext(options.kir_path));
+  KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
+                        codegen::CompileModule(*module, runtime::CompileOptionsFor(*device)));
+  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::Module::Load(device, std::move(compiled)));
+  KILN_ASSIGN_OR_RETURN(const runtime::Function* fn, loaded->Find(options.function));
+
+  // The same algorithm written by hand.
+  KILN_ASSIGN_OR_RETURN(
+      hal::ExecutableRef hand,
+      hal::LoadExecutable(*device, {"matmul (hand-written WGSL)", kMatmulTiled16Wgsl,
+                                    {{"matmul",
+                                      {hal::BindingKind::kReadOnlyStorage,
+                                       hal::BindingKind::kReadOnlyStorage,
+                                       hal::BindingKind::kStorage, hal::BindingKind::kUniform},
+                                      16}}}));
+
+  const uint64_t elements = uint64_t(n) * n;
+  std::vector<float> a(elements), b(elements);
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (auto& v : a) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  auto upload = [&](const std::vector<float>& v) -> StatusOr<hal::BufferRef> {
+    KILN_ASSIGN_OR_RETURN(hal::BufferRef buf, device->allocator().Allocate(v.size() * 4));
+    KILN_RETURN_IF_ERROR(hal::Upload(
+        *device, buf, 0, {reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4}));
+    return buf;
+  };
+  KILN_ASSIGN_OR_RETURN(hal::BufferRef A, upload(a));
+  KILN_ASSIGN_OR_RETURN(hal::BufferRef B, upload(b));
+  std::vector<float> poison(elements, std::nanf(""));
+  KILN_ASSIGN_OR_RETURN(hal::BufferRef C_gen, upload(poison));
+  KILN_ASSIGN_OR_RETURN(hal::BufferRef C_hand, upload(poison));
+
+  const int32_t s = static_cast<int32_t>(n);
+  const runtime::Arg args[] = {runtime::Arg::Buffer(A), runtime::Arg::Buffer(B),
+                               runtime::Arg::Buffer(C_gen), runtime::Arg::I32(s),
+                               runtime::Arg::I32(s), runtime::Arg::I32(s)};
+  KILN_ASSIGN_OR_RETURN(result.generated.ms,
+                        TimeDispatches(device, options.iterations,
+                                       [&](hal::CommandBuffer& cb) { return fn->Record(cb, args); }));
+  uint32_t dims[4] = {n, n, n, 0};
+  hal::BufferBinding bindings[] = {{A}, {B}, {C_hand}};
+  KILN_ASSIGN_OR_RETURN(
+      result.handwritten.ms,
+      TimeDispatches(device, options.iterations, [&](hal::CommandBuffer& cb) {
+        return cb.Dispatch(hand, 0, bindings, {reinterpret_cast<const uint8_t*>(dims), 16}, n / 16,
+                           n / 16);
+      }));
+  const double flop = 2.0 * n * double(n) * n;
+  result.generated.kernel = "kiln IR (" + options.kir_path + ")";
+  result.handwritten.kernel = "hand-written WGSL";
+  for (MatmulTiming* t : {&result.generated, &result.handwritten}) {
+    t->tflops = flop / (t->ms * 1e-3) / 1e12;
+  }
+
+  // Check: both results agree, and sampled elements match a CPU reference.
+  std::vector<float> gen(elements), handv(elements);
+  KILN_RETURN_IF_ERROR(hal::Download(*device, C_gen, 0,
+                                     {reinterpret_cast<uint8_t*>(gen.data()), elements * 4}));
+  KILN_RETURN_IF_ERROR(hal::Download(*device, C_hand, 0,
+                                     {reinterpret_cast<uint8_t*>(handv.data()), elements * 4}));
+  for (uint64_t i = 0; i < elements; ++i) {
+    double d = std::fabs(double(gen[i]) - handv[i]);
+    if (std::isnan(d)) d = INFINITY;
+    result.max_difference = std::max(result.max_difference, d);
+  }
+  std::uniform_int_distribution<uint32_t> index(0, n - 1);
+  for (int k = 0; k < 64; ++k) {
+    const uint32_t i = index(rng), j = index(rng);
+    double ref = 0;
+    for (uint32_t t = 0; t < n; ++t) ref += double(a[uint64_t(i) * n + t]) * b[uint64_t(t) * n + j];
+    double e = std::fabs(gen[uint64_t(i) * n + j] - ref);
+    if (std::isnan(e)) e = INFINITY;
+    result.max_error = std::max(result.max_error, e);
+  }
+  return result;
+}
+
+StatusOr<std::vector<CompileTiming>> RunCompileBench(const std::vector<std::string>& files,
+                                                     int repetitions) {
+  std::vector<CompileTiming> out;
+  for (const std::string& path : files) {
+    KILN_ASSIGN_OR_RETURN(std::string text, Read(path));
+    CompileTiming t;
+    t.file = path;
+    std::vector<double> parse, compile;
+    for (int r = 0; r < repetitions; ++r) {
+      auto t0 = Clock::now();
+      auto module = ir::ParseModule(text);
+      if (!module.ok()) return module.status().WithContext(path);
+      KILN_RETURN_IF_ERROR(ir::Verify(*module).WithContext(path));
+      auto t1 = Clock::now();
+      auto compiled = codegen::CompileModule(*module);
+      if (!compiled.ok()) return compiled.status().WithContext(path);
+      auto t2 = Clock::now();
+      parse.push_back(Ms(t1 - t0));
+      compile.push_back(Ms(t2 - t1));
+      t.functions = static_cast<int>(compiled->functions.size());
+    }
+    t.parse_ms = Median(parse);
+    t.compile_ms = Median(compile);
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace kiln::bench

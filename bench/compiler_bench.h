@@ -1,0 +1,52 @@
+// Compiler benchmarks: kiln-generated kernels against hand-written WGSL on
+// the same device in the same run, and the time to compile kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/hal/device.h"
+#include "kiln/support/status.h"
+
+namespace kiln::bench {
+
+struct MatmulBenchOptions {
+  std::string kir_path = "examples/matmul_tiled.kir";
+  std::string function = "matmul_tiled";
+  uint32_t size = 4096;  // M = N = K
+  uint32_t iterations = 10;  // timed matmuls per kernel
+};
+
+struct MatmulTiming {
+  std::string kernel;
+  double ms = 0;       // per matmul: GPU timestamps where available, else wall
+  double tflops = 0;
+};
+
+struct MatmulBenchResult {
+  std::string device;
+  bool gpu_timestamps = false;
+  uint32_t size = 0;
+  MatmulTiming generated, handwritten;
+  double max_difference = 0;  // generated vs hand-written, over all of C
+  double max_error = 0;       // against a CPU reference on sampled elements
+  double generated_over_handwritten() const { return generated.ms / handwritten.ms; }
+};
+
+StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& device,
+                                           const MatmulBenchOptions& options);
+
+struct CompileTiming {
+  std::string file;
+  int functions = 0;
+  double parse_ms = 0;    // text -> IR, verified
+  double compile_ms = 0;  // IR -> lowered -> WGSL + metadata
+};
+
+// Median over `repetitions` of compiling each .kir file in `files`.
+StatusOr<std::vector<CompileTiming>> RunCompileBench(const std::vector<std::string>& files,
+                                                     int repetitions);
+
+}  // namespace kiln::bench

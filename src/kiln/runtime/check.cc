@@ -1,0 +1,220 @@
+#include "kiln/runtime/check.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "kiln/interp/half.h"
+#include "kiln/interp/interpreter.h"
+#include "kiln/ir/types.h"
+
+namespace kiln::runtime {
+namespace {
+
+using codegen::ParamKind;
+
+void FillRandom(ir::DataType t, std::vector<uint8_t>& bytes, std::mt19937_64& rng) {
+  const size_t bytes_per = t.is_bool() ? 4 : t.StorageBytes();
+  const size_t n = bytes.size() / bytes_per;
+  std::uniform_real_distribution<float> real(-1.f, 1.f);
+  std::uniform_int_distribution<int32_t> sint(-100, 100), uint(0, 200), bit(0, 1);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* at = bytes.data() + i * bytes_per;
+    if (t.is_bool()) {
+      int32_t v = bit(rng);
+      std::memcpy(at, &v, 4);
+    } else if (t == ir::kInt8x4) {
+      uint32_t v = static_cast<uint32_t>(rng());
+      std::memcpy(at, &v, 4);
+    } else if (t.is_float() && t.bits == 32) {
+      float v = real(rng);
+      std::memcpy(at, &v, 4);
+    } else if (t.is_float() && t.bits == 16) {
+      uint16_t h = interp::FloatToHalfBits(real(rng));
+      std::memcpy(at, &h, 2);
+    } else {
+      int64_t v = t.is_uint() ? uint(rng) : sint(rng);
+      std::memcpy(at, &v, bytes_per);  // little endian: the low bytes
+    }
+  }
+}
+
+double ElementAsDouble(ir::DataType t, const uint8_t* at) {
+  if (t.is_float() && t.bits == 32) {
+    float f;
+    std::memcpy(&f, at, 4);
+    return f;
+  }
+  if (t.is_float() && t.bits == 16) {
+    uint16_t h;
+    std::memcpy(&h, at, 2);
+    return interp::HalfBitsToFloat(h);
+  }
+  return 0;
+}
+
+std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
+  if (t.is_float()) return StrCat(ElementAsDouble(t, at));
+  int64_t v = 0;
+  std::memcpy(&v, at, bytes_per);
+  if (bytes_per == 4) v = t.is_uint() || t == ir::kInt8x4 ? int64_t(uint32_t(v)) : int64_t(int32_t(v));
+  return StrCat(v);
+}
+
+BufferCheck Compare(const std::string& name, ir::DataType t, const std::vector<uint8_t>& gpu,
+                    const std::vector<uint8_t>& ref, double tolerance) {
+  BufferCheck c;
+  c.name = name;
+  c.dtype = t.ToString();
+  const size_t bytes_per = t.is_bool() ? 4 : t.StorageBytes();
+  c.elements = ref.size() / bytes_per;
+  for (uint64_t i = 0; i < c.elements; ++i) {
+    const uint8_t* g = gpu.data() + i * bytes_per;
+    const uint8_t* r = ref.data() + i * bytes_per;
+    bool equal = std::memcmp(g, r, bytes_per) == 0;
+    double error = equal ? 0 : 1;
+    if (!equal && t.is_float()) {
+      double a = ElementAsDouble(t, g), b = ElementAsDouble(t, r);
+      if (std::isnan(a) && std::isnan(b)) {
+        equal = true;
+        error = 0;
+      } else {
+        error = std::fabs(a - b);
+        if (std::isnan(error)) error = INFINITY;
+        equal = error <= tolerance * (1 + std::fabs(b));
+      }
+    } else if (!equal && t.is_bool()) {
+      int32_t a, b;
+      std::memcpy(&a, g, 4);
+      std::memcpy(&b, r, 4);
+      equal = (a != 0) == (b != 0);
+      error = equal ? 0 : 1;
+    }
+    c.max_error = std::max(c.max_error, error);
+    if (!equal) {
+      if (c.first_mismatch < 0) {
+        c.first_mismatch = static_cast<int64_t>(i);
+        c.first_gpu = ElementText(t, g, bytes_per);
+        c.first_ref = ElementText(t, r, bytes_per);
+      }
+      ++c.mismatches;
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  if (dtype == "f32") {
+    float v = std::strtof(s.c_str(), &end);
+    if (!s.empty() && *end == '\0') return Arg::F32(v);
+  } else if (dtype == "i32") {
+    long long v = std::strtoll(s.c_str(), &end, 0);
+    if (!s.empty() && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX) return Arg::I32(int32_t(v));
+  } else if (dtype == "u32") {
+    long long v = std::strtoll(s.c_str(), &end, 0);
+    if (!s.empty() && *end == '\0' && v >= 0 && v <= UINT32_MAX) return Arg::U32(uint32_t(v));
+  } else {
+    return InvalidArgument("scalar parameters of type ", dtype, " are not supported");
+  }
+  return InvalidArgument("'", text, "' is not a valid ", dtype, " value");
+}
+
+StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
+                                  const CheckOptions& options) {
+  KILN_RETURN_IF_ERROR(fn.availability());
+  const codegen::KernelMetadata& md = fn.metadata();
+  CheckResult result;
+  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
+  std::mt19937_64 rng(result.seed);
+
+  // Scalars first: buffer sizes depend on them.
+  std::vector<Arg> args(md.params.size());
+  std::vector<interp::ArgValue> ref_args(md.params.size());
+  for (size_t i = 0; i < md.params.size(); ++i) {
+    const codegen::ParamInfo& p = md.params[i];
+    if (p.kind != ParamKind::kScalar) {
+      args[i] = Arg::Buffer(nullptr);
+      continue;
+    }
+    auto it = options.scalar_args.find(p.name);
+    if (it == options.scalar_args.end()) {
+      return InvalidArgument("function '", md.name, "' needs a value for scalar parameter '",
+                             p.name, "' (", p.dtype, ")");
+    }
+    KILN_ASSIGN_OR_RETURN(args[i], ParseScalarArg(p.dtype, it->second));
+    std::visit(
+        [&](auto v) {
+          using T = decltype(v);
+          if constexpr (std::is_same_v<T, int32_t>) ref_args[i] = interp::Value::I32(v);
+          if constexpr (std::is_same_v<T, uint32_t>) ref_args[i] = interp::Value::U32(v);
+          if constexpr (std::is_same_v<T, float>) ref_args[i] = interp::Value::F32(v);
+        },
+        args[i].scalar);
+  }
+  for (size_t i = 0; i < md.params.size(); ++i) {
+    const codegen::ParamInfo& p = md.params[i];
+    if (p.kind != ParamKind::kBuffer) continue;
+    KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
+    KILN_ASSIGN_OR_RETURN(ir::DataType t, ir::DataType::FromString(p.dtype));
+    KILN_ASSIGN_OR_RETURN(uint32_t bytes_per, ElementBytes(p.dtype));
+    interp::HostBuffer host;
+    host.dtype = t;
+    host.shape = {static_cast<int64_t>(elements)};
+    host.bytes.resize(elements * bytes_per);
+    if (p.access == codegen::BufferAccess::kReadWrite) {
+      for (auto& b : host.bytes) b = static_cast<uint8_t>(rng());  // the poison
+    } else {
+      FillRandom(t, host.bytes, rng);
+    }
+    KILN_ASSIGN_OR_RETURN(hal::BufferRef buffer, fn.device().allocator().Allocate(
+                                                     std::max<uint64_t>(host.bytes.size(), 4)));
+    if (!host.bytes.empty()) KILN_RETURN_IF_ERROR(hal::Upload(fn.device(), buffer, 0, host.bytes));
+    args[i] = Arg::Buffer(buffer);
+    ref_args[i] = std::move(host);
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(fn.Call(args));
+  auto t1 = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(interp::Run(source, ref_args).WithContext("the interpreter"));
+  auto t2 = std::chrono::steady_clock::now();
+  result.gpu_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  result.interp_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+
+  for (size_t i = 0; i < md.params.size(); ++i) {
+    const codegen::ParamInfo& p = md.params[i];
+    if (p.kind != ParamKind::kBuffer || p.access != codegen::BufferAccess::kReadWrite) continue;
+    const auto& ref = std::get<interp::HostBuffer>(ref_args[i]);
+    std::vector<uint8_t> gpu(ref.bytes.size());
+    if (!gpu.empty()) KILN_RETURN_IF_ERROR(hal::Download(fn.device(), args[i].buffer, 0, gpu));
+    const double tol = ref.dtype.is_float() && ref.dtype.bits == 16
+                           ? std::max(options.tolerance, options.f16_tolerance)
+                           : options.tolerance;
+    BufferCheck c = Compare(p.name, ref.dtype, gpu, ref.bytes, tol);
+    result.max_error = std::max(result.max_error, c.max_error);
+    result.pass &= c.mismatches == 0;
+    result.buffers.push_back(std::move(c));
+  }
+  return result;
+}
+
+std::string CheckResult::Summary() const {
+  std::string out;
+  for (const BufferCheck& b : buffers) {
+    out += StrCat("  ", b.name, " (", b.dtype, "[", b.elements, "]): max error ", b.max_error);
+    if (b.mismatches) {
+      out += StrCat(", ", b.mismatches, " mismatches, first at ", b.first_mismatch, ": gpu ",
+                    b.first_gpu, ", reference ", b.first_ref);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace kiln::runtime

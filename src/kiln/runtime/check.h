@@ -1,0 +1,61 @@
+// Differential checking: run a compiled function on the GPU and its source
+// IR in the interpreter on the same fresh random inputs, outputs poisoned
+// first, and compare every buffer the kernel may write.
+//
+// Inputs (read-only buffers) get random values: floats in [-1, 1], signed
+// integers in [-100, 100], unsigned in [0, 200], bools 0/1, int8x4 random
+// bits. Written buffers start as random bytes (the poison), identical on
+// both sides, so an element the kernel leaves alone compares equal and one
+// it should have written does not. Floats compare within
+// tolerance * (1 + |reference|) (NaN equals NaN); everything else exactly
+// (bools by truth).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/function.h"
+#include "kiln/runtime/module.h"
+#include "kiln/support/status.h"
+
+namespace kiln::runtime {
+
+struct CheckOptions {
+  // Values of the scalar parameters, by name, as text ("1000", "0.5").
+  std::map<std::string, std::string> scalar_args;
+  uint64_t seed = 0;  // 0: a fresh random seed
+  double tolerance = 1e-4;  // floats: |gpu - ref| <= tolerance * (1 + |ref|)
+  // f16 buffers compare at least this loosely.
+  double f16_tolerance = 1e-2;
+};
+
+struct BufferCheck {
+  std::string name;
+  std::string dtype;
+  uint64_t elements = 0;
+  uint64_t mismatches = 0;
+  double max_error = 0;          // largest |gpu - ref| (floats) or 0/1 (exact types)
+  int64_t first_mismatch = -1;   // element index
+  std::string first_gpu, first_ref;
+};
+
+struct CheckResult {
+  std::vector<BufferCheck> buffers;  // the written ones
+  double max_error = 0;
+  bool pass = true;
+  uint64_t seed = 0;
+  double gpu_ms = 0;     // wall time of the GPU call (submit + wait)
+  double interp_ms = 0;  // wall time of the interpreter
+  std::string Summary() const;  // one line per buffer
+};
+
+// `fn` must have been compiled from `source`.
+StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
+                                  const CheckOptions& options);
+
+// The Arg a scalar parameter of type `dtype` takes from `text`.
+StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text);
+
+}  // namespace kiln::runtime

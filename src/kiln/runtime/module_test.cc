@@ -1,0 +1,222 @@
+// The module runtime: calls checked against metadata, launch grids, the
+// large-grid scheme, module files. Runs on the implementation $KILN_IMPL
+// names (CTest runs it once per implementation).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "kiln/codegen/module_format.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/device.h"
+#include "kiln/hal/queue.h"
+#include "kiln/ir/parser.h"
+#include "kiln/runtime/check.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/test_device.h"
+
+namespace kiln::runtime {
+namespace {
+
+constexpr const char* kScale = R"(module {
+fn scale(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32, s: f32) {
+  for bx in blockIdx.x(0, (n + 63) / 64) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = bx * 64 + tx
+      if (i < n) {
+        Y[i] = X[i] * s
+      }
+    }
+  }
+}
+fn mark_blocks(Out: buffer<u32>[blocks], blocks: i32) {
+  for bx in blockIdx.x(0, blocks) {
+    for tx in threadIdx.x(0, 1) {
+      Out[bx] = u32(bx) * 3u32 + 1u32
+    }
+  }
+}
+})";
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = testing::TestDevice();
+    ASSERT_TRUE(device_);
+    auto module = ir::ParseModule(kScale);
+    ASSERT_TRUE(module.ok()) << module.status();
+    source_ = *module;
+    auto compiled = codegen::CompileModule(source_);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    compiled_ = *compiled;
+    auto loaded = Module::Load(device_, compiled_);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    module_ = std::move(*loaded);
+  }
+
+  hal::BufferRef NewBuffer(uint64_t bytes) {
+    auto b = device_->allocator().Allocate(bytes);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *b : nullptr;
+  }
+
+  std::shared_ptr<hal::Device> device_;
+  ir::Module source_;
+  codegen::CompiledModule compiled_;
+  std::unique_ptr<Module> module_;
+};
+
+TEST_F(RuntimeTest, CallRunsTheKernel) {
+  const uint32_t n = 1000;
+  std::vector<float> x(n);
+  std::mt19937 rng(7);
+  for (auto& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  auto X = NewBuffer(n * 4), Y = NewBuffer(n * 4);
+  ASSERT_TRUE(hal::Upload(*device_, X, 0, {reinterpret_cast<uint8_t*>(x.data()), n * 4}).ok());
+  std::vector<uint8_t> poison(n * 4, 0xFF);
+  ASSERT_TRUE(hal::Upload(*device_, Y, 0, poison).ok());
+  auto fn = module_->Find("scale");
+  ASSERT_TRUE(fn.ok());
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(n), Arg::F32(-2.5f)};
+  ASSERT_TRUE((*fn)->Call(args).ok());
+  std::vector<float> y(n);
+  ASSERT_TRUE(hal::Download(*device_, Y, 0, {reinterpret_cast<uint8_t*>(y.data()), n * 4}).ok());
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * -2.5f) << i;
+}
+
+TEST_F(RuntimeTest, WrongArgumentsAreClearErrors) {
+  auto fn = *module_->Find("scale");
+  auto X = NewBuffer(400), Y = NewBuffer(400);
+  {
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(100)};
+    Status s = fn->Call(args);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("takes 4 arguments, got 3"), std::string::npos) << s;
+  }
+  {
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::F32(100), Arg::F32(1)};
+    Status s = fn->Call(args);
+    EXPECT_NE(s.message().find("argument 2 ('n'): expected i32, got f32"), std::string::npos) << s;
+  }
+  {
+    Arg args[] = {Arg::Buffer(X), Arg::I32(1), Arg::I32(100), Arg::F32(1)};
+    Status s = fn->Call(args);
+    EXPECT_NE(s.message().find("expected a buffer"), std::string::npos) << s;
+  }
+  {
+    // 101 elements do not fit 400 bytes.
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(101), Arg::F32(1)};
+    Status s = fn->Call(args);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("a buffer of 400 bytes, but 101 f32 elements need 404"),
+              std::string::npos)
+        << s;
+  }
+  {
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(-5), Arg::F32(1)};
+    Status s = fn->Call(args);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  }
+  EXPECT_EQ(module_->Find("nope").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(device_->CheckHealthy().ok());
+}
+
+TEST_F(RuntimeTest, GridsBeyond65535WorkgroupsSpreadOverXAndZ) {
+  auto fn = *module_->Find("mark_blocks");
+  const int32_t blocks = 70001;
+  auto Out = NewBuffer(blocks * 4);
+  std::vector<uint8_t> poison(blocks * 4, 0xAB);
+  ASSERT_TRUE(hal::Upload(*device_, Out, 0, poison).ok());
+  Arg args[] = {Arg::Buffer(Out), Arg::I32(blocks)};
+  auto plan = fn->Plan(args);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->num_blocks_x, 70001u);
+  EXPECT_LE(plan->groups_x, device_->limits().max_compute_workgroups_per_dimension);
+  EXPECT_GE(uint64_t(plan->groups_x) * plan->groups_z, 70001u);
+  ASSERT_TRUE(fn->Call(args).ok());
+  std::vector<uint32_t> out(blocks);
+  ASSERT_TRUE(
+      hal::Download(*device_, Out, 0, {reinterpret_cast<uint8_t*>(out.data()), blocks * 4u}).ok());
+  for (int32_t b = 0; b < blocks; ++b) ASSERT_EQ(out[b], uint32_t(b) * 3 + 1) << "block " << b;
+}
+
+TEST_F(RuntimeTest, EmptyLaunchDispatchesNothing) {
+  auto fn = *module_->Find("scale");
+  auto X = NewBuffer(4), Y = NewBuffer(4);
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(0), Arg::F32(1)};
+  auto plan = fn->Plan(args);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->groups_x, 0u);
+  EXPECT_TRUE(fn->Call(args).ok());
+}
+
+TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
+  const std::string bytes = codegen::SerializeModule(compiled_);
+  const std::string path = ::testing::TempDir() + "/kiln_runtime_test.kmod";
+  auto write = [&](const std::string& content) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  };
+  write(bytes);
+  auto good = Module::LoadFile(device_, path);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)->functions().size(), 2u);
+
+  write(bytes.substr(0, bytes.size() / 2));
+  auto truncated = Module::LoadFile(device_, path);
+  EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
+      << truncated.status();
+
+  std::string corrupt = bytes;
+  corrupt[corrupt.size() - 10] ^= 0x5A;
+  write(corrupt);
+  auto bad = Module::LoadFile(device_, path);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("corrupt"), std::string::npos) << bad.status();
+
+  write("not a module at all, just some text of sufficient length to be read");
+  EXPECT_EQ(Module::LoadFile(device_, path).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(Module::LoadFile(device_, path + ".missing").status().code(),
+            StatusCode::kInvalidArgument);
+  std::remove(path.c_str());
+}
+
+TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
+  codegen::CompiledModule needs = compiled_;
+  needs.functions[0].metadata.required_features.push_back("subgroups");
+  needs.functions[0].metadata.required_features.push_back("shader-f16");
+  auto loaded = Module::Load(device_, needs);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Function* fn = *(*loaded)->Find("scale");
+  if (device_->HasFeature(hal::Feature::kSubgroups) && device_->HasFeature(hal::Feature::kShaderF16)) {
+    EXPECT_TRUE(fn->availability().ok());
+  } else {
+    EXPECT_EQ(fn->availability().code(), StatusCode::kUnavailable);
+    auto X = NewBuffer(4), Y = NewBuffer(4);
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(1), Arg::F32(1)};
+    EXPECT_EQ(fn->Call(args).code(), StatusCode::kUnavailable);
+  }
+  EXPECT_TRUE((*(*loaded)->Find("mark_blocks"))->availability().ok());
+}
+
+TEST_F(RuntimeTest, CheckerCatchesAWrongKernel) {
+  // Compile `scale`, but check it against a source that scales by s + 1:
+  // the differential check must fail, proving it can.
+  auto wrong = ir::ParseModule(std::string(kScale).replace(std::string(kScale).find("X[i] * s"),
+                                                            8, "X[i] * (s + 1.0)"));
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  auto fn = *module_->Find("scale");
+  CheckOptions options;
+  options.scalar_args = {{"n", "300"}, {"s", "2"}};
+  auto result = RunAndCheck(*fn, wrong->functions[0], options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->pass);
+  auto right = RunAndCheck(*fn, source_.functions[0], options);
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_TRUE(right->pass) << right->Summary();
+}
+
+}  // namespace
+}  // namespace kiln::runtime
