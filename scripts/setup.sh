@@ -10,16 +10,19 @@ cd "$(dirname "$0")/.."
 # Vulkan (lavapipe) and GL (llvmpipe) drivers with their loaders, and clang
 # for the fuzzer and the format/tidy checks.
 APT_PACKAGES=(
-  cmake ninja-build g++ pkg-config python3-venv
+  cmake ninja-build g++ pkg-config
   libgtest-dev
   mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri libgles2
   clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
-  nodejs npm
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and Python may come from elsewhere than Debian; take Debian's only
+# when they are missing.
+command -v npm >/dev/null || missing+=(nodejs npm)
+python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo

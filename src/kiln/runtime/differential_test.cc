@@ -5,6 +5,7 @@
 // first. CTest runs it once per implementation.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "kiln/codegen/wgsl_codegen.h"
@@ -19,9 +20,13 @@
 namespace kiln::runtime {
 namespace {
 
+// The kernels of the source tree ($KILN_SOURCE_DIR overrides where it is,
+// for running a copied build elsewhere).
 std::vector<std::string> AllKernelFiles() {
-  std::vector<std::string> files = ListKirFiles(KILN_SOURCE_DIR "/tests/corpus");
-  for (const auto& f : ListKirFiles(KILN_SOURCE_DIR "/examples")) files.push_back(f);
+  const char* env = std::getenv("KILN_SOURCE_DIR");
+  const std::string root = env && *env ? env : KILN_SOURCE_DIR;
+  std::vector<std::string> files = ListKirFiles(root + "/tests/corpus");
+  for (const auto& f : ListKirFiles(root + "/examples")) files.push_back(f);
   return files;
 }
 
