@@ -274,8 +274,7 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
     std::shared_ptr<Device> device(new Device());
     Status s = device->Initialize(*impl, options);
     if (s.ok()) return device;
-    // Features the caller requires are a hard error for the chosen
-    // implementation; other failures fall through to the next one.
+    // Try the next implementation; report every failure if none works.
     errors += "\n  " + s.message();
   }
   return Unavailable("no WebGPU device could be created:", errors);

@@ -90,6 +90,51 @@ std::string FormatCompilationMessages(const WGPUCompilationInfo* info, std::stri
   return out;
 }
 
+// A shader module from `wgsl`; WGSL errors come back with the
+// implementation's messages, line and column.
+StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view label,
+                                              const std::string& wgsl) {
+  const Procs& p = device.procs();
+  WGPUShaderModule module = nullptr;
+  WGPUShaderSourceWGSL source = {};
+  source.chain.sType = WGPUSType_ShaderSourceWGSL;
+  source.code = ToStringView(wgsl);
+  WGPUShaderModuleDescriptor desc = {};
+  desc.nextInChain = &source.chain;
+  desc.label = ToStringView(label);
+  Status compiled = device.WithErrorScopes(
+      StrCat("compiling the WGSL of '", label, "'"), StatusCode::kCompileError,
+      [&] { module = p.DeviceCreateShaderModule(device.handle(), &desc); });
+  if (compiled.ok()) return module;
+  // The implementation's structured messages carry line and column.
+  struct Info {
+    bool done = false;
+    std::string text;
+    const std::string* source;
+  } info{false, "", &wgsl};
+  WGPUCompilationInfoCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_AllowProcessEvents;
+  cb.callback = [](WGPUCompilationInfoRequestStatus status, const WGPUCompilationInfo* ci,
+                   void* ud1, void*) {
+    auto* i = static_cast<Info*>(ud1);
+    if (status == WGPUCompilationInfoRequestStatus_Success) {
+      i->text = FormatCompilationMessages(ci, *i->source);
+    }
+    i->done = true;
+  };
+  cb.userdata1 = &info;
+  if (module && compiled.code() == StatusCode::kCompileError &&
+      device.impl().supports_compilation_info()) {
+    WGPUFuture f = p.ShaderModuleGetCompilationInfo(module, cb);
+    Status waited = device.WaitFuture(f, info.done, std::chrono::seconds(10), "compilation info");
+    if (waited.ok() && !info.text.empty()) {
+      compiled = Status(compiled.code(), compiled.message() + "\nWGSL errors:" + info.text);
+    }
+  }
+  if (module) p.ShaderModuleRelease(module);
+  return compiled;
+}
+
 }  // namespace
 
 StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const ExecutableSpec& spec,
@@ -101,43 +146,7 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
   exe->impl_ = device.impl_ref();
   exe->label_ = spec.label;
 
-  WGPUShaderSourceWGSL source = {};
-  source.chain.sType = WGPUSType_ShaderSourceWGSL;
-  source.code = ToStringView(spec.wgsl);
-  WGPUShaderModuleDescriptor desc = {};
-  desc.nextInChain = &source.chain;
-  desc.label = ToStringView(spec.label);
-  Status compiled = device.WithErrorScopes(
-      StrCat("compiling the WGSL of '", spec.label, "'"), StatusCode::kCompileError,
-      [&] { exe->module_ = p.DeviceCreateShaderModule(device.handle(), &desc); });
-  if (!compiled.ok()) {
-    // The implementation's structured messages carry line and column.
-    struct Info {
-      bool done = false;
-      std::string text;
-      const std::string* source;
-    } info{false, "", &spec.wgsl};
-    WGPUCompilationInfoCallbackInfo cb = {};
-    cb.mode = WGPUCallbackMode_AllowProcessEvents;
-    cb.callback = [](WGPUCompilationInfoRequestStatus status, const WGPUCompilationInfo* ci,
-                     void* ud1, void*) {
-      auto* i = static_cast<Info*>(ud1);
-      if (status == WGPUCompilationInfoRequestStatus_Success) {
-        i->text = FormatCompilationMessages(ci, *i->source);
-      }
-      i->done = true;
-    };
-    cb.userdata1 = &info;
-    if (exe->module_ && compiled.code() == StatusCode::kCompileError &&
-        device.impl().supports_compilation_info()) {
-      WGPUFuture f = p.ShaderModuleGetCompilationInfo(exe->module_, cb);
-      if (device.WaitFuture(f, info.done, std::chrono::seconds(10), "compilation info").ok() &&
-          !info.text.empty()) {
-        return Status(compiled.code(), compiled.message() + "\nWGSL errors:" + info.text);
-      }
-    }
-    return compiled;
-  }
+  KILN_ASSIGN_OR_RETURN(exe->module_, CreateShaderModule(device, spec.label, spec.wgsl));
 
   auto state = std::make_unique<PendingExecutable::State>();
   state->device = &device;
@@ -167,13 +176,14 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
     bgl.entries = entries.data();
     WGPUPipelineLayoutDescriptor pl = {};
     pl.bindGroupLayoutCount = 1;
-    KILN_RETURN_IF_ERROR(device.WithErrorScopes(
+    Status layouts = device.WithErrorScopes(
         StrCat("creating the layouts of ", where), StatusCode::kInvalidArgument, [&] {
           ep.bind_group_layout = p.DeviceCreateBindGroupLayout(device.handle(), &bgl);
           pl.bindGroupLayouts = &ep.bind_group_layout;
           ep.pipeline_layout = p.DeviceCreatePipelineLayout(device.handle(), &pl);
-        }));
-    exe->entry_points_.push_back(ep);
+        });
+    exe->entry_points_.push_back(ep);  // released with `exe`, also on failure
+    KILN_RETURN_IF_ERROR(layouts);
 
     auto pending = std::make_unique<PendingExecutable::State::Pipeline>();
     WGPUComputePipelineDescriptor cp = {};
@@ -260,6 +270,13 @@ StatusOr<ExecutableRef> PendingExecutable::Wait() {
 
 StatusOr<PendingExecutable> LoadExecutableAsync(Device& device, const ExecutableSpec& spec) {
   return ExecutableLoader::Start(device, spec, CacheKey(spec));
+}
+
+Status CheckWgsl(Device& device, std::string_view label, const std::string& wgsl) {
+  KILN_RETURN_IF_ERROR(device.CheckHealthy());
+  KILN_ASSIGN_OR_RETURN(WGPUShaderModule module, CreateShaderModule(device, label, wgsl));
+  device.procs().ShaderModuleRelease(module);
+  return Status();
 }
 
 StatusOr<ExecutableRef> LoadExecutable(Device& device, const ExecutableSpec& spec) {

@@ -96,6 +96,10 @@ StatusOr<PendingExecutable> LoadExecutableAsync(Device& device, const Executable
 // layouts.
 StatusOr<ExecutableRef> LoadExecutable(Device& device, const ExecutableSpec& spec);
 
+// Compiles `wgsl` with the implementation's WGSL compiler and discards the
+// result: OK, or kCompileError with its messages. No pipeline is made.
+Status CheckWgsl(Device& device, std::string_view label, const std::string& wgsl);
+
 struct ExecutableCacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
