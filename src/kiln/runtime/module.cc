@@ -50,7 +50,7 @@ codegen::CompileOptions CompileOptionsFor(const hal::Device& device) {
   return o;
 }
 
-StatusOr<std::unique_ptr<Module>> Module::Load(std::shared_ptr<hal::Device> device,
+StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device>& device,
                                                codegen::CompiledModule compiled) {
   auto module = std::unique_ptr<Module>(new Module());
   for (codegen::CompiledFunction& cf : compiled.functions) {
@@ -145,7 +145,7 @@ StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> 
   bytes << in.rdbuf();
   auto compiled = codegen::DeserializeModule(bytes.str());
   if (!compiled.ok()) return compiled.status().WithContext(path);
-  return Load(std::move(device), std::move(*compiled));
+  return Load(device, std::move(*compiled));
 }
 
 StatusOr<const Function*> Module::Find(std::string_view name) const {

@@ -93,7 +93,7 @@ class Module {
   // Compiles every function's WGSL on `device`. Functions needing features
   // the device lacks load as unavailable (Function::availability) rather
   // than failing the module; WGSL the implementation rejects fails the load.
-  static StatusOr<std::unique_ptr<Module>> Load(std::shared_ptr<hal::Device> device,
+  static StatusOr<std::unique_ptr<Module>> Load(const std::shared_ptr<hal::Device>& device,
                                                 codegen::CompiledModule compiled);
   // Reads, checks and loads a compiled-module file.
   static StatusOr<std::unique_ptr<Module>> LoadFile(std::shared_ptr<hal::Device> device,
