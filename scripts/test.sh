@@ -35,7 +35,7 @@ for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
   corpus="$(dirname "$fuzzer")/corpus"
   mkdir -p "$corpus"
   seeds="src/kiln/$(basename "$(dirname "$fuzzer")")/testdata tests/corpus examples"
-  echo "-- $(basename "$fuzzer") for ${KILN_FUZZ_SECONDS:-45} s"
-  "$fuzzer" -max_total_time="${KILN_FUZZ_SECONDS:-45}" -print_final_stats=0 "$corpus" $seeds 2>&1 | tail -n 3
+  echo "-- $(basename "$fuzzer") for ${KILN_FUZZ_SECONDS:-30} s"
+  "$fuzzer" -max_total_time="${KILN_FUZZ_SECONDS:-30}" -print_final_stats=0 "$corpus" $seeds 2>&1 | tail -n 3
 done
 echo "== all tests passed"
