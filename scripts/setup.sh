@@ -6,28 +6,51 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian 12 (bookworm) packages: the toolchain, GoogleTest, Mesa's CPU
-# Vulkan (lavapipe) and GL (llvmpipe) drivers with their loaders, and clang
-# for the fuzzer and the format/tidy checks.
+# Debian 12 (bookworm) packages: the toolchain, GoogleTest, the Vulkan and
+# GL loaders, and clang for the fuzzer and the format/tidy checks.
 APT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libgtest-dev
-  mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri libgles2
+  libvulkan1 libegl1 libgles2
   clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
 )
+# Mesa's CPU drivers, lavapipe (Vulkan) and llvmpipe (GL), from
+# bookworm-backports (Mesa 25): Dawn's Vulkan back end refuses Mesa 22.3's
+# lavapipe, and Mesa 25's gives both implementations shader-f16, and Dawn
+# subgroups, on the CPU.
+MESA_BACKPORTS_RELEASE=bookworm-backports
+MESA_PACKAGES=(mesa-vulkan-drivers libgl1-mesa-dri libegl-mesa0 libglx-mesa0)
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+mesa_missing=()
+for p in "${MESA_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status} ${Version}' "$p" 2>/dev/null | grep -q "install ok installed .*bpo12" ||
+    mesa_missing+=("$p")
 done
 # Node.js and Python may come from elsewhere than Debian; take Debian's only
 # when they are missing.
 command -v npm >/dev/null || missing+=(nodejs npm)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
-if ((${#missing[@]})); then
-  echo "setup: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+if ((${#missing[@]} + ${#mesa_missing[@]})); then
+  sources=/etc/apt/sources.list.d/kiln-backports.sources
+  if ((${#mesa_missing[@]})) && ! grep -rqs "$MESA_BACKPORTS_RELEASE" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "setup: adding Debian's $MESA_BACKPORTS_RELEASE suite to apt's sources ($sources)"
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" \
+      "Suites: $MESA_BACKPORTS_RELEASE" "Components: main" \
+      "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | $SUDO tee "$sources" >/dev/null
+  fi
+  echo "setup: installing Debian packages: ${missing[*]} ${mesa_missing[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((${#missing[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if ((${#mesa_missing[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      -t "$MESA_BACKPORTS_RELEASE" "${MESA_PACKAGES[@]}" >/dev/null
+  fi
 fi
 
 # Dawn, from npm (version pinned in package.json, integrity in package-lock.json).

@@ -3,7 +3,8 @@
 #   1. set-up (scripts/setup.sh): dependencies, the release build, the
 #      address+undefined sanitizer build and the fuzz targets;
 #   2. the unit tests and the HAL conformance suite, once per WebGPU
-#      implementation (Dawn and wgpu-native), in the release build;
+#      device (Dawn on Vulkan and on OpenGL, wgpu-native on Vulkan), in the
+#      release build;
 #   3. the same in the sanitizer build;
 #   4. each parser fuzzer for a bounded time.
 set -euo pipefail
@@ -22,12 +23,12 @@ echo "== tests (address+undefined sanitizers)"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --test-dir build-asan --output-on-failure --label-exclude wgpu
-# The Vulkan loader unloads lavapipe when wgpu-native's instance goes away,
-# so lavapipe's own leaks come back with no module to suppress them by:
-# the wgpu suites run with address and undefined checks but no leak check.
+ctest --test-dir build-asan --output-on-failure --label-exclude backend_vulkan
+# The Vulkan loader unloads lavapipe when an implementation's instance goes
+# away, so lavapipe's own leaks come back with no module to suppress them by:
+# the suites on Vulkan run with address and undefined checks but no leak check.
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
-  ctest --test-dir build-asan --output-on-failure --label-regex wgpu
+  ctest --test-dir build-asan --output-on-failure --label-regex backend_vulkan
 
 echo "== fuzzing (bounded)"
 for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
