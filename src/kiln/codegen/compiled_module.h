@@ -32,6 +32,10 @@ struct ParamInfo {
   BufferAccess access = BufferAccess::kRead;
   uint32_t binding = 0;            // @binding(binding) in @group(0)
   std::vector<std::string> shape;  // each extent as IR expression text over scalar params
+  // Empty (dense row-major) or one stride per dimension, in elements, as IR
+  // expression text over scalar params. The elements a call must provide are
+  // 1 + sum((shape[d] - 1) * strides[d]), or 0 when any extent is 0.
+  std::vector<std::string> strides;
   // Scalars only: byte offset of the field in the uniform block.
   uint32_t uniform_offset = 0;
 

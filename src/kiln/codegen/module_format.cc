@@ -66,6 +66,9 @@ class ByteReader {
     return true;
   }
 
+  // Records a semantic error found by the caller.
+  void Fail(std::string message) { error_ = std::move(message); }
+
   bool AtEnd() const { return pos_ == in_.size(); }
   size_t pos() const { return pos_; }
   const std::string& error() const { return error_; }
@@ -96,6 +99,8 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
     w.U32(p.uniform_offset);
     w.U32(static_cast<uint32_t>(p.shape.size()));
     for (const std::string& dim : p.shape) w.Str(dim);
+    w.U32(static_cast<uint32_t>(p.strides.size()));
+    for (const std::string& stride : p.strides) w.Str(stride);
   }
   w.Str(m.num_blocks_x);
   w.Str(m.num_blocks_y);
@@ -123,6 +128,16 @@ bool ReadParam(ByteReader& r, ParamInfo& p) {
   p.shape.resize(rank);
   for (std::string& dim : p.shape) {
     if (!r.Str(dim, "shape extent")) return false;
+  }
+  uint32_t num_strides = 0;
+  if (!r.Count(num_strides, 4, "stride count")) return false;
+  if (num_strides != 0 && num_strides != rank) {
+    r.Fail(StrCat("parameter '", p.name, "' has ", num_strides, " strides for rank ", rank));
+    return false;
+  }
+  p.strides.resize(num_strides);
+  for (std::string& stride : p.strides) {
+    if (!r.Str(stride, "stride")) return false;
   }
   return true;
 }

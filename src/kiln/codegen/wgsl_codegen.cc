@@ -26,9 +26,15 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
   for (size_t i = 0; i < function.params().size(); ++i) {
     const ir::Param& param = function.params()[i];
     if (!param.is_buffer()) continue;
-    std::vector<std::string>& shape = compiled.metadata.params[i].shape;
-    shape.clear();
-    for (const ir::Expr& extent : param.buffer().shape()) shape.push_back(ir::Print(extent));
+    // Strides travel with the shape: a strided buffer reaches further than
+    // the product of its extents.
+    ParamInfo& info = compiled.metadata.params[i];
+    info.shape.clear();
+    info.strides.clear();
+    for (const ir::Expr& extent : param.buffer().shape()) info.shape.push_back(ir::Print(extent));
+    for (const ir::Expr& stride : param.buffer().strides()) {
+      info.strides.push_back(ir::Print(stride));
+    }
   }
   compiled.source_ir = ir::Print(function);
   return compiled;

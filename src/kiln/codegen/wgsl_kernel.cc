@@ -89,6 +89,7 @@ Status KernelGenerator::DeclareParams() {
       info.dtype = buffer.dtype().ToString();
       info.binding = static_cast<uint32_t>(buffer_names_.size());
       for (const ir::Expr& extent : buffer.shape()) info.shape.push_back(ir::Print(extent));
+      for (const ir::Expr& stride : buffer.strides()) info.strides.push_back(ir::Print(stride));
       buffer_names_.push_back(names_.Fresh(param.name()));
       emitter_.BindBuffer(buffer.get(), buffer_names_.back());
     } else {

@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
     std::vector<ir::Var> vars;
     fn->scalar_vars_.resize(md.params.size());
     fn->shapes_.resize(md.params.size());
+    fn->strides_.resize(md.params.size());
     fn->element_bytes_.assign(md.params.size(), 0);
     for (size_t i = 0; i < md.params.size(); ++i) {
       const codegen::ParamInfo& p = md.params[i];
@@ -86,6 +87,18 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
                           "' does not parse: ", e.status().message());
         }
         fn->shapes_[i].push_back(*e);
+      }
+      if (!p.strides.empty() && p.strides.size() != p.shape.size()) {
+        return DataLoss(where, ": parameter '", p.name, "' has ", p.strides.size(),
+                        " strides for ", p.shape.size(), " dimensions");
+      }
+      for (const std::string& stride : p.strides) {
+        auto e = ir::ParseExpr(stride, vars);
+        if (!e.ok()) {
+          return DataLoss(where, ": stride '", stride, "' of parameter '", p.name,
+                          "' does not parse: ", e.status().message());
+        }
+        fn->strides_[i].push_back(*e);
       }
     }
     for (auto [text, out] : {std::pair{&md.num_blocks_x, &fn->num_blocks_x_},
@@ -174,15 +187,45 @@ StatusOr<uint64_t> Function::EvaluateExtent(const ir::Expr& expr, std::span<cons
 }
 
 StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> args) const {
-  uint64_t elements = 1;
-  for (size_t d = 0; d < shapes_[param].size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(uint64_t extent,
-                          EvaluateExtent(shapes_[param][d], args,
-                                         StrCat("extent ", d, " of parameter '",
-                                                metadata().params[param].name, "'")));
-    elements *= extent;
+  const std::string& pname = metadata().params[param].name;
+  const std::vector<ir::Expr>& shape = shapes_[param];
+  const std::vector<ir::Expr>& strides = strides_[param];
+  std::vector<uint64_t> extents(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(extents[d], EvaluateExtent(shape[d], args,
+                                                     StrCat("extent ", d, " of parameter '",
+                                                            pname, "'")));
   }
-  return elements;
+  // An empty buffer is touched nowhere, whatever its strides.
+  for (uint64_t e : extents) {
+    if (e == 0) return uint64_t{0};
+  }
+  auto overflow = [&]() {
+    return InvalidArgument("function '", name(), "': the size of parameter '", pname,
+                           "' overflows 64 bits for these arguments");
+  };
+  if (strides.empty()) {
+    // Dense row-major: the product of the extents.
+    uint64_t elements = 1;
+    for (uint64_t e : extents) {
+      if (__builtin_mul_overflow(elements, e, &elements)) return overflow();
+    }
+    return elements;
+  }
+  // Strided: the furthest element is at sum((extent - 1) * stride).
+  uint64_t last = 0;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(strides[d], args,
+                                                          StrCat("stride ", d, " of parameter '",
+                                                                 pname, "'")));
+    uint64_t reach = 0;
+    if (__builtin_mul_overflow(extents[d] - 1, stride, &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return overflow();
+    }
+  }
+  if (last == UINT64_MAX) return overflow();
+  return last + 1;
 }
 
 StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
@@ -211,7 +254,10 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
   for (size_t i = 0; i < args.size(); ++i) {
     if (md.params[i].kind != ParamKind::kBuffer) continue;
     KILN_ASSIGN_OR_RETURN(uint64_t elements, BufferElements(i, args));
-    plan.buffer_bytes[i] = elements * element_bytes_[i];
+    if (__builtin_mul_overflow(elements, uint64_t{element_bytes_[i]}, &plan.buffer_bytes[i])) {
+      return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
+                             "'): ", elements, " elements overflow 64 bits of bytes");
+    }
     if (args[i].buffer->size() < plan.buffer_bytes[i]) {
       return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
                              "'): a buffer of ", args[i].buffer->size(), " bytes, but ",

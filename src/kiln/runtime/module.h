@@ -66,8 +66,9 @@ class Function {
   // Record into a one-shot command buffer, submit it and wait.
   Status Call(std::span<const Arg> args) const;
 
-  // The number of elements of buffer parameter `param` (by parameter index)
-  // for the given scalar arguments.
+  // The number of elements buffer parameter `param` (by parameter index)
+  // must hold for the given scalar arguments: the product of its extents
+  // when dense, 1 + sum((extent - 1) * stride) when strided, 0 when empty.
   StatusOr<uint64_t> BufferElements(size_t param, std::span<const Arg> args) const;
 
  private:
@@ -84,6 +85,7 @@ class Function {
   // scalar parameters.
   std::vector<ir::Var> scalar_vars_;      // indexed by parameter index (null for buffers)
   std::vector<std::vector<ir::Expr>> shapes_;  // per parameter
+  std::vector<std::vector<ir::Expr>> strides_;  // per parameter; empty when dense
   ir::Expr num_blocks_x_, num_blocks_y_;
   std::vector<uint32_t> element_bytes_;   // per parameter (buffers)
 };

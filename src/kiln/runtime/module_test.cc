@@ -85,6 +85,65 @@ TEST_F(RuntimeTest, CallRunsTheKernel) {
   for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * -2.5f) << i;
 }
 
+// A strided parameter reaches (rows - 1) * ld + cols elements, not
+// rows * cols: the runtime sizes it from shape and strides.
+TEST_F(RuntimeTest, StridedParametersAreSizedFromShapeAndStrides) {
+  auto module = ir::ParseModule(R"(module {
+fn copy_rows(A: buffer<f32>[rows, cols] strides[ld, 1], B: buffer<f32>[rows, cols],
+             rows: i32, cols: i32, ld: i32) {
+  for r in blockIdx.x(0, rows) {
+    for c in threadIdx.x(0, 16) {
+      if (c < cols) {
+        B[r, c] = A[r, c]
+      }
+    }
+  }
+}
+})");
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto compiled = codegen::CompileModule(*module);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_EQ(compiled->functions[0].metadata.params[0].strides,
+            (std::vector<std::string>{"ld", "1"}));
+  auto loaded = Module::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Function* fn = *(*loaded)->Find("copy_rows");
+  const int rows = 5, cols = 7, ld = 11;
+  const uint32_t reach = (rows - 1) * ld + cols;  // 51 elements, more than rows * cols = 35
+  std::vector<float> a(reach);
+  std::mt19937 rng(11);
+  for (auto& v : a) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  auto B = NewBuffer(rows * cols * 4);
+  {
+    // Enough for rows * cols, too small for what the kernel reads.
+    auto small = NewBuffer(rows * cols * 4);
+    Arg args[] = {Arg::Buffer(small), Arg::Buffer(B), Arg::I32(rows), Arg::I32(cols),
+                  Arg::I32(ld)};
+    Status s = fn->Call(args);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("51 f32 elements need 204"), std::string::npos) << s;
+  }
+  auto A = NewBuffer(reach * 4);
+  ASSERT_TRUE(hal::Upload(*device_, A, 0, {reinterpret_cast<uint8_t*>(a.data()), reach * 4}).ok());
+  std::vector<uint8_t> poison(rows * cols * 4, 0xFF);
+  ASSERT_TRUE(hal::Upload(*device_, B, 0, poison).ok());
+  Arg args[] = {Arg::Buffer(A), Arg::Buffer(B), Arg::I32(rows), Arg::I32(cols), Arg::I32(ld)};
+  ASSERT_TRUE(fn->Call(args).ok());
+  std::vector<float> b(rows * cols);
+  ASSERT_TRUE(hal::Download(*device_, B, 0, {reinterpret_cast<uint8_t*>(b.data()), b.size() * 4})
+                  .ok());
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) ASSERT_EQ(b[r * cols + c], a[r * ld + c]) << r << "," << c;
+  }
+  // Sizes that overflow 64 bits are errors, not 0.
+  {
+    Arg huge[] = {Arg::Buffer(A), Arg::Buffer(B), Arg::I32(1 << 30), Arg::I32(1 << 30),
+                  Arg::I32(1 << 30)};
+    Status s = fn->Call(huge);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  }
+}
+
 TEST_F(RuntimeTest, WrongArgumentsAreClearErrors) {
   auto fn = *module_->Find("scale");
   auto X = NewBuffer(400), Y = NewBuffer(400);
