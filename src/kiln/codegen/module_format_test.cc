@@ -16,7 +16,8 @@ CompiledModule SampleModule() {
        .dtype = "f32",
        .access = BufferAccess::kReadWrite,
        .binding = 1,
-       .shape = {"n", "4"}},
+       .shape = {"n", "4"},
+       .strides = {"8", "1"}},
       {.name = "n", .kind = ParamKind::kScalar, .dtype = "i32", .uniform_offset = 0},
   };
   add.metadata.num_blocks_x = "((n + 63) / 64)";
@@ -80,8 +81,10 @@ TEST(ModuleFormatTest, WrongMagicIsRejected) {
 
 TEST(ModuleFormatTest, OtherVersionIsRejected) {
   std::string bytes = SerializeModule(SampleModule());
-  bytes[8] = 2;
-  ExpectDataLoss(DeserializeModule(bytes), "format version 2, expected 1");
+  // A file of the previous format (version 1, before strides) is refused
+  // with both versions named.
+  bytes[8] = 1;
+  ExpectDataLoss(DeserializeModule(bytes), "format version 1, expected 2");
 }
 
 TEST(ModuleFormatTest, TruncatedFileIsRejected) {
