@@ -314,7 +314,7 @@ TEST(WgslCodegenTest, IfThenElseEvaluatesOnlyTheTakenSide) {
                        "  if (tx < n) {\n"
                        "    cond_value = A[tx];\n"
                        "  } else {\n"
-                       "    cond_value = sqrt(2f);\n"
+                       "    cond_value = sqrt(kiln_rt_f32(2f));\n"
                        "  }\n"
                        "  A[kiln_rem_i32(tx, n)] = cond_value;\n"));
 }
@@ -404,7 +404,7 @@ TEST(WgslCodegenTest, MathIntrinsics) {
       {Intrinsic::kLog, "log(A[0i])"},
       {Intrinsic::kSqrt, "sqrt(A[0i])"},
       {Intrinsic::kRsqrt, "inverseSqrt(A[0i])"},
-      {Intrinsic::kTanh, "tanh(A[0i])"},
+      {Intrinsic::kTanh, "kiln_tanh_f32(A[0i])"},
       {Intrinsic::kAbs, "abs(A[0i])"},
       {Intrinsic::kFloor, "floor(A[0i])"},
       {Intrinsic::kCeil, "ceil(A[0i])"},
@@ -491,7 +491,7 @@ TEST(WgslCodegenTest, SharedAndLocalMemory) {
   EXPECT_TRUE(Contains(f.wgsl, "  var flags : array<i32, 2>;\n"));
   EXPECT_TRUE(Contains(f.wgsl, "workgroupBarrier();"));
   EXPECT_TRUE(Contains(f.wgsl, "storageBarrier();"));
-  EXPECT_TRUE(Contains(f.wgsl, "flags[0i] = select(0i, 1i, tile[63i - tx] > 0f);"));
+  EXPECT_TRUE(Contains(f.wgsl, "flags[0i] = select(0i, 1i, kiln_gt_f32(tile[63i - tx], 0f));"));
   EXPECT_EQ(f.metadata.workgroup_storage_bytes, 256u);
 }
 

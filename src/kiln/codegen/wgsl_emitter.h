@@ -68,7 +68,16 @@ class FunctionEmitter {
 
  private:
   // ---- expressions (wgsl_expr.cc)
+  // Expr hoists subtrees nested deeper than this into `let`s.
+  static constexpr int kMaxNesting = 24;
   std::string Expr(const ir::Expr& e);
+  std::string Emit(const ir::Expr& e);
+  // Whether `e` is built of literals only (memoised per node).
+  bool IsConstantTree(const ir::Expr& e);
+  // `value` of float type `type` as f32 (scalar or vector) text.
+  std::string AsF32(const std::string& value, ir::DataType type);
+  std::string Infix(const ir::BinaryNode* op, const std::string& a, const char* infix,
+                    const std::string& b);
   std::string IntImm(const ir::IntImmNode* op);
   std::string FloatImm(const ir::FloatImmNode* op);
   std::string Binary(const ir::BinaryNode* op);
@@ -127,6 +136,10 @@ class FunctionEmitter {
   std::unordered_map<const ir::VarNode*, std::string> vars_;
   std::unordered_map<const ir::BufferNode*, std::string> buffers_;
   std::unordered_set<const ir::BufferNode*> stored_;
+  // Set while emitting a constant subtree: literals go through
+  // WgslHelpers::RunTime.
+  bool run_time_literals_ = false;
+  std::unordered_map<const ir::ExprNode*, bool> constant_trees_;
   bool uses_f16_ = false;
   bool uses_subgroups_ = false;
   std::string workgroup_decls_;

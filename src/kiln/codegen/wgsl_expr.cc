@@ -1,4 +1,5 @@
 // FunctionEmitter: expressions.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -36,6 +37,29 @@ const char* InfixOperator(BinaryOp op) {
 }
 // clang-format on
 
+// WGSL's precedence tier of an arithmetic operator (higher binds tighter),
+// or 0 where an operand must always be parenthesised.
+int ArithmeticTier(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kMul:
+    case BinaryOp::kDiv:
+      return 2;
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// The tier of the WGSL text an IR operand was emitted as: an infix
+// arithmetic operator in parentheses, or 0.
+int OperandTier(const ir::Expr& e, const std::string& text) {
+  const auto* b = e.as<ir::BinaryNode>();
+  if (b == nullptr || text.empty() || text.front() != '(') return 0;
+  return ArithmeticTier(b->op);
+}
+
 // Intrinsics that are a WGSL builtin of the same meaning, called with the
 // same operands.
 // clang-format off
@@ -49,7 +73,6 @@ const char* BuiltinFunction(Intrinsic op) {
     case Intrinsic::kRsqrt: return "inverseSqrt";
     case Intrinsic::kSin: return "sin";
     case Intrinsic::kCos: return "cos";
-    case Intrinsic::kTanh: return "tanh";
     case Intrinsic::kPow: return "pow";
     case Intrinsic::kFloor: return "floor";
     case Intrinsic::kCeil: return "ceil";
@@ -81,9 +104,108 @@ const char* BitwiseOperator(Intrinsic op) {
 }
 // clang-format on
 
+// Whether WGSL's constant evaluation of `e` with constant operands can fail
+// (overflow, division by zero, a NaN or infinite result). Selects,
+// comparisons, logic, min/max and vector construction cannot.
+bool MayFailAsConstant(const ir::Expr& e) {
+  switch (e.kind()) {
+    case ir::ExprKind::kBinary:
+      switch (e.as<ir::BinaryNode>()->op) {
+        case BinaryOp::kAdd:
+        case BinaryOp::kSub:
+        case BinaryOp::kMul:
+        case BinaryOp::kDiv:
+        case BinaryOp::kMod:
+        case BinaryOp::kFloorDiv:
+        case BinaryOp::kFloorMod:
+          return true;
+        default:
+          return false;
+      }
+    case ir::ExprKind::kCast:
+    case ir::ExprKind::kReinterpret:
+    case ir::ExprKind::kRamp:
+    case ir::ExprKind::kCall:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The deepest nesting of parentheses in `text`.
+int NestingDepth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  for (char c : text) {
+    if (c == '(') deepest = std::max(deepest, ++depth);
+    if (c == ')') --depth;
+  }
+  return deepest;
+}
+
 }  // namespace
 
+bool FunctionEmitter::IsConstantTree(const ir::Expr& e) {
+  switch (e.kind()) {
+    case ir::ExprKind::kIntImm:
+    case ir::ExprKind::kFloatImm:
+    case ir::ExprKind::kBoolImm:
+      return true;
+    case ir::ExprKind::kVar:
+    case ir::ExprKind::kLoad:
+    case ir::ExprKind::kLet:
+      return false;
+    default:
+      break;
+  }
+  auto it = constant_trees_.find(e.get());
+  if (it != constant_trees_.end()) return it->second;
+  bool constant = false;
+  if (const auto* op = e.as<ir::BinaryNode>()) {
+    constant = IsConstantTree(op->a) && IsConstantTree(op->b);
+  } else if (const auto* op = e.as<ir::NotNode>()) {
+    constant = IsConstantTree(op->a);
+  } else if (const auto* op = e.as<ir::SelectNode>()) {
+    constant = IsConstantTree(op->cond) && IsConstantTree(op->true_value) &&
+               IsConstantTree(op->false_value);
+  } else if (const auto* op = e.as<ir::CastNode>()) {
+    constant = IsConstantTree(op->value);
+  } else if (const auto* op = e.as<ir::ReinterpretNode>()) {
+    constant = IsConstantTree(op->value);
+  } else if (const auto* op = e.as<ir::RampNode>()) {
+    constant = IsConstantTree(op->base) && IsConstantTree(op->stride);
+  } else if (const auto* op = e.as<ir::BroadcastNode>()) {
+    constant = IsConstantTree(op->value);
+  } else if (const auto* op = e.as<ir::CallNode>()) {
+    // Subgroup operations are never constant expressions.
+    constant = !ir::IsSubgroupIntrinsic(op->op);
+    for (const ir::Expr& arg : op->args) constant = constant && IsConstantTree(arg);
+  }
+  constant_trees_.emplace(e.get(), constant);
+  return constant;
+}
+
 std::string FunctionEmitter::Expr(const ir::Expr& e) {
+  // An operation on constants only would be a WGSL constant expression,
+  // which WGSL rejects when it overflows or divides by zero; its literals go
+  // through a run-time identity instead (the driver still folds them).
+  const bool leaf = e.kind() == ir::ExprKind::kIntImm || e.kind() == ir::ExprKind::kFloatImm ||
+                    e.kind() == ir::ExprKind::kBoolImm || e.kind() == ir::ExprKind::kVar;
+  if (!run_time_literals_ && MayFailAsConstant(e) && IsConstantTree(e)) {
+    run_time_literals_ = true;
+    std::string text = Emit(e);
+    run_time_literals_ = false;
+    return text;
+  }
+  std::string text = Emit(e);
+  // Deep WGSL nesting exceeds the recursion limits of WGSL parsers (Tint
+  // refuses about 130 nested parentheses): a deep subtree becomes a `let`.
+  if (!leaf && text.size() > 2 * kMaxNesting && NestingDepth(text) > kMaxNesting) {
+    return LetValue("deep", e.dtype(), text);
+  }
+  return text;
+}
+
+std::string FunctionEmitter::Emit(const ir::Expr& e) {
   switch (e.kind()) {
     case ir::ExprKind::kIntImm:
       return IntImm(e.as<ir::IntImmNode>());
@@ -135,17 +257,27 @@ std::string FunctionEmitter::Expr(const ir::Expr& e) {
 
 std::string FunctionEmitter::IntImm(const ir::IntImmNode* op) {
   if (!op->dtype.is_integer() || op->dtype.bits != 32) return Type(op->dtype);
-  return WgslIntLiteral(op->value, op->dtype.is_int());
+  std::string literal = WgslIntLiteral(op->value, op->dtype.is_int());
+  if (!run_time_literals_) return literal;
+  return StrCat(helpers_.RunTime(Type(op->dtype)), "(", StripParens(literal), ")");
 }
 
 std::string FunctionEmitter::FloatImm(const ir::FloatImmNode* op) {
   std::string type = Type(op->dtype);
-  if (std::isfinite(op->value)) return WgslFloatLiteral(op->value, op->dtype.bits);
+  // -0.0 goes through its bits too: a WGSL compiler may fold the literal
+  // `-0.0f` to +0.
+  const bool negative_zero = op->value == 0 && std::signbit(op->value);
+  if (std::isfinite(op->value) && !negative_zero) {
+    std::string literal = WgslFloatLiteral(op->value, op->dtype.bits);
+    if (!run_time_literals_) return literal;
+    return StrCat(helpers_.RunTime(type), "(", StripParens(literal), ")");
+  }
   // No literal spells inf or NaN, and constant expressions may not produce them.
   bool f16 = op->dtype.bits == 16;
-  uint32_t bits =
-      std::isnan(op->value) ? (f16 ? 0x7e00u : 0x7fc00000u) : (f16 ? 0x7c00u : 0x7f800000u);
-  if (op->value < 0) bits |= f16 ? 0x8000u : 0x80000000u;
+  uint32_t bits = negative_zero        ? 0u
+                  : std::isnan(op->value) ? (f16 ? 0x7e00u : 0x7fc00000u)
+                                          : (f16 ? 0x7c00u : 0x7f800000u);
+  if (std::signbit(op->value) && !std::isnan(op->value)) bits |= f16 ? 0x8000u : 0x80000000u;
   std::string helper = f16 ? helpers_.F16FromBits() : helpers_.F32FromBits();
   char hex[16];
   std::snprintf(hex, sizeof(hex), "0x%xu", bits);
@@ -160,7 +292,12 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
     // See WgslHelpers::RemInt for why signed `%` is not emitted.
     return StrCat(helpers_.RemInt(Type(type)), "(", StripParens(a), ", ", StripParens(b), ")");
   }
-  if (const char* infix = InfixOperator(op->op)) return StrCat("(", a, " ", infix, " ", b, ")");
+  const char* infix = InfixOperator(op->op);
+  if (infix != nullptr && type.is_float() && ir::IsComparison(op->op)) {
+    return StrCat(helpers_.FloatCompare(infix, type.lanes), "(", AsF32(a, type), ", ",
+                  AsF32(b, type), ")");
+  }
+  if (infix != nullptr) return Infix(op, a, infix, b);
   switch (op->op) {
     case BinaryOp::kMin:
       return StrCat("min(", StripParens(a), ", ", StripParens(b), ")");
@@ -189,7 +326,40 @@ std::string FunctionEmitter::Cast(const ir::CastNode* op) {
     return Fail("cast between int8x4 and ", (op->dtype.is_int8x4() ? op->value.dtype() : op->dtype),
                 " has no WGSL meaning; use reinterpret");
   }
+  ir::DataType from = op->value.dtype();
+  if (from.is_float() && (op->dtype.is_int() || op->dtype.is_uint())) {
+    // WGSL leaves NaN unspecified and clamps f16 sources to f16's range;
+    // the IR gives 0 for NaN and clamps at i32's or u32's limits, in f32.
+    return StrCat(helpers_.FloatToInt(op->dtype.is_int(), from.lanes), "(", AsF32(value, from),
+                  ")");
+  }
+  if (from.is_float() && op->dtype.is_bool()) {
+    // x != 0, true for NaN.
+    return StrCat(helpers_.FloatCompare("!=", from.lanes), "(", AsF32(value, from), ", ",
+                  Type(ir::DataType::Float(32, from.lanes)), "())");
+  }
   return StrCat(Type(op->dtype), "(", StripParens(value), ")");
+}
+
+std::string FunctionEmitter::AsF32(const std::string& value, ir::DataType type) {
+  if (type.bits == 32) return StripParens(value);
+  return StrCat(Type(ir::DataType::Float(32, type.lanes)), "(", StripParens(value), ")");
+}
+
+std::string FunctionEmitter::Infix(const ir::BinaryNode* op, const std::string& a,
+                                   const char* infix, const std::string& b) {
+  // Left-associative chains of one tier (a + b + c, a * b / c) and operands
+  // of a higher tier need no parentheses; omitting them keeps long sums
+  // shallow for WGSL parsers that bound their recursion.
+  const int tier = ArithmeticTier(op->op);
+  const bool relational = ir::IsComparison(op->op);
+  std::string left = a, right = b;
+  if (tier > 0 || relational) {
+    int left_tier = OperandTier(op->a, a), right_tier = OperandTier(op->b, b);
+    if (left_tier > 0 && (relational || left_tier >= tier)) left = StripParens(a);
+    if (right_tier > 0 && (relational || right_tier > tier)) right = StripParens(b);
+  }
+  return StrCat("(", left, " ", infix, " ", right, ")");
 }
 
 std::string FunctionEmitter::Reinterpret(const ir::ReinterpretNode* op) {
@@ -267,6 +437,12 @@ std::string FunctionEmitter::Call(const ir::CallNode* op) {
     }
     case Intrinsic::kBitwiseNot:
       return StrCat("(~", Expr(op->args[0]), ")");
+    case Intrinsic::kTanh: {
+      ir::DataType type = op->dtype;
+      std::string x = AsF32(Expr(op->args[0]), type);
+      std::string result = StrCat(helpers_.Tanh(type.lanes), "(", x, ")");
+      return type.bits == 32 ? result : StrCat(Type(type), "(", result, ")");
+    }
     default:
       break;
   }

@@ -72,6 +72,67 @@ std::string WgslHelpers::FloorModFloat(const std::string& type) {
                           "  return a - floor(a / b) * b;\n", "}\n"));
 }
 
+namespace {
+
+// "f32" or "vecN<f32>".
+std::string Vec(std::string_view scalar, int lanes) {
+  return lanes == 1 ? std::string(scalar) : StrCat("vec", lanes, "<", scalar, ">");
+}
+
+std::string CompareName(std::string_view op) {
+  if (op == "==") return "eq";
+  if (op == "!=") return "ne";
+  if (op == "<") return "lt";
+  if (op == "<=") return "le";
+  if (op == ">") return "gt";
+  return "ge";
+}
+
+}  // namespace
+
+std::string WgslHelpers::IsNan(int lanes) {
+  const std::string f = Vec("f32", lanes), u = Vec("u32", lanes), b = Vec("bool", lanes);
+  std::string name = HelperName("is_nan", f);
+  return Add(name, StrCat("fn ", name, "(x : ", f, ") -> ", b, " {\n", "  return (bitcast<", u,
+                          ">(x) & ", u, "(0x7fffffffu)) > ", u, "(0x7f800000u);\n", "}\n"));
+}
+
+std::string WgslHelpers::FloatCompare(std::string_view op, int lanes) {
+  const std::string f = Vec("f32", lanes), b = Vec("bool", lanes);
+  std::string is_nan = IsNan(lanes);
+  std::string name = HelperName(CompareName(op), f);
+  std::string either_nan = StrCat("(", is_nan, "(a) | ", is_nan, "(b))");
+  std::string body = op == "!=" ? StrCat("(a != b) | ", either_nan)
+                                : StrCat("(a ", op, " b) & !", either_nan);
+  return Add(name, StrCat("fn ", name, "(a : ", f, ", b : ", f, ") -> ", b, " {\n",
+                          "  return ", body, ";\n", "}\n"));
+}
+
+std::string WgslHelpers::FloatToInt(bool is_signed, int lanes) {
+  const std::string f = Vec("f32", lanes), i = Vec(is_signed ? "i32" : "u32", lanes);
+  std::string is_nan = IsNan(lanes);
+  std::string name = HelperName(is_signed ? "to_i32" : "to_u32", f);
+  const char* lo = is_signed ? "-2147483648.0f" : "0.0f";
+  const char* hi = is_signed ? "2147483520.0f" : "4294967040.0f";
+  return Add(name, StrCat("fn ", name, "(x : ", f, ") -> ", i, " {\n", "  return select(", i,
+                          "(clamp(x, ", f, "(", lo, "), ", f, "(", hi, "))), ", i, "(), ", is_nan,
+                          "(x));\n", "}\n"));
+}
+
+std::string WgslHelpers::Tanh(int lanes) {
+  const std::string f = Vec("f32", lanes);
+  std::string is_nan = IsNan(lanes);
+  std::string name = HelperName("tanh", f);
+  return Add(name, StrCat("fn ", name, "(x : ", f, ") -> ", f, " {\n", "  return select(tanh(clamp(x, ",
+                          f, "(-16.0f), ", f, "(16.0f))), x, ", is_nan, "(x));\n", "}\n"));
+}
+
+std::string WgslHelpers::RunTime(const std::string& type) {
+  std::string name = HelperName("rt", type);
+  return Add(name, StrCat("fn ", name, "(x : ", type, ") -> ", type, " {\n", "  return x;\n",
+                          "}\n"));
+}
+
 std::string WgslHelpers::F32FromBits() {
   std::string name = HelperName("f32_from_bits", "");
   return Add(name, StrCat("fn ", name, "(bits : u32) -> f32 {\n", "  return bitcast<f32>(bits);\n",

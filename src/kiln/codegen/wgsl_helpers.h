@@ -41,6 +41,30 @@ class WgslHelpers {
   std::string F32FromBits();
   std::string F16FromBits();
 
+  // IEEE 754 float semantics that drivers may otherwise optimise away (a
+  // Vulkan or GL driver may assume no NaN: lavapipe folded `x != x` to
+  // false, llvmpipe's GL turned `select(a < b, a, b)` into a min that drops
+  // NaN). All take f32 scalars or vectors of `lanes` lanes; f16 callers
+  // convert to f32 first, which is exact.
+  //
+  // IsNan: a NaN test on the bits, which no float optimisation can fold.
+  std::string IsNan(int lanes);
+  // A float comparison (`op` one of == != < <= > >=) that is false for
+  // NaN operands, except `!=`, which is true.
+  std::string FloatCompare(std::string_view op, int lanes);
+  // Float to i32 or u32: truncation toward zero, clamped to the largest f32
+  // values the integer type holds (i32: [-2^31, 2^31 - 128], u32:
+  // [0, 2^32 - 256], WGSL's rule), and NaN gives 0.
+  std::string FloatToInt(bool is_signed, int lanes);
+  // tanh that returns NaN for NaN and evaluates in a range where every
+  // implementation's tanh is finite (|x| <= 16 rounds to +-1 in f32).
+  std::string Tanh(int lanes);
+  // The identity on `type`. A call to it is not a WGSL constant expression,
+  // so constant operands passed through it are evaluated at run time: WGSL
+  // rejects constant expressions that overflow (exp(100.0), 1 / 0, ...),
+  // while the IR gives them IEEE or wrapping results.
+  std::string RunTime(const std::string& type);
+
   // All requested definitions, in request order.
   std::string Definitions() const;
 

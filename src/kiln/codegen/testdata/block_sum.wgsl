@@ -20,7 +20,7 @@ fn block_sum(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_i
   let bx : i32 = i32(block_x);
   let tx : i32 = i32(lid.x);
   var acc : array<f32, 1>;
-  let i : i32 = (bx * 128i) + tx;
+  let i : i32 = bx * 128i + tx;
   acc[0i] = select(0f, A[min(i, n - 1i)], i < n);
   partial[tx] = acc[0i];
   workgroupBarrier();

@@ -25,9 +25,9 @@ fn half_gelu(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_i
   let n : i32 = args.n;
   let bx : i32 = i32(block_x);
   let tx : i32 = i32(lid.x);
-  let i : i32 = (bx * 32i) + tx;
+  let i : i32 = bx * 32i + tx;
   if (i < n) {
     let x : f16 = X[i];
-    Y[i] = (((x * 0.5h) * (1h + f16(kiln_erf_f32(f32(x * 0.70703125h))))) + (1h / (1h + exp(-(x))))) - (1h / (1h + exp(-(x))));
+    Y[i] = x * 0.5h * (1h + f16(kiln_erf_f32(f32(x * 0.70703125h)))) + (1h / (1h + exp(-(x)))) - (1h / (1h + exp(-(x))));
   }
 }

@@ -20,8 +20,8 @@ fn saxpy(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_id) l
   let alpha : f32 = args.alpha;
   let bx : i32 = i32(block_x);
   let tx : i32 = i32(lid.x);
-  let i : i32 = (bx * 64i) + tx;
+  let i : i32 = bx * 64i + tx;
   if (i < n) {
-    C[i] = A[i] + (alpha * B[i]);
+    C[i] = A[i] + alpha * B[i];
   }
 }

@@ -21,7 +21,7 @@ fn subgroup_dot(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocatio
   let rows : u32 = args.rows;
   let by : i32 = i32(wid.y);
   let tx : i32 = i32(lid.x);
-  let part : i32 = dot4I8Packed(A[(by * 32i) + tx], B[tx]);
+  let part : i32 = dot4I8Packed(A[by * 32i + tx], B[tx]);
   let total : i32 = subgroupAdd(part);
   if (tx == 0i) {
     Out[by] = total;
