@@ -95,6 +95,9 @@ class FunctionEmitter {
   void Store(const ir::StoreNode* op);
   void Allocate(const ir::AllocateNode* op);
   void For(const ir::ForNode* op);
+  // Whether the plain `for (v = min; v < min + extent; v += step)` computes
+  // the IR's loop: no overflow in `min + extent` or the last `v += step`.
+  bool LoopCannotOverflow(const ir::ForNode* op);
   void While(const ir::WhileNode* op);
   void If(const ir::IfNode* op);
 

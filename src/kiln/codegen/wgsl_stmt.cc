@@ -131,20 +131,72 @@ void FunctionEmitter::For(const ir::ForNode* op) {
     case ir::LoopKind::kUnrolled:
       break;
   }
-  // min and extent are evaluated once, before the first iteration.
-  std::string begin = Expr(op->min);
-  ir::Expr end_expr = transform::FoldedAdd(op->min, op->extent);
-  std::string end = Reusable(end_expr, op->loop_var.name() + "_end");
+  // The loop runs ceil(extent / step) times (none when extent <= 0) with
+  // the variable wrapping in its type. When neither `min + extent` nor the
+  // last increment can overflow, that is the plain loop; otherwise an
+  // unsigned trip counter drives it. min and extent are evaluated once.
+  const ir::DataType var_type = op->loop_var.dtype();
+  if (LoopCannotOverflow(op)) {
+    std::string begin = Expr(op->min);
+    ir::Expr end_expr = transform::FoldedAdd(op->min, op->extent);
+    std::string end = Reusable(end_expr, op->loop_var.name() + "_end");
+    std::string step = Expr(op->step);
+    std::string name = names_.Fresh(op->loop_var.name());
+    std::string update = ir::IsConstInt(op->step, 1) ? name + "++" : StrCat(name, " += ", step);
+    Line(StrCat("for (var ", name, " : ", type, " = ", StripParens(begin), "; ", name, " < ",
+                StripParens(end), "; ", update, ") {"));
+    BindVar(op->loop_var.get(), name);
+    Indent();
+    Stmt(op->body);
+    Dedent();
+    Line("}");
+    return;
+  }
+  const std::string hint = op->loop_var.name();
+  std::string begin = Reusable(op->min, hint + "_min");
+  std::string extent = Reusable(op->extent, hint + "_extent");
   std::string step = Expr(op->step);
-  std::string name = names_.Fresh(op->loop_var.name());
-  std::string update = ir::IsConstInt(op->step, 1) ? name + "++" : StrCat(name, " += ", step);
-  Line(StrCat("for (var ", name, " : ", type, " = ", begin, "; ", name, " < ", end, "; ", update,
-              ") {"));
+  const bool is_signed = var_type.is_int();
+  std::string extent_u = is_signed ? StrCat("u32(", StripParens(extent), ")") : extent;
+  auto step_value = ir::AsConstInt(op->step);
+  std::string step_u = step_value ? StrCat(static_cast<uint32_t>(*step_value), "u")
+                       : is_signed ? StrCat("u32(", StripParens(step), ")")
+                                   : step;
+  std::string zero = is_signed ? "0i" : "0u";
+  std::string trips =
+      LetValue(hint + "_trips", ir::DataType::UInt(32),
+               StrCat("select(0u, (", extent_u, " - 1u) / ", step_u, " + 1u, ",
+                      StripParens(extent), " > ", zero, ")"));
+  std::string counter = names_.Fresh(hint + "_k");
+  std::string name = names_.Fresh(hint);
+  Line(StrCat("for (var ", counter, " : u32 = 0u; ", counter, " < ", trips, "; ", counter,
+              "++) {"));
+  Indent();
+  std::string offset = is_signed ? StrCat("i32(", counter, ")") : counter;
+  Line(StrCat("let ", name, " : ", type, " = ", begin, " + ", offset,
+              ir::IsConstInt(op->step, 1) ? "" : StrCat(" * ", step), ";"));
+  Dedent();
   BindVar(op->loop_var.get(), name);
   Indent();
   Stmt(op->body);
   Dedent();
   Line("}");
+}
+
+bool FunctionEmitter::LoopCannotOverflow(const ir::ForNode* op) {
+  const ir::DataType type = op->loop_var.dtype();
+  if (type.bits != 32) return false;
+  const int64_t max = type.is_int() ? INT32_MAX : UINT32_MAX;
+  auto min = ir::AsConstInt(op->min);
+  auto extent = ir::AsConstInt(op->extent);
+  auto step = ir::AsConstInt(op->step);
+  if (!min || !step || *step <= 0) return false;
+  if (extent) {
+    // The last value tried is below min + extent + step.
+    return *extent <= 0 || (*min + *extent + *step - 1 <= max && *min + *extent >= -max - 1);
+  }
+  // for v in (0, n) with step 1: v < n <= max, so v++ stays in range.
+  return *min == 0 && *step == 1;
 }
 
 void FunctionEmitter::While(const ir::WhileNode* op) {

@@ -5,6 +5,7 @@
 
 #include "kiln/interp/buffer_access.h"
 #include "kiln/interp/expr_code.h"
+#include "kiln/interp/wgsl_semantics.h"
 #include "kiln/ir/printer.h"
 
 namespace kiln::interp {
@@ -156,9 +157,11 @@ class AllocateCode : public StmtCode {
 // the loop runs while any thread still iterates.
 class SerialForCode : public StmtCode {
  public:
-  SerialForCode(int slot, ExprCodePtr min, ExprCodePtr extent, ExprCodePtr step, StmtCodePtr body,
-                int num_threads)
+  SerialForCode(int slot, ir::DataType type, ExprCodePtr min, ExprCodePtr extent,
+                ExprCodePtr step, StmtCodePtr body, int num_threads)
       : slot_(slot),
+        bits_(type.bits),
+        is_signed_(type.is_int()),
         min_(std::move(min)),
         extent_(std::move(extent)),
         step_(std::move(step)),
@@ -178,9 +181,11 @@ class SerialForCode : public StmtCode {
     const int num_threads = state.num_threads;
     for (int t = 0; t < num_threads; ++t) {
       if (mask[t] == 0) continue;
-      // 64-bit bounds: the counter of a 32-bit loop never wraps.
+      // The loop runs ceil(extent / step) times (none when extent <= 0),
+      // whatever min is: end_ counts what is left of the extent, and the
+      // variable wraps in its type like any integer.
       counter_[t] = min[t].i;
-      end_[t] = min[t].i + extent[t].i;
+      end_[t] = extent[t].i;
       step_value_[t] = step[t].i;
       if (step_value_[t] <= 0) {
         return InvalidArgument("loop step ", step_value_[t], " is not positive (", state.Where(t),
@@ -191,22 +196,28 @@ class SerialForCode : public StmtCode {
     for (;;) {
       bool any = false;
       for (int t = 0; t < num_threads; ++t) {
-        active_[t] = mask[t] != 0 && counter_[t] < end_[t];
+        active_[t] = mask[t] != 0 && end_[t] > 0;
         if (active_[t] != 0) {
-          var[t].i = counter_[t];
+          var[t].i = WrapInt(static_cast<uint64_t>(counter_[t]), bits_, is_signed_);
           any = true;
         }
       }
       if (!any) return Status::Ok();
       KILN_RETURN_IF_ERROR(body_->Exec(state, active_.data()));
       for (int t = 0; t < num_threads; ++t) {
-        if (active_[t] != 0) counter_[t] += step_value_[t];
+        if (active_[t] != 0) {
+          counter_[t] = static_cast<int64_t>(static_cast<uint64_t>(counter_[t]) +
+                                             static_cast<uint64_t>(step_value_[t]));
+          end_[t] -= step_value_[t];  // > 0 before, so this cannot overflow
+        }
       }
     }
   }
 
  private:
   int slot_;
+  int bits_;
+  bool is_signed_;
   ExprCodePtr min_;
   ExprCodePtr extent_;
   ExprCodePtr step_;
@@ -424,7 +435,8 @@ StatusOr<StmtCodePtr> CompileFor(const ir::Stmt& stmt, CompileContext& context) 
     return StmtCodePtr(
         new LaunchForCode(op->kind, slot, std::move(extent), std::move(body).value()));
   }
-  return StmtCodePtr(new SerialForCode(slot, std::move(min), std::move(extent), std::move(step),
+  return StmtCodePtr(new SerialForCode(slot, op->loop_var.dtype(), std::move(min),
+                                       std::move(extent), std::move(step),
                                        std::move(body).value(), num_threads));
 }
 
