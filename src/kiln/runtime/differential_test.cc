@@ -52,7 +52,8 @@ TEST_P(DifferentialTest, MatchesTheInterpreter) {
       GTEST_SKIP() << device_->Describe() << " does not offer " << feature;
     }
   }
-  const codegen::CompileOptions options = CompileOptionsFor(*device_);
+  codegen::CompileOptions options = CompileOptionsFor(*device_);
+  options.lower.verify_each_pass = true;  // a pass that breaks the IR is named
   auto compiled = codegen::CompileModule(*module, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   auto loaded = Module::Load(device_, *compiled);

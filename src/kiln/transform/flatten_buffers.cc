@@ -4,6 +4,7 @@
 
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
+#include "kiln/transform/fallible_mutator.h"
 #include "kiln/transform/lane_arith.h"
 
 namespace kiln::transform {
@@ -27,7 +28,7 @@ Expr CastIndex(const Expr& e, DataType type) {
   return ir::Cast(type.with_lanes(e.dtype().lanes), e);
 }
 
-class Flattener : public ir::StmtMutator {
+class Flattener : public FallibleMutator {
  public:
   Buffer Flat(const Buffer& buffer) {
     if (!NeedsFlattening(buffer)) return buffer;
@@ -55,8 +56,6 @@ class Flattener : public ir::StmtMutator {
 
   Buffer MutateBuffer(const Buffer& buffer) override { return Flat(buffer); }
 
-  const Status& status() const { return status_; }
-
   Expr MutateLoad(const ir::LoadNode* op, const Expr& e) override {
     if (!NeedsFlattening(op->buffer)) return ir::StmtMutator::MutateLoad(op, e);
     return ir::Load(Flat(op->buffer), {FlatIndex(op->buffer, op->indices)});
@@ -78,10 +77,8 @@ class Flattener : public ir::StmtMutator {
     std::vector<Expr> indices;
     for (const Expr& index : raw_indices) indices.push_back(MutateExpr(index));
     if (static_cast<int>(indices.size()) != buffer.rank()) {
-      if (status_.ok()) {
-        status_ = InvalidArgument("buffer '", buffer.name(), "' has rank ", buffer.rank(),
-                                  " but is indexed with ", indices.size(), " indices");
-      }
+      Fail("buffer '", buffer.name(), "' has rank ", buffer.rank(), " but is indexed with ",
+           indices.size(), " indices");
       return indices.empty() ? ir::MakeZero(ir::kI32) : indices[0];
     }
     DataType type = indices[0].dtype().element_of();
@@ -102,7 +99,6 @@ class Flattener : public ir::StmtMutator {
   }
 
   std::unordered_map<const ir::BufferNode*, Buffer> flat_;
-  Status status_;
 };
 
 }  // namespace
@@ -110,14 +106,7 @@ class Flattener : public ir::StmtMutator {
 StatusOr<ir::Function> FlattenBuffers(const ir::Function& function,
                                       const FlattenBuffersOptions& options) {
   Flattener flattener;
-  std::vector<ir::Param> params;
-  for (const ir::Param& param : function.params()) {
-    params.push_back(param.is_buffer() ? ir::Param::FromBuffer(flattener.Flat(param.buffer()))
-                                       : param);
-  }
-  Stmt body = flattener.MutateStmt(function.body());
-  KILN_RETURN_IF_ERROR_CTX(flattener.status(), "FlattenBuffers of '", function.name(), "'");
-  return function.WithParams(std::move(params)).WithBody(std::move(body));
+  return RewriteFunction(function, flattener, "FlattenBuffers");
 }
 
 }  // namespace kiln::transform

@@ -67,5 +67,50 @@ TEST(LowerTest, PassErrorsComeBackUnchanged) {
               "Vectorize of 'wide_vector': vectorized loop `v` has extent 8");
 }
 
+TEST(LowerTest, PassesRunInOrderUnderTheirNames) {
+  std::vector<std::string> seen;
+  LowerOptions options;
+  options.verify_each_pass = true;
+  options.observer = [&](std::string_view pass, const Function& f, double ms) {
+    seen.emplace_back(pass);
+    EXPECT_GE(ms, 0.0);
+    EXPECT_TRUE(Verify(f).ok()) << pass;
+  };
+  ASSERT_TRUE(Lower(ScaleRows(), options).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"lower-thread-bindings", "unroll", "vectorize",
+                                            "flatten-buffers", "narrow-indices", "simplify"}));
+  EXPECT_NE(FindLoweringPass("unroll"), nullptr);
+  EXPECT_EQ(FindLoweringPass("no-such-pass"), nullptr);
+}
+
+// A pass that breaks the IR (drops the buffer a store names from the
+// parameters) is named at once when every pass is verified.
+StatusOr<Function> BrokenPass(const Function& f, const LowerOptions&) {
+  std::vector<Param> params;
+  for (const Param& p : f.params()) {
+    if (!p.is_buffer() || p.buffer().name() != "B") params.push_back(p);
+  }
+  return f.WithParams(std::move(params));
+}
+
+TEST(LowerTest, VerifyingEachPassNamesTheOneThatBrokeTheIr) {
+  const Pass passes[] = {{"unroll", LoweringPasses()[1].run},
+                         {"drop-a-buffer", BrokenPass},
+                         {"vectorize", LoweringPasses()[2].run}};
+  LowerOptions options;
+  options.verify_each_pass = true;
+  StatusOr<Function> result = RunPasses(ScaleRows(), passes, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInternal);
+  EXPECT_NE(result.status().message().find("pass 'drop-a-buffer' produced invalid IR"),
+            std::string::npos)
+      << result.status();
+  // Without it, the error comes at the end, without the pass's name.
+  options.verify_each_pass = false;
+  result = RunPasses(ScaleRows(), passes, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message().find("drop-a-buffer"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::transform

@@ -7,6 +7,7 @@
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
+#include "kiln/transform/fallible_mutator.h"
 
 namespace kiln::transform {
 namespace {
@@ -33,10 +34,8 @@ bool FitsIn(DataType narrow, int64_t value) {
   return static_cast<uint64_t>(value) <= std::numeric_limits<uint32_t>::max();
 }
 
-class Narrower : public ir::StmtMutator {
+class Narrower : public FallibleMutator {
  public:
-  const Status& status() const { return status_; }
-
   Buffer NarrowBuffer(const Buffer& buffer) {
     auto it = buffers_.find(buffer.get());
     if (it != buffers_.end()) return it->second;
@@ -135,7 +134,7 @@ class Narrower : public ir::StmtMutator {
  private:
   template <typename... Args>
   void Fail(const Args&... args) {
-    if (status_.ok()) status_ = InvalidArgument("cannot narrow to 32 bits: ", args...);
+    FallibleMutator::Fail("cannot narrow to 32 bits: ", args...);
   }
 
   // A buffer extent or stride, narrowed; constants are checked to fit.
@@ -155,7 +154,6 @@ class Narrower : public ir::StmtMutator {
 
   std::unordered_map<const ir::VarNode*, Expr> vars_;
   std::unordered_map<const ir::BufferNode*, Buffer> buffers_;
-  Status status_;
 };
 
 }  // namespace
@@ -163,14 +161,7 @@ class Narrower : public ir::StmtMutator {
 StatusOr<ir::Function> NarrowIndices(const ir::Function& function,
                                      const NarrowIndicesOptions& options) {
   Narrower narrower;
-  std::vector<ir::Param> params;
-  for (const ir::Param& param : function.params()) {
-    params.push_back(
-        param.is_buffer() ? ir::Param::FromBuffer(narrower.NarrowBuffer(param.buffer())) : param);
-  }
-  Stmt body = narrower.MutateStmt(function.body());
-  KILN_RETURN_IF_ERROR_CTX(narrower.status(), "NarrowIndices of '", function.name(), "'");
-  return function.WithParams(std::move(params)).WithBody(std::move(body));
+  return RewriteFunction(function, narrower, "NarrowIndices");
 }
 
 }  // namespace kiln::transform

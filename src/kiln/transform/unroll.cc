@@ -6,6 +6,7 @@
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/transform/fallible_mutator.h"
 
 namespace kiln::transform {
 namespace {
@@ -65,11 +66,9 @@ class RenewBindings : public ir::StmtMutator {
   std::unordered_map<const ir::BufferNode*, ir::Buffer> buffers_;
 };
 
-class Unroller : public ir::StmtMutator {
+class Unroller : public FallibleMutator {
  public:
   explicit Unroller(const UnrollOptions& options) : options_(options) {}
-
-  const Status& status() const { return status_; }
 
   Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
     if (op->kind != ir::LoopKind::kUnrolled) return ir::StmtMutator::MutateFor(op, s);
@@ -92,8 +91,12 @@ class Unroller : public ir::StmtMutator {
       return s;
     }
     std::vector<Stmt> copies;
-    // The loop runs while v < min + extent, stepping by step.
-    for (int64_t v = *min; v < *min + *extent; v += *step) {
+    // The loop runs ceil(extent / step) times; v wraps in its type
+    // (IntConst wraps).
+    const int64_t trips = *extent <= 0 ? 0 : *extent / *step + (*extent % *step != 0);
+    for (int64_t k = 0; k < trips; ++k) {
+      const auto v = static_cast<int64_t>(static_cast<uint64_t>(*min) +
+                                          static_cast<uint64_t>(k) * static_cast<uint64_t>(*step));
       ir::VarMap map{{op->loop_var.get(), ir::IntConst(op->loop_var.dtype(), v)}};
       copies.push_back(RenewBindings().MutateStmt(ir::Substitute(body, map)));
     }
@@ -101,22 +104,14 @@ class Unroller : public ir::StmtMutator {
   }
 
  private:
-  template <typename... Args>
-  void Fail(const Args&... args) {
-    if (status_.ok()) status_ = InvalidArgument(args...);
-  }
-
   UnrollOptions options_;
-  Status status_;
 };
 
 }  // namespace
 
 StatusOr<ir::Function> Unroll(const ir::Function& function, const UnrollOptions& options) {
   Unroller unroller(options);
-  Stmt body = unroller.MutateStmt(function.body());
-  KILN_RETURN_IF_ERROR_CTX(unroller.status(), "Unroll of '", function.name(), "'");
-  return function.WithBody(std::move(body));
+  return RewriteFunction(function, unroller, "Unroll");
 }
 
 }  // namespace kiln::transform

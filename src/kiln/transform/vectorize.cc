@@ -8,6 +8,7 @@
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/transform/lane_arith.h"
+#include "kiln/transform/fallible_mutator.h"
 
 namespace kiln::transform {
 namespace {
@@ -212,37 +213,27 @@ class BodyVectorizer : public ir::StmtMutator {
 };
 
 // Finds vectorized loops and replaces each with its vectorized body.
-class LoopFinder : public ir::StmtMutator {
+class LoopFinder : public FallibleMutator {
  public:
-  const Status& status() const { return status_; }
-
   Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
     if (op->kind != ir::LoopKind::kVectorized) return ir::StmtMutator::MutateFor(op, s);
     auto extent = ir::AsConstInt(ir::Simplify(op->extent));
     if (!extent || *extent < 2 || *extent > 4) {
-      if (status_.ok()) {
-        status_ = InvalidArgument("vectorized loop `", op->loop_var.name(), "` has extent ",
-                                  ir::Print(op->extent),
-                                  "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)");
-      }
+      Fail("vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
+           "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)");
       return s;
     }
     Expr ramp = ir::RampNode::make(op->min, op->step, static_cast<int>(*extent));
-    BodyVectorizer vectorizer(op->loop_var.get(), ramp, status_);
+    BodyVectorizer vectorizer(op->loop_var.get(), ramp, shared_status());
     return vectorizer.MutateStmt(op->body);
   }
-
- private:
-  Status status_;
 };
 
 }  // namespace
 
 StatusOr<ir::Function> Vectorize(const ir::Function& function, const VectorizeOptions& options) {
   LoopFinder finder;
-  Stmt body = finder.MutateStmt(function.body());
-  KILN_RETURN_IF_ERROR_CTX(finder.status(), "Vectorize of '", function.name(), "'");
-  return function.WithBody(std::move(body));
+  return RewriteFunction(function, finder, "Vectorize");
 }
 
 }  // namespace kiln::transform
