@@ -48,8 +48,7 @@ StatusOr<std::string> ReadInputFile(const std::string& path, uint64_t max_bytes)
     return InvalidArgument("cannot read '", path, "': ", std::strerror(errno));
   }
   if (!S_ISREG(st.st_mode)) {
-    return InvalidArgument("'", path, "' is ", FileKind(st.st_mode),
-                           "; expected a regular file");
+    return InvalidArgument("'", path, "' is ", FileKind(st.st_mode), "; expected a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return InvalidArgument("'", path, "' is ", st.st_size, " bytes, more than the ", max_bytes,

@@ -1,12 +1,11 @@
 #include "kiln/support/file.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 namespace kiln {
 namespace {
