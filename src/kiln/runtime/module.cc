@@ -1,8 +1,6 @@
 #include "kiln/runtime/module.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
@@ -10,6 +8,7 @@
 #include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/types.h"
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -139,11 +138,8 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
 
 StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> device,
                                                    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot open '", path, "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  auto compiled = codegen::DeserializeModule(bytes.str());
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
+  auto compiled = codegen::DeserializeModule(bytes);
   if (!compiled.ok()) return compiled.status().WithContext(path);
   return Load(device, std::move(*compiled));
 }
@@ -180,7 +176,11 @@ StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> a
                           EvaluateExtent(shapes_[param][d], args,
                                          StrCat("extent ", d, " of parameter '",
                                                 metadata().params[param].name, "'")));
-    elements *= extent;
+    if (__builtin_mul_overflow(elements, extent, &elements)) {
+      return InvalidArgument("function '", name(), "': the shape of parameter '",
+                             metadata().params[param].name,
+                             "' has more elements than 64 bits can count for these arguments");
+    }
   }
   return elements;
 }
@@ -211,7 +211,10 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
   for (size_t i = 0; i < args.size(); ++i) {
     if (md.params[i].kind != ParamKind::kBuffer) continue;
     KILN_ASSIGN_OR_RETURN(uint64_t elements, BufferElements(i, args));
-    plan.buffer_bytes[i] = elements * element_bytes_[i];
+    if (__builtin_mul_overflow(elements, uint64_t{element_bytes_[i]}, &plan.buffer_bytes[i])) {
+      return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
+                             "'): ", elements, " elements overflow a 64-bit byte size");
+    }
     if (args[i].buffer->size() < plan.buffer_bytes[i]) {
       return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
                              "'): a buffer of ", args[i].buffer->size(), " bytes, but ",
