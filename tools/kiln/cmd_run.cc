@@ -4,9 +4,12 @@
 // arguments. With --check, the function's source IR (carried in the module)
 // runs in the interpreter on the same inputs and every written buffer is
 // compared; the largest error and PASS or FAIL are printed, and the exit
-// code is non-zero on FAIL.
+// code is non-zero on FAIL. A function the device cannot run (a missing
+// feature) prints SKIP and its reason; under --check that exits non-zero
+// too, since nothing was checked.
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 
 #include "commands.h"
 #include "flags.h"
@@ -14,19 +17,37 @@
 #include "kiln/ir/parser.h"
 #include "kiln/runtime/check.h"
 #include "kiln/runtime/module.h"
+#include "kiln/support/file.h"
 
 namespace kiln::tool {
-
-StatusOr<std::string> ReadFile(const std::string& path);
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kiln run K.kmod --fn NAME [--arg name=value]... [--check] [--tolerance T] [--seed N]";
+    "usage: kiln run K.kmod --fn NAME [--arg name=value]... [--check] [--tolerance T] [--seed N]\n"
+    "  --arg name=value  a scalar parameter (decimal; every scalar parameter needs one)\n"
+    "  --check           compare with the interpreter; print PASS, FAIL or SKIP\n"
+    "  --tolerance T     floats compare within T * (1 + |reference|) (default 1e-4)\n"
+    "  --seed N          the random inputs' seed (default: a fresh one)\n"
+    "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check";
+
+int Run(const Args& args);
 
 }  // namespace
 
 int RunCommand(const Args& args) {
+  // Host allocations are sized by the user's arguments: running out of
+  // memory is an error, never an abort.
+  try {
+    return Run(args);
+  } catch (const std::bad_alloc&) {
+    return Fail("out of host memory");
+  }
+}
+
+namespace {
+
+int Run(const Args& args) {
   // --arg may repeat: collect its values before flag parsing.
   std::map<std::string, std::string> scalars;
   Args rest;
@@ -41,13 +62,18 @@ int RunCommand(const Args& args) {
       continue;
     }
     auto eq = value.find('=');
-    if (eq == std::string::npos) return Fail("--arg takes name=value, got '" + value + "'");
-    scalars[value.substr(0, eq)] = value.substr(eq + 1);
+    if (eq == std::string::npos || eq == 0) {
+      return Fail("--arg takes name=value, got '" + value + "'");
+    }
+    if (!scalars.emplace(value.substr(0, eq), value.substr(eq + 1)).second) {
+      return Fail("--arg " + value.substr(0, eq) + " is given more than once");
+    }
   }
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"fn", "seed", "tolerance"});
   auto flags = Flags::Parse(rest, valued, {"check"});
   if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) return PrintUsage(kUsage);
   if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kUsage);
   const std::string path = flags->positional()[0];
   const std::string name = *flags->Get("fn");
@@ -56,9 +82,11 @@ int RunCommand(const Args& args) {
   runtime::CheckOptions check;
   check.scalar_args = scalars;
   check.seed = *seed;
-  if (auto t = flags->Get("tolerance")) check.tolerance = std::atof(t->c_str());
+  auto tolerance = flags->GetNonNegativeDouble("tolerance", check.tolerance);
+  if (!tolerance.ok()) return Fail(tolerance.status().message());
+  check.tolerance = *tolerance;
 
-  auto bytes = ReadFile(path);
+  auto bytes = ReadInputFile(path);
   if (!bytes.ok()) return Fail(bytes.status().message());
   auto compiled = codegen::DeserializeModule(*bytes);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(path).ToString());
@@ -66,6 +94,9 @@ int RunCommand(const Args& args) {
   if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
   auto source = ir::ParseFunction(cf->source_ir);
   if (!source.ok()) return Fail(source.status().WithContext(path + ": source IR").ToString());
+  // Before the device: a misspelt --arg is the user's error wherever it runs.
+  Status named = runtime::CheckScalarArgNames(cf->metadata, scalars);
+  if (!named.ok()) return Fail(named.message());
 
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
@@ -78,7 +109,7 @@ int RunCommand(const Args& args) {
   std::printf("device: %s\n", (*device)->Describe().c_str());
   if (!(*fn)->availability().ok()) {
     std::printf("SKIP: %s\n", (*fn)->availability().message().c_str());
-    return 0;
+    return flags->Has("check") ? 1 : 0;
   }
   auto result = runtime::RunAndCheck(**fn, *source, check);
   if (!result.ok()) return Fail(result.status().ToString());
@@ -90,4 +121,5 @@ int RunCommand(const Args& args) {
   return result->pass ? 0 : 1;
 }
 
+}  // namespace
 }  // namespace kiln::tool
