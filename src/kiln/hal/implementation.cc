@@ -162,19 +162,6 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
     return Unavailable("cannot load ", ImplKindName(kind), " from '", path,
                        "': ", err ? err : "dlopen failed");
   }
-  // Before any entry point is called: the other implementation's library
-  // takes the same calls with other enum values and structures, and fails
-  // far from here (a Rust panic, wrong features).
-  const std::optional<ImplKind> actual = IdentifyLibrary(handle);
-  if (actual != kind) {
-    dlclose(handle);
-    if (actual) {
-      return InvalidArgument("'", path, "' is ", LongName(*actual), ", not ", LongName(kind));
-    }
-    return InvalidArgument("'", path, "' is not a ", LongName(kind),
-                           " library: it does not export ",
-                           kind == ImplKind::kDawn ? kDawnOnlySymbols[0] : kWgpuOnlySymbols[0]);
-  }
   std::shared_ptr<Implementation> impl(new Implementation(kind, path, handle));
   Procs& p = impl->procs_;
   std::string missing;
@@ -186,6 +173,19 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
   if (!missing.empty()) {
     return Unavailable("'", path, "' is not a usable ", ImplKindName(kind),
                        " webgpu.h library: missing ", missing);
+  }
+  // Before any entry point is called (resolving them calls none): the other
+  // implementation's library takes the same calls with other enum values
+  // and structures, and fails far from here (a Rust panic, wrong features).
+  const std::optional<ImplKind> actual = IdentifyLibrary(handle);
+  if (actual != kind) {
+    dlclose(handle);
+    if (actual) {
+      return InvalidArgument("'", path, "' is ", LongName(*actual), ", not ", LongName(kind));
+    }
+    return InvalidArgument("'", path, "' is not a ", LongName(kind),
+                           " library: it does not export ",
+                           kind == ImplKind::kDawn ? kDawnOnlySymbols[0] : kWgpuOnlySymbols[0]);
   }
   if (kind == ImplKind::kWgpu) {
     p.DevicePoll = reinterpret_cast<Procs::DevicePollFn>(dlsym(handle, "wgpuDevicePoll"));
