@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "kiln/codegen/module_format.h"
+#include "kiln/codegen/module_validate.h"
 #include "kiln/ir/parser.h"
 #include "kiln/runtime/check.h"
 #include "kiln/runtime/module.h"
@@ -90,6 +91,8 @@ int Run(const Args& args) {
   if (!bytes.ok()) return Fail(bytes.status().message());
   auto compiled = codegen::DeserializeModule(*bytes);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(path).ToString());
+  Status valid = codegen::ValidateModule(*compiled);
+  if (!valid.ok()) return Fail(valid.WithContext(path).ToString());
   const codegen::CompiledFunction* cf = compiled->Find(name);
   if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
   auto source = ir::ParseFunction(cf->source_ir);

@@ -4,6 +4,7 @@
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
+#include "kiln/codegen/module_validate.h"
 #include "kiln/hal/queue.h"
 #include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
@@ -51,6 +52,8 @@ codegen::CompileOptions CompileOptionsFor(const hal::Device& device) {
 
 StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device>& device,
                                                codegen::CompiledModule compiled) {
+  const codegen::DeviceLimits limits = CompileOptionsFor(*device).codegen.limits;
+  KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled, &limits));
   auto module = std::unique_ptr<Module>(new Module());
   for (codegen::CompiledFunction& cf : compiled.functions) {
     auto fn = std::unique_ptr<Function>(new Function());
