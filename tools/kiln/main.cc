@@ -24,12 +24,17 @@ device flags (all commands that use a device):
   --impl dawn|wgpu              WebGPU implementation ($KILN_IMPL)
   --backend vulkan|opengl|...   backend ($KILN_BACKEND)
   --feature-level core|compatibility
+
+every command:
+  --help, -h                    its usage and flags
+  --verbose                     show the implementations' own diagnostics ($KILN_LOG=1)
 )";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
