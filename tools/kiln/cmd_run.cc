@@ -9,7 +9,6 @@
 // too, since nothing was checked.
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 
 #include "commands.h"
 #include "flags.h"
@@ -32,29 +31,16 @@ constexpr const char* kUsage =
     "  --seed N          the random inputs' seed (default: a fresh one)\n"
     "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check";
 
-int Run(const Args& args);
-
 }  // namespace
 
 int RunCommand(const Args& args) {
-  // Host allocations are sized by the user's arguments: running out of
-  // memory is an error, never an abort.
-  try {
-    return Run(args);
-  } catch (const std::bad_alloc&) {
-    return Fail("out of host memory");
-  }
-}
-
-namespace {
-
-int Run(const Args& args) {
   // --arg may repeat: collect its values before flag parsing.
   std::map<std::string, std::string> scalars;
   Args rest;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string value;
-    if (args[i] == "--arg" && i + 1 < args.size()) {
+    if (args[i] == "--arg") {
+      if (i + 1 >= args.size()) return Fail("flag --arg needs a value");
       value = args[++i];
     } else if (args[i].rfind("--arg=", 0) == 0) {
       value = args[i].substr(6);
@@ -124,5 +110,4 @@ int Run(const Args& args) {
   return result->pass ? 0 : 1;
 }
 
-}  // namespace
 }  // namespace kiln::tool
