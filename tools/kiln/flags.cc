@@ -92,18 +92,19 @@ StatusOr<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback, ui
 }
 
 StatusOr<double> Flags::GetNonNegativeDouble(const std::string& name, double fallback) const {
-  auto v = Get(name);
+  const std::optional<std::string> v = Get(name);
   if (!v) return fallback;
-  const char* begin = v->c_str();
+  const std::string& text = *v;
   char* end = nullptr;
   errno = 0;
-  double d = std::strtod(begin, &end);
+  const double d = std::strtod(text.c_str(), &end);
   // Decimal only: no sign, no hex floats, no "inf" or "nan".
-  const bool number = !v->empty() && end == begin + v->size() &&
-                      (std::isdigit(static_cast<unsigned char>(*begin)) || *begin == '.') &&
-                      v->find_first_of("xX") == std::string::npos;
+  const bool number = !text.empty() && end == text.c_str() + text.size() &&
+                      (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+                      text.find_first_of("xX") == std::string::npos;
   if (!number || errno == ERANGE || !std::isfinite(d) || d < 0) {
-    return InvalidArgument("flag --", name, " needs a finite non-negative number, got '", *v, "'");
+    return InvalidArgument("flag --", name, " needs a finite non-negative number, got '", text,
+                           "'");
   }
   return d;
 }
