@@ -17,6 +17,7 @@
 #include "kiln/ir/parser.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/runtime/module.h"
+#include "kiln/support/file.h"
 #include "wgsl_kernels.h"
 
 namespace kiln::bench {
@@ -29,14 +30,6 @@ double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-StatusOr<std::string> Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot open '", path, "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Times `iterations` dispatches recorded by `record` into one command
@@ -72,7 +65,7 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   result.size = n;
 
   // kiln's kernel, compiled from its IR here.
-  KILN_ASSIGN_OR_RETURN(std::string text, Read(options.kir_path));
+  KILN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(options.kir_path));
   auto module = ir::ParseModule(text);
   if (!module.ok()) return module.status().WithContext(options.kir_path);
   KILN_RETURN_IF_ERROR(ir::Verify(*module).WithContext(options.kir_path));
@@ -158,7 +151,7 @@ StatusOr<std::vector<CompileTiming>> RunCompileBench(const std::vector<std::stri
                                                      int repetitions) {
   std::vector<CompileTiming> out;
   for (const std::string& path : files) {
-    KILN_ASSIGN_OR_RETURN(std::string text, Read(path));
+    KILN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path));
     CompileTiming t;
     t.file = path;
     std::vector<double> parse, compile;

@@ -13,7 +13,8 @@
 namespace kiln::bench {
 
 struct MatmulBenchOptions {
-  std::string kir_path = "examples/matmul_tiled.kir";
+  // The source tree's example, by absolute path: the benchmark runs from any folder.
+  std::string kir_path = KILN_SOURCE_DIR "/examples/matmul_tiled.kir";
   std::string function = "matmul_tiled";
   uint32_t size = 4096;  // M = N = K
   uint32_t iterations = 10;  // timed matmuls per kernel

@@ -16,12 +16,16 @@ int BenchDispatch(const Args& args) {
   valued.insert({"dispatches", "repetitions", "submits"});
   auto flags = Flags::Parse(args, valued, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) {
+    return PrintUsage(
+        "usage: kiln bench dispatch [--dispatches N] [--repetitions N] [--submits N] [--json]");
+  }
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::DispatchBenchOptions bo;
-  auto dispatches = flags->GetUint("dispatches", bo.dispatches);
-  auto repetitions = flags->GetUint("repetitions", bo.repetitions);
-  auto submits = flags->GetUint("submits", bo.submits);
+  auto dispatches = flags->GetUint("dispatches", bo.dispatches, UINT32_MAX);
+  auto repetitions = flags->GetUint("repetitions", bo.repetitions, UINT32_MAX);
+  auto submits = flags->GetUint("submits", bo.submits, UINT32_MAX);
   for (auto* v : {&dispatches, &repetitions, &submits}) {
     if (!v->ok()) return Fail(v->status().message());
     if (**v == 0) return Fail("--dispatches, --repetitions and --submits must be positive");
@@ -67,13 +71,19 @@ int BenchMatmul(const Args& args) {
   valued.insert({"size", "kir", "iterations"});
   auto flags = Flags::Parse(args, valued, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) {
+    return PrintUsage(
+        "usage: kiln bench matmul [--size N] [--iterations N] [--kir FILE] [--json]\n"
+        "  --kir FILE  the kiln IR matmul (default: examples/matmul_tiled.kir of the source tree)");
+  }
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::MatmulBenchOptions mo;
-  auto size = flags->GetUint("size", mo.size);
-  auto iterations = flags->GetUint("iterations", mo.iterations);
+  auto size = flags->GetUint("size", mo.size, UINT32_MAX);
+  auto iterations = flags->GetUint("iterations", mo.iterations, UINT32_MAX);
   if (!size.ok()) return Fail(size.status().message());
-  if (!iterations.ok() || *iterations == 0) return Fail("--iterations must be a positive integer");
+  if (!iterations.ok()) return Fail(iterations.status().message());
+  if (*iterations == 0) return Fail("flag --iterations must be positive");
   mo.size = static_cast<uint32_t>(*size);
   mo.iterations = static_cast<uint32_t>(*iterations);
   if (auto kir = flags->Get("kir")) mo.kir_path = *kir;
@@ -116,11 +126,17 @@ int BenchMatmul(const Args& args) {
 int BenchCompile(const Args& args) {
   auto flags = Flags::Parse(args, {"repetitions"}, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
-  auto reps = flags->GetUint("repetitions", 5);
-  if (!reps.ok() || *reps == 0) return Fail("--repetitions must be a positive integer");
+  if (flags->help()) {
+    return PrintUsage(
+        "usage: kiln bench compile [DIR...] [--repetitions N] [--json]\n"
+        "  DIR  folders of .kir files (default: tests/corpus and examples of the source tree)");
+  }
+  auto reps = flags->GetUint("repetitions", 5, INT32_MAX);
+  if (!reps.ok()) return Fail(reps.status().message());
+  if (*reps == 0) return Fail("flag --repetitions must be positive");
   std::vector<std::string> files;
   std::vector<std::string> dirs = flags->positional();
-  if (dirs.empty()) dirs = {"tests/corpus", "examples"};
+  if (dirs.empty()) dirs = {KILN_SOURCE_DIR "/tests/corpus", KILN_SOURCE_DIR "/examples"};
   for (const std::string& d : dirs) {
     for (const std::string& f : runtime::ListKirFiles(d)) files.push_back(f);
   }
@@ -159,8 +175,10 @@ int BenchCompile(const Args& args) {
 }  // namespace
 
 int BenchCommand(const Args& args) {
-  constexpr const char* kUsage = "usage: kiln bench dispatch|matmul|compile [flags]";
+  constexpr const char* kUsage =
+      "usage: kiln bench dispatch|matmul|compile [flags]  (kiln bench NAME --help: its flags)";
   if (args.empty()) return Fail(kUsage);
+  if (args[0] == "--help" || args[0] == "-h") return PrintUsage(kUsage);
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "dispatch") return BenchDispatch(rest);
   if (args[0] == "matmul") return BenchMatmul(rest);

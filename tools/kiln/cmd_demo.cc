@@ -233,9 +233,14 @@ int DemoCommand(const Args& args) {
   valued.insert("matmul-size");
   auto flags = Flags::Parse(args, valued, {});
   if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) {
+    return PrintUsage(
+        "usage: kiln demo [--matmul-size N] [--impl I] [--backend B] [--feature-level L]\n"
+        "  runs hand-written kernels through the HAL and checks them on the CPU");
+  }
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
-  auto size = flags->GetUint("matmul-size", 256);
+  auto size = flags->GetUint("matmul-size", 256, UINT32_MAX);
   if (!size.ok()) return Fail(size.status().message());
   if (*size == 0 || *size % 16 != 0) return Fail("--matmul-size must be a positive multiple of 16");
   auto device = hal::Device::Create(*options);

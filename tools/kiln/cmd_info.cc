@@ -86,15 +86,20 @@ void PrintText(const hal::Device::Enumeration& e) {
 }  // namespace
 
 int InfoCommand(const Args& args) {
+  constexpr const char* kUsage =
+      "usage: kiln info [--json] [--verbose]\n"
+      "  --json     the same as JSON\n"
+      "  --verbose  also show the implementations' own log messages ($KILN_LOG=1 too)";
   auto flags = Flags::Parse(args, {}, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) return PrintUsage(kUsage);
   hal::Device::Enumeration e = hal::Device::EnumerateAdapters();
   if (flags->Has("json")) {
     PrintJson(e);
   } else {
     PrintText(e);
   }
-  return e.adapters.empty() ? 1 : 0;
+  return e.adapters.empty() || e.misconfigured ? 1 : 0;
 }
 
 int Fail(const std::string& message) {

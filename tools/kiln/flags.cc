@@ -1,6 +1,12 @@
 #include "flags.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+
+#include "kiln/support/log.h"
 
 namespace kiln::tool {
 
@@ -23,17 +29,32 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
       name = name.substr(0, eq);
       has_value = true;
     }
+    if ((name == "help" || name == "h") && !valued.count(name) && !booleans.count(name)) {
+      if (has_value) return InvalidArgument("flag --", name, " takes no value");
+      flags.help_ = true;
+      continue;
+    }
+    if (name == "verbose" && !valued.count(name)) {
+      if (has_value) return InvalidArgument("flag --", name, " takes no value");
+      SetLogging(true);
+      flags.values_[name] = "true";
+      continue;
+    }
+    if (!valued.count(name) && !booleans.count(name)) {
+      return InvalidArgument("unknown flag --", name);
+    }
+    if (flags.values_.count(name)) {
+      return InvalidArgument("flag --", name, " is given more than once");
+    }
     if (valued.count(name)) {
       if (!has_value) {
         if (i + 1 >= args.size()) return InvalidArgument("flag --", name, " needs a value");
         value = args[++i];
       }
       flags.values_[name] = value;
-    } else if (booleans.count(name)) {
+    } else {
       if (has_value) return InvalidArgument("flag --", name, " takes no value");
       flags.values_[name] = "true";
-    } else {
-      return InvalidArgument("unknown flag --", name);
     }
   }
   return flags;
@@ -45,15 +66,52 @@ std::optional<std::string> Flags::Get(const std::string& name) const {
   return it->second;
 }
 
-StatusOr<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback) const {
+bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (n > (UINT64_MAX - digit) / 10) return false;
+    n = n * 10 + digit;
+  }
+  if (n > max) return false;
+  out = n;
+  return true;
+}
+
+StatusOr<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback, uint64_t max) const {
   auto v = Get(name);
   if (!v) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0') {
-    return InvalidArgument("flag --", name, " needs a non-negative integer, got '", *v, "'");
+  uint64_t n = 0;
+  if (!ParseDecimal(*v, max, n)) {
+    return InvalidArgument("flag --", name, " needs a decimal integer from 0 to ", max, ", got '",
+                           *v, "'");
   }
-  return static_cast<uint64_t>(n);
+  return n;
+}
+
+StatusOr<double> Flags::GetNonNegativeDouble(const std::string& name, double fallback) const {
+  const std::optional<std::string> v = Get(name);
+  if (!v) return fallback;
+  const std::string& text = *v;
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(text.c_str(), &end);
+  // Decimal only: no sign, no hex floats, no "inf" or "nan".
+  const bool number = !text.empty() && end == text.c_str() + text.size() &&
+                      (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+                      text.find_first_of("xX") == std::string::npos;
+  if (!number || errno == ERANGE || !std::isfinite(d) || d < 0) {
+    return InvalidArgument("flag --", name, " needs a finite non-negative number, got '", text,
+                           "'");
+  }
+  return d;
+}
+
+int PrintUsage(const char* usage) {
+  std::printf("%s\n", usage);
+  return 0;
 }
 
 StatusOr<hal::DeviceOptions> DeviceOptionsFromFlags(const Flags& flags) {

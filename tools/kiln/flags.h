@@ -1,7 +1,11 @@
 // Command-line flags of the kiln tool: `--name value`, `--name=value` and
-// boolean `--name`. Unknown flags are errors that name the flag.
+// boolean `--name`. Unknown and repeated flags are errors that name the flag.
+// `--help` and `-h` are accepted by every command (help()), and so is
+// `--verbose`, which turns kiln's log on (kiln/support/log.h: the WebGPU
+// implementations' own diagnostics, otherwise kept off the terminal).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,14 +26,28 @@ class Flags {
                                const std::set<std::string>& booleans);
 
   bool Has(const std::string& name) const { return values_.count(name) != 0; }
+  // Whether --help or -h was given.
+  bool help() const { return help_; }
   std::optional<std::string> Get(const std::string& name) const;
-  StatusOr<uint64_t> GetUint(const std::string& name, uint64_t fallback) const;
+  // A decimal integer in [0, max] (no sign, no other base, nothing after the
+  // digits), or `fallback` when the flag is absent.
+  StatusOr<uint64_t> GetUint(const std::string& name, uint64_t fallback,
+                             uint64_t max = UINT64_MAX) const;
+  // A finite, non-negative decimal number, or `fallback` when absent.
+  StatusOr<double> GetNonNegativeDouble(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
+  bool help_ = false;
 };
+
+// Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
+bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out);
+
+// Prints `usage` to stdout for --help; returns 0.
+int PrintUsage(const char* usage);
 
 // The flags every device-using command takes.
 inline const std::set<std::string> kDeviceFlags = {"impl", "backend", "feature-level"};

@@ -1,6 +1,7 @@
 // kiln: the command-line tool.
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "commands.h"
@@ -24,22 +25,33 @@ device flags (all commands that use a device):
   --impl dawn|wgpu              WebGPU implementation ($KILN_IMPL)
   --backend vulkan|opengl|...   backend ($KILN_BACKEND)
   --feature-level core|compatibility
+
+every command:
+  --help, -h                    its usage and flags
+  --verbose                     show the implementations' own diagnostics ($KILN_LOG=1)
 )";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
   kiln::tool::Args args(argv + 2, argv + argc);
-  if (command == "info") return kiln::tool::InfoCommand(args);
-  if (command == "demo") return kiln::tool::DemoCommand(args);
-  if (command == "bench") return kiln::tool::BenchCommand(args);
-  if (command == "compile") return kiln::tool::CompileCommand(args);
-  if (command == "run") return kiln::tool::RunCommand(args);
+  // Host allocations are sized by the user's input: running out of memory
+  // is an error, never an abort.
+  try {
+    if (command == "info") return kiln::tool::InfoCommand(args);
+    if (command == "demo") return kiln::tool::DemoCommand(args);
+    if (command == "bench") return kiln::tool::BenchCommand(args);
+    if (command == "compile") return kiln::tool::CompileCommand(args);
+    if (command == "run") return kiln::tool::RunCommand(args);
+  } catch (const std::bad_alloc&) {
+    return kiln::tool::Fail("out of host memory");
+  }
   std::fprintf(stderr, "kiln: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

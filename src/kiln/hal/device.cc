@@ -10,6 +10,7 @@
 #include "kiln/hal/builtins.h"
 #include "kiln/hal/executable.h"
 #include "kiln/hal/staging_buffer.h"
+#include "kiln/support/log.h"
 
 namespace kiln::hal {
 namespace {
@@ -74,7 +75,7 @@ StatusCode ErrorTypeCode(WGPUErrorType type, StatusCode validation_code) {
   }
 }
 
-StatusOr<WGPUInstance> CreateInstance(const Implementation& impl) {
+StatusOr<WGPUInstance> CreateInstanceNow(const Implementation& impl) {
   WGPUInstanceDescriptor desc = {};
   WGPUInstanceFeatureName timed_wait = WGPUInstanceFeatureName_TimedWaitAny;
   if (impl.supports_timed_wait_any()) {
@@ -83,6 +84,14 @@ StatusOr<WGPUInstance> CreateInstance(const Implementation& impl) {
   }
   WGPUInstance instance = impl.procs().CreateInstance(&desc);
   if (!instance) return Unavailable(impl.name(), " (", impl.path(), "): wgpuCreateInstance failed");
+  return instance;
+}
+
+// Dawn prints its adapter-discovery diagnostics ("Warning: Vulkan ...
+// required.") to stderr; they go through kiln's log (--verbose, $KILN_LOG).
+StatusOr<WGPUInstance> CreateInstance(const Implementation& impl) {
+  StatusOr<WGPUInstance> instance = Internal("unreached");
+  RouteStderrToLog(impl.name(), [&] { instance = CreateInstanceNow(impl); });
   return instance;
 }
 
@@ -120,8 +129,21 @@ void EnsureHeadlessGl(Backend backend) {
   }
 }
 
+StatusOr<WGPUAdapter> RequestAdapterNow(const Implementation& impl, WGPUInstance instance,
+                                        Backend backend, FeatureLevel level, PowerPreference power);
+
+// Adapter discovery, its diagnostics routed like CreateInstance's.
 StatusOr<WGPUAdapter> RequestAdapter(const Implementation& impl, WGPUInstance instance,
                                      Backend backend, FeatureLevel level, PowerPreference power) {
+  StatusOr<WGPUAdapter> adapter = Internal("unreached");
+  RouteStderrToLog(impl.name(),
+                   [&] { adapter = RequestAdapterNow(impl, instance, backend, level, power); });
+  return adapter;
+}
+
+StatusOr<WGPUAdapter> RequestAdapterNow(const Implementation& impl, WGPUInstance instance,
+                                        Backend backend, FeatureLevel level,
+                                        PowerPreference power) {
   EnsureHeadlessGl(backend);
   WGPURequestAdapterOptions options = {};
   options.featureLevel = level == FeatureLevel::kCompatibility ? WGPUFeatureLevel_Compatibility
@@ -268,6 +290,9 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
   for (ImplKind kind : order) {
     auto impl = Implementation::LoadDefault(kind);
     if (!impl.ok()) {
+      // A library the environment names but kiln refuses is an error, not a
+      // reason to try the other implementation.
+      if (impl.status().code() == StatusCode::kInvalidArgument) return impl.status();
       errors += "\n  " + impl.status().message();
       continue;
     }
@@ -561,6 +586,7 @@ Device::Enumeration Device::EnumerateAdapters() {
     auto impl = Implementation::LoadDefault(kind);
     if (!impl.ok()) {
       out.errors.push_back(impl.status().message());
+      out.misconfigured |= impl.status().code() == StatusCode::kInvalidArgument;
       continue;
     }
     auto instance = CreateInstance(**impl);

@@ -101,6 +101,9 @@ class Device : public std::enable_shared_from_this<Device> {
   struct Enumeration {
     std::vector<AdapterReport> adapters;
     std::vector<std::string> errors;
+    // Whether a library named by $KILN_DAWN_LIBRARY / $KILN_WGPU_LIBRARY was
+    // refused (one of `errors` says why).
+    bool misconfigured = false;
   };
   static Enumeration EnumerateAdapters();
 

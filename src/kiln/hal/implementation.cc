@@ -117,13 +117,41 @@ StatusOr<Feature> ParseFeature(std::string_view name) {
   return InvalidArgument("unknown feature '", name, "'");
 }
 
-std::vector<std::string> Implementation::CandidatePaths(ImplKind kind) {
-  std::vector<std::string> paths;
-  const char* env = std::getenv(kind == ImplKind::kDawn ? "KILN_DAWN_LIBRARY" : "KILN_WGPU_LIBRARY");
-  if (env && *env) paths.emplace_back(env);
-  paths.emplace_back(kind == ImplKind::kDawn ? KILN_DEFAULT_DAWN_LIBRARY : KILN_DEFAULT_WGPU_LIBRARY);
-  return paths;
+std::string_view Implementation::LibraryVariable(ImplKind kind) {
+  return kind == ImplKind::kDawn ? "KILN_DAWN_LIBRARY" : "KILN_WGPU_LIBRARY";
 }
+
+std::vector<std::string> Implementation::CandidatePaths(ImplKind kind) {
+  const char* env = std::getenv(std::string(LibraryVariable(kind)).c_str());
+  if (env && *env) return {env};
+  return {kind == ImplKind::kDawn ? KILN_DEFAULT_DAWN_LIBRARY : KILN_DEFAULT_WGPU_LIBRARY};
+}
+
+namespace {
+
+// Which implementation a loaded library is, by entry points only one of
+// them exports: wgpu-native's wgpu.h extras, Dawn's own additions.
+constexpr const char* kWgpuOnlySymbols[] = {"wgpuGenerateReport", "wgpuDevicePoll"};
+constexpr const char* kDawnOnlySymbols[] = {"wgpuDeviceTick",
+                                            "wgpuDawnDrmFormatCapabilitiesFreeMembers"};
+
+std::optional<ImplKind> IdentifyLibrary(void* handle) {
+  auto has_all = [&](const auto& symbols) {
+    for (const char* symbol : symbols) {
+      if (dlsym(handle, symbol) == nullptr) return false;
+    }
+    return true;
+  };
+  const bool wgpu = has_all(kWgpuOnlySymbols), dawn = has_all(kDawnOnlySymbols);
+  if (wgpu == dawn) return std::nullopt;
+  return wgpu ? ImplKind::kWgpu : ImplKind::kDawn;
+}
+
+std::string_view LongName(ImplKind kind) {
+  return kind == ImplKind::kDawn ? "Dawn" : "wgpu-native";
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
                                                                const std::string& path) {
@@ -146,6 +174,19 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
     return Unavailable("'", path, "' is not a usable ", ImplKindName(kind),
                        " webgpu.h library: missing ", missing);
   }
+  // Before any entry point is called (resolving them calls none): the other
+  // implementation's library takes the same calls with other enum values
+  // and structures, and fails far from here (a Rust panic, wrong features).
+  const std::optional<ImplKind> actual = IdentifyLibrary(handle);
+  if (actual != kind) {
+    dlclose(handle);
+    if (actual) {
+      return InvalidArgument("'", path, "' is ", LongName(*actual), ", not ", LongName(kind));
+    }
+    return InvalidArgument("'", path, "' is not a ", LongName(kind),
+                           " library: it does not export ",
+                           kind == ImplKind::kDawn ? kDawnOnlySymbols[0] : kWgpuOnlySymbols[0]);
+  }
   if (kind == ImplKind::kWgpu) {
     p.DevicePoll = reinterpret_cast<Procs::DevicePollFn>(dlsym(handle, "wgpuDevicePoll"));
   }
@@ -153,6 +194,13 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
 }
 
 StatusOr<std::shared_ptr<Implementation>> Implementation::LoadDefault(ImplKind kind) {
+  const std::string variable(LibraryVariable(kind));
+  if (const char* env = std::getenv(variable.c_str()); env && *env) {
+    // The library the user named, or nothing: never a silent fallback.
+    auto impl = Load(kind, env);
+    if (!impl.ok()) return InvalidArgument("$", variable, ": ", impl.status().message());
+    return impl;
+  }
   std::string errors;
   for (const std::string& path : CandidatePaths(kind)) {
     auto impl = Load(kind, path);

@@ -57,16 +57,24 @@ StatusOr<Feature> ParseFeature(std::string_view name);
 
 class Implementation {
  public:
-  // Opens the library at `path` and resolves every entry point kiln needs.
+  // Opens the library at `path`, checks that it is `kind` (by entry points
+  // only that implementation exports; the other one's library, or neither,
+  // is kInvalidArgument naming the file) and resolves every entry point
+  // kiln needs.
   static StatusOr<std::shared_ptr<Implementation>> Load(ImplKind kind, const std::string& path);
 
-  // Tries each candidate path of `kind` in turn (CandidatePaths); the error
-  // lists every path tried and why each failed.
+  // The library $KILN_DAWN_LIBRARY / $KILN_WGPU_LIBRARY names, if set: a
+  // missing or wrong one is kInvalidArgument naming the variable and the
+  // file, with no fallback. Otherwise tries each candidate path of `kind`
+  // in turn (CandidatePaths); the error lists every path tried and why each
+  // failed.
   static StatusOr<std::shared_ptr<Implementation>> LoadDefault(ImplKind kind);
 
   // $KILN_DAWN_LIBRARY / $KILN_WGPU_LIBRARY if set, else the path configured
   // at build time (the packages scripts/setup.sh installs).
   static std::vector<std::string> CandidatePaths(ImplKind kind);
+  // "KILN_DAWN_LIBRARY" or "KILN_WGPU_LIBRARY".
+  static std::string_view LibraryVariable(ImplKind kind);
 
   ~Implementation();
   Implementation(const Implementation&) = delete;

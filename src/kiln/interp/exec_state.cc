@@ -6,20 +6,27 @@ namespace kiln::interp {
 
 int64_t SetLayout(BufferBinding& binding, std::vector<int64_t> shape,
                   std::vector<int64_t> strides) {
+  bool overflow = false;
   if (strides.empty()) {
     strides.assign(shape.size(), 1);
-    for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    for (size_t d = shape.size(); d-- > 1;) {
+      overflow |= __builtin_mul_overflow(strides[d], shape[d], &strides[d - 1]);
+    }
   }
   int64_t span = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) span = 0;
   }
   if (span != 0) {
-    for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t step = 0;
+      overflow |= __builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
+                  __builtin_add_overflow(span, step, &span);
+    }
   }
   binding.shape = std::move(shape);
   binding.strides = std::move(strides);
-  return span;
+  return overflow ? kLayoutOverflow : span;
 }
 
 std::string ExecState::Where(int thread) const {

@@ -32,7 +32,9 @@ struct BufferBinding {
 
 // Sets the binding's shape and strides (dense row-major when `strides` is
 // empty) and returns the number of elements the layout spans: the largest
-// offset plus one, or 0 when an extent is 0. Extents must be non-negative.
+// offset plus one, or 0 when an extent is 0; kLayoutOverflow when that
+// does not fit in 64 bits. Extents must be non-negative.
+inline constexpr int64_t kLayoutOverflow = INT64_MAX;
 int64_t SetLayout(BufferBinding& binding, std::vector<int64_t> shape, std::vector<int64_t> strides);
 
 struct ExecState {

@@ -77,6 +77,10 @@ StatusOr<BufferBinding> BindHostBuffer(const ir::Buffer& param, HostBuffer& host
     strides.push_back(v.AsInt());
   }
   const int64_t required = SetLayout(binding, std::move(shape), std::move(strides));
+  if (required == kLayoutOverflow) {
+    return InvalidArgument("buffer '", param.name(),
+                           "': its shape has more elements than 64 bits count");
+  }
   if (binding.num_elements < required) {
     return InvalidArgument("buffer '", param.name(), "' needs ", required, " elements, got ",
                            binding.num_elements);

@@ -6,6 +6,7 @@
 
 #include "kiln/interp/interp_test_util.h"
 #include "kiln/ir/ir.h"
+#include "kiln/ir/parser.h"
 
 namespace kiln::interp {
 namespace {
@@ -127,6 +128,33 @@ TEST(InterpreterTest, RejectsArgumentsThatDoNotMatch) {
   status = interp::Run(f, too_small);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status, "'out' needs 100 elements, got 99")) << status;
+}
+
+TEST(InterpreterTest, SizesThatOverflow64BitsAreErrors) {
+  // n^3 elements for n = 2^31 - 1 wrap to a small count if multiplied blindly.
+  StatusOr<Function> cube = ParseFunction(R"(
+fn cube(A: buffer<f32>[n, n, n], n: i32) {
+  A[0, 0, 0] = 1.0
+})");
+  ASSERT_TRUE(cube.ok()) << cube.status();
+  std::vector<ArgValue> args = {Poisoned(kF32, 4), Value::I32(2147483647)};
+  Status status = interp::Run(*cube, args);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status, "buffer 'A': its shape has more elements than 64 bits count"))
+      << status;
+
+  StatusOr<Function> local = ParseFunction(R"(
+fn big(A: buffer<f32>[1]) {
+  alloc t: f32[2147483647, 2147483647, 2147483647] local {
+    t[0, 0, 0] = 1.0
+    A[0] = t[0, 0, 0]
+  }
+})");
+  ASSERT_TRUE(local.ok()) << local.status();
+  std::vector<ArgValue> one = {Poisoned(kF32, 1)};
+  status = interp::Run(*local, one);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status, "alloc of 't' needs more bytes than 64 bits count")) << status;
 }
 
 TEST(InterpreterTest, OutOfBoundsAccessIsAnError) {

@@ -1,6 +1,7 @@
 #include "kiln/interp/stmt_code.h"
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
 #include "kiln/interp/buffer_access.h"
@@ -112,7 +113,18 @@ class AllocateCode : public StmtCode {
         return InvalidArgument("alloc of '", buffer_.name(), "' with negative strides");
       }
       const int64_t copies = binding.per_thread ? state.num_threads : 1;
-      storage_.assign(static_cast<size_t>(binding.num_elements * copies * binding.elem_bytes), 0);
+      int64_t bytes = 0;
+      if (binding.num_elements == kLayoutOverflow ||
+          __builtin_mul_overflow(binding.num_elements, copies, &bytes) ||
+          __builtin_mul_overflow(bytes, int64_t{binding.elem_bytes}, &bytes)) {
+        return InvalidArgument("alloc of '", buffer_.name(),
+                               "' needs more bytes than 64 bits count");
+      }
+      try {
+        storage_.assign(static_cast<size_t>(bytes), 0);
+      } catch (const std::bad_alloc&) {
+        return OutOfMemory("alloc of '", buffer_.name(), "': no host memory for ", bytes, " bytes");
+      }
       binding.data = storage_.data();
       binding_ = std::move(binding);
     }

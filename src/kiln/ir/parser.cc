@@ -30,6 +30,7 @@ class Parser {
   }
 
   void Declare(const std::string& name, Symbol symbol) { scopes_.back()[name] = std::move(symbol); }
+  void RecordLocationsIn(SourceMap* map) { map_ = map; }
 
   StatusOr<Module> ParseModuleText() {
     Module module;
@@ -37,6 +38,7 @@ class Parser {
     KILN_RETURN_IF_ERROR(Expect("{"));
     while (!IsPunct("}")) {
       if (!IsIdent("fn")) return ErrorExpected("'fn' or '}'");
+      if (map_ != nullptr) map_->functions.push_back({Peek().line, Peek().column});
       KILN_ASSIGN_OR_RETURN(Function f, ParseFunctionDef());
       module.functions.push_back(std::move(f));
     }
@@ -330,7 +332,9 @@ class Parser {
       Var var;
       Expr value;
       std::vector<Stmt> before;  // statements of the block ahead of the let
+      SourceLocation at;         // the `let` keyword
     };
+    const SourceLocation list_at{Peek().line, Peek().column};
     std::vector<PendingLet> lets;
     std::vector<Stmt> stmts;
     size_t scope_depth = scopes_.size();
@@ -341,27 +345,50 @@ class Parser {
     } restore{this, scope_depth};
     while (!IsPunct("}") && Peek().kind != TokenKind::kEnd) {
       operators_ = 0;
+      const SourceLocation at{Peek().line, Peek().column};
       if (IsIdent("let")) {
         Next();
         KILN_ASSIGN_OR_RETURN(Binding binding, ParseBinding());
         KILN_RETURN_IF_ERROR(Expect("="));
         KILN_ASSIGN_OR_RETURN(Expr value, ParseExpr());
         Var var(binding.name, binding.dtype.value_or(value.dtype()));
-        lets.push_back({var, value, std::move(stmts)});
+        lets.push_back({var, value, std::move(stmts), at});
         stmts.clear();
         scopes_.emplace_back();
         Declare(var.name(), var);
         continue;
       }
       KILN_ASSIGN_OR_RETURN(Stmt s, ParseStatement());
+      Record(s, at);
       stmts.push_back(std::move(s));
     }
     Stmt body = MakeSeq(std::move(stmts));
+    RecordBlock(body, list_at);
     for (size_t k = lets.size(); k-- > 0;) {
-      lets[k].before.push_back(LetStmtNode::make(lets[k].var, lets[k].value, body));
+      Stmt let = LetStmtNode::make(lets[k].var, lets[k].value, body);
+      Record(let, lets[k].at);
+      lets[k].before.push_back(let);
       body = MakeSeq(std::move(lets[k].before));
+      RecordBlock(body, list_at);
     }
     return body;
+  }
+
+  // Keeps the first location recorded for a node (a block that is a single
+  // statement is that statement).
+  void Record(const Stmt& s, SourceLocation at) {
+    if (map_ != nullptr && s.defined()) map_->stmts.emplace(s.get(), at);
+  }
+
+  // A block is where its first statement is (`at` if it has none).
+  void RecordBlock(const Stmt& block, SourceLocation at) {
+    if (map_ == nullptr) return;
+    if (const auto* seq = block.as<SeqNode>(); seq != nullptr && !seq->stmts.empty()) {
+      if (auto it = map_->stmts.find(seq->stmts[0].get()); it != map_->stmts.end()) {
+        at = it->second;
+      }
+    }
+    Record(block, at);
   }
 
   // NAME [: TYPE] of a let; without a type the var takes its value's type.
@@ -830,6 +857,7 @@ class Parser {
   std::unordered_set<std::string> declared_params_;      // parameter names seen so far
   int nesting_ = 0;
   int operators_ = 0;
+  SourceMap* map_ = nullptr;  // where to record locations, if anywhere
 };
 
 StatusOr<Parser> MakeParser(std::string_view text, const std::vector<Var>& vars,
@@ -846,6 +874,25 @@ StatusOr<Parser> MakeParser(std::string_view text, const std::vector<Var>& vars,
 StatusOr<Module> ParseModule(std::string_view text) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, {}, {}));
   return parser.ParseModuleText();
+}
+
+StatusOr<Module> ParseModule(std::string_view text, SourceMap* source_map) {
+  KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, {}, {}));
+  SourceMap map;
+  parser.RecordLocationsIn(&map);
+  KILN_ASSIGN_OR_RETURN(Module module, parser.ParseModuleText());
+  std::string line;
+  for (char c : text) {
+    if (c == '\n') {
+      map.lines.push_back(std::move(line));
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  if (!line.empty()) map.lines.push_back(std::move(line));
+  if (source_map != nullptr) *source_map = std::move(map);
+  return module;
 }
 
 StatusOr<Function> ParseFunction(std::string_view text) {

@@ -15,6 +15,7 @@
 #include "kiln/ir/buffer.h"
 #include "kiln/ir/expr.h"
 #include "kiln/ir/function.h"
+#include "kiln/ir/source_map.h"
 #include "kiln/ir/stmt.h"
 #include "kiln/support/status.h"
 
@@ -22,6 +23,9 @@ namespace kiln::ir {
 
 // `module { fn ... fn ... }`
 StatusOr<Module> ParseModule(std::string_view text);
+// The same, recording where each function and statement was found in
+// `text` (for Verify's messages).
+StatusOr<Module> ParseModule(std::string_view text, SourceMap* source_map);
 // One `fn name(...) { ... }`.
 StatusOr<Function> ParseFunction(std::string_view text);
 // A statement list (the inside of a block); names may refer to `vars` and `buffers`.

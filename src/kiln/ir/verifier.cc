@@ -106,9 +106,18 @@ class VaryingFinder : public ExprVisitor {
 
 class FunctionVerifier {
  public:
+  // `lines` and `text` are of Print(module), or of the parsed source, with
+  // `columns` then giving each statement's column as well.
   FunctionVerifier(const Function& f, const VerifyOptions& options, const LineMap& lines,
-                   const std::vector<std::string>& text, int function_line)
-      : f_(f), options_(options), lines_(lines), text_(text), function_line_(function_line) {}
+                   const std::vector<std::string>& text, int function_line,
+                   const LineMap* columns = nullptr, int function_column = 0)
+      : f_(f),
+        options_(options),
+        lines_(lines),
+        text_(text),
+        function_line_(function_line),
+        columns_(columns),
+        function_column_(function_column) {}
 
   Status Run() {
     if (SanitizeName(f_.name()) != f_.name()) {
@@ -147,18 +156,27 @@ class FunctionVerifier {
     return it == lines_.end() ? function_line_ : it->second;
   }
 
-  Status ErrorAtLine(int line, const std::string& what) const {
+  int ColumnOf(const Stmt& s) const {
+    if (columns_ == nullptr) return 0;
+    auto it = columns_->find(s.get());
+    return it == columns_->end() ? function_column_ : it->second;
+  }
+
+  // `column` 0: unknown (messages about the printed module give lines only).
+  Status ErrorAtLine(int line, int column, const std::string& what) const {
     std::string quoted;
     if (line >= 1 && line <= static_cast<int>(text_.size())) {
       quoted = StrCat("`", Trim(text_[line - 1]), "`: ");
     }
-    return CompileError("function '", f_.name(), "', line ", line, ": ", quoted, what);
+    std::string at = column > 0 ? StrCat(", column ", column) : "";
+    return CompileError("function '", f_.name(), "', line ", line, at, ": ", quoted, what);
   }
   Status ErrorAtFunction(const std::string& what) const {
-    return ErrorAtLine(function_line_, what);
+    return ErrorAtLine(function_line_, function_column_, what);
   }
   Status Error(const std::string& what) const {
-    return current_ != nullptr ? ErrorAtLine(LineOf(*current_), what) : ErrorAtFunction(what);
+    return current_ != nullptr ? ErrorAtLine(LineOf(*current_), ColumnOf(*current_), what)
+                               : ErrorAtFunction(what);
   }
 
   // ------------------------------------------------------------ scopes
@@ -637,6 +655,8 @@ class FunctionVerifier {
   const LineMap& lines_;
   const std::vector<std::string>& text_;
   int function_line_;
+  const LineMap* columns_;
+  int function_column_;
 
   const Stmt* current_ = nullptr;                 // innermost statement being checked
   std::unordered_set<const void*> in_scope_;      // vars and buffers visible now
@@ -674,6 +694,26 @@ Status Verify(const Module& module, const VerifyOptions& options) {
                           ": the module already has a function of this name");
     }
     KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, lines, text, line).Run());
+  }
+  return Status::Ok();
+}
+
+Status Verify(const Module& module, const VerifyOptions& options, const SourceMap& source) {
+  LineMap lines, columns;
+  for (const auto& [node, at] : source.stmts) {
+    lines[node] = at.line;
+    columns[node] = at.column;
+  }
+  std::unordered_set<std::string> names;
+  for (size_t i = 0; i < module.functions.size(); ++i) {
+    const Function& f = module.functions[i];
+    const SourceLocation at = i < source.functions.size() ? source.functions[i] : SourceLocation{};
+    if (!names.insert(f.name()).second) {
+      return CompileError("function '", f.name(), "', line ", at.line, ", column ", at.column,
+                          ": the module already has a function of this name");
+    }
+    KILN_RETURN_IF_ERROR(
+        FunctionVerifier(f, options, lines, source.lines, at.line, &columns, at.column).Run());
   }
   return Status::Ok();
 }

@@ -2,7 +2,8 @@
 //
 // Verify reports the first problem found as a kCompileError whose message
 // names the function, the line of the offending statement in Print(function)
-// (or Print(module)), the offending node printed, and what was expected:
+// (or Print(module); with a SourceMap, the line and column in the parsed
+// text), the offending line quoted, and what was expected:
 //   "function 'vadd', line 6: `C[i] = A[i] + 1`: operands of `A[i] + 1`
 //    have different types: f32 and i32"
 //
@@ -36,6 +37,7 @@
 #include <cstdint>
 
 #include "kiln/ir/function.h"
+#include "kiln/ir/source_map.h"
 #include "kiln/support/status.h"
 
 namespace kiln::ir {
@@ -51,5 +53,9 @@ struct VerifyOptions {
 
 Status Verify(const Function& function, const VerifyOptions& options = {});
 Status Verify(const Module& module, const VerifyOptions& options = {});
+// The same for a module parsed with ParseModule(text, &source): messages give
+// the line and column in that text ("function 'vadd', line 12, column 5:
+// ...") and quote that line.
+Status Verify(const Module& module, const VerifyOptions& options, const SourceMap& source);
 
 }  // namespace kiln::ir

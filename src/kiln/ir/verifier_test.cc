@@ -362,5 +362,74 @@ TEST(VerifierTest, UniformBarriersAndSharedWithinLimitPass) {
   EXPECT_FALSE(Verify(*m, small).ok());
 }
 
+// With the parser's SourceMap, errors point into the user's text (its own
+// layout, comments and blank lines), not into the module as printed.
+TEST(VerifierTest, SourceMapGivesTheUsersLineAndColumn) {
+  const char* text =
+      "// a comment, then a blank line\n"
+      "\n"
+      "module {\n"
+      "fn ok(A: buffer<f32>[4]) { A[0] = 1.0 }\n"
+      "fn f(A: buffer<f32>[4],\n"
+      "     n: i32) {\n"
+      "  for i in serial(0, 4) {\n"
+      "    let x: f32 = A[i]\n"
+      "\n"
+      "        A[i] = x + n\n"
+      "  }\n"
+      "}\n"
+      "}\n";
+  SourceMap source;
+  StatusOr<Module> m = ParseModule(text, &source);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Status s = Verify(*m, {}, source);
+  EXPECT_EQ(s.code(), StatusCode::kCompileError);
+  EXPECT_EQ(s.message(),
+            "function 'f', line 10, column 9: `A[i] = x + n`: operands of `x + n` have different "
+            "types: f32 and i32");
+  // Without it, the line is that of the printed module.
+  EXPECT_EQ(Verify(*m).message().find("line 10"), std::string::npos) << Verify(*m);
+}
+
+TEST(VerifierTest, SourceMapLocatesFunctionsAndLets) {
+  const char* text =
+      "module {\n"
+      "  fn f(A: buffer<f32>[4]) { A[0] = 1.0 }\n"
+      "\n"
+      "  fn f(A: buffer<f32>[4]) { A[0] = 1.0 }\n"
+      "}\n";
+  SourceMap source;
+  StatusOr<Module> m = ParseModule(text, &source);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Verify(*m, {}, source).message(),
+            "function 'f', line 4, column 3: the module already has a function of this name");
+
+  const char* scalar =
+      "module {\n"
+      "fn g(A: buffer<f32>[4],\n"
+      "     h: f16) {\n"
+      "  A[0] = 1.0\n"
+      "}\n"
+      "}\n";
+  m = ParseModule(scalar, &source);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Verify(*m, {}, source).message(),
+            "function 'g', line 2, column 1: `fn g(A: buffer<f32>[4],`: scalar parameter 'h' has "
+            "type f16; expected i32, u32 or f32");
+
+  const char* let =
+      "module {\n"
+      "fn k(A: buffer<f32>[4]) {\n"
+      "  A[1] = 2.0\n"
+      "      let y: f32 = 1\n"
+      "  A[0] = y\n"
+      "}\n"
+      "}\n";
+  m = ParseModule(let, &source);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Verify(*m, {}, source).message().substr(0, 40),
+            "function 'k', line 4, column 7: `let y: ");
+}
+
 }  // namespace
 }  // namespace kiln::ir

@@ -1,10 +1,14 @@
 #include "kiln/runtime/check.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
+#include <span>
+#include <utility>
 
 #include "kiln/interp/half.h"
 #include "kiln/interp/interpreter.h"
@@ -105,24 +109,88 @@ BufferCheck Compare(const std::string& name, ir::DataType t, const std::vector<u
   return c;
 }
 
+// The bytes of buffer parameter `i` for these arguments, checked against
+// the device's maxBufferSize and maxStorageBufferBindingSize.
+StatusOr<uint64_t> BufferBytesWithinLimits(const Function& fn, size_t i,
+                                           std::span<const Arg> args) {
+  const codegen::ParamInfo& p = fn.metadata().params[i];
+  KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
+  KILN_ASSIGN_OR_RETURN(uint32_t bytes_per, ElementBytes(p.dtype));
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, uint64_t{bytes_per}, &bytes)) {
+    return InvalidArgument("function '", fn.name(), "' parameter '", p.name, "': ", elements, " ",
+                           p.dtype, " elements overflow a 64-bit byte size");
+  }
+  const hal::Limits& limits = fn.device().limits();
+  for (auto [limit, name] :
+       {std::pair{limits.max_buffer_size, "maxBufferSize"},
+        std::pair{limits.max_storage_buffer_binding_size, "maxStorageBufferBindingSize"}}) {
+    if (bytes > limit) {
+      return InvalidArgument("function '", fn.name(), "' parameter '", p.name, "': ", elements, " ",
+                             p.dtype, " elements need ", bytes, " bytes, more than the ",
+                             "device's ", name, " of ", limit);
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text) {
-  std::string s(text);
-  char* end = nullptr;
-  if (dtype == "f32") {
-    float v = std::strtof(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return Arg::F32(v);
-  } else if (dtype == "i32") {
-    long long v = std::strtoll(s.c_str(), &end, 0);
-    if (!s.empty() && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX) return Arg::I32(int32_t(v));
-  } else if (dtype == "u32") {
-    long long v = std::strtoll(s.c_str(), &end, 0);
-    if (!s.empty() && *end == '\0' && v >= 0 && v <= UINT32_MAX) return Arg::U32(uint32_t(v));
-  } else {
+  const std::string s(text);
+  const bool is_f32 = dtype == "f32";
+  if (!is_f32 && dtype != "i32" && dtype != "u32") {
     return InvalidArgument("scalar parameters of type ", dtype, " are not supported");
   }
-  return InvalidArgument("'", text, "' is not a valid ", dtype, " value");
+  // Decimal only: a leading zero does not mean octal, nor 0x hexadecimal;
+  // no spaces, and nothing after the number.
+  char* end = nullptr;
+  errno = 0;
+  if (is_f32) {
+    const bool plain = !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos &&
+                       s.find_first_of("0123456789") < s.find_first_of("eE");
+    const float v = std::strtof(s.c_str(), &end);
+    if (plain && end == s.c_str() + s.size()) {
+      if (errno == ERANGE && std::isinf(v)) {
+        return InvalidArgument("'", text, "' is out of range for f32");
+      }
+      return Arg::F32(v);
+    }
+  } else {
+    const bool plain = !s.empty() && s.find_first_not_of("0123456789+-") == std::string::npos &&
+                       s.find_first_of("+-", 1) == std::string::npos;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (plain && end == s.c_str() + s.size()) {
+      const long long lo = dtype == "i32" ? INT32_MIN : 0;
+      const long long hi = dtype == "i32" ? INT32_MAX : UINT32_MAX;
+      if (errno == ERANGE || v < lo || v > hi) {
+        return InvalidArgument("'", text, "' is out of range for ", dtype, " (", lo, " to ", hi,
+                               ")");
+      }
+      if (dtype == "i32") return Arg::I32(static_cast<int32_t>(v));
+      return Arg::U32(static_cast<uint32_t>(v));
+    }
+  }
+  return InvalidArgument("'", text, "' is not a decimal ", dtype, " value");
+}
+
+Status CheckScalarArgNames(const codegen::KernelMetadata& md,
+                           const std::map<std::string, std::string>& scalar_args) {
+  std::string names;
+  for (const codegen::ParamInfo& p : md.params) {
+    if (p.kind == ParamKind::kScalar) names += StrCat(names.empty() ? "" : ", ", p.name);
+  }
+  for (const auto& [name, value] : scalar_args) {
+    const codegen::ParamInfo* param = nullptr;
+    for (const codegen::ParamInfo& p : md.params) {
+      if (p.name == name) param = &p;
+    }
+    if (param == nullptr || param->kind != ParamKind::kScalar) {
+      return InvalidArgument("function '", md.name, "' has no scalar parameter '", name,
+                             "' (its scalar parameters: ", names.empty() ? "none" : names, ")");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
@@ -133,6 +201,7 @@ StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source
   result.seed = options.seed ? options.seed : std::random_device{}() | 1;
   std::mt19937_64 rng(result.seed);
 
+  KILN_RETURN_IF_ERROR(CheckScalarArgNames(md, options.scalar_args));
   // Scalars first: buffer sizes depend on them.
   std::vector<Arg> args(md.params.size());
   std::vector<interp::ArgValue> ref_args(md.params.size());
@@ -147,7 +216,12 @@ StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source
       return InvalidArgument("function '", md.name, "' needs a value for scalar parameter '",
                              p.name, "' (", p.dtype, ")");
     }
-    KILN_ASSIGN_OR_RETURN(args[i], ParseScalarArg(p.dtype, it->second));
+    auto parsed = ParseScalarArg(p.dtype, it->second);
+    if (!parsed.ok()) {
+      return parsed.status().WithContext(
+          StrCat("function '", md.name, "' scalar parameter '", p.name, "'"));
+    }
+    args[i] = *parsed;
     std::visit(
         [&](auto v) {
           using T = decltype(v);
@@ -157,16 +231,27 @@ StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source
         },
         args[i].scalar);
   }
+  // Every buffer's size against the device's limits before anything is
+  // allocated, on the host or the device.
+  std::vector<uint64_t> sizes(md.params.size(), 0);
+  for (size_t i = 0; i < md.params.size(); ++i) {
+    if (md.params[i].kind != ParamKind::kBuffer) continue;
+    KILN_ASSIGN_OR_RETURN(sizes[i], BufferBytesWithinLimits(fn, i, args));
+  }
   for (size_t i = 0; i < md.params.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     if (p.kind != ParamKind::kBuffer) continue;
-    KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
     KILN_ASSIGN_OR_RETURN(ir::DataType t, ir::DataType::FromString(p.dtype));
     KILN_ASSIGN_OR_RETURN(uint32_t bytes_per, ElementBytes(p.dtype));
     interp::HostBuffer host;
     host.dtype = t;
-    host.shape = {static_cast<int64_t>(elements)};
-    host.bytes.resize(elements * bytes_per);
+    host.shape = {static_cast<int64_t>(sizes[i] / bytes_per)};
+    try {
+      host.bytes.resize(sizes[i]);
+    } catch (const std::bad_alloc&) {
+      return OutOfMemory("function '", md.name, "': no host memory for the ", sizes[i],
+                         " bytes of parameter '", p.name, "'");
+    }
     if (p.access == codegen::BufferAccess::kReadWrite) {
       for (auto& b : host.bytes) b = static_cast<uint8_t>(rng());  // the poison
     } else {

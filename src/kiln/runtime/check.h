@@ -51,11 +51,21 @@ struct CheckResult {
   std::string Summary() const;  // one line per buffer
 };
 
-// `fn` must have been compiled from `source`.
+// `fn` must have been compiled from `source`. Errors: a name in
+// options.scalar_args that is not a scalar parameter, a missing or invalid
+// scalar value, or a buffer larger than the device's maxBufferSize or
+// maxStorageBufferBindingSize (checked before anything is allocated).
 StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
                                   const CheckOptions& options);
 
-// The Arg a scalar parameter of type `dtype` takes from `text`.
+// The Arg a scalar parameter of type `dtype` (i32, u32 or f32) takes from
+// `text`: a decimal number (no octal or hexadecimal, nothing after it)
+// within the type's range.
 StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text);
+
+// Whether every name in `scalar_args` is a scalar parameter of `md`; the
+// error names the function's scalar parameters.
+Status CheckScalarArgNames(const codegen::KernelMetadata& md,
+                           const std::map<std::string, std::string>& scalar_args);
 
 }  // namespace kiln::runtime

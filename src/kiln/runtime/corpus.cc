@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
+
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -19,13 +20,9 @@ std::vector<std::string> Words(const std::string& s) {
 }  // namespace
 
 StatusOr<CorpusFile> ReadCorpusFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot open '", path, "'");
   CorpusFile file;
   file.path = path;
-  std::ostringstream text;
-  text << in.rdbuf();
-  file.text = text.str();
+  KILN_ASSIGN_OR_RETURN(file.text, ReadInputFile(path));
   std::istringstream lines(file.text);
   size_t arg_lines = 0;
   int number = 0;

@@ -1,15 +1,15 @@
 #include "kiln/runtime/module.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
+#include "kiln/codegen/module_validate.h"
 #include "kiln/hal/queue.h"
 #include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/types.h"
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -52,6 +52,8 @@ codegen::CompileOptions CompileOptionsFor(const hal::Device& device) {
 
 StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device>& device,
                                                codegen::CompiledModule compiled) {
+  const codegen::DeviceLimits limits = CompileOptionsFor(*device).codegen.limits;
+  KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled, &limits));
   auto module = std::unique_ptr<Module>(new Module());
   for (codegen::CompiledFunction& cf : compiled.functions) {
     auto fn = std::unique_ptr<Function>(new Function());
@@ -152,11 +154,8 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
 
 StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> device,
                                                    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot open '", path, "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  auto compiled = codegen::DeserializeModule(bytes.str());
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
+  auto compiled = codegen::DeserializeModule(bytes);
   if (!compiled.ok()) return compiled.status().WithContext(path);
   return Load(device, std::move(*compiled));
 }
@@ -201,8 +200,8 @@ StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> a
     if (e == 0) return uint64_t{0};
   }
   auto overflow = [&]() {
-    return InvalidArgument("function '", name(), "': the size of parameter '", pname,
-                           "' overflows 64 bits for these arguments");
+    return InvalidArgument("function '", name(), "': the shape of parameter '", pname,
+                           "' has more elements than 64 bits can count for these arguments");
   };
   if (strides.empty()) {
     // Dense row-major: the product of the extents.

@@ -242,6 +242,33 @@ TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
   std::remove(path.c_str());
 }
 
+TEST_F(RuntimeTest, CraftedMetadataIsRefusedOnLoad) {
+  codegen::CompiledModule crafted = compiled_;
+  crafted.functions[0].metadata.workgroup_size = {0, 1, 1};
+  auto zero = Module::Load(device_, crafted);
+  EXPECT_EQ(zero.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(zero.status().message().find("workgroup size (0, 1, 1)"), std::string::npos)
+      << zero.status();
+
+  crafted = compiled_;
+  crafted.functions[1].metadata.name = crafted.functions[0].metadata.name;
+  EXPECT_EQ(Module::Load(device_, crafted).status().code(), StatusCode::kDataLoss);
+
+  // Valid in itself, but more threads than this device allows.
+  crafted = compiled_;
+  codegen::KernelMetadata& md = crafted.functions[0].metadata;
+  const uint32_t wide = device_->limits().max_compute_invocations_per_workgroup * 2;
+  const std::string declared = StrCat("@workgroup_size(", md.workgroup_size[0], ", ",
+                                      md.workgroup_size[1], ", ", md.workgroup_size[2], ")");
+  std::string& wgsl = crafted.functions[0].wgsl;
+  wgsl.replace(wgsl.find(declared), declared.size(), StrCat("@workgroup_size(1, 1, ", wide, ")"));
+  md.workgroup_size = {1, 1, wide};
+  auto big = Module::Load(device_, crafted);
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.status().message().find("exceeds the device's limits"), std::string::npos)
+      << big.status();
+}
+
 TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
   codegen::CompiledModule needs = compiled_;
   needs.functions[0].metadata.required_features.push_back("subgroups");

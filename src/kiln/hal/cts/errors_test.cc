@@ -173,6 +173,21 @@ TEST_F(ErrorTest, UnloadableImplementationListsWhatWasTried) {
       << not_webgpu.status();
 }
 
+TEST_F(ErrorTest, TheOtherImplementationsLibraryIsRefused) {
+  // This suite's library, loaded as the other implementation.
+  const Implementation& ours = device_->impl();
+  const ImplKind other = ours.kind() == ImplKind::kDawn ? ImplKind::kWgpu : ImplKind::kDawn;
+  auto impl = Implementation::Load(other, ours.path());
+  ASSERT_FALSE(impl.ok());
+  EXPECT_EQ(impl.status().code(), StatusCode::kInvalidArgument);
+  const std::string expected =
+      ours.kind() == ImplKind::kDawn ? "is Dawn, not wgpu-native" : "is wgpu-native, not Dawn";
+  EXPECT_EQ(impl.status().message(), "'" + ours.path() + "' " + expected);
+  // And as itself, it loads.
+  auto same = Implementation::Load(ours.kind(), ours.path());
+  EXPECT_TRUE(same.ok()) << same.status();
+}
+
 TEST_F(ErrorTest, LostDeviceTurnsEveryCallIntoAnError) {
   auto lost = Device::Create(Options());
   ASSERT_TRUE(lost.ok()) << lost.status();

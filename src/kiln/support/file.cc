@@ -1,0 +1,96 @@
+#include "kiln/support/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace kiln {
+namespace {
+
+std::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Closes the descriptor on every path out.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+StatusOr<std::string> ReadInputFile(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO with no writer must not hang; it is refused
+  // below once fstat says what it is.
+  Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return InvalidArgument("cannot open '", path, "': ", std::strerror(errno));
+  struct stat st = {};
+  if (fstat(fd.get(), &st) != 0) {
+    return InvalidArgument("cannot read '", path, "': ", std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument("'", path, "' is ", FileKind(st.st_mode), "; expected a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return InvalidArgument("'", path, "' is ", st.st_size, " bytes, more than the ", max_bytes,
+                           "-byte limit for input files");
+  }
+  std::string out;
+  try {
+    out.resize(static_cast<size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("cannot hold the ", st.st_size, " bytes of '", path, "' in memory");
+  }
+  size_t done = 0;
+  while (true) {
+    if (done == out.size()) {
+      // The file may have grown since fstat: read on, within the limit.
+      if (out.size() >= max_bytes) {
+        char probe;
+        ssize_t n = read(fd.get(), &probe, 1);
+        if (n > 0) {
+          return InvalidArgument("'", path, "' is more than the ", max_bytes,
+                                 "-byte limit for input files");
+        }
+        if (n == 0) break;
+        if (errno == EINTR) continue;
+        return InvalidArgument("cannot read '", path, "': ", std::strerror(errno));
+      }
+      try {
+        out.resize(std::min<uint64_t>(max_bytes, std::max<size_t>(4096, out.size() * 2)));
+      } catch (const std::bad_alloc&) {
+        return OutOfMemory("cannot hold the content of '", path, "' in memory");
+      }
+    }
+    ssize_t n = read(fd.get(), out.data() + done, out.size() - done);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return InvalidArgument("cannot read '", path, "': ", std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+#include "kiln/support/file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace kiln {
+namespace {
+
+class ReadInputFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kiln_file_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const char* f : {"/small", "/big", "/fifo", "/empty"}) unlink((dir_ + f).c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Write(const char* name, const std::string& content) {
+    std::string path = dir_ + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ReadInputFileTest, ReadsRegularFiles) {
+  auto text = ReadInputFile(Write("/small", std::string("a\0b", 3)));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, std::string("a\0b", 3));
+  auto empty = ReadInputFile(Write("/empty", ""));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "");
+}
+
+TEST_F(ReadInputFileTest, RefusesWhatIsNotARegularFile) {
+  auto missing = ReadInputFile(dir_ + "/missing");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("cannot open '" + dir_ + "/missing'"),
+            std::string::npos)
+      << missing.status();
+
+  auto directory = ReadInputFile(dir_);
+  EXPECT_EQ(directory.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(directory.status().message().find("is a directory"), std::string::npos)
+      << directory.status();
+
+  // A FIFO without a writer: refused at once, without blocking.
+  ASSERT_EQ(mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+  auto fifo = ReadInputFile(dir_ + "/fifo");
+  EXPECT_NE(fifo.status().message().find("is a FIFO"), std::string::npos) << fifo.status();
+
+  auto zero = ReadInputFile("/dev/zero");
+  EXPECT_NE(zero.status().message().find("'/dev/zero' is a character device"), std::string::npos)
+      << zero.status();
+}
+
+TEST_F(ReadInputFileTest, RefusesFilesOverTheLimit) {
+  std::string path = Write("/big", std::string(100, 'x'));
+  auto big = ReadInputFile(path, 99);
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.status().message().find("100 bytes, more than the 99-byte limit"),
+            std::string::npos)
+      << big.status();
+  auto exact = ReadInputFile(path, 100);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->size(), 100u);
+}
+
+}  // namespace
+}  // namespace kiln
