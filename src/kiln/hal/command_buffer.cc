@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/hal/builtins.h"
+#include "kiln/hal/command_buffer_validation.h"
 #include "kiln/hal/device.h"
 #include "kiln/hal/staging_buffer.h"
 
@@ -12,15 +13,6 @@ namespace {
 
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-std::string_view BindingKindName(BindingKind kind) {
-  switch (kind) {
-    case BindingKind::kReadOnlyStorage: return "read-only storage";
-    case BindingKind::kStorage: return "read-write storage";
-    case BindingKind::kUniform: return "uniform";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -87,79 +79,7 @@ void CommandBuffer::Retain(const BufferRef& buffer) {
   buffers_.push_back(buffer);
 }
 
-Status CommandBuffer::ValidateDispatch(const ExecutableRef& executable, uint32_t entry,
-                                       std::span<const BufferBinding> bindings,
-                                       std::span<const uint8_t> constants) const {
-  KILN_RETURN_IF_ERROR(CheckRecording());
-  if (!executable) return InvalidArgument("dispatch: no executable");
-  if (entry >= executable->entry_point_count()) {
-    return InvalidArgument("dispatch: entry point index ", entry, " is out of range: '",
-                           executable->label(), "' has ", executable->entry_point_count());
-  }
-  const EntryPoint& ep = executable->entry_point(entry);
-  // Messages are built only on failure: this runs for every dispatch.
-  auto where = [&] { return StrCat("dispatch of '", ep.layout.name, "'"); };
-  const size_t expected = ep.layout.bindings.size() - (ep.uniform_binding >= 0 ? 1 : 0);
-  if (bindings.size() != expected) {
-    return InvalidArgument(where(), ": expected ", expected, " buffer bindings, got ",
-                           bindings.size());
-  }
-  if (ep.uniform_binding < 0 && !constants.empty()) {
-    return InvalidArgument(where(), ": the entry point takes no constants, got ",
-                           constants.size(), " bytes");
-  }
-  if (ep.uniform_binding >= 0 && constants.size() > ep.layout.constants_size) {
-    return InvalidArgument(where(), ": ", constants.size(), " bytes of constants exceed its ",
-                           ep.layout.constants_size, "-byte block");
-  }
-  const Limits& limits = device_->limits();
-  size_t b = 0;
-  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
-    BindingKind kind = ep.layout.bindings[i];
-    if (kind == BindingKind::kUniform) continue;
-    const BufferBinding& binding = bindings[b++];
-    auto at = [&] { return StrCat(where(), ", binding ", i, " (", BindingKindName(kind), ")"); };
-    if (!binding.buffer) return InvalidArgument(at(), ": no buffer");
-    const Buffer& buffer = *binding.buffer;
-    if (binding.offset >= buffer.size()) {
-      return InvalidArgument(at(), ": offset ", binding.offset, " is not inside the buffer of ",
-                             buffer.size(), " bytes");
-    }
-    if (binding.offset % limits.min_storage_buffer_offset_alignment != 0) {
-      return InvalidArgument(at(), ": offset ", binding.offset, " is not a multiple of ",
-                             limits.min_storage_buffer_offset_alignment);
-    }
-    uint64_t length =
-        binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
-    if (length == 0 || length > buffer.size() - binding.offset) {
-      return InvalidArgument(at(), ": range [", binding.offset, ", ", binding.offset + length,
-                             ") does not fit the buffer of ", buffer.size(), " bytes");
-    }
-    if (AlignUp(length, 4) > limits.max_storage_buffer_binding_size) {
-      return InvalidArgument(at(), ": ", length, " bytes exceed maxStorageBufferBindingSize (",
-                             limits.max_storage_buffer_binding_size, ")");
-    }
-    if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
-      return InvalidArgument(at(), ": the buffer was not created with storage usage");
-    }
-    // WebGPU forbids a buffer written in a dispatch from being bound there
-    // again with another usage.
-    if (kind == BindingKind::kStorage) {
-      size_t other = 0;
-      for (size_t j = 0; j < ep.layout.bindings.size(); ++j) {
-        if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
-        const BufferBinding& o = bindings[other++];
-        if (j != i && o.buffer == binding.buffer && ep.layout.bindings[j] != BindingKind::kStorage) {
-          return InvalidArgument(at(), ": the buffer is also bound read-only at binding ", j,
-                                 "; a written buffer cannot be read through another binding");
-        }
-      }
-    }
-  }
-  return Status();
-}
-
-Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uint32_t entry,
+Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t entry,
                                      std::span<const BufferBinding> bindings,
                                      std::span<const uint8_t> constants, uint32_t x, uint32_t y,
                                      uint32_t z, WGPUBuffer indirect, uint64_t indirect_offset) {
@@ -200,7 +120,8 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
     OpenSegment();
   }
 
-  // Resolve the bind group through the device-wide cache.
+  // Resolve the bind group through the device-wide cache, unless it names
+  // binding-table slots: then it is resolved at each issue.
   BindGroupEntry entries[16];
   std::vector<BindGroupEntry> many;
   BindGroupEntry* e = entries;
@@ -208,6 +129,7 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
     many.resize(ep.layout.bindings.size());
     e = many.data();
   }
+  TableGroup table_group;
   size_t b = 0;
   for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
     if (static_cast<int>(i) == ep.uniform_binding) {
@@ -215,26 +137,44 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
       continue;
     }
     const BufferBinding& binding = bindings[b++];
+    if (binding.slot != kNoSlot) {
+      e[i] = {nullptr, binding.offset, 0};
+      table_group.slots.push_back(
+          {static_cast<uint32_t>(i), binding.slot, binding.offset, binding.length});
+      continue;
+    }
     uint64_t length = binding.length == kWholeBuffer ? binding.buffer->size() - binding.offset
                                                      : binding.length;
     // Storage bindings are whole 4-byte words; allocations always are.
     e[i] = {binding.buffer->handle(), binding.offset, AlignUp(length, 4)};
     Retain(binding.buffer);
   }
-  // Consecutive dispatches with the same bindings skip the cache lookup.
   const size_t count = ep.layout.bindings.size();
-  const bool same_group =
-      last_layout_ == ep.bind_group_layout && last_entries_.size() == count &&
-      std::equal(e, e + count, last_entries_.begin(), [](const BindGroupEntry& a, const BindGroupEntry& b) {
-        return a.buffer == b.buffer && a.offset == b.offset && a.size == b.size;
-      });
-  if (!same_group) {
-    KILN_ASSIGN_OR_RETURN(BindGroupRef group, device_->bind_group_cache().Get(
-                                                  ep.bind_group_layout,
-                                                  std::span<const BindGroupEntry>(e, count)));
-    bind_groups_.push_back(std::move(group));
-    last_layout_ = ep.bind_group_layout;
-    last_entries_.assign(e, e + count);
+  DispatchRecord c;
+  if (!table_group.slots.empty()) {
+    NoteSlotNeeds(ep, bindings);
+    table_group.layout = ep.bind_group_layout;
+    table_group.entries.assign(e, e + count);
+    c.table_group = static_cast<int32_t>(table_groups_.size());
+    table_groups_.push_back(std::move(table_group));
+    last_layout_ = nullptr;  // the next dispatch cannot reuse this group
+  } else {
+    // Consecutive dispatches with the same bindings skip the cache lookup.
+    const bool same_group =
+        last_layout_ == ep.bind_group_layout && last_entries_.size() == count &&
+        std::equal(e, e + count, last_entries_.begin(),
+                   [](const BindGroupEntry& a, const BindGroupEntry& b) {
+                     return a.buffer == b.buffer && a.offset == b.offset && a.size == b.size;
+                   });
+    if (!same_group) {
+      KILN_ASSIGN_OR_RETURN(BindGroupRef group, device_->bind_group_cache().Get(
+                                                    ep.bind_group_layout,
+                                                    std::span<const BindGroupEntry>(e, count)));
+      bind_groups_.push_back(std::move(group));
+      last_layout_ = ep.bind_group_layout;
+      last_entries_.assign(e, e + count);
+    }
+    c.bind_group = bind_groups_.back()->handle();
   }
   if (executables_.empty() || executables_.back() != executable) executables_.push_back(executable);
   if (&ep != last_entry_point_) {
@@ -242,15 +182,13 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
     last_name_ = NameIndex(ep.layout.name);
   }
 
-  Command c{op};
   c.dynamic_offset = dynamic_offset;
   c.x = x;
   c.y = y;
   c.z = z;
   c.pipeline = ep.pipeline;
-  c.bind_group = bind_groups_.back()->handle();
-  c.src = indirect;
-  c.src_offset = indirect_offset;
+  c.indirect = indirect;
+  c.indirect_offset = indirect_offset;
   c.name = last_name_;
   commands_.push_back(c);
   stats_.dispatches++;
@@ -258,55 +196,71 @@ Status CommandBuffer::RecordDispatch(Op op, const ExecutableRef& executable, uin
   return Status();
 }
 
+void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBinding> bindings) {
+  SlotAliasCheck alias;
+  size_t b = 0;
+  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
+    const BindingKind kind = ep.layout.bindings[i];
+    if (kind == BindingKind::kUniform) continue;
+    const BufferBinding& binding = bindings[b++];
+    if (binding.slot == kNoSlot) continue;
+    if (binding.slot >= slot_needs_.size()) slot_needs_.resize(binding.slot + 1);
+    SlotRequirement& need = slot_needs_[binding.slot];
+    need.used = true;
+    // A whole-buffer binding needs its offset inside the buffer.
+    const uint64_t end = binding.length == kWholeBuffer ? binding.offset + 1
+                                                        : binding.offset + binding.length;
+    need.min_size = std::max(need.min_size, end);
+    (kind == BindingKind::kStorage ? alias.written : alias.read).push_back(binding.slot);
+  }
+  if (!alias.written.empty() && (alias.written.size() > 1 || !alias.read.empty())) {
+    slot_aliases_.push_back(std::move(alias));
+  }
+}
+
 Status CommandBuffer::Dispatch(const ExecutableRef& executable, uint32_t entry,
                                std::span<const BufferBinding> bindings,
                                std::span<const uint8_t> constants, uint32_t x, uint32_t y,
                                uint32_t z) {
-  KILN_RETURN_IF_ERROR(ValidateDispatch(executable, entry, bindings, constants));
-  const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
-  if (x > max || y > max || z > max) {
-    return InvalidArgument("dispatch of '", executable->entry_point(entry).layout.name, "': (", x,
-                           ", ", y, ", ", z,
-                           ") workgroups exceed maxComputeWorkgroupsPerDimension (", max, ")");
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  KILN_RETURN_IF_ERROR(ValidateDispatch(*device_, executable, entry, bindings, constants));
+  KILN_RETURN_IF_ERROR(
+      ValidateWorkgroupCounts(*device_, executable->entry_point(entry), x, y, z));
+  return RecordDispatch(executable, entry, bindings, constants, x, y, z, nullptr, 0);
+}
+
+Status CommandBuffer::DispatchPrevalidated(const ExecutableRef& executable, uint32_t entry,
+                                           std::span<const BufferBinding> bindings,
+                                           std::span<const uint8_t> constants, uint32_t x,
+                                           uint32_t y, uint32_t z) {
+  KILN_RETURN_IF_ERROR(CheckRecording());
+#ifndef NDEBUG
+  Status checked = ValidateDispatch(*device_, executable, entry, bindings, constants);
+  if (checked.ok()) {
+    checked = ValidateWorkgroupCounts(*device_, executable->entry_point(entry), x, y, z);
   }
-  return RecordDispatch(Op::kDispatch, executable, entry, bindings, constants, x, y, z, nullptr, 0);
+  KILN_CHECK_MSG(checked.ok(), "DispatchPrevalidated given an invalid dispatch: ",
+                 checked.ToString());
+#endif
+  return RecordDispatch(executable, entry, bindings, constants, x, y, z, nullptr, 0);
 }
 
 Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t entry,
                                        std::span<const BufferBinding> bindings,
                                        std::span<const uint8_t> constants,
                                        const BufferRef& indirect, uint64_t offset) {
-  KILN_RETURN_IF_ERROR(ValidateDispatch(executable, entry, bindings, constants));
-  if (!indirect) return InvalidArgument("indirect dispatch: no indirect buffer");
-  if (offset % 4 != 0 || offset > indirect->size() || indirect->size() - offset < 12) {
-    return InvalidArgument("indirect dispatch: offset ", offset,
-                           " must be a multiple of 4 with 12 bytes after it in the buffer of ",
-                           indirect->size(), " bytes");
-  }
-  if (!(indirect->usage() & WGPUBufferUsage_Indirect)) {
-    return InvalidArgument("indirect dispatch: the buffer was not created with indirect usage");
-  }
+  KILN_RETURN_IF_ERROR(CheckRecording());
+  KILN_RETURN_IF_ERROR(ValidateDispatch(*device_, executable, entry, bindings, constants));
+  KILN_RETURN_IF_ERROR(ValidateIndirect(indirect, offset));
   Retain(indirect);
-  return RecordDispatch(Op::kDispatchIndirect, executable, entry, bindings, constants, 0, 0, 0,
-                        indirect->handle(), offset);
+  return RecordDispatch(executable, entry, bindings, constants, 0, 0, 0, indirect->handle(),
+                        offset);
 }
 
 Status CommandBuffer::FillBuffer(const BufferRef& target, uint64_t offset, uint64_t length,
                                  const void* pattern, size_t pattern_length) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  if (!target) return InvalidArgument("fill: no target buffer");
-  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
-    return InvalidArgument("fill: pattern length ", pattern_length, " is not 1, 2 or 4 bytes");
-  }
-  if (!pattern) return InvalidArgument("fill: no pattern");
-  if (offset % pattern_length != 0 || length % pattern_length != 0) {
-    return InvalidArgument("fill: offset ", offset, " and length ", length,
-                           " must be multiples of the ", pattern_length, "-byte pattern");
-  }
-  if (offset > target->size() || length > target->size() - offset) {
-    return InvalidArgument("fill: range [", offset, ", ", offset + length,
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(ValidateFill(target, offset, length, pattern, pattern_length));
   if (length == 0) return Status();
   uint32_t word = 0;
   std::memcpy(&word, pattern, pattern_length);
@@ -315,15 +269,8 @@ Status CommandBuffer::FillBuffer(const BufferRef& target, uint64_t offset, uint6
   Retain(target);
   if (word == 0 && offset % 4 == 0 && length % 4 == 0) {
     OpenSegment();
-    Command c{Op::kClear};
-    c.dst = target->handle();
-    c.dst_offset = offset;
-    c.length = length;
-    commands_.push_back(c);
+    commands_.push_back(ClearRecord{target->handle(), offset, length});
     return Status();
-  }
-  if (!(target->usage() & WGPUBufferUsage_Storage)) {
-    return InvalidArgument("fill: a patterned or unaligned fill needs a buffer with storage usage");
   }
   return RecordFill(target, offset, length, word);
 }
@@ -355,7 +302,7 @@ Status CommandBuffer::RecordFill(const BufferRef& target, uint64_t offset, uint6
     const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(
         (words + kBuiltinWorkgroupSize - 1) / kBuiltinWorkgroupSize,
         device_->limits().max_compute_workgroups_per_dimension));
-    return RecordDispatch(Op::kDispatch, fill, 0, {&binding, 1},
+    return RecordDispatch(fill, 0, {&binding, 1},
                           {reinterpret_cast<const uint8_t*>(&params), sizeof(params)}, groups, 1,
                           1, nullptr, 0);
   });
@@ -364,11 +311,7 @@ Status CommandBuffer::RecordFill(const BufferRef& target, uint64_t offset, uint6
 Status CommandBuffer::UpdateBuffer(const BufferRef& target, uint64_t offset,
                                    std::span<const uint8_t> data) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  if (!target) return InvalidArgument("update: no target buffer");
-  if (offset > target->size() || data.size() > target->size() - offset) {
-    return InvalidArgument("update: range [", offset, ", ", offset + data.size(),
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(ValidateUpdate(target, offset, data.size()));
   if (data.empty()) return Status();
   Retain(target);
   if (offset % 4 == 0 && data.size() % 4 == 0) {
@@ -384,9 +327,6 @@ Status CommandBuffer::UpdateBuffer(const BufferRef& target, uint64_t offset,
   }
   // Queue writes need 4-byte alignment: write the bytes to a scratch buffer
   // and let the copy shader place them.
-  if (!(target->usage() & WGPUBufferUsage_Storage)) {
-    return InvalidArgument("update: an unaligned update needs a buffer with storage usage");
-  }
   KILN_ASSIGN_OR_RETURN(BufferRef scratch, device_->allocator().Allocate(AlignUp(data.size(), 4)));
   Retain(scratch);
   CloseSegment();
@@ -404,24 +344,10 @@ Status CommandBuffer::CopyBuffer(const BufferRef& source, uint64_t source_offset
                                  const BufferRef& target, uint64_t target_offset,
                                  uint64_t length) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  if (!source || !target) return InvalidArgument("copy: no source or target buffer");
-  if (source == target) {
-    return InvalidArgument("copy: source and target are the same buffer");
-  }
-  if (source_offset > source->size() || length > source->size() - source_offset) {
-    return InvalidArgument("copy: source range [", source_offset, ", ", source_offset + length,
-                           ") is outside the buffer of ", source->size(), " bytes");
-  }
-  if (target_offset > target->size() || length > target->size() - target_offset) {
-    return InvalidArgument("copy: target range [", target_offset, ", ", target_offset + length,
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(ValidateCopy(source, source_offset, target, target_offset, length));
   if (length == 0) return Status();
   if (source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0) {
     return CopyBufferUnchecked(source, source_offset, target, target_offset, length);
-  }
-  if (!(source->usage() & WGPUBufferUsage_Storage) || !(target->usage() & WGPUBufferUsage_Storage)) {
-    return InvalidArgument("copy: an unaligned copy needs buffers with storage usage");
   }
   Retain(source);
   Retain(target);
@@ -438,13 +364,8 @@ Status CommandBuffer::CopyBufferUnchecked(const BufferRef& source, uint64_t sour
   Retain(source);
   Retain(target);
   OpenSegment();
-  Command c{Op::kCopy};
-  c.src = source->handle();
-  c.src_offset = source_offset;
-  c.dst = target->handle();
-  c.dst_offset = target_offset;
-  c.length = length;
-  commands_.push_back(c);
+  commands_.push_back(
+      CopyRecord{source->handle(), target->handle(), source_offset, target_offset, length});
   return Status();
 }
 
@@ -466,7 +387,7 @@ Status CommandBuffer::RecordCopy(const BufferRef& source, uint64_t source_offset
     const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(
         (words + kBuiltinWorkgroupSize - 1) / kBuiltinWorkgroupSize,
         device_->limits().max_compute_workgroups_per_dimension));
-    return RecordDispatch(Op::kDispatch, copy, 0, bindings,
+    return RecordDispatch(copy, 0, bindings,
                           {reinterpret_cast<const uint8_t*>(&params), sizeof(params)}, groups, 1,
                           1, nullptr, 0);
   });
@@ -475,9 +396,7 @@ Status CommandBuffer::RecordCopy(const BufferRef& source, uint64_t source_offset
 Status CommandBuffer::BeginDebugGroup(std::string_view label) {
   KILN_RETURN_IF_ERROR(CheckRecording());
   OpenSegment();
-  Command c{Op::kPushDebug};
-  c.name = NameIndex(label);
-  commands_.push_back(c);
+  commands_.push_back(PushDebugRecord{NameIndex(label)});
   ++debug_depth_;
   return Status();
 }
@@ -486,7 +405,7 @@ Status CommandBuffer::EndDebugGroup() {
   KILN_RETURN_IF_ERROR(CheckRecording());
   if (debug_depth_ == 0) return FailedPrecondition("EndDebugGroup without an open debug group");
   OpenSegment();
-  commands_.push_back(Command{Op::kPopDebug});
+  commands_.push_back(PopDebugRecord{});
   --debug_depth_;
   return Status();
 }
@@ -494,9 +413,7 @@ Status CommandBuffer::EndDebugGroup() {
 Status CommandBuffer::InsertDebugMarker(std::string_view label) {
   KILN_RETURN_IF_ERROR(CheckRecording());
   OpenSegment();
-  Command c{Op::kMarker};
-  c.name = NameIndex(label);
-  commands_.push_back(c);
+  commands_.push_back(MarkerRecord{NameIndex(label)});
   return Status();
 }
 

@@ -19,6 +19,17 @@
 //
 // Barriers and events are no-ops: WebGPU orders all work submitted to a
 // queue and tracks hazards itself.
+//
+// Binding tables: a dispatch binding may name a slot of a binding table
+// instead of a buffer (BufferBinding::Slot). The command buffer then records
+// what each slot must hold, and every Submit gives the table: a buffer per
+// slot, checked against those needs before anything runs, and bound when the
+// records are encoded. One reusable command buffer thus replays over other
+// buffers without being recorded again.
+//
+// Validation lives in command_buffer_validation.{h,cc}; every public call
+// goes through it. DispatchPrevalidated records a dispatch whose caller has
+// already made those checks (the runtime, after planning a call).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +37,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "kiln/hal/bind_group_cache.h"
@@ -40,11 +52,19 @@ class Device;
 enum class CommandBufferMode { kOneShot, kReusable };
 
 inline constexpr uint64_t kWholeBuffer = ~0ull;
+inline constexpr uint32_t kNoSlot = ~0u;
 
+// A range of a buffer bound to a dispatch: of `buffer`, or of the buffer a
+// binding table gives for `slot` at submit.
 struct BufferBinding {
   BufferRef buffer;
   uint64_t offset = 0;
   uint64_t length = kWholeBuffer;  // to the end of the buffer
+  uint32_t slot = kNoSlot;
+
+  static BufferBinding Slot(uint32_t slot, uint64_t offset = 0, uint64_t length = kWholeBuffer) {
+    return BufferBinding{nullptr, offset, length, slot};
+  }
 };
 
 struct CommandBufferOptions {
@@ -65,6 +85,17 @@ struct CommandBufferStats {
   uint64_t staging_flushes = 0;  // windows closed because the staging buffer filled
 };
 
+// What a command buffer's binding-table slot needs of the buffer a table
+// gives it, and the slots one dispatch writes and reads (one buffer must not
+// be both).
+struct SlotRequirement {
+  uint64_t min_size = 0;  // bytes the slot's buffer must hold
+  bool used = false;
+};
+struct SlotAliasCheck {
+  std::vector<uint32_t> written, read;
+};
+
 class CommandBuffer {
  public:
   static StatusOr<std::unique_ptr<CommandBuffer>> Create(std::shared_ptr<Device> device,
@@ -80,6 +111,13 @@ class CommandBuffer {
   Status Dispatch(const ExecutableRef& executable, uint32_t entry,
                   std::span<const BufferBinding> bindings, std::span<const uint8_t> constants,
                   uint32_t x, uint32_t y = 1, uint32_t z = 1);
+  // Dispatch without validation: the caller guarantees everything
+  // ValidateDispatch and ValidateWorkgroupCounts check (debug builds still
+  // check, and abort on a violation, which is a kiln bug).
+  Status DispatchPrevalidated(const ExecutableRef& executable, uint32_t entry,
+                              std::span<const BufferBinding> bindings,
+                              std::span<const uint8_t> constants, uint32_t x, uint32_t y = 1,
+                              uint32_t z = 1);
   // Like Dispatch, reading the workgroup counts (three u32) from `indirect`
   // at `offset` when the GPU runs it.
   Status DispatchIndirect(const ExecutableRef& executable, uint32_t entry,
@@ -110,6 +148,9 @@ class CommandBuffer {
   Status End();
 
   CommandBufferMode mode() const { return mode_; }
+  // The number of binding-table slots the records use (1 + the highest
+  // slot named); Submit wants a table of exactly this many buffers.
+  uint32_t binding_table_size() const { return static_cast<uint32_t>(slot_needs_.size()); }
   const std::string& label() const { return options_.label; }
   CommandBufferStats stats() const { return stats_; }
 
@@ -124,19 +165,48 @@ class CommandBuffer {
                              const BufferRef& target, uint64_t target_offset, uint64_t length);
 
  private:
-  friend Status Submit(Device&, CommandBuffer&, class Fence*, uint64_t);
+  friend Status Submit(Device&, CommandBuffer&, class Fence*, uint64_t,
+                       std::span<const BufferRef>);
   friend class CommandEncoderReplay;
 
-  enum class Op : uint8_t { kDispatch, kDispatchIndirect, kCopy, kClear, kPushDebug, kPopDebug, kMarker };
-  struct Command {
-    Op op;
-    uint32_t dynamic_offset = 0;  // into the staging buffer; ~0u: no constants
-    uint32_t x = 0, y = 0, z = 0;
+  // The records, one type per command.
+  struct DispatchRecord {
     WGPUComputePipeline pipeline = nullptr;
-    WGPUBindGroup bind_group = nullptr;
-    WGPUBuffer src = nullptr, dst = nullptr;
-    uint64_t src_offset = 0, dst_offset = 0, length = 0;
+    WGPUBindGroup bind_group = nullptr;  // null when bound through the binding table
+    int32_t table_group = -1;            // index into table_groups_ when so bound
+    uint32_t dynamic_offset = 0;         // into the staging buffer; ~0u: no constants
+    uint32_t x = 0, y = 0, z = 0;
+    WGPUBuffer indirect = nullptr;  // non-null: an indirect dispatch
+    uint64_t indirect_offset = 0;
     uint32_t name = 0;  // index into names_
+  };
+  struct CopyRecord {
+    WGPUBuffer source = nullptr, target = nullptr;
+    uint64_t source_offset = 0, target_offset = 0, length = 0;
+  };
+  struct ClearRecord {
+    WGPUBuffer target = nullptr;
+    uint64_t offset = 0, length = 0;
+  };
+  struct PushDebugRecord {
+    uint32_t name = 0;
+  };
+  struct PopDebugRecord {};
+  struct MarkerRecord {
+    uint32_t name = 0;
+  };
+  using Record = std::variant<DispatchRecord, CopyRecord, ClearRecord, PushDebugRecord,
+                              PopDebugRecord, MarkerRecord>;
+
+  // A bind group that names binding-table slots: resolved at each issue.
+  struct TableGroup {
+    WGPUBindGroupLayout layout = nullptr;
+    std::vector<BindGroupEntry> entries;  // slot entries have a null buffer
+    struct SlotUse {
+      uint32_t entry = 0, slot = 0;
+      uint64_t offset = 0, length = kWholeBuffer;
+    };
+    std::vector<SlotUse> slots;
   };
   struct Segment {
     bool is_write = false;
@@ -151,14 +221,13 @@ class CommandBuffer {
                 CommandBufferOptions options);
 
   Status CheckRecording() const;
-  Status ValidateDispatch(const ExecutableRef& executable, uint32_t entry,
-                          std::span<const BufferBinding> bindings,
-                          std::span<const uint8_t> constants) const;
-  // Records a validated dispatch.
-  Status RecordDispatch(Op op, const ExecutableRef& executable, uint32_t entry,
+  // Records a validated dispatch (an indirect one when `indirect` is set).
+  Status RecordDispatch(const ExecutableRef& executable, uint32_t entry,
                         std::span<const BufferBinding> bindings,
                         std::span<const uint8_t> constants, uint32_t x, uint32_t y, uint32_t z,
                         WGPUBuffer indirect, uint64_t indirect_offset);
+  // Notes what a dispatch's slot bindings need of the binding table.
+  void NoteSlotNeeds(const EntryPoint& entry_point, std::span<const BufferBinding> bindings);
   Status RecordFill(const BufferRef& target, uint64_t offset, uint64_t length, uint32_t pattern);
   Status RecordCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
                     uint64_t target_offset, uint64_t length);
@@ -167,8 +236,12 @@ class CommandBuffer {
   uint32_t NameIndex(std::string_view name);
   void Retain(const BufferRef& buffer);
 
-  // Issues the segments to the queue (Submit calls this).
-  Status Issue();
+  // Checks `table` against what the records need (Submit calls this before
+  // anything is issued).
+  Status ValidateTable(std::span<const BufferRef> table) const;
+  // Issues the segments to the queue (Submit calls this), binding slots to
+  // the buffers of `table`.
+  Status Issue(std::span<const BufferRef> table);
 
   std::shared_ptr<Device> device_;
   CommandBufferMode mode_;
@@ -176,7 +249,7 @@ class CommandBuffer {
   bool ended_ = false;
   bool issued_ = false;
   int debug_depth_ = 0;
-  std::vector<Command> commands_;
+  std::vector<Record> commands_;
   std::vector<Segment> segments_;
   bool segment_open_ = false;
   static constexpr uint32_t kNoConstants = ~0u;
@@ -194,6 +267,12 @@ class CommandBuffer {
   std::vector<const Buffer*> retained_;  // sorted, to keep buffers_ unique
   std::vector<ExecutableRef> executables_;
   std::vector<BindGroupRef> bind_groups_;
+  // Binding tables.
+  std::vector<TableGroup> table_groups_;
+  std::vector<SlotRequirement> slot_needs_;  // indexed by slot
+  std::vector<SlotAliasCheck> slot_aliases_;  // per dispatch with written slots
+  std::vector<BindGroupRef> issued_table_groups_;  // the last issue's, kept alive
+  std::vector<WGPUBindGroup> table_group_handles_;  // indexed like table_groups_
   CommandBufferStats stats_;
   // Profiling.
   std::vector<uint32_t> profiled_names_;

@@ -2,6 +2,9 @@
 // encoders, one submission per execute segment. Records were validated when
 // they were made, so nothing here checks user input.
 #include <cstring>
+#include <variant>
+
+#include "kiln/hal/command_buffer_validation.h"
 
 #include "kiln/hal/command_buffer.h"
 #include "kiln/hal/device.h"
@@ -70,66 +73,70 @@ class CommandEncoderReplay {
     pass_ = nullptr;
   }
 
-  void Encode(const CommandBuffer::Command& c) {
-    using Op = CommandBuffer::Op;
-    switch (c.op) {
-      case Op::kDispatch:
-      case Op::kDispatchIndirect: {
-        WGPUPassTimestampWrites timestamps = {};
-        if (cb_.query_set_) {
-          // Core WebGPU times passes, not dispatches: one pass each.
-          EndPass();
-          timestamps.querySet = cb_.query_set_;
-          timestamps.beginningOfPassWriteIndex = profiled_ * 2;
-          timestamps.endOfPassWriteIndex = profiled_ * 2 + 1;
-          ++profiled_;
-          BeginPass(&timestamps);
-        } else if (!pass_) {
-          BeginPass(nullptr);
-        }
-        if (c.pipeline != pipeline_) {
-          p_.ComputePassEncoderSetPipeline(pass_, c.pipeline);
-          pipeline_ = c.pipeline;
-        }
-        if (c.bind_group != bind_group_ || c.dynamic_offset != dynamic_offset_) {
-          const bool has_offset = c.dynamic_offset != ~0u;
-          p_.ComputePassEncoderSetBindGroup(pass_, 0, c.bind_group, has_offset ? 1 : 0,
-                                            has_offset ? &c.dynamic_offset : nullptr);
-          bind_group_ = c.bind_group;
-          dynamic_offset_ = c.dynamic_offset;
-        }
-        if (c.op == Op::kDispatch) {
-          p_.ComputePassEncoderDispatchWorkgroups(pass_, c.x, c.y, c.z);
-        } else {
-          p_.ComputePassEncoderDispatchWorkgroupsIndirect(pass_, c.src, c.src_offset);
-        }
-        if (cb_.query_set_) EndPass();
-        break;
-      }
-      case Op::kCopy:
-        EndPass();
-        p_.CommandEncoderCopyBufferToBuffer(encoder_, c.src, c.src_offset, c.dst, c.dst_offset,
-                                            c.length);
-        break;
-      case Op::kClear:
-        EndPass();
-        p_.CommandEncoderClearBuffer(encoder_, c.dst, c.dst_offset, c.length);
-        break;
-      case Op::kPushDebug:
-        EndPass();
-        p_.CommandEncoderPushDebugGroup(encoder_, ToStringView(cb_.names_[c.name]));
-        open_groups_.push_back(c.name);
-        break;
-      case Op::kPopDebug:
-        EndPass();
-        p_.CommandEncoderPopDebugGroup(encoder_);
-        open_groups_.pop_back();
-        break;
-      case Op::kMarker:
-        EndPass();
-        p_.CommandEncoderInsertDebugMarker(encoder_, ToStringView(cb_.names_[c.name]));
-        break;
+  void Encode(const CommandBuffer::Record& record) {
+    std::visit([&](const auto& r) { Encode(r); }, record);
+  }
+
+  void Encode(const CommandBuffer::DispatchRecord& c) {
+    WGPUPassTimestampWrites timestamps = {};
+    if (cb_.query_set_) {
+      // Core WebGPU times passes, not dispatches: one pass each.
+      EndPass();
+      timestamps.querySet = cb_.query_set_;
+      timestamps.beginningOfPassWriteIndex = profiled_ * 2;
+      timestamps.endOfPassWriteIndex = profiled_ * 2 + 1;
+      ++profiled_;
+      BeginPass(&timestamps);
+    } else if (!pass_) {
+      BeginPass(nullptr);
     }
+    if (c.pipeline != pipeline_) {
+      p_.ComputePassEncoderSetPipeline(pass_, c.pipeline);
+      pipeline_ = c.pipeline;
+    }
+    WGPUBindGroup group =
+        c.table_group >= 0 ? cb_.table_group_handles_[c.table_group] : c.bind_group;
+    if (group != bind_group_ || c.dynamic_offset != dynamic_offset_) {
+      const bool has_offset = c.dynamic_offset != ~0u;
+      p_.ComputePassEncoderSetBindGroup(pass_, 0, group, has_offset ? 1 : 0,
+                                        has_offset ? &c.dynamic_offset : nullptr);
+      bind_group_ = group;
+      dynamic_offset_ = c.dynamic_offset;
+    }
+    if (c.indirect == nullptr) {
+      p_.ComputePassEncoderDispatchWorkgroups(pass_, c.x, c.y, c.z);
+    } else {
+      p_.ComputePassEncoderDispatchWorkgroupsIndirect(pass_, c.indirect, c.indirect_offset);
+    }
+    if (cb_.query_set_) EndPass();
+  }
+
+  void Encode(const CommandBuffer::CopyRecord& c) {
+    EndPass();
+    p_.CommandEncoderCopyBufferToBuffer(encoder_, c.source, c.source_offset, c.target,
+                                        c.target_offset, c.length);
+  }
+
+  void Encode(const CommandBuffer::ClearRecord& c) {
+    EndPass();
+    p_.CommandEncoderClearBuffer(encoder_, c.target, c.offset, c.length);
+  }
+
+  void Encode(const CommandBuffer::PushDebugRecord& c) {
+    EndPass();
+    p_.CommandEncoderPushDebugGroup(encoder_, ToStringView(cb_.names_[c.name]));
+    open_groups_.push_back(c.name);
+  }
+
+  void Encode(const CommandBuffer::PopDebugRecord&) {
+    EndPass();
+    p_.CommandEncoderPopDebugGroup(encoder_);
+    open_groups_.pop_back();
+  }
+
+  void Encode(const CommandBuffer::MarkerRecord& c) {
+    EndPass();
+    p_.CommandEncoderInsertDebugMarker(encoder_, ToStringView(cb_.names_[c.name]));
   }
 
   void ResolveProfile() {
@@ -152,7 +159,30 @@ class CommandEncoderReplay {
   std::vector<uint32_t> open_groups_;
 };
 
-Status CommandBuffer::Issue() {
+Status CommandBuffer::ValidateTable(std::span<const BufferRef> table) const {
+  return ValidateBindingTable(*device_, slot_needs_, slot_aliases_, table, options_.label);
+}
+
+Status CommandBuffer::Issue(std::span<const BufferRef> table) {
+  // Bind groups naming slots, resolved against this table; the previous
+  // issue's are released once these exist (the GPU keeps what it uses).
+  std::vector<BindGroupRef> groups;
+  groups.reserve(table_groups_.size());
+  table_group_handles_.resize(table_groups_.size());
+  for (size_t g = 0; g < table_groups_.size(); ++g) {
+    TableGroup& group = table_groups_[g];
+    for (const TableGroup::SlotUse& use : group.slots) {
+      const Buffer& buffer = *table[use.slot];
+      const uint64_t length =
+          use.length == kWholeBuffer ? buffer.size() - use.offset : use.length;
+      group.entries[use.entry] = {buffer.handle(), use.offset, (length + 3) / 4 * 4};
+    }
+    KILN_ASSIGN_OR_RETURN(BindGroupRef ref,
+                          device_->bind_group_cache().Get(group.layout, group.entries));
+    table_group_handles_[g] = ref->handle();
+    groups.push_back(std::move(ref));
+  }
+  issued_table_groups_ = std::move(groups);
   CommandEncoderReplay replay(*this);
   const Procs& p = device_->procs();
   for (size_t i = 0; i < segments_.size(); ++i) {

@@ -88,7 +88,8 @@ Status Fence::Wait(uint64_t value, std::chrono::nanoseconds timeout) {
   return device_->CheckHealthy();
 }
 
-Status Submit(Device& device, CommandBuffer& command_buffer, Fence* fence, uint64_t signal_value) {
+Status Submit(Device& device, CommandBuffer& command_buffer, Fence* fence, uint64_t signal_value,
+              std::span<const BufferRef> binding_table) {
   KILN_RETURN_IF_ERROR(device.CheckHealthy());
   if (command_buffer.device_.get() != &device) {
     return InvalidArgument("command buffer '", command_buffer.label(),
@@ -106,15 +107,16 @@ Status Submit(Device& device, CommandBuffer& command_buffer, Fence* fence, uint6
     return InvalidArgument("fence signal value ", signal_value,
                            " does not exceed its current value ", fence->value());
   }
-  KILN_RETURN_IF_ERROR(command_buffer.Issue());
+  KILN_RETURN_IF_ERROR(command_buffer.ValidateTable(binding_table));
+  KILN_RETURN_IF_ERROR(command_buffer.Issue(binding_table));
   if (fence) KILN_RETURN_IF_ERROR(fence->Signal(signal_value));
   return Status();
 }
 
 Status SubmitAndWait(Device& device, CommandBuffer& command_buffer,
-                     std::chrono::nanoseconds timeout) {
+                     std::chrono::nanoseconds timeout, std::span<const BufferRef> binding_table) {
   auto fence = Fence::Create(device.shared_from_this());
-  KILN_RETURN_IF_ERROR(Submit(device, command_buffer, fence.get(), 1));
+  KILN_RETURN_IF_ERROR(Submit(device, command_buffer, fence.get(), 1, binding_table));
   return fence->Wait(1, timeout);
 }
 

@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
+
+#include "kiln/hal/buffer.h"
 
 #include "kiln/hal/device.h"
 #include "kiln/support/status.h"
@@ -39,12 +42,17 @@ class Fence {
 };
 
 // Issues `command_buffer` (ended; a one-shot one only once). With a fence,
-// signals it to `signal_value` when the work completes.
+// signals it to `signal_value` when the work completes. `binding_table`
+// gives a buffer for each binding-table slot the records name (exactly
+// CommandBuffer::binding_table_size() of them); a table of the wrong size,
+// or a buffer too small or without storage usage for a slot's bindings, is
+// an error before anything is issued.
 Status Submit(Device& device, CommandBuffer& command_buffer, Fence* fence = nullptr,
-              uint64_t signal_value = 0);
+              uint64_t signal_value = 0, std::span<const BufferRef> binding_table = {});
 // Submit, then wait for the work to complete.
 Status SubmitAndWait(Device& device, CommandBuffer& command_buffer,
-                     std::chrono::nanoseconds timeout = kInfinite);
+                     std::chrono::nanoseconds timeout = kInfinite,
+                     std::span<const BufferRef> binding_table = {});
 // Waits for everything submitted so far.
 Status WaitIdle(Device& device, std::chrono::nanoseconds timeout = kInfinite);
 

@@ -1,0 +1,238 @@
+#include "kiln/hal/command_buffer_validation.h"
+
+#include <algorithm>
+
+#include "kiln/hal/device.h"
+
+namespace kiln::hal {
+namespace {
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string_view BindingKindName(BindingKind kind) {
+  switch (kind) {
+    case BindingKind::kReadOnlyStorage:
+      return "read-only storage";
+    case BindingKind::kStorage:
+      return "read-write storage";
+    case BindingKind::kUniform:
+      return "uniform";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Status ValidateDispatch(const Device& device, const ExecutableRef& executable, uint32_t entry,
+                        std::span<const BufferBinding> bindings,
+                        std::span<const uint8_t> constants) {
+  if (!executable) return InvalidArgument("dispatch: no executable");
+  if (entry >= executable->entry_point_count()) {
+    return InvalidArgument("dispatch: entry point index ", entry, " is out of range: '",
+                           executable->label(), "' has ", executable->entry_point_count());
+  }
+  const EntryPoint& ep = executable->entry_point(entry);
+  // Messages are built only on failure: this runs for every dispatch.
+  auto where = [&] { return StrCat("dispatch of '", ep.layout.name, "'"); };
+  const size_t expected = ep.layout.bindings.size() - (ep.uniform_binding >= 0 ? 1 : 0);
+  if (bindings.size() != expected) {
+    return InvalidArgument(where(), ": expected ", expected, " buffer bindings, got ",
+                           bindings.size());
+  }
+  if (ep.uniform_binding < 0 && !constants.empty()) {
+    return InvalidArgument(where(), ": the entry point takes no constants, got ",
+                           constants.size(), " bytes");
+  }
+  if (ep.uniform_binding >= 0 && constants.size() > ep.layout.constants_size) {
+    return InvalidArgument(where(), ": ", constants.size(), " bytes of constants exceed its ",
+                           ep.layout.constants_size, "-byte block");
+  }
+  const Limits& limits = device.limits();
+  size_t b = 0;
+  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
+    BindingKind kind = ep.layout.bindings[i];
+    if (kind == BindingKind::kUniform) continue;
+    const BufferBinding& binding = bindings[b++];
+    auto at = [&] { return StrCat(where(), ", binding ", i, " (", BindingKindName(kind), ")"); };
+    if (binding.offset % limits.min_storage_buffer_offset_alignment != 0) {
+      return InvalidArgument(at(), ": offset ", binding.offset, " is not a multiple of ",
+                             limits.min_storage_buffer_offset_alignment,
+                             " (minStorageBufferOffsetAlignment)");
+    }
+    if (binding.slot != kNoSlot) {
+      // Sizes and usage are checked against the table at submit.
+      if (binding.buffer) {
+        return InvalidArgument(at(), ": names both a buffer and binding-table slot ",
+                               binding.slot);
+      }
+      if (binding.length == 0) return InvalidArgument(at(), ": an empty range");
+      if (binding.length != kWholeBuffer &&
+          AlignUp(binding.length, 4) > limits.max_storage_buffer_binding_size) {
+        return InvalidArgument(at(), ": ", binding.length,
+                               " bytes exceed maxStorageBufferBindingSize (",
+                               limits.max_storage_buffer_binding_size, ")");
+      }
+      continue;
+    }
+    if (!binding.buffer) return InvalidArgument(at(), ": no buffer");
+    const Buffer& buffer = *binding.buffer;
+    if (binding.offset >= buffer.size()) {
+      return InvalidArgument(at(), ": offset ", binding.offset, " is not inside the buffer of ",
+                             buffer.size(), " bytes");
+    }
+    uint64_t length =
+        binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
+    if (length == 0 || length > buffer.size() - binding.offset) {
+      return InvalidArgument(at(), ": range [", binding.offset, ", ", binding.offset + length,
+                             ") does not fit the buffer of ", buffer.size(), " bytes");
+    }
+    if (AlignUp(length, 4) > limits.max_storage_buffer_binding_size) {
+      return InvalidArgument(at(), ": ", length, " bytes exceed maxStorageBufferBindingSize (",
+                             limits.max_storage_buffer_binding_size, ")");
+    }
+    if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
+      return InvalidArgument(at(), ": the buffer was not created with storage usage");
+    }
+    // WebGPU forbids a buffer written in a dispatch from being bound there
+    // again with another usage.
+    if (kind == BindingKind::kStorage) {
+      size_t other = 0;
+      for (size_t j = 0; j < ep.layout.bindings.size(); ++j) {
+        if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
+        const BufferBinding& o = bindings[other++];
+        if (j != i && o.buffer == binding.buffer && ep.layout.bindings[j] != BindingKind::kStorage) {
+          return InvalidArgument(at(), ": the buffer is also bound read-only at binding ", j,
+                                 "; a written buffer cannot be read through another binding");
+        }
+      }
+    }
+  }
+  return Status();
+}
+
+Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_point, uint32_t x,
+                               uint32_t y, uint32_t z) {
+  const uint32_t max = device.limits().max_compute_workgroups_per_dimension;
+  if (x > max || y > max || z > max) {
+    return InvalidArgument("dispatch of '", entry_point.layout.name, "': (", x, ", ", y, ", ", z,
+                           ") workgroups exceed maxComputeWorkgroupsPerDimension (", max, ")");
+  }
+  return Status();
+}
+
+Status ValidateIndirect(const BufferRef& indirect, uint64_t offset) {
+  if (!indirect) return InvalidArgument("indirect dispatch: no indirect buffer");
+  if (offset % 4 != 0 || offset > indirect->size() || indirect->size() - offset < 12) {
+    return InvalidArgument("indirect dispatch: offset ", offset,
+                           " must be a multiple of 4 with 12 bytes after it in the buffer of ",
+                           indirect->size(), " bytes");
+  }
+  if (!(indirect->usage() & WGPUBufferUsage_Indirect)) {
+    return InvalidArgument("indirect dispatch: the buffer was not created with indirect usage");
+  }
+  return Status();
+}
+
+Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length,
+                    const void* pattern, size_t pattern_length) {
+  if (!target) return InvalidArgument("fill: no target buffer");
+  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
+    return InvalidArgument("fill: pattern length ", pattern_length, " is not 1, 2 or 4 bytes");
+  }
+  if (!pattern) return InvalidArgument("fill: no pattern");
+  if (offset % pattern_length != 0 || length % pattern_length != 0) {
+    return InvalidArgument("fill: offset ", offset, " and length ", length,
+                           " must be multiples of the ", pattern_length, "-byte pattern");
+  }
+  if (offset > target->size() || length > target->size() - offset) {
+    return InvalidArgument("fill: range [", offset, ", ", offset + length,
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  // Zero fills of whole words are native clears; anything else runs the
+  // fill shader.
+  const bool native = offset % 4 == 0 && length % 4 == 0 &&
+                      std::all_of(static_cast<const uint8_t*>(pattern),
+                                  static_cast<const uint8_t*>(pattern) + pattern_length,
+                                  [](uint8_t b) { return b == 0; });
+  if (length != 0 && !native && !(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("fill: a patterned or unaligned fill needs a buffer with storage usage");
+  }
+  return Status();
+}
+
+Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size) {
+  if (!target) return InvalidArgument("update: no target buffer");
+  if (offset > target->size() || size > target->size() - offset) {
+    return InvalidArgument("update: range [", offset, ", ", offset + size,
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  if (size != 0 && (offset % 4 != 0 || size % 4 != 0) &&
+      !(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("update: an unaligned update needs a buffer with storage usage");
+  }
+  return Status();
+}
+
+Status ValidateCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
+                    uint64_t target_offset, uint64_t length) {
+  if (!source || !target) return InvalidArgument("copy: no source or target buffer");
+  if (source == target) return InvalidArgument("copy: source and target are the same buffer");
+  if (source_offset > source->size() || length > source->size() - source_offset) {
+    return InvalidArgument("copy: source range [", source_offset, ", ", source_offset + length,
+                           ") is outside the buffer of ", source->size(), " bytes");
+  }
+  if (target_offset > target->size() || length > target->size() - target_offset) {
+    return InvalidArgument("copy: target range [", target_offset, ", ", target_offset + length,
+                           ") is outside the buffer of ", target->size(), " bytes");
+  }
+  const bool native = source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0;
+  if (length != 0 && !native &&
+      (!(source->usage() & WGPUBufferUsage_Storage) ||
+       !(target->usage() & WGPUBufferUsage_Storage))) {
+    return InvalidArgument("copy: an unaligned copy needs buffers with storage usage");
+  }
+  return Status();
+}
+
+Status ValidateBindingTable(const Device& device, std::span<const SlotRequirement> slots,
+                            std::span<const SlotAliasCheck> dispatches,
+                            std::span<const BufferRef> table, std::string_view label) {
+  if (table.size() != slots.size()) {
+    return InvalidArgument("command buffer '", label, "' was recorded against a binding table of ",
+                           slots.size(), " slot(s); submitted with ", table.size());
+  }
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!slots[s].used) continue;
+    const BufferRef& buffer = table[s];
+    if (!buffer) {
+      return InvalidArgument("command buffer '", label, "': binding-table slot ", s,
+                             " has no buffer");
+    }
+    if (buffer->size() < slots[s].min_size) {
+      return InvalidArgument("command buffer '", label, "': binding-table slot ", s, " holds ",
+                             buffer->size(), " bytes; its bindings need ", slots[s].min_size);
+    }
+    if (!(buffer->usage() & WGPUBufferUsage_Storage)) {
+      return InvalidArgument("command buffer '", label, "': binding-table slot ", s,
+                             ": the buffer was not created with storage usage");
+    }
+    if (AlignUp(buffer->size(), 4) > device.limits().max_storage_buffer_binding_size &&
+        slots[s].min_size == 0) {
+      return InvalidArgument("command buffer '", label, "': binding-table slot ", s, ": ",
+                             buffer->size(), " bytes exceed maxStorageBufferBindingSize");
+    }
+  }
+  for (const SlotAliasCheck& d : dispatches) {
+    for (uint32_t w : d.written) {
+      for (uint32_t r : d.read) {
+        if (table[w] == table[r]) {
+          return InvalidArgument("command buffer '", label, "': binding-table slots ", w, " and ",
+                                 r, " hold the same buffer, written and read by one dispatch");
+        }
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace kiln::hal

@@ -1,0 +1,154 @@
+// Binding tables: reusable command buffers recorded against slots and
+// replayed with other buffers, and every wrong table refused at submit,
+// before anything runs.
+#include "kiln/hal/cts/cts_util.h"
+
+#include <cmath>
+
+#include "kiln/hal/queue.h"
+
+namespace kiln::hal::cts {
+namespace {
+
+class BindingTableTest : public HalTest {
+ protected:
+  void SetUp() override {
+    HalTest::SetUp();
+    if (!device_) return;
+    auto exe = LoadExecutable(*device_, AxpbSpec());
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    axpb_ = *exe;
+  }
+
+  std::vector<float> RandomFloats(size_t n) {
+    std::uniform_real_distribution<float> dist(-10.f, 10.f);
+    std::vector<float> v(n);
+    for (auto& f : v) f = dist(rng_);
+    return v;
+  }
+
+  // y = x * 3 + 1 over n elements, x and y from slots 0 and 1, and a second
+  // dispatch z = y * -2 + 0.5 from slots 1 and 2.
+  std::unique_ptr<CommandBuffer> RecordChain(uint32_t n) {
+    auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
+    BufferBinding first[] = {BufferBinding::Slot(0), BufferBinding::Slot(1, 0, n * 4)};
+    AxpbConstants c1{3.0f, 1.0f, n, 0};
+    EXPECT_TRUE(cb->Dispatch(axpb_, 0, first, BytesOf(c1), (n + 63) / 64).ok());
+    BufferBinding second[] = {BufferBinding::Slot(1, 0, n * 4), BufferBinding::Slot(2)};
+    AxpbConstants c2{-2.0f, 0.5f, n, 0};
+    EXPECT_TRUE(cb->Dispatch(axpb_, 0, second, BytesOf(c2), (n + 63) / 64).ok());
+    EXPECT_TRUE(cb->End().ok());
+    return cb;
+  }
+
+  ExecutableRef axpb_;
+};
+
+TEST_F(BindingTableTest, ReplaysOverTheBuffersOfEachTable) {
+  const uint32_t n = 777;
+  auto cb = RecordChain(n);
+  EXPECT_EQ(cb->binding_table_size(), 3u);
+  for (int round = 0; round < 3; ++round) {
+    auto xs = RandomFloats(n);
+    BufferRef x = NewBuffer(n * 4), y = NewBuffer(n * 4 + 64), z = NewBuffer(n * 4);
+    Write(x, Bytes(xs));
+    Poison(y);
+    Poison(z);
+    BufferRef table[] = {x, y, z};
+    KILN_ASSERT_OK(SubmitAndWait(*device_, *cb, kInfinite, table));
+    auto ys = As<float>(Read(y));
+    auto zs = As<float>(Read(z));
+    for (uint32_t i = 0; i < n; ++i) {
+      const float expect_y = xs[i] * 3.0f + 1.0f;
+      ASSERT_NEAR(ys[i], expect_y, 1e-5f * (std::fabs(expect_y) + 1)) << "round " << round;
+      const float expect_z = ys[i] * -2.0f + 0.5f;
+      ASSERT_NEAR(zs[i], expect_z, 1e-5f * (std::fabs(expect_z) + 1)) << "round " << round;
+    }
+  }
+}
+
+TEST_F(BindingTableTest, SlotsAndBuffersMixInOneDispatch) {
+  const uint32_t n = 100;
+  auto xs = RandomFloats(n);
+  BufferRef x = NewBuffer(n * 4);
+  Write(x, Bytes(xs));
+  auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
+  BufferBinding bindings[] = {{x}, BufferBinding::Slot(0)};
+  AxpbConstants c{0.5f, -4.0f, n, 0};
+  KILN_ASSERT_OK(cb->Dispatch(axpb_, 0, bindings, BytesOf(c), 2));
+  KILN_ASSERT_OK(cb->End());
+  for (int round = 0; round < 2; ++round) {
+    BufferRef y = NewBuffer(n * 4);
+    Poison(y);
+    BufferRef table[] = {y};
+    KILN_ASSERT_OK(SubmitAndWait(*device_, *cb, kInfinite, table));
+    auto ys = As<float>(Read(y));
+    for (uint32_t i = 0; i < n; ++i) ASSERT_NEAR(ys[i], xs[i] * 0.5f - 4.0f, 1e-5f) << i;
+  }
+}
+
+// Each wrong table is refused before anything runs: the output keeps its
+// poison.
+TEST_F(BindingTableTest, WrongTablesAreRefusedBeforeAnythingRuns) {
+  const uint32_t n = 64;
+  auto cb = RecordChain(n);
+  BufferRef x = NewBuffer(n * 4), y = NewBuffer(n * 4), z = NewBuffer(n * 4);
+  auto poison = Poison(z);
+  auto expect_refused = [&](std::span<const BufferRef> table, std::string_view fragment) {
+    Status s = SubmitAndWait(*device_, *cb, kInfinite, table);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.ToString();
+    EXPECT_EQ(Read(z), poison) << "a refused submit ran work";
+  };
+  {
+    BufferRef table[] = {x, y};
+    expect_refused(table, "binding table of 3 slot(s); submitted with 2");
+  }
+  expect_refused({}, "binding table of 3 slot(s); submitted with 0");
+  {
+    BufferRef table[] = {x, nullptr, z};
+    expect_refused(table, "slot 1 has no buffer");
+  }
+  {
+    BufferRef small = NewBuffer(n * 4 - 16);
+    BufferRef table[] = {x, small, z};
+    expect_refused(table, "slot 1 holds 240 bytes; its bindings need 256");
+  }
+  {
+    BufferRef table[] = {x, y, y};  // slot 1 read and slot 2 written in one dispatch
+    expect_refused(table, "hold the same buffer");
+  }
+  {
+    BufferRef mapped = NewBuffer(n * 4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+    BufferRef table[] = {x, y, mapped};
+    expect_refused(table, "storage usage");
+  }
+  // Without slots, a table is an error too.
+  auto plain = NewCommandBuffer(CommandBufferMode::kReusable);
+  KILN_ASSERT_OK(plain->End());
+  BufferRef one[] = {x};
+  Status s = SubmitAndWait(*device_, *plain, kInfinite, one);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+}
+
+TEST_F(BindingTableTest, SlotBindingsAreValidatedWhenRecorded) {
+  auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
+  BufferRef x = NewBuffer(256);
+  const uint64_t align = device_->limits().min_storage_buffer_offset_alignment;
+  AxpbConstants c{1, 0, 1, 0};
+  {
+    BufferBinding bindings[] = {{x}, BufferBinding::Slot(0, align / 2)};
+    Status s = cb->Dispatch(axpb_, 0, bindings, BytesOf(c), 1);
+    EXPECT_NE(s.message().find("minStorageBufferOffsetAlignment"), std::string::npos) << s;
+  }
+  {
+    BufferBinding both{x, 0, kWholeBuffer, 0};
+    BufferBinding bindings[] = {{x}, both};
+    Status s = cb->Dispatch(axpb_, 0, bindings, BytesOf(c), 1);
+    EXPECT_NE(s.message().find("both a buffer and binding-table slot"), std::string::npos) << s;
+  }
+  EXPECT_EQ(cb->binding_table_size(), 0u) << "a refused dispatch recorded slot needs";
+}
+
+}  // namespace
+}  // namespace kiln::hal::cts
