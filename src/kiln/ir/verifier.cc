@@ -1,5 +1,7 @@
 #include "kiln/ir/verifier.h"
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -104,11 +106,54 @@ class VaryingFinder : public ExprVisitor {
   std::unordered_set<const VarNode*> local_varying_;
 };
 
+// The printed text of a function and the line of each of its statements,
+// for error messages. Made when a message first needs it: verifying valid IR
+// prints nothing. Line numbers count from the start of the text the function
+// is printed in (its module's, for a module), `offset` lines before the
+// function's own, and `offset` is computed when first needed too.
+class Listing {
+ public:
+  Listing(const Function& f, std::function<int()> offset) : f_(f), offset_fn_(std::move(offset)) {}
+
+  // The line of `s`, or of the function's first line when `s` is null or not printed.
+  int LineOf(const StmtNode* s) const {
+    Make();
+    auto it = s != nullptr ? lines_.find(s) : lines_.end();
+    return offset_ + (it == lines_.end() ? function_line_ : it->second);
+  }
+  // Line `line`'s text without its indentation and trailing " {", or
+  // nothing when `line` is not one of the function's.
+  std::optional<std::string> Text(int line) const {
+    Make();
+    const int local = line - offset_;
+    if (local < 1 || local > static_cast<int>(text_.size())) return std::nullopt;
+    return Trim(text_[local - 1]);
+  }
+
+ private:
+  void Make() const {
+    if (made_) return;
+    made_ = true;
+    text_ = SplitLines(Print(f_, &lines_));
+    // The line of `fn`, for a function whose body starts on the next line.
+    auto it = lines_.find(f_.body().get());
+    function_line_ = it == lines_.end() ? 1 : it->second - 1;
+    offset_ = offset_fn_();
+  }
+
+  const Function& f_;
+  std::function<int()> offset_fn_;
+  mutable bool made_ = false;
+  mutable LineMap lines_;
+  mutable std::vector<std::string> text_;
+  mutable int function_line_ = 1;
+  mutable int offset_ = 0;
+};
+
 class FunctionVerifier {
  public:
-  FunctionVerifier(const Function& f, const VerifyOptions& options, const LineMap& lines,
-                   const std::vector<std::string>& text, int function_line)
-      : f_(f), options_(options), lines_(lines), text_(text), function_line_(function_line) {}
+  FunctionVerifier(const Function& f, const VerifyOptions& options, const Listing& listing)
+      : f_(f), options_(options), listing_(listing) {}
 
   Status Run() {
     if (SanitizeName(f_.name()) != f_.name()) {
@@ -142,24 +187,17 @@ class FunctionVerifier {
  private:
   // ------------------------------------------------------------ messages
 
-  int LineOf(const Stmt& s) const {
-    auto it = lines_.find(s.get());
-    return it == lines_.end() ? function_line_ : it->second;
-  }
+  // The statement being checked, or null at the function's signature.
+  const StmtNode* Site() const { return current_ != nullptr ? current_->get() : nullptr; }
 
-  Status ErrorAtLine(int line, const std::string& what) const {
+  Status ErrorAt(const StmtNode* site, const std::string& what) const {
+    const int line = listing_.LineOf(site);
     std::string quoted;
-    if (line >= 1 && line <= static_cast<int>(text_.size())) {
-      quoted = StrCat("`", Trim(text_[line - 1]), "`: ");
-    }
+    if (auto text = listing_.Text(line)) quoted = StrCat("`", *text, "`: ");
     return CompileError("function '", f_.name(), "', line ", line, ": ", quoted, what);
   }
-  Status ErrorAtFunction(const std::string& what) const {
-    return ErrorAtLine(function_line_, what);
-  }
-  Status Error(const std::string& what) const {
-    return current_ != nullptr ? ErrorAtLine(LineOf(*current_), what) : ErrorAtFunction(what);
-  }
+  Status ErrorAtFunction(const std::string& what) const { return ErrorAt(nullptr, what); }
+  Status Error(const std::string& what) const { return ErrorAt(Site(), what); }
 
   // ------------------------------------------------------------ scopes
 
@@ -224,15 +262,14 @@ class FunctionVerifier {
   // Where control flow stops being uniform; barriers and subgroup operations
   // are rejected below such a point.
   struct Divergence {
-    int line;
+    const StmtNode* site;  // null: the function's signature
   };
 
   Status CheckUniform(const std::string& what) const {
     if (divergence_.empty()) return Status::Ok();
-    const Divergence& d = divergence_.back();
-    std::string where = d.line >= 1 && d.line <= static_cast<int>(text_.size())
-                            ? StrCat("`", Trim(text_[d.line - 1]), "` at line ", d.line)
-                            : StrCat("line ", d.line);
+    const int line = listing_.LineOf(divergence_.back().site);
+    auto text = listing_.Text(line);
+    std::string where = text ? StrCat("`", *text, "` at line ", line) : StrCat("line ", line);
     return Error(StrCat(what, " is under control flow that depends on the thread index (", where,
                         "); every thread of the workgroup must reach it"));
   }
@@ -386,7 +423,7 @@ class FunctionVerifier {
       KILN_RETURN_IF_ERROR(CheckExpr(op->args[0]));
       KILN_RETURN_IF_ERROR(ExpectType(op->args[0], op->args[0].dtype() == kBool, "bool"));
       bool diverges = IsThreadVarying(op->args[0]);
-      if (diverges) divergence_.push_back({current_ ? LineOf(*current_) : function_line_});
+      if (diverges) divergence_.push_back({Site()});
       Status s = CheckExpr(op->args[1]);
       if (s.ok()) s = CheckExpr(op->args[2]);
       if (diverges) divergence_.pop_back();
@@ -443,7 +480,7 @@ class FunctionVerifier {
 
   // Checks `body` with its statement's condition diverging or not.
   Status CheckBody(const Stmt& body, bool diverges, const Stmt& at) {
-    if (diverges) divergence_.push_back({LineOf(at)});
+    if (diverges) divergence_.push_back({at.get()});
     Status s = CheckStmt(body);
     if (diverges) divergence_.pop_back();
     return s;
@@ -634,9 +671,7 @@ class FunctionVerifier {
 
   const Function& f_;
   const VerifyOptions& options_;
-  const LineMap& lines_;
-  const std::vector<std::string>& text_;
-  int function_line_;
+  const Listing& listing_;
 
   const Stmt* current_ = nullptr;                 // innermost statement being checked
   std::unordered_set<const void*> in_scope_;      // vars and buffers visible now
@@ -649,31 +684,32 @@ class FunctionVerifier {
   int64_t shared_bytes_ = 0;
 };
 
-// The line of `fn` for a function whose body starts on the next line.
-int FunctionLine(const Function& f, const LineMap& lines) {
-  auto it = lines.find(f.body().get());
-  return it == lines.end() ? 1 : it->second - 1;
-}
-
 }  // namespace
 
 Status Verify(const Function& function, const VerifyOptions& options) {
-  LineMap lines;
-  std::vector<std::string> text = SplitLines(Print(function, &lines));
-  return FunctionVerifier(function, options, lines, text, FunctionLine(function, lines)).Run();
+  return FunctionVerifier(function, options, Listing(function, [] { return 0; })).Run();
 }
 
+// Function by function, with the line numbers of the module's printed text
+// (Print(module)), where "module {" is line 1 and a blank line separates
+// functions. Nothing is printed unless there is an error to report.
 Status Verify(const Module& module, const VerifyOptions& options) {
-  LineMap lines;
-  std::vector<std::string> text = SplitLines(Print(module, &lines));
-  std::unordered_set<std::string> names;
-  for (const Function& f : module.functions) {
-    int line = FunctionLine(f, lines);
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < module.functions.size(); ++i) {
+    const Function& f = module.functions[i];
+    Listing listing(f, [&module, i] {
+      int lines = 1;  // "module {"
+      for (size_t j = 0; j < i; ++j) {
+        const std::string text = Print(module.functions[j]);
+        lines += static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+      }
+      return lines;
+    });
     if (!names.insert(f.name()).second) {
-      return CompileError("function '", f.name(), "', line ", line,
+      return CompileError("function '", f.name(), "', line ", listing.LineOf(nullptr),
                           ": the module already has a function of this name");
     }
-    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, lines, text, line).Run());
+    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, listing).Run());
   }
   return Status::Ok();
 }
