@@ -1,7 +1,6 @@
 // kiln compile K.kir -o K.kmod | --emit wgsl | --emit ir
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "commands.h"
 #include "flags.h"
@@ -15,11 +14,16 @@
 namespace kiln::tool {
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return InvalidArgument("cannot open '", path, "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  // Read straight into a string of the file's size (a stream buffer would
+  // hold a second copy).
+  const std::streamoff size = in.tellg();
+  if (size < 0) return InvalidArgument("cannot read '", path, "'");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) return InvalidArgument("cannot read '", path, "'");
+  return bytes;
 }
 
 StatusOr<ir::Module> ParseIrFile(const std::string& path) {
@@ -73,6 +77,7 @@ int CompileCommand(const Args& args) {
   }
   auto compiled = codegen::CompileModule(*module, options);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(input).ToString());
+  *module = ir::Module();  // not needed any more: the IR of a large module is large
   if (emit) {
     for (const codegen::CompiledFunction& f : compiled->functions) {
       std::printf("// kernel %s\n%s\n", f.metadata.name.c_str(), f.wgsl.c_str());
