@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
@@ -130,11 +129,14 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
 
 StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> device,
                                                    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return InvalidArgument("cannot open '", path, "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  auto compiled = codegen::DeserializeModule(bytes.str());
+  // Straight into a string of the file's size: modules can be large.
+  const std::streamoff size = in.tellg();
+  std::string bytes(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  in.seekg(0);
+  if (size < 0 || !in.read(bytes.data(), size)) return InvalidArgument("cannot read '", path, "'");
+  auto compiled = codegen::DeserializeModule(bytes);
   if (!compiled.ok()) return compiled.status().WithContext(path);
   return Load(device, std::move(*compiled));
 }
