@@ -4,17 +4,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <sstream>
 
+#include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/command_buffer.h"
 #include "kiln/hal/executable.h"
 #include "kiln/hal/queue.h"
 #include "kiln/ir/parser.h"
+#include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/file.h"
@@ -173,6 +176,66 @@ StatusOr<std::vector<CompileTiming>> RunCompileBench(const std::vector<std::stri
     out.push_back(t);
   }
   return out;
+}
+
+StatusOr<std::string> MakeLargeModule(const std::vector<std::string>& files, double megabytes) {
+  // Each function printed once, its name cut out: "fn " name "(...".
+  struct Template {
+    std::string name, rest;
+  };
+  std::vector<Template> templates;
+  for (const std::string& path : files) {
+    KILN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path));
+    auto module = ir::ParseModule(text);
+    if (!module.ok()) return module.status().WithContext(path);
+    for (const ir::Function& f : module->functions) {
+      std::string printed = ir::Print(f);
+      const std::string head = "fn " + f.name() + "(";
+      if (printed.rfind(head, 0) != 0) {
+        return Internal("printed function '", f.name(), "' does not start with '", head, "'");
+      }
+      templates.push_back({f.name(), printed.substr(head.size() - 1)});
+    }
+  }
+  if (templates.empty()) return InvalidArgument("no functions to repeat");
+  const size_t target = static_cast<size_t>(megabytes * 1e6);
+  std::string out = "module {\n";
+  for (size_t k = 0; out.size() < target; ++k) {
+    const Template& t = templates[k % templates.size()];
+    out += StrCat("fn ", t.name, "_", k, t.rest, "\n");
+  }
+  out += "}\n";
+  return out;
+}
+
+StatusOr<CompileScaleTiming> RunCompileScaleBench(const std::string& text) {
+  // CPU time of this process: the work is single-threaded, and on a shared
+  // machine wall time measures the neighbours too.
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  };
+  CompileScaleTiming t;
+  t.megabytes = static_cast<double>(text.size()) / 1e6;
+  const double t0 = cpu_ms();
+  auto module = ir::ParseModule(text);
+  if (!module.ok()) return module.status();
+  const double t1 = cpu_ms();
+  KILN_RETURN_IF_ERROR(ir::Verify(*module));
+  const double t2 = cpu_ms();
+  auto compiled = codegen::CompileModule(*module);
+  if (!compiled.ok()) return compiled.status();
+  const double t3 = cpu_ms();
+  const std::string bytes = codegen::SerializeModule(*compiled);
+  const double t4 = cpu_ms();
+  t.functions = static_cast<int>(compiled->functions.size());
+  t.parse_ms = t1 - t0;
+  t.verify_ms = t2 - t1;
+  t.compile_ms = t3 - t2;
+  t.serialize_ms = t4 - t3;
+  if (bytes.empty()) return Internal("no module bytes");
+  return t;
 }
 
 }  // namespace kiln::bench

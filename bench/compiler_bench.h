@@ -50,4 +50,24 @@ struct CompileTiming {
 StatusOr<std::vector<CompileTiming>> RunCompileBench(const std::vector<std::string>& files,
                                                      int repetitions);
 
+// `kiln compile`'s phases on one large module (CPU milliseconds).
+struct CompileScaleTiming {
+  double megabytes = 0;  // of IR text
+  int functions = 0;
+  double parse_ms = 0;      // text -> IR
+  double verify_ms = 0;     // the module verified
+  double compile_ms = 0;    // CompileModule: lowering + WGSL + metadata
+  double serialize_ms = 0;  // CompiledModule -> module-file bytes
+  double total_ms() const { return parse_ms + verify_ms + compile_ms + serialize_ms; }
+  double ms_per_megabyte() const { return total_ms() / megabytes; }
+};
+
+// A module of at least `megabytes` MB of IR text: the functions of `files`
+// repeated in turn, each copy renamed (name_0, name_1, ...).
+StatusOr<std::string> MakeLargeModule(const std::vector<std::string>& files, double megabytes);
+
+// Times each phase of compiling `text` to module-file bytes once, in CPU
+// time of the process.
+StatusOr<CompileScaleTiming> RunCompileScaleBench(const std::string& text);
+
 }  // namespace kiln::bench

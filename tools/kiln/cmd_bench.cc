@@ -1,11 +1,17 @@
 // kiln bench <name>: benchmarks that print a table (or JSON).
+#include <sys/resource.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "compiler_bench.h"
 #include "dispatch_bench.h"
-#include "kiln/runtime/corpus.h"
 #include "flags.h"
+#include "kiln/runtime/corpus.h"
 #include "kiln/support/json.h"
 
 namespace kiln::tool {
@@ -123,14 +129,77 @@ int BenchMatmul(const Args& args) {
   return ok ? 0 : 1;
 }
 
+// kiln bench compile --megabytes 2,20 [DIR...]: kiln compile's phases on
+// modules of those sizes made by repeating the functions of DIR's kernels
+// (default examples/).
+int BenchCompileScale(const Flags& flags) {
+  std::vector<double> sizes;
+  std::istringstream list(*flags.Get("megabytes"));
+  for (std::string item; std::getline(list, item, ',');) {
+    const double mb = std::atof(item.c_str());
+    if (!(mb > 0))
+      return Fail("--megabytes takes sizes in MB separated by commas, got '" + item + "'");
+    sizes.push_back(mb);
+  }
+  std::vector<std::string> dirs = flags.positional();
+  if (dirs.empty()) dirs = {"examples"};
+  std::vector<std::string> files;
+  for (const std::string& d : dirs) {
+    for (const std::string& f : runtime::ListKirFiles(d)) files.push_back(f);
+  }
+  if (files.empty()) return Fail("no .kir files found");
+  const bool json = flags.Has("json");
+  JsonWriter w;
+  w.BeginObject().Key("benchmark").String("compile-scale").Key("modules").BeginArray();
+  if (!json) {
+    std::printf(
+        "kiln compile's phases on one module of the functions of %zu file(s), repeated; "
+        "CPU ms\n\n",
+        files.size());
+    std::printf("%8s %7s %10s %10s %10s %10s %10s %9s %9s\n", "MB", "fns", "parse ms", "verify ms",
+                "compile ms", "write ms", "total ms", "ms / MB", "peak MB");
+  }
+  for (double mb : sizes) {
+    auto text = bench::MakeLargeModule(files, mb);
+    if (!text.ok()) return Fail(text.status().ToString());
+    auto t = bench::RunCompileScaleBench(*text);
+    if (!t.ok()) return Fail(t.status().ToString());
+    // The process's high-water mark: sizes run in the order given, so with
+    // growing sizes it is this size's peak.
+    rusage usage = {};
+    getrusage(RUSAGE_SELF, &usage);
+    const double peak_mb = usage.ru_maxrss / 1024.0;
+    if (json) {
+      w.BeginObject().Key("megabytes").Number(t->megabytes).Key("functions").Int(t->functions);
+      w.Key("parse_ms").Number(t->parse_ms).Key("verify_ms").Number(t->verify_ms);
+      w.Key("compile_ms").Number(t->compile_ms).Key("serialize_ms").Number(t->serialize_ms);
+      w.Key("ms_per_megabyte").Number(t->ms_per_megabyte()).Key("peak_rss_mb").Number(peak_mb);
+      w.EndObject();
+    } else {
+      std::printf("%8.2f %7d %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f %9.0f\n", t->megabytes,
+                  t->functions, t->parse_ms, t->verify_ms, t->compile_ms, t->serialize_ms,
+                  t->total_ms(), t->ms_per_megabyte(), peak_mb);
+    }
+  }
+  if (json) {
+    w.EndArray().EndObject();
+    std::printf("%s\n", w.str().c_str());
+  }
+  return 0;
+}
+
 int BenchCompile(const Args& args) {
-  auto flags = Flags::Parse(args, {"repetitions"}, {"json"});
+  auto flags = Flags::Parse(args, {"repetitions", "megabytes"}, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
         "usage: kiln bench compile [DIR...] [--repetitions N] [--json]\n"
-        "  DIR  folders of .kir files (default: tests/corpus and examples of the source tree)");
+        "       kiln bench compile --megabytes A,B,... [--json]\n"
+        "  DIR          folders of .kir files (default: tests/corpus and examples of the source "
+        "tree)\n"
+        "  --megabytes  compile generated modules of these sizes and report time per MB");
   }
+  if (flags->Get("megabytes")) return BenchCompileScale(*flags);
   auto reps = flags->GetUint("repetitions", 5, INT32_MAX);
   if (!reps.ok()) return Fail(reps.status().message());
   if (*reps == 0) return Fail("flag --repetitions must be positive");

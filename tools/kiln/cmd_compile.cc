@@ -75,6 +75,7 @@ int CompileCommand(const Args& args) {
   }
   auto compiled = codegen::CompileModule(*module, options);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(input).ToString());
+  *module = ir::Module();  // not needed any more: the IR of a large module is large
   if (emit) {
     for (const codegen::CompiledFunction& f : compiled->functions) {
       std::printf("// kernel %s\n%s\n", f.metadata.name.c_str(), f.wgsl.c_str());

@@ -19,6 +19,7 @@ class ByteWriter {
     U32(static_cast<uint32_t>(s.size()));
     out_.append(s);
   }
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
   std::string Take() && { return std::move(out_); }
 
  private:
@@ -198,10 +199,19 @@ uint64_t Fnv1a64(std::string_view bytes) {
 }
 
 std::string SerializeModule(const CompiledModule& module) {
+  // The payload goes after room for the header, which is filled in last, so
+  // that a large module is written once into one buffer of about its size.
+  size_t estimate = kModuleHeaderBytes + 4;
+  for (const CompiledFunction& f : module.functions) {
+    estimate += f.wgsl.size() + f.source_ir.size() + 128 + 64 * f.metadata.params.size();
+  }
   ByteWriter payload;
+  payload.Reserve(estimate);
+  for (size_t i = 0; i < kModuleHeaderBytes; ++i) payload.U8(0);
   payload.U32(static_cast<uint32_t>(module.functions.size()));
   for (const CompiledFunction& f : module.functions) WriteFunction(payload, f);
-  std::string body = std::move(payload).Take();
+  std::string out = std::move(payload).Take();
+  const std::string_view body = std::string_view(out).substr(kModuleHeaderBytes);
 
   ByteWriter header;
   for (char c : kModuleMagic) header.U8(static_cast<uint8_t>(c));
@@ -209,8 +219,8 @@ std::string SerializeModule(const CompiledModule& module) {
   header.U32(0);  // reserved flags
   header.U64(body.size());
   header.U64(Fnv1a64(body));
-  std::string out = std::move(header).Take();
-  out += body;
+  const std::string head = std::move(header).Take();
+  out.replace(0, head.size(), head);
   return out;
 }
 

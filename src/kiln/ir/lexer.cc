@@ -22,34 +22,32 @@ int HexValue(char c) {
   return -1;
 }
 
+}  // namespace
+
 class Lexer {
  public:
   explicit Lexer(std::string_view text) : text_(text) {}
 
-  StatusOr<std::vector<Token>> Run() {
-    std::vector<Token> tokens;
-    while (true) {
-      SkipSpaceAndComments();
-      Token token;
-      token.line = line_;
-      token.column = column_;
-      if (pos_ >= text_.size()) {
-        tokens.push_back(std::move(token));
-        return tokens;
-      }
-      char c = text_[pos_];
-      if (IsIdentStart(c)) {
-        token.kind = TokenKind::kIdent;
-        while (pos_ < text_.size() && IsIdentChar(text_[pos_])) token.text += Advance();
-      } else if (IsDigit(c)) {
-        KILN_RETURN_IF_ERROR(LexNumber(&token));
-      } else if (c == '"') {
-        KILN_RETURN_IF_ERROR(LexString(&token));
-      } else {
-        KILN_RETURN_IF_ERROR(LexPunct(&token));
-      }
-      tokens.push_back(std::move(token));
+  // The next token into `*token` (kEnd at the end of the text).
+  Status Lex(Token* token) {
+    SkipSpaceAndComments();
+    *token = Token();
+    token->line = line_;
+    token->column = column_;
+    if (pos_ >= text_.size()) return Status::Ok();
+    char c = text_[pos_];
+    if (IsIdentStart(c)) {
+      token->kind = TokenKind::kIdent;
+      size_t end = pos_;
+      while (end < text_.size() && IsIdentChar(text_[end])) ++end;
+      token->text.assign(text_.substr(pos_, end - pos_));
+      column_ += static_cast<int>(end - pos_);
+      pos_ = end;
+      return Status::Ok();
     }
+    if (IsDigit(c)) return LexNumber(token);
+    if (c == '"') return LexString(token);
+    return LexPunct(token);
   }
 
  private:
@@ -171,8 +169,6 @@ class Lexer {
   int column_ = 1;
 };
 
-}  // namespace
-
 std::string DescribeToken(const Token& token) {
   switch (token.kind) {
     case TokenKind::kEnd:
@@ -185,7 +181,27 @@ std::string DescribeToken(const Token& token) {
 }
 
 StatusOr<std::vector<Token>> Tokenize(std::string_view text) {
-  return Lexer(text).Run();
+  Lexer lexer(text);
+  std::vector<Token> tokens;
+  do {
+    tokens.emplace_back();
+    KILN_RETURN_IF_ERROR(lexer.Lex(&tokens.back()));
+  } while (tokens.back().kind != TokenKind::kEnd);
+  return tokens;
+}
+
+TokenStream::TokenStream(std::string_view text) : lexer_(std::make_unique<Lexer>(text)) {}
+TokenStream::TokenStream(TokenStream&&) noexcept = default;
+TokenStream& TokenStream::operator=(TokenStream&&) noexcept = default;
+TokenStream::~TokenStream() = default;
+
+Token TokenStream::Next() {
+  Token token;
+  if (done_) return token;
+  error_ = lexer_->Lex(&token);
+  if (!error_.ok()) token = Token();
+  done_ = token.kind == TokenKind::kEnd;
+  return token;
 }
 
 }  // namespace kiln::ir

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -25,9 +26,7 @@ using Symbol = std::variant<Var, Buffer>;
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> tokens) : tokens_(std::move(tokens)) {
-    scopes_.emplace_back();
-  }
+  explicit Parser(std::string_view text) : stream_(text) { scopes_.emplace_back(); }
 
   void Declare(const std::string& name, Symbol symbol) { scopes_.back()[name] = std::move(symbol); }
   void RecordLocationsIn(SourceMap* map) { map_ = map; }
@@ -37,6 +36,7 @@ class Parser {
     KILN_RETURN_IF_ERROR(ExpectKeyword("module"));
     KILN_RETURN_IF_ERROR(Expect("{"));
     while (!IsPunct("}")) {
+      DropConsumedTokens();
       if (!IsIdent("fn")) return ErrorExpected("'fn' or '}'");
       if (map_ != nullptr) map_->functions.push_back({Peek().line, Peek().column});
       KILN_ASSIGN_OR_RETURN(Function f, ParseFunctionDef());
@@ -68,15 +68,46 @@ class Parser {
  private:
   // ------------------------------------------------------------ tokens
 
-  const Token& Peek(size_t ahead = 0) const {
-    size_t i = std::min(pos_ + ahead, tokens_.size() - 1);
-    return tokens_[i];
+  // Token `i` of the text (the kEnd token past the end), lexed when first
+  // asked for. References stay valid until DropConsumedTokens.
+  const Token& At(size_t i) const {
+    while (window_start_ + window_.size() <= i &&
+           (window_.empty() || window_.back().kind != TokenKind::kEnd)) {
+      window_.push_back(stream_.Next());
+    }
+    return i - window_start_ < window_.size() ? window_[i - window_start_] : window_.back();
   }
+  const Token& Peek(size_t ahead = 0) const { return At(pos_ + ahead); }
   const Token& Next() {
-    const Token& t = tokens_[pos_];
-    if (pos_ + 1 < tokens_.size()) ++pos_;
+    const Token& t = At(pos_);
+    if (t.kind != TokenKind::kEnd) ++pos_;
     return t;
   }
+  // Forgets the tokens before the current one, so that a module's tokens
+  // are held one function at a time.
+  void DropConsumedTokens() {
+    while (window_start_ < pos_ && !window_.empty()) {
+      window_.pop_front();
+      ++window_start_;
+    }
+  }
+
+ public:
+  // The lexical error of the text, if it has one: that error is reported
+  // rather than any parse error or result, as though the whole text were
+  // lexed first.
+  Status LexicalError() {
+    if (stream_.error().ok()) {
+      DropConsumedTokens();
+      while (At(pos_).kind != TokenKind::kEnd) {
+        Next();
+        DropConsumedTokens();
+      }
+    }
+    return stream_.error();
+  }
+
+ private:
   bool IsPunct(std::string_view p, size_t ahead = 0) const {
     return Peek(ahead).kind == TokenKind::kPunct && Peek(ahead).text == p;
   }
@@ -191,8 +222,8 @@ class Parser {
   // scanning ahead for `name : type` at the list's top level.
   Status DeclareScalarParams() {
     int depth = 0;
-    for (size_t i = pos_; tokens_[i].kind != TokenKind::kEnd; ++i) {
-      const Token& t = tokens_[i];
+    for (size_t i = pos_; At(i).kind != TokenKind::kEnd; ++i) {
+      const Token& t = At(i);
       if (t.kind == TokenKind::kPunct) {
         if (t.text == "(" || t.text == "[" || t.text == "{") ++depth;
         if (t.text == ")" || t.text == "]" || t.text == "}") {
@@ -201,11 +232,11 @@ class Parser {
         }
       }
       bool at_param_start =
-          i == pos_ || (tokens_[i - 1].kind == TokenKind::kPunct && tokens_[i - 1].text == ",");
+          i == pos_ || (At(i - 1).kind == TokenKind::kPunct && At(i - 1).text == ",");
       if (depth != 0 || !at_param_start || t.kind != TokenKind::kIdent) continue;
-      if (i + 2 >= tokens_.size() || tokens_[i + 1].text != ":") continue;
-      StatusOr<DataType> dtype = DataType::FromString(tokens_[i + 2].text);
-      if (!dtype.ok() || tokens_[i + 2].kind != TokenKind::kIdent) continue;
+      if (At(i + 1).kind == TokenKind::kEnd || At(i + 1).text != ":") continue;
+      StatusOr<DataType> dtype = DataType::FromString(At(i + 2).text);
+      if (!dtype.ok() || At(i + 2).kind != TokenKind::kIdent) continue;
       if (IsReservedWord(t.text) || scopes_.back().count(t.text) != 0) continue;  // reported later
       pending_params_[t.text] = Var(t.text, *dtype);
       Declare(t.text, pending_params_[t.text]);
@@ -850,8 +881,12 @@ class Parser {
     return LetNode::make(var, value, body);
   }
 
-  std::vector<Token> tokens_;
-  size_t pos_ = 0;
+  // Tokens window_start_ .. window_start_ + window_.size() - 1 of the text,
+  // lexed on demand (a deque: references survive appending).
+  mutable TokenStream stream_;
+  mutable std::deque<Token> window_;
+  size_t window_start_ = 0;
+  size_t pos_ = 0;  // the current token's index in the text
   std::vector<std::unordered_map<std::string, Symbol>> scopes_;
   std::unordered_map<std::string, Var> pending_params_;  // scalar parameters, found ahead
   std::unordered_set<std::string> declared_params_;      // parameter names seen so far
@@ -862,18 +897,25 @@ class Parser {
 
 StatusOr<Parser> MakeParser(std::string_view text, const std::vector<Var>& vars,
                             const std::vector<Buffer>& buffers) {
-  KILN_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(text));
-  Parser parser(std::move(tokens));
+  Parser parser(text);
   for (const Var& v : vars) parser.Declare(v.name(), v);
   for (const Buffer& b : buffers) parser.Declare(b.name(), b);
   return parser;
+}
+
+// `result`, unless the text has a lexical error: then that error.
+template <typename T>
+StatusOr<T> Finish(Parser& parser, StatusOr<T> result) {
+  Status lexical = parser.LexicalError();
+  if (!lexical.ok()) return lexical;
+  return result;
 }
 
 }  // namespace
 
 StatusOr<Module> ParseModule(std::string_view text) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, {}, {}));
-  return parser.ParseModuleText();
+  return Finish(parser, parser.ParseModuleText());
 }
 
 StatusOr<Module> ParseModule(std::string_view text, SourceMap* source_map) {
@@ -897,19 +939,19 @@ StatusOr<Module> ParseModule(std::string_view text, SourceMap* source_map) {
 
 StatusOr<Function> ParseFunction(std::string_view text) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, {}, {}));
-  return parser.ParseFunctionText();
+  return Finish(parser, parser.ParseFunctionText());
 }
 
 StatusOr<Stmt> ParseStmt(std::string_view text, const std::vector<Var>& vars,
                          const std::vector<Buffer>& buffers) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, vars, buffers));
-  return parser.ParseStmtText();
+  return Finish(parser, parser.ParseStmtText());
 }
 
 StatusOr<Expr> ParseExpr(std::string_view text, const std::vector<Var>& vars,
                          const std::vector<Buffer>& buffers) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, vars, buffers));
-  return parser.ParseExprText();
+  return Finish(parser, parser.ParseExprText());
 }
 
 }  // namespace kiln::ir

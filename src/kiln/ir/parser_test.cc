@@ -185,6 +185,14 @@ const ParseErrorCase kParseErrors[] = {
      "line 2, column 23: unterminated string"},
     {"UnknownEscape", "module { fn f() { assert(true, \"a\\q\") } }",
      "line 1, column 34: unknown escape in string"},
+    // Tokens are lexed as the parser needs them, yet a lexical error anywhere
+    // is the error reported, as though the text were lexed first.
+    {"LexicalErrorAfterAParseError", "module { fun f() {} }\nfn g() {}\n  # }",
+     "line 3, column 3: unexpected character '#'"},
+    {"LexicalErrorAfterTheModule", "module { fn f() {} } #",
+     "line 1, column 22: unexpected character '#'"},
+    {"LexicalErrorInALaterFunction", "module {\nfn f() {\n}\nfn g() {\n  @\n}\n}",
+     "line 5, column 3: unexpected character '@'"},
     {"MissingModule", "fn f() {}", "line 1, column 1: expected 'module', found 'fn'"},
     {"MissingFn", "module { fun f() {} }", "line 1, column 10: expected 'fn' or '}', found 'fun'"},
     {"MissingBrace", "module {\nfn f() {\n", "line 3, column 1: expected '}', found end of input"},

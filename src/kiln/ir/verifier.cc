@@ -1,5 +1,7 @@
 #include "kiln/ir/verifier.h"
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -104,20 +106,82 @@ class VaryingFinder : public ExprVisitor {
   std::unordered_set<const VarNode*> local_varying_;
 };
 
+// Where a function's statements are, for error messages: in the text the
+// user wrote (a parser's source map: lines and columns), or in the printed
+// IR (lines only). The printed text is made when a message first needs it,
+// so verifying valid IR prints nothing; `offset` (the lines before the
+// function's own in its module's printed text) is computed then too.
+class Listing {
+ public:
+  // Printed: lines of Print(f), shifted by offset().
+  Listing(const Function& f, std::function<int()> offset) : f_(f), offset_fn_(std::move(offset)) {}
+  // Source: the parsed text's lines and each statement's line and column.
+  Listing(const Function& f, const std::vector<std::string>& source_lines, const LineMap& lines,
+          const LineMap& columns, SourceLocation function_at)
+      : f_(f),
+        source_lines_(&source_lines),
+        source_stmt_lines_(&lines),
+        columns_(&columns),
+        function_at_(function_at) {}
+
+  // The line of `s`, or of the function when `s` is null or unknown.
+  int LineOf(const StmtNode* s) const {
+    const LineMap& lines = StmtLines();
+    auto it = s != nullptr ? lines.find(s) : lines.end();
+    if (source_lines_ != nullptr) return it == lines.end() ? function_at_.line : it->second;
+    return offset_ + (it == lines.end() ? function_line_ : it->second);
+  }
+  // The column of `s`, or 0 when unknown (printed IR).
+  int ColumnOf(const StmtNode* s) const {
+    if (columns_ == nullptr) return 0;
+    auto it = s != nullptr ? columns_->find(s) : columns_->end();
+    return it == columns_->end() ? function_at_.column : it->second;
+  }
+  // Line `line`'s text, trimmed, or nothing when it is out of range.
+  std::optional<std::string> Text(int line) const {
+    if (source_lines_ != nullptr) {
+      if (line < 1 || line > static_cast<int>(source_lines_->size())) return std::nullopt;
+      return Trim((*source_lines_)[line - 1]);
+    }
+    Make();
+    const int local = line - offset_;
+    if (local < 1 || local > static_cast<int>(text_.size())) return std::nullopt;
+    return Trim(text_[local - 1]);
+  }
+
+ private:
+  const LineMap& StmtLines() const {
+    if (source_lines_ != nullptr) return *source_stmt_lines_;
+    Make();
+    return lines_;
+  }
+  void Make() const {
+    if (made_) return;
+    made_ = true;
+    text_ = SplitLines(Print(f_, &lines_));
+    // The line of `fn`, for a function whose body starts on the next line.
+    auto it = lines_.find(f_.body().get());
+    function_line_ = it == lines_.end() ? 1 : it->second - 1;
+    offset_ = offset_fn_ ? offset_fn_() : 0;
+  }
+
+  const Function& f_;
+  std::function<int()> offset_fn_;
+  mutable bool made_ = false;
+  mutable LineMap lines_;
+  mutable std::vector<std::string> text_;
+  mutable int function_line_ = 1;
+  mutable int offset_ = 0;
+  const std::vector<std::string>* source_lines_ = nullptr;
+  const LineMap* source_stmt_lines_ = nullptr;
+  const LineMap* columns_ = nullptr;
+  SourceLocation function_at_;
+};
+
 class FunctionVerifier {
  public:
-  // `lines` and `text` are of Print(module), or of the parsed source, with
-  // `columns` then giving each statement's column as well.
-  FunctionVerifier(const Function& f, const VerifyOptions& options, const LineMap& lines,
-                   const std::vector<std::string>& text, int function_line,
-                   const LineMap* columns = nullptr, int function_column = 0)
-      : f_(f),
-        options_(options),
-        lines_(lines),
-        text_(text),
-        function_line_(function_line),
-        columns_(columns),
-        function_column_(function_column) {}
+  FunctionVerifier(const Function& f, const VerifyOptions& options, const Listing& listing)
+      : f_(f), options_(options), listing_(listing) {}
 
   Status Run() {
     if (SanitizeName(f_.name()) != f_.name()) {
@@ -151,33 +215,20 @@ class FunctionVerifier {
  private:
   // ------------------------------------------------------------ messages
 
-  int LineOf(const Stmt& s) const {
-    auto it = lines_.find(s.get());
-    return it == lines_.end() ? function_line_ : it->second;
-  }
+  // The statement being checked, or null at the function's signature.
+  const StmtNode* Site() const { return current_ != nullptr ? current_->get() : nullptr; }
 
-  int ColumnOf(const Stmt& s) const {
-    if (columns_ == nullptr) return 0;
-    auto it = columns_->find(s.get());
-    return it == columns_->end() ? function_column_ : it->second;
-  }
-
-  // `column` 0: unknown (messages about the printed module give lines only).
-  Status ErrorAtLine(int line, int column, const std::string& what) const {
+  // Column 0: unknown (messages about printed IR give lines only).
+  Status ErrorAt(const StmtNode* site, const std::string& what) const {
+    const int line = listing_.LineOf(site);
+    const int column = listing_.ColumnOf(site);
     std::string quoted;
-    if (line >= 1 && line <= static_cast<int>(text_.size())) {
-      quoted = StrCat("`", Trim(text_[line - 1]), "`: ");
-    }
+    if (auto text = listing_.Text(line)) quoted = StrCat("`", *text, "`: ");
     std::string at = column > 0 ? StrCat(", column ", column) : "";
     return CompileError("function '", f_.name(), "', line ", line, at, ": ", quoted, what);
   }
-  Status ErrorAtFunction(const std::string& what) const {
-    return ErrorAtLine(function_line_, function_column_, what);
-  }
-  Status Error(const std::string& what) const {
-    return current_ != nullptr ? ErrorAtLine(LineOf(*current_), ColumnOf(*current_), what)
-                               : ErrorAtFunction(what);
-  }
+  Status ErrorAtFunction(const std::string& what) const { return ErrorAt(nullptr, what); }
+  Status Error(const std::string& what) const { return ErrorAt(Site(), what); }
 
   // ------------------------------------------------------------ scopes
 
@@ -242,15 +293,14 @@ class FunctionVerifier {
   // Where control flow stops being uniform; barriers and subgroup operations
   // are rejected below such a point.
   struct Divergence {
-    int line;
+    const StmtNode* site;  // null: the function's signature
   };
 
   Status CheckUniform(const std::string& what) const {
     if (divergence_.empty()) return Status::Ok();
-    const Divergence& d = divergence_.back();
-    std::string where = d.line >= 1 && d.line <= static_cast<int>(text_.size())
-                            ? StrCat("`", Trim(text_[d.line - 1]), "` at line ", d.line)
-                            : StrCat("line ", d.line);
+    const int line = listing_.LineOf(divergence_.back().site);
+    auto text = listing_.Text(line);
+    std::string where = text ? StrCat("`", *text, "` at line ", line) : StrCat("line ", line);
     return Error(StrCat(what, " is under control flow that depends on the thread index (", where,
                         "); every thread of the workgroup must reach it"));
   }
@@ -404,7 +454,7 @@ class FunctionVerifier {
       KILN_RETURN_IF_ERROR(CheckExpr(op->args[0]));
       KILN_RETURN_IF_ERROR(ExpectType(op->args[0], op->args[0].dtype() == kBool, "bool"));
       bool diverges = IsThreadVarying(op->args[0]);
-      if (diverges) divergence_.push_back({current_ ? LineOf(*current_) : function_line_});
+      if (diverges) divergence_.push_back({Site()});
       Status s = CheckExpr(op->args[1]);
       if (s.ok()) s = CheckExpr(op->args[2]);
       if (diverges) divergence_.pop_back();
@@ -461,7 +511,7 @@ class FunctionVerifier {
 
   // Checks `body` with its statement's condition diverging or not.
   Status CheckBody(const Stmt& body, bool diverges, const Stmt& at) {
-    if (diverges) divergence_.push_back({LineOf(at)});
+    if (diverges) divergence_.push_back({at.get()});
     Status s = CheckStmt(body);
     if (diverges) divergence_.pop_back();
     return s;
@@ -652,11 +702,7 @@ class FunctionVerifier {
 
   const Function& f_;
   const VerifyOptions& options_;
-  const LineMap& lines_;
-  const std::vector<std::string>& text_;
-  int function_line_;
-  const LineMap* columns_;
-  int function_column_;
+  const Listing& listing_;
 
   const Stmt* current_ = nullptr;                 // innermost statement being checked
   std::unordered_set<const void*> in_scope_;      // vars and buffers visible now
@@ -669,31 +715,32 @@ class FunctionVerifier {
   int64_t shared_bytes_ = 0;
 };
 
-// The line of `fn` for a function whose body starts on the next line.
-int FunctionLine(const Function& f, const LineMap& lines) {
-  auto it = lines.find(f.body().get());
-  return it == lines.end() ? 1 : it->second - 1;
-}
-
 }  // namespace
 
 Status Verify(const Function& function, const VerifyOptions& options) {
-  LineMap lines;
-  std::vector<std::string> text = SplitLines(Print(function, &lines));
-  return FunctionVerifier(function, options, lines, text, FunctionLine(function, lines)).Run();
+  return FunctionVerifier(function, options, Listing(function, nullptr)).Run();
 }
 
+// Function by function, with the line numbers of the module's printed text
+// (Print(module)), where "module {" is line 1 and a blank line separates
+// functions. Nothing is printed unless there is an error to report.
 Status Verify(const Module& module, const VerifyOptions& options) {
-  LineMap lines;
-  std::vector<std::string> text = SplitLines(Print(module, &lines));
-  std::unordered_set<std::string> names;
-  for (const Function& f : module.functions) {
-    int line = FunctionLine(f, lines);
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < module.functions.size(); ++i) {
+    const Function& f = module.functions[i];
+    Listing listing(f, [&module, i] {
+      int lines = 1;  // "module {"
+      for (size_t j = 0; j < i; ++j) {
+        const std::string text = Print(module.functions[j]);
+        lines += static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+      }
+      return lines;
+    });
     if (!names.insert(f.name()).second) {
-      return CompileError("function '", f.name(), "', line ", line,
+      return CompileError("function '", f.name(), "', line ", listing.LineOf(nullptr),
                           ": the module already has a function of this name");
     }
-    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, lines, text, line).Run());
+    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, listing).Run());
   }
   return Status::Ok();
 }
@@ -704,7 +751,7 @@ Status Verify(const Module& module, const VerifyOptions& options, const SourceMa
     lines[node] = at.line;
     columns[node] = at.column;
   }
-  std::unordered_set<std::string> names;
+  std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const Function& f = module.functions[i];
     const SourceLocation at = i < source.functions.size() ? source.functions[i] : SourceLocation{};
@@ -712,8 +759,8 @@ Status Verify(const Module& module, const VerifyOptions& options, const SourceMa
       return CompileError("function '", f.name(), "', line ", at.line, ", column ", at.column,
                           ": the module already has a function of this name");
     }
-    KILN_RETURN_IF_ERROR(
-        FunctionVerifier(f, options, lines, source.lines, at.line, &columns, at.column).Run());
+    Listing listing(f, source.lines, lines, columns, at);
+    KILN_RETURN_IF_ERROR(FunctionVerifier(f, options, listing).Run());
   }
   return Status::Ok();
 }

@@ -284,6 +284,39 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 5: the module already has a function of this name"},
+    {"ErrorInALaterFunction",
+     "module {\n"
+     "fn g(A: buffer<f32>[4]) {\n"
+     "  A[0] = 1.0\n"
+     "}\n"
+     "\n"
+     "fn h() {\n"
+     "}\n"
+     "\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  for tx in threadIdx.x(0, 64) {\n"
+     "    if (tx < 16) {\n"
+     "      workgroup_barrier()\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 12: `workgroup_barrier()`: workgroup_barrier() is under control flow "
+     "that depends on the thread index (`if (tx < 16)` at line 11); every thread of the "
+     "workgroup must reach it"},
+    {"DuplicateFunctionAfterOthers",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  A[0] = 1.0\n"
+     "}\n"
+     "\n"
+     "fn g() {\n"
+     "}\n"
+     "\n"
+     "fn f() {\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 9: the module already has a function of this name"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Errors, VerifyErrorTest, ::testing::ValuesIn(kVerifyErrors),

@@ -195,7 +195,7 @@ Status CheckScalarArgNames(const codegen::KernelMetadata& md,
 
 StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
                                   const CheckOptions& options) {
-  KILN_RETURN_IF_ERROR(fn.availability());
+  KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
   const codegen::KernelMetadata& md = fn.metadata();
   CheckResult result;
   result.seed = options.seed ? options.seed : std::random_device{}() | 1;

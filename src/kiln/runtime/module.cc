@@ -121,32 +121,23 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
         break;
       }
     }
-    if (fn->availability_.ok()) {
-      std::string wgsl = fn->compiled_.wgsl;
-      // Naga knows the subgroup builtins but not the directive.
-      if (device->impl().kind() == hal::ImplKind::kWgpu) wgsl = abi::StripSubgroupsEnable(wgsl);
-      std::vector<hal::BindingKind> bindings;
-      for (const codegen::ParamInfo& p : md.params) {
-        if (p.kind != ParamKind::kBuffer) continue;
-        if (p.binding != bindings.size()) {
-          return DataLoss(where, ": parameter '", p.name, "' has binding ", p.binding,
-                          ", expected ", bindings.size());
-        }
-        bindings.push_back(p.access == codegen::BufferAccess::kReadWrite
-                               ? hal::BindingKind::kStorage
-                               : hal::BindingKind::kReadOnlyStorage);
+    for (const codegen::ParamInfo& p : md.params) {
+      if (p.kind != ParamKind::kBuffer) continue;
+      if (p.binding != fn->bindings_.size()) {
+        return DataLoss(where, ": parameter '", p.name, "' has binding ", p.binding, ", expected ",
+                        fn->bindings_.size());
       }
-      if (md.uniform_binding != bindings.size()) {
-        return DataLoss(where, ": uniform binding ", md.uniform_binding, ", expected ",
-                        bindings.size());
-      }
-      bindings.push_back(hal::BindingKind::kUniform);
-      hal::ExecutableSpec spec{md.name, std::move(wgsl),
-                               {{md.entry_point, std::move(bindings), md.uniform_block_size}}};
-      auto exe = hal::LoadExecutable(*device, spec);
-      if (!exe.ok()) return exe.status().WithContext(StrCat("loading ", where));
-      fn->executable_ = *exe;
+      fn->bindings_.push_back(p.access == codegen::BufferAccess::kReadWrite
+                                  ? hal::BindingKind::kStorage
+                                  : hal::BindingKind::kReadOnlyStorage);
     }
+    if (md.uniform_binding != fn->bindings_.size()) {
+      return DataLoss(where, ": uniform binding ", md.uniform_binding, ", expected ",
+                      fn->bindings_.size());
+    }
+    fn->bindings_.push_back(hal::BindingKind::kUniform);
+    fn->prepare_mutex_ = &module->prepare_mutex_;
+    module->index_.emplace(fn->name(), module->functions_.size());
     module->functions_.push_back(std::move(fn));
   }
   return module;
@@ -161,12 +152,50 @@ StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> 
 }
 
 StatusOr<const Function*> Module::Find(std::string_view name) const {
-  std::string names;
-  for (const auto& f : functions_) {
-    if (f->name() == name) return f.get();
-    names += (names.empty() ? "" : ", ") + f->name();
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    // Name a few: a module may hold thousands of functions.
+    constexpr size_t kListed = 20;
+    std::string names;
+    for (size_t i = 0; i < functions_.size() && i < kListed; ++i) {
+      names += (i ? ", " : "") + functions_[i]->name();
+    }
+    if (functions_.size() > kListed) names += StrCat(" and ", functions_.size() - kListed, " more");
+    return InvalidArgument("the module has no function '", name, "' (it has: ", names, ")");
   }
-  return InvalidArgument("the module has no function '", name, "' (it has: ", names, ")");
+  const Function* fn = functions_[it->second].get();
+  if (fn->availability().ok()) KILN_RETURN_IF_ERROR(fn->Prepare());
+  return fn;
+}
+
+size_t Module::prepared_count() const {
+  size_t n = 0;
+  for (const auto& f : functions_) n += f->prepared() ? 1 : 0;
+  return n;
+}
+
+Status Function::Prepare() const {
+  if (!prepared_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(*prepare_mutex_);
+    if (!prepared_.load(std::memory_order_relaxed)) {
+      prepare_status_ = availability_.ok() ? CreateExecutable() : availability_;
+      prepared_.store(true, std::memory_order_release);
+    }
+  }
+  return prepare_status_;
+}
+
+Status Function::CreateExecutable() const {
+  const codegen::KernelMetadata& md = metadata();
+  std::string wgsl = compiled_.wgsl;
+  // Naga knows the subgroup builtins but not the directive.
+  if (device_->impl().kind() == hal::ImplKind::kWgpu) wgsl = abi::StripSubgroupsEnable(wgsl);
+  hal::ExecutableSpec spec{
+      md.name, std::move(wgsl), {{md.entry_point, bindings_, md.uniform_block_size}}};
+  auto exe = hal::LoadExecutable(*device_, spec);
+  if (!exe.ok()) return exe.status().WithContext(StrCat("loading function '", md.name, "'"));
+  executable_ = *exe;
+  return Status();
 }
 
 StatusOr<uint64_t> Function::EvaluateExtent(const ir::Expr& expr, std::span<const Arg> args,
@@ -308,6 +337,7 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
 }
 
 Status Function::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const {
+  KILN_RETURN_IF_ERROR(Prepare());
   KILN_ASSIGN_OR_RETURN(LaunchPlan plan, Plan(args));
   if (plan.groups_x == 0 || plan.groups_y == 0 || plan.groups_z == 0) return Status();
   std::vector<hal::BufferBinding> bindings;

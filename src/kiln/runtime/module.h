@@ -9,12 +9,31 @@
 // device's per-dimension limit is spread over workgroups x and z as the
 // kernel ABI (codegen/kernel_abi.h) prescribes, and the scalars and launch
 // words are packed into the staged uniform block.
+//
+// Loading is lazy: Module::Load reads and checks every function's metadata
+// but creates no WebGPU object. A function's executable (shader module,
+// layouts, compute pipeline) is created the first time the function is
+// looked up with Module::Find, prepared, recorded or called, and then kept.
+// A function the device rejects (WGSL the implementation refuses, more
+// bindings than the device allows) reports that error, naming the function,
+// when it is asked for; its siblings are unaffected.
+//
+// Threads: a Module and its functions are used like their hal::Device, from
+// one thread at a time, with one allowance: the lazy creation of executables
+// is serialised by a mutex per module, and a prepared function's executable
+// never changes, so const lookups and preparation from several threads do not
+// race on the module's own state (the device must still not be used by
+// another thread meanwhile).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -56,8 +75,19 @@ class Function {
   const std::string& wgsl() const { return compiled_.wgsl; }
   hal::Device& device() const { return *device_; }
 
-  // OK if this device can run the function; else why not (a missing feature).
+  // OK if this device offers what the function needs; else why not (a
+  // missing feature). Says nothing of whether the device accepts its WGSL:
+  // Prepare does.
   const Status& availability() const { return availability_; }
+
+  // Creates the function's executable if no earlier call did; later calls
+  // return the first one's result (failures too). OK, availability() when
+  // that is not OK, or the device's rejection of the function's WGSL or
+  // layout (kCompileError, kInvalidArgument, ...) naming the function, with
+  // the implementation's message. Record and Call prepare the function first.
+  Status Prepare() const;
+  // Whether Prepare has run, successfully or not.
+  bool prepared() const { return prepared_.load(std::memory_order_acquire); }
 
   // Checks `args` and computes the dispatch.
   StatusOr<LaunchPlan> Plan(std::span<const Arg> args) const;
@@ -76,11 +106,20 @@ class Function {
   Function() = default;
   StatusOr<uint64_t> EvaluateExtent(const ir::Expr& expr, std::span<const Arg> args,
                                     std::string_view what) const;
+  Status CreateExecutable() const;
 
   std::shared_ptr<hal::Device> device_;
   codegen::CompiledFunction compiled_;
   Status availability_;
-  hal::ExecutableRef executable_;
+  // The entry point's bindings in binding order (checked against the
+  // metadata at load).
+  std::vector<hal::BindingKind> bindings_;
+  // Created by the first Prepare, under *prepare_mutex_ (the module's), and
+  // published by `prepared_`; never changed afterwards.
+  std::mutex* prepare_mutex_ = nullptr;
+  mutable std::atomic<bool> prepared_{false};
+  mutable Status prepare_status_;
+  mutable hal::ExecutableRef executable_;
   // Metadata expressions parsed once, over variables standing for the
   // scalar parameters.
   std::vector<ir::Var> scalar_vars_;      // indexed by parameter index (null for buffers)
@@ -92,21 +131,35 @@ class Function {
 
 class Module {
  public:
-  // Compiles every function's WGSL on `device`. Functions needing features
-  // the device lacks load as unavailable (Function::availability) rather
-  // than failing the module; WGSL the implementation rejects fails the load.
+  // Checks every function's metadata (parameter types, shapes and launch
+  // extents that parse, bindings in the kernel ABI's order) and creates no
+  // executable: each is created when its function is first asked for (see
+  // the file comment). Malformed metadata fails the load (kDataLoss).
+  // Functions needing features the device lacks load as unavailable
+  // (Function::availability) rather than failing the module.
   static StatusOr<std::unique_ptr<Module>> Load(const std::shared_ptr<hal::Device>& device,
                                                 codegen::CompiledModule compiled);
   // Reads, checks and loads a compiled-module file.
   static StatusOr<std::unique_ptr<Module>> LoadFile(std::shared_ptr<hal::Device> device,
                                                     const std::string& path);
 
+  // Every function, in the module's order, prepared or not.
   const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
-  // The function called `name`, or kInvalidArgument listing the names there are.
+  // The function called `name`, prepared (Function::Prepare). Errors:
+  // kInvalidArgument naming some of the functions there are when there is
+  // none of that name; the device's rejection of the function. A function
+  // the device lacks a feature for is returned: its availability() says why.
   StatusOr<const Function*> Find(std::string_view name) const;
+  // How many functions have been prepared (executables created or refused).
+  size_t prepared_count() const;
 
  private:
+  Module() = default;
+
   std::vector<std::unique_ptr<Function>> functions_;
+  // Function names to indices in functions_ (the first of a repeated name).
+  std::unordered_map<std::string_view, size_t> index_;
+  std::mutex prepare_mutex_;
 };
 
 // Bytes one element of `dtype` ("f32", "bool", "int8x4", ...) takes in a

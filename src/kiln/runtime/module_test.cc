@@ -3,9 +3,11 @@
 // names (CTest runs it once per implementation).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <string>
 
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
@@ -59,6 +61,36 @@ class RuntimeTest : public ::testing::Test {
     auto b = device_->allocator().Allocate(bytes);
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *b : nullptr;
+  }
+
+  // Runs a function computing Y = X * s + offset on fresh random X and a
+  // poisoned Y, and compares Y with the CPU's result.
+  void ExpectScales(const Function& fn, float offset) {
+    const uint32_t n = 300;
+    const float s = 1.75f;
+    std::vector<float> x(n);
+    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + n);
+    for (auto& v : x) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+    auto X = NewBuffer(n * 4), Y = NewBuffer(n * 4);
+    ASSERT_TRUE(hal::Upload(*device_, X, 0, {reinterpret_cast<uint8_t*>(x.data()), n * 4}).ok());
+    std::vector<uint8_t> poison(n * 4, 0xFF);  // NaN
+    ASSERT_TRUE(hal::Upload(*device_, Y, 0, poison).ok());
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(n), Arg::F32(s)};
+    Status called = fn.Call(args);
+    ASSERT_TRUE(called.ok()) << called;
+    std::vector<float> y(n);
+    ASSERT_TRUE(hal::Download(*device_, Y, 0, {reinterpret_cast<uint8_t*>(y.data()), n * 4}).ok());
+    for (uint32_t i = 0; i < n; ++i) {
+      const float ref = x[i] * s + offset;
+      ASSERT_LE(std::fabs(y[i] - ref), 1e-5f * (1 + std::fabs(ref)))
+          << fn.name() << " [" << i << "]";
+    }
+  }
+
+  // Lookups of the device's executable cache: one per executable asked for.
+  uint64_t ExecutableLookups() const {
+    hal::ExecutableCacheStats stats = device_->executable_cache().stats();
+    return stats.hits + stats.misses;
   }
 
   std::shared_ptr<hal::Device> device_;
@@ -285,6 +317,147 @@ TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
     EXPECT_EQ(fn->Call(args).code(), StatusCode::kUnavailable);
   }
   EXPECT_TRUE((*(*loaded)->Find("mark_blocks"))->availability().ok());
+}
+
+// `count` functions scale_0 .. scale_{count-1}, each computing
+// Y = X * s + k (so each has its own WGSL).
+std::string ManyScales(int count) {
+  std::string text = "module {\n";
+  for (int k = 0; k < count; ++k) {
+    text += StrCat("fn scale_", k, "(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32, s: f32) {\n",
+                   "  for bx in blockIdx.x(0, (n + 63) / 64) {\n",
+                   "    for tx in threadIdx.x(0, 64) {\n", "      let i: i32 = bx * 64 + tx\n",
+                   "      if (i < n) {\n", "        Y[i] = X[i] * s + ", k, ".0\n",
+                   "      }\n    }\n  }\n}\n");
+  }
+  return text + "}\n";
+}
+
+TEST_F(RuntimeTest, LoadingCreatesNoExecutablesUntilAFunctionIsAskedFor) {
+  constexpr int kCount = 40;
+  auto source = ir::ParseModule(ManyScales(kCount));
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto compiled = codegen::CompileModule(*source, CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+
+  const uint64_t before = ExecutableLookups();
+  auto loaded = Module::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Module& module = **loaded;
+  ASSERT_EQ(module.functions().size(), size_t{kCount});
+  EXPECT_EQ(module.prepared_count(), 0u);
+  EXPECT_EQ(ExecutableLookups(), before) << "loading asked the HAL for executables";
+  for (const auto& fn : module.functions()) EXPECT_FALSE(fn->prepared()) << fn->name();
+
+  // Looking one up creates its executable, and only its.
+  auto fn = module.Find("scale_17");
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  EXPECT_TRUE((*fn)->prepared());
+  EXPECT_EQ(module.prepared_count(), 1u);
+  EXPECT_EQ(ExecutableLookups(), before + 1);
+  ExpectScales(**fn, 17.0f);
+  ExpectScales(**fn, 17.0f);
+  EXPECT_EQ(ExecutableLookups(), before + 1)
+      << "a prepared function asked for its executable again";
+
+  // Calling a function reached through functions() prepares it on first use.
+  const Function& other = *module.functions()[3];
+  EXPECT_FALSE(other.prepared());
+  ExpectScales(other, 3.0f);
+  EXPECT_TRUE(other.prepared());
+  EXPECT_EQ(module.prepared_count(), 2u);
+  EXPECT_EQ(ExecutableLookups(), before + 2);
+}
+
+TEST_F(RuntimeTest, AFunctionTheDeviceRejectsFailsAloneAndOnlyWhenAskedFor) {
+  codegen::CompiledModule mixed;
+  // WGSL the implementation rejects: an unknown identifier.
+  codegen::CompiledFunction broken = compiled_.functions[0];
+  broken.metadata.name = "broken";
+  const size_t fn_at = broken.source_ir.find("fn scale(");
+  ASSERT_NE(fn_at, std::string::npos);
+  broken.source_ir.replace(fn_at, 9, "fn broken(");
+  broken.wgsl += "\nfn kiln_broken_helper() -> f32 {\n  return kiln_no_such_value;\n}\n";
+  mixed.functions.push_back(broken);
+  mixed.functions.push_back(compiled_.functions[0]);  // scale
+  // More storage buffers than the device allows in one shader stage, where
+  // that limit is small enough to write such a kernel.
+  const uint32_t max_storage = device_->limits().max_storage_buffers_per_shader_stage;
+  const bool wide = max_storage < 64;
+  if (wide) {
+    std::string params, sum = "0.0";
+    for (uint32_t b = 0; b <= max_storage; ++b) {
+      params += StrCat("B", b, ": buffer<f32>[1], ");
+      if (b > 0) sum += StrCat(" + B", b, "[0]");
+    }
+    auto ir = ir::ParseModule(StrCat("module {\nfn wide(", params, R"(n: i32) {
+  for bx in blockIdx.x(0, 1) {
+    for tx in threadIdx.x(0, 1) {
+      B0[0] = )",
+                                     sum, R"(
+    }
+  }
+}
+})"));
+    ASSERT_TRUE(ir.ok()) << ir.status();
+    auto c = codegen::CompileModule(*ir, CompileOptionsFor(*device_));
+    ASSERT_TRUE(c.ok()) << c.status();
+    mixed.functions.push_back(c->functions[0]);
+  }
+
+  auto loaded = Module::Load(device_, mixed);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Module& module = **loaded;
+  EXPECT_EQ(module.prepared_count(), 0u);
+
+  // The good function runs, before and after its siblings fail.
+  auto scale = module.Find("scale");
+  ASSERT_TRUE(scale.ok()) << scale.status();
+  ExpectScales(**scale, 0.0f);
+
+  auto bad = module.Find("broken");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCompileError) << bad.status();
+  EXPECT_NE(bad.status().message().find("function 'broken'"), std::string::npos) << bad.status();
+  // The implementation's own message names the unknown identifier.
+  EXPECT_NE(bad.status().message().find("kiln_no_such_value"), std::string::npos) << bad.status();
+  // The same error, without compiling again, through functions().
+  const Function& broken_fn = *module.functions()[0];
+  EXPECT_TRUE(broken_fn.availability().ok());
+  auto X = NewBuffer(16), Y = NewBuffer(16);
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(4), Arg::F32(1)};
+  Status called = broken_fn.Call(args);
+  EXPECT_EQ(called.code(), StatusCode::kCompileError);
+  EXPECT_EQ(called.message(), bad.status().message());
+
+  if (wide) {
+    auto too_wide = module.Find("wide");
+    ASSERT_FALSE(too_wide.ok());
+    EXPECT_NE(too_wide.status().message().find("function 'wide'"), std::string::npos)
+        << too_wide.status();
+    EXPECT_NE(too_wide.status().message().find("storage buffers"), std::string::npos)
+        << too_wide.status();
+  }
+  EXPECT_TRUE(device_->CheckHealthy().ok()) << device_->CheckHealthy();
+  ExpectScales(**scale, 0.0f);
+  EXPECT_EQ(module.prepared_count(), wide ? 3u : 2u);
+}
+
+TEST_F(RuntimeTest, UnknownFunctionNamesAreListedBriefly) {
+  auto source = ir::ParseModule(ManyScales(25));
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto compiled = codegen::CompileModule(*source, CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = Module::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto missing = (*loaded)->Find("scale_25");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("no function 'scale_25' (it has: scale_0, scale_1"),
+            std::string::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("scale_19 and 5 more)"), std::string::npos)
+      << missing.status();
+  EXPECT_EQ((*loaded)->prepared_count(), 0u);
 }
 
 TEST_F(RuntimeTest, CheckerCatchesAWrongKernel) {
