@@ -152,4 +152,19 @@ out=$(env -u KILN_LOG "$kiln" info 2>&1 >/dev/null) || fail "kiln info failed: $
 # The benchmarks find their inputs from any folder.
 out=$(cd "$tmp" && "$kiln" bench matmul --size 32 --iterations 1 2>&1) ||
   fail "bench matmul outside the source tree: $out"
+# The pass pipeline can be watched: IR after named passes, pass times.
+out=$("$kiln" compile "$src/tests/corpus/vectorize_loops.kir" --emit wgsl \
+  --print-after unroll,flatten-buffers --time-passes --verify-each 2>"$tmp/times") ||
+  fail "compile --print-after: $out"
+grep -q "^// IR after unroll: " <<<"$out" || fail "--print-after printed no IR after unroll"
+grep -q "^// IR after flatten-buffers: " <<<"$out" || fail "--print-after printed no IR after flatten-buffers"
+grep -q "^// IR after vectorize: " <<<"$out" && fail "--print-after printed a pass not asked for"
+for pass in lower-thread-bindings unroll vectorize flatten-buffers narrow-indices simplify total; do
+  grep -q "^$pass " "$tmp/times" || fail "--time-passes has no line for $pass: $(cat "$tmp/times")"
+done
+n_all=$("$kiln" compile "$src/examples/vector_add.kir" --emit ir --print-after all | grep -c "^// IR after")
+[ "$n_all" = 6 ] || fail "--print-after all printed $n_all passes, expected 6"
+expect_error "an unknown pass" "no pass 'fuse'.*lower-thread-bindings" \
+  "$kiln" compile "$src/examples/vector_add.kir" --emit ir --print-after fuse
+
 echo "cli: all checks passed"

@@ -2,6 +2,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "flags.h"
@@ -32,15 +36,90 @@ StatusOr<ir::Module> ParseIrFile(const std::string& path, const ir::VerifyOption
 constexpr const char* kUsage =
     "usage: kiln compile K.kir (-o K.kmod | --emit wgsl | --emit ir) "
     "[--max-invocations N] [--max-workgroup-storage BYTES]\n"
+    "                    [--print-after PASS[,PASS...]|all] [--time-passes] [--verify-each]\n"
     "  -o K.kmod                      write the compiled module\n"
     "  --emit wgsl|ir                 print the WGSL, or the IR after lowering\n"
     "  --max-invocations N            threads per workgroup allowed (default 256)\n"
-    "  --max-workgroup-storage BYTES  workgroup memory allowed (default 16384)";
+    "  --max-workgroup-storage BYTES  workgroup memory allowed (default 16384)\n"
+    "  --print-after PASS|all         print each function's IR after these lowering passes\n"
+    "                                 (lower-thread-bindings, unroll, vectorize,\n"
+    "                                 flatten-buffers, narrow-indices, simplify)\n"
+    "  --time-passes                  print the time each pass took, summed over functions\n"
+    "  --verify-each                  verify the IR after every pass, naming a pass that breaks it";
+
+// What --print-after and --time-passes ask of the pipeline.
+struct PassWatch {
+  std::set<std::string, std::less<>> print_after;
+  bool print_all = false;
+  bool time = false;
+  std::vector<std::pair<std::string, double>> totals;  // in pipeline order
+
+  void Observe(std::string_view pass, const ir::Function& f, double ms) {
+    if (print_all || print_after.count(pass) != 0) {
+      std::printf("// IR after %.*s: %s\n%s\n", static_cast<int>(pass.size()), pass.data(),
+                  f.name().c_str(), ir::Print(f).c_str());
+    }
+    if (!time) return;
+    for (auto& [name, total] : totals) {
+      if (name == pass) {
+        total += ms;
+        return;
+      }
+    }
+    totals.emplace_back(pass, ms);
+  }
+};
+
+// The passes named by --print-after's value, or an error naming an unknown one.
+Status ParsePrintAfter(const std::string& value, PassWatch& watch) {
+  if (value == "all") {
+    watch.print_all = true;
+    return Status::Ok();
+  }
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    std::string name = value.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (transform::FindLoweringPass(name) == nullptr) {
+      std::string known;
+      for (const transform::Pass& pass : transform::LoweringPasses()) {
+        known += (known.empty() ? "" : ", ") + std::string(pass.name);
+      }
+      return InvalidArgument("--print-after: no pass '", name, "' (passes: ", known, ", or all)");
+    }
+    watch.print_after.insert(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return Status::Ok();
+}
+
+// Writes `bytes` to `path` through a temporary file renamed into place, so a
+// failed write leaves no partial module.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return InvalidArgument("cannot write '", path, "'");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return InvalidArgument("cannot write '", path, "'");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
 int CompileCommand(const Args& args) {
-  auto flags = Flags::Parse(args, {"o", "emit", "max-invocations", "max-workgroup-storage"}, {});
+  auto flags = Flags::Parse(
+      args, {"o", "emit", "max-invocations", "max-workgroup-storage", "print-after"},
+      {"time-passes", "verify-each"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
   if (flags->positional().size() != 1) return Fail(kUsage);
@@ -62,6 +141,28 @@ int CompileCommand(const Args& args) {
   options.codegen.limits.max_workgroup_storage_bytes = static_cast<uint32_t>(*storage);
   options.lower.verify.max_threads_per_workgroup = static_cast<int64_t>(*invocations);
   options.lower.verify.max_workgroup_storage_bytes = static_cast<int64_t>(*storage);
+  PassWatch watch;
+  if (auto print_after = flags->Get("print-after")) {
+    Status parsed = ParsePrintAfter(*print_after, watch);
+    if (!parsed.ok()) return Fail(parsed.message());
+  }
+  watch.time = flags->Has("time-passes");
+  if (flags->Has("verify-each")) options.lower.verify_each_pass = true;
+  if (watch.time || watch.print_all || !watch.print_after.empty()) {
+    options.lower.observer = [&watch](std::string_view pass, const ir::Function& f, double ms) {
+      watch.Observe(pass, f, ms);
+    };
+  }
+  auto print_times = [&watch]() {
+    if (!watch.time) return;
+    double sum = 0;
+    for (const auto& [name, ms] : watch.totals) sum += ms;
+    std::fprintf(stderr, "pass                   ms\n");
+    for (const auto& [name, ms] : watch.totals) {
+      std::fprintf(stderr, "%-22s %8.3f\n", name.c_str(), ms);
+    }
+    std::fprintf(stderr, "%-22s %8.3f\n", "total", sum);
+  };
   auto module = ParseIrFile(input, options.lower.verify);
   if (!module.ok()) return Fail(module.status().ToString());
 
@@ -71,11 +172,13 @@ int CompileCommand(const Args& args) {
       if (!lowered.ok()) return Fail(lowered.status().WithContext(input).ToString());
       std::printf("%s\n", ir::Print(*lowered).c_str());
     }
+    print_times();
     return 0;
   }
   auto compiled = codegen::CompileModule(*module, options);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(input).ToString());
   *module = ir::Module();  // not needed any more: the IR of a large module is large
+  print_times();
   if (emit) {
     for (const codegen::CompiledFunction& f : compiled->functions) {
       std::printf("// kernel %s\n%s\n", f.metadata.name.c_str(), f.wgsl.c_str());
@@ -83,10 +186,8 @@ int CompileCommand(const Args& args) {
     return 0;
   }
   std::string bytes = codegen::SerializeModule(*compiled);
-  std::ofstream out(*output, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return Fail("cannot write '" + *output + "'");
+  Status written = WriteFileAtomically(*output, bytes);
+  if (!written.ok()) return Fail(written.message());
   std::printf("%s: %zu function(s), %zu bytes\n", output->c_str(), compiled->functions.size(),
               bytes.size());
   return 0;
