@@ -18,6 +18,12 @@ namespace {
 // Deeper nesting is rejected, so that recursion over the parsed tree (here,
 // in the printer, in visitors) cannot exhaust the stack.
 constexpr int kMaxNesting = 256;
+// A `let` statement holds the rest of its block as its body, so a chain of
+// lets is as deep as it is long for every recursive pass after parsing
+// (verifier, lowering, interpreter, code generator). Chains, counted across
+// the blocks that enclose a statement, are bounded to keep those passes
+// well inside the stack.
+constexpr size_t kMaxOpenLets = 1024;
 // Binary operators in one statement or parameter; bounds the depth of
 // left-leaning operator chains the same way.
 constexpr int kMaxOperatorsPerExpr = 2000;
@@ -370,20 +376,30 @@ class Parser {
     std::vector<Stmt> stmts;
     size_t scope_depth = scopes_.size();
     struct ScopeRestore {
-      ~ScopeRestore() { parser->scopes_.resize(depth); }
+      ~ScopeRestore() {
+        parser->scopes_.resize(depth);
+        parser->open_lets_ -= lets->size();
+      }
       Parser* parser;
       size_t depth;
-    } restore{this, scope_depth};
+      const std::vector<PendingLet>* lets;
+    } restore{this, scope_depth, &lets};
     while (!IsPunct("}") && Peek().kind != TokenKind::kEnd) {
       operators_ = 0;
       const SourceLocation at{Peek().line, Peek().column};
       if (IsIdent("let")) {
+        if (open_lets_ + 1 > kMaxOpenLets) {
+          return ErrorAt(Peek(), StrCat("more than ", kMaxOpenLets,
+                                        " nested lets (each let holds the rest of its block); "
+                                        "split the block or reuse variables"));
+        }
         Next();
         KILN_ASSIGN_OR_RETURN(Binding binding, ParseBinding());
         KILN_RETURN_IF_ERROR(Expect("="));
         KILN_ASSIGN_OR_RETURN(Expr value, ParseExpr());
         Var var(binding.name, binding.dtype.value_or(value.dtype()));
         lets.push_back({var, value, std::move(stmts), at});
+        ++open_lets_;
         stmts.clear();
         scopes_.emplace_back();
         Declare(var.name(), var);
@@ -891,6 +907,7 @@ class Parser {
   std::unordered_map<std::string, Var> pending_params_;  // scalar parameters, found ahead
   std::unordered_set<std::string> declared_params_;      // parameter names seen so far
   int nesting_ = 0;
+  size_t open_lets_ = 0;  // lets whose bodies are being parsed
   int operators_ = 0;
   SourceMap* map_ = nullptr;  // where to record locations, if anywhere
 };

@@ -260,3 +260,29 @@ INSTANTIATE_TEST_SUITE_P(Errors, ParseErrorTest, ::testing::ValuesIn(kParseError
 
 }  // namespace
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+// A let holds the rest of its block, so a chain of lets is as deep as it is
+// long for every recursive pass: chains beyond the bound are a clear error,
+// not a stack overflow later; chains within it parse and verify.
+std::string LetChain(int n) {
+  std::string text = "module {\nfn chain(A: buffer<f32>[1]) {\n  let v0: f32 = A[0]\n";
+  for (int k = 1; k < n; ++k) text += StrCat("  let v", k, ": f32 = v", k - 1, " + 1.0\n");
+  return text + StrCat("  A[0] = v", n - 1, "\n}\n}\n");
+}
+
+TEST(ParserTest, LetChainsAreBounded) {
+  auto ok = ParseModule(LetChain(1000));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(Verify(*ok).ok());
+  auto deep = ParseModule(LetChain(20000));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("more than 1024 nested lets"), std::string::npos)
+      << deep.status();
+  EXPECT_NE(deep.status().message().find("line 1027"), std::string::npos) << deep.status();
+}
+
+}  // namespace
+}  // namespace kiln::ir
