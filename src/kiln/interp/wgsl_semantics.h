@@ -15,23 +15,17 @@
 
 #include <cstdint>
 
+#include "kiln/support/int_arith.h"
+
 namespace kiln::interp {
 
-// Reduces `value` modulo 2^bits and sign- or zero-extends it to 64 bits.
-inline int64_t WrapInt(uint64_t value, int bits, bool is_signed) {
-  if (bits >= 64) return static_cast<int64_t>(value);
-  const uint64_t mask = (uint64_t{1} << bits) - 1;
-  value &= mask;
-  if (is_signed && (value >> (bits - 1)) != 0) value |= ~mask;
-  return static_cast<int64_t>(value);
-}
+// The integer rules shared with the runtime (kiln/support/int_arith.h).
+using ::kiln::IntDiv;
+using ::kiln::IntFloorDiv;
+using ::kiln::IntFloorMod;
+using ::kiln::IntMod;
+using ::kiln::WrapInt;
 
-int64_t IntDiv(int64_t a, int64_t b, int bits, bool is_signed);
-int64_t IntMod(int64_t a, int64_t b, int bits, bool is_signed);
-// Rounds the quotient toward negative infinity; by zero gives `a` like IntDiv.
-int64_t IntFloorDiv(int64_t a, int64_t b, int bits, bool is_signed);
-// a - b * IntFloorDiv(a, b): takes the sign of the divisor; by zero gives 0.
-int64_t IntFloorMod(int64_t a, int64_t b, int bits, bool is_signed);
 int64_t ShiftLeft(int64_t a, int64_t amount, int bits, bool is_signed);
 int64_t ShiftRight(int64_t a, int64_t amount, int bits, bool is_signed);
 
