@@ -19,6 +19,7 @@
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/check/check.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/file.h"
 #include "wgsl_kernels.h"
@@ -73,7 +74,7 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   if (!module.ok()) return module.status().WithContext(options.kir_path);
   KILN_RETURN_IF_ERROR(ir::Verify(*module).WithContext(options.kir_path));
   KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
-                        codegen::CompileModule(*module, runtime::CompileOptionsFor(*device)));
+                        codegen::CompileModule(*module, check::CompileOptionsFor(*device)));
   KILN_ASSIGN_OR_RETURN(auto loaded, runtime::Module::Load(device, std::move(compiled)));
   KILN_ASSIGN_OR_RETURN(const runtime::Function* fn, loaded->Find(options.function));
 

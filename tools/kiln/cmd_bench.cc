@@ -11,7 +11,7 @@
 #include "compiler_bench.h"
 #include "dispatch_bench.h"
 #include "flags.h"
-#include "kiln/runtime/corpus.h"
+#include "kiln/check/corpus.h"
 #include "kiln/support/json.h"
 
 namespace kiln::tool {
@@ -145,7 +145,7 @@ int BenchCompileScale(const Flags& flags) {
   if (dirs.empty()) dirs = {"examples"};
   std::vector<std::string> files;
   for (const std::string& d : dirs) {
-    for (const std::string& f : runtime::ListKirFiles(d)) files.push_back(f);
+    for (const std::string& f : check::ListKirFiles(d)) files.push_back(f);
   }
   if (files.empty()) return Fail("no .kir files found");
   const bool json = flags.Has("json");
@@ -207,7 +207,7 @@ int BenchCompile(const Args& args) {
   std::vector<std::string> dirs = flags->positional();
   if (dirs.empty()) dirs = {KILN_SOURCE_DIR "/tests/corpus", KILN_SOURCE_DIR "/examples"};
   for (const std::string& d : dirs) {
-    for (const std::string& f : runtime::ListKirFiles(d)) files.push_back(f);
+    for (const std::string& f : check::ListKirFiles(d)) files.push_back(f);
   }
   if (files.empty()) return Fail("no .kir files found");
   auto timings = bench::RunCompileBench(files, static_cast<int>(*reps));

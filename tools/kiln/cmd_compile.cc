@@ -139,8 +139,7 @@ int CompileCommand(const Args& args) {
   codegen::CompileOptions options;
   options.codegen.limits.max_invocations_per_workgroup = static_cast<uint32_t>(*invocations);
   options.codegen.limits.max_workgroup_storage_bytes = static_cast<uint32_t>(*storage);
-  options.lower.verify.max_threads_per_workgroup = static_cast<int64_t>(*invocations);
-  options.lower.verify.max_workgroup_storage_bytes = static_cast<int64_t>(*storage);
+  options.lower.verify.limits = options.codegen.limits;
   PassWatch watch;
   if (auto print_after = flags->Get("print-after")) {
     Status parsed = ParsePrintAfter(*print_after, watch);

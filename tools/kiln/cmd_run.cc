@@ -15,7 +15,7 @@
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/module_validate.h"
 #include "kiln/ir/parser.h"
-#include "kiln/runtime/check.h"
+#include "kiln/check/check.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/file.h"
 
@@ -66,7 +66,7 @@ int RunCommand(const Args& args) {
   const std::string name = *flags->Get("fn");
   auto seed = flags->GetUint("seed", 0);
   if (!seed.ok()) return Fail(seed.status().message());
-  runtime::CheckOptions check;
+  check::CheckOptions check;
   check.scalar_args = scalars;
   check.seed = *seed;
   auto tolerance = flags->GetNonNegativeDouble("tolerance", check.tolerance);
@@ -84,7 +84,7 @@ int RunCommand(const Args& args) {
   auto source = ir::ParseFunction(cf->source_ir);
   if (!source.ok()) return Fail(source.status().WithContext(path + ": source IR").ToString());
   // Before the device: a misspelt --arg is the user's error wherever it runs.
-  Status named = runtime::CheckScalarArgNames(cf->metadata, scalars);
+  Status named = check::CheckScalarArgNames(cf->metadata, scalars);
   if (!named.ok()) return Fail(named.message());
 
   auto options = DeviceOptionsFromFlags(*flags);
@@ -100,7 +100,7 @@ int RunCommand(const Args& args) {
     std::printf("SKIP: %s\n", (*fn)->availability().message().c_str());
     return flags->Has("check") ? 1 : 0;
   }
-  auto result = runtime::RunAndCheck(**fn, *source, check);
+  auto result = check::RunAndCheck(**fn, *source, check);
   if (!result.ok()) return Fail(result.status().ToString());
   std::printf("%s: gpu %.3f ms, interpreter %.3f ms, seed %llu\n", name.c_str(), result->gpu_ms,
               result->interp_ms, static_cast<unsigned long long>(result->seed));

@@ -6,11 +6,31 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kiln/codegen/extent_expr.h"
+
 namespace kiln::codegen {
+
+// The element type of a buffer parameter or the type of a scalar one.
+enum class DType : uint8_t {
+  kF32 = 0,
+  kF16 = 1,
+  kI32 = 2,
+  kU32 = 3,
+  kBool = 4,    // buffers hold it as a 32-bit integer
+  kInt8x4 = 5,  // four i8 packed in 32 bits
+};
+inline constexpr uint8_t kLastDType = 5;
+
+// The IR's name of the type: "f32", "bool", "int8x4", ...
+std::string_view DTypeName(DType t);
+std::optional<DType> DTypeFromName(std::string_view name);
+// Bytes one element takes in a device buffer under the kernel ABI.
+uint32_t DTypeBufferBytes(DType t);
 
 enum class ParamKind : uint8_t {
   kBuffer = 0,  // a storage buffer binding
@@ -25,17 +45,16 @@ enum class BufferAccess : uint8_t {
 struct ParamInfo {
   std::string name;  // the IR parameter's name
   ParamKind kind = ParamKind::kBuffer;
-  // The element type (buffers) or value type (scalars) in the IR's text form:
-  // "f32", "f16", "i32", "u32", "bool", "int8x4", ...
-  std::string dtype;
+  // The element type (buffers) or value type (scalars: i32, u32 or f32).
+  DType dtype = DType::kF32;
   // Buffers only.
   BufferAccess access = BufferAccess::kRead;
   uint32_t binding = 0;            // @binding(binding) in @group(0)
-  std::vector<std::string> shape;  // each extent as IR expression text over scalar params
-  // Empty (dense row-major) or one stride per dimension, in elements, as IR
-  // expression text over scalar params. The elements a call must provide are
-  // 1 + sum((shape[d] - 1) * strides[d]), or 0 when any extent is 0.
-  std::vector<std::string> strides;
+  std::vector<ExtentExpr> shape;   // each extent, over the scalar params
+  // Empty (dense row-major) or one stride per dimension, in elements. The
+  // elements a call must provide are 1 + sum((shape[d] - 1) * strides[d]),
+  // or 0 when any extent is 0.
+  std::vector<ExtentExpr> strides;
   // Scalars only: byte offset of the field in the uniform block.
   uint32_t uniform_offset = 0;
 
@@ -46,11 +65,11 @@ struct KernelMetadata {
   std::string name;               // the IR function's name
   std::string entry_point;        // the WGSL entry point (the name, sanitised)
   std::vector<ParamInfo> params;  // in IR parameter order
-  // The logical launch extents as IR expression text over scalar params
-  // ("1" when the kernel has no such axis). The runtime evaluates them and
-  // spreads blockIdx.x over workgroups x and z (see kernel_abi.h).
-  std::string num_blocks_x = "1";
-  std::string num_blocks_y = "1";
+  // The logical launch extents over the scalar params (1 when the kernel has
+  // no such axis). The runtime evaluates them and spreads blockIdx.x over
+  // workgroups x and z (see kernel_abi.h).
+  ExtentExpr num_blocks_x = ExtentExpr::Constant(1);
+  ExtentExpr num_blocks_y = ExtentExpr::Constant(1);
   std::array<uint32_t, 3> workgroup_size = {1, 1, 1};
   // WebGPU feature names ("shader-f16", "subgroups") the device must have.
   std::vector<std::string> required_features;

@@ -86,6 +86,35 @@ class ByteReader {
   std::string error_;
 };
 
+void WriteExtent(ByteWriter& w, const ExtentExpr& e) {
+  w.Str(e.text);
+  w.U32(static_cast<uint32_t>(e.ops.size()));
+  for (const ExtentOp& op : e.ops) {
+    w.U8(static_cast<uint8_t>(op.code));
+    w.U8(op.bits);
+    w.U8(op.is_signed ? 1 : 0);
+    w.U64(static_cast<uint64_t>(op.value));
+  }
+}
+
+bool ReadExtent(ByteReader& r, ExtentExpr& e, std::string_view what) {
+  uint32_t count = 0;
+  if (!r.Str(e.text, what) || !r.Count(count, 11, what)) return false;
+  e.ops.resize(count);
+  for (ExtentOp& op : e.ops) {
+    uint8_t code = 0, is_signed = 0;
+    uint64_t value = 0;
+    if (!r.U8(code, what) || !r.U8(op.bits, what) || !r.U8(is_signed, what) ||
+        !r.U64(value, what)) {
+      return false;
+    }
+    op.code = static_cast<ExtentOp::Code>(code);
+    op.is_signed = is_signed != 0;
+    op.value = static_cast<int64_t>(value);
+  }
+  return true;
+}
+
 void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
   w.Str(m.name);
@@ -94,17 +123,17 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
   for (const ParamInfo& p : m.params) {
     w.Str(p.name);
     w.U8(static_cast<uint8_t>(p.kind));
-    w.Str(p.dtype);
+    w.U8(static_cast<uint8_t>(p.dtype));
     w.U8(static_cast<uint8_t>(p.access));
     w.U32(p.binding);
     w.U32(p.uniform_offset);
     w.U32(static_cast<uint32_t>(p.shape.size()));
-    for (const std::string& dim : p.shape) w.Str(dim);
+    for (const ExtentExpr& dim : p.shape) WriteExtent(w, dim);
     w.U32(static_cast<uint32_t>(p.strides.size()));
-    for (const std::string& stride : p.strides) w.Str(stride);
+    for (const ExtentExpr& stride : p.strides) WriteExtent(w, stride);
   }
-  w.Str(m.num_blocks_x);
-  w.Str(m.num_blocks_y);
+  WriteExtent(w, m.num_blocks_x);
+  WriteExtent(w, m.num_blocks_y);
   for (uint32_t s : m.workgroup_size) w.U32(s);
   w.U32(static_cast<uint32_t>(m.required_features.size()));
   for (const std::string& feature : m.required_features) w.Str(feature);
@@ -116,19 +145,24 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
 }
 
 bool ReadParam(ByteReader& r, ParamInfo& p) {
-  uint8_t kind = 0, access = 0;
+  uint8_t kind = 0, access = 0, dtype = 0;
   uint32_t rank = 0;
   if (!r.Str(p.name, "parameter name") || !r.U8(kind, "parameter kind") ||
-      !r.Str(p.dtype, "parameter dtype") || !r.U8(access, "parameter access") ||
+      !r.U8(dtype, "parameter dtype") || !r.U8(access, "parameter access") ||
       !r.U32(p.binding, "parameter binding") || !r.U32(p.uniform_offset, "uniform offset") ||
       !r.Count(rank, 4, "shape rank")) {
     return false;
   }
+  if (dtype > kLastDType) {
+    r.Fail(StrCat("parameter '", p.name, "' has unknown dtype ", int{dtype}));
+    return false;
+  }
+  p.dtype = static_cast<DType>(dtype);
   p.kind = static_cast<ParamKind>(kind);
   p.access = static_cast<BufferAccess>(access);
   p.shape.resize(rank);
-  for (std::string& dim : p.shape) {
-    if (!r.Str(dim, "shape extent")) return false;
+  for (ExtentExpr& dim : p.shape) {
+    if (!ReadExtent(r, dim, "shape extent")) return false;
   }
   uint32_t num_strides = 0;
   if (!r.Count(num_strides, 4, "stride count")) return false;
@@ -137,8 +171,8 @@ bool ReadParam(ByteReader& r, ParamInfo& p) {
     return false;
   }
   p.strides.resize(num_strides);
-  for (std::string& stride : p.strides) {
-    if (!r.Str(stride, "stride")) return false;
+  for (ExtentExpr& stride : p.strides) {
+    if (!ReadExtent(r, stride, "stride")) return false;
   }
   return true;
 }
@@ -167,7 +201,8 @@ Status ReadFunction(ByteReader& r, size_t index, CompiledFunction& f) {
     }
   }
   uint32_t num_features = 0;
-  if (!r.Str(m.num_blocks_x, "launch extent x") || !r.Str(m.num_blocks_y, "launch extent y") ||
+  if (!ReadExtent(r, m.num_blocks_x, "launch extent x") ||
+      !ReadExtent(r, m.num_blocks_y, "launch extent y") ||
       !r.U32(m.workgroup_size[0], "workgroup size") ||
       !r.U32(m.workgroup_size[1], "workgroup size") ||
       !r.U32(m.workgroup_size[2], "workgroup size") ||

@@ -10,17 +10,28 @@ CompiledModule SampleModule() {
   add.metadata.name = "add";
   add.metadata.entry_point = "add";
   add.metadata.params = {
-      {.name = "A", .kind = ParamKind::kBuffer, .dtype = "f32", .binding = 0, .shape = {"n"}},
+      {.name = "A",
+       .kind = ParamKind::kBuffer,
+       .dtype = DType::kF32,
+       .binding = 0,
+       .shape = {ExtentExpr::Param(2, "n")}},
       {.name = "B",
        .kind = ParamKind::kBuffer,
-       .dtype = "f32",
+       .dtype = DType::kF32,
        .access = BufferAccess::kReadWrite,
        .binding = 1,
-       .shape = {"n", "4"},
-       .strides = {"8", "1"}},
-      {.name = "n", .kind = ParamKind::kScalar, .dtype = "i32", .uniform_offset = 0},
+       .shape = {ExtentExpr::Param(2, "n"), ExtentExpr::Constant(4)},
+       .strides = {ExtentExpr::Constant(8), ExtentExpr::Constant(1)}},
+      {.name = "n", .kind = ParamKind::kScalar, .dtype = DType::kI32, .uniform_offset = 0},
   };
-  add.metadata.num_blocks_x = "((n + 63) / 64)";
+  // (n + 63) / 64
+  ExtentExpr blocks = ExtentExpr::Param(2, "n");
+  blocks.ops.push_back({ExtentOp::Code::kConst, 32, true, 63});
+  blocks.ops.push_back({ExtentOp::Code::kAdd, 32, true, 0});
+  blocks.ops.push_back({ExtentOp::Code::kConst, 32, true, 64});
+  blocks.ops.push_back({ExtentOp::Code::kDiv, 32, true, 0});
+  blocks.text = "(n + 63) / 64";
+  add.metadata.num_blocks_x = blocks;
   add.metadata.workgroup_size = {64, 1, 1};
   add.metadata.required_features = {"shader-f16"};
   add.metadata.uniform_binding = 2;
@@ -51,7 +62,9 @@ TEST(ModuleFormatTest, RoundTrips) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(*loaded, module);
   ASSERT_NE(loaded->Find("add"), nullptr);
-  EXPECT_EQ(loaded->Find("add")->metadata.params[1].shape[1], "4");
+  EXPECT_EQ(loaded->Find("add")->metadata.params[1].shape[1].text, "4");
+  const int64_t args[] = {0, 0, 1000};
+  EXPECT_EQ(*Evaluate(loaded->Find("add")->metadata.num_blocks_x, args), 16);
   EXPECT_EQ(loaded->Find("missing"), nullptr);
 }
 
@@ -81,10 +94,15 @@ TEST(ModuleFormatTest, WrongMagicIsRejected) {
 
 TEST(ModuleFormatTest, OtherVersionIsRejected) {
   std::string bytes = SerializeModule(SampleModule());
-  // A file of the previous format (version 1, before strides) is refused
+  // A file of an earlier format (version 1, before strides; 2, before typed
+  // metadata) is refused
   // with both versions named.
-  bytes[8] = 1;
-  ExpectDataLoss(DeserializeModule(bytes), "format version 1, expected 2");
+  for (uint8_t old : {1, 2}) {
+    bytes[8] = static_cast<char>(old);
+    ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 3"));
+  }
+
+
 }
 
 TEST(ModuleFormatTest, TruncatedFileIsRejected) {

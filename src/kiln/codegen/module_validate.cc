@@ -2,56 +2,15 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 #include <string>
 
 #include "kiln/codegen/kernel_abi.h"
-#include "kiln/codegen/wgsl_types.h"
-#include "kiln/ir/parser.h"
-#include "kiln/ir/printer.h"
-#include "kiln/ir/types.h"
 
 namespace kiln::codegen {
 namespace {
 
-std::string_view KindName(ParamKind kind) {
-  return kind == ParamKind::kBuffer ? "buffer" : "scalar";
-}
-
-// The parameters of the carried source IR agree with the metadata's.
-Status CheckSourceIr(const CompiledFunction& f) {
-  const KernelMetadata& m = f.metadata;
-  auto source = ir::ParseFunction(f.source_ir);
-  if (!source.ok()) return DataLoss("the source IR does not parse: ", source.status().message());
-  if (source->name() != m.name) {
-    return DataLoss("the source IR is of function '", source->name(), "'");
-  }
-  const std::vector<ir::Param>& params = source->params();
-  if (params.size() != m.params.size()) {
-    return DataLoss("the metadata lists ", m.params.size(), " parameters, the source IR has ",
-                    params.size());
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamInfo& p = m.params[i];
-    const bool buffer = params[i].is_buffer();
-    const std::string name = buffer ? params[i].buffer().name() : params[i].var().name();
-    const ir::DataType dtype = buffer ? params[i].buffer().dtype() : params[i].var().dtype();
-    if (name != p.name || buffer != (p.kind == ParamKind::kBuffer) || dtype.ToString() != p.dtype) {
-      return DataLoss("parameter ", i, " is ", KindName(p.kind), " '", p.name, "' of type ",
-                      p.dtype, " in the metadata but ", buffer ? "buffer" : "scalar", " '", name,
-                      "' of type ", dtype, " in the source IR");
-    }
-    if (buffer) {
-      std::vector<std::string> shape;
-      for (const ir::Expr& e : params[i].buffer().shape()) shape.push_back(ir::Print(e));
-      if (shape != p.shape) {
-        return DataLoss("the shape of parameter '", p.name, "' differs from the source IR's");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-Status CheckFunction(const CompiledFunction& f, const DeviceLimits* limits) {
+Status CheckFunction(const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
   if (m.entry_point.empty() ||
       f.wgsl.find(StrCat("fn ", m.entry_point, "(")) == std::string::npos) {
@@ -64,22 +23,23 @@ Status CheckFunction(const CompiledFunction& f, const DeviceLimits* limits) {
     if (p.name.empty() || !names.insert(p.name).second) {
       return DataLoss("parameter name '", p.name, "' is empty or repeated");
     }
-    auto dtype = ir::DataType::FromString(p.dtype);
-    if (!dtype.ok()) return DataLoss("parameter '", p.name, "' has unknown type '", p.dtype, "'");
+    if (static_cast<uint8_t>(p.dtype) > kLastDType) {
+      return DataLoss("parameter '", p.name, "' has unknown type ", static_cast<int>(p.dtype));
+    }
     if (p.kind == ParamKind::kBuffer) {
-      if (!IsStorableType(*dtype)) {
-        return DataLoss("buffer parameter '", p.name, "' has type ", p.dtype,
-                        ", which a storage buffer cannot hold");
-      }
       if (p.binding != buffers || p.uniform_offset != 0) {
         return DataLoss("buffer parameter '", p.name, "' has binding ", p.binding, ", expected ",
                         buffers, " (buffers are bound in parameter order)");
       }
-      f16 |= *dtype == ir::kF16;
+      if (!p.strides.empty() && p.strides.size() != p.shape.size()) {
+        return DataLoss("buffer parameter '", p.name, "' has ", p.strides.size(), " strides for ",
+                        p.shape.size(), " dimensions");
+      }
+      f16 |= p.dtype == DType::kF16;
       ++buffers;
     } else {
-      if (*dtype != ir::kI32 && *dtype != ir::kU32 && *dtype != ir::kF32) {
-        return DataLoss("scalar parameter '", p.name, "' has type ", p.dtype,
+      if (p.dtype != DType::kI32 && p.dtype != DType::kU32 && p.dtype != DType::kF32) {
+        return DataLoss("scalar parameter '", p.name, "' has type ", DTypeName(p.dtype),
                         "; expected i32, u32 or f32");
       }
       if (p.uniform_offset != abi::ScalarOffset(scalars) || p.binding != 0 || !p.shape.empty() ||
@@ -112,29 +72,24 @@ Status CheckFunction(const CompiledFunction& f, const DeviceLimits* limits) {
                        abi::kFeatureShaderF16) == m.required_features.end()) {
     return DataLoss("f16 buffers without the '", abi::kFeatureShaderF16, "' feature listed");
   }
-  if (limits != nullptr) {
-    const uint64_t invocations = uint64_t{w[0]} * w[1] * w[2];
-    if (w[0] > limits->max_workgroup_size_x || w[1] > limits->max_workgroup_size_y ||
-        w[2] > limits->max_workgroup_size_z ||
-        invocations > limits->max_invocations_per_workgroup) {
-      return InvalidArgument("workgroup size (", w[0], ", ", w[1], ", ", w[2],
-                             ") exceeds the device's limits (", limits->max_workgroup_size_x, ", ",
-                             limits->max_workgroup_size_y, ", ", limits->max_workgroup_size_z, "; ",
-                             limits->max_invocations_per_workgroup, " invocations)");
-    }
-    if (m.workgroup_storage_bytes > limits->max_workgroup_storage_bytes) {
-      return InvalidArgument("workgroup storage of ", m.workgroup_storage_bytes,
-                             " bytes exceeds the device's maxComputeWorkgroupStorageSize of ",
-                             limits->max_workgroup_storage_bytes);
-    }
+  // Extents read only integer scalar parameters.
+  std::vector<bool> integer_params;
+  for (const ParamInfo& p : m.params) {
+    integer_params.push_back(p.kind == ParamKind::kScalar &&
+                             (p.dtype == DType::kI32 || p.dtype == DType::kU32));
   }
-  if (!f.source_ir.empty()) KILN_RETURN_IF_ERROR(CheckSourceIr(f));
+  for (const ParamInfo& p : m.params) {
+    for (const ExtentExpr& e : p.shape) KILN_RETURN_IF_ERROR(Validate(e, integer_params));
+    for (const ExtentExpr& e : p.strides) KILN_RETURN_IF_ERROR(Validate(e, integer_params));
+  }
+  KILN_RETURN_IF_ERROR(Validate(m.num_blocks_x, integer_params));
+  KILN_RETURN_IF_ERROR(Validate(m.num_blocks_y, integer_params));
   return Status::Ok();
 }
 
 }  // namespace
 
-Status ValidateModule(const CompiledModule& module, const DeviceLimits* limits) {
+Status ValidateModule(const CompiledModule& module) {
   std::set<std::string> names;
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const std::string& name = module.functions[i].metadata.name;
@@ -142,13 +97,39 @@ Status ValidateModule(const CompiledModule& module, const DeviceLimits* limits) 
     if (!names.insert(name).second) {
       return DataLoss("invalid module: two functions are named '", name, "'");
     }
-    Status s = CheckFunction(module.functions[i], limits);
+    Status s = CheckFunction(module.functions[i]);
     if (!s.ok()) {
       return Status(s.code(), StrCat(s.code() == StatusCode::kDataLoss ? "invalid module: " : "",
                                      "function '", name, "': ", s.message()));
     }
   }
   return Status::Ok();
+}
+
+
+StatusOr<std::string> FitsLimits(const KernelMetadata& m, const TargetLimits& limits) {
+  const auto& w = m.workgroup_size;
+  const uint64_t invocations = uint64_t{w[0]} * w[1] * w[2];
+  if (w[0] > limits.max_workgroup_size_x || w[1] > limits.max_workgroup_size_y ||
+      w[2] > limits.max_workgroup_size_z || invocations > limits.max_invocations_per_workgroup) {
+    return StrCat("a workgroup of (", w[0], ", ", w[1], ", ", w[2],
+                  "), beyond the device's limits (", limits.max_workgroup_size_x, ", ",
+                  limits.max_workgroup_size_y, ", ", limits.max_workgroup_size_z, "; ",
+                  limits.max_invocations_per_workgroup, " invocations)");
+  }
+  if (m.workgroup_storage_bytes > limits.max_workgroup_storage_bytes) {
+    return StrCat(m.workgroup_storage_bytes,
+                  " bytes of workgroup storage, more than the device's "
+                  "maxComputeWorkgroupStorageSize of ",
+                  limits.max_workgroup_storage_bytes);
+  }
+  uint32_t buffers = 0;
+  for (const ParamInfo& p : m.params) buffers += p.kind == ParamKind::kBuffer ? 1 : 0;
+  if (buffers > limits.max_storage_buffers_per_stage) {
+    return StrCat(buffers, " storage buffers, more than the device's "
+                  "maxStorageBuffersPerShaderStage of ", limits.max_storage_buffers_per_stage);
+  }
+  return std::string();
 }
 
 }  // namespace kiln::codegen

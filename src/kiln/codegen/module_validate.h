@@ -3,9 +3,11 @@
 // docs/kernel-abi.md and docs/module-format.md describe.
 #pragma once
 
+#include <string>
+
 #include "kiln/codegen/compiled_module.h"
-#include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/support/status.h"
+#include "kiln/support/target_limits.h"
 
 namespace kiln::codegen {
 
@@ -15,11 +17,15 @@ namespace kiln::codegen {
 // buffers bound at 0, 1, ... in parameter order and scalars at their
 // uniform offsets; the uniform binding and block size the ABI gives; a
 // workgroup size of at least 1 on every axis, equal to the WGSL's
-// @workgroup_size; shader-f16 listed for f16 buffers; and, where the source
-// IR is carried, that it parses and declares the same function name and
-// parameters (names, kinds, types and shapes). With `limits`, also that the
-// workgroup size and storage fit them. Errors are kDataLoss naming the
-// function and the field.
-Status ValidateModule(const CompiledModule& module, const DeviceLimits* limits = nullptr);
+// @workgroup_size; shader-f16 listed for f16 buffers; strides matching the
+// shape's rank; and extent programs that are well formed and read only
+// integer scalar parameters. Errors are kDataLoss naming the function and
+// the field. (That a carried source IR agrees with the metadata is checked
+// where it is used: check::ValidateSourceIr.)
+Status ValidateModule(const CompiledModule& module);
+
+// Why a device with `limits` cannot run the kernel (its workgroup size,
+// workgroup storage or number of storage buffers), or "" when it can.
+StatusOr<std::string> FitsLimits(const KernelMetadata& metadata, const TargetLimits& limits);
 
 }  // namespace kiln::codegen

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/parser.h"
 
 namespace kiln::codegen {
@@ -43,8 +44,11 @@ struct Case {
 TEST(ModuleValidateTest, CompiledModulesAreValid) {
   CompiledModule m = Compiled();
   EXPECT_TRUE(ValidateModule(m).ok()) << ValidateModule(m);
-  DeviceLimits limits;
-  EXPECT_TRUE(ValidateModule(m, &limits).ok());
+  for (const CompiledFunction& f : m.functions) {
+    auto beyond = FitsLimits(f.metadata, TargetLimits{});
+    ASSERT_TRUE(beyond.ok());
+    EXPECT_EQ(*beyond, "");
+  }
 }
 
 TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
@@ -63,12 +67,11 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
          scale(m).workgroup_size = {100000, 1, 1};
        },
        "workgroup size (100000, 1, 1) is not the WGSL's @workgroup_size"},
-      {"dtype against the source", [&](CompiledModule& m) { scale(m).params[1].dtype = "i32"; },
-       "parameter 1 is buffer 'Y' of type i32 in the metadata but buffer 'Y' of type f32 in the "
-       "source IR"},
-      {"unknown dtype", [&](CompiledModule& m) { scale(m).params[0].dtype = "f99"; },
-       "parameter 'X' has unknown type 'f99'"},
-      {"scalar of another type", [&](CompiledModule& m) { scale(m).params[2].dtype = "bool"; },
+      {"unknown dtype",
+       [&](CompiledModule& m) { scale(m).params[0].dtype = static_cast<DType>(99); },
+       "parameter 'X' has unknown type 99"},
+      {"scalar of another type",
+       [&](CompiledModule& m) { scale(m).params[2].dtype = DType::kBool; },
        "scalar parameter 'n' has type bool"},
       {"bindings out of order",
        [&](CompiledModule& m) {
@@ -85,13 +88,25 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
        "parameter name 'X' is empty or repeated"},
       {"entry point", [&](CompiledModule& m) { scale(m).entry_point = "other"; },
        "entry point 'other' is not declared in the WGSL"},
-      {"shape", [&](CompiledModule& m) { scale(m).params[0].shape = {"(n * 2)"}; },
-       "the shape of parameter 'X' differs from the source IR's"},
-      {"source of another function",
-       [&](CompiledModule& m) { m.functions[0].source_ir = m.functions[1].source_ir; },
-       "the source IR is of function 'half'"},
-      {"unparsable source", [&](CompiledModule& m) { m.functions[0].source_ir = "fn ("; },
-       "the source IR does not parse"},
+      {"extent of a float parameter",
+       [&](CompiledModule& m) { scale(m).params[0].shape = {ExtentExpr::Param(3, "s")}; },
+       "extent 's' reads parameter 3, which is not an integer scalar parameter"},
+      {"extent of no parameter",
+       [&](CompiledModule& m) { scale(m).num_blocks_x = ExtentExpr::Param(9, "q"); },
+       "extent 'q' reads parameter 9"},
+      {"malformed extent",
+       [&](CompiledModule& m) {
+         scale(m).params[0].shape[0].ops.push_back({ExtentOp::Code::kAdd, 32, true, 0});
+       },
+       "extent 'n' is malformed"},
+      {"extent of 16 bits",
+       [&](CompiledModule& m) { scale(m).params[0].shape[0].ops[0].bits = 16; },
+       "has an operation of 16 bits"},
+      {"strides of another rank",
+       [&](CompiledModule& m) {
+         scale(m).params[0].strides = {ExtentExpr::Constant(1), ExtentExpr::Constant(1)};
+       },
+       "buffer parameter 'X' has 2 strides for 1 dimensions"},
       {"f16 without the feature",
        [&](CompiledModule& m) { m.functions[1].metadata.required_features.clear(); },
        "function 'half': f16 buffers without the 'shader-f16' feature listed"},
@@ -107,13 +122,17 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
 
 TEST(ModuleValidateTest, LimitsAreTheDevice) {
   CompiledModule m = Compiled();
-  DeviceLimits small;
+  TargetLimits small;
   small.max_invocations_per_workgroup = 32;
-  Status s = ValidateModule(m, &small);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("function 'scale': workgroup size (64, 1, 1) exceeds the device's"),
+  auto beyond = FitsLimits(m.functions[0].metadata, small);
+  ASSERT_TRUE(beyond.ok());
+  EXPECT_NE(beyond->find("a workgroup of (64, 1, 1), beyond the device's limits"),
             std::string::npos)
-      << s;
+      << *beyond;
+  small = TargetLimits{};
+  small.max_storage_buffers_per_stage = 1;
+  beyond = FitsLimits(m.functions[0].metadata, small);
+  EXPECT_NE(beyond->find("2 storage buffers"), std::string::npos) << *beyond;
 }
 
 }  // namespace

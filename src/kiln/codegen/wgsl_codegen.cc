@@ -1,5 +1,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 
+#include "kiln/codegen/extent_lowering.h"
+
 #include "kiln/codegen/wgsl_kernel.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
@@ -17,8 +19,7 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
                                            const CompileOptions& options) {
   transform::LowerOptions lower = options.lower;
   // One set of limits: the verifier inside Lower checks the codegen's.
-  lower.verify.max_threads_per_workgroup = options.codegen.limits.max_invocations_per_workgroup;
-  lower.verify.max_workgroup_storage_bytes = options.codegen.limits.max_workgroup_storage_bytes;
+  lower.verify.limits = options.codegen.limits;
   StatusOr<ir::Function> lowered = transform::Lower(function, lower);
   if (!lowered.ok()) return lowered.status().WithContext(StrCat("kernel '", function.name(), "'"));
   KILN_ASSIGN_OR_RETURN(CompiledFunction compiled, GenerateWgsl(*lowered, options.codegen));
@@ -31,9 +32,16 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
     ParamInfo& info = compiled.metadata.params[i];
     info.shape.clear();
     info.strides.clear();
-    for (const ir::Expr& extent : param.buffer().shape()) info.shape.push_back(ir::Print(extent));
+    const std::string name = param.buffer().name();
+    for (const ir::Expr& extent : param.buffer().shape()) {
+      auto e = LowerExtent(extent, function.params(), "the shape of '" + name + "'");
+      if (!e.ok()) return e.status().WithContext(StrCat("kernel '", function.name(), "'"));
+      info.shape.push_back(std::move(*e));
+    }
     for (const ir::Expr& stride : param.buffer().strides()) {
-      info.strides.push_back(ir::Print(stride));
+      auto e = LowerExtent(stride, function.params(), "a stride of '" + name + "'");
+      if (!e.ok()) return e.status().WithContext(StrCat("kernel '", function.name(), "'"));
+      info.strides.push_back(std::move(*e));
     }
   }
   compiled.source_ir = ir::Print(function);
@@ -41,8 +49,11 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
 }
 
 StatusOr<CompiledModule> CompileModule(const ir::Module& module, const CompileOptions& options) {
-  // Module-level checks (distinct function names) before any function's.
-  KILN_RETURN_IF_ERROR(ir::Verify(module, options.lower.verify));
+  // Module-level checks (distinct function names) before any function's,
+  // with the one set of limits.
+  ir::VerifyOptions verify = options.lower.verify;
+  verify.limits = options.codegen.limits;
+  KILN_RETURN_IF_ERROR(ir::Verify(module, verify));
   CompiledModule compiled;
   for (const ir::Function& function : module.functions) {
     KILN_ASSIGN_OR_RETURN(CompiledFunction f, CompileFunction(function, options));

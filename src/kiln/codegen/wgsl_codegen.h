@@ -19,16 +19,12 @@
 #include "kiln/support/status.h"
 #include "kiln/transform/lower.h"
 
+#include "kiln/support/target_limits.h"
+
 namespace kiln::codegen {
 
-// The device limits a kernel must fit in; WebGPU's defaults unless told.
-struct DeviceLimits {
-  uint32_t max_invocations_per_workgroup = 256;  // maxComputeInvocationsPerWorkgroup
-  uint32_t max_workgroup_size_x = 256;           // maxComputeWorkgroupSizeX
-  uint32_t max_workgroup_size_y = 256;           // maxComputeWorkgroupSizeY
-  uint32_t max_workgroup_size_z = 64;            // maxComputeWorkgroupSizeZ
-  uint32_t max_workgroup_storage_bytes = 16384;  // maxComputeWorkgroupStorageSize
-};
+// The device limits a kernel must fit in (kiln/support/target_limits.h).
+using DeviceLimits = TargetLimits;
 
 struct CodegenOptions {
   DeviceLimits limits;
@@ -42,6 +38,8 @@ StatusOr<CompiledFunction> GenerateWgsl(const ir::Function& lowered,
 
 struct CompileOptions {
   transform::LowerOptions lower;
+  // codegen.limits is the one set of limits: the verifier inside lowering
+  // takes them from here.
   CodegenOptions codegen;
 };
 

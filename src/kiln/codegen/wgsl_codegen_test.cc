@@ -74,8 +74,9 @@ TEST(WgslAbiTest, BuffersBindInParameterOrderWithInferredAccess) {
   EXPECT_EQ(params[2].access, BufferAccess::kReadWrite);
   EXPECT_EQ(params[4].binding, 2u);
   EXPECT_EQ(params[4].access, BufferAccess::kRead);
-  EXPECT_EQ(params[4].dtype, "u32");
-  EXPECT_EQ(params[4].shape, std::vector<std::string>{"4"});
+  EXPECT_EQ(params[4].dtype, DType::kU32);
+  ASSERT_EQ(params[4].shape.size(), 1u);
+  EXPECT_EQ(params[4].shape[0].text, "4");
 }
 
 TEST(WgslAbiTest, ScalarsAndLaunchWordsFormOnePackedUniformBlock) {
@@ -106,8 +107,8 @@ TEST(WgslAbiTest, UniformBlockIsPresentWithoutScalars) {
                        "  num_blocks_x : u32,\n}\n"));
   EXPECT_TRUE(Contains(f.wgsl, "@group(0) @binding(1) var<uniform> args : KernelArgs;"));
   EXPECT_EQ(f.metadata.uniform_block_size, 16u);
-  EXPECT_EQ(f.metadata.num_blocks_x, "1");
-  EXPECT_EQ(f.metadata.num_blocks_y, "1");
+  EXPECT_EQ(f.metadata.num_blocks_x.text, "1");
+  EXPECT_EQ(f.metadata.num_blocks_y.text, "1");
 }
 
 TEST(WgslAbiTest, LargeGridPrologueRecombinesBlockIdxXAndReturnsFirst) {
@@ -137,8 +138,8 @@ TEST(WgslAbiTest, LargeGridPrologueRecombinesBlockIdxXAndReturnsFirst) {
   EXPECT_TRUE(Contains(f.wgsl, "let tz : i32 = i32(lid.z);"));
   // The early return precedes every barrier.
   EXPECT_LT(f.wgsl.find("return;"), f.wgsl.find("workgroupBarrier();"));
-  EXPECT_EQ(f.metadata.num_blocks_x, "n");
-  EXPECT_EQ(f.metadata.num_blocks_y, "m");
+  EXPECT_EQ(f.metadata.num_blocks_x.text, "n");
+  EXPECT_EQ(f.metadata.num_blocks_y.text, "m");
   EXPECT_EQ(f.metadata.workgroup_size, (std::array<uint32_t, 3>{8, 1, 2}));
   EXPECT_EQ(f.metadata.entry_point, "grid");
 }
@@ -158,14 +159,14 @@ TEST(WgslAbiTest, LaunchExtentsAndShapesParseOverScalarParameters) {
   });
   StatusOr<CompiledFunction> f = CompileFunction(b.Build());
   ASSERT_TRUE(f.ok()) << f.status();
-  std::vector<std::string> texts = {f->metadata.num_blocks_x, f->metadata.num_blocks_y};
-  for (const std::string& dim : f->metadata.params[2].shape) texts.push_back(dim);
+  std::vector<std::string> texts = {f->metadata.num_blocks_x.text, f->metadata.num_blocks_y.text};
+  for (const ExtentExpr& dim : f->metadata.params[2].shape) texts.push_back(dim.text);
   for (const std::string& text : texts) {
     StatusOr<Expr> parsed = ParseExpr(text, {rows, cols});
     ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
     EXPECT_EQ(Print(*parsed), text);
   }
-  EXPECT_EQ(f->metadata.num_blocks_y, "(rows + 7) / 8");
+  EXPECT_EQ(f->metadata.num_blocks_y.text, "(rows + 7) / 8");
 }
 
 TEST(WgslAbiTest, BlockIdxZIsRejected) {
@@ -246,7 +247,7 @@ TEST(WgslCodegenTest, BoolBuffersAreI32ConvertedOnLoadAndStore) {
   EXPECT_TRUE(Contains(f.wgsl, "var<storage, read> In : array<i32>;"));
   EXPECT_TRUE(Contains(f.wgsl, "var<storage, read_write> Out : array<i32>;"));
   EXPECT_TRUE(Contains(f.wgsl, "Out[tx] = select(0i, 1i, !(In[tx] != 0i));"));
-  EXPECT_EQ(f.metadata.params[0].dtype, "bool");
+  EXPECT_EQ(f.metadata.params[0].dtype, DType::kBool);
 }
 
 TEST(WgslCodegenTest, HalfPrecisionEnablesF16) {
@@ -459,7 +460,7 @@ TEST(WgslCodegenTest, ShiftsBitOpsAndInt8x4) {
   EXPECT_TRUE(Contains(f.wgsl, "A[1i] = A[0i] >> (u32(3i) & 31u);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[2i] = A[0i] ^ (~A[1i]);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[3i] = dot4I8Packed(P[0i], P[1i]) + bitcast<i32>(P[0i]);"));
-  EXPECT_EQ(f.metadata.params[1].dtype, "int8x4");
+  EXPECT_EQ(f.metadata.params[1].dtype, DType::kInt8x4);
 }
 
 TEST(WgslCodegenTest, ConstantsWithoutLiteralsGoThroughBits) {
@@ -540,9 +541,11 @@ TEST(CompileTest, CompileFunctionLowersAndKeepsSourceShapes) {
   StatusOr<CompiledFunction> f = CompileFunction(b.Build());
   ASSERT_TRUE(f.ok()) << f.status();
   MaybeDump(*f);
-  EXPECT_EQ(f->metadata.params[1].shape, (std::vector<std::string>{"n", "4"}));
+  ASSERT_EQ(f->metadata.params[1].shape.size(), 2u);
+  EXPECT_EQ(f->metadata.params[1].shape[0].text, "n");
+  EXPECT_EQ(f->metadata.params[1].shape[1].text, "4");
   EXPECT_EQ(f->metadata.params[1].access, BufferAccess::kReadWrite);
-  EXPECT_EQ(f->metadata.num_blocks_x, "n");
+  EXPECT_EQ(f->metadata.num_blocks_x.text, "n");
   // The source travels with the kernel, for checking against the interpreter.
   StatusOr<Function> source = ParseFunction(f->source_ir);
   ASSERT_TRUE(source.ok()) << source.status();

@@ -1,5 +1,7 @@
 #include "kiln/codegen/wgsl_kernel.h"
 
+#include "kiln/codegen/extent_lowering.h"
+
 #include <array>
 
 #include "kiln/codegen/kernel_abi.h"
@@ -35,8 +37,10 @@ bool IsUniformScalar(ir::DataType type) {
   return type == ir::kI32 || type == ir::kU32 || type == ir::kF32;
 }
 
-std::string LaunchExtentText(const ir::Expr& extent) {
-  return extent.defined() ? ir::Print(extent) : std::string("1");
+StatusOr<ExtentExpr> LaunchExtent(const ir::Expr& extent, const std::vector<ir::Param>& params,
+                                  std::string_view what) {
+  if (!extent.defined()) return ExtentExpr::Constant(1);
+  return LowerExtent(extent, params, what);
 }
 
 }  // namespace
@@ -68,7 +72,7 @@ StatusOr<CompiledFunction> KernelGenerator::Generate() {
                            options_.limits.max_workgroup_storage_bytes);
   }
   DeclareBindings();
-  FillLaunchMetadata();
+  KILN_RETURN_IF_ERROR(FillLaunchMetadata());
   result_.wgsl = Assemble();
   return std::move(result_);
 }
@@ -86,10 +90,18 @@ Status KernelGenerator::DeclareParams() {
                              "; kernel buffers hold f32, f16, i32, u32, bool or int8x4");
       }
       info.kind = ParamKind::kBuffer;
-      info.dtype = buffer.dtype().ToString();
+      info.dtype = *DTypeFromName(buffer.dtype().ToString());
       info.binding = static_cast<uint32_t>(buffer_names_.size());
-      for (const ir::Expr& extent : buffer.shape()) info.shape.push_back(ir::Print(extent));
-      for (const ir::Expr& stride : buffer.strides()) info.strides.push_back(ir::Print(stride));
+      for (const ir::Expr& extent : buffer.shape()) {
+        KILN_ASSIGN_OR_RETURN(ExtentExpr e, LowerExtent(extent, function_.params(),
+                                                        "the shape of '" + param.name() + "'"));
+        info.shape.push_back(std::move(e));
+      }
+      for (const ir::Expr& stride : buffer.strides()) {
+        KILN_ASSIGN_OR_RETURN(ExtentExpr e, LowerExtent(stride, function_.params(),
+                                                        "a stride of '" + param.name() + "'"));
+        info.strides.push_back(std::move(e));
+      }
       buffer_names_.push_back(names_.Fresh(param.name()));
       emitter_.BindBuffer(buffer.get(), buffer_names_.back());
     } else {
@@ -100,7 +112,7 @@ Status KernelGenerator::DeclareParams() {
       }
       std::string type = *WgslValueType(var.dtype());
       info.kind = ParamKind::kScalar;
-      info.dtype = var.dtype().ToString();
+      info.dtype = *DTypeFromName(var.dtype().ToString());
       info.uniform_offset = abi::ScalarOffset(num_scalars_++);
       // Scalars are copied out of the uniform block once, at the top, so the
       // body reads them like any other value.
@@ -132,7 +144,7 @@ void KernelGenerator::DeclareBindings() {
                       ") var<uniform> ", args_, " : ", args_type_, ";\n");
 }
 
-void KernelGenerator::FillLaunchMetadata() {
+Status KernelGenerator::FillLaunchMetadata() {
   KernelMetadata& meta = result_.metadata;
   bool f16_buffer = false;
   for (const ir::Param& param : function_.params()) {
@@ -142,13 +154,16 @@ void KernelGenerator::FillLaunchMetadata() {
     meta.required_features.emplace_back(abi::kFeatureShaderF16);
   }
   if (emitter_.uses_subgroups()) meta.required_features.emplace_back(abi::kFeatureSubgroups);
-  meta.num_blocks_x = LaunchExtentText(launch_.num_blocks[0]);
-  meta.num_blocks_y = LaunchExtentText(launch_.num_blocks[1]);
+  KILN_ASSIGN_OR_RETURN(meta.num_blocks_x, LaunchExtent(launch_.num_blocks[0], function_.params(),
+                                                        "the blockIdx.x extent"));
+  KILN_ASSIGN_OR_RETURN(meta.num_blocks_y, LaunchExtent(launch_.num_blocks[1], function_.params(),
+                                                        "the blockIdx.y extent"));
   for (int axis = 0; axis < 3; ++axis) {
     meta.workgroup_size[axis] = static_cast<uint32_t>(launch_.workgroup_size[axis]);
   }
   meta.uniform_block_size = abi::UniformBlockSize(num_scalars_);
   meta.workgroup_storage_bytes = static_cast<uint32_t>(emitter_.workgroup_bytes());
+  return Status::Ok();
 }
 
 std::string KernelGenerator::Assemble() const {

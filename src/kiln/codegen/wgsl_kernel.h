@@ -31,7 +31,7 @@ class KernelGenerator {
   Status DeclareParams();
   // Access modes are known once the body has been emitted.
   void DeclareBindings();
-  void FillLaunchMetadata();
+  Status FillLaunchMetadata();
   std::string Assemble() const;
 
   const ir::Function& function_;

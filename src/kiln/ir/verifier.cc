@@ -208,6 +208,14 @@ class FunctionVerifier {
       KILN_RETURN_IF_ERROR(CheckShape(b));
       KILN_RETURN_IF_ERROR(DefineBuffer(b));
     }
+    int64_t storage_buffers = 0;
+    for (const Param& p : f_.params()) storage_buffers += p.is_buffer() ? 1 : 0;
+    if (storage_buffers > options_.limits.max_storage_buffers_per_stage) {
+      return ErrorAtFunction(StrCat(
+          "the kernel has ", storage_buffers, " buffer parameters, more than the target's ",
+          options_.limits.max_storage_buffers_per_stage,
+          " storage buffers per shader stage (maxStorageBuffersPerShaderStage)"));
+    }
     KILN_RETURN_IF_ERROR(CheckStmt(f_.body()));
     return Status::Ok();
   }
@@ -594,10 +602,10 @@ class FunctionVerifier {
       }
       if (b.scope() == MemoryScope::kShared) {
         shared_bytes_ += elements * b.dtype().StorageBytes();
-        if (shared_bytes_ > options_.max_workgroup_storage_bytes) {
+        if (shared_bytes_ > options_.limits.max_workgroup_storage_bytes) {
           return Error(StrCat("shared buffers need ", shared_bytes_,
                               " bytes in all, more than the limit of ",
-                              options_.max_workgroup_storage_bytes));
+                              options_.limits.max_workgroup_storage_bytes));
         }
       }
     }
@@ -673,7 +681,7 @@ class FunctionVerifier {
     }
     if (inserted && IsThreadIdx(op->kind)) {
       // Saturates past the limit rather than overflowing.
-      int64_t limit = options_.max_threads_per_workgroup;
+      int64_t limit = options_.limits.max_invocations_per_workgroup;
       int64_t threads = 1;
       for (const auto& [kind, extent] : axis_extents_) {
         if (!IsThreadIdx(kind)) continue;

@@ -39,14 +39,14 @@
 #include "kiln/ir/function.h"
 #include "kiln/ir/source_map.h"
 #include "kiln/support/status.h"
+#include "kiln/support/target_limits.h"
 
 namespace kiln::ir {
 
 struct VerifyOptions {
-  // WebGPU's default maxComputeWorkgroupStorageSize.
-  int64_t max_workgroup_storage_bytes = 16384;
-  // WebGPU's default maxComputeInvocationsPerWorkgroup.
-  int64_t max_threads_per_workgroup = 256;
+  // The target's limits: threads per workgroup, workgroup storage, storage
+  // buffers per shader stage (WebGPU's minimums unless told).
+  TargetLimits limits;
   // Whether subgroup_* intrinsics are allowed.
   bool allow_subgroups = true;
 };

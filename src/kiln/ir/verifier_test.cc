@@ -391,7 +391,7 @@ TEST(VerifierTest, UniformBarriersAndSharedWithinLimitPass) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(Verify(*m).ok()) << Verify(*m);
   VerifyOptions small;
-  small.max_workgroup_storage_bytes = 1024;
+  small.limits.max_workgroup_storage_bytes = 1024;
   EXPECT_FALSE(Verify(*m, small).ok());
 }
 

@@ -1,14 +1,12 @@
 #include "kiln/runtime/module.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/module_validate.h"
 #include "kiln/hal/queue.h"
-#include "kiln/interp/interpreter.h"
-#include "kiln/ir/parser.h"
-#include "kiln/ir/types.h"
 #include "kiln/support/file.h"
 
 namespace kiln::runtime {
@@ -23,37 +21,26 @@ std::string_view ScalarArgType(const Arg& arg) {
   return "buffer";
 }
 
-interp::Value ToValue(const Arg& arg) {
-  if (auto* i = std::get_if<int32_t>(&arg.scalar)) return interp::Value::I32(*i);
-  if (auto* u = std::get_if<uint32_t>(&arg.scalar)) return interp::Value::U32(*u);
-  return interp::Value::F32(std::get<float>(arg.scalar));
-}
-
 }  // namespace
 
-StatusOr<uint32_t> ElementBytes(std::string_view dtype) {
-  KILN_ASSIGN_OR_RETURN(ir::DataType t, ir::DataType::FromString(dtype));
-  if (t.is_bool()) return 4u;  // bool buffers hold 32-bit integers
-  return static_cast<uint32_t>(t.StorageBytes());
-}
-
-codegen::CompileOptions CompileOptionsFor(const hal::Device& device) {
-  codegen::CompileOptions o;
+TargetLimits TargetLimitsOf(const hal::Device& device) {
   const hal::Limits& l = device.limits();
-  o.codegen.limits.max_invocations_per_workgroup = l.max_compute_invocations_per_workgroup;
-  o.codegen.limits.max_workgroup_size_x = l.max_compute_workgroup_size_x;
-  o.codegen.limits.max_workgroup_size_y = l.max_compute_workgroup_size_y;
-  o.codegen.limits.max_workgroup_size_z = l.max_compute_workgroup_size_z;
-  o.codegen.limits.max_workgroup_storage_bytes = l.max_compute_workgroup_storage_size;
-  o.lower.verify.max_threads_per_workgroup = l.max_compute_invocations_per_workgroup;
-  o.lower.verify.max_workgroup_storage_bytes = l.max_compute_workgroup_storage_size;
-  return o;
+  TargetLimits t;
+  t.max_invocations_per_workgroup = l.max_compute_invocations_per_workgroup;
+  t.max_workgroup_size_x = l.max_compute_workgroup_size_x;
+  t.max_workgroup_size_y = l.max_compute_workgroup_size_y;
+  t.max_workgroup_size_z = l.max_compute_workgroup_size_z;
+  t.max_workgroup_storage_bytes = l.max_compute_workgroup_storage_size;
+  t.max_storage_buffers_per_stage = l.max_storage_buffers_per_shader_stage;
+  t.max_storage_buffer_binding_size = l.max_storage_buffer_binding_size;
+  t.min_storage_buffer_offset_alignment = l.min_storage_buffer_offset_alignment;
+  return t;
 }
 
 StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device>& device,
                                                codegen::CompiledModule compiled) {
-  const codegen::DeviceLimits limits = CompileOptionsFor(*device).codegen.limits;
-  KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled, &limits));
+  KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled));
+  const TargetLimits limits = TargetLimitsOf(*device);
   auto module = std::unique_ptr<Module>(new Module());
   for (codegen::CompiledFunction& cf : compiled.functions) {
     auto fn = std::unique_ptr<Function>(new Function());
@@ -61,59 +48,20 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
     fn->compiled_ = std::move(cf);
     const codegen::KernelMetadata& md = fn->compiled_.metadata;
     const std::string where = StrCat("function '", md.name, "'");
-
-    // Variables for the scalar parameters, by name, so the metadata's
-    // expressions parse against them.
-    std::vector<ir::Var> vars;
-    fn->scalar_vars_.resize(md.params.size());
-    fn->shapes_.resize(md.params.size());
-    fn->strides_.resize(md.params.size());
     fn->element_bytes_.assign(md.params.size(), 0);
     for (size_t i = 0; i < md.params.size(); ++i) {
-      const codegen::ParamInfo& p = md.params[i];
-      if (p.kind != ParamKind::kScalar) continue;
-      KILN_ASSIGN_OR_RETURN(ir::DataType t, ir::DataType::FromString(p.dtype));
-      fn->scalar_vars_[i] = ir::Var(p.name, t);
-      vars.push_back(fn->scalar_vars_[i]);
-    }
-    for (size_t i = 0; i < md.params.size(); ++i) {
-      const codegen::ParamInfo& p = md.params[i];
-      if (p.kind != ParamKind::kBuffer) continue;
-      auto bytes = ElementBytes(p.dtype);
-      if (!bytes.ok()) return bytes.status().WithContext(where);
-      fn->element_bytes_[i] = *bytes;
-      for (const std::string& extent : p.shape) {
-        auto e = ir::ParseExpr(extent, vars);
-        if (!e.ok()) {
-          return DataLoss(where, ": shape '", extent, "' of parameter '", p.name,
-                          "' does not parse: ", e.status().message());
-        }
-        fn->shapes_[i].push_back(*e);
-      }
-      if (!p.strides.empty() && p.strides.size() != p.shape.size()) {
-        return DataLoss(where, ": parameter '", p.name, "' has ", p.strides.size(),
-                        " strides for ", p.shape.size(), " dimensions");
-      }
-      for (const std::string& stride : p.strides) {
-        auto e = ir::ParseExpr(stride, vars);
-        if (!e.ok()) {
-          return DataLoss(where, ": stride '", stride, "' of parameter '", p.name,
-                          "' does not parse: ", e.status().message());
-        }
-        fn->strides_[i].push_back(*e);
+      if (md.params[i].kind == ParamKind::kBuffer) {
+        fn->element_bytes_[i] = codegen::DTypeBufferBytes(md.params[i].dtype);
       }
     }
-    for (auto [text, out] : {std::pair{&md.num_blocks_x, &fn->num_blocks_x_},
-                             std::pair{&md.num_blocks_y, &fn->num_blocks_y_}}) {
-      auto e = ir::ParseExpr(*text, vars);
-      if (!e.ok()) {
-        return DataLoss(where, ": launch extent '", *text, "' does not parse: ",
-                        e.status().message());
-      }
-      *out = *e;
+    // What the device cannot run loads as unavailable, like a missing
+    // feature: the rest of the module works.
+    KILN_ASSIGN_OR_RETURN(std::string beyond, codegen::FitsLimits(md, limits));
+    if (!beyond.empty()) {
+      fn->availability_ = Unavailable(where, " needs ", beyond, " on ", device->Describe());
     }
-
     for (const std::string& feature : md.required_features) {
+      if (!fn->availability_.ok()) break;
       auto f = hal::ParseFeature(feature);
       if (!f.ok() || !device->HasFeature(*f)) {
         fn->availability_ = Unavailable(where, " needs the '", feature, "' feature, which ",
@@ -198,41 +146,53 @@ Status Function::CreateExecutable() const {
   return Status();
 }
 
-StatusOr<uint64_t> Function::EvaluateExtent(const ir::Expr& expr, std::span<const Arg> args,
-                                            std::string_view what) const {
-  std::map<const ir::VarNode*, interp::Value> bindings;
-  for (size_t i = 0; i < scalar_vars_.size(); ++i) {
-    if (scalar_vars_[i].defined()) bindings[scalar_vars_[i].get()] = ToValue(args[i]);
+std::vector<int64_t> Function::ScalarValues(std::span<const Arg> args) {
+  std::vector<int64_t> values(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* v = std::get_if<int32_t>(&args[i].scalar)) values[i] = *v;
+    if (auto* v = std::get_if<uint32_t>(&args[i].scalar)) values[i] = *v;
   }
-  auto v = interp::EvaluateScalar(expr, bindings);
+  return values;
+}
+
+StatusOr<uint64_t> Function::EvaluateExtent(const codegen::ExtentExpr& expr,
+                                            std::span<const int64_t> scalars,
+                                            std::string_view what) const {
+  auto v = codegen::Evaluate(expr, scalars);
   if (!v.ok()) return v.status().WithContext(StrCat("function '", name(), "': ", what));
-  const int64_t n = v->AsInt();
-  if (n < 0) {
-    return InvalidArgument("function '", name(), "': ", what, " is ", n,
+  if (*v < 0) {
+    return InvalidArgument("function '", name(), "': ", what, " `", expr.text, "` is ", *v,
                            " for these arguments; it must not be negative");
   }
-  return static_cast<uint64_t>(n);
+  return static_cast<uint64_t>(*v);
 }
 
 StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> args) const {
-  const std::string& pname = metadata().params[param].name;
-  const std::vector<ir::Expr>& shape = shapes_[param];
-  const std::vector<ir::Expr>& strides = strides_[param];
-  std::vector<uint64_t> extents(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(extents[d], EvaluateExtent(shape[d], args,
+  if (param >= metadata().params.size() ||
+      metadata().params[param].kind != ParamKind::kBuffer || args.size() != metadata().params.size()) {
+    return InvalidArgument("function '", name(), "': BufferElements of parameter ", param,
+                           " with ", args.size(), " arguments");
+  }
+  return Elements(param, ScalarValues(args));
+}
+
+StatusOr<uint64_t> Function::Elements(size_t param, std::span<const int64_t> scalars) const {
+  const codegen::ParamInfo& p = metadata().params[param];
+  std::vector<uint64_t> extents(p.shape.size());
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(extents[d], EvaluateExtent(p.shape[d], scalars,
                                                      StrCat("extent ", d, " of parameter '",
-                                                            pname, "'")));
+                                                            p.name, "'")));
   }
   // An empty buffer is touched nowhere, whatever its strides.
   for (uint64_t e : extents) {
     if (e == 0) return uint64_t{0};
   }
   auto overflow = [&]() {
-    return InvalidArgument("function '", name(), "': the shape of parameter '", pname,
+    return InvalidArgument("function '", name(), "': the shape of parameter '", p.name,
                            "' has more elements than 64 bits can count for these arguments");
   };
-  if (strides.empty()) {
+  if (p.strides.empty()) {
     // Dense row-major: the product of the extents.
     uint64_t elements = 1;
     for (uint64_t e : extents) {
@@ -242,10 +202,10 @@ StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> a
   }
   // Strided: the furthest element is at sum((extent - 1) * stride).
   uint64_t last = 0;
-  for (size_t d = 0; d < strides.size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(strides[d], args,
+  for (size_t d = 0; d < p.strides.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(p.strides[d], scalars,
                                                           StrCat("stride ", d, " of parameter '",
-                                                                 pname, "'")));
+                                                                 p.name, "'")));
     uint64_t reach = 0;
     if (__builtin_mul_overflow(extents[d] - 1, stride, &reach) ||
         __builtin_add_overflow(last, reach, &last)) {
@@ -267,34 +227,88 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
   for (size_t i = 0; i < args.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     const bool buffer = p.kind == ParamKind::kBuffer;
-    if (buffer != args[i].is_buffer() || (!buffer && p.dtype != ScalarArgType(args[i]))) {
+    const std::string_view expected = buffer ? "a buffer" : codegen::DTypeName(p.dtype);
+    if (buffer != args[i].is_buffer() ||
+        (!buffer && codegen::DTypeName(p.dtype) != ScalarArgType(args[i]))) {
       return InvalidArgument("function '", md.name, "' argument ", i, " ('", p.name,
-                             "'): expected ", buffer ? "a buffer" : p.dtype, ", got ",
-                             ScalarArgType(args[i]));
+                             "'): expected ", expected, ", got ", ScalarArgType(args[i]));
     }
     if (buffer && !args[i].buffer) {
       return InvalidArgument("function '", md.name, "' argument ", i, " ('", p.name,
                              "'): no buffer");
     }
   }
+  const std::vector<int64_t> scalar_values = ScalarValues(args);
+  const hal::Limits& limits = device_->limits();
   LaunchPlan plan;
   plan.buffer_bytes.assign(md.params.size(), 0);
   for (size_t i = 0; i < args.size(); ++i) {
-    if (md.params[i].kind != ParamKind::kBuffer) continue;
-    KILN_ASSIGN_OR_RETURN(uint64_t elements, BufferElements(i, args));
+    const codegen::ParamInfo& p = md.params[i];
+    if (p.kind != ParamKind::kBuffer) continue;
+    auto where = [&] { return StrCat("function '", md.name, "' argument ", i, " ('", p.name, "')"); };
+    KILN_ASSIGN_OR_RETURN(uint64_t elements, Elements(i, scalar_values));
     if (__builtin_mul_overflow(elements, uint64_t{element_bytes_[i]}, &plan.buffer_bytes[i])) {
-      return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
-                             "'): ", elements, " elements overflow 64 bits of bytes");
+      return InvalidArgument(where(), ": ", elements, " elements overflow 64 bits of bytes");
     }
-    if (args[i].buffer->size() < plan.buffer_bytes[i]) {
-      return InvalidArgument("function '", md.name, "' argument ", i, " ('", md.params[i].name,
-                             "'): a buffer of ", args[i].buffer->size(), " bytes, but ",
-                             elements, " ", md.params[i].dtype, " elements need ",
+    // The view: inside the buffer, aligned for a storage binding, large
+    // enough for what the kernel reaches.
+    const Arg& a = args[i];
+    const hal::Buffer& buffer = *a.buffer;
+    if (a.offset > buffer.size()) {
+      return InvalidArgument(where(), ": offset ", a.offset, " is past the end of the buffer of ",
+                             buffer.size(), " bytes");
+    }
+    if (a.offset % limits.min_storage_buffer_offset_alignment != 0) {
+      return InvalidArgument(where(), ": offset ", a.offset, " is not a multiple of ",
+                             limits.min_storage_buffer_offset_alignment,
+                             " (the device's minStorageBufferOffsetAlignment)");
+    }
+    const uint64_t view = a.length == hal::kWholeBuffer ? buffer.size() - a.offset : a.length;
+    if (view > buffer.size() - a.offset) {
+      return InvalidArgument(where(), ": a view of ", view, " bytes at offset ", a.offset,
+                             " does not fit the buffer of ", buffer.size(), " bytes");
+    }
+    if (view < plan.buffer_bytes[i]) {
+      return InvalidArgument(where(), ": a ", a.offset == 0 && a.length == hal::kWholeBuffer
+                                                   ? "buffer"
+                                                   : "view",
+                             " of ", view, " bytes, but ", elements, " ",
+                             codegen::DTypeName(p.dtype), " elements need ",
                              plan.buffer_bytes[i]);
     }
+    if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
+      return InvalidArgument(where(), ": the buffer was not created with storage usage");
+    }
+    // Bind what the kernel reaches, at least a word (bindings are words).
+    const uint64_t bound = std::max<uint64_t>(plan.buffer_bytes[i], std::min<uint64_t>(4, view));
+    if (bound == 0) return InvalidArgument(where(), ": an empty view");
+    if ((bound + 3) / 4 * 4 > limits.max_storage_buffer_binding_size) {
+      return InvalidArgument(where(), ": ", bound, " bytes exceed the device's "
+                             "maxStorageBufferBindingSize of ",
+                             limits.max_storage_buffer_binding_size);
+    }
+    plan.bindings.push_back({a.buffer, a.offset, bound});
   }
-  KILN_ASSIGN_OR_RETURN(plan.num_blocks_x, EvaluateExtent(num_blocks_x_, args, "blockIdx.x extent"));
-  KILN_ASSIGN_OR_RETURN(plan.num_blocks_y, EvaluateExtent(num_blocks_y_, args, "blockIdx.y extent"));
+  // WebGPU forbids a buffer written by a dispatch from being bound to it
+  // read-only as well.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (md.params[i].kind != ParamKind::kBuffer ||
+        md.params[i].access != codegen::BufferAccess::kReadWrite) {
+      continue;
+    }
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j != i && md.params[j].kind == ParamKind::kBuffer &&
+          md.params[j].access == codegen::BufferAccess::kRead && args[j].buffer == args[i].buffer) {
+        return InvalidArgument("function '", md.name, "': argument ", i, " ('", md.params[i].name,
+                               "') is written and argument ", j, " ('", md.params[j].name,
+                               "') only read, but they view the same buffer");
+      }
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(plan.num_blocks_x,
+                        EvaluateExtent(md.num_blocks_x, scalar_values, "blockIdx.x extent"));
+  KILN_ASSIGN_OR_RETURN(plan.num_blocks_y,
+                        EvaluateExtent(md.num_blocks_y, scalar_values, "blockIdx.y extent"));
   const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
   if (plan.num_blocks_x > uint64_t(max) * max || plan.num_blocks_x > UINT32_MAX ||
       plan.num_blocks_y > max) {
@@ -340,16 +354,9 @@ Status Function::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const
   KILN_RETURN_IF_ERROR(Prepare());
   KILN_ASSIGN_OR_RETURN(LaunchPlan plan, Plan(args));
   if (plan.groups_x == 0 || plan.groups_y == 0 || plan.groups_z == 0) return Status();
-  std::vector<hal::BufferBinding> bindings;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (metadata().params[i].kind != ParamKind::kBuffer) continue;
-    // Bind what the kernel addresses (at least 4 bytes: bindings are words).
-    bindings.push_back({args[i].buffer, 0,
-                        std::max<uint64_t>(std::min(plan.buffer_bytes[i], args[i].buffer->size()), 
-                                           std::min<uint64_t>(4, args[i].buffer->size()))});
-  }
-  return cb.Dispatch(executable_, 0, bindings, plan.uniforms, plan.groups_x, plan.groups_y,
-                     plan.groups_z)
+  // Plan checked everything the HAL's dispatch validation would.
+  return cb.DispatchPrevalidated(executable_, 0, plan.bindings, plan.uniforms, plan.groups_x,
+                                 plan.groups_y, plan.groups_z)
       .WithContext(StrCat("function '", name(), "'"));
 }
 

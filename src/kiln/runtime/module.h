@@ -2,9 +2,13 @@
 // functions called on device buffers.
 //
 // A call is checked against the function's metadata before anything is
-// recorded: the argument count, each argument's kind (buffer or scalar) and
-// scalar type, and each buffer's size against the parameter's shape
-// evaluated with the call's scalar arguments. The launch grid comes from the
+// recorded: the argument count, each argument's kind (buffer view or
+// scalar) and scalar type, and each buffer view against what the parameter
+// reaches (its shape and strides evaluated with the call's scalar
+// arguments), the device's offset alignment and binding size. The runtime
+// reads the metadata's typed form directly (codegen/compiled_module.h,
+// extent_expr.h): it links neither the IR, its parser and interpreter, nor
+// the code generator. The launch grid comes from the
 // metadata's launch extents evaluated the same way; blockIdx.x beyond the
 // device's per-dimension limit is spread over workgroups x and z as the
 // kernel ABI (codegen/kernel_abi.h) prescribes, and the scalars and launch
@@ -38,22 +42,28 @@
 #include <vector>
 
 #include "kiln/codegen/compiled_module.h"
-#include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/command_buffer.h"
 #include "kiln/hal/device.h"
 #include "kiln/hal/executable.h"
-#include "kiln/ir/expr.h"
 #include "kiln/support/status.h"
+#include "kiln/support/target_limits.h"
 
 namespace kiln::runtime {
 
-// One argument of a call: a device buffer, or an i32, u32 or f32 scalar.
+// One argument of a call: a view of a device buffer (bytes [offset,
+// offset + length), to the end by default; the offset a multiple of the
+// device's minStorageBufferOffsetAlignment), or an i32, u32 or f32 scalar.
+// Views let many tensors share one buffer (an arena).
 struct Arg {
   hal::BufferRef buffer;
   std::variant<std::monostate, int32_t, uint32_t, float> scalar;
+  uint64_t offset = 0;
+  uint64_t length = hal::kWholeBuffer;
 
-  static Arg Buffer(hal::BufferRef b) { return Arg{std::move(b), std::monostate{}}; }
+  static Arg Buffer(hal::BufferRef b, uint64_t offset = 0, uint64_t length = hal::kWholeBuffer) {
+    return Arg{std::move(b), std::monostate{}, offset, length};
+  }
   static Arg I32(int32_t v) { return Arg{nullptr, v}; }
   static Arg U32(uint32_t v) { return Arg{nullptr, v}; }
   static Arg F32(float v) { return Arg{nullptr, v}; }
@@ -66,6 +76,7 @@ struct LaunchPlan {
   uint32_t groups_x = 0, groups_y = 0, groups_z = 0;  // the dispatch
   std::vector<uint8_t> uniforms;                      // the constants block
   std::vector<uint64_t> buffer_bytes;                 // bytes each buffer param needs
+  std::vector<hal::BufferBinding> bindings;           // the buffer params' bound ranges
 };
 
 class Function {
@@ -89,7 +100,8 @@ class Function {
   // Whether Prepare has run, successfully or not.
   bool prepared() const { return prepared_.load(std::memory_order_acquire); }
 
-  // Checks `args` and computes the dispatch.
+  // Checks `args` and computes the dispatch: everything the HAL would check
+  // of it, so Record records it without validating again.
   StatusOr<LaunchPlan> Plan(std::span<const Arg> args) const;
   // Plan, then record the dispatch into `cb`.
   Status Record(hal::CommandBuffer& cb, std::span<const Arg> args) const;
@@ -104,8 +116,12 @@ class Function {
  private:
   friend class Module;
   Function() = default;
-  StatusOr<uint64_t> EvaluateExtent(const ir::Expr& expr, std::span<const Arg> args,
+  StatusOr<uint64_t> EvaluateExtent(const codegen::ExtentExpr& expr,
+                                    std::span<const int64_t> scalars,
                                     std::string_view what) const;
+  StatusOr<uint64_t> Elements(size_t param, std::span<const int64_t> scalars) const;
+  // The scalar arguments as the extents read them (by parameter index).
+  static std::vector<int64_t> ScalarValues(std::span<const Arg> args);
   Status CreateExecutable() const;
 
   std::shared_ptr<hal::Device> device_;
@@ -120,12 +136,6 @@ class Function {
   mutable std::atomic<bool> prepared_{false};
   mutable Status prepare_status_;
   mutable hal::ExecutableRef executable_;
-  // Metadata expressions parsed once, over variables standing for the
-  // scalar parameters.
-  std::vector<ir::Var> scalar_vars_;      // indexed by parameter index (null for buffers)
-  std::vector<std::vector<ir::Expr>> shapes_;  // per parameter
-  std::vector<std::vector<ir::Expr>> strides_;  // per parameter; empty when dense
-  ir::Expr num_blocks_x_, num_blocks_y_;
   std::vector<uint32_t> element_bytes_;   // per parameter (buffers)
 };
 
@@ -162,12 +172,7 @@ class Module {
   std::mutex prepare_mutex_;
 };
 
-// Bytes one element of `dtype` ("f32", "bool", "int8x4", ...) takes in a
-// device buffer under the kernel ABI.
-StatusOr<uint32_t> ElementBytes(std::string_view dtype);
-
-// Compile options whose limits (workgroup sizes, workgroup storage) are the
-// device's, so kernels are checked against what they will run on.
-codegen::CompileOptions CompileOptionsFor(const hal::Device& device);
+// The device's limits as kernels are compiled for and checked against.
+TargetLimits TargetLimitsOf(const hal::Device& device);
 
 }  // namespace kiln::runtime

@@ -16,11 +16,24 @@
 #include <string>
 #include <vector>
 
+#include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/function.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/status.h"
 
-namespace kiln::runtime {
+namespace kiln::check {
+
+using runtime::Arg;
+using runtime::Function;
+
+// Compile options whose limits are the device's (runtime::TargetLimitsOf),
+// so kernels are checked against what they will run on.
+codegen::CompileOptions CompileOptionsFor(const hal::Device& device);
+
+// That the source IR a compiled function carries (for --check) parses and
+// declares the function and parameters its metadata describes: names,
+// kinds, types, shapes and strides. kDataLoss naming the difference.
+Status ValidateSourceIr(const codegen::CompiledFunction& function);
 
 struct CheckOptions {
   // Values of the scalar parameters, by name, as text ("1000", "0.5").
@@ -68,4 +81,4 @@ StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text);
 Status CheckScalarArgNames(const codegen::KernelMetadata& md,
                            const std::map<std::string, std::string>& scalar_args);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::check

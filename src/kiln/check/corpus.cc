@@ -1,4 +1,4 @@
-#include "kiln/runtime/corpus.h"
+#include "kiln/check/corpus.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "kiln/support/file.h"
 
-namespace kiln::runtime {
+namespace kiln::check {
 namespace {
 
 std::vector<std::string> Words(const std::string& s) {
@@ -73,4 +73,4 @@ std::vector<std::string> ListKirFiles(const std::string& dir) {
   return out;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::check

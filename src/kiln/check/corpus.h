@@ -13,7 +13,7 @@
 
 #include "kiln/support/status.h"
 
-namespace kiln::runtime {
+namespace kiln::check {
 
 struct CorpusRun {
   std::string function;
@@ -33,4 +33,4 @@ StatusOr<CorpusFile> ReadCorpusFile(const std::string& path);
 // The .kir files directly inside `dir`, sorted.
 std::vector<std::string> ListKirFiles(const std::string& dir);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::check

@@ -12,13 +12,15 @@
 #include "kiln/hal/device.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/verifier.h"
-#include "kiln/runtime/check.h"
-#include "kiln/runtime/corpus.h"
+#include "kiln/check/check.h"
+#include "kiln/check/corpus.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
 
-namespace kiln::runtime {
+namespace kiln::check {
 namespace {
+
+using runtime::Module;
 
 // The kernels of the source tree ($KILN_SOURCE_DIR overrides where it is,
 // for running a copied build elsewhere).
@@ -33,7 +35,7 @@ std::vector<std::string> AllKernelFiles() {
 class DifferentialTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    device_ = testing::TestDevice();
+    device_ = runtime::testing::TestDevice();
     ASSERT_TRUE(device_);
   }
   std::shared_ptr<hal::Device> device_;
@@ -88,4 +90,4 @@ std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
 INSTANTIATE_TEST_SUITE_P(Corpus, DifferentialTest, ::testing::ValuesIn(AllKernelFiles()), TestName);
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::check

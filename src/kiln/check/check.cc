@@ -1,4 +1,4 @@
-#include "kiln/runtime/check.h"
+#include "kiln/check/check.h"
 
 #include <cerrno>
 #include <chrono>
@@ -12,10 +12,20 @@
 
 #include "kiln/interp/half.h"
 #include "kiln/interp/interpreter.h"
+#include "kiln/ir/parser.h"
+#include "kiln/ir/printer.h"
 #include "kiln/ir/types.h"
 
-namespace kiln::runtime {
+namespace kiln::check {
+
+using codegen::DTypeName;
+using codegen::ParamKind;
+using runtime::Arg;
+using runtime::Function;
+
 namespace {
+
+ir::DataType IrType(codegen::DType t) { return *ir::DataType::FromString(DTypeName(t)); }
 
 using codegen::ParamKind;
 
@@ -115,11 +125,11 @@ StatusOr<uint64_t> BufferBytesWithinLimits(const Function& fn, size_t i,
                                            std::span<const Arg> args) {
   const codegen::ParamInfo& p = fn.metadata().params[i];
   KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
-  KILN_ASSIGN_OR_RETURN(uint32_t bytes_per, ElementBytes(p.dtype));
+  const uint32_t bytes_per = codegen::DTypeBufferBytes(p.dtype);
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(elements, uint64_t{bytes_per}, &bytes)) {
     return InvalidArgument("function '", fn.name(), "' parameter '", p.name, "': ", elements, " ",
-                           p.dtype, " elements overflow a 64-bit byte size");
+                           DTypeName(p.dtype), " elements overflow a 64-bit byte size");
   }
   const hal::Limits& limits = fn.device().limits();
   for (auto [limit, name] :
@@ -127,7 +137,7 @@ StatusOr<uint64_t> BufferBytesWithinLimits(const Function& fn, size_t i,
         std::pair{limits.max_storage_buffer_binding_size, "maxStorageBufferBindingSize"}}) {
     if (bytes > limit) {
       return InvalidArgument("function '", fn.name(), "' parameter '", p.name, "': ", elements, " ",
-                             p.dtype, " elements need ", bytes, " bytes, more than the ",
+                             DTypeName(p.dtype), " elements need ", bytes, " bytes, more than the ",
                              "device's ", name, " of ", limit);
     }
   }
@@ -193,6 +203,52 @@ Status CheckScalarArgNames(const codegen::KernelMetadata& md,
   return Status::Ok();
 }
 
+codegen::CompileOptions CompileOptionsFor(const hal::Device& device) {
+  codegen::CompileOptions o;
+  o.codegen.limits = runtime::TargetLimitsOf(device);
+  o.lower.verify.limits = o.codegen.limits;
+  return o;
+}
+
+Status ValidateSourceIr(const codegen::CompiledFunction& f) {
+  const codegen::KernelMetadata& m = f.metadata;
+  auto fail = [&](auto... why) {
+    return DataLoss("invalid module: function '", m.name, "': ", why...);
+  };
+  auto source = ir::ParseFunction(f.source_ir);
+  if (!source.ok()) return fail("the source IR does not parse: ", source.status().message());
+  if (source->name() != m.name) return fail("the source IR is of function '", source->name(), "'");
+  const std::vector<ir::Param>& params = source->params();
+  if (params.size() != m.params.size()) {
+    return fail("the metadata lists ", m.params.size(), " parameters, the source IR has ",
+                params.size());
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const codegen::ParamInfo& p = m.params[i];
+    const bool buffer = params[i].is_buffer();
+    const std::string name = buffer ? params[i].buffer().name() : params[i].var().name();
+    const ir::DataType dtype = buffer ? params[i].buffer().dtype() : params[i].var().dtype();
+    if (name != p.name || buffer != (p.kind == ParamKind::kBuffer) ||
+        dtype.ToString() != DTypeName(p.dtype)) {
+      return fail("parameter ", i, " is ", p.kind == ParamKind::kBuffer ? "buffer" : "scalar",
+                  " '", p.name, "' of type ", DTypeName(p.dtype), " in the metadata but ",
+                  buffer ? "buffer" : "scalar", " '", name, "' of type ", dtype,
+                  " in the source IR");
+    }
+    if (!buffer) continue;
+    const ir::Buffer& b = params[i].buffer();
+    bool same = b.shape().size() == p.shape.size() && b.strides().size() == p.strides.size();
+    for (size_t d = 0; same && d < p.shape.size(); ++d) {
+      same = ir::Print(b.shape()[d]) == p.shape[d].text;
+    }
+    for (size_t d = 0; same && d < p.strides.size(); ++d) {
+      same = ir::Print(b.strides()[d]) == p.strides[d].text;
+    }
+    if (!same) return fail("the shape of parameter '", p.name, "' differs from the source IR's");
+  }
+  return Status::Ok();
+}
+
 StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
                                   const CheckOptions& options) {
   KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
@@ -214,9 +270,9 @@ StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source
     auto it = options.scalar_args.find(p.name);
     if (it == options.scalar_args.end()) {
       return InvalidArgument("function '", md.name, "' needs a value for scalar parameter '",
-                             p.name, "' (", p.dtype, ")");
+                             p.name, "' (", DTypeName(p.dtype), ")");
     }
-    auto parsed = ParseScalarArg(p.dtype, it->second);
+    auto parsed = ParseScalarArg(DTypeName(p.dtype), it->second);
     if (!parsed.ok()) {
       return parsed.status().WithContext(
           StrCat("function '", md.name, "' scalar parameter '", p.name, "'"));
@@ -241,8 +297,8 @@ StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source
   for (size_t i = 0; i < md.params.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     if (p.kind != ParamKind::kBuffer) continue;
-    KILN_ASSIGN_OR_RETURN(ir::DataType t, ir::DataType::FromString(p.dtype));
-    KILN_ASSIGN_OR_RETURN(uint32_t bytes_per, ElementBytes(p.dtype));
+    const ir::DataType t = IrType(p.dtype);
+    const uint32_t bytes_per = codegen::DTypeBufferBytes(p.dtype);
     interp::HostBuffer host;
     host.dtype = t;
     host.shape = {static_cast<int64_t>(sizes[i] / bytes_per)};
@@ -302,4 +358,4 @@ std::string CheckResult::Summary() const {
   return out;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::check
