@@ -23,12 +23,15 @@ echo "== tests (address+undefined sanitizers)"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --test-dir build-asan --output-on-failure --label-exclude backend_vulkan
 # The Vulkan loader unloads lavapipe when an implementation's instance goes
 # away, so lavapipe's own leaks come back with no module to suppress them by:
-# the suites on Vulkan run with address and undefined checks but no leak check.
+# the suites on Vulkan, and the CLI test (whose `kiln info` opens every
+# backend), run with address and undefined checks but no leak check.
+ctest --test-dir build-asan --output-on-failure --label-exclude backend_vulkan -E '^kiln_cli[.]'
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
   ctest --test-dir build-asan --output-on-failure --label-regex backend_vulkan
+ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
+  ctest --test-dir build-asan --output-on-failure -R '^kiln_cli[.]' --label-exclude backend_vulkan
 
 echo "== fuzzing (bounded)"
 for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
