@@ -81,6 +81,10 @@ int RunCommand(const Args& args) {
   if (!valid.ok()) return Fail(valid.WithContext(path).ToString());
   const codegen::CompiledFunction* cf = compiled->Find(name);
   if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
+  // The reference is the source IR the module carries: it must describe the
+  // function the metadata does.
+  Status agrees = check::ValidateSourceIr(*cf);
+  if (!agrees.ok()) return Fail(agrees.WithContext(path).ToString());
   auto source = ir::ParseFunction(cf->source_ir);
   if (!source.ok()) return Fail(source.status().WithContext(path + ": source IR").ToString());
   // Before the device: a misspelt --arg is the user's error wherever it runs.

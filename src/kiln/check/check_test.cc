@@ -1,0 +1,74 @@
+// The checker's own checks that need no device: the source IR a module
+// carries against its metadata.
+#include "kiln/check/check.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/ir/parser.h"
+
+namespace kiln::check {
+namespace {
+
+constexpr const char* kSource = R"(module {
+fn scale(X: buffer<f32>[n], Y: buffer<f32>[n, 2] strides[4, 1], n: i32, s: f32) {
+  for bx in blockIdx.x(0, (n + 63) / 64) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = bx * 64 + tx
+      if (i < n) {
+        Y[i, 0] = X[i] * s
+      }
+    }
+  }
+}
+fn other(A: buffer<i32>[4]) {
+  A[0] = A[1]
+}
+})";
+
+codegen::CompiledModule Compiled() {
+  auto module = ir::ParseModule(kSource);
+  EXPECT_TRUE(module.ok()) << module.status();
+  auto compiled = codegen::CompileModule(*module, {});
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  return *compiled;
+}
+
+TEST(ValidateSourceIrTest, CompiledFunctionsAgreeWithTheirSource) {
+  for (const codegen::CompiledFunction& f : Compiled().functions) {
+    EXPECT_TRUE(ValidateSourceIr(f).ok()) << ValidateSourceIr(f);
+  }
+}
+
+TEST(ValidateSourceIrTest, DisagreementsAreRefused) {
+  struct Case {
+    const char* name;
+    std::function<void(codegen::CompiledFunction&)> craft;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"dtype", [](auto& f) { f.metadata.params[1].dtype = codegen::DType::kI32; },
+       "parameter 1 is buffer 'Y' of type i32 in the metadata but buffer 'Y' of type f32"},
+      {"shape", [](auto& f) { f.metadata.params[0].shape[0].text = "n * 2"; },
+       "the shape of parameter 'X' differs from the source IR's"},
+      {"strides", [](auto& f) { f.metadata.params[1].strides.clear(); },
+       "the shape of parameter 'Y' differs"},
+      {"another function", [](auto& f) { f.source_ir = "fn other(A: buffer<i32>[4]) {\n}\n"; },
+       "the source IR is of function 'other'"},
+      {"unparsable", [](auto& f) { f.source_ir = "fn ("; }, "the source IR does not parse"},
+      {"parameter count", [](auto& f) { f.metadata.params.pop_back(); },
+       "the metadata lists 3 parameters, the source IR has 4"},
+  };
+  for (const Case& c : cases) {
+    codegen::CompiledFunction f = Compiled().functions[0];
+    c.craft(f);
+    Status s = ValidateSourceIr(f);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << c.name << ": " << s;
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << c.name << ": " << s;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::check
