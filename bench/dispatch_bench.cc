@@ -9,6 +9,10 @@
 #include "kiln/hal/executable.h"
 #include "kiln/hal/queue.h"
 #include "kiln/hal/staging_buffer.h"
+#include "kiln/check/check.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/ir/parser.h"
+#include "kiln/runtime/module.h"
 
 namespace kiln::bench {
 namespace {
@@ -26,6 +30,19 @@ fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (gid.x < c.n) { data[gid.x] = data[gid.x] * c.scale; }
 }
 )";
+
+// The same work as a kiln kernel, for the runtime's figure.
+constexpr const char* kIrKernel = R"(module {
+fn scale(data: buffer<f32>[n], n: i32, s: f32) {
+  for bx in blockIdx.x(0, 1) {
+    for tx in threadIdx.x(0, 64) {
+      if (tx < n) {
+        data[tx] = data[tx] * s
+      }
+    }
+  }
+}
+})";
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -111,9 +128,17 @@ StatusOr<DispatchBenchResult> RunDispatchBench(const std::shared_ptr<hal::Device
   KILN_RETURN_IF_ERROR(single->Dispatch(exe, 0, {&binding, 1}, constant_bytes, 1));
   KILN_RETURN_IF_ERROR(single->End());
 
+  KILN_ASSIGN_OR_RETURN(ir::Module ir_module, ir::ParseModule(kIrKernel));
+  KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
+                        codegen::CompileModule(ir_module, check::CompileOptionsFor(d)));
+  KILN_ASSIGN_OR_RETURN(auto module, runtime::Module::Load(device, std::move(compiled)));
+  KILN_ASSIGN_OR_RETURN(const runtime::Function* fn, module->Find("scale"));
+  const runtime::Arg args[] = {runtime::Arg::Buffer(data), runtime::Arg::I32(64),
+                               runtime::Arg::F32(1.0f)};
+
   // Each repetition measures every variant once, interleaved, each from an
   // idle queue; the medians are reported.
-  std::vector<double> raw, hal_time, replay, raw_submit, hal_submit;
+  std::vector<double> raw, hal_time, replay, raw_submit, hal_submit, runtime_time;
   const uint32_t s = options.submits;
   for (uint32_t r = 0; r < options.repetitions; ++r) {
     KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
@@ -131,6 +156,15 @@ StatusOr<DispatchBenchResult> RunDispatchBench(const std::shared_ptr<hal::Device
     KILN_RETURN_IF_ERROR(cb->End());
     KILN_RETURN_IF_ERROR(hal::Submit(d, *cb));
     hal_time.push_back(Seconds(Clock::now() - t0) * 1e6 / n);
+
+    KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
+    t0 = Clock::now();
+    KILN_ASSIGN_OR_RETURN(auto rcb,
+                          hal::CommandBuffer::Create(device, hal::CommandBufferMode::kOneShot));
+    for (uint32_t i = 0; i < n; ++i) KILN_RETURN_IF_ERROR(fn->Record(*rcb, args));
+    KILN_RETURN_IF_ERROR(rcb->End());
+    KILN_RETURN_IF_ERROR(hal::Submit(d, *rcb));
+    runtime_time.push_back(Seconds(Clock::now() - t0) * 1e6 / n);
 
     KILN_RETURN_IF_ERROR(hal::WaitIdle(d));
     t0 = Clock::now();
@@ -154,6 +188,7 @@ StatusOr<DispatchBenchResult> RunDispatchBench(const std::shared_ptr<hal::Device
   result.replay_us_per_dispatch = Median(replay);
   result.raw_submit_us = Median(raw_submit);
   result.hal_submit_us = Median(hal_submit);
+  result.runtime_us_per_dispatch = Median(runtime_time);
 
   p.BindGroupRelease(raw_group);
   p.BufferDestroy(uniform);

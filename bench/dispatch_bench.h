@@ -25,6 +25,11 @@ struct DispatchBenchResult {
   double replay_us_per_dispatch = 0;  // HAL reusable: issue of a recorded buffer
   double raw_submit_us = 0;           // raw: one submit of one dispatch, waited together
   double hal_submit_us = 0;           // HAL: one submit of a one-dispatch buffer
+  // The module runtime: runtime::Function::Record of a compiled kiln kernel
+  // (planning the call against its metadata, packing its scalars) + end +
+  // issue, per dispatch, like hal_us_per_dispatch.
+  double runtime_us_per_dispatch = 0;
+  double runtime_ratio() const { return runtime_us_per_dispatch / hal_us_per_dispatch; }
   double ratio() const { return hal_us_per_dispatch / raw_us_per_dispatch; }
 };
 

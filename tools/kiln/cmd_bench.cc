@@ -53,6 +53,8 @@ int BenchDispatch(const Args& args) {
     w.Key("hal_us_per_dispatch").Number(r->hal_us_per_dispatch);
     w.Key("hal_over_raw").Number(r->ratio());
     w.Key("replay_us_per_dispatch").Number(r->replay_us_per_dispatch);
+    w.Key("runtime_us_per_dispatch").Number(r->runtime_us_per_dispatch);
+    w.Key("runtime_over_hal").Number(r->runtime_ratio());
     w.Key("raw_submit_us").Number(r->raw_submit_us);
     w.Key("hal_submit_us").Number(r->hal_submit_us);
     w.EndObject();
@@ -66,6 +68,9 @@ int BenchDispatch(const Args& args) {
   std::printf("%-52s %12.3f\n", "kiln HAL one-shot: record+end+submit, per dispatch",
               r->hal_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "kiln HAL / raw", r->ratio());
+  std::printf("%-52s %12.3f\n", "kiln runtime: Function::Record+end+submit, per dispatch",
+              r->runtime_us_per_dispatch);
+  std::printf("%-52s %12.3f\n", "  runtime / HAL", r->runtime_ratio());
   std::printf("%-52s %12.3f\n", "kiln HAL reusable: replay, per dispatch", r->replay_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "raw webgpu.h: per submit of one dispatch", r->raw_submit_us);
   std::printf("%-52s %12.3f\n", "kiln HAL: per submit of one dispatch", r->hal_submit_us);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
@@ -157,11 +158,12 @@ std::vector<int64_t> Function::ScalarValues(std::span<const Arg> args) {
 
 StatusOr<uint64_t> Function::EvaluateExtent(const codegen::ExtentExpr& expr,
                                             std::span<const int64_t> scalars,
-                                            std::string_view what) const {
+                                            const std::function<std::string()>& what) const {
+  // Messages are built only on failure: this runs for every call.
   auto v = codegen::Evaluate(expr, scalars);
-  if (!v.ok()) return v.status().WithContext(StrCat("function '", name(), "': ", what));
+  if (!v.ok()) return v.status().WithContext(StrCat("function '", name(), "': ", what()));
   if (*v < 0) {
-    return InvalidArgument("function '", name(), "': ", what, " `", expr.text, "` is ", *v,
+    return InvalidArgument("function '", name(), "': ", what(), " `", expr.text, "` is ", *v,
                            " for these arguments; it must not be negative");
   }
   return static_cast<uint64_t>(*v);
@@ -178,15 +180,18 @@ StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> a
 
 StatusOr<uint64_t> Function::Elements(size_t param, std::span<const int64_t> scalars) const {
   const codegen::ParamInfo& p = metadata().params[param];
-  std::vector<uint64_t> extents(p.shape.size());
+  uint64_t inline_extents[8];
+  std::vector<uint64_t> more;
+  if (p.shape.size() > std::size(inline_extents)) more.resize(p.shape.size());
+  uint64_t* extents = more.empty() ? inline_extents : more.data();
   for (size_t d = 0; d < p.shape.size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(extents[d], EvaluateExtent(p.shape[d], scalars,
-                                                     StrCat("extent ", d, " of parameter '",
-                                                            p.name, "'")));
+    KILN_ASSIGN_OR_RETURN(extents[d], EvaluateExtent(p.shape[d], scalars, [&] {
+                            return StrCat("extent ", d, " of parameter '", p.name, "'");
+                          }));
   }
   // An empty buffer is touched nowhere, whatever its strides.
-  for (uint64_t e : extents) {
-    if (e == 0) return uint64_t{0};
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    if (extents[d] == 0) return uint64_t{0};
   }
   auto overflow = [&]() {
     return InvalidArgument("function '", name(), "': the shape of parameter '", p.name,
@@ -195,17 +200,17 @@ StatusOr<uint64_t> Function::Elements(size_t param, std::span<const int64_t> sca
   if (p.strides.empty()) {
     // Dense row-major: the product of the extents.
     uint64_t elements = 1;
-    for (uint64_t e : extents) {
-      if (__builtin_mul_overflow(elements, e, &elements)) return overflow();
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      if (__builtin_mul_overflow(elements, extents[d], &elements)) return overflow();
     }
     return elements;
   }
   // Strided: the furthest element is at sum((extent - 1) * stride).
   uint64_t last = 0;
   for (size_t d = 0; d < p.strides.size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(p.strides[d], scalars,
-                                                          StrCat("stride ", d, " of parameter '",
-                                                                 p.name, "'")));
+    KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(p.strides[d], scalars, [&] {
+                            return StrCat("stride ", d, " of parameter '", p.name, "'");
+                          }));
     uint64_t reach = 0;
     if (__builtin_mul_overflow(extents[d] - 1, stride, &reach) ||
         __builtin_add_overflow(last, reach, &last)) {
@@ -306,9 +311,11 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
     }
   }
   KILN_ASSIGN_OR_RETURN(plan.num_blocks_x,
-                        EvaluateExtent(md.num_blocks_x, scalar_values, "blockIdx.x extent"));
+                        EvaluateExtent(md.num_blocks_x, scalar_values,
+                                       [] { return std::string("blockIdx.x extent"); }));
   KILN_ASSIGN_OR_RETURN(plan.num_blocks_y,
-                        EvaluateExtent(md.num_blocks_y, scalar_values, "blockIdx.y extent"));
+                        EvaluateExtent(md.num_blocks_y, scalar_values,
+                                       [] { return std::string("blockIdx.y extent"); }));
   const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
   if (plan.num_blocks_x > uint64_t(max) * max || plan.num_blocks_x > UINT32_MAX ||
       plan.num_blocks_y > max) {
@@ -355,9 +362,10 @@ Status Function::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const
   KILN_ASSIGN_OR_RETURN(LaunchPlan plan, Plan(args));
   if (plan.groups_x == 0 || plan.groups_y == 0 || plan.groups_z == 0) return Status();
   // Plan checked everything the HAL's dispatch validation would.
-  return cb.DispatchPrevalidated(executable_, 0, plan.bindings, plan.uniforms, plan.groups_x,
-                                 plan.groups_y, plan.groups_z)
-      .WithContext(StrCat("function '", name(), "'"));
+  Status s = cb.DispatchPrevalidated(executable_, 0, plan.bindings, plan.uniforms, plan.groups_x,
+                                     plan.groups_y, plan.groups_z);
+  if (!s.ok()) return s.WithContext(StrCat("function '", name(), "'"));
+  return s;
 }
 
 Status Function::Call(std::span<const Arg> args) const {

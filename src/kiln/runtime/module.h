@@ -31,6 +31,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -118,7 +119,7 @@ class Function {
   Function() = default;
   StatusOr<uint64_t> EvaluateExtent(const codegen::ExtentExpr& expr,
                                     std::span<const int64_t> scalars,
-                                    std::string_view what) const;
+                                    const std::function<std::string()>& what) const;
   StatusOr<uint64_t> Elements(size_t param, std::span<const int64_t> scalars) const;
   // The scalar arguments as the extents read them (by parameter index).
   static std::vector<int64_t> ScalarValues(std::span<const Arg> args);
