@@ -23,7 +23,7 @@ constexpr int kMaxNesting = 256;
 // (verifier, lowering, interpreter, code generator). Chains, counted across
 // the blocks that enclose a statement, are bounded to keep those passes
 // well inside the stack.
-constexpr size_t kMaxOpenLets = 1024;
+constexpr size_t kMaxOpenLets = 512;
 // Binary operators in one statement or parameter; bounds the depth of
 // left-leaning operator chains the same way.
 constexpr int kMaxOperatorsPerExpr = 2000;

@@ -274,14 +274,14 @@ std::string LetChain(int n) {
 }
 
 TEST(ParserTest, LetChainsAreBounded) {
-  auto ok = ParseModule(LetChain(1000));
+  auto ok = ParseModule(LetChain(500));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_TRUE(Verify(*ok).ok());
   auto deep = ParseModule(LetChain(20000));
   ASSERT_FALSE(deep.ok());
-  EXPECT_NE(deep.status().message().find("more than 1024 nested lets"), std::string::npos)
+  EXPECT_NE(deep.status().message().find("more than 512 nested lets"), std::string::npos)
       << deep.status();
-  EXPECT_NE(deep.status().message().find("line 1027"), std::string::npos) << deep.status();
+  EXPECT_NE(deep.status().message().find("line 515"), std::string::npos) << deep.status();
 }
 
 }  // namespace
