@@ -167,4 +167,13 @@ n_all=$("$kiln" compile "$src/examples/vector_add.kir" --emit ir --print-after a
 expect_error "an unknown pass" "no pass 'fuse'.*lower-thread-bindings" \
   "$kiln" compile "$src/examples/vector_add.kir" --emit ir --print-after fuse
 
+# Kernels with more buffers than the target allows are refused at compile
+# time, naming the kernel; the limit is a flag.
+params=""; for b in 0 1 2 3 4 5 6 7 8; do params+="B$b: buffer<f32>[1], "; done
+printf 'module {\nfn nine(%sn: i32) {\n  B0[0] = B8[0]\n}\n}\n' "$params" > "$tmp/nine.kir"
+expect_error "nine buffers for eight" "function 'nine'.*9 buffer parameters.*8 storage buffers" \
+  "$kiln" compile "$tmp/nine.kir" -o "$tmp/nine.kmod"
+"$kiln" compile "$tmp/nine.kir" -o "$tmp/nine.kmod" --max-storage-buffers 9 >/dev/null ||
+  fail "--max-storage-buffers 9 did not allow nine buffers"
+
 echo "cli: all checks passed"

@@ -36,11 +36,13 @@ StatusOr<ir::Module> ParseIrFile(const std::string& path, const ir::VerifyOption
 constexpr const char* kUsage =
     "usage: kiln compile K.kir (-o K.kmod | --emit wgsl | --emit ir) "
     "[--max-invocations N] [--max-workgroup-storage BYTES]\n"
+    "                    [--max-storage-buffers N]\n"
     "                    [--print-after PASS[,PASS...]|all] [--time-passes] [--verify-each]\n"
     "  -o K.kmod                      write the compiled module\n"
     "  --emit wgsl|ir                 print the WGSL, or the IR after lowering\n"
     "  --max-invocations N            threads per workgroup allowed (default 256)\n"
     "  --max-workgroup-storage BYTES  workgroup memory allowed (default 16384)\n"
+    "  --max-storage-buffers N        buffer parameters allowed (default 8)\n"
     "  --print-after PASS|all         print each function's IR after these lowering passes\n"
     "                                 (lower-thread-bindings, unroll, vectorize,\n"
     "                                 flatten-buffers, narrow-indices, simplify)\n"
@@ -118,7 +120,9 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
 
 int CompileCommand(const Args& args) {
   auto flags = Flags::Parse(
-      args, {"o", "emit", "max-invocations", "max-workgroup-storage", "print-after"},
+      args,
+      {"o", "emit", "max-invocations", "max-workgroup-storage", "max-storage-buffers",
+       "print-after"},
       {"time-passes", "verify-each"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
@@ -132,6 +136,8 @@ int CompileCommand(const Args& args) {
   }
   auto invocations = flags->GetUint("max-invocations", 256, UINT32_MAX);
   auto storage = flags->GetUint("max-workgroup-storage", 16384, UINT32_MAX);
+  auto buffers = flags->GetUint("max-storage-buffers", 8, UINT32_MAX);
+  if (!buffers.ok()) return Fail(buffers.status().message());
   if (!invocations.ok()) return Fail(invocations.status().message());
   if (!storage.ok()) return Fail(storage.status().message());
   if (*invocations == 0) return Fail("flag --max-invocations must be positive");
@@ -139,6 +145,7 @@ int CompileCommand(const Args& args) {
   codegen::CompileOptions options;
   options.codegen.limits.max_invocations_per_workgroup = static_cast<uint32_t>(*invocations);
   options.codegen.limits.max_workgroup_storage_bytes = static_cast<uint32_t>(*storage);
+  options.codegen.limits.max_storage_buffers_per_stage = static_cast<uint32_t>(*buffers);
   options.lower.verify.limits = options.codegen.limits;
   PassWatch watch;
   if (auto print_after = flags->Get("print-after")) {
