@@ -75,8 +75,8 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   KILN_RETURN_IF_ERROR(ir::Verify(*module).WithContext(options.kir_path));
   KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
                         codegen::CompileModule(*module, check::CompileOptionsFor(*device)));
-  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::Module::Load(device, std::move(compiled)));
-  KILN_ASSIGN_OR_RETURN(const runtime::Function* fn, loaded->Find(options.function));
+  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device, std::move(compiled)));
+  KILN_ASSIGN_OR_RETURN(const runtime::Kernel* fn, loaded->Find(options.function));
 
   // The same algorithm written by hand.
   KILN_ASSIGN_OR_RETURN(

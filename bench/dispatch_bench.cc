@@ -131,8 +131,8 @@ StatusOr<DispatchBenchResult> RunDispatchBench(const std::shared_ptr<hal::Device
   KILN_ASSIGN_OR_RETURN(ir::Module ir_module, ir::ParseModule(kIrKernel));
   KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
                         codegen::CompileModule(ir_module, check::CompileOptionsFor(d)));
-  KILN_ASSIGN_OR_RETURN(auto module, runtime::Module::Load(device, std::move(compiled)));
-  KILN_ASSIGN_OR_RETURN(const runtime::Function* fn, module->Find("scale"));
+  KILN_ASSIGN_OR_RETURN(auto module, runtime::LoadedModule::Load(device, std::move(compiled)));
+  KILN_ASSIGN_OR_RETURN(const runtime::Kernel* fn, module->Find("scale"));
   const runtime::Arg args[] = {runtime::Arg::Buffer(data), runtime::Arg::I32(64),
                                runtime::Arg::F32(1.0f)};
 

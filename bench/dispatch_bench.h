@@ -25,7 +25,7 @@ struct DispatchBenchResult {
   double replay_us_per_dispatch = 0;  // HAL reusable: issue of a recorded buffer
   double raw_submit_us = 0;           // raw: one submit of one dispatch, waited together
   double hal_submit_us = 0;           // HAL: one submit of a one-dispatch buffer
-  // The module runtime: runtime::Function::Record of a compiled kiln kernel
+  // The module runtime: runtime::Kernel::Record of a compiled kiln kernel
   // (planning the call against its metadata, packing its scalars) + end +
   // issue, per dispatch, like hal_us_per_dispatch.
   double runtime_us_per_dispatch = 0;

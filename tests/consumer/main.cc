@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<kiln::hal::Device> dev = std::move(*device);
-  auto module = kiln::runtime::Module::LoadFile(dev, argv[1]);
+  auto module = kiln::runtime::LoadedModule::LoadFile(dev, argv[1]);
   if (!module.ok()) {
     std::fprintf(stderr, "%s\n", module.status().ToString().c_str());
     return 1;

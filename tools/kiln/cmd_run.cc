@@ -95,7 +95,7 @@ int RunCommand(const Args& args) {
   if (!options.ok()) return Fail(options.status().message());
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());
-  auto module = runtime::Module::Load(*device, std::move(*compiled));
+  auto module = runtime::LoadedModule::Load(*device, std::move(*compiled));
   if (!module.ok()) return Fail(module.status().ToString());
   auto fn = (*module)->Find(name);
   if (!fn.ok()) return Fail(fn.status().message());

@@ -21,7 +21,7 @@ namespace kiln::check {
 using codegen::DTypeName;
 using codegen::ParamKind;
 using runtime::Arg;
-using runtime::Function;
+using runtime::Kernel;
 
 namespace {
 
@@ -121,7 +121,7 @@ BufferCheck Compare(const std::string& name, ir::DataType t, const std::vector<u
 
 // The bytes of buffer parameter `i` for these arguments, checked against
 // the device's maxBufferSize and maxStorageBufferBindingSize.
-StatusOr<uint64_t> BufferBytesWithinLimits(const Function& fn, size_t i,
+StatusOr<uint64_t> BufferBytesWithinLimits(const Kernel& fn, size_t i,
                                            std::span<const Arg> args) {
   const codegen::ParamInfo& p = fn.metadata().params[i];
   KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
@@ -249,7 +249,7 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
   return Status::Ok();
 }
 
-StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
+StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
                                   const CheckOptions& options) {
   KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
   const codegen::KernelMetadata& md = fn.metadata();

@@ -24,7 +24,7 @@
 namespace kiln::check {
 
 using runtime::Arg;
-using runtime::Function;
+using runtime::Kernel;
 
 // Compile options whose limits are the device's (runtime::TargetLimitsOf),
 // so kernels are checked against what they will run on.
@@ -68,7 +68,7 @@ struct CheckResult {
 // options.scalar_args that is not a scalar parameter, a missing or invalid
 // scalar value, or a buffer larger than the device's maxBufferSize or
 // maxStorageBufferBindingSize (checked before anything is allocated).
-StatusOr<CheckResult> RunAndCheck(const Function& fn, const ir::Function& source,
+StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
                                   const CheckOptions& options);
 
 // The Arg a scalar parameter of type `dtype` (i32, u32 or f32) takes from

@@ -20,7 +20,7 @@
 namespace kiln::check {
 namespace {
 
-using runtime::Module;
+using runtime::LoadedModule;
 
 // The kernels of the source tree ($KILN_SOURCE_DIR overrides where it is,
 // for running a copied build elsewhere).
@@ -58,7 +58,7 @@ TEST_P(DifferentialTest, MatchesTheInterpreter) {
   options.lower.verify_each_pass = true;  // a pass that breaks the IR is named
   auto compiled = codegen::CompileModule(*module, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = Module::Load(device_, *compiled);
+  auto loaded = LoadedModule::Load(device_, *compiled);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   for (const CorpusRun& run : file->runs) {
     SCOPED_TRACE("function " + run.function);

@@ -9,7 +9,7 @@
 
 namespace kiln::hal {
 
-Buffer::~Buffer() { device_->allocator().Recycle(this); }
+DeviceBuffer::~DeviceBuffer() { device_->allocator().Recycle(this); }
 
 BufferAllocator::BufferAllocator(Device* device, uint64_t pool_capacity_bytes)
     : device_(device), pool_capacity_(pool_capacity_bytes) {}
@@ -61,7 +61,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
     if (!handle) return OutOfMemory("allocating a buffer of ", size, " bytes failed");
     stats_.pool_misses++;
   }
-  BufferRef buffer(new Buffer());
+  BufferRef buffer(new DeviceBuffer());
   buffer->device_ = device_->shared_from_this();
   buffer->handle_ = handle;
   buffer->size_ = size;
@@ -75,7 +75,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
   return buffer;
 }
 
-void BufferAllocator::Recycle(Buffer* buffer) {
+void BufferAllocator::Recycle(DeviceBuffer* buffer) {
   stats_.live_buffers--;
   stats_.live_bytes -= buffer->allocated_size_;
   if (stats_.pooled_bytes + buffer->allocated_size_ <= pool_capacity_ &&
@@ -105,7 +105,7 @@ void BufferAllocator::Trim() {
 
 namespace {
 
-Status CheckRange(const Buffer& buffer, uint64_t offset, uint64_t length, std::string_view what) {
+Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length, std::string_view what) {
   if (offset > buffer.size() || length > buffer.size() - offset) {
     return InvalidArgument(what, ": range [", offset, ", ", offset + length,
                            ") is outside the buffer of ", buffer.size(), " bytes");

@@ -23,11 +23,11 @@ class Device;
 inline constexpr WGPUBufferUsage kDefaultBufferUsage =
     WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
 
-class Buffer {
+class DeviceBuffer {
  public:
-  ~Buffer();
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   WGPUBuffer handle() const { return handle_; }
   // The size asked for; the WebGPU buffer may be larger (its size class).
@@ -39,7 +39,7 @@ class Buffer {
 
  private:
   friend class BufferAllocator;
-  Buffer() = default;
+  DeviceBuffer() = default;
 
   std::shared_ptr<Device> device_;  // buffers keep their device alive
   WGPUBuffer handle_ = nullptr;
@@ -49,7 +49,7 @@ class Buffer {
   uint64_t id_ = 0;
 };
 
-using BufferRef = std::shared_ptr<Buffer>;
+using BufferRef = std::shared_ptr<DeviceBuffer>;
 
 struct AllocatorStats {
   uint64_t allocations = 0;   // Allocate calls that succeeded
@@ -81,8 +81,8 @@ class BufferAllocator {
   void Trim();
 
  private:
-  friend class Buffer;
-  void Recycle(Buffer* buffer);
+  friend class DeviceBuffer;
+  void Recycle(DeviceBuffer* buffer);
 
   Device* device_;
   uint64_t pool_capacity_;

@@ -264,7 +264,7 @@ class CommandBuffer {
   std::vector<std::string> names_;
   // What the records point at stays alive as long as the command buffer.
   std::vector<BufferRef> buffers_;
-  std::vector<const Buffer*> retained_;  // sorted, to keep buffers_ unique
+  std::vector<const DeviceBuffer*> retained_;  // sorted, to keep buffers_ unique
   std::vector<ExecutableRef> executables_;
   std::vector<BindGroupRef> bind_groups_;
   // Binding tables.

@@ -172,7 +172,7 @@ Status CommandBuffer::Issue(std::span<const BufferRef> table) {
   for (size_t g = 0; g < table_groups_.size(); ++g) {
     TableGroup& group = table_groups_[g];
     for (const TableGroup::SlotUse& use : group.slots) {
-      const Buffer& buffer = *table[use.slot];
+      const DeviceBuffer& buffer = *table[use.slot];
       const uint64_t length =
           use.length == kWholeBuffer ? buffer.size() - use.offset : use.length;
       group.entries[use.entry] = {buffer.handle(), use.offset, (length + 3) / 4 * 4};

@@ -75,7 +75,7 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
       continue;
     }
     if (!binding.buffer) return InvalidArgument(at(), ": no buffer");
-    const Buffer& buffer = *binding.buffer;
+    const DeviceBuffer& buffer = *binding.buffer;
     if (binding.offset >= buffer.size()) {
       return InvalidArgument(at(), ": offset ", binding.offset, " is not inside the buffer of ",
                              buffer.size(), " bytes");

@@ -38,13 +38,13 @@ TargetLimits TargetLimitsOf(const hal::Device& device) {
   return t;
 }
 
-StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device>& device,
+StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(const std::shared_ptr<hal::Device>& device,
                                                codegen::CompiledModule compiled) {
   KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled));
   const TargetLimits limits = TargetLimitsOf(*device);
-  auto module = std::unique_ptr<Module>(new Module());
+  auto module = std::unique_ptr<LoadedModule>(new LoadedModule());
   for (codegen::CompiledFunction& cf : compiled.functions) {
-    auto fn = std::unique_ptr<Function>(new Function());
+    auto fn = std::unique_ptr<Kernel>(new Kernel());
     fn->device_ = device;
     fn->compiled_ = std::move(cf);
     const codegen::KernelMetadata& md = fn->compiled_.metadata;
@@ -92,7 +92,7 @@ StatusOr<std::unique_ptr<Module>> Module::Load(const std::shared_ptr<hal::Device
   return module;
 }
 
-StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> device,
+StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::LoadFile(std::shared_ptr<hal::Device> device,
                                                    const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
   auto compiled = codegen::DeserializeModule(bytes);
@@ -100,7 +100,7 @@ StatusOr<std::unique_ptr<Module>> Module::LoadFile(std::shared_ptr<hal::Device> 
   return Load(device, std::move(*compiled));
 }
 
-StatusOr<const Function*> Module::Find(std::string_view name) const {
+StatusOr<const Kernel*> LoadedModule::Find(std::string_view name) const {
   auto it = index_.find(name);
   if (it == index_.end()) {
     // Name a few: a module may hold thousands of functions.
@@ -112,18 +112,18 @@ StatusOr<const Function*> Module::Find(std::string_view name) const {
     if (functions_.size() > kListed) names += StrCat(" and ", functions_.size() - kListed, " more");
     return InvalidArgument("the module has no function '", name, "' (it has: ", names, ")");
   }
-  const Function* fn = functions_[it->second].get();
+  const Kernel* fn = functions_[it->second].get();
   if (fn->availability().ok()) KILN_RETURN_IF_ERROR(fn->Prepare());
   return fn;
 }
 
-size_t Module::prepared_count() const {
+size_t LoadedModule::prepared_count() const {
   size_t n = 0;
   for (const auto& f : functions_) n += f->prepared() ? 1 : 0;
   return n;
 }
 
-Status Function::Prepare() const {
+Status Kernel::Prepare() const {
   if (!prepared_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(*prepare_mutex_);
     if (!prepared_.load(std::memory_order_relaxed)) {
@@ -134,7 +134,7 @@ Status Function::Prepare() const {
   return prepare_status_;
 }
 
-Status Function::CreateExecutable() const {
+Status Kernel::CreateExecutable() const {
   const codegen::KernelMetadata& md = metadata();
   std::string wgsl = compiled_.wgsl;
   // Naga knows the subgroup builtins but not the directive.
@@ -147,7 +147,7 @@ Status Function::CreateExecutable() const {
   return Status();
 }
 
-std::vector<int64_t> Function::ScalarValues(std::span<const Arg> args) {
+std::vector<int64_t> Kernel::ScalarValues(std::span<const Arg> args) {
   std::vector<int64_t> values(args.size(), 0);
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* v = std::get_if<int32_t>(&args[i].scalar)) values[i] = *v;
@@ -156,7 +156,7 @@ std::vector<int64_t> Function::ScalarValues(std::span<const Arg> args) {
   return values;
 }
 
-StatusOr<uint64_t> Function::EvaluateExtent(const codegen::ExtentExpr& expr,
+StatusOr<uint64_t> Kernel::EvaluateExtent(const codegen::ExtentExpr& expr,
                                             std::span<const int64_t> scalars,
                                             const std::function<std::string()>& what) const {
   // Messages are built only on failure: this runs for every call.
@@ -169,7 +169,7 @@ StatusOr<uint64_t> Function::EvaluateExtent(const codegen::ExtentExpr& expr,
   return static_cast<uint64_t>(*v);
 }
 
-StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> args) const {
+StatusOr<uint64_t> Kernel::BufferElements(size_t param, std::span<const Arg> args) const {
   if (param >= metadata().params.size() ||
       metadata().params[param].kind != ParamKind::kBuffer || args.size() != metadata().params.size()) {
     return InvalidArgument("function '", name(), "': BufferElements of parameter ", param,
@@ -178,7 +178,7 @@ StatusOr<uint64_t> Function::BufferElements(size_t param, std::span<const Arg> a
   return Elements(param, ScalarValues(args));
 }
 
-StatusOr<uint64_t> Function::Elements(size_t param, std::span<const int64_t> scalars) const {
+StatusOr<uint64_t> Kernel::Elements(size_t param, std::span<const int64_t> scalars) const {
   const codegen::ParamInfo& p = metadata().params[param];
   uint64_t inline_extents[8];
   std::vector<uint64_t> more;
@@ -221,7 +221,7 @@ StatusOr<uint64_t> Function::Elements(size_t param, std::span<const int64_t> sca
   return last + 1;
 }
 
-StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
+StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
   KILN_RETURN_IF_ERROR(availability_);
   const codegen::KernelMetadata& md = metadata();
   if (args.size() != md.params.size()) {
@@ -258,7 +258,7 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
     // The view: inside the buffer, aligned for a storage binding, large
     // enough for what the kernel reaches.
     const Arg& a = args[i];
-    const hal::Buffer& buffer = *a.buffer;
+    const hal::DeviceBuffer& buffer = *a.buffer;
     if (a.offset > buffer.size()) {
       return InvalidArgument(where(), ": offset ", a.offset, " is past the end of the buffer of ",
                              buffer.size(), " bytes");
@@ -357,7 +357,7 @@ StatusOr<LaunchPlan> Function::Plan(std::span<const Arg> args) const {
   return plan;
 }
 
-Status Function::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const {
+Status Kernel::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const {
   KILN_RETURN_IF_ERROR(Prepare());
   KILN_ASSIGN_OR_RETURN(LaunchPlan plan, Plan(args));
   if (plan.groups_x == 0 || plan.groups_y == 0 || plan.groups_z == 0) return Status();
@@ -368,7 +368,7 @@ Status Function::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const
   return s;
 }
 
-Status Function::Call(std::span<const Arg> args) const {
+Status Kernel::Call(std::span<const Arg> args) const {
   KILN_ASSIGN_OR_RETURN(auto cb,
                         hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot,
                                                    {name(), false}));

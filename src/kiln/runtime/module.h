@@ -14,15 +14,15 @@
 // kernel ABI (codegen/kernel_abi.h) prescribes, and the scalars and launch
 // words are packed into the staged uniform block.
 //
-// Loading is lazy: Module::Load reads and checks every function's metadata
+// Loading is lazy: LoadedModule::Load reads and checks every function's metadata
 // but creates no WebGPU object. A function's executable (shader module,
 // layouts, compute pipeline) is created the first time the function is
-// looked up with Module::Find, prepared, recorded or called, and then kept.
+// looked up with LoadedModule::Find, prepared, recorded or called, and then kept.
 // A function the device rejects (WGSL the implementation refuses, more
 // bindings than the device allows) reports that error, naming the function,
 // when it is asked for; its siblings are unaffected.
 //
-// Threads: a Module and its functions are used like their hal::Device, from
+// Threads: a LoadedModule and its functions are used like their hal::Device, from
 // one thread at a time, with one allowance: the lazy creation of executables
 // is serialised by a mutex per module, and a prepared function's executable
 // never changes, so const lookups and preparation from several threads do not
@@ -80,7 +80,7 @@ struct LaunchPlan {
   std::vector<hal::BufferBinding> bindings;           // the buffer params' bound ranges
 };
 
-class Function {
+class Kernel {
  public:
   const codegen::KernelMetadata& metadata() const { return compiled_.metadata; }
   const std::string& name() const { return compiled_.metadata.name; }
@@ -115,8 +115,8 @@ class Function {
   StatusOr<uint64_t> BufferElements(size_t param, std::span<const Arg> args) const;
 
  private:
-  friend class Module;
-  Function() = default;
+  friend class LoadedModule;
+  Kernel() = default;
   StatusOr<uint64_t> EvaluateExtent(const codegen::ExtentExpr& expr,
                                     std::span<const int64_t> scalars,
                                     const std::function<std::string()>& what) const;
@@ -140,35 +140,35 @@ class Function {
   std::vector<uint32_t> element_bytes_;   // per parameter (buffers)
 };
 
-class Module {
+class LoadedModule {
  public:
   // Checks every function's metadata (parameter types, shapes and launch
   // extents that parse, bindings in the kernel ABI's order) and creates no
   // executable: each is created when its function is first asked for (see
   // the file comment). Malformed metadata fails the load (kDataLoss).
   // Functions needing features the device lacks load as unavailable
-  // (Function::availability) rather than failing the module.
-  static StatusOr<std::unique_ptr<Module>> Load(const std::shared_ptr<hal::Device>& device,
+  // (Kernel::availability) rather than failing the module.
+  static StatusOr<std::unique_ptr<LoadedModule>> Load(const std::shared_ptr<hal::Device>& device,
                                                 codegen::CompiledModule compiled);
   // Reads, checks and loads a compiled-module file.
-  static StatusOr<std::unique_ptr<Module>> LoadFile(std::shared_ptr<hal::Device> device,
+  static StatusOr<std::unique_ptr<LoadedModule>> LoadFile(std::shared_ptr<hal::Device> device,
                                                     const std::string& path);
 
   // Every function, in the module's order, prepared or not.
-  const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
-  // The function called `name`, prepared (Function::Prepare). Errors:
+  const std::vector<std::unique_ptr<Kernel>>& functions() const { return functions_; }
+  // The function called `name`, prepared (Kernel::Prepare). Errors:
   // kInvalidArgument naming some of the functions there are when there is
   // none of that name; the device's rejection of the function. A function
   // the device lacks a feature for is returned: its availability() says why.
-  StatusOr<const Function*> Find(std::string_view name) const;
+  StatusOr<const Kernel*> Find(std::string_view name) const;
   // How many functions have been prepared (executables created or refused).
   size_t prepared_count() const;
 
  private:
-  Module() = default;
+  LoadedModule() = default;
 
-  std::vector<std::unique_ptr<Function>> functions_;
-  // Function names to indices in functions_ (the first of a repeated name).
+  std::vector<std::unique_ptr<Kernel>> functions_;
+  // Kernel names to indices in functions_ (the first of a repeated name).
   std::unordered_map<std::string_view, size_t> index_;
   std::mutex prepare_mutex_;
 };

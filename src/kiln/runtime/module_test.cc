@@ -56,7 +56,7 @@ class RuntimeTest : public ::testing::Test {
     auto compiled = codegen::CompileModule(source_);
     ASSERT_TRUE(compiled.ok()) << compiled.status();
     compiled_ = *compiled;
-    auto loaded = Module::Load(device_, compiled_);
+    auto loaded = LoadedModule::Load(device_, compiled_);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     module_ = std::move(*loaded);
   }
@@ -69,7 +69,7 @@ class RuntimeTest : public ::testing::Test {
 
   // Runs a function computing Y = X * s + offset on fresh random X and a
   // poisoned Y, and compares Y with the CPU's result.
-  void ExpectScales(const Function& fn, float offset) {
+  void ExpectScales(const Kernel& fn, float offset) {
     const uint32_t n = 300;
     const float s = 1.75f;
     std::vector<float> x(n);
@@ -100,7 +100,7 @@ class RuntimeTest : public ::testing::Test {
   std::shared_ptr<hal::Device> device_;
   ir::Module source_;
   codegen::CompiledModule compiled_;
-  std::unique_ptr<Module> module_;
+  std::unique_ptr<LoadedModule> module_;
 };
 
 TEST_F(RuntimeTest, CallRunsTheKernel) {
@@ -143,9 +143,9 @@ fn copy_rows(A: buffer<f32>[rows, cols] strides[ld, 1], B: buffer<f32>[rows, col
   ASSERT_EQ(strides.size(), 2u);
   EXPECT_EQ(strides[0].text, "ld");
   EXPECT_EQ(strides[1].text, "1");
-  auto loaded = Module::Load(device_, *compiled);
+  auto loaded = LoadedModule::Load(device_, *compiled);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Function* fn = *(*loaded)->Find("copy_rows");
+  const Kernel* fn = *(*loaded)->Find("copy_rows");
   const int rows = 5, cols = 7, ld = 11;
   const uint32_t reach = (rows - 1) * ld + cols;  // 51 elements, more than rows * cols = 35
   std::vector<float> a(reach);
@@ -197,7 +197,7 @@ TEST_F(RuntimeTest, BufferViewsShareOneArena) {
   ASSERT_TRUE(hal::Upload(*device_, arena, 0, poison).ok());
   ASSERT_TRUE(
       hal::Upload(*device_, arena, slot, {reinterpret_cast<uint8_t*>(x.data()), n * 4}).ok());
-  const Function* fn = *module_->Find("scale");
+  const Kernel* fn = *module_->Find("scale");
   // X in the middle slot, Y in the last: one buffer, two views, read and
   // written; WebGPU forbids that within one dispatch, so it is refused...
   {
@@ -308,12 +308,12 @@ TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
   };
   write(bytes);
-  auto good = Module::LoadFile(device_, path);
+  auto good = LoadedModule::LoadFile(device_, path);
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ((*good)->functions().size(), 2u);
 
   write(bytes.substr(0, bytes.size() / 2));
-  auto truncated = Module::LoadFile(device_, path);
+  auto truncated = LoadedModule::LoadFile(device_, path);
   EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
       << truncated.status();
@@ -321,13 +321,13 @@ TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
   std::string corrupt = bytes;
   corrupt[corrupt.size() - 10] ^= 0x5A;
   write(corrupt);
-  auto bad = Module::LoadFile(device_, path);
+  auto bad = LoadedModule::LoadFile(device_, path);
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(bad.status().message().find("corrupt"), std::string::npos) << bad.status();
 
   write("not a module at all, just some text of sufficient length to be read");
-  EXPECT_EQ(Module::LoadFile(device_, path).status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(Module::LoadFile(device_, path + ".missing").status().code(),
+  EXPECT_EQ(LoadedModule::LoadFile(device_, path).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(LoadedModule::LoadFile(device_, path + ".missing").status().code(),
             StatusCode::kInvalidArgument);
   std::remove(path.c_str());
 }
@@ -335,14 +335,14 @@ TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
 TEST_F(RuntimeTest, CraftedMetadataIsRefusedOnLoad) {
   codegen::CompiledModule crafted = compiled_;
   crafted.functions[0].metadata.workgroup_size = {0, 1, 1};
-  auto zero = Module::Load(device_, crafted);
+  auto zero = LoadedModule::Load(device_, crafted);
   EXPECT_EQ(zero.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(zero.status().message().find("workgroup size (0, 1, 1)"), std::string::npos)
       << zero.status();
 
   crafted = compiled_;
   crafted.functions[1].metadata.name = crafted.functions[0].metadata.name;
-  EXPECT_EQ(Module::Load(device_, crafted).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(LoadedModule::Load(device_, crafted).status().code(), StatusCode::kDataLoss);
 
   // Valid in itself, but more threads than this device allows: the module
   // loads, and that function is unavailable (its siblings are not).
@@ -354,7 +354,7 @@ TEST_F(RuntimeTest, CraftedMetadataIsRefusedOnLoad) {
   std::string& wgsl = crafted.functions[0].wgsl;
   wgsl.replace(wgsl.find(declared), declared.size(), StrCat("@workgroup_size(1, 1, ", wide, ")"));
   md.workgroup_size = {1, 1, wide};
-  auto big = Module::Load(device_, crafted);
+  auto big = LoadedModule::Load(device_, crafted);
   ASSERT_TRUE(big.ok()) << big.status();
   const Status& unavailable = (*big)->functions()[0]->availability();
   EXPECT_EQ(unavailable.code(), StatusCode::kUnavailable);
@@ -367,9 +367,9 @@ TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
   codegen::CompiledModule needs = compiled_;
   needs.functions[0].metadata.required_features.push_back("subgroups");
   needs.functions[0].metadata.required_features.push_back("shader-f16");
-  auto loaded = Module::Load(device_, needs);
+  auto loaded = LoadedModule::Load(device_, needs);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Function* fn = *(*loaded)->Find("scale");
+  const Kernel* fn = *(*loaded)->Find("scale");
   if (device_->HasFeature(hal::Feature::kSubgroups) && device_->HasFeature(hal::Feature::kShaderF16)) {
     EXPECT_TRUE(fn->availability().ok());
   } else {
@@ -403,9 +403,9 @@ TEST_F(RuntimeTest, LoadingCreatesNoExecutablesUntilAFunctionIsAskedFor) {
   ASSERT_TRUE(compiled.ok()) << compiled.status();
 
   const uint64_t before = ExecutableLookups();
-  auto loaded = Module::Load(device_, *compiled);
+  auto loaded = LoadedModule::Load(device_, *compiled);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Module& module = **loaded;
+  const LoadedModule& module = **loaded;
   ASSERT_EQ(module.functions().size(), size_t{kCount});
   EXPECT_EQ(module.prepared_count(), 0u);
   EXPECT_EQ(ExecutableLookups(), before) << "loading asked the HAL for executables";
@@ -423,7 +423,7 @@ TEST_F(RuntimeTest, LoadingCreatesNoExecutablesUntilAFunctionIsAskedFor) {
       << "a prepared function asked for its executable again";
 
   // Calling a function reached through functions() prepares it on first use.
-  const Function& other = *module.functions()[3];
+  const Kernel& other = *module.functions()[3];
   EXPECT_FALSE(other.prepared());
   ExpectScales(other, 3.0f);
   EXPECT_TRUE(other.prepared());
@@ -470,9 +470,9 @@ TEST_F(RuntimeTest, AFunctionTheDeviceRejectsFailsAloneAndOnlyWhenAskedFor) {
     mixed.functions.push_back(c->functions[0]);
   }
 
-  auto loaded = Module::Load(device_, mixed);
+  auto loaded = LoadedModule::Load(device_, mixed);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Module& module = **loaded;
+  const LoadedModule& module = **loaded;
   EXPECT_EQ(module.prepared_count(), 0u);
 
   // The good function runs, before and after its siblings fail.
@@ -487,7 +487,7 @@ TEST_F(RuntimeTest, AFunctionTheDeviceRejectsFailsAloneAndOnlyWhenAskedFor) {
   // The implementation's own message names the unknown identifier.
   EXPECT_NE(bad.status().message().find("kiln_no_such_value"), std::string::npos) << bad.status();
   // The same error, without compiling again, through functions().
-  const Function& broken_fn = *module.functions()[0];
+  const Kernel& broken_fn = *module.functions()[0];
   EXPECT_TRUE(broken_fn.availability().ok());
   auto X = NewBuffer(16), Y = NewBuffer(16);
   Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(4), Arg::F32(1)};
@@ -515,7 +515,7 @@ TEST_F(RuntimeTest, UnknownFunctionNamesAreListedBriefly) {
   ASSERT_TRUE(source.ok()) << source.status();
   auto compiled = codegen::CompileModule(*source, CompileOptionsFor(*device_));
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = Module::Load(device_, *compiled);
+  auto loaded = LoadedModule::Load(device_, *compiled);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto missing = (*loaded)->Find("scale_25");
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
