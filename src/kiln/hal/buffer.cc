@@ -103,15 +103,16 @@ void BufferAllocator::Trim() {
   stats_.pooled_bytes = 0;
 }
 
-namespace {
-
-Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length, std::string_view what) {
+Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
+                  std::string_view what) {
   if (offset > buffer.size() || length > buffer.size() - offset) {
-    return InvalidArgument(what, ": range [", offset, ", ", offset + length,
+    return InvalidArgument(what, " range [", offset, ", ", offset + length,
                            ") is outside the buffer of ", buffer.size(), " bytes");
   }
   return Status();
 }
+
+namespace {
 
 struct MapWait {
   bool done = false;
@@ -119,7 +120,10 @@ struct MapWait {
   std::string message;
 };
 
-Status MapBuffer(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t size) {
+}  // namespace
+
+Status MapAndWait(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t size,
+                  std::string_view what) {
   MapWait wait;
   WGPUBufferMapCallbackInfo cb = {};
   cb.mode = WGPUCallbackMode_AllowProcessEvents;
@@ -131,25 +135,23 @@ Status MapBuffer(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t s
   };
   cb.userdata1 = &wait;
   WGPUFuture f = device.procs().BufferMapAsync(buffer, mode, 0, size, cb);
-  KILN_RETURN_IF_ERROR(device.WaitFuture(f, wait.done, kInfinite, "mapping a staging buffer"));
+  KILN_RETURN_IF_ERROR(device.WaitFuture(f, wait.done, kInfinite, what));
   if (wait.status != WGPUMapAsyncStatus_Success) {
     KILN_RETURN_IF_ERROR(device.CheckHealthy());
-    return Internal("mapping a staging buffer failed: ", wait.message);
+    return Internal(what, " failed: ", wait.message);
   }
   return Status();
 }
 
-}  // namespace
-
 Status Upload(Device& device, const BufferRef& target, uint64_t offset,
               std::span<const uint8_t> data) {
-  KILN_RETURN_IF_ERROR(CheckRange(*target, offset, data.size(), "upload"));
+  KILN_RETURN_IF_ERROR(CheckRange(*target, offset, data.size(), "upload:"));
   if (data.empty()) return Status();
   const uint64_t staged = (data.size() + 3) / 4 * 4;
   KILN_ASSIGN_OR_RETURN(BufferRef staging,
                         device.allocator().Allocate(
                             staged, WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc));
-  KILN_RETURN_IF_ERROR(MapBuffer(device, staging->handle(), WGPUMapMode_Write, staged));
+  KILN_RETURN_IF_ERROR(MapAndWait(device, staging->handle(), WGPUMapMode_Write, staged, "mapping a staging buffer"));
   void* dst = device.procs().BufferGetMappedRange(staging->handle(), 0, staged);
   if (!dst) return Internal("upload: the staging buffer has no mapped range");
   std::memcpy(dst, data.data(), data.size());
@@ -172,7 +174,7 @@ Status Upload(Device& device, const BufferRef& target, uint64_t offset,
 
 Status Download(Device& device, const BufferRef& source, uint64_t offset,
                 std::span<uint8_t> out) {
-  KILN_RETURN_IF_ERROR(CheckRange(*source, offset, out.size(), "download"));
+  KILN_RETURN_IF_ERROR(CheckRange(*source, offset, out.size(), "download:"));
   if (out.empty()) return Status();
   // Copy the 4-byte aligned range around the request; the buffer's
   // allocation is a multiple of 4 bytes, so the range stays inside it.
@@ -186,7 +188,8 @@ Status Download(Device& device, const BufferRef& source, uint64_t offset,
   KILN_RETURN_IF_ERROR(cmd->CopyBufferUnchecked(source, begin, staging, 0, end - begin));
   KILN_RETURN_IF_ERROR(cmd->End());
   KILN_RETURN_IF_ERROR(SubmitAndWait(device, *cmd).WithContext("download"));
-  KILN_RETURN_IF_ERROR(MapBuffer(device, staging->handle(), WGPUMapMode_Read, end - begin));
+  KILN_RETURN_IF_ERROR(MapAndWait(device, staging->handle(), WGPUMapMode_Read, end - begin,
+                                  "mapping a staging buffer"));
   const void* src = device.procs().BufferGetConstMappedRange(staging->handle(), 0, end - begin);
   if (!src) return Internal("download: the staging buffer has no mapped range");
   std::memcpy(out.data(), static_cast<const uint8_t*>(src) + (offset - begin), out.size());

@@ -94,6 +94,17 @@ class BufferAllocator {
 // Host transfers through mapped staging buffers, synchronous: they return
 // once the data is on the device (Upload) or in `out` (Download). Any offset
 // and length within the buffer.
+// kInvalidArgument "WHAT range [offset, offset + length) is outside the
+// buffer of N bytes" unless the range lies inside `buffer`: the one range
+// check of the HAL's public calls.
+Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
+                  std::string_view what);
+
+// Maps `size` bytes of `buffer` from offset 0 and waits for the mapping:
+// the one wait for a mapping callback. `what` names the wait in errors.
+Status MapAndWait(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t size,
+                  std::string_view what);
+
 Status Upload(Device& device, const BufferRef& target, uint64_t offset,
               std::span<const uint8_t> data);
 Status Download(Device& device, const BufferRef& source, uint64_t offset, std::span<uint8_t> out);

@@ -207,26 +207,10 @@ StatusOr<std::vector<DispatchTiming>> CommandBuffer::ReadProfile() {
   std::vector<DispatchTiming> timings;
   if (profiled_names_.empty()) return timings;
   const uint64_t bytes = profiled_names_.size() * 16;
-  struct Map {
-    bool done = false;
-    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
-    std::string message;
-  } map;
-  WGPUBufferMapCallbackInfo cb = {};
-  cb.mode = WGPUCallbackMode_AllowProcessEvents;
-  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* ud1, void*) {
-    auto* m = static_cast<Map*>(ud1);
-    m->status = status;
-    m->message = FromStringView(message);
-    m->done = true;
-  };
-  cb.userdata1 = &map;
   const Procs& p = device_->procs();
-  WGPUFuture f = p.BufferMapAsync(readback_buffer_->handle(), WGPUMapMode_Read, 0, bytes, cb);
-  KILN_RETURN_IF_ERROR(device_->WaitFuture(f, map.done, kInfinite, "reading timestamps"));
-  if (map.status != WGPUMapAsyncStatus_Success) {
-    return Internal("reading timestamps failed: ", map.message);
-  }
+  KILN_RETURN_IF_ERROR(MapAndWait(*device_, readback_buffer_->handle(), WGPUMapMode_Read, bytes,
+                                  "reading timestamps"));
+
   const auto* ticks =
       static_cast<const uint64_t*>(p.BufferGetConstMappedRange(readback_buffer_->handle(), 0, bytes));
   for (size_t i = 0; i < profiled_names_.size(); ++i) {

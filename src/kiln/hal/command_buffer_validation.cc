@@ -144,10 +144,7 @@ Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length,
     return InvalidArgument("fill: offset ", offset, " and length ", length,
                            " must be multiples of the ", pattern_length, "-byte pattern");
   }
-  if (offset > target->size() || length > target->size() - offset) {
-    return InvalidArgument("fill: range [", offset, ", ", offset + length,
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(CheckRange(*target, offset, length, "fill:"));
   // Zero fills of whole words are native clears; anything else runs the
   // fill shader.
   const bool native = offset % 4 == 0 && length % 4 == 0 &&
@@ -162,10 +159,7 @@ Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length,
 
 Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size) {
   if (!target) return InvalidArgument("update: no target buffer");
-  if (offset > target->size() || size > target->size() - offset) {
-    return InvalidArgument("update: range [", offset, ", ", offset + size,
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(CheckRange(*target, offset, size, "update:"));
   if (size != 0 && (offset % 4 != 0 || size % 4 != 0) &&
       !(target->usage() & WGPUBufferUsage_Storage)) {
     return InvalidArgument("update: an unaligned update needs a buffer with storage usage");
@@ -177,14 +171,8 @@ Status ValidateCopy(const BufferRef& source, uint64_t source_offset, const Buffe
                     uint64_t target_offset, uint64_t length) {
   if (!source || !target) return InvalidArgument("copy: no source or target buffer");
   if (source == target) return InvalidArgument("copy: source and target are the same buffer");
-  if (source_offset > source->size() || length > source->size() - source_offset) {
-    return InvalidArgument("copy: source range [", source_offset, ", ", source_offset + length,
-                           ") is outside the buffer of ", source->size(), " bytes");
-  }
-  if (target_offset > target->size() || length > target->size() - target_offset) {
-    return InvalidArgument("copy: target range [", target_offset, ", ", target_offset + length,
-                           ") is outside the buffer of ", target->size(), " bytes");
-  }
+  KILN_RETURN_IF_ERROR(CheckRange(*source, source_offset, length, "copy: source"));
+  KILN_RETURN_IF_ERROR(CheckRange(*target, target_offset, length, "copy: target"));
   const bool native = source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0;
   if (length != 0 && !native &&
       (!(source->usage() & WGPUBufferUsage_Storage) ||

@@ -18,26 +18,9 @@
 #include "kiln/hal/device.h"
 #include "kiln/hal/executable.h"
 #include "kiln/hal/queue.h"
+#include "kiln/support/status_matchers.h"
 
 namespace kiln::hal::cts {
-
-#define KILN_ASSERT_OK(expr)                      \
-  do {                                            \
-    ::kiln::Status s_ = (expr);                   \
-    ASSERT_TRUE(s_.ok()) << s_.ToString();        \
-  } while (0)
-#define KILN_EXPECT_OK(expr)                      \
-  do {                                            \
-    ::kiln::Status s_ = (expr);                   \
-    EXPECT_TRUE(s_.ok()) << s_.ToString();        \
-  } while (0)
-
-// Unwraps a StatusOr inside a test, failing it on error.
-#define KILN_ASSERT_OK_AND_ASSIGN(lhs, expr)                         \
-  auto KILN_CONCAT(so_, __LINE__) = (expr);                          \
-  ASSERT_TRUE(KILN_CONCAT(so_, __LINE__).ok())                       \
-      << KILN_CONCAT(so_, __LINE__).status().ToString();             \
-  lhs = std::move(KILN_CONCAT(so_, __LINE__)).value()
 
 class HalTest : public ::testing::Test {
  protected:
