@@ -14,46 +14,48 @@ std::shared_ptr<T> NewNode(DataType dtype) {
   return node;
 }
 
-struct IntrinsicInfo {
-  Intrinsic op;
-  std::string_view name;
-  int arity;
-};
+using O = OperandRule;
+using R = ResultRule;
+constexpr O kF = O::kFloat;
+constexpr O kS0 = O::kSameAs0;
 
 // One row per Intrinsic, in enum order.
 constexpr IntrinsicInfo kIntrinsics[] = {
-    {Intrinsic::kExp, "exp", 1},
-    {Intrinsic::kExp2, "exp2", 1},
-    {Intrinsic::kLog, "log", 1},
-    {Intrinsic::kLog2, "log2", 1},
-    {Intrinsic::kSqrt, "sqrt", 1},
-    {Intrinsic::kRsqrt, "rsqrt", 1},
-    {Intrinsic::kSin, "sin", 1},
-    {Intrinsic::kCos, "cos", 1},
-    {Intrinsic::kTanh, "tanh", 1},
-    {Intrinsic::kSigmoid, "sigmoid", 1},
-    {Intrinsic::kErf, "erf", 1},
-    {Intrinsic::kPow, "pow", 2},
-    {Intrinsic::kFloor, "floor", 1},
-    {Intrinsic::kCeil, "ceil", 1},
-    {Intrinsic::kRound, "round", 1},
-    {Intrinsic::kTrunc, "trunc", 1},
-    {Intrinsic::kFma, "fma", 3},
-    {Intrinsic::kAbs, "abs", 1},
-    {Intrinsic::kBitwiseAnd, "bitwise_and", 2},
-    {Intrinsic::kBitwiseOr, "bitwise_or", 2},
-    {Intrinsic::kBitwiseXor, "bitwise_xor", 2},
-    {Intrinsic::kBitwiseNot, "bitwise_not", 1},
-    {Intrinsic::kShiftLeft, "shift_left", 2},
-    {Intrinsic::kShiftRight, "shift_right", 2},
-    {Intrinsic::kPopcount, "popcount", 1},
-    {Intrinsic::kIfThenElse, "if_then_else", 3},
-    {Intrinsic::kDot4I8, "dot4i8", 2},
-    {Intrinsic::kSubgroupAdd, "subgroup_add", 1},
-    {Intrinsic::kSubgroupMin, "subgroup_min", 1},
-    {Intrinsic::kSubgroupMax, "subgroup_max", 1},
-    {Intrinsic::kSubgroupBroadcastFirst, "subgroup_broadcast_first", 1},
-    {Intrinsic::kSubgroupShuffle, "subgroup_shuffle", 2},
+    {Intrinsic::kExp, "exp", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kExp2, "exp2", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kLog, "log", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kLog2, "log2", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kSqrt, "sqrt", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kRsqrt, "rsqrt", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kSin, "sin", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kCos, "cos", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kTanh, "tanh", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kSigmoid, "sigmoid", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kErf, "erf", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kPow, "pow", 2, {kF, kS0}, R::kOperand0, true},
+    {Intrinsic::kFloor, "floor", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kCeil, "ceil", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kRound, "round", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kTrunc, "trunc", 1, {kF}, R::kOperand0, true},
+    {Intrinsic::kFma, "fma", 3, {kF, kS0, kS0}, R::kOperand0, true},
+    {Intrinsic::kAbs, "abs", 1, {O::kNumber}, R::kOperand0, true},
+    {Intrinsic::kBitwiseAnd, "bitwise_and", 2, {O::kInteger, kS0}, R::kOperand0, true},
+    {Intrinsic::kBitwiseOr, "bitwise_or", 2, {O::kInteger, kS0}, R::kOperand0, true},
+    {Intrinsic::kBitwiseXor, "bitwise_xor", 2, {O::kInteger, kS0}, R::kOperand0, true},
+    {Intrinsic::kBitwiseNot, "bitwise_not", 1, {O::kInteger}, R::kOperand0, true},
+    {Intrinsic::kShiftLeft, "shift_left", 2, {O::kInteger, kS0}, R::kOperand0, true},
+    {Intrinsic::kShiftRight, "shift_right", 2, {O::kInteger, kS0}, R::kOperand0, true},
+    {Intrinsic::kPopcount, "popcount", 1, {O::kInteger}, R::kOperand0, true},
+    {Intrinsic::kIfThenElse, "if_then_else", 3, {O::kScalarBool, O::kAny, O::kSameAs1},
+     R::kOperand1, false},
+    {Intrinsic::kDot4I8, "dot4i8", 2, {O::kInt8x4, O::kInt8x4}, R::kI32, true},
+    {Intrinsic::kSubgroupAdd, "subgroup_add", 1, {O::kNumber}, R::kOperand0, true},
+    {Intrinsic::kSubgroupMin, "subgroup_min", 1, {O::kNumber}, R::kOperand0, true},
+    {Intrinsic::kSubgroupMax, "subgroup_max", 1, {O::kNumber}, R::kOperand0, true},
+    {Intrinsic::kSubgroupBroadcastFirst, "subgroup_broadcast_first", 1, {O::kNumber},
+     R::kOperand0, true},
+    {Intrinsic::kSubgroupShuffle, "subgroup_shuffle", 2, {O::kNumber, O::kLaneIndex},
+     R::kOperand0, false},
 };
 static_assert(std::size(kIntrinsics) == static_cast<size_t>(Intrinsic::kSubgroupShuffle) + 1);
 
@@ -237,6 +239,38 @@ int IntrinsicArity(Intrinsic op) {
   return Info(op).arity;
 }
 
+const IntrinsicInfo& GetIntrinsicInfo(Intrinsic op) { return Info(op); }
+
+bool OperandFits(OperandRule rule, DataType type, std::span<const DataType> operands) {
+  switch (rule) {
+    case OperandRule::kFloat: return type.is_float();
+    case OperandRule::kNumber: return type.is_numeric();
+    case OperandRule::kInteger: return type.is_integer();
+    case OperandRule::kInt8x4: return type.is_int8x4();
+    case OperandRule::kScalarBool: return type == kBool;
+    case OperandRule::kLaneIndex: return type == kI32 || type == kU32;
+    case OperandRule::kAny: return type.IsValid() && !type.is_handle();
+    case OperandRule::kSameAs0: return !operands.empty() && type == operands[0];
+    case OperandRule::kSameAs1: return operands.size() > 1 && type == operands[1];
+  }
+  return false;
+}
+
+std::string_view OperandRuleText(OperandRule rule) {
+  switch (rule) {
+    case OperandRule::kFloat: return "a float";
+    case OperandRule::kNumber: return "a number";
+    case OperandRule::kInteger: return "an integer";
+    case OperandRule::kInt8x4: return "int8x4";
+    case OperandRule::kScalarBool: return "a scalar bool";
+    case OperandRule::kLaneIndex: return "an i32 or u32 lane index";
+    case OperandRule::kAny: return "a value";
+    case OperandRule::kSameAs0: return "the type of operand 0";
+    case OperandRule::kSameAs1: return "the type of operand 1";
+  }
+  return "?";
+}
+
 bool IsSubgroupIntrinsic(Intrinsic op) {
   return op >= Intrinsic::kSubgroupAdd && op <= Intrinsic::kSubgroupShuffle;
 }
@@ -246,8 +280,11 @@ Expr CallNode::make(Intrinsic op, std::vector<Expr> args) {
                  IntrinsicArity(op), " operands, got ", args.size());
   for (const Expr& arg : args) KILN_CHECK(arg.defined());
   DataType t = args[0].dtype();
-  if (op == Intrinsic::kDot4I8) t = kI32;
-  if (op == Intrinsic::kIfThenElse) t = args[1].dtype();
+  switch (Info(op).result) {
+    case ResultRule::kOperand0: t = args[0].dtype(); break;
+    case ResultRule::kOperand1: t = args[1].dtype(); break;
+    case ResultRule::kI32: t = kI32; break;
+  }
   auto node = NewNode<CallNode>(t);
   node->op = op;
   node->args = std::move(args);

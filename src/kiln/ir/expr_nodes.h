@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -246,6 +247,45 @@ enum class Intrinsic : uint8_t {
   kSubgroupBroadcastFirst,
   kSubgroupShuffle,  // subgroup_shuffle(value, lane): value from `lane` (u32)
 };
+
+// What an operand of an intrinsic may be.
+enum class OperandRule : uint8_t {
+  kFloat,       // a float scalar or vector
+  kNumber,      // an integer or float scalar or vector
+  kInteger,     // an integer scalar or vector
+  kInt8x4,      // the packed int8x4
+  kScalarBool,  // a scalar bool
+  kLaneIndex,   // a scalar i32 or u32
+  kAny,         // any value type
+  kSameAs0,     // exactly the type of operand 0
+  kSameAs1,     // exactly the type of operand 1
+};
+
+// The result type of an intrinsic.
+enum class ResultRule : uint8_t {
+  kOperand0,  // the type of operand 0
+  kOperand1,  // the type of operand 1
+  kI32,       // i32
+};
+
+// The one description of an intrinsic: its name, operands and result. The
+// builder (CallNode::make), the verifier, the interpreter and the code
+// generator all read it.
+struct IntrinsicInfo {
+  Intrinsic op;
+  std::string_view name;
+  int arity;
+  OperandRule operands[3];
+  ResultRule result;
+  bool lanewise;  // operands and result have one lane count (not if_then_else's
+                  // condition, not subgroup_shuffle's lane index)
+};
+
+const IntrinsicInfo& GetIntrinsicInfo(Intrinsic op);
+// Whether `type` satisfies `rule` (kSameAs* compare against `operands`).
+bool OperandFits(OperandRule rule, DataType type, std::span<const DataType> operands);
+// What an operand under `rule` must be, for messages ("a float", ...).
+std::string_view OperandRuleText(OperandRule rule);
 
 // Name in the text form ("exp", "if_then_else", "subgroup_shuffle", ...).
 std::string_view IntrinsicName(Intrinsic op);

@@ -55,6 +55,36 @@ TEST(ExprTest, IntrinsicTable) {
     Intrinsic op = static_cast<Intrinsic>(i);
     EXPECT_EQ(IntrinsicFromName(IntrinsicName(op)), op);
     EXPECT_GE(IntrinsicArity(op), 1);
+    // Operand rules refer only to earlier operands; a call built from
+    // operands that satisfy them has the table's result type.
+    const IntrinsicInfo& info = GetIntrinsicInfo(op);
+    ASSERT_LE(info.arity, 3);
+    std::vector<Expr> args;
+    std::vector<DataType> types;
+    for (int k = 0; k < info.arity; ++k) {
+      const OperandRule rule = info.operands[k];
+      ASSERT_FALSE(rule == OperandRule::kSameAs0 && k == 0) << IntrinsicName(op);
+      ASSERT_FALSE(rule == OperandRule::kSameAs1 && k <= 1) << IntrinsicName(op);
+      Expr arg = rule == OperandRule::kFloat || rule == OperandRule::kNumber ||
+                         rule == OperandRule::kAny
+                     ? Expr(FloatConst(kF32, 1.0))
+                 : rule == OperandRule::kInteger || rule == OperandRule::kLaneIndex
+                     ? Expr(IntConst(kI32, 1))
+                 : rule == OperandRule::kInt8x4 ? Expr(Reinterpret(kInt8x4, Expr(IntConst(kI32, 1))))
+                 : rule == OperandRule::kScalarBool ? Expr(BoolConst(true))
+                                                    : args[rule == OperandRule::kSameAs0 ? 0 : 1];
+      types.push_back(arg.dtype());
+      EXPECT_TRUE(OperandFits(rule, arg.dtype(), types)) << IntrinsicName(op) << " operand " << k;
+      args.push_back(arg);
+    }
+    Expr call = Call(op, args);
+    const DataType expected = info.result == ResultRule::kI32        ? kI32
+                              : info.result == ResultRule::kOperand1 ? types[1]
+                                                                     : types[0];
+    EXPECT_EQ(call.dtype(), expected) << IntrinsicName(op);
+    // An operand of another kind is refused by the rules.
+    EXPECT_FALSE(OperandFits(OperandRule::kFloat, kI32, types));
+    EXPECT_FALSE(OperandFits(OperandRule::kInteger, kF32, types));
   }
   EXPECT_EQ(IntrinsicFromName("exp"), Intrinsic::kExp);
   EXPECT_FALSE(IntrinsicFromName("expm1").has_value());

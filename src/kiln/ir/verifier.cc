@@ -38,14 +38,6 @@ std::string Quote(const Expr& e) {
   return "`" + Print(e) + "`";
 }
 
-bool IsFloatMath(Intrinsic op) {
-  return op <= Intrinsic::kFma;  // exp .. fma in enum order
-}
-
-bool IsBitwise(Intrinsic op) {
-  return op >= Intrinsic::kBitwiseAnd && op <= Intrinsic::kPopcount;
-}
-
 // Whether an expression uses only the given scalar parameters, constants and
 // its own let bindings (launch extents and parameter shapes must: the
 // runtime evaluates them before the kernel runs).
@@ -467,36 +459,37 @@ class FunctionVerifier {
       if (s.ok()) s = CheckExpr(op->args[2]);
       if (diverges) divergence_.pop_back();
       KILN_RETURN_IF_ERROR(s);
-      return CheckSameType(e, op->args[1], op->args[2], "values");
+      return CheckOperands(e, op);
     }
     for (const Expr& arg : op->args) KILN_RETURN_IF_ERROR(CheckExpr(arg));
-    const Expr& a = op->args[0];
-    DataType t = a.dtype();
-    if (IsFloatMath(op->op)) {
-      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_float(), StrCat("a float (operand of ", name, ")")));
-    } else if (op->op == Intrinsic::kAbs) {
-      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_numeric(), "a number"));
-    } else if (IsBitwise(op->op)) {
-      KILN_RETURN_IF_ERROR(
-          ExpectType(a, t.is_integer(), StrCat("an integer (operand of ", name, ")")));
-    } else if (op->op == Intrinsic::kDot4I8) {
-      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_int8x4(), "int8x4"));
-    } else if (IsSubgroupIntrinsic(op->op)) {
+    if (IsSubgroupIntrinsic(op->op)) {
       if (!options_.allow_subgroups) {
         return Error(StrCat(Quote(e), " needs subgroups, which these options do not allow"));
       }
       KILN_RETURN_IF_ERROR(CheckUniform(Quote(e)));
-      KILN_RETURN_IF_ERROR(ExpectType(a, t.is_numeric(), "a number"));
-      if (op->op == Intrinsic::kSubgroupShuffle) {
-        const Expr& lane = op->args[1];
-        return ExpectType(lane, lane.dtype() == kU32 || lane.dtype() == kI32,
-                          "an i32 or u32 lane index");
-      }
-      return Status::Ok();
     }
-    // Remaining operands share the first one's type.
-    for (size_t i = 1; i < op->args.size(); ++i) {
-      KILN_RETURN_IF_ERROR(CheckSameType(e, a, op->args[i], "operands"));
+    return CheckOperands(e, op);
+  }
+
+  // The operands of a call against the intrinsic table's rules.
+  Status CheckOperands(const Expr& e, const CallNode* op) {
+    const IntrinsicInfo& info = GetIntrinsicInfo(op->op);
+    DataType types[3];
+    for (size_t i = 0; i < op->args.size() && i < 3; ++i) types[i] = op->args[i].dtype();
+    const std::span<const DataType> operands(types, op->args.size());
+    for (size_t i = 0; i < op->args.size(); ++i) {
+      const OperandRule rule = info.operands[i];
+      if (OperandFits(rule, types[i], operands)) continue;
+      if (rule == OperandRule::kSameAs0 || rule == OperandRule::kSameAs1) {
+        const size_t other = rule == OperandRule::kSameAs0 ? 0 : 1;
+        return CheckSameType(e, op->args[other], op->args[i],
+                             op->op == Intrinsic::kIfThenElse ? "values" : "operands");
+      }
+      std::string expected(OperandRuleText(rule));
+      if (rule == OperandRule::kFloat || rule == OperandRule::kInteger) {
+        expected += StrCat(" (operand of ", IntrinsicName(op->op), ")");
+      }
+      return ExpectType(op->args[i], false, expected);
     }
     return Status::Ok();
   }
