@@ -121,4 +121,30 @@ inline std::string StripSubgroupsEnable(std::string_view wgsl) {
   return out;
 }
 
+// The statement the code generator emits for a workgroup barrier.
+inline constexpr std::string_view kWorkgroupBarrierStatement = "workgroupBarrier();";
+
+// Follows every workgroupBarrier() of a kernel's WGSL with a storageBarrier().
+// Tint's GLSL output (Dawn on OpenGL/OpenGLES) writes workgroupBarrier() as
+// GLSL's barrier() alone, which Mesa compiles as an execution barrier only:
+// it moved a workgroup-memory load past it, so the load saw a value written
+// after the barrier. storageBarrier() becomes memoryBarrierBuffer() +
+// barrier(), a memory barrier Mesa does not move loads across. A runtime
+// driving Dawn's OpenGL backends applies this to every kernel.
+inline std::string AddMemoryBarriersAfterWorkgroupBarriers(std::string_view wgsl) {
+  std::string out;
+  out.reserve(wgsl.size());
+  size_t pos = 0;
+  for (;;) {
+    size_t at = wgsl.find(kWorkgroupBarrierStatement, pos);
+    if (at == std::string_view::npos) break;
+    at += kWorkgroupBarrierStatement.size();
+    out.append(wgsl.substr(pos, at - pos));
+    out.append(" storageBarrier();");
+    pos = at;
+  }
+  out.append(wgsl.substr(pos));
+  return out;
+}
+
 }  // namespace kiln::abi

@@ -46,3 +46,18 @@ TEST(KernelAbiTest, StripSubgroupsEnableRemovesOnlyTheDirective) {
 
 }  // namespace
 }  // namespace kiln::abi
+
+namespace kiln::abi {
+namespace {
+
+TEST(KernelAbiTest, MemoryBarriersFollowEveryWorkgroupBarrier) {
+  EXPECT_EQ(AddMemoryBarriersAfterWorkgroupBarriers(
+                "a();\n  workgroupBarrier();\n  b();\n  workgroupBarrier();\n"),
+            "a();\n  workgroupBarrier(); storageBarrier();\n  b();\n"
+            "  workgroupBarrier(); storageBarrier();\n");
+  EXPECT_EQ(AddMemoryBarriersAfterWorkgroupBarriers("no barriers"), "no barriers");
+  EXPECT_EQ(AddMemoryBarriersAfterWorkgroupBarriers(""), "");
+}
+
+}  // namespace
+}  // namespace kiln::abi

@@ -1,5 +1,6 @@
 // FunctionEmitter: statements.
 #include "kiln/codegen/wgsl_emitter.h"
+#include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
@@ -32,8 +33,10 @@ void FunctionEmitter::Stmt(const ir::Stmt& s) {
       for (const ir::Stmt& child : s.as<ir::SeqNode>()->stmts) Stmt(child);
       return;
     case ir::StmtKind::kBarrier:
-      Line(s.as<ir::BarrierNode>()->barrier == ir::BarrierKind::kWorkgroup ? "workgroupBarrier();"
-                                                                           : "storageBarrier();");
+      // The runtime finds workgroup barriers by this exact text (kernel_abi.h).
+      Line(s.as<ir::BarrierNode>()->barrier == ir::BarrierKind::kWorkgroup
+               ? std::string(abi::kWorkgroupBarrierStatement)
+               : std::string("storageBarrier();"));
       return;
     case ir::StmtKind::kAssert:
       // Asserts state facts for the interpreter; kernels do not check them.

@@ -139,6 +139,12 @@ Status Kernel::CreateExecutable() const {
   std::string wgsl = compiled_.wgsl;
   // Naga knows the subgroup builtins but not the directive.
   if (device_->impl().kind() == hal::ImplKind::kWgpu) wgsl = abi::StripSubgroupsEnable(wgsl);
+  // Tint's GLSL barrier needs a memory barrier beside it on Mesa (kernel_abi.h).
+  const hal::Backend backend = device_->adapter().backend;
+  if (device_->impl().kind() == hal::ImplKind::kDawn &&
+      (backend == hal::Backend::kOpenGL || backend == hal::Backend::kOpenGLES)) {
+    wgsl = abi::AddMemoryBarriersAfterWorkgroupBarriers(wgsl);
+  }
   hal::ExecutableSpec spec{
       md.name, std::move(wgsl), {{md.entry_point, bindings_, md.uniform_block_size}}};
   auto exe = hal::LoadExecutable(*device_, spec);
