@@ -20,11 +20,12 @@ namespace {
 int BenchDispatch(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"dispatches", "repetitions", "submits"});
-  auto flags = Flags::Parse(args, valued, {"json"});
+  auto flags = Flags::Parse(args, valued, {"json", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
-        "usage: kiln bench dispatch [--dispatches N] [--repetitions N] [--submits N] [--json]");
+        "usage: kiln bench dispatch [--dispatches N] [--repetitions N] [--submits N] [--json] "
+        "[--trusted]");
   }
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
@@ -80,11 +81,11 @@ int BenchDispatch(const Args& args) {
 int BenchMatmul(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"size", "kir", "iterations"});
-  auto flags = Flags::Parse(args, valued, {"json"});
+  auto flags = Flags::Parse(args, valued, {"json", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
-        "usage: kiln bench matmul [--size N] [--iterations N] [--kir FILE] [--json]\n"
+        "usage: kiln bench matmul [--size N] [--iterations N] [--kir FILE] [--json] [--trusted]\n"
         "  --kir FILE  the kiln IR matmul (default: examples/matmul_tiled.kir of the source tree)");
   }
   auto options = DeviceOptionsFromFlags(*flags);

@@ -231,11 +231,12 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
 int DemoCommand(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert("matmul-size");
-  auto flags = Flags::Parse(args, valued, {});
+  auto flags = Flags::Parse(args, valued, {"trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
-        "usage: kiln demo [--matmul-size N] [--impl I] [--backend B] [--feature-level L]\n"
+        "usage: kiln demo [--matmul-size N] [--impl I] [--backend B] [--feature-level L] "
+        "[--trusted]\n"
         "  runs hand-written kernels through the HAL and checks them on the CPU");
   }
   auto options = DeviceOptionsFromFlags(*flags);

@@ -29,6 +29,7 @@ constexpr const char* kUsage =
     "  --check           compare with the interpreter; print PASS, FAIL or SKIP\n"
     "  --tolerance T     floats compare within T * (1 + |reference|) (default 1e-4)\n"
     "  --seed N          the random inputs' seed (default: a fresh one)\n"
+    "  --trusted         trusted mode: no robustness checks in kernels (see README)\n"
     "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check";
 
 }  // namespace
@@ -58,7 +59,7 @@ int RunCommand(const Args& args) {
   }
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"fn", "seed", "tolerance"});
-  auto flags = Flags::Parse(rest, valued, {"check"});
+  auto flags = Flags::Parse(rest, valued, {"check", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
   if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kUsage);

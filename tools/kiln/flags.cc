@@ -125,6 +125,8 @@ StatusOr<hal::DeviceOptions> DeviceOptionsFromFlags(const Flags& flags) {
   if (auto level = flags.Get("feature-level")) {
     KILN_ASSIGN_OR_RETURN(options.feature_level, hal::ParseFeatureLevel(*level));
   }
+  // --trusted turns trusted mode on; without it, $KILN_TRUSTED decides.
+  if (flags.Has("trusted")) options.trusted = true;
   return options;
 }
 

@@ -52,8 +52,8 @@ int PrintUsage(const char* usage);
 // The flags every device-using command takes.
 inline const std::set<std::string> kDeviceFlags = {"impl", "backend", "feature-level"};
 
-// DeviceOptions from --impl, --backend and --feature-level (the environment
-// variables apply when a flag is absent).
+// DeviceOptions from --impl, --backend, --feature-level and --trusted (the
+// environment variables apply when a flag is absent).
 StatusOr<hal::DeviceOptions> DeviceOptionsFromFlags(const Flags& flags);
 
 }  // namespace kiln::tool

@@ -129,23 +129,47 @@ void EnsureHeadlessGl(Backend backend) {
   }
 }
 
+// Dawn's chained struct of toggles (not in the standard header), with the
+// sType value of the pinned Dawn build.
+struct DawnTogglesDescriptor {
+  WGPUChainedStruct chain;
+  size_t enabledToggleCount;
+  const char* const* enabledToggles;
+  size_t disabledToggleCount;
+  const char* const* disabledToggles;
+};
+constexpr uint32_t kDawnTogglesDescriptorSType = 327690;
+
 StatusOr<WGPUAdapter> RequestAdapterNow(const Implementation& impl, WGPUInstance instance,
-                                        Backend backend, FeatureLevel level, PowerPreference power);
+                                        Backend backend, FeatureLevel level, PowerPreference power,
+                                        bool trusted);
 
 // Adapter discovery, its diagnostics routed like CreateInstance's.
 StatusOr<WGPUAdapter> RequestAdapter(const Implementation& impl, WGPUInstance instance,
-                                     Backend backend, FeatureLevel level, PowerPreference power) {
+                                     Backend backend, FeatureLevel level, PowerPreference power,
+                                     bool trusted = false) {
   StatusOr<WGPUAdapter> adapter = Internal("unreached");
-  RouteStderrToLog(impl.name(),
-                   [&] { adapter = RequestAdapterNow(impl, instance, backend, level, power); });
+  RouteStderrToLog(impl.name(), [&] {
+    adapter = RequestAdapterNow(impl, instance, backend, level, power, trusted);
+  });
   return adapter;
 }
 
 StatusOr<WGPUAdapter> RequestAdapterNow(const Implementation& impl, WGPUInstance instance,
-                                        Backend backend, FeatureLevel level,
-                                        PowerPreference power) {
+                                        Backend backend, FeatureLevel level, PowerPreference power,
+                                        bool trusted) {
   EnsureHeadlessGl(backend);
   WGPURequestAdapterOptions options = {};
+  // Dawn grants the toggles of trusted mode only to an adapter requested
+  // with unsafe APIs allowed.
+  DawnTogglesDescriptor toggles = {};
+  const char* unsafe[] = {"allow_unsafe_apis"};
+  if (trusted && impl.kind() == ImplKind::kDawn) {
+    toggles.chain.sType = static_cast<WGPUSType>(kDawnTogglesDescriptorSType);
+    toggles.enabledToggleCount = 1;
+    toggles.enabledToggles = unsafe;
+    options.nextInChain = &toggles.chain;
+  }
   options.featureLevel = level == FeatureLevel::kCompatibility ? WGPUFeatureLevel_Compatibility
                                                                : WGPUFeatureLevel_Core;
   options.powerPreference = power == PowerPreference::kLowPower ? WGPUPowerPreference_LowPower
@@ -208,16 +232,7 @@ AdapterReport ReadAdapterReport(const Implementation& impl, WGPUAdapter adapter,
   return r;
 }
 
-// Dawn's chained struct of toggles (not in the standard header), with the
-// sType value of the pinned Dawn build.
-struct DawnTogglesDescriptor {
-  WGPUChainedStruct chain;
-  size_t enabledToggleCount;
-  const char* const* enabledToggles;
-  size_t disabledToggleCount;
-  const char* const* disabledToggles;
-};
-constexpr uint32_t kDawnTogglesDescriptorSType = 327690;
+
 
 struct Attempt {
   Backend backend;
@@ -283,6 +298,14 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
       options.backend = *backend;
     }
   }
+  if (!options.trusted.has_value()) {
+    const char* env = std::getenv("KILN_TRUSTED");
+    const std::string value = env ? env : "";
+    if (value != "" && value != "0" && value != "1") {
+      return InvalidArgument("$KILN_TRUSTED is '", value, "'; expected 1 (trusted mode) or 0");
+    }
+    options.trusted = value == "1";
+  }
   Status order_error;
   std::vector<ImplKind> order = ImplOrder(options, &order_error);
   KILN_RETURN_IF_ERROR(order_error);
@@ -313,7 +336,8 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
   std::string errors;
   FeatureLevel level = FeatureLevel::kCore;
   for (const Attempt& a : AttemptsFor(options.backend, options.feature_level)) {
-    auto adapter = RequestAdapter(*impl_, instance_, a.backend, a.level, options.power_preference);
+    auto adapter = RequestAdapter(*impl_, instance_, a.backend, a.level, options.power_preference,
+                                  options.trusted.value_or(false));
     if (adapter.ok()) {
       // Dawn's Null backend runs nothing; it is only taken when asked for.
       WGPUAdapterInfo info = {};
@@ -381,10 +405,17 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
   // hides every dispatch shorter than that from profiling.
   DawnTogglesDescriptor toggles = {};
   const char* disabled_toggles[] = {"timestamp_quantization"};
+  // Trusted mode: no robustness transform, no workgroup zero-initialisation.
+  const char* trusted_toggles[] = {"disable_robustness", "disable_workgroup_init"};
+  trusted_ = options.trusted.value_or(false);
   if (impl_->kind() == ImplKind::kDawn) {
     toggles.chain.sType = static_cast<WGPUSType>(kDawnTogglesDescriptorSType);
     toggles.disabledToggleCount = 1;
     toggles.disabledToggles = disabled_toggles;
+    if (trusted_) {
+      toggles.enabledToggleCount = 2;
+      toggles.enabledToggles = trusted_toggles;
+    }
     desc.nextInChain = &toggles.chain;
   }
   desc.requiredFeatureCount = requested.size();
@@ -458,7 +489,8 @@ bool Device::HasFeature(Feature feature) const { return features_[static_cast<in
 
 std::string Device::Describe() const {
   return StrCat(impl_->name(), " ", BackendName(adapter_.backend), " ",
-                FeatureLevelName(adapter_.feature_level), ": ", adapter_.description,
+                FeatureLevelName(adapter_.feature_level), trusted_ ? " trusted" : "", ": ",
+                adapter_.description,
                 adapter_.device.empty() || adapter_.device == adapter_.description
                     ? ""
                     : " / " + adapter_.device);

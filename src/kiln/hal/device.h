@@ -87,6 +87,13 @@ struct DeviceOptions {
   size_t bind_group_cache_capacity = 1024;
   // Most bytes of freed buffers kept for reuse.
   uint64_t buffer_pool_capacity = 256ull << 20;
+  // Trusted mode ($KILN_TRUSTED=1 when not set here): the implementation's
+  // robustness transform is off (no index clamping or bounds checks in
+  // kernels) and, on Dawn, workgroup memory is not zero-initialised. For
+  // kernels whose every access is in bounds: an out-of-bounds access is then
+  // undefined behaviour on the GPU, which may read or corrupt any memory of
+  // the process's device. Off by default.
+  std::optional<bool> trusted;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -117,6 +124,8 @@ class Device : public std::enable_shared_from_this<Device> {
   WGPUDevice handle() const { return device_; }
   WGPUQueue queue() const { return queue_; }
   const AdapterReport& adapter() const { return adapter_; }
+  // Whether the device was made in trusted mode (DeviceOptions::trusted).
+  bool trusted() const { return trusted_; }
   const Limits& limits() const { return limits_; }
   bool HasFeature(Feature feature) const;
   // One line: "dawn vulkan core: NVIDIA H200 (...)".
@@ -169,6 +178,7 @@ class Device : public std::enable_shared_from_this<Device> {
   WGPUDevice device_ = nullptr;
   WGPUQueue queue_ = nullptr;
   AdapterReport adapter_;
+  bool trusted_ = false;
   Limits limits_;
   std::vector<bool> features_;  // indexed by Feature
   Status sticky_error_;

@@ -189,6 +189,8 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
   }
   if (kind == ImplKind::kWgpu) {
     p.DevicePoll = reinterpret_cast<Procs::DevicePollFn>(dlsym(handle, "wgpuDevicePoll"));
+    p.DeviceCreateShaderModuleTrusted = reinterpret_cast<Procs::DeviceCreateShaderModuleTrustedFn>(
+        dlsym(handle, "wgpuDeviceCreateShaderModuleTrusted"));
   }
   return impl;
 }

@@ -88,6 +88,11 @@ struct Procs {
   // implementations that lack it.
   using DevicePollFn = WGPUBool (*)(WGPUDevice, WGPUBool, const void*);
   DevicePollFn DevicePoll = nullptr;
+  // wgpu-native's extension: a shader module compiled with the given runtime
+  // checks (0: none). Null on implementations that lack it.
+  using DeviceCreateShaderModuleTrustedFn =
+      WGPUShaderModule (*)(WGPUDevice, const WGPUShaderModuleDescriptor*, uint64_t);
+  DeviceCreateShaderModuleTrustedFn DeviceCreateShaderModuleTrusted = nullptr;
 };
 
 }  // namespace kiln::hal
