@@ -18,13 +18,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt
 "$k" info > "$out/info.txt" 2>&1
 for impl in dawn wgpu; do
   export KILN_IMPL=$impl KILN_BACKEND=vulkan
-  for t in kiln_hal_cts kiln_runtime_test kiln_differential_test; do
-    echo "== $t on $impl" >> "$out/tests.txt"
-    ".carry/$t" --gtest_brief=1 >> "$out/tests.txt" 2>&1
-    echo "rc=$?" >> "$out/tests.txt"
+  for trusted in 0 1; do
+    for t in kiln_hal_cts kiln_runtime_test kiln_differential_test; do
+      echo "== $t on $impl, KILN_TRUSTED=$trusted" >> "$out/tests.txt"
+      KILN_TRUSTED=$trusted ".carry/$t" --gtest_brief=1 >> "$out/tests.txt" 2>&1
+      echo "rc=$?" >> "$out/tests.txt"
+    done
   done
   "$k" bench dispatch >> "$out/bench-$impl.txt" 2>&1
   "$k" bench matmul --size 4096 --kir examples/matmul_tiled.kir >> "$out/bench-$impl.txt" 2>&1
+  echo "-- trusted mode" >> "$out/bench-$impl.txt"
+  "$k" bench matmul --size 4096 --kir examples/matmul_tiled.kir --trusted >> "$out/bench-$impl.txt" 2>&1
 done
 grep -E "^==|rc=|FAILED|PASSED|SKIPPED \]" "$out/tests.txt"
 cat "$out"/bench-*.txt
