@@ -76,6 +76,9 @@ struct KernelMetadata {
   uint32_t uniform_binding = 0;          // = number of buffer params
   uint32_t uniform_block_size = 0;       // host bytes, a multiple of 16
   uint32_t workgroup_storage_bytes = 0;  // total var<workgroup> size
+  // Every loop of the WGSL terminates: the kernel has no `while` loop (its
+  // `for` loops run bounded trip counts).
+  bool loops_terminate = true;
 
   friend bool operator==(const KernelMetadata&, const KernelMetadata&) = default;
 };

@@ -140,6 +140,7 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
   w.U32(m.uniform_binding);
   w.U32(m.uniform_block_size);
   w.U32(m.workgroup_storage_bytes);
+  w.U8(m.loops_terminate ? 1 : 0);
   w.Str(f.wgsl);
   w.Str(f.source_ir);
 }
@@ -183,6 +184,7 @@ Status ReadFunction(ByteReader& r, size_t index, CompiledFunction& f) {
     return DataLoss("corrupt module: function ", index, (m.name.empty() ? "" : " '"), m.name,
                     (m.name.empty() ? "" : "'"), ": ", r.error());
   };
+  uint8_t loops_terminate = 0;
   uint32_t num_params = 0;
   if (!r.Str(m.name, "function name") || !r.Str(m.entry_point, "entry point") ||
       !r.Count(num_params, 20, "parameters")) {
@@ -215,10 +217,16 @@ Status ReadFunction(ByteReader& r, size_t index, CompiledFunction& f) {
   }
   if (!r.U32(m.uniform_binding, "uniform binding") ||
       !r.U32(m.uniform_block_size, "uniform block size") ||
-      !r.U32(m.workgroup_storage_bytes, "workgroup storage size") || !r.Str(f.wgsl, "WGSL") ||
+      !r.U32(m.workgroup_storage_bytes, "workgroup storage size") ||
+      !r.U8(loops_terminate, "loop termination") || !r.Str(f.wgsl, "WGSL") ||
       !r.Str(f.source_ir, "source IR")) {
     return fail();
   }
+  if (loops_terminate > 1) {
+    r.Fail(StrCat("loop termination flag ", int{loops_terminate}));
+    return fail();
+  }
+  m.loops_terminate = loops_terminate == 1;
   return Status::Ok();
 }
 

@@ -15,7 +15,7 @@
 namespace kiln::codegen {
 
 inline constexpr std::string_view kModuleMagic{"KILNWGSL", 8};
-inline constexpr uint32_t kModuleFormatVersion = 3;
+inline constexpr uint32_t kModuleFormatVersion = 4;
 inline constexpr size_t kModuleHeaderBytes = 32;
 
 // FNV-1a, 64 bits: the payload checksum.
@@ -26,7 +26,7 @@ std::string SerializeModule(const CompiledModule& module);
 // Errors (all kDataLoss, the message saying which): the input is shorter
 // than the header or than the length it declares ("truncated"), starts with
 // other bytes ("not a kiln module: bad magic"), has another format version
-// ("format version N, expected 3"), has bytes past the declared length, fails
+// ("format version N, expected 4"), has bytes past the declared length, fails
 // its checksum ("corrupt"), or its payload is malformed.
 StatusOr<CompiledModule> DeserializeModule(std::string_view bytes);
 

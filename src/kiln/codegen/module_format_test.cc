@@ -37,6 +37,7 @@ CompiledModule SampleModule() {
   add.metadata.uniform_binding = 2;
   add.metadata.uniform_block_size = 16;
   add.metadata.workgroup_storage_bytes = 256;
+  add.metadata.loops_terminate = false;
   add.wgsl = "@compute @workgroup_size(64, 1, 1)\nfn add() {}\n";
   add.source_ir = "fn add(A: buffer<f32>[n]) {}\n";
   CompiledFunction empty;
@@ -95,11 +96,11 @@ TEST(ModuleFormatTest, WrongMagicIsRejected) {
 TEST(ModuleFormatTest, OtherVersionIsRejected) {
   std::string bytes = SerializeModule(SampleModule());
   // A file of an earlier format (version 1, before strides; 2, before typed
-  // metadata) is refused
+  // metadata; 3, before the loop-termination flag) is refused
   // with both versions named.
-  for (uint8_t old : {1, 2}) {
+  for (uint8_t old : {1, 2, 3}) {
     bytes[8] = static_cast<char>(old);
-    ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 3"));
+    ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 4"));
   }
 
 

@@ -351,6 +351,20 @@ TEST(WgslCodegenTest, WhileLoopHoistsConditionStatementsIntoTheLoop) {
   EXPECT_TRUE(Contains(f.wgsl, "  while (A[0i] < 3i) {\n    A[0i] = A[0i] + 1i;\n  }\n"));
 }
 
+// The metadata says whether every loop terminates: `for` loops run bounded
+// trip counts, a `while` loop need not end.
+TEST(WgslCodegenTest, MetadataSaysWhetherLoopsTerminate) {
+  IRBuilder b("counted");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kI32, {n});
+  b.For("i", LoopKind::kSerial, 0, n, [&](Var i) { b.Store(A, {i}, i); });
+  EXPECT_TRUE(Generate(b.Build()).metadata.loops_terminate);
+  IRBuilder w("searching");
+  Buffer B = w.BufferParam("B", kI32, {4});
+  w.While(Load(B, {0}) < 3, [&] { w.Store(B, {0}, Load(B, {0}) + 1); });
+  EXPECT_FALSE(Generate(w.Build()).metadata.loops_terminate);
+}
+
 TEST(WgslCodegenTest, SerialLoopsEvaluateBoundsOnce) {
   IRBuilder b("loops");
   Var n = b.ScalarParam("n", kI32);

@@ -62,6 +62,8 @@ class FunctionEmitter {
   bool stored(const ir::BufferNode* buffer) const { return stored_.count(buffer) != 0; }
   bool uses_f16() const { return uses_f16_; }
   bool uses_subgroups() const { return uses_subgroups_; }
+  // Whether the body has a `while` loop (one that need not terminate).
+  bool has_while_loops() const { return has_while_loops_; }
   // Module-scope `var<workgroup>` declarations, one per line.
   const std::string& workgroup_decls() const { return workgroup_decls_; }
   int64_t workgroup_bytes() const { return workgroup_bytes_; }
@@ -145,6 +147,7 @@ class FunctionEmitter {
   std::unordered_map<const ir::ExprNode*, bool> constant_trees_;
   bool uses_f16_ = false;
   bool uses_subgroups_ = false;
+  bool has_while_loops_ = false;
   std::string workgroup_decls_;
   int64_t workgroup_bytes_ = 0;
   Status status_;

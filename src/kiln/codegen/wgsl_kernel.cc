@@ -163,6 +163,7 @@ Status KernelGenerator::FillLaunchMetadata() {
   }
   meta.uniform_block_size = abi::UniformBlockSize(num_scalars_);
   meta.workgroup_storage_bytes = static_cast<uint32_t>(emitter_.workgroup_bytes());
+  meta.loops_terminate = !emitter_.has_while_loops();
   return Status::Ok();
 }
 

@@ -203,6 +203,7 @@ bool FunctionEmitter::LoopCannotOverflow(const ir::ForNode* op) {
 }
 
 void FunctionEmitter::While(const ir::WhileNode* op) {
+  has_while_loops_ = true;
   // The condition is re-evaluated before each iteration; when evaluating it
   // takes statements (hoisted lets), they go inside the loop.
   std::string saved = std::move(out_);

@@ -36,6 +36,7 @@ std::string CacheKey(const ExecutableSpec& spec) {
     for (BindingKind b : e.bindings) key << static_cast<int>(b);
     key << ')';
   }
+  key << (spec.loops_terminate ? "T" : "L");
   key << '\n' << spec.wgsl;
   return key.str();
 }
@@ -93,7 +94,8 @@ std::string FormatCompilationMessages(const WGPUCompilationInfo* info, std::stri
 // A shader module from `wgsl`; WGSL errors come back with the
 // implementation's messages, line and column.
 StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view label,
-                                              const std::string& wgsl) {
+                                              const std::string& wgsl,
+                                              bool loops_terminate = false) {
   const Procs& p = device.procs();
   WGPUShaderModule module = nullptr;
   WGPUShaderSourceWGSL source = {};
@@ -109,6 +111,9 @@ StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view l
         // the shader (Dawn's is set on the device).
         if (device.trusted() && p.DeviceCreateShaderModuleTrusted != nullptr) {
           module = p.DeviceCreateShaderModuleTrusted(device.handle(), &desc, /*checks=*/0);
+        } else if (loops_terminate && p.DeviceCreateShaderModuleTrusted != nullptr) {
+          // Bounds checks stay (WGPUShaderRuntimeChecks_BoundsChecks).
+          module = p.DeviceCreateShaderModuleTrusted(device.handle(), &desc, /*checks=*/1);
         } else {
           module = p.DeviceCreateShaderModule(device.handle(), &desc);
         }
@@ -154,7 +159,8 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
   exe->impl_ = device.impl_ref();
   exe->label_ = spec.label;
 
-  KILN_ASSIGN_OR_RETURN(exe->module_, CreateShaderModule(device, spec.label, spec.wgsl));
+  KILN_ASSIGN_OR_RETURN(exe->module_,
+                        CreateShaderModule(device, spec.label, spec.wgsl, spec.loops_terminate));
 
   auto state = std::make_unique<PendingExecutable::State>();
   state->device = &device;

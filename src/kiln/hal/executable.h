@@ -37,6 +37,11 @@ struct ExecutableSpec {
   std::string label;
   std::string wgsl;
   std::vector<EntryPointLayout> entry_points;
+  // The WGSL's every loop terminates (a bounded trip count), so an
+  // implementation need not bound loops itself: wgpu-native then compiles
+  // it with bounds checks but without its loop-bounding counters (Naga's
+  // ForceLoopBounding), which cost 2.6x on the H200 (BENCHMARKS.md).
+  bool loops_terminate = false;
 };
 
 struct EntryPoint {

@@ -145,8 +145,10 @@ Status Kernel::CreateExecutable() const {
       (backend == hal::Backend::kOpenGL || backend == hal::Backend::kOpenGLES)) {
     wgsl = abi::AddMemoryBarriersAfterWorkgroupBarriers(wgsl);
   }
-  hal::ExecutableSpec spec{
-      md.name, std::move(wgsl), {{md.entry_point, bindings_, md.uniform_block_size}}};
+  hal::ExecutableSpec spec{md.name,
+                           std::move(wgsl),
+                           {{md.entry_point, bindings_, md.uniform_block_size}},
+                           md.loops_terminate};
   auto exe = hal::LoadExecutable(*device_, spec);
   if (!exe.ok()) return exe.status().WithContext(StrCat("loading function '", md.name, "'"));
   executable_ = *exe;
