@@ -231,7 +231,9 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
   KILN_RETURN_IF_ERROR(error);
   if (materialised.size() != 1) {
     std::string names;
-    for (const StageState* s : materialised) names += (names.empty() ? "'" : ", '") + s->name() + "'";
+    for (const StageState* s : materialised) {
+      names += (names.empty() ? "'" : ", '") + s->name() + "'";
+    }
     return InvalidArgument(at, ": this version lowers one materialised stage per kernel, not ",
                            materialised.size(), " (", names, ")");
   }

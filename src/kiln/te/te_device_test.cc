@@ -121,7 +121,8 @@ TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
   Tensor b = Placeholder("b", {n}, ir::kF32);
-  Tensor C = Compute("C", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+  Tensor C = Compute("C", {m, n},
+                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
   auto s = Schedule::Create({C});
   ASSERT_TRUE(s.ok()) << s.status();
   Stage c = (*s)[C];
@@ -148,7 +149,8 @@ TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
 TEST_F(TeDeviceTest, ComputeInlineFusesAChain) {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
-  Tensor B = Compute("B", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0 - 1.0; });
+  Tensor B = Compute("B", {m, n},
+                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0 - 1.0; });
   Tensor C = Compute("C", {m, n}, [&](const std::vector<Var>& i) {
     return ir::Max(B(i[0], i[1]), ir::FloatConst(ir::kF32, 0.0));
   });

@@ -21,7 +21,8 @@ struct AddRow {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
   Tensor b = Placeholder("b", {n}, ir::kF32);
-  Tensor C = Compute("C", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+  Tensor C = Compute("C", {m, n},
+                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
 };
 
 struct Matmul {
