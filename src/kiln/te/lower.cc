@@ -249,7 +249,18 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
     for (const ir::Expr& e : b.shape()) free.VisitExpr(e);
   }
   free.VisitStmt(body);
-  for (const ir::Var& v : free.vars) params.push_back(ir::Param::FromVar(v));
+  for (const ir::Var& v : free.vars) {
+    // An index var of a compute reaching another compute's body is a misuse.
+    for (const StageState& stage : impl.stages) {
+      for (const IterVar& a : stage.all_axes) {
+        if (a.var().same_as(v)) {
+          return InvalidArgument(at, ": the kernel uses axis '", a.name(), "' of stage '",
+                                 stage.name(), "' outside that stage");
+        }
+      }
+    }
+    params.push_back(ir::Param::FromVar(v));
+  }
   ir::Function f = ir::Simplify(ir::Function(name, params, body));
   Status verified = ir::Verify(f);
   if (!verified.ok()) {

@@ -232,6 +232,45 @@ TEST(TeTest, MalformedComputesAreReportedBySchedule) {
   EXPECT_TRUE(Contains(s.status().message(), "compute 'B': more than one reduction"));
 }
 
+TEST(TeTest, LoweringReportsMisuse) {
+  // Too many threads per workgroup: the verifier's error and the kernel.
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto i = c.Split(c.axis(0), 32);
+  auto j = c.Split(c.axis(1), 32);
+  ASSERT_TRUE(i.ok() && j.ok());
+  ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(c.Bind(j->inner, ThreadAxis::kThreadX).ok());
+  auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(Contains(f.status().message(), "lowering 'add_row': the lowered function does not "
+                                             "verify"));
+  EXPECT_TRUE(Contains(f.status().message(), "for j_inner in threadIdx.x(0, 32)"));
+
+  // A placeholder read but not passed as an input.
+  auto t = Schedule::Create({p.C});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(Contains(Lower(*t, {p.C}, {p.A}, "add_row").status().message(),
+                       "placeholder 'b' is read but not an input"));
+
+  // An index var of one compute used in another's body.
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Var leaked;
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) {
+    leaked = i[0];
+    return X(i[0]);
+  });
+  Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) { return Y(i[0]) + X(leaked); });
+  auto u = Schedule::Create({Z});
+  ASSERT_TRUE(u.ok());
+  ASSERT_TRUE((*u)[Y].ComputeInline().ok());
+  EXPECT_TRUE(Contains(Lower(*u, {Z}, {X}, "leak").status().message(),
+                       "uses axis 'i' of stage 'Y' outside that stage"));
+}
+
 TEST(TeTest, FuseMakesOneLoop) {
   AddRow p;
   auto s = Schedule::Create({p.C});
