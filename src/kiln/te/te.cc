@@ -1,0 +1,287 @@
+// Tensor expressions: placeholders, computes, reductions.
+#include "kiln/te/te.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/visitor.h"
+
+namespace kiln::te {
+namespace {
+
+// Reductions built by Sum/Max/Min/Prod and not yet claimed by a Compute,
+// keyed by the var that stands for the result.
+struct PendingReduction {
+  ReducerKind kind;
+  Expr source;
+  std::vector<IterVar> axes;
+  Var var;
+};
+std::unordered_map<const ir::VarNode*, PendingReduction>& PendingReductions() {
+  thread_local std::unordered_map<const ir::VarNode*, PendingReduction> pending;
+  return pending;
+}
+
+// The tensor whose storage a buffer is (so a body's loads name its inputs).
+std::unordered_map<const ir::BufferNode*, std::weak_ptr<const OperationNode>>& TensorOfBuffer() {
+  thread_local std::unordered_map<const ir::BufferNode*, std::weak_ptr<const OperationNode>> map;
+  return map;
+}
+
+Expr MakeReduction(ReducerKind kind, Expr source, const std::vector<IterVar>& axes) {
+  KILN_CHECK(source.defined());
+  Var var(std::string(ReducerName(kind)), source.dtype());
+  PendingReductions()[var.get()] = PendingReduction{kind, std::move(source), axes, var};
+  return var;
+}
+
+// The vars an expression uses (not those it binds) and the buffers it loads.
+class UseCollector : public ir::ExprVisitor {
+ public:
+  void VisitVar(const ir::VarNode* op) override {
+    if (seen_vars.insert(op).second) vars.push_back(op);
+  }
+  void VisitBuffer(const ir::Buffer& buffer) override {
+    if (seen_buffers.insert(buffer.get()).second) buffers.push_back(buffer);
+  }
+  std::vector<const ir::VarNode*> vars;
+  std::unordered_set<const ir::VarNode*> seen_vars;
+  std::vector<ir::Buffer> buffers;
+  std::unordered_set<const ir::BufferNode*> seen_buffers;
+};
+
+std::shared_ptr<OperationNode> NewOp(const std::string& name, std::vector<Expr> shape,
+                                     ir::DataType dtype) {
+  auto op = std::make_shared<OperationNode>();
+  op->name = name;
+  op->buffer = ir::Buffer(name, dtype, std::move(shape));
+  return op;
+}
+
+void Register(const std::shared_ptr<const OperationNode>& op) {
+  TensorOfBuffer()[op->buffer.get()] = op;
+}
+
+}  // namespace
+
+Var SizeVar(const std::string& name) { return Var(name, ir::kI32); }
+
+IterVar ReduceAxis(Expr extent, const std::string& name) {
+  auto node = std::make_shared<IterVarNode>();
+  node->var = Var(name, ir::kI32);
+  node->extent = std::move(extent);
+  node->is_reduce = true;
+  node->name = name;
+  return IterVar(std::move(node));
+}
+
+Expr Sum(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kSum, std::move(source), axes);
+}
+Expr Prod(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kProd, std::move(source), axes);
+}
+Expr Max(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kMax, std::move(source), axes);
+}
+Expr Min(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kMin, std::move(source), axes);
+}
+
+Expr Sum(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kSum, std::move(source), axes);
+}
+Expr Prod(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kProd, std::move(source), axes);
+}
+Expr Max(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kMax, std::move(source), axes);
+}
+Expr Min(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kMin, std::move(source), axes);
+}
+
+std::string_view ReducerName(ReducerKind kind) {
+  switch (kind) {
+    case ReducerKind::kSum: return "sum";
+    case ReducerKind::kProd: return "prod";
+    case ReducerKind::kMax: return "max";
+    case ReducerKind::kMin: return "min";
+  }
+  return "?";
+}
+
+Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
+  const bool is_float = dtype.is_float();
+  switch (kind) {
+    case ReducerKind::kSum:
+      return is_float ? ir::FloatConst(dtype, 0.0) : ir::IntConst(dtype, 0);
+    case ReducerKind::kProd:
+      return is_float ? ir::FloatConst(dtype, 1.0) : ir::IntConst(dtype, 1);
+    case ReducerKind::kMax:
+    case ReducerKind::kMin: {
+      const bool max = kind == ReducerKind::kMax;
+      if (is_float) {
+        const double inf = std::numeric_limits<double>::infinity();
+        return ir::FloatConst(dtype, max ? -inf : inf);
+      }
+      const int bits = dtype.bits;
+      if (dtype.is_uint()) {
+        // The highest unsigned value, as the int64 whose low bits it is.
+        const int64_t highest =
+            bits >= 64 ? -1 : static_cast<int64_t>((uint64_t{1} << bits) - 1);
+        return ir::IntConst(dtype, max ? 0 : highest);
+      }
+      const int64_t highest =
+          bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
+      return ir::IntConst(dtype, max ? -highest - 1 : highest);
+    }
+  }
+  return Expr();
+}
+
+Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
+  switch (kind) {
+    case ReducerKind::kSum: return acc + value;
+    case ReducerKind::kProd: return acc * value;
+    case ReducerKind::kMax: return ir::Max(acc, value);
+    case ReducerKind::kMin: return ir::Min(acc, value);
+  }
+  return Expr();
+}
+
+Expr Tensor::operator()(std::vector<Expr> indices) const {
+  KILN_CHECK(defined());
+  return ir::Load(op_->buffer, std::move(indices));
+}
+
+Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataType dtype) {
+  auto op = NewOp(name, std::move(shape), dtype);
+  op->is_placeholder = true;
+  Register(op);
+  return Tensor(op);
+}
+
+Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn& fcompute,
+               std::vector<std::string> axis_names) {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<IterVar> axis;
+  std::vector<Var> vars;
+  std::unordered_set<std::string> names;
+  for (int d = 0; d < rank; ++d) {
+    std::string axis_name;
+    if (d < static_cast<int>(axis_names.size())) {
+      axis_name = axis_names[d];
+    } else if (rank <= 2) {
+      axis_name = d == 0 ? "i" : "j";
+    } else {
+      axis_name = "i" + std::to_string(d);
+    }
+    auto node = std::make_shared<IterVarNode>();
+    node->var = Var(axis_name, ir::kI32);
+    node->extent = shape[d];
+    node->name = axis_name;
+    names.insert(axis_name);
+    vars.push_back(node->var);
+    axis.emplace_back(std::move(node));
+  }
+  Status error;
+  Expr body = fcompute(vars);
+  // Guess the type for a body that failed; the error is what matters then.
+  const ir::DataType dtype = body.defined() ? body.dtype() : ir::kF32;
+  auto op = NewOp(name, shape, dtype);
+  op->is_placeholder = false;
+  op->axis = axis;
+  op->body = body;
+  if (!body.defined()) {
+    error = InvalidArgument("compute '", name, "': the body is undefined");
+  } else if (names.size() != axis.size()) {
+    error = InvalidArgument("compute '", name, "': two axes share a name");
+  }
+
+  // Claim the reduction the body uses, if any.
+  if (error.ok()) {
+    UseCollector uses;
+    uses.VisitExpr(body);
+    auto& pending = PendingReductions();
+    for (const ir::VarNode* v : uses.vars) {
+      auto it = pending.find(v);
+      if (it == pending.end()) continue;
+      if (op->has_reduction) {
+        error = InvalidArgument("compute '", name,
+                                "': more than one reduction in one body (this version allows one)");
+        break;
+      }
+      op->has_reduction = true;
+      op->reducer = it->second.kind;
+      op->reduce_source = it->second.source;
+      op->reduce_var = it->second.var;
+      for (const IterVar& r : it->second.axes) {
+        // A per-stage copy of the axis keeps the var (the identity the
+        // source uses) under a name unique within the stage.
+        auto node = std::make_shared<IterVarNode>(*r.get());
+        while (!names.insert(node->name).second) node->name += "_r";
+        op->reduce_axis.emplace_back(std::move(node));
+      }
+      pending.erase(it);
+    }
+  }
+  if (error.ok() && op->has_reduction) {
+    if (!op->reduce_source.dtype().is_numeric() || !op->reduce_source.dtype().is_scalar()) {
+      error = InvalidArgument("compute '", name, "': ", ReducerName(op->reducer),
+                              " needs a numeric scalar source, not ",
+                              op->reduce_source.dtype().ToString());
+    }
+    UseCollector in_source;
+    in_source.VisitExpr(op->reduce_source);
+    for (const ir::VarNode* v : in_source.vars) {
+      if (PendingReductions().count(v) != 0) {
+        error = InvalidArgument("compute '", name, "': a reduction inside a reduction");
+      }
+    }
+  }
+  // Reduction axes appear only inside the reduction's source.
+  if (error.ok()) {
+    UseCollector outside;
+    outside.VisitExpr(body);
+    for (const ir::VarNode* v : outside.vars) {
+      if (v->dtype == ir::kI32 && v->name.size() > 0) {
+        bool reduce_axis_of_other = false;
+        for (const IterVar& r : op->reduce_axis) {
+          if (r.var().get() == v) reduce_axis_of_other = true;
+        }
+        if (reduce_axis_of_other) {
+          error = InvalidArgument("compute '", name, "': reduction axis '", v->name,
+                                  "' is used outside its reduction");
+        }
+      }
+    }
+  }
+
+  // The tensors the body reads.
+  if (error.ok()) {
+    UseCollector reads;
+    reads.VisitExpr(body);
+    if (op->has_reduction) reads.VisitExpr(op->reduce_source);
+    for (const ir::Buffer& b : reads.buffers) {
+      auto it = TensorOfBuffer().find(b.get());
+      std::shared_ptr<const OperationNode> input;
+      if (it != TensorOfBuffer().end()) input = it->second.lock();
+      if (input == nullptr) {
+        error = InvalidArgument("compute '", name, "' reads buffer '", b.name(),
+                                "', which is not a tensor");
+        break;
+      }
+      op->inputs.emplace_back(input);
+    }
+  }
+  op->error = error;
+  Register(op);
+  return Tensor(op);
+}
+
+}  // namespace kiln::te

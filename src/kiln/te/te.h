@@ -1,0 +1,259 @@
+// Tensor expressions: describe what a kernel computes as tensors defined
+// element by element, schedule how its loops run (split, fuse, reorder,
+// bind, unroll, inline), and lower the result to one verified ir::Function.
+//
+//   te::Var n = te::SizeVar("n");
+//   te::Tensor A = te::Placeholder("A", {n}, ir::kF32);
+//   te::Tensor B = te::Compute("B", {n}, [&](const auto& i) { return A(i[0]) * 2.0; });
+//   auto s = te::Schedule::Create({B});              // StatusOr<Schedule>
+//   auto [bx, tx] = *(*s)[B].Split((*s)[B].axis(0), 64);
+//   (*s)[B].Bind(bx, te::ThreadAxis::kBlockX);
+//   (*s)[B].Bind(tx, te::ThreadAxis::kThreadX);
+//   auto f = te::Lower(*s, {B}, {A}, "double_it");   // StatusOr<ir::Function>
+//
+// Expressions are ordinary ir::Exprs: a tensor read `A(i, j)` is a load of
+// the tensor's buffer, and compute bodies use the IR's operators and
+// intrinsics. A reduction (Sum, Max, Min, Prod over ReduceAxis axes) may
+// appear once in a compute body, anywhere in it (`Sum(X(i, k), {k}) / 4.0`).
+//
+// The schedule is data: each primitive is a record (Primitive) naming its
+// stage and axes, so a schedule prints, compares and replays on a fresh
+// Schedule of the same tensor program.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/buffer.h"
+#include "kiln/ir/expr.h"
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/function.h"
+#include "kiln/ir/types.h"
+#include "kiln/support/status.h"
+
+namespace kiln::te {
+
+using ir::Expr;
+using ir::Var;
+
+// A symbolic size: an i32 scalar that becomes a scalar parameter of the
+// lowered function when a shape uses it.
+Var SizeVar(const std::string& name);
+
+// An iteration axis: a loop variable with extent [0, extent). Data-parallel
+// axes come from Compute's shape, reduction axes from ReduceAxis; split and
+// fuse derive new ones. An identity object, like ir::Var.
+class IterVarNode {
+ public:
+  Var var;
+  Expr extent;
+  bool is_reduce = false;
+  std::string name;  // unique within its stage; what schedule records use
+};
+class IterVar {
+ public:
+  IterVar() = default;
+  explicit IterVar(std::shared_ptr<IterVarNode> node) : node_(std::move(node)) {}
+  bool defined() const { return node_ != nullptr; }
+  const IterVarNode* get() const { return node_.get(); }
+  const Var& var() const { return node_->var; }
+  const Expr& extent() const { return node_->extent; }
+  bool is_reduce() const { return node_->is_reduce; }
+  const std::string& name() const { return node_->name; }
+  bool same_as(const IterVar& o) const { return node_ == o.node_; }
+  // The loop variable, so that an axis reads as an index: X(i, k).
+  operator Expr() const { return node_->var; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  std::shared_ptr<IterVarNode> node_;
+};
+
+// A reduction axis [0, extent) for Sum/Max/Min/Prod.
+IterVar ReduceAxis(Expr extent, const std::string& name);
+
+// Commutative, associative reductions with an identity. Each returns a
+// placeholder expression that Compute recognises; use it only inside a
+// compute body, at most once per body.
+Expr Sum(Expr source, const std::vector<IterVar>& axes);
+Expr Prod(Expr source, const std::vector<IterVar>& axes);
+Expr Max(Expr source, const std::vector<IterVar>& axes);
+Expr Min(Expr source, const std::vector<IterVar>& axes);
+// `Sum(x, {k})`: a braced list of axes (not an ir::Expr).
+Expr Sum(Expr source, std::initializer_list<IterVar> axes);
+Expr Prod(Expr source, std::initializer_list<IterVar> axes);
+Expr Max(Expr source, std::initializer_list<IterVar> axes);
+Expr Min(Expr source, std::initializer_list<IterVar> axes);
+
+enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin };
+std::string_view ReducerName(ReducerKind kind);
+// The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
+Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
+// combine(acc, value).
+Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value);
+
+class Tensor;
+
+// An operation producing one tensor: a placeholder (an input buffer) or a
+// compute (one element per point of its shape).
+class OperationNode {
+ public:
+  std::string name;
+  bool is_placeholder = true;
+  ir::Buffer buffer;  // the tensor's storage: a parameter when materialised
+  std::vector<IterVar> axis;         // compute: one per shape dimension
+  std::vector<IterVar> reduce_axis;  // compute: the reduction's axes
+  Expr body;  // compute: the element value; uses reduce_var when reducing
+  // A reduction: reduce_var stands for its result inside body.
+  bool has_reduction = false;
+  ReducerKind reducer = ReducerKind::kSum;
+  Expr reduce_source;
+  Var reduce_var;
+  std::vector<Tensor> inputs;  // tensors the body reads, in first-use order
+  Status error;                // a malformed definition, reported by Schedule::Create
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<const OperationNode> op) : op_(std::move(op)) {}
+  bool defined() const { return op_ != nullptr; }
+  const OperationNode* op() const { return op_.get(); }
+  const std::shared_ptr<const OperationNode>& op_ptr() const { return op_; }
+  bool same_as(const Tensor& o) const { return op_ == o.op_; }
+  const std::string& name() const { return op_->name; }
+  ir::DataType dtype() const { return op_->buffer.dtype(); }
+  const std::vector<Expr>& shape() const { return op_->buffer.shape(); }
+  int rank() const { return op_->buffer.rank(); }
+  const ir::Buffer& buffer() const { return op_->buffer; }
+
+  // The element at `indices` (a load of the tensor's buffer).
+  Expr operator()(std::vector<Expr> indices) const;
+  template <typename... Ts>
+  Expr operator()(const Ts&... indices) const {
+    return (*this)(std::vector<Expr>{Expr(indices)...});
+  }
+
+ private:
+  std::shared_ptr<const OperationNode> op_;
+};
+
+Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataType dtype);
+
+// Defines each element of a tensor of `shape`. fcompute receives one i32
+// index var per dimension (named i, j, k, l, ... unless `axis_names` says).
+using ComputeFn = std::function<Expr(const std::vector<Var>&)>;
+Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn& fcompute,
+               std::vector<std::string> axis_names = {});
+
+// ---------------------------------------------------------------------------
+// Schedules
+
+enum class ThreadAxis : uint8_t { kBlockX, kBlockY, kThreadX, kThreadY };
+std::string_view ThreadAxisName(ThreadAxis axis);  // "blockIdx.x", ...
+StatusOr<ThreadAxis> ThreadAxisFromName(std::string_view name);
+
+// One schedule primitive, as data.
+struct Primitive {
+  enum class Kind : uint8_t { kSplit, kFuse, kReorder, kBind, kUnroll, kComputeInline };
+  Kind kind = Kind::kSplit;
+  std::string stage;
+  std::vector<std::string> axes;  // split/bind/unroll: 1; fuse: 2; reorder: any
+  int64_t factor = 0;             // split
+  std::string thread;             // bind: "blockIdx.x", ...
+
+  // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "B.compute_inline()".
+  std::string ToString() const;
+  friend bool operator==(const Primitive&, const Primitive&) = default;
+};
+
+class Schedule;
+
+struct SplitResult {
+  IterVar outer, inner;
+};
+
+// A handle to one stage of a Schedule (a compute tensor). Every primitive
+// checks its arguments and returns an error naming the stage, the axis and
+// the reason, leaving the schedule as it was.
+class Stage {
+ public:
+  const std::string& name() const;
+  // Root axes of the compute (before any split or fuse).
+  IterVar axis(int i) const;
+  IterVar reduce_axis(int i) const;
+  // The current loop nest, outermost first.
+  std::vector<IterVar> leaf_axes() const;
+
+  // outer = axis / factor (extent ceil(extent / factor)), inner = axis % factor.
+  // Where factor does not divide the extent, the body is guarded.
+  StatusOr<SplitResult> Split(const IterVar& axis, int64_t factor);
+  // Two adjacent leaf axes (outer directly around inner) of the same kind.
+  StatusOr<IterVar> Fuse(const IterVar& outer, const IterVar& inner);
+  // The given leaf axes take the positions they occupy, in the given order.
+  Status Reorder(const std::vector<IterVar>& order);
+  Status Bind(const IterVar& axis, ThreadAxis thread);
+  Status Unroll(const IterVar& axis);
+  Status ComputeInline();
+
+ private:
+  friend class Schedule;
+  Stage(Schedule* schedule, int index) : schedule_(schedule), index_(index) {}
+  Schedule* schedule_;
+  int index_;
+};
+
+class Schedule {
+ public:
+  // A schedule of every compute reachable from `outputs`, nothing applied.
+  // Errors: a malformed compute definition (two reductions in one body, a
+  // reduction axis outside any reduction, ...).
+  static StatusOr<Schedule> Create(const std::vector<Tensor>& outputs);
+
+  Schedule(const Schedule&);
+  Schedule& operator=(const Schedule&);
+  Schedule(Schedule&&) noexcept;
+  Schedule& operator=(Schedule&&) noexcept;
+  ~Schedule();
+
+  // The stage of a compute tensor of this schedule; KILN_CHECKs that it is one.
+  Stage operator[](const Tensor& tensor);
+  // The stage named `name`, or an error.
+  StatusOr<Stage> FindStage(const std::string& name);
+
+  // Applies one recorded primitive (names resolved in this schedule).
+  Status Apply(const Primitive& primitive);
+  // Applies them in order; stops at the first error.
+  Status Apply(const std::vector<Primitive>& primitives);
+
+  const std::vector<Primitive>& primitives() const;
+  const std::vector<Tensor>& outputs() const;
+  // One primitive per line, in the order applied.
+  std::string ToString() const;
+  friend bool operator==(const Schedule& a, const Schedule& b) {
+    return a.primitives() == b.primitives();
+  }
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  friend class Stage;
+  Schedule();
+  std::unique_ptr<Impl> impl_;
+};
+
+// Lowers the schedule's stages that produce `outputs` to one function whose
+// parameters are `inputs` (placeholders), then `outputs` (buffers), then the
+// size vars their shapes and bodies use (i32 scalars, in order of first
+// use). Bound axes become launch loops (blocks outside threads), every other
+// axis a serial or unrolled loop in leaf order. The result passes
+// ir::Verify. Errors: a placeholder read but not in `inputs`, a compute read
+// that is neither inlined nor an output, more than one materialised stage.
+StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
+                             const std::vector<Tensor>& inputs, const std::string& name);
+
+}  // namespace kiln::te

@@ -1,0 +1,294 @@
+// Tensor expressions and schedules on the CPU: records, printing, replay,
+// errors, and lowered functions that verify and compile.
+#include <gtest/gtest.h>
+
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ir/verifier.h"
+#include "kiln/te/te.h"
+
+namespace kiln::te {
+namespace {
+
+// Whether `text` contains `part`, showing both when not.
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << part << "\" not in:\n" << text;
+}
+
+// C = A + b broadcast over rows.
+struct AddRow {
+  Var m = SizeVar("m"), n = SizeVar("n");
+  Tensor A = Placeholder("A", {m, n}, ir::kF32);
+  Tensor b = Placeholder("b", {n}, ir::kF32);
+  Tensor C = Compute("C", {m, n},
+                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+};
+
+struct Matmul {
+  Var M = SizeVar("M"), N = SizeVar("N"), K = SizeVar("K");
+  Tensor A = Placeholder("A", {M, K}, ir::kF32);
+  Tensor B = Placeholder("B", {K, N}, ir::kF32);
+  IterVar k = ReduceAxis(K, "k");
+  Tensor C = Compute("C", {M, N}, [&](const std::vector<Var>& i) {
+    return Sum(A(i[0], k) * B(k, i[1]), {k});
+  });
+};
+
+TEST(TeTest, LowersUnscheduledComputeToSerialLoops) {
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::Print(*f),
+            "fn add_row(A: buffer<f32>[m, n], b: buffer<f32>[n], C: buffer<f32>[m, n], m: i32, "
+            "n: i32) {\n"
+            "  for i in serial(0, m) {\n"
+            "    for j in serial(0, n) {\n"
+            "      C[i, j] = A[i, j] + b[j]\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+}
+
+TEST(TeTest, SplitGuardsExtentsItDoesNotDivide) {
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto j = c.Split(c.axis(1), 64);
+  ASSERT_TRUE(j.ok()) << j.status();
+  ASSERT_TRUE(c.Bind(c.axis(0), ThreadAxis::kBlockY).ok());
+  ASSERT_TRUE(c.Bind(j->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(c.Bind(j->inner, ThreadAxis::kThreadX).ok());
+  auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_TRUE(Contains(text, "for j_outer in blockIdx.x(0, (n + 63) / 64)"));
+  EXPECT_TRUE(Contains(text, "let j: i32 = j_outer * 64 + j_inner"));
+  EXPECT_TRUE(Contains(text, "if (j < n)"));
+  EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+
+  // A constant extent the factor divides needs no guard.
+  Tensor A = Placeholder("A", {128}, ir::kF32);
+  Tensor B = Compute("B", {128}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0; });
+  auto s2 = Schedule::Create({B});
+  ASSERT_TRUE(s2.ok());
+  ASSERT_TRUE((*s2)[B].Split((*s2)[B].axis(0), 32).ok());
+  auto g = Lower(*s2, {B}, {A}, "twice");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_FALSE(Contains(ir::Print(*g), "if ("));
+}
+
+TEST(TeTest, SchedulesPrintCompareAndReplay) {
+  Matmul p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto i = c.Split(c.axis(0), 8);
+  auto j = c.Split(c.axis(1), 8);
+  ASSERT_TRUE(i.ok() && j.ok());
+  ASSERT_TRUE(c.Reorder({i->outer, j->outer, i->inner, j->inner}).ok());
+  ASSERT_TRUE(c.Bind(i->outer, ThreadAxis::kBlockY).ok());
+  ASSERT_TRUE(c.Bind(j->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(c.Bind(j->inner, ThreadAxis::kThreadX).ok());
+  EXPECT_EQ(s->ToString(),
+            "C.split(i, 8)\n"
+            "C.split(j, 8)\n"
+            "C.reorder(i_outer, j_outer, i_inner, j_inner)\n"
+            "C.bind(i_outer, blockIdx.y)\n"
+            "C.bind(j_outer, blockIdx.x)\n"
+            "C.bind(i_inner, threadIdx.y)\n"
+            "C.bind(j_inner, threadIdx.x)\n");
+
+  // The same records applied to a fresh program give the same schedule and kernel.
+  Matmul q;
+  auto t = Schedule::Create({q.C});
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(*s == *t);
+  ASSERT_TRUE(t->Apply(s->primitives()).ok());
+  EXPECT_TRUE(*s == *t);
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  auto g = Lower(*t, {q.C}, {q.A, q.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ir::Print(*f), ir::Print(*g));
+  EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+}
+
+TEST(TeTest, ReductionsAccumulateInALocal) {
+  Matmul p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto k = c.Split(c.reduce_axis(0), 4);
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_TRUE(c.Unroll(k->inner).ok());
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_TRUE(Contains(text, "alloc C_acc: f32[1] local"));
+  EXPECT_TRUE(Contains(text, "C_acc[0] = 0.0"));
+  EXPECT_TRUE(Contains(text, "for k_inner in unroll(0, 4)"));
+  EXPECT_TRUE(Contains(text, "if (k < K)"));
+  EXPECT_TRUE(Contains(text, "C[i, j] = C_acc[0]"));
+  EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+}
+
+TEST(TeTest, ComputeInlineSubstitutesTheProducer) {
+  Var n = SizeVar("n");
+  Tensor A = Placeholder("A", {n}, ir::kF32);
+  Tensor B = Compute("B", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return B(i[0]) + 1.0; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  // Not inlined, B would have to be materialised.
+  auto bad = Lower(*s, {C}, {A}, "chain");
+  EXPECT_TRUE(Contains(bad.status().message(), "stage 'B' is read by 'C' but is neither"));
+  ASSERT_TRUE((*s)[B].ComputeInline().ok());
+  auto f = Lower(*s, {C}, {A}, "chain");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(Contains(ir::Print(*f), "C[i] = A[i] * 2.0 + 1.0"));
+  EXPECT_EQ(s->ToString(), "B.compute_inline()\n");
+}
+
+// Each illegal use names the stage, the axis and the reason.
+TEST(TeTest, IllegalPrimitivesAreErrors) {
+  Matmul p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto expect_error = [](const Status& st, const std::string& text) {
+    EXPECT_FALSE(st.ok());
+    EXPECT_TRUE(Contains(st.message(), text));
+  };
+  expect_error(c.Split(c.axis(0), 0).status(),
+               "split of stage 'C': axis 'i' split by 0; the factor must be positive");
+  expect_error(c.Bind(c.reduce_axis(0), ThreadAxis::kThreadX),
+               "bind of stage 'C': reduction axis 'k' cannot be bound to threadIdx.x");
+  expect_error(c.Bind(c.axis(0), ThreadAxis::kThreadX),
+               "bind of stage 'C': axis 'i' has extent M; binding it to threadIdx.x needs a "
+               "constant extent");
+  expect_error(c.Unroll(c.axis(1)), "unroll of stage 'C': axis 'j' has extent N");
+  expect_error(c.Reorder({c.reduce_axis(0), c.axis(0)}),
+               "reorder of stage 'C': it would put reduction axis 'k' outside data-parallel "
+               "axis 'j'");
+  expect_error(c.Fuse(c.axis(1), c.reduce_axis(0)).status(),
+               "fuse of stage 'C': axes 'j' and 'k' are not both");
+  expect_error(c.Fuse(c.axis(0), c.reduce_axis(0)).status(),
+               "fuse of stage 'C': axis 'i' must be directly outside 'k'");
+  expect_error(c.ComputeInline(), "compute_inline of stage 'C': the stage is a reduction");
+  auto i = c.Split(c.axis(0), 16);
+  ASSERT_TRUE(i.ok());
+  expect_error(c.Split(c.axis(0), 4).status(),
+               "split of stage 'C': axis 'i' is no longer a loop of the nest");
+  ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadX).ok());
+  expect_error(c.Unroll(i->inner), "unroll of stage 'C': axis 'i_inner' is already bound to "
+                                   "threadIdx.x");
+  auto j = c.Split(c.axis(1), 8);
+  ASSERT_TRUE(j.ok());
+  expect_error(c.Bind(j->inner, ThreadAxis::kThreadX),
+               "bind of stage 'C': threadIdx.x is already bound to axis 'i_inner'");
+  // Failed primitives leave no record.
+  EXPECT_EQ(s->ToString(), "C.split(i, 16)\nC.bind(i_inner, threadIdx.x)\nC.split(j, 8)\n");
+
+  // An axis of another stage.
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0; });
+  Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) { return Y(i[0]) + 1.0; }, {"z"});
+  auto s2 = Schedule::Create({Z});
+  ASSERT_TRUE(s2.ok());
+  Stage y = (*s2)[Y], z = (*s2)[Z];
+  expect_error(z.Reorder({y.axis(0)}), "reorder of stage 'Z': axis 'i' belongs to stage 'Y'");
+  expect_error(z.ComputeInline(), "compute_inline of stage 'Z': the stage is an output");
+  // The same launch axis bound with different extents in two stages.
+  auto ys = y.Split(y.axis(0), 32);
+  auto zs = z.Split(z.axis(0), 64);
+  ASSERT_TRUE(ys.ok() && zs.ok());
+  ASSERT_TRUE(y.Bind(ys->inner, ThreadAxis::kThreadX).ok());
+  expect_error(z.Bind(zs->inner, ThreadAxis::kThreadX),
+               "bind of stage 'Z': binding axis 'z_inner' (extent 64) to threadIdx.x, which "
+               "axis 'i_inner' of stage 'Y' binds with extent 32");
+  expect_error(y.ComputeInline(),
+               "compute_inline of stage 'Y': the stage already has loop primitives applied");
+  // Replaying a record whose stage does not exist.
+  expect_error(s2->Apply(Primitive{Primitive::Kind::kUnroll, "Q", {"i"}, 0, ""}),
+               "unroll: the schedule has no stage named 'Q'");
+}
+
+TEST(TeTest, MalformedComputesAreReportedBySchedule) {
+  Var n = SizeVar("n");
+  Tensor A = Placeholder("A", {n, n}, ir::kF32);
+  IterVar k = ReduceAxis(n, "k"), l = ReduceAxis(n, "l");
+  Tensor B = Compute("B", {n}, [&](const std::vector<Var>& i) {
+    return Sum(A(i[0], k), {k}) + Max(A(i[0], l), {l});
+  });
+  auto s = Schedule::Create({B});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.status().message(), "compute 'B': more than one reduction"));
+}
+
+TEST(TeTest, LoweringReportsMisuse) {
+  // Too many threads per workgroup: the verifier's error and the kernel.
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto i = c.Split(c.axis(0), 32);
+  auto j = c.Split(c.axis(1), 32);
+  ASSERT_TRUE(i.ok() && j.ok());
+  ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(c.Bind(j->inner, ThreadAxis::kThreadX).ok());
+  auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(Contains(f.status().message(), "lowering 'add_row': the lowered function does not "
+                                             "verify"));
+  EXPECT_TRUE(Contains(f.status().message(), "for j_inner in threadIdx.x(0, 32)"));
+
+  // A placeholder read but not passed as an input.
+  auto t = Schedule::Create({p.C});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(Contains(Lower(*t, {p.C}, {p.A}, "add_row").status().message(),
+                       "placeholder 'b' is read but not an input"));
+
+  // An index var of one compute used in another's body.
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Var leaked;
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) {
+    leaked = i[0];
+    return X(i[0]);
+  });
+  Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) { return Y(i[0]) + X(leaked); });
+  auto u = Schedule::Create({Z});
+  ASSERT_TRUE(u.ok());
+  ASSERT_TRUE((*u)[Y].ComputeInline().ok());
+  EXPECT_TRUE(Contains(Lower(*u, {Z}, {X}, "leak").status().message(),
+                       "uses axis 'i' of stage 'Y' outside that stage"));
+}
+
+TEST(TeTest, FuseMakesOneLoop) {
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  auto fused = c.Fuse(c.axis(0), c.axis(1));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  auto parts = c.Split(*fused, 128);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_TRUE(c.Bind(parts->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(c.Bind(parts->inner, ThreadAxis::kThreadX).ok());
+  auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_TRUE(Contains(text, "let i: i32 = (i_j_fused_outer * 128 + i_j_fused_inner) / n"));
+  EXPECT_TRUE(Contains(text, "if (i_j_fused_outer * 128 + i_j_fused_inner < m * n)"));
+  EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+}
+
+}  // namespace
+}  // namespace kiln::te
