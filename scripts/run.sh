@@ -3,7 +3,8 @@
 # then the devices kiln can use, real kernels through the HAL checked on the
 # default device (a CPU WebGPU implementation where no GPU is present), and
 # every example in examples/ compiled from kiln IR, run on the device and
-# checked against the interpreter.
+# checked against the interpreter, and a matmul written as a tensor
+# expression (examples/te) compiled, run and checked the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -32,4 +33,7 @@ for kir in examples/*.kir; do
     "$kiln" run "$kmod" --fn "${fns[$i]}" "${args[@]}" --check "$@" || failed=1
   done
 done
+echo
+echo "== a matmul written as a tensor expression and scheduled by hand (examples/te)"
+build/examples/te/kiln_example_te_matmul 100 77 33 || failed=1
 [ "$failed" = 0 ] && echo "all examples PASS" || { echo "some examples FAILED"; exit 1; }
