@@ -10,22 +10,8 @@
 namespace kiln::hal::cts {
 namespace {
 
-class BindingTableTest : public HalTest {
+class BindingTableTest : public AxpbTest {
  protected:
-  void SetUp() override {
-    HalTest::SetUp();
-    if (!device_) return;
-    auto exe = LoadExecutable(*device_, AxpbSpec());
-    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
-    axpb_ = *exe;
-  }
-
-  std::vector<float> RandomFloats(size_t n) {
-    std::uniform_real_distribution<float> dist(-10.f, 10.f);
-    std::vector<float> v(n);
-    for (auto& f : v) f = dist(rng_);
-    return v;
-  }
 
   // y = x * 3 + 1 over n elements, x and y from slots 0 and 1, and a second
   // dispatch z = y * -2 + 0.5 from slots 1 and 2.
@@ -41,7 +27,6 @@ class BindingTableTest : public HalTest {
     return cb;
   }
 
-  ExecutableRef axpb_;
 };
 
 TEST_F(BindingTableTest, ReplaysOverTheBuffersOfEachTable) {

@@ -48,6 +48,27 @@ class HalTest : public ::testing::Test {
 
 // y[i] = x[i] * scale + bias, over n = arrayLength elements, 64 per group.
 ExecutableSpec AxpbSpec();
+
+// A HalTest with the axpb executable loaded and random floats at hand.
+class AxpbTest : public HalTest {
+ protected:
+  void SetUp() override {
+    HalTest::SetUp();
+    if (!device_) return;
+    auto exe = LoadExecutable(*device_, AxpbSpec());
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    axpb_ = *exe;
+  }
+
+  std::vector<float> RandomFloats(size_t n) {
+    std::uniform_real_distribution<float> dist(-10.f, 10.f);
+    std::vector<float> v(n);
+    for (auto& f : v) f = dist(rng_);
+    return v;
+  }
+
+  ExecutableRef axpb_;
+};
 struct AxpbConstants {
   float scale;
   float bias;

@@ -10,22 +10,8 @@
 namespace kiln::hal::cts {
 namespace {
 
-class DispatchTest : public HalTest {
+class DispatchTest : public AxpbTest {
  protected:
-  void SetUp() override {
-    HalTest::SetUp();
-    if (!device_) return;
-    auto exe = LoadExecutable(*device_, AxpbSpec());
-    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
-    axpb_ = *exe;
-  }
-
-  std::vector<float> RandomFloats(size_t n) {
-    std::uniform_real_distribution<float> dist(-10.f, 10.f);
-    std::vector<float> v(n);
-    for (auto& f : v) f = dist(rng_);
-    return v;
-  }
 
   // Records y = x * scale + bias over n elements.
   Status RecordAxpb(CommandBuffer& cb, const BufferRef& x, const BufferRef& y, float scale,
@@ -45,7 +31,6 @@ class DispatchTest : public HalTest {
     }
   }
 
-  ExecutableRef axpb_;
 };
 
 TEST_F(DispatchTest, OneDispatchReadsBackTheRightNumbers) {
