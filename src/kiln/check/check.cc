@@ -25,7 +25,9 @@ using runtime::Kernel;
 
 namespace {
 
-ir::DataType IrType(codegen::DType t) { return *ir::DataType::FromString(DTypeName(t)); }
+ir::DataType IrType(codegen::DType t) {
+  return *ir::DataType::FromString(DTypeName(t));
+}
 
 using codegen::ParamKind;
 
@@ -73,7 +75,8 @@ std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
   if (t.is_float()) return StrCat(ElementAsDouble(t, at));
   int64_t v = 0;
   std::memcpy(&v, at, bytes_per);
-  if (bytes_per == 4) v = t.is_uint() || t == ir::kInt8x4 ? int64_t(uint32_t(v)) : int64_t(int32_t(v));
+  if (bytes_per == 4)
+    v = t.is_uint() || t == ir::kInt8x4 ? int64_t(uint32_t(v)) : int64_t(int32_t(v));
   return StrCat(v);
 }
 
@@ -121,8 +124,7 @@ BufferCheck Compare(const std::string& name, ir::DataType t, const std::vector<u
 
 // The bytes of buffer parameter `i` for these arguments, checked against
 // the device's maxBufferSize and maxStorageBufferBindingSize.
-StatusOr<uint64_t> BufferBytesWithinLimits(const Kernel& fn, size_t i,
-                                           std::span<const Arg> args) {
+StatusOr<uint64_t> BufferBytesWithinLimits(const Kernel& fn, size_t i, std::span<const Arg> args) {
   const codegen::ParamInfo& p = fn.metadata().params[i];
   KILN_ASSIGN_OR_RETURN(uint64_t elements, fn.BufferElements(i, args));
   const uint32_t bytes_per = codegen::DTypeBufferBytes(p.dtype);
@@ -230,8 +232,8 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
     const ir::DataType dtype = buffer ? params[i].buffer().dtype() : params[i].var().dtype();
     if (name != p.name || buffer != (p.kind == ParamKind::kBuffer) ||
         dtype.ToString() != DTypeName(p.dtype)) {
-      return fail("parameter ", i, " is ", p.kind == ParamKind::kBuffer ? "buffer" : "scalar",
-                  " '", p.name, "' of type ", DTypeName(p.dtype), " in the metadata but ",
+      return fail("parameter ", i, " is ", p.kind == ParamKind::kBuffer ? "buffer" : "scalar", " '",
+                  p.name, "' of type ", DTypeName(p.dtype), " in the metadata but ",
                   buffer ? "buffer" : "scalar", " '", name, "' of type ", dtype,
                   " in the source IR");
     }

@@ -1,7 +1,6 @@
 #include "kiln/codegen/extent_expr.h"
 
 #include "kiln/codegen/compiled_module.h"
-
 #include "kiln/support/int_arith.h"
 
 namespace kiln::codegen {
@@ -53,16 +52,35 @@ StatusOr<int64_t> Evaluate(const ExtentExpr& e, ExtentArgs args) {
     const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     int64_t r = 0;
     switch (op.code) {
-      case ExtentOp::Code::kAdd: r = WrapInt(ua + ub, bits, sign); break;
-      case ExtentOp::Code::kSub: r = WrapInt(ua - ub, bits, sign); break;
-      case ExtentOp::Code::kMul: r = WrapInt(ua * ub, bits, sign); break;
-      case ExtentOp::Code::kDiv: r = IntDiv(a, b, bits, sign); break;
-      case ExtentOp::Code::kMod: r = IntMod(a, b, bits, sign); break;
-      case ExtentOp::Code::kFloorDiv: r = IntFloorDiv(a, b, bits, sign); break;
-      case ExtentOp::Code::kFloorMod: r = IntFloorMod(a, b, bits, sign); break;
-      case ExtentOp::Code::kMin: r = IntMin(a, b, bits, sign); break;
-      case ExtentOp::Code::kMax: r = IntMax(a, b, bits, sign); break;
-      default: return Internal("extent '", e.text, "' has an unknown operation");
+      case ExtentOp::Code::kAdd:
+        r = WrapInt(ua + ub, bits, sign);
+        break;
+      case ExtentOp::Code::kSub:
+        r = WrapInt(ua - ub, bits, sign);
+        break;
+      case ExtentOp::Code::kMul:
+        r = WrapInt(ua * ub, bits, sign);
+        break;
+      case ExtentOp::Code::kDiv:
+        r = IntDiv(a, b, bits, sign);
+        break;
+      case ExtentOp::Code::kMod:
+        r = IntMod(a, b, bits, sign);
+        break;
+      case ExtentOp::Code::kFloorDiv:
+        r = IntFloorDiv(a, b, bits, sign);
+        break;
+      case ExtentOp::Code::kFloorMod:
+        r = IntFloorMod(a, b, bits, sign);
+        break;
+      case ExtentOp::Code::kMin:
+        r = IntMin(a, b, bits, sign);
+        break;
+      case ExtentOp::Code::kMax:
+        r = IntMax(a, b, bits, sign);
+        break;
+      default:
+        return Internal("extent '", e.text, "' has an unknown operation");
     }
     stack[top - 1] = r;
   }
@@ -74,8 +92,7 @@ Status Validate(const ExtentExpr& e, const std::vector<bool>& integer_params) {
   size_t depth = 0;
   for (const ExtentOp& op : e.ops) {
     if (static_cast<uint8_t>(op.code) > ExtentOp::kLastCode) {
-      return DataLoss("extent '", e.text, "' has an unknown operation ",
-                      static_cast<int>(op.code));
+      return DataLoss("extent '", e.text, "' has an unknown operation ", static_cast<int>(op.code));
     }
     if (op.bits != 32 && op.bits != 64) {
       return DataLoss("extent '", e.text, "' has an operation of ", int{op.bits}, " bits");
@@ -106,12 +123,18 @@ Status Validate(const ExtentExpr& e, const std::vector<bool>& integer_params) {
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kU32: return "u32";
-    case DType::kBool: return "bool";
-    case DType::kInt8x4: return "int8x4";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kU32:
+      return "u32";
+    case DType::kBool:
+      return "bool";
+    case DType::kInt8x4:
+      return "int8x4";
   }
   return "?";
 }
@@ -123,6 +146,8 @@ std::optional<DType> DTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
-uint32_t DTypeBufferBytes(DType t) { return t == DType::kF16 ? 2 : 4; }
+uint32_t DTypeBufferBytes(DType t) {
+  return t == DType::kF16 ? 2 : 4;
+}
 
 }  // namespace kiln::codegen

@@ -33,7 +33,7 @@ struct ExtentOp {
   static constexpr uint8_t kLastCode = 11;
 
   Code code = Code::kConst;
-  uint8_t bits = 32;  // the type of the result: 32 or 64 bits,
+  uint8_t bits = 32;      // the type of the result: 32 or 64 bits,
   bool is_signed = true;  // signed or unsigned
   int64_t value = 0;
 

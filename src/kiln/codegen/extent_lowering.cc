@@ -46,16 +46,35 @@ class Lowerer {
     }
     if (const auto* bin = e.as<ir::BinaryNode>()) {
       switch (bin->op) {
-        case ir::BinaryOp::kAdd: op.code = ExtentOp::Code::kAdd; break;
-        case ir::BinaryOp::kSub: op.code = ExtentOp::Code::kSub; break;
-        case ir::BinaryOp::kMul: op.code = ExtentOp::Code::kMul; break;
-        case ir::BinaryOp::kDiv: op.code = ExtentOp::Code::kDiv; break;
-        case ir::BinaryOp::kMod: op.code = ExtentOp::Code::kMod; break;
-        case ir::BinaryOp::kFloorDiv: op.code = ExtentOp::Code::kFloorDiv; break;
-        case ir::BinaryOp::kFloorMod: op.code = ExtentOp::Code::kFloorMod; break;
-        case ir::BinaryOp::kMin: op.code = ExtentOp::Code::kMin; break;
-        case ir::BinaryOp::kMax: op.code = ExtentOp::Code::kMax; break;
-        default: return Refuse(e, StrCat("it uses '", ir::BinaryOpName(bin->op), "'"));
+        case ir::BinaryOp::kAdd:
+          op.code = ExtentOp::Code::kAdd;
+          break;
+        case ir::BinaryOp::kSub:
+          op.code = ExtentOp::Code::kSub;
+          break;
+        case ir::BinaryOp::kMul:
+          op.code = ExtentOp::Code::kMul;
+          break;
+        case ir::BinaryOp::kDiv:
+          op.code = ExtentOp::Code::kDiv;
+          break;
+        case ir::BinaryOp::kMod:
+          op.code = ExtentOp::Code::kMod;
+          break;
+        case ir::BinaryOp::kFloorDiv:
+          op.code = ExtentOp::Code::kFloorDiv;
+          break;
+        case ir::BinaryOp::kFloorMod:
+          op.code = ExtentOp::Code::kFloorMod;
+          break;
+        case ir::BinaryOp::kMin:
+          op.code = ExtentOp::Code::kMin;
+          break;
+        case ir::BinaryOp::kMax:
+          op.code = ExtentOp::Code::kMax;
+          break;
+        default:
+          return Refuse(e, StrCat("it uses '", ir::BinaryOpName(bin->op), "'"));
       }
       KILN_RETURN_IF_ERROR(Lower(bin->a, depth + 1));
       KILN_RETURN_IF_ERROR(Lower(bin->b, depth + 1));

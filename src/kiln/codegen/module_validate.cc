@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "kiln/codegen/kernel_abi.h"
 
@@ -106,7 +106,6 @@ Status ValidateModule(const CompiledModule& module) {
   return Status::Ok();
 }
 
-
 StatusOr<std::string> FitsLimits(const KernelMetadata& m, const TargetLimits& limits) {
   const auto& w = m.workgroup_size;
   const uint64_t invocations = uint64_t{w[0]} * w[1] * w[2];
@@ -126,8 +125,10 @@ StatusOr<std::string> FitsLimits(const KernelMetadata& m, const TargetLimits& li
   uint32_t buffers = 0;
   for (const ParamInfo& p : m.params) buffers += p.kind == ParamKind::kBuffer ? 1 : 0;
   if (buffers > limits.max_storage_buffers_per_stage) {
-    return StrCat(buffers, " storage buffers, more than the device's "
-                  "maxStorageBuffersPerShaderStage of ", limits.max_storage_buffers_per_stage);
+    return StrCat(buffers,
+                  " storage buffers, more than the device's "
+                  "maxStorageBuffersPerShaderStage of ",
+                  limits.max_storage_buffers_per_stage);
   }
   return std::string();
 }

@@ -7,7 +7,9 @@
 namespace kiln::hal {
 namespace {
 
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t AlignUp(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 std::string_view BindingKindName(BindingKind kind) {
   switch (kind) {
@@ -40,8 +42,8 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
                            bindings.size());
   }
   if (ep.uniform_binding < 0 && !constants.empty()) {
-    return InvalidArgument(where(), ": the entry point takes no constants, got ",
-                           constants.size(), " bytes");
+    return InvalidArgument(where(), ": the entry point takes no constants, got ", constants.size(),
+                           " bytes");
   }
   if (ep.uniform_binding >= 0 && constants.size() > ep.layout.constants_size) {
     return InvalidArgument(where(), ": ", constants.size(), " bytes of constants exceed its ",
@@ -62,8 +64,7 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
     if (binding.slot != kNoSlot) {
       // Sizes and usage are checked against the table at submit.
       if (binding.buffer) {
-        return InvalidArgument(at(), ": names both a buffer and binding-table slot ",
-                               binding.slot);
+        return InvalidArgument(at(), ": names both a buffer and binding-table slot ", binding.slot);
       }
       if (binding.length == 0) return InvalidArgument(at(), ": an empty range");
       if (binding.length != kWholeBuffer &&
@@ -100,7 +101,8 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
       for (size_t j = 0; j < ep.layout.bindings.size(); ++j) {
         if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
         const BufferBinding& o = bindings[other++];
-        if (j != i && o.buffer == binding.buffer && ep.layout.bindings[j] != BindingKind::kStorage) {
+        if (j != i && o.buffer == binding.buffer &&
+            ep.layout.bindings[j] != BindingKind::kStorage) {
           return InvalidArgument(at(), ": the buffer is also bound read-only at binding ", j,
                                  "; a written buffer cannot be read through another binding");
         }
@@ -133,8 +135,8 @@ Status ValidateIndirect(const BufferRef& indirect, uint64_t offset) {
   return Status();
 }
 
-Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length,
-                    const void* pattern, size_t pattern_length) {
+Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length, const void* pattern,
+                    size_t pattern_length) {
   if (!target) return InvalidArgument("fill: no target buffer");
   if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
     return InvalidArgument("fill: pattern length ", pattern_length, " is not 1, 2 or 4 bytes");

@@ -25,8 +25,8 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
 Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_point, uint32_t x,
                                uint32_t y, uint32_t z);
 Status ValidateIndirect(const BufferRef& indirect, uint64_t offset);
-Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length,
-                    const void* pattern, size_t pattern_length);
+Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length, const void* pattern,
+                    size_t pattern_length);
 Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size);
 Status ValidateCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
                     uint64_t target_offset, uint64_t length);

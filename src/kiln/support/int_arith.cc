@@ -11,7 +11,9 @@ int64_t MinSigned(int bits) {
 
 // Unsigned values are zero-extended, so bit 63 is only ever set for u64;
 // compare those as unsigned.
-bool IsUnsigned64(int bits, bool is_signed) { return !is_signed && bits >= 64; }
+bool IsUnsigned64(int bits, bool is_signed) {
+  return !is_signed && bits >= 64;
+}
 
 }  // namespace
 

@@ -15,22 +15,21 @@
 
 namespace kiln {
 
-#define KILN_ASSERT_OK(expr)               \
-  do {                                     \
-    ::kiln::Status kiln_s_ = (expr);       \
-    ASSERT_TRUE(kiln_s_.ok()) << kiln_s_;  \
+#define KILN_ASSERT_OK(expr)              \
+  do {                                    \
+    ::kiln::Status kiln_s_ = (expr);      \
+    ASSERT_TRUE(kiln_s_.ok()) << kiln_s_; \
   } while (0)
-#define KILN_EXPECT_OK(expr)               \
-  do {                                     \
-    ::kiln::Status kiln_s_ = (expr);       \
-    EXPECT_TRUE(kiln_s_.ok()) << kiln_s_;  \
+#define KILN_EXPECT_OK(expr)              \
+  do {                                    \
+    ::kiln::Status kiln_s_ = (expr);      \
+    EXPECT_TRUE(kiln_s_.ok()) << kiln_s_; \
   } while (0)
 
 // Unwraps a StatusOr inside a test, failing it on error.
-#define KILN_ASSERT_OK_AND_ASSIGN(lhs, expr)                         \
-  auto KILN_CONCAT(so_, __LINE__) = (expr);                          \
-  ASSERT_TRUE(KILN_CONCAT(so_, __LINE__).ok())                       \
-      << KILN_CONCAT(so_, __LINE__).status().ToString();             \
+#define KILN_ASSERT_OK_AND_ASSIGN(lhs, expr)                                                      \
+  auto KILN_CONCAT(so_, __LINE__) = (expr);                                                       \
+  ASSERT_TRUE(KILN_CONCAT(so_, __LINE__).ok()) << KILN_CONCAT(so_, __LINE__).status().ToString(); \
   lhs = std::move(KILN_CONCAT(so_, __LINE__)).value()
 
 // Success when `status` has `code` and its message contains `fragment`.

@@ -9,12 +9,12 @@
 namespace kiln {
 
 struct TargetLimits {
-  uint32_t max_invocations_per_workgroup = 256;  // maxComputeInvocationsPerWorkgroup
-  uint32_t max_workgroup_size_x = 256;           // maxComputeWorkgroupSizeX
-  uint32_t max_workgroup_size_y = 256;           // maxComputeWorkgroupSizeY
-  uint32_t max_workgroup_size_z = 64;            // maxComputeWorkgroupSizeZ
-  uint32_t max_workgroup_storage_bytes = 16384;  // maxComputeWorkgroupStorageSize
-  uint32_t max_storage_buffers_per_stage = 8;    // maxStorageBuffersPerShaderStage
+  uint32_t max_invocations_per_workgroup = 256;          // maxComputeInvocationsPerWorkgroup
+  uint32_t max_workgroup_size_x = 256;                   // maxComputeWorkgroupSizeX
+  uint32_t max_workgroup_size_y = 256;                   // maxComputeWorkgroupSizeY
+  uint32_t max_workgroup_size_z = 64;                    // maxComputeWorkgroupSizeZ
+  uint32_t max_workgroup_storage_bytes = 16384;          // maxComputeWorkgroupStorageSize
+  uint32_t max_storage_buffers_per_stage = 8;            // maxStorageBuffersPerShaderStage
   uint64_t max_storage_buffer_binding_size = 134217728;  // maxStorageBufferBindingSize
   uint32_t min_storage_buffer_offset_alignment = 256;    // minStorageBufferOffsetAlignment
 };

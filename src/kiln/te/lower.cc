@@ -163,8 +163,8 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
     Stmt update = ir::StoreNode::make(
         acc, {0}, ReducerCombine(op->reducer, acc0, inliner.MutateExpr(op->reduce_source)));
     ir::VarMap result{{op->reduce_var.get(), acc0}};
-    Stmt store = ir::StoreNode::make(out, out_indices,
-                                     inliner.MutateExpr(ir::Substitute(op->body, result)));
+    Stmt store =
+        ir::StoreNode::make(out, out_indices, inliner.MutateExpr(ir::Substitute(op->body, result)));
     inner = ir::AllocateNode::make(
         acc, ir::MakeSeq({ir::StoreNode::make(acc, {0}, ReducerIdentity(op->reducer, acc_type)),
                           nest(reduce_loops, wrap(true, update)), store}));
@@ -200,7 +200,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
   std::unordered_set<const OperationNode*> visited;
   Status error;
   std::function<void(const Tensor&, const Tensor*)> visit = [&](const Tensor& t,
-                                                                 const Tensor* reader) {
+                                                                const Tensor* reader) {
     if (!error.ok() || !visited.insert(t.op()).second) return;
     if (t.op()->is_placeholder) {
       for (const Tensor& in : inputs) {

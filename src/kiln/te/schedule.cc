@@ -18,27 +18,39 @@ using Kind = Primitive::Kind;
 
 std::string_view KindName(Kind kind) {
   switch (kind) {
-    case Kind::kSplit: return "split";
-    case Kind::kFuse: return "fuse";
-    case Kind::kReorder: return "reorder";
-    case Kind::kBind: return "bind";
-    case Kind::kUnroll: return "unroll";
-    case Kind::kComputeInline: return "compute_inline";
+    case Kind::kSplit:
+      return "split";
+    case Kind::kFuse:
+      return "fuse";
+    case Kind::kReorder:
+      return "reorder";
+    case Kind::kBind:
+      return "bind";
+    case Kind::kUnroll:
+      return "unroll";
+    case Kind::kComputeInline:
+      return "compute_inline";
   }
   return "?";
 }
 
 ir::LoopKind LoopKindOf(ThreadAxis axis) {
   switch (axis) {
-    case ThreadAxis::kBlockX: return ir::LoopKind::kBlockX;
-    case ThreadAxis::kBlockY: return ir::LoopKind::kBlockY;
-    case ThreadAxis::kThreadX: return ir::LoopKind::kThreadX;
-    case ThreadAxis::kThreadY: return ir::LoopKind::kThreadY;
+    case ThreadAxis::kBlockX:
+      return ir::LoopKind::kBlockX;
+    case ThreadAxis::kBlockY:
+      return ir::LoopKind::kBlockY;
+    case ThreadAxis::kThreadX:
+      return ir::LoopKind::kThreadX;
+    case ThreadAxis::kThreadY:
+      return ir::LoopKind::kThreadY;
   }
   return ir::LoopKind::kSerial;
 }
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::string Quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 int Position(const std::vector<IterVar>& axes, const IterVarNode* node) {
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -113,8 +125,8 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       r.kind = Relation::Kind::kSplit;
       r.parent = axis;
       r.factor = p.factor;
-      r.outer = NewAxis(stage, axis.name() + "_outer", (axis.extent() + (f - 1)) / f,
-                        axis.is_reduce());
+      r.outer =
+          NewAxis(stage, axis.name() + "_outer", (axis.extent() + (f - 1)) / f, axis.is_reduce());
       r.inner = NewAxis(stage, axis.name() + "_inner", f, axis.is_reduce());
       stage.leaves[pos] = r.outer;
       stage.leaves.insert(stage.leaves.begin() + pos + 1, r.inner);
@@ -185,8 +197,8 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       const ir::LoopKind kind = LoopKindOf(thread);
       const std::string to = " to " + p.thread;
       if (axis.is_reduce()) {
-        return InvalidArgument(at, ": reduction axis ", Quote(axis.name()), " cannot be bound",
-                               to, "; reduction axes stay serial in this version");
+        return InvalidArgument(at, ": reduction axis ", Quote(axis.name()), " cannot be bound", to,
+                               "; reduction axes stay serial in this version");
       }
       KILN_RETURN_IF_ERROR(not_annotated(axis));
       if (ir::IsThreadIdx(kind) && !ConstInt(axis.extent()).has_value()) {
@@ -207,8 +219,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                    Quote(prev->name()), "; axis ", Quote(axis.name()),
                                    " cannot be bound to it too");
           }
-          if (!ir::StructurallyEqual(ir::Simplify(prev->extent()),
-                                     ir::Simplify(axis.extent()))) {
+          if (!ir::StructurallyEqual(ir::Simplify(prev->extent()), ir::Simplify(axis.extent()))) {
             return InvalidArgument(at, ": binding axis ", Quote(axis.name()), " (extent ",
                                    ir::Print(axis.extent()), ")", to, ", which axis ",
                                    Quote(prev->name()), " of stage ", Quote(other.name()),
@@ -258,8 +269,8 @@ std::string_view ThreadAxisName(ThreadAxis axis) {
 }
 
 StatusOr<ThreadAxis> ThreadAxisFromName(std::string_view name) {
-  for (ThreadAxis a : {ThreadAxis::kBlockX, ThreadAxis::kBlockY, ThreadAxis::kThreadX,
-                       ThreadAxis::kThreadY}) {
+  for (ThreadAxis a :
+       {ThreadAxis::kBlockX, ThreadAxis::kBlockY, ThreadAxis::kThreadX, ThreadAxis::kThreadY}) {
     if (ThreadAxisName(a) == name) return a;
   }
   return InvalidArgument("'", name,
@@ -374,8 +385,12 @@ Status Schedule::Apply(const std::vector<Primitive>& primitives) {
   return Status::Ok();
 }
 
-const std::vector<Primitive>& Schedule::primitives() const { return impl_->primitives; }
-const std::vector<Tensor>& Schedule::outputs() const { return impl_->outputs; }
+const std::vector<Primitive>& Schedule::primitives() const {
+  return impl_->primitives;
+}
+const std::vector<Tensor>& Schedule::outputs() const {
+  return impl_->outputs;
+}
 
 std::string Schedule::ToString() const {
   std::string out;
@@ -413,7 +428,9 @@ StatusOr<std::string> AxisName(const Schedule::Impl& impl, int index, const Iter
 
 }  // namespace
 
-const std::string& Stage::name() const { return schedule_->impl_->stages[index_].name(); }
+const std::string& Stage::name() const {
+  return schedule_->impl_->stages[index_].name();
+}
 
 IterVar Stage::axis(int i) const {
   const auto& axes = schedule_->impl_->stages[index_].tensor.op()->axis;
@@ -427,7 +444,9 @@ IterVar Stage::reduce_axis(int i) const {
   return axes[i];
 }
 
-std::vector<IterVar> Stage::leaf_axes() const { return schedule_->impl_->stages[index_].leaves; }
+std::vector<IterVar> Stage::leaf_axes() const {
+  return schedule_->impl_->stages[index_].leaves;
+}
 
 StatusOr<SplitResult> Stage::Split(const IterVar& axis, int64_t factor) {
   KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "split"));

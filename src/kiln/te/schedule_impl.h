@@ -16,7 +16,7 @@ struct Relation {
   enum class Kind : uint8_t { kSplit, kFuse } kind = Kind::kSplit;
   IterVar parent;  // split
   IterVar outer, inner;
-  IterVar fused;   // fuse
+  IterVar fused;  // fuse
   int64_t factor = 0;
 };
 

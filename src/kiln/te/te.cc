@@ -68,7 +68,9 @@ void Register(const std::shared_ptr<const OperationNode>& op) {
 
 }  // namespace
 
-Var SizeVar(const std::string& name) { return Var(name, ir::kI32); }
+Var SizeVar(const std::string& name) {
+  return Var(name, ir::kI32);
+}
 
 IterVar ReduceAxis(Expr extent, const std::string& name) {
   auto node = std::make_shared<IterVarNode>();
@@ -107,10 +109,14 @@ Expr Min(Expr source, std::initializer_list<IterVar> axes) {
 
 std::string_view ReducerName(ReducerKind kind) {
   switch (kind) {
-    case ReducerKind::kSum: return "sum";
-    case ReducerKind::kProd: return "prod";
-    case ReducerKind::kMax: return "max";
-    case ReducerKind::kMin: return "min";
+    case ReducerKind::kSum:
+      return "sum";
+    case ReducerKind::kProd:
+      return "prod";
+    case ReducerKind::kMax:
+      return "max";
+    case ReducerKind::kMin:
+      return "min";
   }
   return "?";
 }
@@ -132,8 +138,7 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
       const int bits = dtype.bits;
       if (dtype.is_uint()) {
         // The highest unsigned value, as the int64 whose low bits it is.
-        const int64_t highest =
-            bits >= 64 ? -1 : static_cast<int64_t>((uint64_t{1} << bits) - 1);
+        const int64_t highest = bits >= 64 ? -1 : static_cast<int64_t>((uint64_t{1} << bits) - 1);
         return ir::IntConst(dtype, max ? 0 : highest);
       }
       const int64_t highest =
@@ -146,10 +151,14 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
 
 Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
   switch (kind) {
-    case ReducerKind::kSum: return acc + value;
-    case ReducerKind::kProd: return acc * value;
-    case ReducerKind::kMax: return ir::Max(acc, value);
-    case ReducerKind::kMin: return ir::Min(acc, value);
+    case ReducerKind::kSum:
+      return acc + value;
+    case ReducerKind::kProd:
+      return acc * value;
+    case ReducerKind::kMax:
+      return ir::Max(acc, value);
+    case ReducerKind::kMin:
+      return ir::Min(acc, value);
   }
   return Expr();
 }

@@ -103,10 +103,10 @@ class OperationNode {
  public:
   std::string name;
   bool is_placeholder = true;
-  ir::Buffer buffer;  // the tensor's storage: a parameter when materialised
+  ir::Buffer buffer;                 // the tensor's storage: a parameter when materialised
   std::vector<IterVar> axis;         // compute: one per shape dimension
   std::vector<IterVar> reduce_axis;  // compute: the reduction's axes
-  Expr body;  // compute: the element value; uses reduce_var when reducing
+  Expr body;                         // compute: the element value; uses reduce_var when reducing
   // A reduction: reduce_var stands for its result inside body.
   bool has_reduction = false;
   ReducerKind reducer = ReducerKind::kSum;

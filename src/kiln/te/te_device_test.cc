@@ -121,8 +121,8 @@ TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
   Tensor b = Placeholder("b", {n}, ir::kF32);
-  Tensor C = Compute("C", {m, n},
-                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+  Tensor C =
+      Compute("C", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
   auto s = Schedule::Create({C});
   ASSERT_TRUE(s.ok()) << s.status();
   Stage c = (*s)[C];
@@ -149,8 +149,8 @@ TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
 TEST_F(TeDeviceTest, ComputeInlineFusesAChain) {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
-  Tensor B = Compute("B", {m, n},
-                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0 - 1.0; });
+  Tensor B =
+      Compute("B", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0 - 1.0; });
   Tensor C = Compute("C", {m, n}, [&](const std::vector<Var>& i) {
     return ir::Max(B(i[0], i[1]), ir::FloatConst(ir::kF32, 0.0));
   });
@@ -184,9 +184,8 @@ TEST_F(TeDeviceTest, MatmulSplitAndBound) {
     Tensor A = Placeholder("A", {M, K}, ir::kF32);
     Tensor B = Placeholder("B", {K, N}, ir::kF32);
     IterVar k = ReduceAxis(K, "k");
-    Tensor C = Compute("C", {M, N}, [&](const std::vector<Var>& i) {
-      return Sum(A(i[0], k) * B(k, i[1]), {k});
-    });
+    Tensor C = Compute(
+        "C", {M, N}, [&](const std::vector<Var>& i) { return Sum(A(i[0], k) * B(k, i[1]), {k}); });
     auto s = Schedule::Create({C});
     ASSERT_TRUE(s.ok()) << s.status();
     Stage c = (*s)[C];

@@ -1,11 +1,12 @@
 // Tensor expressions and schedules on the CPU: records, printing, replay,
 // errors, and lowered functions that verify and compile.
+#include "kiln/te/te.h"
+
 #include <gtest/gtest.h>
 
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
-#include "kiln/te/te.h"
 
 namespace kiln::te {
 namespace {
@@ -21,8 +22,8 @@ struct AddRow {
   Var m = SizeVar("m"), n = SizeVar("n");
   Tensor A = Placeholder("A", {m, n}, ir::kF32);
   Tensor b = Placeholder("b", {n}, ir::kF32);
-  Tensor C = Compute("C", {m, n},
-                     [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+  Tensor C =
+      Compute("C", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
 };
 
 struct Matmul {
@@ -30,9 +31,8 @@ struct Matmul {
   Tensor A = Placeholder("A", {M, K}, ir::kF32);
   Tensor B = Placeholder("B", {K, N}, ir::kF32);
   IterVar k = ReduceAxis(K, "k");
-  Tensor C = Compute("C", {M, N}, [&](const std::vector<Var>& i) {
-    return Sum(A(i[0], k) * B(k, i[1]), {k});
-  });
+  Tensor C = Compute("C", {M, N},
+                     [&](const std::vector<Var>& i) { return Sum(A(i[0], k) * B(k, i[1]), {k}); });
 };
 
 TEST(TeTest, LowersUnscheduledComputeToSerialLoops) {
@@ -186,8 +186,9 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   expect_error(c.Split(c.axis(0), 4).status(),
                "split of stage 'C': axis 'i' is no longer a loop of the nest");
   ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadX).ok());
-  expect_error(c.Unroll(i->inner), "unroll of stage 'C': axis 'i_inner' is already bound to "
-                                   "threadIdx.x");
+  expect_error(c.Unroll(i->inner),
+               "unroll of stage 'C': axis 'i_inner' is already bound to "
+               "threadIdx.x");
   auto j = c.Split(c.axis(1), 8);
   ASSERT_TRUE(j.ok());
   expect_error(c.Bind(j->inner, ThreadAxis::kThreadX),
@@ -245,8 +246,9 @@ TEST(TeTest, LoweringReportsMisuse) {
   ASSERT_TRUE(c.Bind(j->inner, ThreadAxis::kThreadX).ok());
   auto f = Lower(*s, {p.C}, {p.A, p.b}, "add_row");
   ASSERT_FALSE(f.ok());
-  EXPECT_TRUE(Contains(f.status().message(), "lowering 'add_row': the lowered function does not "
-                                             "verify"));
+  EXPECT_TRUE(Contains(f.status().message(),
+                       "lowering 'add_row': the lowered function does not "
+                       "verify"));
   EXPECT_TRUE(Contains(f.status().message(), "for j_inner in threadIdx.x(0, 32)"));
 
   // A placeholder read but not passed as an input.

@@ -1,10 +1,9 @@
 // Binding tables: reusable command buffers recorded against slots and
 // replayed with other buffers, and every wrong table refused at submit,
 // before anything runs.
-#include "kiln/hal/cts/cts_util.h"
-
 #include <cmath>
 
+#include "kiln/hal/cts/cts_util.h"
 #include "kiln/hal/queue.h"
 
 namespace kiln::hal::cts {
@@ -12,7 +11,6 @@ namespace {
 
 class BindingTableTest : public AxpbTest {
  protected:
-
   // y = x * 3 + 1 over n elements, x and y from slots 0 and 1, and a second
   // dispatch z = y * -2 + 0.5 from slots 1 and 2.
   std::unique_ptr<CommandBuffer> RecordChain(uint32_t n) {
@@ -26,7 +24,6 @@ class BindingTableTest : public AxpbTest {
     EXPECT_TRUE(cb->End().ok());
     return cb;
   }
-
 };
 
 TEST_F(BindingTableTest, ReplaysOverTheBuffersOfEachTable) {

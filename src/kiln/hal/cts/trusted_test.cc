@@ -3,10 +3,10 @@
 // an out-of-bounds write inside its binding, as WebGPU promises. (What an
 // out-of-bounds access does in trusted mode is undefined, so it is not
 // tested.)
-#include "kiln/hal/cts/cts_util.h"
-
 #include <cstdlib>
 #include <string>
+
+#include "kiln/hal/cts/cts_util.h"
 
 namespace kiln::hal::cts {
 namespace {
