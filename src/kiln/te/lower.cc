@@ -241,6 +241,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
 
   std::vector<ir::Param> params;
   std::vector<ir::Buffer> buffers;
+  buffers.reserve(inputs.size() + outputs.size());
   for (const Tensor& t : inputs) buffers.push_back(t.buffer());
   for (const Tensor& t : outputs) buffers.push_back(t.buffer());
   FreeVars free;

@@ -59,7 +59,7 @@ int Position(const std::vector<IterVar>& axes, const IterVarNode* node) {
   return -1;
 }
 
-IterVar NewAxis(StageState& stage, std::string name, Expr extent, bool is_reduce) {
+IterVar NewAxis(StageState& stage, const std::string& name, const Expr& extent, bool is_reduce) {
   auto taken = [&](const std::string& n) {
     return std::any_of(stage.all_axes.begin(), stage.all_axes.end(),
                        [&](const IterVar& a) { return a.name() == n; });

@@ -258,7 +258,7 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     UseCollector outside;
     outside.VisitExpr(body);
     for (const ir::VarNode* v : outside.vars) {
-      if (v->dtype == ir::kI32 && v->name.size() > 0) {
+      if (v->dtype == ir::kI32 && !v->name.empty()) {
         bool reduce_axis_of_other = false;
         for (const IterVar& r : op->reduce_axis) {
           if (r.var().get() == v) reduce_axis_of_other = true;

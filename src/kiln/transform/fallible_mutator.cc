@@ -16,7 +16,9 @@ StatusOr<ir::Function> RewriteFunction(const ir::Function& function, FallibleMut
     params.push_back(ir::Param::FromBuffer(buffer));
   }
   ir::Stmt body = mutator.MutateStmt(function.body());
-  KILN_RETURN_IF_ERROR_CTX(mutator.status(), pass, " of '", function.name(), "'");
+  if (!mutator.status().ok()) {
+    return mutator.status().WithContext(StrCat(pass, " of '", function.name(), "'"));
+  }
   ir::Function result = params_changed ? function.WithParams(std::move(params)) : function;
   return result.WithBody(std::move(body));
 }
