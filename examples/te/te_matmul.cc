@@ -120,5 +120,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "out of host memory\n");
     return 1;
+  } catch (...) {
+    std::fprintf(stderr, "unexpected exception\n");
+    return 1;
   }
 }
