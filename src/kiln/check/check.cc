@@ -276,26 +276,24 @@ StatusOr<std::vector<Arg>> ScalarArgs(const codegen::KernelMetadata& md,
 
 namespace {
 
-// RunAndCheck, and RunOnDevice when `source` is null.
-StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
-                          const CheckOptions& options) {
-  KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
+// The call's arguments on fresh device buffers filled from options.inputs,
+// random data or the poison; with `ref_args`, the interpreter's arguments too
+// (host copies of the same data).
+StatusOr<std::vector<Arg>> MakeArgs(const Kernel& fn, const CheckOptions& options,
+                                    std::mt19937_64& rng,
+                                    std::vector<interp::ArgValue>* ref_args) {
   const codegen::KernelMetadata& md = fn.metadata();
-  CheckResult result;
-  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
-  std::mt19937_64 rng(result.seed);
-
   // Scalars first: buffer sizes depend on them.
   KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, ScalarArgs(md, options.scalar_args));
-  std::vector<interp::ArgValue> ref_args(md.params.size());
-  for (size_t i = 0; i < md.params.size(); ++i) {
+  if (ref_args != nullptr) ref_args->assign(md.params.size(), interp::ArgValue{});
+  for (size_t i = 0; ref_args != nullptr && i < md.params.size(); ++i) {
     if (args[i].is_buffer()) continue;
     std::visit(
         [&](auto v) {
           using T = decltype(v);
-          if constexpr (std::is_same_v<T, int32_t>) ref_args[i] = interp::Value::I32(v);
-          if constexpr (std::is_same_v<T, uint32_t>) ref_args[i] = interp::Value::U32(v);
-          if constexpr (std::is_same_v<T, float>) ref_args[i] = interp::Value::F32(v);
+          if constexpr (std::is_same_v<T, int32_t>) (*ref_args)[i] = interp::Value::I32(v);
+          if constexpr (std::is_same_v<T, uint32_t>) (*ref_args)[i] = interp::Value::U32(v);
+          if constexpr (std::is_same_v<T, float>) (*ref_args)[i] = interp::Value::F32(v);
         },
         args[i].scalar);
   }
@@ -358,8 +356,21 @@ StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
                                                      std::max<uint64_t>(host.bytes.size(), 4)));
     if (!host.bytes.empty()) KILN_RETURN_IF_ERROR(hal::Upload(fn.device(), buffer, 0, host.bytes));
     args[i] = Arg::Buffer(buffer);
-    ref_args[i] = std::move(host);
+    if (ref_args != nullptr) (*ref_args)[i] = std::move(host);
   }
+  return args;
+}
+
+// RunAndCheck, and RunOnDevice when `source` is null.
+StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
+                          const CheckOptions& options) {
+  KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
+  const codegen::KernelMetadata& md = fn.metadata();
+  CheckResult result;
+  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
+  std::mt19937_64 rng(result.seed);
+  std::vector<interp::ArgValue> ref_args;
+  KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, MakeArgs(fn, options, rng, &ref_args));
 
   auto t0 = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(fn.Call(args));
@@ -405,6 +416,14 @@ StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
 
 StatusOr<CheckResult> RunOnDevice(const Kernel& fn, const CheckOptions& options) {
   return Run(fn, nullptr, options);
+}
+
+StatusOr<std::vector<Arg>> MakeCallArgs(const Kernel& fn, const CheckOptions& options,
+                                        uint64_t* seed) {
+  const uint64_t used = options.seed ? options.seed : std::random_device{}() | 1;
+  if (seed != nullptr) *seed = used;
+  std::mt19937_64 rng(used);
+  return MakeArgs(fn, options, rng, nullptr);
 }
 
 std::string CheckResult::Summary() const {

@@ -92,6 +92,13 @@ StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
 // written buffers are in `outputs`. The same errors.
 StatusOr<CheckResult> RunOnDevice(const Kernel& fn, const CheckOptions& options);
 
+// The arguments of a call on fresh device buffers, filled as RunAndCheck
+// fills them (options.inputs, else random data; written buffers poisoned),
+// every size checked against the device's limits first. Sets `seed` (when
+// not null) to the seed used. The same errors.
+StatusOr<std::vector<Arg>> MakeCallArgs(const Kernel& fn, const CheckOptions& options,
+                                        uint64_t* seed = nullptr);
+
 // The arguments of a call whose scalars come from `scalar_args` (by name, as
 // text); buffer parameters' entries are Arg::Buffer(nullptr). Errors: a name
 // that is not a scalar parameter, a missing or invalid value, naming the
