@@ -53,7 +53,8 @@ expect_error() {
 run_v=("$kiln" run "$tmp/v.kmod" --fn vector_add)
 
 # --help on every command: its usage, on stdout, exit 0.
-for cmd in info demo compile run "bench dispatch" "bench matmul" "bench compile" bench; do
+for cmd in info demo compile run "bench dispatch" "bench matmul" "bench compile" "bench kernel" \
+  bench; do
   out=$("$kiln" $cmd --help 2>&1) || fail "kiln $cmd --help exited non-zero: $out"
   grep -q "usage: kiln ${cmd%% *}" <<<"$out" || fail "kiln $cmd --help printed no usage: $out"
   "$kiln" $cmd -h >/dev/null 2>&1 || fail "kiln $cmd -h exited non-zero"
@@ -181,5 +182,102 @@ expect_error "nine buffers for eight" "function 'nine'.*9 buffer parameters.*8 s
   "$kiln" compile "$tmp/nine.kir" -o "$tmp/nine.kmod"
 "$kiln" compile "$tmp/nine.kir" -o "$tmp/nine.kmod" --max-storage-buffers 9 >/dev/null ||
   fail "--max-storage-buffers 9 did not allow nine buffers"
+
+# .npy inputs and outputs (tests/npy_files.py writes and reads them with
+# Python's standard library).
+npy=("python3" "$src/tests/npy_files.py")
+n=100
+"${npy[@]}" vectors "$tmp" $n || fail "writing .npy inputs"
+out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" --input B="$tmp/b.npy" \
+  --output C="$tmp/c.npy" 2>&1) || fail "run with .npy inputs: $out"
+"${npy[@]}" check_sum "$tmp/c.npy" $n || fail "the output .npy is not A + B: $out"
+grep -q "^  C: \[$n\] f32 min 0 max 148.5 mean 74.25 first \[0, 1.5, 3, 4.5, 6, 7.5, ...\]$" \
+  <<<"$out" || fail "no summary line for C: $out"
+grep -q "interpreter" <<<"$out" && fail "the interpreter ran without --check: $out"
+[ ! -e "$tmp/c.npy.tmp" ] || fail "a temporary output file was left behind"
+# Any shape of the right element count; --check compares on the same inputs.
+out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" --input=B="$tmp/b2d.npy" \
+  --output C="$tmp/c2.npy" --check 2>&1) || fail "run --check with .npy inputs: $out"
+grep -q "PASS" <<<"$out" || fail "run --check with .npy inputs printed no PASS: $out"
+grep -q "interpreter" <<<"$out" || fail "run --check did not run the interpreter: $out"
+"${npy[@]}" check_sum "$tmp/c2.npy" $n || fail "--check's output .npy is not A + B"
+# Buffers not given get random data (written ones poisoned).
+out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" 2>&1) || fail "run with one input: $out"
+grep -q "^  C: \[$n\] f32 min " <<<"$out" || fail "no summary line for C: $out"
+# Outputs take the parameter's N-D shape.
+out=$("$kiln" run "$tmp/mm.kmod" --fn matmul_tiled --arg M=32 --arg N=16 --arg K=16 \
+  --output C="$tmp/mm.npy" 2>&1) || fail "matmul --output: $out"
+header=$("${npy[@]}" header "$tmp/mm.npy") || fail "matmul output unreadable"
+grep -q "'shape': (32, 16)" <<<"$header" || fail "matmul output is not 32x16: $header"
+grep -q "^  C: \[32, 16\] f32 " <<<"$out" || fail "matmul summary without its shape: $out"
+
+# Errors in --input and --output name the parameter and what is wrong.
+expect_error "--input of an unknown parameter" \
+  "--input X: function 'vector_add' has no parameter 'X' \(its buffer parameters: A, B, C\)" \
+  "${run_v[@]}" --arg n=$n --input X="$tmp/a.npy"
+expect_error "--output of an unknown parameter" "--output D: .*no parameter 'D'" \
+  "${run_v[@]}" --arg n=$n --output D="$tmp/d.npy"
+expect_error "--input of a scalar" "--input n: 'n' is a scalar parameter \(i32\); give it with --arg" \
+  "${run_v[@]}" --arg n=$n --input n="$tmp/a.npy"
+expect_error "--output of a read-only parameter" \
+  "--output A: parameter 'A' is read-only .*written parameters: C" \
+  "${run_v[@]}" --arg n=$n --output A="$tmp/o.npy"
+expect_error "repeated --input" "--input A is given more than once" \
+  "${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" --input A="$tmp/b.npy"
+expect_error "repeated --output" "--output C is given more than once" \
+  "${run_v[@]}" --arg n=$n --output C="$tmp/1.npy" --output C="$tmp/2.npy"
+expect_error "--input without a file" "--input takes name=file.npy, got 'A'" \
+  "${run_v[@]}" --arg n=$n --input A
+expect_error "--input of the wrong dtype" \
+  "--input A: parameter 'A' is f32 \(<f4\), '.*int.npy' holds <i4 \(i32\)" \
+  "${run_v[@]}" --arg n=$n --input A="$tmp/int.npy"
+expect_error "--input of the wrong size" \
+  "--input A: parameter 'A' \(f32\[n\]\) needs \[$n\] = $n elements .*short.npy' holds \($((n - 1)),\) = $((n - 1)) elements" \
+  "${run_v[@]}" --arg n=$n --input A="$tmp/short.npy"
+expect_error "a missing --input file" "--input A: .*none.npy" \
+  "${run_v[@]}" --arg n=$n --input A="$tmp/none.npy"
+expect_error "an --output into no folder" "--output C: cannot write '$tmp/no/c.npy'" \
+  "${run_v[@]}" --arg n=$n --output C="$tmp/no/c.npy"
+# Malformed .npy files.
+for bad in "fortran:fortran_order is True" "f8:unsupported dtype '<f8'" \
+  "bigendian:unsupported dtype '>f4': big-endian" \
+  "truncated:truncated: shape \($n,\) of <f4 needs $((4 * n)) bytes of data, the file has $((4 * n - 12))" \
+  "trailing:2 bytes after the data" "header:malformed header" "noshape:malformed header: the header has no 'shape'" \
+  "version:unsupported .npy format version 9.0" "magic:not a .npy file"; do
+  file=${bad%%:*}
+  expect_error "a $file .npy file" "--input A: '$tmp/$file.npy': ${bad#*:}" \
+    "${run_v[@]}" --arg n=$n --input A="$tmp/$file.npy"
+done
+
+# kiln bench kernel: its fields, its JSON and its errors (no timing is checked).
+out=$("$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=1000 --repetitions 3 \
+  --warmup 1 --flops 1000 2>&1) || fail "bench kernel: $out"
+for field in "3 dispatches after 1 warm-up; (gpu timestamps|wall time)" \
+  "^  C +f32 +1000 elements +4000 bytes" "^median [0-9.]+ ms, min [0-9.]+ ms per dispatch" \
+  "^bytes 12000, [0-9.]+ GB/s" "^flops 1000, [0-9.]+ GFLOP/s"; do
+  grep -Eq "$field" <<<"$out" || fail "bench kernel printed no '$field': $out"
+done
+"$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=1000 --repetitions 3 --json \
+  > "$tmp/bench.json" || fail "bench kernel --json"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["benchmark"] == "kernel" and d["function"] == "vector_add", d
+assert d["repetitions"] == 3 and d["bytes"] == 12000, d
+assert d["median_ms"] >= d["min_ms"] >= 0 and d["gb_per_s"] >= 0, d
+assert d["timing"].startswith(("gpu timestamps", "wall time")), d
+assert [b["name"] for b in d["buffers"]] == ["A", "B", "C"], d
+assert "flops" not in d, d
+' "$tmp/bench.json" || fail "bench kernel --json: $(cat "$tmp/bench.json")"
+expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
+expect_error "bench kernel of an unknown function" "no function 'nope'" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn nope --arg n=10
+expect_error "bench kernel --repetitions 0" "--repetitions must be positive" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --repetitions 0
+expect_error "bench kernel --flops junk" "--flops needs a finite non-negative number" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --flops lots
+expect_error "bench kernel beyond the device" "more than the device's max" \
+  "$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=1000000 --arg N=96 --arg K=64
 
 echo "cli: all checks passed"

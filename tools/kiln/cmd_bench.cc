@@ -1,6 +1,8 @@
 // kiln bench <name>: benchmarks that print a table (or JSON).
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -11,7 +13,10 @@
 #include "compiler_bench.h"
 #include "dispatch_bench.h"
 #include "flags.h"
+#include "kernel_io.h"
+#include "kiln/check/check.h"
 #include "kiln/check/corpus.h"
+#include "kiln/hal/queue.h"
 #include "kiln/support/json.h"
 
 namespace kiln::tool {
@@ -247,17 +252,185 @@ int BenchCompile(const Args& args) {
   return 0;
 }
 
+// kiln bench kernel K.kmod --fn NAME --arg ...: one compiled function on
+// random inputs, timed per dispatch.
+int BenchKernel(const Args& args) {
+  constexpr const char* kKernelUsage =
+      "usage: kiln bench kernel K.kmod --fn NAME [--arg name=value]... [--repetitions N]\n"
+      "                         [--warmup N] [--flops N] [--seed N] [--json] [--trusted]\n"
+      "  --arg name=value  a scalar parameter (every scalar parameter needs one)\n"
+      "  --repetitions N   timed dispatches (default 100)\n"
+      "  --warmup N        untimed dispatches first (default 10)\n"
+      "  --flops N         the floating-point operations one dispatch does, to report FLOP/s\n"
+      "  --seed N          the random inputs' seed (default: a fresh one)\n"
+      "Times each dispatch with GPU timestamps where the device has timestamp-query, else\n"
+      "the wall time of a submit and wait of one dispatch; prints the median and minimum,\n"
+      "the bytes of the buffer arguments and the implied GB/s (bytes / median time).";
+  std::map<std::string, std::map<std::string, std::string>> repeated;
+  Args rest;
+  Status collected = CollectRepeatedFlags(args, {"arg"}, repeated, rest);
+  if (!collected.ok()) return Fail(collected.message());
+  const auto& scalars = repeated["arg"];
+  std::set<std::string> valued = kDeviceFlags;
+  valued.insert({"fn", "repetitions", "warmup", "flops", "seed"});
+  auto flags = Flags::Parse(rest, valued, {"json", "trusted"});
+  if (!flags.ok()) return Fail(flags.status().message());
+  if (flags->help()) return PrintUsage(kKernelUsage);
+  if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kKernelUsage);
+  const std::string path = flags->positional()[0];
+  const std::string name = *flags->Get("fn");
+  auto repetitions = flags->GetUint("repetitions", 100, 1000000);
+  if (!repetitions.ok()) return Fail(repetitions.status().message());
+  if (*repetitions == 0) return Fail("flag --repetitions must be positive");
+  auto warmup = flags->GetUint("warmup", 10, 1000000);
+  if (!warmup.ok()) return Fail(warmup.status().message());
+  auto flops = flags->GetNonNegativeDouble("flops", 0);
+  if (!flops.ok()) return Fail(flops.status().message());
+  auto seed = flags->GetUint("seed", 0);
+  if (!seed.ok()) return Fail(seed.status().message());
+
+  auto compiled = ReadModule(path);
+  if (!compiled.ok()) return Fail(compiled.status().ToString());
+  const codegen::CompiledFunction* cf = compiled->Find(name);
+  if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
+  Status named = check::CheckScalarArgNames(cf->metadata, scalars);
+  if (!named.ok()) return Fail(named.message());
+  auto options = DeviceOptionsFromFlags(*flags);
+  if (!options.ok()) return Fail(options.status().message());
+  auto device = hal::Device::Create(*options);
+  if (!device.ok()) return Fail(device.status().message());
+  auto module = runtime::LoadedModule::Load(*device, std::move(*compiled));
+  if (!module.ok()) return Fail(module.status().ToString());
+  auto found = (*module)->Find(name);
+  if (!found.ok()) return Fail(found.status().message());
+  const runtime::Kernel& fn = **found;
+  const codegen::KernelMetadata& md = fn.metadata();
+  const bool json = flags->Has("json");
+  if (!fn.availability().ok()) {
+    if (json) {
+      JsonWriter w;
+      w.BeginObject().Key("benchmark").String("kernel").Key("function").String(name);
+      w.Key("skip").String(fn.availability().message()).EndObject();
+      std::printf("%s\n", w.str().c_str());
+    } else {
+      std::printf("SKIP: %s\n", fn.availability().message().c_str());
+    }
+    return 1;
+  }
+  check::CheckOptions inputs;
+  inputs.scalar_args = scalars;
+  inputs.seed = *seed;
+  auto call_args = check::MakeCallArgs(fn, inputs);
+  if (!call_args.ok()) return Fail(call_args.status().ToString());
+  // Record once: the plan's checks fail here rather than mid-benchmark.
+  auto plan = fn.Plan(*call_args);
+  if (!plan.ok()) return Fail(plan.status().ToString());
+  uint64_t total_bytes = 0;
+  for (uint64_t b : plan->buffer_bytes) total_bytes += b;
+
+  const bool timestamps = (*device)->HasFeature(hal::Feature::kTimestampQuery);
+  std::vector<double> ms;
+  auto time = [&]() -> Status {
+    if (*warmup > 0) {
+      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                         *device, hal::CommandBufferMode::kOneShot, {"warmup"}));
+      for (uint64_t i = 0; i < *warmup; ++i) KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
+      KILN_RETURN_IF_ERROR(cb->End());
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+    }
+    if (timestamps) {
+      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                         *device, hal::CommandBufferMode::kOneShot,
+                                         hal::CommandBufferOptions{"bench", true}));
+      for (uint64_t i = 0; i < *repetitions; ++i) {
+        KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
+      }
+      KILN_RETURN_IF_ERROR(cb->End());
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+      KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
+      for (const hal::DispatchTiming& t : timings) ms.push_back(t.gpu_ns / 1e6);
+      return Status::Ok();
+    }
+    KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                       *device, hal::CommandBufferMode::kReusable, {"bench"}));
+    KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
+    KILN_RETURN_IF_ERROR(cb->End());
+    for (uint64_t i = 0; i < *repetitions; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+              .count());
+    }
+    return Status::Ok();
+  };
+  Status timed = time();
+  if (!timed.ok()) return Fail(timed.ToString());
+  if (ms.empty()) return Fail("no dispatch was timed");
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  const double min = ms.front();
+  const double seconds = median / 1e3;
+  const double gb_per_s = seconds > 0 ? total_bytes / seconds / 1e9 : 0;
+  const double gflop_per_s = seconds > 0 ? *flops / seconds / 1e9 : 0;
+  const char* timing =
+      timestamps ? "gpu timestamps" : "wall time of submit and wait (no timestamp-query)";
+
+  if (json) {
+    JsonWriter w;
+    w.BeginObject().Key("benchmark").String("kernel");
+    w.Key("device").String((*device)->Describe()).Key("module").String(path);
+    w.Key("function").String(name).Key("timing").String(timing);
+    w.Key("repetitions").Uint(*repetitions).Key("warmup").Uint(*warmup);
+    w.Key("median_ms").Number(median).Key("min_ms").Number(min);
+    w.Key("buffers").BeginArray();
+    size_t b = 0;
+    for (const codegen::ParamInfo& p : md.params) {
+      if (p.kind != codegen::ParamKind::kBuffer) continue;
+      const uint64_t bytes = plan->buffer_bytes[b++];
+      w.BeginObject().Key("name").String(p.name).Key("dtype").String(codegen::DTypeName(p.dtype));
+      w.Key("elements").Uint(bytes / codegen::DTypeBufferBytes(p.dtype)).Key("bytes").Uint(bytes);
+      w.EndObject();
+    }
+    w.EndArray().Key("bytes").Uint(total_bytes).Key("gb_per_s").Number(gb_per_s);
+    if (flags->Get("flops")) w.Key("flops").Number(*flops).Key("gflop_per_s").Number(gflop_per_s);
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return 0;
+  }
+  std::printf("device: %s\n", (*device)->Describe().c_str());
+  std::printf("%s: %llu dispatches after %llu warm-up; %s\n", name.c_str(),
+              static_cast<unsigned long long>(*repetitions),
+              static_cast<unsigned long long>(*warmup), timing);
+  size_t b = 0;
+  for (const codegen::ParamInfo& p : md.params) {
+    if (p.kind != codegen::ParamKind::kBuffer) continue;
+    const uint64_t bytes = plan->buffer_bytes[b++];
+    std::printf("  %-16s %-6s %14llu elements %14llu bytes\n", p.name.c_str(),
+                std::string(codegen::DTypeName(p.dtype)).c_str(),
+                static_cast<unsigned long long>(bytes / codegen::DTypeBufferBytes(p.dtype)),
+                static_cast<unsigned long long>(bytes));
+  }
+  std::printf("median %.4f ms, min %.4f ms per dispatch\n", median, min);
+  std::printf("bytes %llu, %.3f GB/s (bytes of all buffer arguments / median)\n",
+              static_cast<unsigned long long>(total_bytes), gb_per_s);
+  if (flags->Get("flops")) std::printf("flops %g, %.3f GFLOP/s\n", *flops, gflop_per_s);
+  return 0;
+}
+
 }  // namespace
 
 int BenchCommand(const Args& args) {
   constexpr const char* kUsage =
-      "usage: kiln bench dispatch|matmul|compile [flags]  (kiln bench NAME --help: its flags)";
+      "usage: kiln bench dispatch|matmul|compile|kernel [flags]  (kiln bench NAME --help: its "
+      "flags)";
   if (args.empty()) return Fail(kUsage);
   if (args[0] == "--help" || args[0] == "-h") return PrintUsage(kUsage);
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "dispatch") return BenchDispatch(rest);
   if (args[0] == "matmul") return BenchMatmul(rest);
   if (args[0] == "compile") return BenchCompile(rest);
+  if (args[0] == "kernel") return BenchKernel(rest);
   return Fail("unknown benchmark '" + args[0] + "' (" + kUsage + ")");
 }
 

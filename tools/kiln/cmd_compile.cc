@@ -96,26 +96,6 @@ Status ParsePrintAfter(const std::string& value, PassWatch& watch) {
   return Status::Ok();
 }
 
-// Writes `bytes` to `path` through a temporary file renamed into place, so a
-// failed write leaves no partial module.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(temporary.c_str());
-      return InvalidArgument("cannot write '", path, "'");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return InvalidArgument("cannot write '", path, "'");
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 int CompileCommand(const Args& args) {

@@ -251,26 +251,18 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
   return Status::Ok();
 }
 
-StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
-                                  const CheckOptions& options) {
-  KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
-  const codegen::KernelMetadata& md = fn.metadata();
-  CheckResult result;
-  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
-  std::mt19937_64 rng(result.seed);
-
-  KILN_RETURN_IF_ERROR(CheckScalarArgNames(md, options.scalar_args));
-  // Scalars first: buffer sizes depend on them.
+StatusOr<std::vector<Arg>> ScalarArgs(const codegen::KernelMetadata& md,
+                                      const std::map<std::string, std::string>& scalar_args) {
+  KILN_RETURN_IF_ERROR(CheckScalarArgNames(md, scalar_args));
   std::vector<Arg> args(md.params.size());
-  std::vector<interp::ArgValue> ref_args(md.params.size());
   for (size_t i = 0; i < md.params.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     if (p.kind != ParamKind::kScalar) {
       args[i] = Arg::Buffer(nullptr);
       continue;
     }
-    auto it = options.scalar_args.find(p.name);
-    if (it == options.scalar_args.end()) {
+    auto it = scalar_args.find(p.name);
+    if (it == scalar_args.end()) {
       return InvalidArgument("function '", md.name, "' needs a value for scalar parameter '",
                              p.name, "' (", DTypeName(p.dtype), ")");
     }
@@ -280,14 +272,41 @@ StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
           StrCat("function '", md.name, "' scalar parameter '", p.name, "'"));
     }
     args[i] = *parsed;
+  }
+  return args;
+}
+
+namespace {
+
+// The call's arguments on fresh device buffers filled from options.inputs,
+// random data or the poison; with `ref_args`, the interpreter's arguments too
+// (host copies of the same data).
+StatusOr<std::vector<Arg>> MakeArgs(const Kernel& fn, const CheckOptions& options,
+                                    std::mt19937_64& rng,
+                                    std::vector<interp::ArgValue>* ref_args) {
+  const codegen::KernelMetadata& md = fn.metadata();
+  // Scalars first: buffer sizes depend on them.
+  KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, ScalarArgs(md, options.scalar_args));
+  if (ref_args != nullptr) ref_args->assign(md.params.size(), interp::ArgValue{});
+  for (size_t i = 0; ref_args != nullptr && i < md.params.size(); ++i) {
+    if (args[i].is_buffer()) continue;
     std::visit(
         [&](auto v) {
           using T = decltype(v);
-          if constexpr (std::is_same_v<T, int32_t>) ref_args[i] = interp::Value::I32(v);
-          if constexpr (std::is_same_v<T, uint32_t>) ref_args[i] = interp::Value::U32(v);
-          if constexpr (std::is_same_v<T, float>) ref_args[i] = interp::Value::F32(v);
+          if constexpr (std::is_same_v<T, int32_t>) (*ref_args)[i] = interp::Value::I32(v);
+          if constexpr (std::is_same_v<T, uint32_t>) (*ref_args)[i] = interp::Value::U32(v);
+          if constexpr (std::is_same_v<T, float>) (*ref_args)[i] = interp::Value::F32(v);
         },
         args[i].scalar);
+  }
+  for (const auto& [name, bytes] : options.inputs) {
+    bool found = false;
+    for (const codegen::ParamInfo& p : md.params) {
+      found |= p.name == name && p.kind == ParamKind::kBuffer;
+    }
+    if (!found) {
+      return InvalidArgument("function '", md.name, "' has no buffer parameter '", name, "'");
+    }
   }
   // Every buffer's size against the device's limits before anything is
   // allocated, on the host or the device.
@@ -295,6 +314,12 @@ StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
   for (size_t i = 0; i < md.params.size(); ++i) {
     if (md.params[i].kind != ParamKind::kBuffer) continue;
     KILN_ASSIGN_OR_RETURN(sizes[i], BufferBytesWithinLimits(fn, i, args));
+    auto given = options.inputs.find(md.params[i].name);
+    if (given != options.inputs.end() && given->second.size() != sizes[i]) {
+      return InvalidArgument("function '", md.name, "' parameter '", md.params[i].name,
+                             "': the input is ", given->second.size(), " bytes, the parameter ",
+                             sizes[i]);
+    }
   }
   for (size_t i = 0; i < md.params.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
@@ -304,47 +329,103 @@ StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
     interp::HostBuffer host;
     host.dtype = t;
     host.shape = {static_cast<int64_t>(sizes[i] / bytes_per)};
+    auto given = options.inputs.find(p.name);
     try {
-      host.bytes.resize(sizes[i]);
+      if (given != options.inputs.end()) {
+        host.bytes = given->second;
+      } else {
+        host.bytes.resize(sizes[i]);
+      }
     } catch (const std::bad_alloc&) {
       return OutOfMemory("function '", md.name, "': no host memory for the ", sizes[i],
                          " bytes of parameter '", p.name, "'");
     }
+    // Random data is drawn for given buffers too, so the other buffers' data
+    // does not depend on which are given.
     if (p.access == codegen::BufferAccess::kReadWrite) {
-      for (auto& b : host.bytes) b = static_cast<uint8_t>(rng());  // the poison
-    } else {
+      if (given == options.inputs.end()) {
+        for (auto& b : host.bytes) b = static_cast<uint8_t>(rng());  // the poison
+      } else {
+        for (size_t k = 0; k < host.bytes.size(); ++k) rng();
+      }
+    } else if (given == options.inputs.end()) {
       FillRandom(t, host.bytes, rng);
+    } else {
+      std::vector<uint8_t> discard(host.bytes.size());
+      FillRandom(t, discard, rng);
     }
     KILN_ASSIGN_OR_RETURN(hal::BufferRef buffer, fn.device().allocator().Allocate(
                                                      std::max<uint64_t>(host.bytes.size(), 4)));
     if (!host.bytes.empty()) KILN_RETURN_IF_ERROR(hal::Upload(fn.device(), buffer, 0, host.bytes));
     args[i] = Arg::Buffer(buffer);
-    ref_args[i] = std::move(host);
+    if (ref_args != nullptr) (*ref_args)[i] = std::move(host);
   }
+  return args;
+}
+
+// RunAndCheck, and RunOnDevice when `source` is null.
+StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
+                          const CheckOptions& options) {
+  KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
+  const codegen::KernelMetadata& md = fn.metadata();
+  CheckResult result;
+  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
+  std::mt19937_64 rng(result.seed);
+  std::vector<interp::ArgValue> ref_args;
+  KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, MakeArgs(fn, options, rng, &ref_args));
 
   auto t0 = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(fn.Call(args));
   auto t1 = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(interp::Run(source, ref_args).WithContext("the interpreter"));
+  if (source != nullptr) {
+    KILN_RETURN_IF_ERROR(interp::Run(*source, ref_args).WithContext("the interpreter"));
+  }
   auto t2 = std::chrono::steady_clock::now();
   result.gpu_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  result.interp_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  if (source != nullptr) {
+    result.interp_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  }
 
   for (size_t i = 0; i < md.params.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     if (p.kind != ParamKind::kBuffer || p.access != codegen::BufferAccess::kReadWrite) continue;
     const auto& ref = std::get<interp::HostBuffer>(ref_args[i]);
-    std::vector<uint8_t> gpu(ref.bytes.size());
-    if (!gpu.empty()) KILN_RETURN_IF_ERROR(hal::Download(fn.device(), args[i].buffer, 0, gpu));
-    const double tol = ref.dtype.is_float() && ref.dtype.bits == 16
-                           ? std::max(options.tolerance, options.f16_tolerance)
-                           : options.tolerance;
-    BufferCheck c = Compare(p.name, ref.dtype, gpu, ref.bytes, tol);
-    result.max_error = std::max(result.max_error, c.max_error);
-    result.pass &= c.mismatches == 0;
-    result.buffers.push_back(std::move(c));
+    BufferData out{p.name, i, p.dtype, {}};
+    out.bytes.resize(ref.bytes.size());
+    if (!out.bytes.empty()) {
+      KILN_RETURN_IF_ERROR(hal::Download(fn.device(), args[i].buffer, 0, out.bytes));
+    }
+    if (source != nullptr) {
+      const double tol = ref.dtype.is_float() && ref.dtype.bits == 16
+                             ? std::max(options.tolerance, options.f16_tolerance)
+                             : options.tolerance;
+      BufferCheck c = Compare(p.name, ref.dtype, out.bytes, ref.bytes, tol);
+      result.max_error = std::max(result.max_error, c.max_error);
+      result.pass &= c.mismatches == 0;
+      result.buffers.push_back(std::move(c));
+    }
+    result.outputs.push_back(std::move(out));
   }
   return result;
+}
+
+}  // namespace
+
+StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
+                                  const CheckOptions& options) {
+  return Run(fn, &source, options);
+}
+
+StatusOr<CheckResult> RunOnDevice(const Kernel& fn, const CheckOptions& options) {
+  return Run(fn, nullptr, options);
+}
+
+StatusOr<std::vector<Arg>> MakeCallArgs(const Kernel& fn, const CheckOptions& options,
+                                        uint64_t* seed) {
+  const uint64_t used = options.seed ? options.seed : std::random_device{}() | 1;
+  if (seed != nullptr) *seed = used;
+  std::mt19937_64 rng(used);
+  return MakeArgs(fn, options, rng, nullptr);
 }
 
 std::string CheckResult::Summary() const {

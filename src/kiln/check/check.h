@@ -42,6 +42,19 @@ struct CheckOptions {
   double tolerance = 1e-4;  // floats: |gpu - ref| <= tolerance * (1 + |ref|)
   // f16 buffers compare at least this loosely.
   double f16_tolerance = 1e-2;
+  // Contents of buffer parameters, by name, in the kernel ABI's layout (bool
+  // as a 32-bit 0 or 1, int8x4 packed): given to both sides instead of the
+  // random data, or the poison of a written buffer. Each must be exactly the
+  // parameter's bytes for the scalar arguments.
+  std::map<std::string, std::vector<uint8_t>> inputs;
+};
+
+// A buffer's content after the call, as the GPU left it.
+struct BufferData {
+  std::string name;
+  size_t param = 0;  // the parameter's index
+  codegen::DType dtype = codegen::DType::kF32;
+  std::vector<uint8_t> bytes;  // the kernel ABI's layout
 };
 
 struct BufferCheck {
@@ -60,7 +73,9 @@ struct CheckResult {
   bool pass = true;
   uint64_t seed = 0;
   double gpu_ms = 0;     // wall time of the GPU call (submit + wait)
-  double interp_ms = 0;  // wall time of the interpreter
+  double interp_ms = 0;  // wall time of the interpreter (0 when it did not run)
+  // Every written buffer as the GPU left it, in parameter order.
+  std::vector<BufferData> outputs;
   std::string Summary() const;  // one line per buffer
 };
 
@@ -70,6 +85,26 @@ struct CheckResult {
 // maxStorageBufferBindingSize (checked before anything is allocated).
 StatusOr<CheckResult> RunAndCheck(const Kernel& fn, const ir::Function& source,
                                   const CheckOptions& options);
+
+// RunAndCheck's GPU side alone: the same inputs (options.inputs, else random
+// data, written buffers poisoned) and the call, with no interpreter and no
+// comparison. `buffers` stays empty, `pass` true and `interp_ms` 0; the
+// written buffers are in `outputs`. The same errors.
+StatusOr<CheckResult> RunOnDevice(const Kernel& fn, const CheckOptions& options);
+
+// The arguments of a call on fresh device buffers, filled as RunAndCheck
+// fills them (options.inputs, else random data; written buffers poisoned),
+// every size checked against the device's limits first. Sets `seed` (when
+// not null) to the seed used. The same errors.
+StatusOr<std::vector<Arg>> MakeCallArgs(const Kernel& fn, const CheckOptions& options,
+                                        uint64_t* seed = nullptr);
+
+// The arguments of a call whose scalars come from `scalar_args` (by name, as
+// text); buffer parameters' entries are Arg::Buffer(nullptr). Errors: a name
+// that is not a scalar parameter, a missing or invalid value, naming the
+// function and parameter.
+StatusOr<std::vector<Arg>> ScalarArgs(const codegen::KernelMetadata& md,
+                                      const std::map<std::string, std::string>& scalar_args);
 
 // The Arg a scalar parameter of type `dtype` (i32, u32 or f32) takes from
 // `text`: a decimal number (no octal or hexadecimal, nothing after it)

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <new>
 
 namespace kiln {
@@ -91,6 +93,27 @@ StatusOr<std::string> ReadInputFile(const std::string& path, uint64_t max_bytes)
   }
   out.resize(done);
   return out;
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return InvalidArgument("cannot write '", path, "': ", std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      const int error = errno;
+      std::remove(temporary.c_str());
+      return InvalidArgument("cannot write '", path, "': ", std::strerror(error));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    return InvalidArgument("cannot write '", path, "': ", std::strerror(error));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kiln

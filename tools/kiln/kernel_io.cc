@@ -1,0 +1,232 @@
+#include "kernel_io.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "kiln/codegen/extent_expr.h"
+#include "kiln/codegen/module_format.h"
+#include "kiln/codegen/module_validate.h"
+#include "kiln/interp/half.h"
+#include "kiln/support/file.h"
+
+namespace kiln::tool {
+
+using codegen::DType;
+
+Status CollectRepeatedFlags(const Args& args, const std::vector<std::string>& repeated,
+                            std::map<std::string, std::map<std::string, std::string>>& values,
+                            Args& rest) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string* flag = nullptr;
+    std::string value;
+    for (const std::string& name : repeated) {
+      const std::string dashed = "--" + name;
+      if (args[i] == dashed) {
+        if (i + 1 >= args.size()) return InvalidArgument("flag ", dashed, " needs a value");
+        value = args[++i];
+      } else if (args[i].rfind(dashed + "=", 0) == 0) {
+        value = args[i].substr(dashed.size() + 1);
+      } else {
+        continue;
+      }
+      flag = &name;
+      break;
+    }
+    if (flag == nullptr) {
+      rest.push_back(args[i]);
+      continue;
+    }
+    const auto eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--", *flag, " takes name=", *flag == "arg" ? "value" : "file.npy",
+                             ", got '", value, "'");
+    }
+    const std::string key = value.substr(0, eq);
+    if (!values[*flag].emplace(key, value.substr(eq + 1)).second) {
+      return InvalidArgument("--", *flag, " ", key, " is given more than once");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<codegen::CompiledModule> ReadModule(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
+  auto compiled = codegen::DeserializeModule(bytes);
+  if (!compiled.ok()) return compiled.status().WithContext(path);
+  Status valid = codegen::ValidateModule(*compiled);
+  if (!valid.ok()) return valid.WithContext(path);
+  return compiled;
+}
+
+npy::DType NpyDTypeOf(DType t) {
+  switch (t) {
+    case DType::kF32: return npy::DType::kF32;
+    case DType::kF16: return npy::DType::kF16;
+    case DType::kI32: return npy::DType::kI32;
+    case DType::kU32: return npy::DType::kU32;
+    case DType::kBool: return npy::DType::kBool;
+    case DType::kInt8x4: return npy::DType::kI8;
+  }
+  return npy::DType::kF32;
+}
+
+bool NpyDTypeFits(npy::DType t, DType param) {
+  if (param == DType::kInt8x4) return t == npy::DType::kI8 || t == npy::DType::kU8;
+  return t == NpyDTypeOf(param);
+}
+
+std::string NpyDTypeText(DType t) {
+  if (t == DType::kInt8x4) return "|i1 or |u1 with a last dimension of 4";
+  return std::string(npy::DescrOf(NpyDTypeOf(t)));
+}
+
+std::vector<uint8_t> ToBufferBytes(const npy::Array& array, DType param) {
+  if (param == DType::kBool) {
+    std::vector<uint8_t> out(array.data.size() * 4, 0);
+    for (size_t i = 0; i < array.data.size(); ++i) out[i * 4] = array.data[i] != 0 ? 1 : 0;
+    return out;
+  }
+  return std::vector<uint8_t>(array.data.begin(), array.data.end());
+}
+
+std::vector<int64_t> ExtentArgsOf(const std::vector<runtime::Arg>& args) {
+  std::vector<int64_t> out(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* v = std::get_if<int32_t>(&args[i].scalar)) out[i] = *v;
+    if (auto* v = std::get_if<uint32_t>(&args[i].scalar)) out[i] = *v;
+  }
+  return out;
+}
+
+std::vector<uint64_t> BufferShape(const codegen::ParamInfo& param,
+                                  const std::vector<int64_t>& extent_args, uint64_t elements) {
+  std::vector<uint64_t> shape;
+  bool dense = param.strides.empty() && !param.shape.empty();
+  uint64_t product = 1;
+  for (const codegen::ExtentExpr& e : param.shape) {
+    if (!dense) break;
+    auto extent = codegen::Evaluate(e, extent_args);
+    if (!extent.ok() || *extent < 0 ||
+        __builtin_mul_overflow(product, static_cast<uint64_t>(*extent), &product)) {
+      dense = false;
+      break;
+    }
+    shape.push_back(static_cast<uint64_t>(*extent));
+  }
+  if (!dense || product != elements) shape = {elements};
+  if (param.dtype == DType::kInt8x4) shape.push_back(4);
+  return shape;
+}
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += StrCat(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+std::string DeclaredShapeText(const codegen::ParamInfo& param) {
+  std::string s = "[";
+  for (size_t i = 0; i < param.shape.size(); ++i) {
+    s += (i ? ", " : "") + param.shape[i].text;
+  }
+  return s + "]";
+}
+
+npy::Array ToNpyArray(DType dtype, const std::vector<uint8_t>& bytes,
+                      std::vector<uint64_t> shape) {
+  npy::Array a;
+  a.dtype = NpyDTypeOf(dtype);
+  a.shape = std::move(shape);
+  if (dtype == DType::kBool) {
+    a.data.resize(bytes.size() / 4);
+    for (size_t i = 0; i < a.data.size(); ++i) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + i * 4, 4);
+      a.data[i] = v != 0 ? 1 : 0;
+    }
+  } else {
+    a.data.assign(bytes.begin(), bytes.end());
+  }
+  return a;
+}
+
+namespace {
+
+// The values of the buffer, one per element (int8x4: one per lane).
+std::vector<double> Values(DType dtype, const std::vector<uint8_t>& bytes) {
+  std::vector<double> out;
+  const uint8_t* p = bytes.data();
+  switch (dtype) {
+    case DType::kF32:
+      for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        float v;
+        std::memcpy(&v, p + i, 4);
+        out.push_back(v);
+      }
+      break;
+    case DType::kF16:
+      for (size_t i = 0; i + 2 <= bytes.size(); i += 2) {
+        uint16_t h;
+        std::memcpy(&h, p + i, 2);
+        out.push_back(interp::HalfBitsToFloat(h));
+      }
+      break;
+    case DType::kI32:
+    case DType::kU32:
+    case DType::kBool:
+      for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        int32_t v;
+        std::memcpy(&v, p + i, 4);
+        out.push_back(dtype == DType::kU32    ? static_cast<double>(static_cast<uint32_t>(v))
+                      : dtype == DType::kBool ? (v != 0 ? 1.0 : 0.0)
+                                              : static_cast<double>(v));
+      }
+      break;
+    case DType::kInt8x4:
+      for (size_t i = 0; i < bytes.size(); ++i) out.push_back(static_cast<int8_t>(p[i]));
+      break;
+  }
+  return out;
+}
+
+std::string Number(DType dtype, double v) {
+  if (dtype == DType::kBool) return v != 0 ? "true" : "false";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+}  // namespace
+
+std::string ValueSummary(const std::string& name, DType dtype, const std::vector<uint8_t>& bytes,
+                         const std::vector<uint64_t>& shape) {
+  const std::vector<double> values = Values(dtype, bytes);
+  std::string line = StrCat(name, ": ", ShapeText(shape), " ", codegen::DTypeName(dtype));
+  if (values.empty()) return line + " (empty)";
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  uint64_t nans = 0, counted = 0;
+  for (double v : values) {
+    if (std::isnan(v)) {
+      ++nans;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    ++counted;
+  }
+  if (counted > 0) {
+    line += StrCat(" min ", Number(DType::kF32, lo), " max ", Number(DType::kF32, hi), " mean ",
+                   Number(DType::kF32, sum / static_cast<double>(counted)));
+  }
+  if (nans > 0) line += StrCat(" nan ", nans);
+  line += " first [";
+  const size_t shown = std::min<size_t>(values.size(), 6);
+  for (size_t i = 0; i < shown; ++i) line += (i ? ", " : "") + Number(dtype, values[i]);
+  if (shown < values.size()) line += ", ...";
+  return line + "]";
+}
+
+}  // namespace kiln::tool

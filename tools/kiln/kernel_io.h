@@ -1,0 +1,72 @@
+// What `kiln run` and `kiln bench kernel` share: repeated name=value flags,
+// loading a function from a compiled module, and moving buffers between
+// .npy arrays and the kernel ABI's layout.
+//
+// Element types and their .npy dtypes: f32 <f4, f16 <f2, i32 <i4, u32 <u4,
+// bool |b1 (one byte in the file, a 32-bit 0 or 1 in the buffer; any nonzero
+// byte reads as true), int8x4 |i1 or |u1 with a last dimension of 4 (the
+// four lanes of each packed element, lane 0 the lowest byte; written as
+// |i1).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/codegen/compiled_module.h"
+#include "kiln/runtime/module.h"
+#include "kiln/support/npy.h"
+#include "kiln/support/status.h"
+
+namespace kiln::tool {
+
+// Takes every `--NAME key=value` and `--NAME=key=value` of the names in
+// `repeated` out of `args` into `values[NAME]` (in order), leaving the rest
+// in `rest`. Errors: a missing value, a value without `key=`, a key given
+// twice for the same flag.
+Status CollectRepeatedFlags(const Args& args, const std::vector<std::string>& repeated,
+                            std::map<std::string, std::map<std::string, std::string>>& values,
+                            Args& rest);
+
+// The compiled module at `path`, deserialized and validated; errors name it.
+StatusOr<codegen::CompiledModule> ReadModule(const std::string& path);
+
+// The .npy dtype a parameter's elements are written as.
+npy::DType NpyDTypeOf(codegen::DType t);
+// Whether an .npy array of `t` may fill a parameter of `param`.
+bool NpyDTypeFits(npy::DType t, codegen::DType param);
+// "<f4", or "|i1 or |u1 with a last dimension of 4" for int8x4.
+std::string NpyDTypeText(codegen::DType t);
+
+// The array's data in the kernel ABI's layout of `param` (bool widened,
+// int8x4 packed). The caller has checked NpyDTypeFits and the size.
+std::vector<uint8_t> ToBufferBytes(const npy::Array& array, codegen::DType param);
+
+// The scalar arguments as the metadata's extents read them (by parameter
+// index; i32 sign-extended, u32 zero-extended, 0 elsewhere).
+std::vector<int64_t> ExtentArgsOf(const std::vector<runtime::Arg>& args);
+
+// The N-D shape of buffer parameter `param` with these scalars when it is
+// dense and its extents evaluate to `elements` in all; else [elements].
+// int8x4 parameters get a last dimension of 4.
+std::vector<uint64_t> BufferShape(const codegen::ParamInfo& param,
+                                  const std::vector<int64_t>& extent_args, uint64_t elements);
+// "[16, 16]"
+std::string ShapeText(const std::vector<uint64_t>& shape);
+// "[n]", the metadata's shape as written in the IR.
+std::string DeclaredShapeText(const codegen::ParamInfo& param);
+
+// `bytes` (the kernel ABI's layout of `dtype`) as an .npy array of `shape`.
+npy::Array ToNpyArray(codegen::DType dtype, const std::vector<uint8_t>& bytes,
+                      std::vector<uint64_t> shape);
+
+// One line describing a buffer's values: its name, shape, dtype, min, max,
+// mean (over the finite values), the NaN count when there are NaNs, and the
+// first few values.
+std::string ValueSummary(const std::string& name, codegen::DType dtype,
+                         const std::vector<uint8_t>& bytes, const std::vector<uint64_t>& shape);
+
+}  // namespace kiln::tool
