@@ -62,12 +62,18 @@ StatusOr<codegen::CompiledModule> ReadModule(const std::string& path) {
 
 npy::DType NpyDTypeOf(DType t) {
   switch (t) {
-    case DType::kF32: return npy::DType::kF32;
-    case DType::kF16: return npy::DType::kF16;
-    case DType::kI32: return npy::DType::kI32;
-    case DType::kU32: return npy::DType::kU32;
-    case DType::kBool: return npy::DType::kBool;
-    case DType::kInt8x4: return npy::DType::kI8;
+    case DType::kF32:
+      return npy::DType::kF32;
+    case DType::kF16:
+      return npy::DType::kF16;
+    case DType::kI32:
+      return npy::DType::kI32;
+    case DType::kU32:
+      return npy::DType::kU32;
+    case DType::kBool:
+      return npy::DType::kBool;
+    case DType::kInt8x4:
+      return npy::DType::kI8;
   }
   return npy::DType::kF32;
 }
@@ -134,8 +140,7 @@ std::string DeclaredShapeText(const codegen::ParamInfo& param) {
   return s + "]";
 }
 
-npy::Array ToNpyArray(DType dtype, const std::vector<uint8_t>& bytes,
-                      std::vector<uint64_t> shape) {
+npy::Array ToNpyArray(DType dtype, const std::vector<uint8_t>& bytes, std::vector<uint64_t> shape) {
   npy::Array a;
   a.dtype = NpyDTypeOf(dtype);
   a.shape = std::move(shape);

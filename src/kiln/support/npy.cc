@@ -20,9 +20,9 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, 'f', 4, "<f4", "f32"}, {DType::kF16, 'f', 2, "<f2", "f16"},
-    {DType::kI32, 'i', 4, "<i4", "i32"}, {DType::kU32, 'u', 4, "<u4", "u32"},
-    {DType::kI8, 'i', 1, "|i1", "i8"},   {DType::kU8, 'u', 1, "|u1", "u8"},
+    {DType::kF32, 'f', 4, "<f4", "f32"},   {DType::kF16, 'f', 2, "<f2", "f16"},
+    {DType::kI32, 'i', 4, "<i4", "i32"},   {DType::kU32, 'u', 4, "<u4", "u32"},
+    {DType::kI8, 'i', 1, "|i1", "i8"},     {DType::kU8, 'u', 1, "|u1", "u8"},
     {DType::kBool, 'b', 1, "|b1", "bool"},
 };
 
@@ -99,8 +99,9 @@ class HeaderParser {
     if (!fortran) return Malformed("the header has no 'fortran_order'");
     if (!shape) return Malformed("the header has no 'shape'");
     if (descr->kind != Value::Kind::kString) {
-      return InvalidArgument("unsupported dtype: 'descr' is not a simple type string (a "
-                             "structured array?)");
+      return InvalidArgument(
+          "unsupported dtype: 'descr' is not a simple type string (a "
+          "structured array?)");
     }
     if (fortran->kind != Value::Kind::kBool) {
       return Malformed("'fortran_order' is not True or False");
@@ -186,8 +187,7 @@ class HeaderParser {
       }
       // Python's (3) is an integer, not a tuple: a one-item tuple needs its comma.
       if (v.tuple.size() == 1 && !comma_after_last) {
-        return Malformed("'shape' (", v.tuple[0], ") is not a tuple: (", v.tuple[0],
-                         ",) is");
+        return Malformed("'shape' (", v.tuple[0], ") is not a tuple: (", v.tuple[0], ",) is");
       }
       return v;
     }
@@ -232,9 +232,15 @@ class HeaderParser {
 
 }  // namespace
 
-std::string_view DescrOf(DType t) { return InfoOf(t).descr; }
-std::string_view NameOf(DType t) { return InfoOf(t).name; }
-uint32_t ItemSize(DType t) { return InfoOf(t).size; }
+std::string_view DescrOf(DType t) {
+  return InfoOf(t).descr;
+}
+std::string_view NameOf(DType t) {
+  return InfoOf(t).name;
+}
+uint32_t ItemSize(DType t) {
+  return InfoOf(t).size;
+}
 
 uint64_t Array::elements() const {
   uint64_t n = 1;
@@ -293,8 +299,8 @@ StatusOr<Array> Parse(std::string_view bytes) {
   }
   const uint64_t have = bytes.size() - data_start;
   if (have < data_bytes) {
-    return DataLoss("truncated: shape ", array.ShapeText(), " of ", DescrOf(array.dtype),
-                    " needs ", data_bytes, " bytes of data, the file has ", have);
+    return DataLoss("truncated: shape ", array.ShapeText(), " of ", DescrOf(array.dtype), " needs ",
+                    data_bytes, " bytes of data, the file has ", have);
   }
   if (have > data_bytes) {
     return DataLoss(have - data_bytes, " bytes after the data (shape ", array.ShapeText(), " of ",

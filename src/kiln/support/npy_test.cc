@@ -58,11 +58,10 @@ TEST(NpyTest, ParsesVersions2And3AndOtherSpellings) {
   auto empty = Parse(File("{'descr': '|b1', 'fortran_order': False, 'shape': (0, 5)}", ""));
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->elements(), 0u);
-  for (auto [descr, size] : {std::pair{"|u1", 1}, {"|i1", 1}, {"<u4", 4}, {"=f4", 4},
-                              {"<b1", 1}}) {
-    auto a = Parse(File(std::string("{'descr': '") + descr +
-                            "', 'fortran_order': False, 'shape': (1,)}",
-                        std::string(size, '\0')));
+  for (auto [descr, size] : {std::pair{"|u1", 1}, {"|i1", 1}, {"<u4", 4}, {"=f4", 4}, {"<b1", 1}}) {
+    auto a =
+        Parse(File(std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (1,)}",
+                   std::string(size, '\0')));
     EXPECT_TRUE(a.ok()) << descr << ": " << a.status();
   }
 }
@@ -96,15 +95,14 @@ TEST(NpyTest, RejectsMalformedFiles) {
               "unsupported dtype '|O'");
   ExpectError(File("{'descr': '<c8', 'fortran_order': False, 'shape': (1,)}", Floats({1, 2})),
               "unsupported dtype");
-  ExpectError(File("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}",
-                   Floats({1})),
+  ExpectError(File("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}", Floats({1})),
               "structured");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False}", ""), "no 'shape'");
   ExpectError(File("{'descr': '<f4', 'shape': (1,)}", Floats({1})), "no 'fortran_order'");
   ExpectError(File("{'fortran_order': False, 'shape': (1,)}", Floats({1})), "no 'descr'");
-  ExpectError(File("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}",
-                   Floats({1})),
-              "appears twice");
+  ExpectError(
+      File("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", Floats({1})),
+      "appears twice");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", ""),
               "unknown key 'x'");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", ""),
@@ -120,15 +118,14 @@ TEST(NpyTest, RejectsMalformedFiles) {
   ExpectError(File("['descr']", ""), "not a dictionary");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", Floats({1})),
               "text after");
-  ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
-                   ""),
-              "beyond 64 bits");
+  ExpectError(
+      File("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", ""),
+      "beyond 64 bits");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
                    "4294967296)}",
                    ""),
               "more elements than 64 bits");
-  ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,)}",
-                   ""),
+  ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,)}", ""),
               "more bytes than 64 bits");
   ExpectError(File("{'descr': '<f4", ""), "unterminated string");
 }
