@@ -1,8 +1,8 @@
 // Shapes, op names, argument checks and the default flat schedule.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -48,8 +48,8 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 
 const std::vector<std::string_view>& UnaryOpNames() {
   static const std::vector<std::string_view> kNames = {
-      "neg",   "abs",  "exp",     "exp2", "log",   "log2", "sqrt",  "rsqrt", "sin",  "cos",
-      "tanh",  "sigmoid", "erf",  "floor", "ceil", "round", "trunc", "relu", "gelu"};
+      "neg",  "abs",     "exp", "exp2",  "log",  "log2",  "sqrt",  "rsqrt", "sin",  "cos",
+      "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu",  "gelu"};
   return kNames;
 }
 
@@ -174,7 +174,7 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   if (op == "relu") return ir::Select(x > 0.0, x, ir::FloatConst(t, 0.0));
   if (op == "gelu") {
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
-    return x * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, x * M_SQRT1_2) + 1.0);
+    return x * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, x * (1.0 / std::numbers::sqrt2)) + 1.0);
   }
   KILN_CHECK_MSG(false, "unknown unary op ", op);
   return {};

@@ -244,8 +244,11 @@ TEST_F(OpsDeviceTest, ElementwiseChainIsOneKernel) {
                               target_);
     ASSERT_TRUE(f.ok()) << f.status();
     const int64_t n = rows * cols;
-    Tensors t = {{"X", Random(n, -2, 2)},   {"B1", Random(cols)}, {"B2", Random(rows)},
-                 {"B6", Random(cols)},      {"Y", std::vector<float>(n)}};
+    Tensors t = {{"X", Random(n, -2, 2)},
+                 {"B1", Random(cols)},
+                 {"B2", Random(rows)},
+                 {"B6", Random(cols)},
+                 {"Y", std::vector<float>(n)}};
     ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X", "B1", "B2", "B6"}, t));
     std::vector<float> want(n);
     for (int64_t r = 0; r < rows; ++r) {
@@ -336,6 +339,38 @@ TEST_F(OpsDeviceTest, SoftmaxInThreeKernels) {
       for (int64_t c = 0; c < cols; ++c) total += t["Y"][r * cols + c];
       EXPECT_NEAR(total, 1.0, 1e-4) << "row " << r;
     }
+  }
+}
+
+// f16 kernels, where the device has shader-f16, against the interpreter
+// (which computes in f16 the same way) on the checker's random inputs.
+TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  std::vector<ir::Function> functions;
+  auto add = Elementwise("add", {{{7, 1}, ir::kF16}, {{1, 33}, ir::kF16}}, target_);
+  auto gelu = Elementwise("gelu", {{{1000}, ir::kF16}}, target_);
+  auto chain = ElementwiseChain(
+      {{33}, ir::kF16}, {ChainStep::Unary("tanh"), ChainStep::With("mul", {{5, 33}, ir::kF16})},
+      target_);
+  auto sum = Reduce("sum", {{33, 100}, ir::kF16}, false, target_);
+  auto mx = Reduce("max", {{7, 33}, ir::kF16}, true, target_);
+  for (auto* f : {&add, &gelu, &chain, &sum, &mx}) {
+    ASSERT_TRUE(f->ok()) << f->status();
+    functions.push_back(**f);
+  }
+  auto compiled =
+      codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const ir::Function& f : functions) {
+    SCOPED_TRACE(ir::Print(f));
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
   }
 }
 

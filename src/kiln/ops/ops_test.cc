@@ -46,7 +46,8 @@ TEST(OpsTest, BinaryKernelIsFusedSplitAndBound) {
   auto f = Elementwise("add", {{{7, 1}}, {{1, 33}}}, Default());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string text = ir::Print(*f);
-  EXPECT_NE(text.find("fn elementwise_add(A: buffer<f32>[7, 1], B: buffer<f32>[1, 33], C: buffer<f32>[7, 33])"),
+  EXPECT_NE(text.find("fn elementwise_add(A: buffer<f32>[7, 1], B: buffer<f32>[1, 33], "
+                      "C: buffer<f32>[7, 33])"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("blockIdx.x(0, 1)"), std::string::npos) << text;  // 231 elements
@@ -61,8 +62,9 @@ TEST(OpsTest, ChainIsOneKernelWithEveryStageInlined) {
                             Default(), "fused");
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string text = ir::Print(*f);
-  EXPECT_NE(text.find("fn fused(X: buffer<f32>[5, 33], B1: buffer<f32>[33], Y: buffer<f32>[5, 33])"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("fn fused(X: buffer<f32>[5, 33], B1: buffer<f32>[33], Y: buffer<f32>[5, 33])"),
+      std::string::npos)
       << text;
   EXPECT_EQ(text.find("T1"), std::string::npos) << text;
   EXPECT_EQ(text.find("T3"), std::string::npos) << text;
