@@ -171,10 +171,14 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   if (op == "ceil") return Intrinsic1(ir::Intrinsic::kCeil, x);
   if (op == "round") return Intrinsic1(ir::Intrinsic::kRound, x);
   if (op == "trunc") return Intrinsic1(ir::Intrinsic::kTrunc, x);
-  if (op == "relu") return ir::Select(x > 0.0, x, ir::FloatConst(t, 0.0));
-  if (op == "gelu") {
+  // relu and gelu read x twice: x is let-bound, so that a chain of them
+  // inlined into one another stays linear in size.
+  if (op == "relu" || op == "gelu") {
+    ir::Var v(std::string(op) + "_x", t);
+    if (op == "relu") return ir::Let(v, x, ir::Select(v > 0.0, v, ir::FloatConst(t, 0.0)));
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
-    return x * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, x * (1.0 / std::numbers::sqrt2)) + 1.0);
+    return ir::Let(
+        v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));
   }
   KILN_CHECK_MSG(false, "unknown unary op ", op);
   return {};

@@ -276,6 +276,28 @@ TEST_F(OpsDeviceTest, ElementwiseChainBroadcastsTheRunningValue) {
   ExpectNear(t["Y"], want, 1e-5f, "Y");
 }
 
+// relu, gelu and + 0.5, six times over: each step reads the previous one
+// once (relu and gelu let-bind their input), so the kernel stays small.
+TEST_F(OpsDeviceTest, LongChainOfReluAndGelu) {
+  std::vector<ChainStep> steps;
+  for (int r = 0; r < 6; ++r) {
+    steps.push_back(ChainStep::Unary("relu"));
+    steps.push_back(ChainStep::Unary("gelu"));
+    steps.push_back(ChainStep::WithConstant("add", 0.5));
+  }
+  auto f = ElementwiseChain({{33, 7}}, steps, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Tensors t = {{"X", Random(33 * 7, -2, 2)}, {"Y", std::vector<float>(33 * 7)}};
+  ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X"}, t));
+  std::vector<float> want(33 * 7);
+  for (size_t i = 0; i < want.size(); ++i) {
+    float v = t["X"][i];
+    for (int r = 0; r < 6; ++r) v = RefUnary("gelu", RefUnary("relu", v)) + 0.5f;
+    want[i] = v;
+  }
+  ExpectNear(t["Y"], want, 1e-4f, "Y");
+}
+
 TEST_F(OpsDeviceTest, Reductions) {
   for (std::string_view name : ReduceOpNames()) {
     const std::string op(name);

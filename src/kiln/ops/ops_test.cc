@@ -71,6 +71,19 @@ TEST(OpsTest, ChainIsOneKernelWithEveryStageInlined) {
   EXPECT_NE(text.find("tanh("), std::string::npos) << text;
 }
 
+// relu and gelu let-bind their input: a chain of 40 of them is linear in
+// size, not exponential.
+TEST(OpsTest, LongChainsStaySmall) {
+  std::vector<ChainStep> steps;
+  for (int r = 0; r < 20; ++r) {
+    steps.push_back(ChainStep::Unary("relu"));
+    steps.push_back(ChainStep::Unary("gelu"));
+  }
+  auto f = ElementwiseChain({{1000}}, steps, Default());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_LT(ir::Print(*f).size(), 5000u);
+}
+
 TEST(OpsTest, ReduceKeepdimsShapesTheOutput) {
   auto f = Reduce("mean", {{33, 1000}}, /*keepdims=*/true, Default());
   ASSERT_TRUE(f.ok()) << f.status();
