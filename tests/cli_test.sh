@@ -153,7 +153,9 @@ expect_error "kiln info with a missing library" "KILN_DAWN_LIBRARY: cannot load"
   env KILN_DAWN_LIBRARY="$tmp/none.so" "$kiln" info
 
 # Implementations' diagnostics stay off the terminal unless asked for.
-out=$(env -u KILN_LOG "$kiln" info 2>&1 >/dev/null) || fail "kiln info failed: $out"
+env -u KILN_LOG "$kiln" info >"$tmp/info.txt" 2>"$tmp/info.err" ||
+  fail "kiln info failed (exit $?): $(cat "$tmp/info.txt" "$tmp/info.err")"
+out=$(cat "$tmp/info.err")
 [ -z "$out" ] || fail "kiln info wrote to stderr without --verbose: $out"
 
 # The benchmarks find their inputs from any folder.

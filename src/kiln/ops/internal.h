@@ -1,0 +1,44 @@
+// Helpers shared by the operator definitions: argument checks, broadcast
+// indexing and the default flat schedule.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/ops/ops.h"
+#include "kiln/te/te.h"
+
+namespace kiln::ops::internal {
+
+// That `t` is a valid tensor argument for `target`; errors name `what`
+// ("input A of add").
+Status CheckTensor(const TensorType& t, const Target& target, std::string_view what);
+
+// The shape as te extents (i32 constants).
+std::vector<ir::Expr> Extents(const Shape& shape);
+
+// The indices into a tensor of `shape` for the output element at
+// `out_index` of `out_shape`, which `shape` broadcasts to: aligned on the
+// right, a dimension of 1 read at 0.
+std::vector<ir::Expr> BroadcastIndex(const Shape& shape, const Shape& out_shape,
+                                     const std::vector<ir::Var>& out_index);
+
+// The unary or binary op applied; the name must be one of UnaryOpNames() /
+// BinaryOpNames().
+ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x);
+ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b);
+bool IsUnary(std::string_view op);
+bool IsBinary(std::string_view op);
+
+// "unknown <kind> op 'x'; known: a, b, c".
+Status UnknownOp(std::string_view kind, std::string_view op,
+                 const std::vector<std::string_view>& known);
+
+// The default schedule of a materialised stage: its first `rank`
+// (data-parallel) axes fused, split by ThreadsPerBlock(elements) and bound
+// to blockIdx.x / threadIdx.x.
+Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64_t elements,
+                    const Target& target);
+
+}  // namespace kiln::ops::internal

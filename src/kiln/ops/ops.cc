@@ -1,0 +1,216 @@
+// Shapes, op names, argument checks and the default flat schedule.
+#include "kiln/ops/ops.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ops/internal.h"
+
+namespace kiln::ops {
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Dimension i counted from the right.
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) {
+      return InvalidArgument("shapes ", ShapeToString(a), " and ", ShapeToString(b),
+                             " do not broadcast: dimension ", rank - 1 - i, " of the result is ",
+                             da, " in the first and ", db,
+                             " in the second (dimensions must be equal or 1, aligned on the "
+                             "right)");
+    }
+    out[rank - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+const std::vector<std::string_view>& UnaryOpNames() {
+  static const std::vector<std::string_view> kNames = {
+      "neg",  "abs",     "exp", "exp2",  "log",  "log2",  "sqrt",  "rsqrt", "sin", "cos",
+      "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu",  "gelu"};
+  return kNames;
+}
+
+const std::vector<std::string_view>& BinaryOpNames() {
+  static const std::vector<std::string_view> kNames = {"add", "sub", "mul", "div",
+                                                       "max", "min", "pow"};
+  return kNames;
+}
+
+const std::vector<std::string_view>& ReduceOpNames() {
+  static const std::vector<std::string_view> kNames = {"sum", "mean", "max", "min", "prod"};
+  return kNames;
+}
+
+int64_t ThreadsPerBlock(int64_t elements, const TargetLimits& limits) {
+  int64_t cap =
+      std::min<int64_t>({256, limits.max_invocations_per_workgroup, limits.max_workgroup_size_x});
+  cap = std::max<int64_t>(cap, 1);
+  int64_t pow2 = 1;
+  while (pow2 < elements && pow2 < cap) pow2 *= 2;
+  return std::min(pow2, cap);
+}
+
+namespace internal {
+
+Status CheckTensor(const TensorType& t, const Target& target, std::string_view what) {
+  const int rank = static_cast<int>(t.shape.size());
+  if (rank < 1 || rank > 4) {
+    return InvalidArgument(what, " has shape ", ShapeToString(t.shape), " of rank ", rank,
+                           "; ranks 1 to 4 are supported");
+  }
+  int64_t elements = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (t.shape[d] < 1) {
+      return InvalidArgument(what, " has shape ", ShapeToString(t.shape), ": dimension ", d, " is ",
+                             t.shape[d], "; every dimension must be at least 1");
+    }
+    if (t.shape[d] > std::numeric_limits<int32_t>::max() / elements) {
+      return InvalidArgument(what, " has shape ", ShapeToString(t.shape),
+                             ": more than 2^31 - 1 elements");
+    }
+    elements *= t.shape[d];
+  }
+  if (t.dtype == ir::kF16) {
+    if (!target.shader_f16) {
+      return InvalidArgument(what, " is f16, but the target has no shader-f16");
+    }
+  } else if (t.dtype != ir::kF32) {
+    return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
+                           "; supported dtypes are f32 and f16");
+  }
+  return Status::Ok();
+}
+
+std::vector<ir::Expr> Extents(const Shape& shape) {
+  std::vector<ir::Expr> out;
+  out.reserve(shape.size());
+  for (int64_t d : shape) out.push_back(ir::IntConst(ir::kI32, d));
+  return out;
+}
+
+std::vector<ir::Expr> BroadcastIndex(const Shape& shape, const Shape& out_shape,
+                                     const std::vector<ir::Var>& out_index) {
+  std::vector<ir::Expr> index;
+  index.reserve(shape.size());
+  const size_t offset = out_shape.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1 && out_shape[offset + d] != 1) {
+      index.push_back(ir::IntConst(ir::kI32, 0));
+    } else {
+      index.push_back(out_index[offset + d]);
+    }
+  }
+  return index;
+}
+
+bool IsUnary(std::string_view op) {
+  const auto& names = UnaryOpNames();
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+bool IsBinary(std::string_view op) {
+  const auto& names = BinaryOpNames();
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+Status UnknownOp(std::string_view kind, std::string_view op,
+                 const std::vector<std::string_view>& known) {
+  std::string list;
+  for (std::string_view n : known) {
+    if (!list.empty()) list += ", ";
+    list += n;
+  }
+  return InvalidArgument("unknown ", kind, " op '", op, "'; known: ", list);
+}
+
+namespace {
+
+ir::Expr Intrinsic1(ir::Intrinsic fn, const ir::Expr& x) {
+  return ir::Call(fn, {x});
+}
+
+}  // namespace
+
+ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
+  const ir::DataType t = x.dtype();
+  if (op == "neg") return -x;
+  if (op == "abs") return Intrinsic1(ir::Intrinsic::kAbs, x);
+  if (op == "exp") return Intrinsic1(ir::Intrinsic::kExp, x);
+  if (op == "exp2") return Intrinsic1(ir::Intrinsic::kExp2, x);
+  if (op == "log") return Intrinsic1(ir::Intrinsic::kLog, x);
+  if (op == "log2") return Intrinsic1(ir::Intrinsic::kLog2, x);
+  if (op == "sqrt") return Intrinsic1(ir::Intrinsic::kSqrt, x);
+  if (op == "rsqrt") return Intrinsic1(ir::Intrinsic::kRsqrt, x);
+  if (op == "sin") return Intrinsic1(ir::Intrinsic::kSin, x);
+  if (op == "cos") return Intrinsic1(ir::Intrinsic::kCos, x);
+  if (op == "tanh") return Intrinsic1(ir::Intrinsic::kTanh, x);
+  if (op == "sigmoid") return Intrinsic1(ir::Intrinsic::kSigmoid, x);
+  if (op == "erf") return Intrinsic1(ir::Intrinsic::kErf, x);
+  if (op == "floor") return Intrinsic1(ir::Intrinsic::kFloor, x);
+  if (op == "ceil") return Intrinsic1(ir::Intrinsic::kCeil, x);
+  if (op == "round") return Intrinsic1(ir::Intrinsic::kRound, x);
+  if (op == "trunc") return Intrinsic1(ir::Intrinsic::kTrunc, x);
+  // relu and gelu read x twice: x is let-bound, so that a chain of them
+  // inlined into one another stays linear in size.
+  if (op == "relu" || op == "gelu") {
+    ir::Var v(std::string(op) + "_x", t);
+    if (op == "relu") return ir::Let(v, x, ir::Select(v > 0.0, v, ir::FloatConst(t, 0.0)));
+    // x/2 * (1 + erf(x / sqrt(2))), the exact form.
+    return ir::Let(
+        v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));
+  }
+  KILN_CHECK_MSG(false, "unknown unary op ", op);
+  return {};
+}
+
+ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) {
+  if (op == "add") return a + b;
+  if (op == "sub") return a - b;
+  if (op == "mul") return a * b;
+  if (op == "div") return a / b;
+  if (op == "max") return ir::Max(a, b);
+  if (op == "min") return ir::Min(a, b);
+  if (op == "pow") return ir::Call(ir::Intrinsic::kPow, {a, b});
+  KILN_CHECK_MSG(false, "unknown binary op ", op);
+  return {};
+}
+
+Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64_t elements,
+                    const Target& target) {
+  te::Stage stage = schedule[t];
+  te::IterVar fused = stage.axis(0);
+  for (int d = 1; d < rank; ++d) {
+    KILN_ASSIGN_OR_RETURN(fused, stage.Fuse(fused, stage.axis(d)));
+  }
+  KILN_ASSIGN_OR_RETURN(te::SplitResult parts,
+                        stage.Split(fused, ThreadsPerBlock(elements, target.limits)));
+  KILN_RETURN_IF_ERROR(stage.Bind(parts.outer, te::ThreadAxis::kBlockX));
+  return stage.Bind(parts.inner, te::ThreadAxis::kThreadX);
+}
+
+}  // namespace internal
+}  // namespace kiln::ops

@@ -1,0 +1,398 @@
+// Operators on a device: each is built for the device's limits, compiled,
+// run on fresh random inputs with its outputs poisoned (NaN) first, and
+// compared with a plain C++ reference and with the interpreter (through
+// check::RunAndCheck), at shapes that are not multiples of any tile. CTest
+// runs it once per device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/check/check.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ops/ops.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/test_device.h"
+
+namespace kiln::ops {
+namespace {
+
+using runtime::Arg;
+using Tensors = std::map<std::string, std::vector<float>>;
+
+class OpsDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = runtime::testing::TestDevice();
+    ASSERT_TRUE(device_);
+    target_.limits = runtime::TargetLimitsOf(*device_);
+    target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
+  }
+
+  // Values in [lo, hi).
+  std::vector<float> Random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  }
+
+  // Compiles `functions` as one module and calls them in order. Each
+  // buffer parameter is the entry of `tensors` of its name: those in
+  // `inputs` are uploaded as they are, every other one starts as NaN
+  // (sized by the entry) and is read back into `tensors` afterwards. Each
+  // function is also checked against the interpreter unless `differential`
+  // is false.
+  void Run(const std::vector<ir::Function>& functions, const std::vector<std::string>& inputs,
+           Tensors& tensors, bool differential = true) {
+    std::string printed;
+    for (const auto& f : functions) printed += ir::Print(f);
+    SCOPED_TRACE(printed);
+    auto compiled =
+        codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+    std::map<std::string, hal::BufferRef> buffers;
+    for (auto& [name, data] : tensors) {
+      const bool is_input = std::find(inputs.begin(), inputs.end(), name) != inputs.end();
+      if (!is_input) std::fill(data.begin(), data.end(), std::nanf(""));
+      auto b = device_->allocator().Allocate(data.size() * 4);
+      ASSERT_TRUE(b.ok()) << b.status();
+      Status up = hal::Upload(*device_, *b, 0,
+                              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(up.ok()) << up;
+      buffers[name] = *b;
+    }
+    for (const ir::Function& f : functions) {
+      auto kernel = (*loaded)->Find(f.name());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      std::vector<Arg> args;
+      for (const ir::Param& p : f.params()) {
+        ASSERT_TRUE(p.is_buffer()) << p.name();
+        ASSERT_TRUE(buffers.count(p.name())) << p.name();
+        args.push_back(Arg::Buffer(buffers[p.name()]));
+      }
+      Status called = (*kernel)->Call(args);
+      ASSERT_TRUE(called.ok()) << called;
+      if (differential) {
+        auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+        ASSERT_TRUE(checked.ok()) << checked.status();
+        EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                                   << checked->Summary();
+      }
+    }
+    for (auto& [name, data] : tensors) {
+      if (std::find(inputs.begin(), inputs.end(), name) != inputs.end()) continue;
+      Status down = hal::Download(*device_, buffers[name], 0,
+                                  {reinterpret_cast<uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(down.ok()) << down;
+    }
+  }
+
+  static void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
+                         float tolerance, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+      ASSERT_LE(std::fabs(got[i] - want[i]), tolerance * (1 + std::fabs(want[i])))
+          << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+    }
+  }
+
+  std::shared_ptr<hal::Device> device_;
+  Target target_;
+  int draws_ = 0;
+};
+
+// The flat index into a tensor of `shape` (broadcast to `out`) of the
+// output element `flat` of `out`.
+int64_t SourceIndex(const Shape& shape, const Shape& out, int64_t flat) {
+  int64_t index = 0, stride = 1;
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    const int64_t coord = flat % out[d];
+    flat /= out[d];
+    const int sd = d - static_cast<int>(out.size() - shape.size());
+    if (sd < 0) continue;
+    if (shape[sd] != 1) index += coord * stride;
+    stride *= shape[sd];
+  }
+  return index;
+}
+
+float RefUnary(const std::string& op, float x) {
+  if (op == "neg") return -x;
+  if (op == "abs") return std::fabs(x);
+  if (op == "exp") return std::exp(x);
+  if (op == "exp2") return std::exp2(x);
+  if (op == "log") return std::log(x);
+  if (op == "log2") return std::log2(x);
+  if (op == "sqrt") return std::sqrt(x);
+  if (op == "rsqrt") return 1.0f / std::sqrt(x);
+  if (op == "sin") return std::sin(x);
+  if (op == "cos") return std::cos(x);
+  if (op == "tanh") return std::tanh(x);
+  if (op == "sigmoid") return 1.0f / (1.0f + std::exp(-x));
+  if (op == "erf") return std::erf(x);
+  if (op == "floor") return std::floor(x);
+  if (op == "ceil") return std::ceil(x);
+  if (op == "round") return std::nearbyint(x);
+  if (op == "trunc") return std::trunc(x);
+  if (op == "relu") return x > 0 ? x : 0.0f;
+  if (op == "gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+  ADD_FAILURE() << "no reference for " << op;
+  return 0;
+}
+
+float RefBinary(const std::string& op, float a, float b) {
+  if (op == "add") return a + b;
+  if (op == "sub") return a - b;
+  if (op == "mul") return a * b;
+  if (op == "div") return a / b;
+  if (op == "max") return std::max(a, b);
+  if (op == "min") return std::min(a, b);
+  if (op == "pow") return std::pow(a, b);
+  ADD_FAILURE() << "no reference for " << op;
+  return 0;
+}
+
+// Ops defined only for positive inputs get inputs in [0.05, 2).
+bool PositiveOnly(std::string_view op) {
+  return op == "log" || op == "log2" || op == "sqrt" || op == "rsqrt" || op == "pow";
+}
+
+const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}};
+
+TEST_F(OpsDeviceTest, UnaryOps) {
+  for (std::string_view name : UnaryOpNames()) {
+    const std::string op(name);
+    for (const Shape& shape : kUnaryShapes) {
+      SCOPED_TRACE(op + " " + ShapeToString(shape));
+      auto f = Elementwise(op, {{shape}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(shape);
+      Tensors t = {{"X", PositiveOnly(op) ? Random(n, 0.05f, 2.0f) : Random(n, -2.0f, 2.0f)},
+                   {"Y", std::vector<float>(n)}};
+      // The interpreter draws inputs in [-1, 1]: skip it where that is
+      // outside the op's domain.
+      ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X"}, t, !PositiveOnly(op)));
+      std::vector<float> want(n);
+      for (int64_t i = 0; i < n; ++i) want[i] = RefUnary(op, t["X"][i]);
+      ExpectNear(t["Y"], want, 1e-4f, "Y");
+    }
+  }
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+const ShapePair kBinaryShapes[] = {
+    {{7, 1}, {1, 33}}, {{33}, {5, 33}}, {{1000}, {1000}},
+    {{1}, {7}},        {{7}, {1}},      {{3, 1, 5, 1}, {4, 1, 7}},
+};
+
+TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
+  for (std::string_view name : BinaryOpNames()) {
+    const std::string op(name);
+    for (const ShapePair& p : kBinaryShapes) {
+      SCOPED_TRACE(op + " " + ShapeToString(p.a) + " " + ShapeToString(p.b));
+      auto f = Elementwise(op, {{p.a}, {p.b}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      auto out = BroadcastShapes(p.a, p.b);
+      ASSERT_TRUE(out.ok());
+      const int64_t n = NumElements(*out);
+      const bool positive = PositiveOnly(op);
+      Tensors t = {
+          {"A", positive ? Random(NumElements(p.a), 0.05f, 2.0f) : Random(NumElements(p.a))},
+          {"B", Random(NumElements(p.b))},
+          {"C", std::vector<float>(n)}};
+      if (op == "div") {  // keep divisors away from 0
+        for (float& v : t["B"]) v = v < 0 ? v - 0.1f : v + 0.1f;
+      }
+      ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, !positive));
+      std::vector<float> want(n);
+      for (int64_t i = 0; i < n; ++i) {
+        want[i] =
+            RefBinary(op, t["A"][SourceIndex(p.a, *out, i)], t["B"][SourceIndex(p.b, *out, i)]);
+      }
+      ExpectNear(t["C"], want, 1e-5f, "C");
+    }
+  }
+}
+
+// ((x + b) * s) then relu then tanh then (1 - v) then max with a row, as
+// one kernel.
+TEST_F(OpsDeviceTest, ElementwiseChainIsOneKernel) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+    const Shape x_shape = {rows, cols}, b_shape = {cols}, s_shape = {rows, 1};
+    auto f = ElementwiseChain({x_shape},
+                              {ChainStep::With("add", {b_shape}), ChainStep::With("mul", {s_shape}),
+                               ChainStep::Unary("relu"), ChainStep::Unary("tanh"),
+                               ChainStep::WithConstant("sub", 1.0, /*operand_first=*/true),
+                               ChainStep::With("max", {{1, cols}})},
+                              target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int64_t n = rows * cols;
+    Tensors t = {{"X", Random(n, -2, 2)},
+                 {"B1", Random(cols)},
+                 {"B2", Random(rows)},
+                 {"B6", Random(cols)},
+                 {"Y", std::vector<float>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X", "B1", "B2", "B6"}, t));
+    std::vector<float> want(n);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        float v = (t["X"][r * cols + c] + t["B1"][c]) * t["B2"][r];
+        v = std::tanh(v > 0 ? v : 0.0f);
+        want[r * cols + c] = std::max(1.0f - v, t["B6"][c]);
+      }
+    }
+    ExpectNear(t["Y"], want, 1e-5f, "Y");
+  }
+}
+
+// A chain whose operand broadcasts the running value up: [33] then + [5, 33].
+TEST_F(OpsDeviceTest, ElementwiseChainBroadcastsTheRunningValue) {
+  auto f = ElementwiseChain({{33}}, {ChainStep::Unary("exp"), ChainStep::With("add", {{5, 33}})},
+                            target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Tensors t = {{"X", Random(33)}, {"B2", Random(5 * 33)}, {"Y", std::vector<float>(5 * 33)}};
+  ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X", "B2"}, t));
+  std::vector<float> want(5 * 33);
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 0; c < 33; ++c) want[r * 33 + c] = std::exp(t["X"][c]) + t["B2"][r * 33 + c];
+  }
+  ExpectNear(t["Y"], want, 1e-5f, "Y");
+}
+
+// relu, gelu and + 0.5, six times over: each step reads the previous one
+// once (relu and gelu let-bind their input), so the kernel stays small.
+TEST_F(OpsDeviceTest, LongChainOfReluAndGelu) {
+  std::vector<ChainStep> steps;
+  for (int r = 0; r < 6; ++r) {
+    steps.push_back(ChainStep::Unary("relu"));
+    steps.push_back(ChainStep::Unary("gelu"));
+    steps.push_back(ChainStep::WithConstant("add", 0.5));
+  }
+  auto f = ElementwiseChain({{33, 7}}, steps, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Tensors t = {{"X", Random(33 * 7, -2, 2)}, {"Y", std::vector<float>(33 * 7)}};
+  ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X"}, t));
+  std::vector<float> want(33 * 7);
+  for (size_t i = 0; i < want.size(); ++i) {
+    float v = t["X"][i];
+    for (int r = 0; r < 6; ++r) v = RefUnary("gelu", RefUnary("relu", v)) + 0.5f;
+    want[i] = v;
+  }
+  ExpectNear(t["Y"], want, 1e-4f, "Y");
+}
+
+TEST_F(OpsDeviceTest, Reductions) {
+  for (std::string_view name : ReduceOpNames()) {
+    const std::string op(name);
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}, {1000, 7}, {1, 1000}}) {
+      for (bool keepdims : {false, true}) {
+        SCOPED_TRACE(op + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                     (keepdims ? " keepdims" : ""));
+        auto f = Reduce(op, {{rows, cols}}, keepdims, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        // prod: values near 1 so that long rows stay finite.
+        Tensors t = {{"X", op == "prod" ? Random(rows * cols, 0.99f, 1.01f) : Random(rows * cols)},
+                     {"Y", std::vector<float>(rows)}};
+        ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X"}, t));
+        std::vector<float> want(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = t["X"].data() + r * cols;
+          double acc = op == "prod" ? 1.0 : 0.0;
+          if (op == "max") acc = *std::max_element(row, row + cols);
+          if (op == "min") acc = *std::min_element(row, row + cols);
+          for (int64_t c = 0; c < cols; ++c) {
+            if (op == "sum" || op == "mean") acc += row[c];
+            if (op == "prod") acc *= row[c];
+          }
+          if (op == "mean") acc /= cols;
+          want[r] = static_cast<float>(acc);
+        }
+        ExpectNear(t["Y"], want, 1e-4f, "Y");
+      }
+    }
+  }
+}
+
+TEST_F(OpsDeviceTest, SoftmaxInThreeKernels) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}, {1000, 7}, {1, 1000}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+    auto seq = Softmax({{rows, cols}}, target_);
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    ASSERT_EQ(seq->functions.size(), 3u);
+    // Large inputs: without the row max subtracted, exp would overflow.
+    Tensors t = {{"X", Random(rows * cols, -50, 100)}, {"Y", std::vector<float>(rows * cols)}};
+    for (const IntermediateTensor& m : seq->intermediates) {
+      t[m.name] = std::vector<float>(NumElements(m.shape));
+    }
+    ASSERT_NO_FATAL_FAILURE(Run(seq->functions, {"X"}, t));
+    std::vector<float> want(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = t["X"].data() + r * cols;
+      const float mx = *std::max_element(row, row + cols);
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(row[c]) - mx);
+      for (int64_t c = 0; c < cols; ++c) {
+        want[r * cols + c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - mx) / sum);
+      }
+    }
+    ExpectNear(t["Y"], want, 1e-5f, "Y");
+    for (int64_t r = 0; r < rows; ++r) {
+      double total = 0;
+      for (int64_t c = 0; c < cols; ++c) total += t["Y"][r * cols + c];
+      EXPECT_NEAR(total, 1.0, 1e-4) << "row " << r;
+    }
+  }
+}
+
+// f16 kernels, where the device has shader-f16, against the interpreter
+// (which computes in f16 the same way) on the checker's random inputs.
+TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  std::vector<ir::Function> functions;
+  auto add = Elementwise("add", {{{7, 1}, ir::kF16}, {{1, 33}, ir::kF16}}, target_);
+  auto gelu = Elementwise("gelu", {{{1000}, ir::kF16}}, target_);
+  auto chain = ElementwiseChain(
+      {{33}, ir::kF16}, {ChainStep::Unary("tanh"), ChainStep::With("mul", {{5, 33}, ir::kF16})},
+      target_);
+  auto sum = Reduce("sum", {{33, 100}, ir::kF16}, false, target_);
+  auto mx = Reduce("max", {{7, 33}, ir::kF16}, true, target_);
+  for (auto* f : {&add, &gelu, &chain, &sum, &mx}) {
+    ASSERT_TRUE(f->ok()) << f->status();
+    functions.push_back(**f);
+  }
+  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const ir::Function& f : functions) {
+    SCOPED_TRACE(ir::Print(f));
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::ops

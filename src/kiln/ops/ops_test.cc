@@ -1,0 +1,171 @@
+// The operator library on the CPU: broadcasting, the kernels' shapes and
+// schedules, and every argument error.
+#include "kiln/ops/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/ir/printer.h"
+
+namespace kiln::ops {
+namespace {
+
+Target Default() {
+  return Target{};
+}
+
+void ExpectError(const Status& status, const std::vector<std::string>& fragments) {
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+  for (const std::string& f : fragments) {
+    EXPECT_NE(status.message().find(f), std::string::npos)
+        << "'" << f << "' not in: " << status.message();
+  }
+}
+
+TEST(OpsTest, BroadcastShapes) {
+  EXPECT_EQ(*BroadcastShapes({7, 1}, {1, 33}), (Shape{7, 33}));
+  EXPECT_EQ(*BroadcastShapes({33}, {5, 33}), (Shape{5, 33}));
+  EXPECT_EQ(*BroadcastShapes({5, 33}, {1}), (Shape{5, 33}));
+  EXPECT_EQ(*BroadcastShapes({3, 1, 5, 1}, {4, 1, 7}), (Shape{3, 4, 5, 7}));
+  ExpectError(BroadcastShapes({3}, {4}).status(), {"[3]", "[4]", "do not broadcast"});
+  ExpectError(BroadcastShapes({2, 3}, {3, 3}).status(), {"[2, 3]", "[3, 3]", "dimension 0"});
+}
+
+TEST(OpsTest, ThreadsPerBlock) {
+  TargetLimits limits;
+  EXPECT_EQ(ThreadsPerBlock(1, limits), 1);
+  EXPECT_EQ(ThreadsPerBlock(7, limits), 8);
+  EXPECT_EQ(ThreadsPerBlock(1000, limits), 256);
+  limits.max_invocations_per_workgroup = 128;
+  EXPECT_EQ(ThreadsPerBlock(1000, limits), 128);
+  limits.max_workgroup_size_x = 64;
+  EXPECT_EQ(ThreadsPerBlock(1000, limits), 64);
+}
+
+TEST(OpsTest, BinaryKernelIsFusedSplitAndBound) {
+  auto f = Elementwise("add", {{{7, 1}}, {{1, 33}}}, Default());
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_NE(text.find("fn elementwise_add(A: buffer<f32>[7, 1], B: buffer<f32>[1, 33], "
+                      "C: buffer<f32>[7, 33])"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("blockIdx.x(0, 1)"), std::string::npos) << text;  // 231 elements
+  EXPECT_NE(text.find("threadIdx.x(0, 256)"), std::string::npos) << text;
+  EXPECT_NE(text.find("< 231"), std::string::npos) << text;  // the tail guard
+}
+
+TEST(OpsTest, ChainIsOneKernelWithEveryStageInlined) {
+  auto f = ElementwiseChain({{5, 33}},
+                            {ChainStep::With("add", {{33}}), ChainStep::WithConstant("mul", 2.0),
+                             ChainStep::Unary("relu"), ChainStep::Unary("tanh")},
+                            Default(), "fused");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_NE(
+      text.find("fn fused(X: buffer<f32>[5, 33], B1: buffer<f32>[33], Y: buffer<f32>[5, 33])"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("T1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("T3"), std::string::npos) << text;
+  EXPECT_NE(text.find("tanh("), std::string::npos) << text;
+}
+
+// relu and gelu let-bind their input: a chain of 40 of them is linear in
+// size, not exponential.
+TEST(OpsTest, LongChainsStaySmall) {
+  std::vector<ChainStep> steps;
+  for (int r = 0; r < 20; ++r) {
+    steps.push_back(ChainStep::Unary("relu"));
+    steps.push_back(ChainStep::Unary("gelu"));
+  }
+  auto f = ElementwiseChain({{1000}}, steps, Default());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_LT(ir::Print(*f).size(), 5000u);
+}
+
+TEST(OpsTest, ReduceKeepdimsShapesTheOutput) {
+  auto f = Reduce("mean", {{33, 1000}}, /*keepdims=*/true, Default());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NE(ir::Print(*f).find("fn reduce_mean(X: buffer<f32>[33, 1000], Y: buffer<f32>[33, 1])"),
+            std::string::npos)
+      << ir::Print(*f);
+  auto g = Reduce("max", {{33, 1000}}, /*keepdims=*/false, Default(), "rowmax");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_NE(ir::Print(*g).find("fn rowmax(X: buffer<f32>[33, 1000], Y: buffer<f32>[33])"),
+            std::string::npos)
+      << ir::Print(*g);
+}
+
+TEST(OpsTest, SoftmaxIsThreeKernels) {
+  auto seq = Softmax({{7, 33}}, Default());
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  ASSERT_EQ(seq->functions.size(), 3u);
+  EXPECT_EQ(seq->functions[0].name(), "softmax_max");
+  EXPECT_EQ(seq->functions[1].name(), "softmax_sum");
+  EXPECT_EQ(seq->functions[2].name(), "softmax_normalize");
+  ASSERT_EQ(seq->intermediates.size(), 2u);
+  EXPECT_EQ(seq->intermediates[0].name, "M");
+  EXPECT_EQ(seq->intermediates[1].name, "S");
+  EXPECT_EQ(seq->intermediates[1].shape, (Shape{7}));
+}
+
+TEST(OpsTest, F16WhereTheTargetHasIt) {
+  Target target;
+  target.shader_f16 = true;
+  auto f = Elementwise("exp", {{{7}, ir::kF16}}, target);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NE(ir::Print(*f).find("buffer<f16>"), std::string::npos);
+  auto r = Reduce("sum", {{7, 33}, ir::kF16}, false, target);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectError(Elementwise("exp", {{{7}, ir::kF16}}, Default()).status(),
+              {"input X of exp is f16", "shader-f16"});
+}
+
+TEST(OpsTest, Errors) {
+  const Target t = Default();
+  ExpectError(Elementwise("add", {{{3}}, {{4}}}, t).status(), {"add", "[3]", "[4]"});
+  ExpectError(Elementwise("add", {{{7, 2}}, {{1, 33}}}, t).status(), {"[7, 2]", "[1, 33]"});
+  ExpectError(Elementwise("exp", {{{}}}, t).status(), {"input X of exp", "rank 0", "1 to 4"});
+  ExpectError(Elementwise("exp", {{{1, 2, 3, 4, 5}}}, t).status(), {"rank 5", "1 to 4"});
+  ExpectError(Elementwise("exp", {{{7, 0}}}, t).status(), {"dimension 1 is 0"});
+  ExpectError(Elementwise("exp", {{{65536, 65536}}}, t).status(), {"2^31 - 1"});
+  ExpectError(Elementwise("expp", {{{7}}}, t).status(),
+              {"unknown elementwise op 'expp'", "exp", "pow"});
+  ExpectError(Elementwise("add", {{{7}}}, t).status(), {"add takes 2 inputs, not 1"});
+  ExpectError(Elementwise("exp", {{{7}}, {{7}}}, t).status(), {"exp takes 1 input, not 2"});
+  Target f16 = t;
+  f16.shader_f16 = true;
+  ExpectError(Elementwise("add", {{{7}, ir::kF32}, {{7}, ir::kF16}}, f16).status(),
+              {"dtype mismatch", "A is f32", "B is f16"});
+  ExpectError(Elementwise("add", {{{7}, ir::kI32}, {{7}, ir::kI32}}, t).status(),
+              {"input A of add has dtype i32", "f32 and f16"});
+
+  ExpectError(ElementwiseChain({{7}}, {}, t).status(), {"at least one step"});
+  ExpectError(
+      ElementwiseChain({{7}}, {ChainStep::Unary("relu"), ChainStep::Unary("relux")}, t).status(),
+      {"step 2 (relux)", "unknown elementwise op 'relux'"});
+  ExpectError(ElementwiseChain({{7}}, {ChainStep::With("exp", {{7}})}, t).status(),
+              {"step 1 (exp)", "takes no operand"});
+  ExpectError(ElementwiseChain({{7}}, {ChainStep::Unary("add")}, t).status(),
+              {"step 1 (add)", "exactly one operand"});
+  ExpectError(ElementwiseChain({{7, 3}}, {ChainStep::With("add", {{4}})}, t).status(),
+              {"step 1 (add)", "[7, 3]", "[4]"});
+  ExpectError(
+      ElementwiseChain({{7}, ir::kF32}, {ChainStep::With("add", {{7}, ir::kF16})}, f16).status(),
+      {"dtype mismatch", "X is f32", "B1 is f16"});
+  std::vector<ChainStep> many(8, ChainStep::With("add", {{7}}));
+  ExpectError(ElementwiseChain({{7}}, many, t).status(), {"10 storage buffers", "allows 8"});
+
+  ExpectError(Reduce("median", {{7, 33}}, false, t).status(),
+              {"unknown reduce op 'median'", "sum, mean, max, min, prod"});
+  ExpectError(Reduce("sum", {{7, 33, 2}}, false, t).status(), {"rank 3", "2-D"});
+  ExpectError(Reduce("sum", {{}}, false, t).status(), {"rank 0"});
+  ExpectError(Softmax({{7}}, t).status(), {"input X of softmax", "rank 1", "2-D"});
+  ExpectError(Softmax({{7, 3}, ir::kF16}, f16).status(), {"f32 only"});
+}
+
+}  // namespace
+}  // namespace kiln::ops
