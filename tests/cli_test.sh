@@ -160,7 +160,7 @@ out=$(cat "$tmp/info.err")
 
 # The benchmarks find their inputs from any folder.
 out=$(cd "$tmp" && "$kiln" bench matmul --size 32 --iterations 1 2>&1) ||
-  fail "bench matmul outside the source tree: $out"
+  fail "bench matmul outside the source tree (exit $?): $out"
 # The pass pipeline can be watched: IR after named passes, pass times.
 out=$("$kiln" compile "$src/tests/corpus/vectorize_loops.kir" --emit wgsl \
   --print-after unroll,flatten-buffers --time-passes --verify-each 2>"$tmp/times") ||

@@ -70,14 +70,16 @@ int BenchDispatch(const Args& args) {
   std::printf("device: %s\n", r->device.c_str());
   std::printf("%u dispatches per command buffer, median of %u\n\n", r->dispatches, bo.repetitions);
   std::printf("%-52s %12s\n", "what (CPU time)", "us");
-  std::printf("%-52s %12.3f\n", "raw webgpu.h: record+submit, per dispatch", r->raw_us_per_dispatch);
+  std::printf("%-52s %12.3f\n", "raw webgpu.h: record+submit, per dispatch",
+              r->raw_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "kiln HAL one-shot: record+end+submit, per dispatch",
               r->hal_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "kiln HAL / raw", r->ratio());
   std::printf("%-52s %12.3f\n", "kiln runtime: Function::Record+end+submit, per dispatch",
               r->runtime_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "  runtime / HAL", r->runtime_ratio());
-  std::printf("%-52s %12.3f\n", "kiln HAL reusable: replay, per dispatch", r->replay_us_per_dispatch);
+  std::printf("%-52s %12.3f\n", "kiln HAL reusable: replay, per dispatch",
+              r->replay_us_per_dispatch);
   std::printf("%-52s %12.3f\n", "raw webgpu.h: per submit of one dispatch", r->raw_submit_us);
   std::printf("%-52s %12.3f\n", "kiln HAL: per submit of one dispatch", r->hal_submit_us);
   return 0;
@@ -295,15 +297,10 @@ int BenchKernel(const Args& args) {
   if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
   Status named = check::CheckScalarArgNames(cf->metadata, scalars);
   if (!named.ok()) return Fail(named.message());
-  auto options = DeviceOptionsFromFlags(*flags);
-  if (!options.ok()) return Fail(options.status().message());
-  auto device = hal::Device::Create(*options);
-  if (!device.ok()) return Fail(device.status().message());
-  auto module = runtime::LoadedModule::Load(*device, std::move(*compiled));
-  if (!module.ok()) return Fail(module.status().ToString());
-  auto found = (*module)->Find(name);
-  if (!found.ok()) return Fail(found.status().message());
-  const runtime::Kernel& fn = **found;
+  auto loaded = LoadKernel(*flags, std::move(*compiled), name);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  const std::shared_ptr<hal::Device>& device = loaded->device;
+  const runtime::Kernel& fn = *loaded->kernel;
   const codegen::KernelMetadata& md = fn.metadata();
   const bool json = flags->Has("json");
   if (!fn.availability().ok()) {
@@ -328,39 +325,38 @@ int BenchKernel(const Args& args) {
   uint64_t total_bytes = 0;
   for (uint64_t b : plan->buffer_bytes) total_bytes += b;
 
-  const bool timestamps = (*device)->HasFeature(hal::Feature::kTimestampQuery);
+  const bool timestamps = device->HasFeature(hal::Feature::kTimestampQuery);
   std::vector<double> ms;
   auto time = [&]() -> Status {
     if (*warmup > 0) {
       KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
-                                         *device, hal::CommandBufferMode::kOneShot, {"warmup"}));
+                                         device, hal::CommandBufferMode::kOneShot, {"warmup"}));
       for (uint64_t i = 0; i < *warmup; ++i) KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
       KILN_RETURN_IF_ERROR(cb->End());
-      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));
     }
     if (timestamps) {
-      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
-                                         *device, hal::CommandBufferMode::kOneShot,
-                                         hal::CommandBufferOptions{"bench", true}));
+      KILN_ASSIGN_OR_RETURN(auto cb,
+                            hal::CommandBuffer::Create(device, hal::CommandBufferMode::kOneShot,
+                                                       hal::CommandBufferOptions{"bench", true}));
       for (uint64_t i = 0; i < *repetitions; ++i) {
         KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
       }
       KILN_RETURN_IF_ERROR(cb->End());
-      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));
       KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
       for (const hal::DispatchTiming& t : timings) ms.push_back(t.gpu_ns / 1e6);
       return Status::Ok();
     }
-    KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
-                                       *device, hal::CommandBufferMode::kReusable, {"bench"}));
+    KILN_ASSIGN_OR_RETURN(
+        auto cb, hal::CommandBuffer::Create(device, hal::CommandBufferMode::kReusable, {"bench"}));
     KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
     KILN_RETURN_IF_ERROR(cb->End());
     for (uint64_t i = 0; i < *repetitions; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(**device, *cb));
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));
       ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-              .count());
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     return Status::Ok();
   };
@@ -379,7 +375,7 @@ int BenchKernel(const Args& args) {
   if (json) {
     JsonWriter w;
     w.BeginObject().Key("benchmark").String("kernel");
-    w.Key("device").String((*device)->Describe()).Key("module").String(path);
+    w.Key("device").String(device->Describe()).Key("module").String(path);
     w.Key("function").String(name).Key("timing").String(timing);
     w.Key("repetitions").Uint(*repetitions).Key("warmup").Uint(*warmup);
     w.Key("median_ms").Number(median).Key("min_ms").Number(min);
@@ -398,7 +394,7 @@ int BenchKernel(const Args& args) {
     std::printf("%s\n", w.str().c_str());
     return 0;
   }
-  std::printf("device: %s\n", (*device)->Describe().c_str());
+  std::printf("device: %s\n", device->Describe().c_str());
   std::printf("%s: %llu dispatches after %llu warm-up; %s\n", name.c_str(),
               static_cast<unsigned long long>(*repetitions),
               static_cast<unsigned long long>(*warmup), timing);

@@ -58,7 +58,9 @@ const codegen::ParamInfo* FindParam(const codegen::KernelMetadata& md, const std
   return nullptr;
 }
 
-bool IsBuffer(const codegen::ParamInfo& p) { return p.kind == codegen::ParamKind::kBuffer; }
+bool IsBuffer(const codegen::ParamInfo& p) {
+  return p.kind == codegen::ParamKind::kBuffer;
+}
 bool IsWritten(const codegen::ParamInfo& p) {
   return IsBuffer(p) && p.access == codegen::BufferAccess::kReadWrite;
 }
@@ -73,8 +75,8 @@ Status CheckBufferFlags(const codegen::KernelMetadata& md,
       const codegen::ParamInfo* p = FindParam(md, name);
       if (p == nullptr) {
         return InvalidArgument("--", flag, " ", name, ": function '", md.name,
-                               "' has no parameter '", name, "' (its buffer parameters: ",
-                               ParamNames(md, IsBuffer), ")");
+                               "' has no parameter '", name,
+                               "' (its buffer parameters: ", ParamNames(md, IsBuffer), ")");
       }
       if (!IsBuffer(*p)) {
         return InvalidArgument("--", flag, " ", name, ": '", name, "' is a scalar parameter (",
@@ -151,28 +153,23 @@ int RunCommand(const Args& args) {
     if (!NpyDTypeFits(array->dtype, p.dtype)) {
       return Fail(StrCat("--input ", param, ": parameter '", param, "' is ",
                          codegen::DTypeName(p.dtype), " (", NpyDTypeText(p.dtype), "), '", file,
-                         "' holds ", npy::DescrOf(array->dtype), " (",
-                         npy::NameOf(array->dtype), ")"));
+                         "' holds ", npy::DescrOf(array->dtype), " (", npy::NameOf(array->dtype),
+                         ")"));
     }
-    if (p.dtype == codegen::DType::kInt8x4 &&
-        (array->shape.empty() || array->shape.back() != 4)) {
+    if (p.dtype == codegen::DType::kInt8x4 && (array->shape.empty() || array->shape.back() != 4)) {
       return Fail(StrCat("--input ", param, ": parameter '", param, "' is int8x4, held as ",
                          NpyDTypeText(p.dtype), "; '", file, "' has shape ", array->ShapeText()));
     }
     arrays.emplace(param, std::move(*array));
   }
 
-  auto options = DeviceOptionsFromFlags(*flags);
-  if (!options.ok()) return Fail(options.status().message());
-  auto device = hal::Device::Create(*options);
-  if (!device.ok()) return Fail(device.status().message());
-  auto module = runtime::LoadedModule::Load(*device, std::move(*compiled));
-  if (!module.ok()) return Fail(module.status().ToString());
-  auto fn = (*module)->Find(name);
-  if (!fn.ok()) return Fail(fn.status().message());
-  std::printf("device: %s\n", (*device)->Describe().c_str());
-  if (!(*fn)->availability().ok()) {
-    std::printf("SKIP: %s\n", (*fn)->availability().message().c_str());
+  auto loaded = LoadKernel(*flags, std::move(*compiled), name);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  const hal::Device& device = *loaded->device;
+  const runtime::Kernel& fn = *loaded->kernel;
+  std::printf("device: %s\n", device.Describe().c_str());
+  if (!fn.availability().ok()) {
+    std::printf("SKIP: %s\n", fn.availability().message().c_str());
     return check_on ? 1 : 0;
   }
   // Each input's element count against what the scalars make the parameter need.
@@ -183,7 +180,7 @@ int RunCommand(const Args& args) {
     size_t index = 0;
     while (md.params[index].name != param) ++index;
     const codegen::ParamInfo& p = md.params[index];
-    auto elements = (*fn)->BufferElements(index, *call_args);
+    auto elements = fn.BufferElements(index, *call_args);
     if (!elements.ok()) return Fail(elements.status().message());
     const uint64_t lanes = p.dtype == codegen::DType::kInt8x4 ? 4 : 1;
     if (array.elements() != *elements * lanes) {
@@ -197,8 +194,7 @@ int RunCommand(const Args& args) {
     array.data = {};
   }
 
-  auto result = check_on ? check::RunAndCheck(**fn, *source, check)
-                         : check::RunOnDevice(**fn, check);
+  auto result = check_on ? check::RunAndCheck(fn, *source, check) : check::RunOnDevice(fn, check);
   if (!result.ok()) return Fail(result.status().ToString());
   if (check_on) {
     std::printf("%s: gpu %.3f ms, interpreter %.3f ms, seed %llu\n", name.c_str(), result->gpu_ms,
@@ -217,8 +213,7 @@ int RunCommand(const Args& args) {
     if (file == outputs.end()) continue;
     Status written = npy::WriteNpyFile(file->second, ToNpyArray(p.dtype, out.bytes, shape));
     if (!written.ok()) {
-      std::fprintf(stderr, "kiln: --output %s: %s\n", out.name.c_str(),
-                   written.message().c_str());
+      std::fprintf(stderr, "kiln: --output %s: %s\n", out.name.c_str(), written.message().c_str());
       written_ok = false;
     } else {
       std::printf("  wrote %s to %s\n", out.name.c_str(), file->second.c_str());

@@ -60,6 +60,16 @@ StatusOr<codegen::CompiledModule> ReadModule(const std::string& path) {
   return compiled;
 }
 
+StatusOr<LoadedKernel> LoadKernel(const Flags& flags, codegen::CompiledModule compiled,
+                                  const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(hal::DeviceOptions options, DeviceOptionsFromFlags(flags));
+  LoadedKernel out;
+  KILN_ASSIGN_OR_RETURN(out.device, hal::Device::Create(options));
+  KILN_ASSIGN_OR_RETURN(out.module, runtime::LoadedModule::Load(out.device, std::move(compiled)));
+  KILN_ASSIGN_OR_RETURN(out.kernel, out.module->Find(name));
+  return out;
+}
+
 npy::DType NpyDTypeOf(DType t) {
   switch (t) {
     case DType::kF32:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/codegen/compiled_module.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/npy.h"
@@ -33,6 +34,18 @@ Status CollectRepeatedFlags(const Args& args, const std::vector<std::string>& re
 
 // The compiled module at `path`, deserialized and validated; errors name it.
 StatusOr<codegen::CompiledModule> ReadModule(const std::string& path);
+
+// A function of a compiled module, loaded on the device the flags choose.
+struct LoadedKernel {
+  std::shared_ptr<hal::Device> device;
+  std::unique_ptr<runtime::LoadedModule> module;
+  const runtime::Kernel* kernel = nullptr;
+};
+// The device from --impl/--backend/--feature-level/--trusted, the module
+// loaded on it and its function `name` (prepared); errors are the message
+// to print.
+StatusOr<LoadedKernel> LoadKernel(const Flags& flags, codegen::CompiledModule compiled,
+                                  const std::string& name);
 
 // The .npy dtype a parameter's elements are written as.
 npy::DType NpyDTypeOf(codegen::DType t);

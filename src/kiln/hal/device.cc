@@ -1,5 +1,7 @@
 #include "kiln/hal/device.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -122,11 +124,17 @@ struct AdapterRequest {
 };
 
 void EnsureHeadlessGl(Backend backend) {
+  if (backend != Backend::kOpenGL && backend != Backend::kOpenGLES) return;
   // Mesa's EGL needs a platform without a display server; this must be set
   // before the implementation first touches EGL.
-  if (backend == Backend::kOpenGL || backend == Backend::kOpenGLES) {
-    setenv("EGL_PLATFORM", "surfaceless", /*overwrite=*/0);
-  }
+  setenv("EGL_PLATFORM", "surfaceless", /*overwrite=*/0);
+  // Dawn's OpenGL backend closes libEGL when its adapter goes away, which
+  // unmaps Mesa while llvmpipe's worker threads may still be running: the
+  // process then crashed now and then (SIGSEGV in unmapped code, seen at
+  // exit). Holding libEGL open for the life of the process, never to be
+  // unloaded, keeps Mesa mapped.
+  static void* const egl = dlopen("libEGL.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
+  (void)egl;
 }
 
 // Dawn's chained struct of toggles (not in the standard header), with the
