@@ -106,7 +106,7 @@ Status ValidateModule(const CompiledModule& module) {
   return Status::Ok();
 }
 
-StatusOr<std::string> FitsLimits(const KernelMetadata& m, const TargetLimits& limits) {
+std::string FitsLimits(const KernelMetadata& m, const TargetLimits& limits) {
   const auto& w = m.workgroup_size;
   const uint64_t invocations = uint64_t{w[0]} * w[1] * w[2];
   if (w[0] > limits.max_workgroup_size_x || w[1] > limits.max_workgroup_size_y ||

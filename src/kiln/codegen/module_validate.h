@@ -26,6 +26,6 @@ Status ValidateModule(const CompiledModule& module);
 
 // Why a device with `limits` cannot run the kernel (its workgroup size,
 // workgroup storage or number of storage buffers), or "" when it can.
-StatusOr<std::string> FitsLimits(const KernelMetadata& metadata, const TargetLimits& limits);
+std::string FitsLimits(const KernelMetadata& metadata, const TargetLimits& limits);
 
 }  // namespace kiln::codegen

@@ -211,6 +211,7 @@ void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBi
     const uint64_t end = binding.length == kWholeBuffer ? binding.offset + 1
                                                         : binding.offset + binding.length;
     need.min_size = std::max(need.min_size, end);
+    if (binding.length == kWholeBuffer) need.whole_from = std::min(need.whole_from, binding.offset);
     (kind == BindingKind::kStorage ? alias.written : alias.read).push_back(binding.slot);
   }
   if (!alias.written.empty() && (alias.written.size() > 1 || !alias.read.empty())) {

@@ -90,6 +90,9 @@ struct CommandBufferStats {
 // be both).
 struct SlotRequirement {
   uint64_t min_size = 0;  // bytes the slot's buffer must hold
+  // The smallest offset of a binding to the end of the buffer, whose length
+  // (size - offset) must fit maxStorageBufferBindingSize; ~0: none.
+  uint64_t whole_from = ~0ull;
   bool used = false;
 };
 struct SlotAliasCheck {

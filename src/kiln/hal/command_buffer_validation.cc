@@ -206,10 +206,11 @@ Status ValidateBindingTable(const Device& device, std::span<const SlotRequiremen
       return InvalidArgument("command buffer '", label, "': binding-table slot ", s,
                              ": the buffer was not created with storage usage");
     }
-    if (AlignUp(buffer->size(), 4) > device.limits().max_storage_buffer_binding_size &&
-        slots[s].min_size == 0) {
-      return InvalidArgument("command buffer '", label, "': binding-table slot ", s, ": ",
-                             buffer->size(), " bytes exceed maxStorageBufferBindingSize");
+    const uint64_t max = device.limits().max_storage_buffer_binding_size;
+    if (slots[s].whole_from != ~0ull && AlignUp(buffer->size() - slots[s].whole_from, 4) > max) {
+      return InvalidArgument("command buffer '", label, "': binding-table slot ", s,
+                             ": a binding to the end of its ", buffer->size(),
+                             "-byte buffer exceeds maxStorageBufferBindingSize (", max, ")");
     }
   }
   for (const SlotAliasCheck& d : dispatches) {

@@ -57,7 +57,7 @@ StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(const std::shared_ptr
     }
     // What the device cannot run loads as unavailable, like a missing
     // feature: the rest of the module works.
-    KILN_ASSIGN_OR_RETURN(std::string beyond, codegen::FitsLimits(md, limits));
+    const std::string beyond = codegen::FitsLimits(md, limits);
     if (!beyond.empty()) {
       fn->availability_ = Unavailable(where, " needs ", beyond, " on ", device->Describe());
     }

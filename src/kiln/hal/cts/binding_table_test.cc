@@ -112,6 +112,26 @@ TEST_F(BindingTableTest, WrongTablesAreRefusedBeforeAnythingRuns) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 }
 
+// A binding to the end of a slot's buffer is refused at submit when that
+// range exceeds maxStorageBufferBindingSize.
+TEST_F(BindingTableTest, WholeBufferSlotsLargerThanABindingAreRefused) {
+  const uint64_t max = device_->limits().max_storage_buffer_binding_size;
+  if (max > (256ull << 20)) {
+    GTEST_SKIP() << "maxStorageBufferBindingSize is " << max
+                 << " bytes here; a buffer larger than that is too big for this test";
+  }
+  auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
+  BufferRef x = NewBuffer(256);
+  BufferBinding bindings[] = {{x}, BufferBinding::Slot(0)};
+  AxpbConstants c{1, 0, 1, 0};
+  KILN_ASSERT_OK(cb->Dispatch(axpb_, 0, bindings, BytesOf(c), 1));
+  KILN_ASSERT_OK(cb->End());
+  BufferRef big = NewBuffer(max + 256);
+  BufferRef table[] = {big};
+  EXPECT_TRUE(HasError(SubmitAndWait(*device_, *cb, kInfinite, table),
+                       StatusCode::kInvalidArgument, "exceeds maxStorageBufferBindingSize"));
+}
+
 TEST_F(BindingTableTest, SlotBindingsAreValidatedWhenRecorded) {
   auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
   BufferRef x = NewBuffer(256);
