@@ -1,7 +1,9 @@
 #include "kiln/codegen/wgsl_emitter.h"
 
 #include "kiln/codegen/wgsl_types.h"
+#include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/simplifier.h"
 
 namespace kiln::codegen {
 
@@ -120,6 +122,43 @@ std::vector<std::string> FunctionEmitter::LaneIndices(const ir::Expr& index) {
   std::string vector = Reusable(index, "index");
   for (int k = 0; k < n; ++k) lanes.push_back(StrCat(vector, "[", k, "]"));
   return lanes;
+}
+
+const FunctionEmitter::PackedArray* FunctionEmitter::Packed(const ir::Buffer& buffer) const {
+  auto it = packed_.find(buffer.get());
+  return it == packed_.end() ? nullptr : &it->second;
+}
+
+std::string FunctionEmitter::PackedAccess(const PackedArray& array, const ir::Expr& raw_index) {
+  static constexpr const char* kComponents[] = {"x", "y", "z", "w"};
+  const int lanes = array.packing.lanes;
+  ir::Expr index = ir::Simplify(raw_index);
+  const auto* ramp = index.as<ir::RampNode>();
+  // ChoosePacking admits only ramps of the packing's width at multiples of it.
+  std::optional<LaneSplit> split = SplitByLanes(ramp ? ramp->base : index, lanes);
+  if (array.packing.split_vars) {
+    // Every index is a constant (ChoosePacking), so the quotient is one too.
+    auto group = split ? ir::AsConstInt(split->quotient) : std::nullopt;
+    if (!group || *group < 0 || *group >= static_cast<int64_t>(array.vars.size())) {
+      return Fail("internal: index out of the split array '", array.name, "'");
+    }
+    const std::string& var = array.vars[*group];
+    if (ramp || lanes == 1) return var;
+    return StrCat(var, ".", kComponents[split->remainder]);
+  }
+  if (ramp) {
+    if (!split || split->remainder != 0) {
+      return Fail("internal: unaligned vector access to packed array '", array.name, "'");
+    }
+    return StrCat(array.name, "[", StripParens(Expr(split->quotient)), "]");
+  }
+  if (split) {
+    return StrCat(array.name, "[", StripParens(Expr(split->quotient)), "].",
+                  kComponents[split->remainder]);
+  }
+  std::string i = Reusable(index, "index");
+  std::string n = WgslIntLiteral(lanes, index.dtype().is_int());
+  return StrCat(array.name, "[", i, " / ", n, "][", i, " % ", n, "]");
 }
 
 }  // namespace kiln::codegen

@@ -21,6 +21,7 @@
 
 #include "kiln/codegen/wgsl_helpers.h"
 #include "kiln/codegen/wgsl_names.h"
+#include "kiln/codegen/wgsl_packing.h"
 #include "kiln/ir/expr.h"
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/stmt.h"
@@ -116,6 +117,16 @@ class FunctionEmitter {
   std::string BufferName(const ir::Buffer& buffer);
   // The single index of a flattened access; error otherwise.
   const ir::Expr* FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // A local or shared array laid out by ChoosePacking (wgsl_packing.h).
+  struct PackedArray {
+    ArrayPacking packing;
+    std::string name;               // the array
+    std::vector<std::string> vars;  // or the separate variables, one per group of lanes
+  };
+  const PackedArray* Packed(const ir::Buffer& buffer) const;
+  // The WGSL reference to the element (scalar index) or the whole vector
+  // (a ramp of the packing's width) of a packed array at `index`.
+  std::string PackedAccess(const PackedArray& array, const ir::Expr& index);
   // The text for lane `lane` of the vector index `index` (hoisted as needed).
   std::vector<std::string> LaneIndices(const ir::Expr& index);
   void Line(const std::string& text);
@@ -140,6 +151,7 @@ class FunctionEmitter {
   std::unordered_map<std::string, std::string> reusable_;
   std::unordered_map<const ir::VarNode*, std::string> vars_;
   std::unordered_map<const ir::BufferNode*, std::string> buffers_;
+  std::unordered_map<const ir::BufferNode*, PackedArray> packed_;
   std::unordered_set<const ir::BufferNode*> stored_;
   // Set while emitting a constant subtree: literals go through
   // WgslHelpers::RunTime.

@@ -274,7 +274,7 @@ std::string FunctionEmitter::FloatImm(const ir::FloatImmNode* op) {
   }
   // No literal spells inf or NaN, and constant expressions may not produce them.
   bool f16 = op->dtype.bits == 16;
-  uint32_t bits = negative_zero        ? 0u
+  uint32_t bits = negative_zero           ? 0u
                   : std::isnan(op->value) ? (f16 ? 0x7e00u : 0x7fc00000u)
                                           : (f16 ? 0x7c00u : 0x7f800000u);
   if (std::signbit(op->value) && !std::isnan(op->value)) bits |= f16 ? 0x8000u : 0x80000000u;
@@ -406,6 +406,7 @@ std::string FunctionEmitter::Ramp(const ir::RampNode* op) {
 std::string FunctionEmitter::Load(const ir::LoadNode* op) {
   const ir::Expr* index = FlatIndex(op->buffer, op->indices);
   if (index == nullptr) return "<error>";
+  if (const PackedArray* packed = Packed(op->buffer)) return PackedAccess(*packed, *index);
   std::string buffer = BufferName(op->buffer);
   bool is_bool = op->buffer.dtype().is_bool();
   // bool elements are stored as i32.

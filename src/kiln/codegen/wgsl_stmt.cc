@@ -1,6 +1,6 @@
 // FunctionEmitter: statements.
-#include "kiln/codegen/wgsl_emitter.h"
 #include "kiln/codegen/kernel_abi.h"
+#include "kiln/codegen/wgsl_emitter.h"
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
@@ -51,6 +51,11 @@ void FunctionEmitter::Stmt(const ir::Stmt& s) {
 void FunctionEmitter::Store(const ir::StoreNode* op) {
   const ir::Expr* index = FlatIndex(op->buffer, op->indices);
   if (index == nullptr) return;
+  if (const PackedArray* packed = Packed(op->buffer)) {
+    std::string value = Expr(op->value);
+    Line(StrCat(PackedAccess(*packed, *index), " = ", StripParens(value), ";"));
+    return;
+  }
   std::string buffer = BufferName(op->buffer);
   stored_.insert(op->buffer.get());
   bool is_bool = op->buffer.dtype().is_bool();
@@ -85,7 +90,20 @@ void FunctionEmitter::Allocate(const ir::AllocateNode* op) {
     return;
   }
   std::string name = names_.Fresh(buffer.name());
-  std::string decl = StrCat("array<", StorageType(buffer.dtype()), ", ", *size, ">");
+  ArrayPacking packing = ChoosePacking(op, *size);
+  std::string element = StorageType(buffer.dtype());
+  if (packing.lanes > 1) element = StrCat("vec", packing.lanes, "<", element, ">");
+  if (packing.split_vars) {
+    PackedArray& array = packed_[buffer.get()] = PackedArray{packing, name, {}};
+    for (int64_t g = 0; g < *size / packing.lanes; ++g) {
+      array.vars.push_back(names_.Fresh(StrCat(buffer.name(), "_", g)));
+      Line(StrCat("var ", array.vars.back(), " : ", element, ";"));
+    }
+    Stmt(op->body);
+    return;
+  }
+  if (packing.lanes > 1) packed_[buffer.get()] = PackedArray{packing, name, {}};
+  std::string decl = StrCat("array<", element, ", ", *size / packing.lanes, ">");
   switch (buffer.scope()) {
     case ir::MemoryScope::kShared:
       // Workgroup memory lives at module scope in WGSL.
@@ -162,18 +180,17 @@ void FunctionEmitter::For(const ir::ForNode* op) {
   const bool is_signed = var_type.is_int();
   std::string extent_u = is_signed ? StrCat("u32(", StripParens(extent), ")") : extent;
   auto step_value = ir::AsConstInt(op->step);
-  std::string step_u = step_value ? StrCat(static_cast<uint32_t>(*step_value), "u")
+  std::string step_u = step_value  ? StrCat(static_cast<uint32_t>(*step_value), "u")
                        : is_signed ? StrCat("u32(", StripParens(step), ")")
                                    : step;
   std::string zero = is_signed ? "0i" : "0u";
-  std::string trips =
-      LetValue(hint + "_trips", ir::DataType::UInt(32),
-               StrCat("select(0u, (", extent_u, " - 1u) / ", step_u, " + 1u, ",
-                      StripParens(extent), " > ", zero, ")"));
+  std::string trips = LetValue(hint + "_trips", ir::DataType::UInt(32),
+                               StrCat("select(0u, (", extent_u, " - 1u) / ", step_u, " + 1u, ",
+                                      StripParens(extent), " > ", zero, ")"));
   std::string counter = names_.Fresh(hint + "_k");
   std::string name = names_.Fresh(hint);
-  Line(StrCat("for (var ", counter, " : u32 = 0u; ", counter, " < ", trips, "; ", counter,
-              "++) {"));
+  Line(
+      StrCat("for (var ", counter, " : u32 = 0u; ", counter, " < ", trips, "; ", counter, "++) {"));
   Indent();
   std::string offset = is_signed ? StrCat("i32(", counter, ")") : counter;
   Line(StrCat("let ", name, " : ", type, " = ", begin, " + ", offset,

@@ -19,10 +19,10 @@ fn block_sum(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_i
   let n : i32 = args.n;
   let bx : i32 = i32(block_x);
   let tx : i32 = i32(lid.x);
-  var acc : array<f32, 1>;
+  var acc_0 : f32;
   let i : i32 = bx * 128i + tx;
-  acc[0i] = select(0f, A[min(i, n - 1i)], i < n);
-  partial[tx] = acc[0i];
+  acc_0 = select(0f, A[min(i, n - 1i)], i < n);
+  partial[tx] = acc_0;
   workgroupBarrier();
   for (var s : i32 = 0i; s < 7i; s++) {
     let stride : i32 = 64i >> (u32(s) & 31u);

@@ -42,10 +42,10 @@ fn masked(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_id) 
   let safe : i32 = cond_value;
   let steps : i32 = kiln_floor_div_i32(safe, 4i);
   flags[bx] = select(0i, 1i, !m | (steps > 2i));
-  var count : array<i32, 1>;
-  count[0i] = 0i;
-  while (count[0i] < steps) {
-    count[0i] = count[0i] + 1i;
+  var count_0 : i32;
+  count_0 = 0i;
+  while (count_0 < steps) {
+    count_0 = count_0 + 1i;
   }
-  A[bx] = count[0i];
+  A[bx] = count_0;
 }

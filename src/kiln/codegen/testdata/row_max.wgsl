@@ -20,11 +20,11 @@ fn row_max(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_id)
     return;
   }
   let cols : i32 = args.cols;
-  var best : array<f32, 1>;
-  best[0i] = kiln_f32_from_bits(0xff800000u);
+  var best_0 : f32;
+  best_0 = kiln_f32_from_bits(0xff800000u);
   for (var j : i32 = 0i; j < cols; j++) {
-    best[0i] = max(best[0i], X[j]);
+    best_0 = max(best_0, X[j]);
   }
-  Out[0i] = best[0i];
-  Bits[0i] = bitcast<u32>(best[0i]) << (1u & 31u);
+  Out[0i] = best_0;
+  Bits[0i] = bitcast<u32>(best_0) << (1u & 31u);
 }

@@ -1,0 +1,142 @@
+#include "kiln/codegen/wgsl_packing.h"
+
+#include <vector>
+
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/simplifier.h"
+#include "kiln/ir/visitor.h"
+
+namespace kiln::codegen {
+namespace {
+
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// quotient + carry, with carry folded when the quotient is a constant.
+ir::Expr AddConst(const ir::Expr& e, int64_t c) {
+  if (c == 0) return e;
+  return e + ir::IntConst(e.dtype(), c);
+}
+
+LaneSplit Normalize(const ir::Expr& quotient, int64_t remainder, int lanes) {
+  int64_t carry = FloorDivInt(remainder, lanes);
+  return {AddConst(quotient, carry), remainder - carry * lanes};
+}
+
+std::optional<LaneSplit> Split(const ir::Expr& e, int lanes) {
+  ir::DataType type = e.dtype();
+  if (const auto* imm = e.as<ir::IntImmNode>()) {
+    int64_t q = FloorDivInt(imm->value, lanes);
+    return LaneSplit{ir::IntConst(type, q), imm->value - q * lanes};
+  }
+  const auto* bin = e.as<ir::BinaryNode>();
+  if (bin == nullptr) return std::nullopt;
+  switch (bin->op) {
+    case ir::BinaryOp::kAdd:
+    case ir::BinaryOp::kSub: {
+      auto a = Split(bin->a, lanes);
+      auto b = Split(bin->b, lanes);
+      if (!a || !b) return std::nullopt;
+      bool add = bin->op == ir::BinaryOp::kAdd;
+      ir::Expr q = add ? a->quotient + b->quotient : a->quotient - b->quotient;
+      return Normalize(q, add ? a->remainder + b->remainder : a->remainder - b->remainder, lanes);
+    }
+    case ir::BinaryOp::kMul: {
+      const ir::Expr* factor = &bin->b;
+      const ir::Expr* other = &bin->a;
+      if (!factor->as<ir::IntImmNode>()) std::swap(factor, other);
+      const auto* c = factor->as<ir::IntImmNode>();
+      if (c == nullptr) return std::nullopt;
+      if (c->value % lanes == 0) {
+        return LaneSplit{*other * ir::IntConst(type, c->value / lanes), 0};
+      }
+      auto o = Split(*other, lanes);
+      if (!o) return std::nullopt;
+      // (lanes * q + r) * c = lanes * (q * c) + r * c.
+      return Normalize(o->quotient * ir::IntConst(type, c->value), o->remainder * c->value, lanes);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// Every index a load or store of one buffer uses.
+class AccessCollector : public ir::StmtVisitor {
+ public:
+  explicit AccessCollector(const ir::BufferNode* buffer) : buffer_(buffer) {}
+  std::vector<ir::Expr> indices;
+  bool unflattened = false;
+
+  void VisitLoad(const ir::LoadNode* op) override {
+    Record(op->buffer, op->indices);
+    ir::StmtVisitor::VisitLoad(op);
+  }
+  void VisitStore(const ir::StoreNode* op) override {
+    Record(op->buffer, op->indices);
+    ir::StmtVisitor::VisitStore(op);
+  }
+
+ private:
+  void Record(const ir::Buffer& buffer, const std::vector<ir::Expr>& idx) {
+    if (buffer.get() != buffer_) return;
+    if (idx.size() != 1) {
+      unflattened = true;
+      return;
+    }
+    indices.push_back(idx[0]);
+  }
+  const ir::BufferNode* buffer_;
+};
+
+// The largest number of separate variables an array becomes.
+constexpr int64_t kMaxSplitVariables = 256;
+
+}  // namespace
+
+std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes) {
+  auto split = Split(index, lanes);
+  if (!split) return std::nullopt;
+  split->quotient = ir::Simplify(split->quotient);
+  return split;
+}
+
+ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
+  ir::DataType type = op->buffer.dtype();
+  bool packable = !type.is_bool() && type.lanes == 1 && (type.bits == 32 || type.bits == 16);
+  if (!packable || op->buffer.scope() == ir::MemoryScope::kGlobal) return {};
+  AccessCollector collector(op->buffer.get());
+  collector.VisitStmt(op->body);
+  if (collector.unflattened || collector.indices.empty()) return {};
+
+  int lanes = 1;
+  bool all_constant = true;
+  for (const ir::Expr& raw : collector.indices) {
+    ir::Expr index = ir::Simplify(raw);
+    int n = index.dtype().lanes;
+    if (n == 1) {
+      const auto* imm = index.as<ir::IntImmNode>();
+      if (imm == nullptr || imm->value < 0 || imm->value >= size) all_constant = false;
+      continue;
+    }
+    const auto* ramp = index.as<ir::RampNode>();
+    if (ramp == nullptr || !ir::IsConstInt(ramp->stride, 1) || (n != 2 && n != 4) ||
+        (lanes != 1 && lanes != n)) {
+      return {};
+    }
+    auto split = SplitByLanes(ramp->base, n);
+    if (!split || split->remainder != 0) return {};
+    lanes = n;
+    const auto* imm = ramp->base.as<ir::IntImmNode>();
+    if (imm == nullptr || imm->value < 0 || imm->value + n > size) all_constant = false;
+  }
+  if (size % lanes != 0) return {};
+  ArrayPacking packing{lanes, false};
+  packing.split_vars = op->buffer.scope() == ir::MemoryScope::kLocal && all_constant &&
+                       size / lanes <= kMaxSplitVariables;
+  return packing;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,41 @@
+// How the code generator lays out a local or shared array (internal to
+// codegen).
+//
+// An array whose vector accesses are all contiguous ramps of one width L
+// (2 or 4) starting at provable multiples of L is declared as an array of
+// vecL, so each such access is one vector load or store instead of L scalar
+// ones; scalar accesses to it pick a component. A local array whose every
+// access has a constant index (the accumulators of an unrolled register
+// tile) becomes separate variables, scalars or vecL, which drivers keep in
+// registers where a dynamically indexable array may be spilled.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kiln/ir/expr.h"
+#include "kiln/ir/stmt.h"
+
+namespace kiln::codegen {
+
+// index == lanes * quotient + remainder, 0 <= remainder < lanes.
+struct LaneSplit {
+  ir::Expr quotient;
+  int64_t remainder = 0;
+};
+
+// Splits an integer index expression by `lanes` through sums, differences
+// and multiplications by constants; nullopt where a term is not provably
+// a multiple of `lanes` plus a constant.
+std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes);
+
+struct ArrayPacking {
+  int lanes = 1;            // elements per declared array element (1, 2 or 4)
+  bool split_vars = false;  // separate variables instead of an array
+};
+
+// The layout of the flattened (rank 1) array `op` allocates, of `size`
+// elements, from every access in its body.
+ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size);
+
+}  // namespace kiln::codegen
