@@ -135,4 +135,61 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
 // maxComputeWorkgroupSizeX, the next power of two >= elements).
 int64_t ThreadsPerBlock(int64_t elements, const TargetLimits& limits);
 
+// ---------------------------------------------------------------------------
+// Matrix multiplication
+
+// What Matmul fuses around C = A @ B, and how its operands are laid out.
+struct MatmulOptions {
+  bool transpose_a = false;            // A is [..., K, M] instead of [..., M, K]
+  bool transpose_b = false;            // B is [..., N, K] instead of [..., K, N]
+  std::optional<TensorType> bias;      // [N], added to every row
+  std::string activation;              // "" or a unary op name, applied after the bias
+  std::optional<TensorType> residual;  // the output's shape, added last
+};
+
+// How one matmul kernel is tiled. A workgroup of 16 x 16 threads computes
+// a (64 * rows) x (64 * cols) tile of C; each thread a (4 * rows) x
+// (4 * cols) register tile made of 4 x 4 blocks spaced 64 apart, so the
+// vector reads of a warp from the shared tiles are contiguous. The k
+// dimension advances k_tile at a time through shared tiles of A and B,
+// double-buffered (the next tile loaded into registers during the math, one
+// barrier per step) or not (two barriers per step).
+struct MatmulSchedule {
+  int rows = 2;     // 1 or 2
+  int cols = 2;     // 1 or 2
+  int k_tile = 16;  // 8 or 16; rows * k_tile and cols * k_tile multiples of 16
+  bool double_buffer = true;
+  bool unroll_k = true;  // the k-steps of a shared tile unrolled (a larger, faster kernel)
+
+  int64_t block_m() const { return 64 * rows; }
+  int64_t block_n() const { return 64 * cols; }
+  // Bytes of workgroup memory the shared tiles take.
+  int64_t SharedBytes() const;
+  // "128x128 tile, k 16, double-buffered".
+  std::string ToString() const;
+  friend bool operator==(const MatmulSchedule&, const MatmulSchedule&) = default;
+};
+
+// The default rule: the largest tile that still gives the GPU at least 128
+// workgroups (128 x 128, then 128 x 64 or 64 x 128, then 64 x 64), k_tile 16
+// double-buffered where the target's workgroup storage holds it, else k 8
+// double-buffered, else single-buffered. The k-steps are unrolled where the
+// problem fills the GPU (at least 128 workgroups); smaller problems get the
+// smaller kernel, which compiles faster and whose launch is not limited by
+// its inner loop.
+StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
+                                               const Target& target);
+
+// C[batch..., M, N] = epilogue(A @ B): A is [..., M, K] and B [..., K, N]
+// (rank 2 to 4; their batch dimensions broadcast as numpy's matmul does),
+// f32 or f16 (f16 accumulates in f32). Parameters: A, B, then bias,
+// residual where given, then C; `name` defaults to "matmul". The epilogue
+// is v = acc (+ bias[n]) (activation) (+ residual). `schedule` overrides
+// DefaultMatmulSchedule. Any shape works: tiles that do not divide M, N or
+// K are guarded (loads clamped and zeroed, stores skipped); where they all
+// divide, the kernel has no guards and uses vector loads and stores.
+StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Target& target,
+                              const MatmulOptions& options = {}, std::string name = "",
+                              std::optional<MatmulSchedule> schedule = std::nullopt);
+
 }  // namespace kiln::ops

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -388,6 +391,194 @@ TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
     auto kernel = (*loaded)->Find(f.name());
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Matmul
+
+struct MatmulCase {
+  Shape a, b;
+  MatmulOptions options;
+  std::optional<MatmulSchedule> schedule;
+};
+
+// C = epilogue(A @ B) in double precision, with numpy's batch broadcasting;
+// `scale` gets sum_k |a * b| per element, the size of the rounding error.
+void ReferenceMatmul(const MatmulCase& c, const Tensors& t, const Shape& out,
+                     std::vector<double>& want, std::vector<double>& scale) {
+  const Shape& as = c.a;
+  const Shape& bs = c.b;
+  const int64_t m = out[out.size() - 2], n = out[out.size() - 1];
+  const int64_t k = c.options.transpose_a ? as[as.size() - 2] : as[as.size() - 1];
+  const Shape batch(out.begin(), out.end() - 2);
+  const int64_t batches = NumElements(batch);
+  want.assign(NumElements(out), 0.0);
+  scale.assign(want.size(), 0.0);
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const int64_t a_off = SourceIndex(a_batch, batch, bi) * as[as.size() - 2] * as.back();
+    const int64_t b_off = SourceIndex(b_batch, batch, bi) * bs[bs.size() - 2] * bs.back();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = t.at("A")[a_off + (c.options.transpose_a ? p * m + i : i * k + p)];
+          const double y = t.at("B")[b_off + (c.options.transpose_b ? j * k + p : p * n + j)];
+          sum += x * y;
+          if (!std::isnan(x * y)) mag += std::fabs(x * y);
+        }
+        const int64_t o = (bi * m + i) * n + j;
+        if (c.options.bias) sum += t.at("bias")[j];
+        if (!c.options.activation.empty()) {
+          sum = RefUnary(c.options.activation, static_cast<float>(sum));
+        }
+        if (c.options.residual) sum += t.at("residual")[o];
+        want[o] = sum;
+        scale[o] = mag + 1;
+      }
+    }
+  }
+}
+
+class MatmulDeviceTest : public OpsDeviceTest {
+ protected:
+  // Builds the case, runs it on fresh random inputs with C poisoned, and
+  // compares every element with the reference.
+  void Check(const MatmulCase& c, bool differential = false) {
+    auto f = Matmul({c.a}, {c.b}, target_, c.options, "", c.schedule);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Tensors t;
+    t["A"] = Random(NumElements(c.a));
+    t["B"] = Random(NumElements(c.b));
+    std::vector<std::string> inputs = {"A", "B"};
+    const ir::Param& out_param = f->params().back();
+    Shape out;
+    for (const ir::Expr& e : out_param.buffer().shape()) out.push_back(*ir::AsConstInt(e));
+    if (c.options.bias) {
+      t["bias"] = Random(c.options.bias->shape[0]);
+      inputs.push_back("bias");
+    }
+    if (c.options.residual) {
+      t["residual"] = Random(NumElements(out));
+      inputs.push_back("residual");
+    }
+    t["C"] = std::vector<float>(NumElements(out));
+    // A NaN in A makes its row of C NaN, whatever the tiling.
+    const bool with_nan = NumElements(c.a) > 3;
+    if (with_nan) t["A"][2] = std::nanf("");
+    Run({*f}, inputs, t, differential);
+    std::vector<double> want, scale;
+    ReferenceMatmul(c, t, out, want, scale);
+    for (size_t o = 0; o < want.size(); ++o) {
+      if (std::isnan(want[o])) {
+        ASSERT_TRUE(std::isnan(t["C"][o])) << "C[" << o << "] = " << t["C"][o] << ", want NaN";
+        continue;
+      }
+      ASSERT_LE(std::fabs(t["C"][o] - want[o]), 1e-5 * scale[o])
+          << "C[" << o << "] of " << f->name() << " " << ShapeToString(c.a) << " @ "
+          << ShapeToString(c.b) << ": " << t["C"][o] << " vs " << want[o];
+    }
+  }
+};
+
+TEST_F(MatmulDeviceTest, OddShapesWithTheDefaultSchedule) {
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {7, 33, 5}, {33, 7, 1000}, {65, 129, 17}, {130, 257, 33}}) {
+    SCOPED_TRACE(StrCat(m, "x", n, "x", k));
+    Check({{m, k}, {k, n}, {}, {}});
+  }
+}
+
+TEST_F(MatmulDeviceTest, AlignedShapesTakeTheVectorPath) {
+  Check({{64, 16}, {16, 64}, {}, {}}, /*differential=*/true);
+  Check({{128, 64}, {64, 192}, {}, {}});
+}
+
+TEST_F(MatmulDeviceTest, EverySchedule) {
+  for (MatmulSchedule s :
+       {MatmulSchedule{2, 2, 16, true, true}, MatmulSchedule{2, 2, 8, true, false},
+        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
+        MatmulSchedule{1, 1, 16, false, true}}) {
+    if (s.SharedBytes() > target_.limits.max_workgroup_storage_bytes) {
+      std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
+                  s.ToString().c_str(), target_.limits.max_workgroup_storage_bytes);
+      continue;
+    }
+    SCOPED_TRACE(s.ToString());
+    // Aligned for the first schedule (the one large shapes get), ragged for the rest.
+    if (s == MatmulSchedule{2, 2, 16, true, true}) {
+      Check({{256, 64}, {64, 256}, {}, s});
+    } else {
+      Check({{200, 72}, {72, 300}, {}, s});
+    }
+  }
+}
+
+TEST_F(MatmulDeviceTest, TransposedOperands) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(StrCat("transpose_a ", ta, " transpose_b ", tb));
+      MatmulOptions o;
+      o.transpose_a = ta;
+      o.transpose_b = tb;
+      auto shape = [](bool t, int64_t rows, int64_t cols) {
+        return t ? Shape{cols, rows} : Shape{rows, cols};
+      };
+      Check({shape(ta, 33, 47), shape(tb, 47, 65), o, {}});
+      // The vector path of a transposed operand (A: vectors along M; B: scalar stores).
+      if (ta && tb) Check({shape(ta, 128, 64), shape(tb, 64, 128), o, {}});
+    }
+  }
+}
+
+TEST_F(MatmulDeviceTest, BatchedWithBroadcasting) {
+  Check({{2, 3, 33, 17}, {3, 17, 20}, {}, {}});
+  Check({{4, 64, 64}, {64, 128}, {}, {}});
+  MatmulOptions o;
+  o.transpose_b = true;
+  Check({{5, 1, 64, 32}, {1, 3, 64, 32}, o, {}});
+}
+
+TEST_F(MatmulDeviceTest, FusedEpilogue) {
+  MatmulOptions o;
+  o.bias = TensorType{{65}};
+  o.activation = "gelu";
+  Check({{33, 40}, {40, 65}, o, {}});
+  // The aligned kernel: vector epilogue without an activation, lanes with one.
+  o.bias = TensorType{{128}};
+  o.residual = TensorType{{2, 64, 128}};
+  o.activation = "";
+  Check({{2, 64, 32}, {32, 128}, o, {}});
+  o.activation = "relu";
+  Check({{2, 64, 32}, {32, 128}, o, {}});
+}
+
+TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  MatmulOptions o;
+  o.bias = TensorType{{64}, ir::kF16};
+  o.activation = "relu";
+  std::vector<ir::Function> functions;
+  auto odd = Matmul({{7, 33}, ir::kF16}, {{33, 20}, ir::kF16}, target_, {}, "mm_odd");
+  auto aligned = Matmul({{64, 16}, ir::kF16}, {{16, 64}, ir::kF16}, target_, o, "mm_aligned");
+  for (auto* f : {&odd, &aligned}) {
+    ASSERT_TRUE(f->ok()) << f->status();
+    functions.push_back(**f);
+  }
+  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const ir::Function& f : functions) {
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    check::CheckOptions options;
+    options.tolerance = 1e-2;
+    auto checked = check::RunAndCheck(**kernel, f, options);
     ASSERT_TRUE(checked.ok()) << checked.status();
     EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
                                << checked->Summary();

@@ -1,0 +1,472 @@
+#include "ops_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "kiln/check/check.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/executable.h"
+#include "kiln/hal/queue.h"
+#include "kiln/interp/half.h"
+#include "kiln/ops/ops.h"
+#include "kiln/runtime/module.h"
+
+namespace kiln::bench {
+namespace {
+
+// The bandwidth ceiling: a plain copy over 4-lane vectors, written by hand.
+constexpr const char* kCopyVec4Wgsl = R"(
+struct Dims { count: u32, row: u32, unused0: u32, unused1: u32 }
+@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
+@group(0) @binding(2) var<uniform> dims: Dims;
+
+@compute @workgroup_size(256)
+fn copy(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+  let i = (group.y * dims.row + group.x) * 256u + local.x;
+  if (i < dims.count) {
+    dst[i] = src[i];
+  }
+}
+)";
+
+using Tensors = std::map<std::string, std::vector<float>>;
+
+// One workload: kernels run in order over named buffers.
+struct Workload {
+  std::string name, shape, kernels;
+  std::vector<ir::Function> functions;
+  std::map<std::string, ops::TensorType> inputs;   // filled with random values
+  std::map<std::string, ops::TensorType> buffers;  // everything else (poisoned)
+  std::string output;
+  double bytes = 0, flops = 0;
+  double tolerance = 1e-4;  // |got - want| <= tolerance * scale(i)
+  // The expected output element i and its scale, from the inputs.
+  std::function<std::pair<double, double>(const Tensors&, int64_t)> reference;
+  std::string skip;  // a feature the device lacks
+  Status error;      // the operator refused its arguments
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<uint8_t> ToBytes(const std::vector<float>& v, ir::DataType dtype) {
+  if (dtype == ir::kF16) {
+    std::vector<uint8_t> out(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t h = interp::FloatToHalfBits(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+    return out;
+  }
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+std::vector<float> FromBytes(const std::vector<uint8_t>& bytes, ir::DataType dtype) {
+  const size_t n = bytes.size() / (dtype == ir::kF16 ? 2 : 4);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == ir::kF16) {
+      uint16_t h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = interp::HalfBitsToFloat(h);
+    } else {
+      std::memcpy(&out[i], &bytes[4 * i], 4);
+    }
+  }
+  return out;
+}
+
+uint64_t Bytes(const ops::TensorType& t) {
+  return uint64_t(ops::NumElements(t.shape)) * (t.dtype == ir::kF16 ? 2 : 4);
+}
+
+class Runner {
+ public:
+  Runner(std::shared_ptr<hal::Device> device, const OpsBenchOptions& options)
+      : device_(std::move(device)), options_(options) {}
+
+  StatusOr<double> CopyCeiling(int64_t elements) {
+    KILN_ASSIGN_OR_RETURN(
+        hal::ExecutableRef copy,
+        hal::LoadExecutable(*device_, {"copy (hand-written WGSL)",
+                                       kCopyVec4Wgsl,
+                                       {{"copy",
+                                         {hal::BindingKind::kReadOnlyStorage,
+                                          hal::BindingKind::kStorage, hal::BindingKind::kUniform},
+                                         256}}}));
+    const uint64_t bytes = uint64_t(elements) * 4;
+    KILN_ASSIGN_OR_RETURN(hal::BufferRef src, device_->allocator().Allocate(bytes));
+    KILN_ASSIGN_OR_RETURN(hal::BufferRef dst, device_->allocator().Allocate(bytes));
+    const uint32_t vectors = static_cast<uint32_t>(elements / 4);
+    const uint32_t groups = (vectors + 255) / 256;
+    const uint32_t row = std::min<uint32_t>(groups, 4096);
+    const uint32_t dims[4] = {vectors, row, 0, 0};
+    hal::BufferBinding bindings[] = {{src}, {dst}};
+    KILN_ASSIGN_OR_RETURN(double ms, Time([&](hal::CommandBuffer& cb) {
+                            return cb.Dispatch(copy, 0, bindings,
+                                               {reinterpret_cast<const uint8_t*>(dims), 16}, row,
+                                               (groups + row - 1) / row);
+                          }));
+    return 2.0 * bytes / (ms * 1e6);
+  }
+
+  StatusOr<OpsTiming> Run(const Workload& w) {
+    OpsTiming t;
+    t.name = w.name;
+    t.shape = w.shape;
+    t.kernels = w.kernels;
+    t.bytes = w.bytes;
+    t.flops = w.flops;
+    if (!w.skip.empty()) {
+      t.skip = w.skip;
+      return t;
+    }
+    KILN_ASSIGN_OR_RETURN(
+        codegen::CompiledModule compiled,
+        codegen::CompileModule(ir::Module{w.functions}, check::CompileOptionsFor(*device_)));
+    KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device_, std::move(compiled)));
+    std::mt19937 rng(20261201);
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    Tensors host;
+    std::map<std::string, hal::BufferRef> buffers;
+    auto allocate = [&](const std::string& name, const ops::TensorType& type,
+                        bool random) -> Status {
+      std::vector<float> v(ops::NumElements(type.shape), std::nanf(""));
+      if (random) {
+        for (float& x : v) x = dist(rng);
+        if (type.dtype == ir::kF16) {
+          for (float& x : v) x = interp::RoundToHalf(x);
+        }
+      }
+      std::vector<uint8_t> bytes = ToBytes(v, type.dtype);
+      KILN_ASSIGN_OR_RETURN(hal::BufferRef b, device_->allocator().Allocate(bytes.size()));
+      KILN_RETURN_IF_ERROR(hal::Upload(*device_, b, 0, bytes));
+      buffers[name] = b;
+      if (random) host[name] = std::move(v);
+      return Status::Ok();
+    };
+    for (const auto& [name, type] : w.inputs) KILN_RETURN_IF_ERROR(allocate(name, type, true));
+    for (const auto& [name, type] : w.buffers) KILN_RETURN_IF_ERROR(allocate(name, type, false));
+    std::vector<const runtime::Kernel*> kernels;
+    std::vector<std::vector<runtime::Arg>> args;
+    for (const ir::Function& f : w.functions) {
+      KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, loaded->Find(f.name()));
+      KILN_RETURN_IF_ERROR(k->availability());
+      kernels.push_back(k);
+      std::vector<runtime::Arg> a;
+      for (const ir::Param& p : f.params()) a.push_back(runtime::Arg::Buffer(buffers.at(p.name())));
+      args.push_back(std::move(a));
+    }
+    auto record_all = [&](hal::CommandBuffer& cb) -> Status {
+      for (size_t k = 0; k < kernels.size(); ++k) {
+        KILN_RETURN_IF_ERROR(kernels[k]->Record(cb, args[k]));
+      }
+      return Status::Ok();
+    };
+    // One checked run, from poisoned outputs.
+    {
+      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                         device_, hal::CommandBufferMode::kOneShot, {"check"}));
+      KILN_RETURN_IF_ERROR(record_all(*cb));
+      KILN_RETURN_IF_ERROR(cb->End());
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+      const ops::TensorType& out_type = w.buffers.at(w.output);
+      std::vector<uint8_t> bytes(Bytes(out_type));
+      KILN_RETURN_IF_ERROR(hal::Download(*device_, buffers.at(w.output), 0, bytes));
+      std::vector<float> got = FromBytes(bytes, out_type.dtype);
+      const int64_t n = static_cast<int64_t>(got.size());
+      // Every element of small outputs; a spread sample of large ones.
+      const int64_t samples = std::min<int64_t>(n, options_.small ? n : 4096);
+      std::uniform_int_distribution<int64_t> pick(0, n - 1);
+      t.pass = true;
+      for (int64_t s = 0; s < samples; ++s) {
+        const int64_t i = samples == n ? s : pick(rng);
+        auto [want, scale] = w.reference(host, i);
+        const double err = std::fabs(got[i] - want);
+        const bool ok = std::isnan(want) ? std::isnan(got[i]) : err <= w.tolerance * scale;
+        if (!std::isnan(want))
+          t.max_error = std::max(t.max_error, std::isnan(err) ? INFINITY : err);
+        if (!ok) t.pass = false;
+        ++t.checked;
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(t.ms, Time(record_all));
+    return t;
+  }
+
+  bool timestamps() const { return device_->HasFeature(hal::Feature::kTimestampQuery); }
+
+ private:
+  // The median over repetitions of the time of everything `record` records:
+  // with timestamps, the sum of its dispatches' GPU times in each repetition;
+  // without, the wall time of a submit and wait.
+  StatusOr<double> Time(const std::function<Status(hal::CommandBuffer&)>& record) {
+    const bool profile = timestamps();
+    std::vector<double> ms;
+    {
+      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                         device_, hal::CommandBufferMode::kOneShot, {"warmup"}));
+      KILN_RETURN_IF_ERROR(record(*cb));
+      KILN_RETURN_IF_ERROR(record(*cb));
+      KILN_RETURN_IF_ERROR(cb->End());
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+    }
+    if (profile) {
+      KILN_ASSIGN_OR_RETURN(auto cb,
+                            hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot,
+                                                       hal::CommandBufferOptions{"bench", true}));
+      size_t per_rep = 0;
+      for (uint32_t r = 0; r < options_.repetitions; ++r) {
+        const uint64_t before = cb->stats().dispatches;
+        KILN_RETURN_IF_ERROR(record(*cb));
+        per_rep = cb->stats().dispatches - before;
+      }
+      KILN_RETURN_IF_ERROR(cb->End());
+      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+      KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
+      for (size_t r = 0; r + per_rep <= timings.size(); r += per_rep) {
+        double sum = 0;
+        for (size_t k = 0; k < per_rep; ++k) sum += timings[r + k].gpu_ns / 1e6;
+        ms.push_back(sum);
+      }
+    } else {
+      KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                         device_, hal::CommandBufferMode::kReusable, {"bench"}));
+      KILN_RETURN_IF_ERROR(record(*cb));
+      KILN_RETURN_IF_ERROR(cb->End());
+      for (uint32_t r = 0; r < options_.repetitions; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+    }
+    if (ms.empty()) return Internal("no dispatch was timed");
+    return Median(ms);
+  }
+
+  std::shared_ptr<hal::Device> device_;
+  OpsBenchOptions options_;
+};
+
+std::string Dims(const ops::Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+// ---- the workloads
+
+Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
+                        ir::DataType dtype, const ops::Target& target,
+                        const std::optional<ops::MatmulSchedule>& schedule) {
+  Workload w;
+  w.name = name;
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  const int64_t batch = ops::NumElements(ops::Shape(a.begin(), a.end() - 2));
+  w.shape = (batch > 1 ? Dims(ops::Shape(a.begin(), a.end() - 2)) + " x " : "") +
+            StrCat(m, "x", k, " @ ", k, "x", n);
+  if (dtype == ir::kF16 && !target.shader_f16) {
+    w.skip = "the device has no shader-f16";
+    return w;
+  }
+  auto f = ops::Matmul({a, dtype}, {b, dtype}, target, {}, "", schedule);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(batch, m, n, target);
+  w.kernels = s.ok() ? s->ToString() : "";
+  w.functions = {*f};
+  w.inputs = {{"A", {a, dtype}}, {"B", {b, dtype}}};
+  ops::Shape out(a.begin(), a.end() - 2);
+  out.push_back(m);
+  out.push_back(n);
+  w.buffers = {{"C", {out, dtype}}};
+  w.output = "C";
+  const double esize = dtype == ir::kF16 ? 2 : 4;
+  w.bytes = esize * (batch * (m * k + k * n + m * n));
+  w.flops = 2.0 * batch * m * n * k;
+  w.tolerance = dtype == ir::kF16 ? 2e-3 : 1e-5;
+  w.reference = [=](const Tensors& t, int64_t i) {
+    const int64_t bi = i / (m * n), row = (i / n) % m, col = i % n;
+    const float* A = t.at("A").data() + bi * m * k;
+    const float* B = t.at("B").data() + (b.size() > 2 ? bi * k * n : 0);
+    double sum = 0, mag = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      sum += double(A[row * k + p]) * B[p * n + col];
+      mag += std::fabs(double(A[row * k + p]) * B[p * n + col]);
+    }
+    // f16 outputs round to half: allow half an ulp of the result.
+    return std::pair{sum, mag + 1 + (dtype == ir::kF16 ? std::fabs(sum) * 0.5 : 0)};
+  };
+  return w;
+}
+
+Workload ElementwiseAdd(int64_t n, const ops::Target& target) {
+  Workload w{"elementwise add f32", std::to_string(n), "one thread per element"};
+  auto f = ops::Elementwise("add", {{{n}}, {{n}}}, target);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  w.inputs = {{"A", {{n}}}, {"B", {{n}}}};
+  w.buffers = {{"C", {{n}}}};
+  w.output = "C";
+  w.bytes = 12.0 * n;
+  w.reference = [](const Tensors& t, int64_t i) {
+    return std::pair{double(t.at("A")[i]) + t.at("B")[i], 1.0};
+  };
+  return w;
+}
+
+Workload FusedChain(int64_t n, const ops::Target& target) {
+  Workload w{"fused chain of 5 f32", std::to_string(n),
+             "one kernel: (x + b) * c, relu, * 0.5, tanh"};
+  auto f = ops::ElementwiseChain(
+      {{n}},
+      {ops::ChainStep::With("add", {{n}}), ops::ChainStep::With("mul", {{n}}),
+       ops::ChainStep::Unary("relu"), ops::ChainStep::WithConstant("mul", 0.5),
+       ops::ChainStep::Unary("tanh")},
+      target);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  w.inputs = {{"X", {{n}}}, {"B1", {{n}}}, {"B2", {{n}}}};
+  w.buffers = {{"Y", {{n}}}};
+  w.output = "Y";
+  w.bytes = 16.0 * n;
+  w.reference = [](const Tensors& t, int64_t i) {
+    double v = (double(t.at("X")[i]) + t.at("B1")[i]) * t.at("B2")[i];
+    v = v > 0 ? v : 0;
+    return std::pair{std::tanh(v * 0.5), 1.0};
+  };
+  return w;
+}
+
+Workload RowSum(int64_t rows, int64_t cols, const ops::Target& target) {
+  Workload w{"sum over the last axis f32", StrCat(rows, "x", cols), "one thread per row"};
+  auto f = ops::Reduce("sum", {{rows, cols}}, false, target);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  w.inputs = {{"X", {{rows, cols}}}};
+  w.buffers = {{"Y", {{rows}}}};
+  w.output = "Y";
+  w.bytes = 4.0 * (rows * cols + rows);
+  w.reference = [cols](const Tensors& t, int64_t i) {
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += t.at("X")[i * cols + c];
+    return std::pair{s, double(cols)};
+  };
+  return w;
+}
+
+Workload SoftmaxRows(int64_t rows, int64_t cols, const ops::Target& target) {
+  Workload w{"softmax over the last axis f32", StrCat(rows, "x", cols), ""};
+  auto seq = ops::Softmax({{rows, cols}}, target);
+  if (!seq.ok()) {
+    w.error = seq.status();
+    return w;
+  }
+  w.functions = seq->functions;
+  w.kernels = StrCat(seq->functions.size(), " kernels");
+  w.inputs = {{"X", {{rows, cols}}}};
+  w.buffers = {{"Y", {{rows, cols}}}};
+  for (const auto& im : seq->intermediates) w.buffers[im.name] = {im.shape, im.dtype};
+  w.output = "Y";
+  w.bytes = 8.0 * rows * cols;
+  w.reference = [cols](const Tensors& t, int64_t i) {
+    const float* x = t.at("X").data() + (i / cols) * cols;
+    double mx = -INFINITY, s = 0;
+    for (int64_t c = 0; c < cols; ++c) mx = std::max<double>(mx, x[c]);
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(double(x[c]) - mx);
+    return std::pair{std::exp(double(x[i % cols]) - mx) / s, 1.0};
+  };
+  return w;
+}
+
+}  // namespace
+
+StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
+                                     const OpsBenchOptions& options) {
+  OpsBenchResult result;
+  result.device = device->Describe();
+  Runner runner(device, options);
+  result.gpu_timestamps = runner.timestamps();
+  ops::Target target{runtime::TargetLimitsOf(*device),
+                     device->HasFeature(hal::Feature::kShaderF16)};
+  const bool small = options.small;
+  const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
+  const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
+  KILN_ASSIGN_OR_RETURN(result.copy_gb_per_s, runner.CopyCeiling(small ? 1 << 16 : stream));
+
+  std::vector<std::function<Workload()>> workloads = {
+      [&] { return ElementwiseAdd(stream, target); },
+      [&] { return FusedChain(stream, target); },
+      [&] { return RowSum(rows, cols, target); },
+      [&] { return SoftmaxRows(rows, cols, target); },
+  };
+  if (small) {
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f32", {33, 70}, {70, 129}, ir::kF32, target,
+                            options.matmul_schedule);
+    });
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f32", {128, 64}, {64, 256}, ir::kF32, target,
+                            options.matmul_schedule);
+    });
+    workloads.push_back([&] {
+      return MatmulWorkload("batched matmul f32", {3, 12, 65, 64}, {3, 12, 64, 65}, ir::kF32,
+                            target, options.matmul_schedule);
+    });
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f16", {64, 64}, {64, 128}, ir::kF16, target,
+                            options.matmul_schedule);
+    });
+  } else {
+    for (int64_t n : {4096, 8192}) {
+      workloads.push_back([&, n] {
+        return MatmulWorkload("matmul f32", {n, n}, {n, n}, ir::kF32, target,
+                              options.matmul_schedule);
+      });
+    }
+    workloads.push_back([&] {
+      return MatmulWorkload("batched matmul f32", {32, 12, 128, 64}, {32, 12, 64, 128}, ir::kF32,
+                            target, options.matmul_schedule);
+    });
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f16", {4096, 4096}, {4096, 4096}, ir::kF16, target,
+                            options.matmul_schedule);
+    });
+  }
+  for (const auto& make : workloads) {
+    Workload w = make();
+    if (!options.filter.empty() && w.name.find(options.filter) == std::string::npos) continue;
+    if (!w.error.ok()) return w.error.WithContext(StrCat(w.name, " ", w.shape));
+    auto t = runner.Run(w);
+    if (!t.ok()) return t.status().WithContext(StrCat(w.name, " ", w.shape));
+    result.ops.push_back(*t);
+  }
+  return result;
+}
+
+}  // namespace kiln::bench

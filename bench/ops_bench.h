@@ -1,0 +1,52 @@
+// The operator benchmark (`kiln bench ops`): each library operator at the
+// shapes it is judged on, run once and checked against a CPU reference,
+// then timed with GPU timestamps beside the memory-bandwidth ceiling
+// measured in the same run (a copy kernel over 4-lane vectors).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/hal/device.h"
+#include "kiln/ops/ops.h"
+#include "kiln/support/status.h"
+
+namespace kiln::bench {
+
+struct OpsBenchOptions {
+  bool small = false;         // small shapes: every operator, checked, in seconds on a CPU device
+  uint32_t repetitions = 20;  // timed runs of each workload
+  std::string filter;         // run only workloads whose name contains this
+  // Replaces the default schedule rule of every matmul workload.
+  std::optional<ops::MatmulSchedule> matmul_schedule;
+};
+
+struct OpsTiming {
+  std::string name;     // "matmul f32"
+  std::string shape;    // "4096x4096x4096"
+  std::string kernels;  // the schedule or kernel sequence, in words
+  double ms = 0;        // per run of the workload (all its kernels): median
+  double bytes = 0;     // the floor's bytes: every input read once, every output written once
+  double flops = 0;     // floating-point operations (0 where not counted)
+  double gb_per_s() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
+  double tflops() const { return ms > 0 ? flops / (ms * 1e9) : 0; }
+  double max_error = 0;  // against the reference, over the checked elements
+  int64_t checked = 0;   // elements compared with the reference
+  bool pass = false;
+  std::string skip;  // why it did not run (a feature the device lacks)
+};
+
+struct OpsBenchResult {
+  std::string device;
+  bool gpu_timestamps = false;
+  double copy_gb_per_s = 0;  // the ceiling: bytes read + written by the copy / time
+  std::vector<OpsTiming> ops;
+};
+
+StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
+                                     const OpsBenchOptions& options);
+
+}  // namespace kiln::bench
