@@ -236,13 +236,11 @@ TEST_F(OpsMoreDeviceTest, ReduceOverAnyAxes) {
     const std::string op(name);
     for (const ReduceCase& c : kReduceCases) {
       for (bool keepdims : {false, true}) {
-        std::string axes;
-        for (int a : c.axes) {
-          axes += std::to_string(a);
-          axes += " ";
-        }
-        SCOPED_TRACE(op + " " + ShapeToString(c.shape) + " axes " + axes +
-                     (keepdims ? "keepdims" : ""));
+        std::string trace = op;
+        trace += " " + ShapeToString(c.shape) + " axes";
+        for (int a : c.axes) trace += " " + std::to_string(a);
+        if (keepdims) trace += " keepdims";
+        SCOPED_TRACE(trace);
         auto f = ReduceAxes(op, {c.shape}, c.axes, keepdims, target_);
         ASSERT_TRUE(f.ok()) << f.status();
         const int64_t n = NumElements(c.shape);
