@@ -130,6 +130,103 @@ struct KernelSequence {
 StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
                                  const std::string& name = "softmax");
 
+// ===========================================================================
+// Reductions over any axes, arg-reductions, softmax and log-softmax over an
+// axis, layer and RMS norm (reduce.cc, norm.cc). Each is one kernel of the
+// row template: a workgroup per output with a tree reduction in shared
+// memory where the reduction is long (and rows contiguous), else a thread per
+// output; docs/ops.md gives the rule. f16 inputs compute in f32.
+
+// sum, mean, max, min or prod over `axes` (each in [-rank, rank), distinct,
+// at least one) of X; Y drops the reduced axes, or keeps them as 1 with
+// keepdims ([1] when every axis is reduced without keepdims). max and min
+// propagate NaN. Parameters X, Y; `name` defaults to "reduce_<op>".
+StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
+                                  const std::vector<int>& axes, bool keepdims, const Target& target,
+                                  std::string name = "");
+
+//   arg-reduce: argmax argmin
+const std::vector<std::string_view>& ArgReduceOpNames();
+
+// The index along `axis` of the largest (argmax) or smallest (argmin)
+// element, as i32: the first on ties; a NaN counts as beyond every number,
+// so the first NaN's index is returned where there is one. Parameters X, Y
+// (i32, X's shape without `axis`, or with it as 1 under keepdims); `name`
+// defaults to the op.
+StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, int axis,
+                                 bool keepdims, const Target& target, std::string name = "");
+
+// Softmax (exp(x - max) / sum) or log-softmax (x - max - log(sum)) along
+// `axis`, numerically stable, in one kernel. Parameters X, Y (X's shape).
+StatusOr<ir::Function> SoftmaxAxis(const TensorType& input, int axis, const Target& target,
+                                   const std::string& name = "softmax");
+StatusOr<ir::Function> LogSoftmax(const TensorType& input, int axis, const Target& target,
+                                  const std::string& name = "log_softmax");
+
+// Normalisation over the last axis (D = its extent), in one kernel:
+//   layer_norm: Y = (X - mean) * rsqrt(var + eps) * Gamma + Beta, var the
+//               biased variance; parameters X, Gamma[D], Beta[D], Y
+//   rms_norm:   Y = X * rsqrt(mean(X^2) + eps) * Gamma; parameters X, Gamma[D], Y
+// Gamma and Beta have X's dtype; eps is finite and >= 0.
+StatusOr<ir::Function> LayerNorm(const TensorType& input, double eps, const Target& target,
+                                 const std::string& name = "layer_norm");
+StatusOr<ir::Function> RmsNorm(const TensorType& input, double eps, const Target& target,
+                               const std::string& name = "rms_norm");
+
+// ===========================================================================
+// Data movement, where and cast (movement.cc): elementwise kernels (one
+// thread per output element, the default flat schedule). Tensors are f32,
+// f16 (with shader-f16) or i32.
+
+// Y[i_0, ..., i_n] = X[i_perm^-1...]: output axis d is input axis perm[d];
+// perm is a permutation of 0..rank-1. Parameters X, Y.
+StatusOr<ir::Function> Permute(const TensorType& input, const std::vector<int>& perm,
+                               const Target& target, const std::string& name = "permute");
+
+// A copy of X with a new shape of as many elements (one entry may be -1:
+// inferred). Parameters X, Y. (A reshape of a dense tensor is also
+// metadata only: a caller may reuse X's buffer instead of running this.)
+StatusOr<ir::Function> Reshape(const TensorType& input, const Shape& shape, const Target& target,
+                               const std::string& name = "reshape");
+
+// The inputs (2 or more, one dtype and rank, equal but for `axis`) joined
+// along `axis`. Parameters X0, X1, ..., Y.
+StatusOr<ir::Function> Concat(const std::vector<TensorType>& inputs, int axis, const Target& target,
+                              const std::string& name = "concat");
+
+// Python slicing per axis: X[starts[d]:stops[d]:steps[d]] for every axis d
+// (one entry per axis; negative starts and stops count from the end, out of
+// range ones are clamped, steps are non-zero and may be negative; use
+// INT64_MAX / INT64_MIN for an open end). Every output dimension must be at
+// least 1. Parameters X, Y.
+StatusOr<ir::Function> Slice(const TensorType& input, const std::vector<int64_t>& starts,
+                             const std::vector<int64_t>& stops, const std::vector<int64_t>& steps,
+                             const Target& target, const std::string& name = "slice");
+
+// Embedding lookup: Y[..., d] = Table[clamp(Indices[...], 0, V - 1), d] for
+// Table[V, D] (f32, f16 or i32) and i32 Indices of rank 1 to 3; an index
+// out of [0, V) is clamped into it. Parameters Table, Indices, Y.
+StatusOr<ir::Function> Gather(const TensorType& table, const TensorType& indices,
+                              const Target& target, const std::string& name = "gather");
+
+// X padded with `before[d]` and `after[d]` (>= 0) elements of `value` on
+// each axis. Parameters X, Y.
+StatusOr<ir::Function> Pad(const TensorType& input, const std::vector<int64_t>& before,
+                           const std::vector<int64_t>& after, double value, const Target& target,
+                           const std::string& name = "pad");
+
+// C = Cond != 0 ? A : B with numpy broadcasting of all three; Cond is i32
+// or of A's dtype (a float NaN counts as true); A and B share a dtype.
+// Parameters Cond, A, B, C.
+StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const TensorType& b,
+                             const Target& target, const std::string& name = "where");
+
+// X converted to `dtype` (f32, f16, i32) by the IR's cast rules (float to
+// i32 truncates toward zero and saturates, NaN gives 0). Parameters X, Y;
+// `name` defaults to "cast_<dtype>".
+StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
+                            std::string name = "");
+
 // Threads per block of the default schedules for `elements` independent
 // work items: min(256, maxComputeInvocationsPerWorkgroup,
 // maxComputeWorkgroupSizeX, the next power of two >= elements).

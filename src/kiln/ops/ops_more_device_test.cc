@@ -1,0 +1,798 @@
+// Reductions over any axes, arg-reductions, softmax, norms, data movement,
+// where and cast on a device: each is built for the device's limits,
+// compiled, run on fresh random inputs with its outputs poisoned (a NaN bit
+// pattern) first, and compared with a plain C++ reference and (where the
+// shape is small enough for it) with the interpreter through
+// check::RunAndCheck. CTest runs it once per device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/check/check.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ops/ops.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/test_device.h"
+
+namespace kiln::ops {
+namespace {
+
+using runtime::Arg;
+// Every tensor as 32-bit words (f32 or i32).
+using Tensors = std::map<std::string, std::vector<uint32_t>>;
+constexpr uint32_t kPoison = 0x7fc00000u;  // NaN as f32, 2143289344 as i32
+const float kNan = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<uint32_t> Words(const std::vector<float>& v) {
+  std::vector<uint32_t> w(v.size());
+  std::memcpy(w.data(), v.data(), v.size() * 4);
+  return w;
+}
+std::vector<uint32_t> Words(const std::vector<int32_t>& v) {
+  std::vector<uint32_t> w(v.size());
+  std::memcpy(w.data(), v.data(), v.size() * 4);
+  return w;
+}
+std::vector<float> Floats(const std::vector<uint32_t>& w) {
+  std::vector<float> v(w.size());
+  std::memcpy(v.data(), w.data(), w.size() * 4);
+  return v;
+}
+std::vector<int32_t> Ints(const std::vector<uint32_t>& w) {
+  std::vector<int32_t> v(w.size());
+  std::memcpy(v.data(), w.data(), w.size() * 4);
+  return v;
+}
+
+// Row-major strides of `shape`.
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+std::vector<int64_t> Coords(const Shape& shape, int64_t flat) {
+  std::vector<int64_t> c(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    c[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return c;
+}
+
+class OpsMoreDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = runtime::testing::TestDevice();
+    ASSERT_TRUE(device_);
+    target_.limits = runtime::TargetLimitsOf(*device_);
+    target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
+  }
+
+  std::vector<float> Random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  }
+  std::vector<int32_t> RandomInts(int64_t n, int32_t lo, int32_t hi) {
+    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
+    std::uniform_int_distribution<int32_t> dist(lo, hi);
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = dist(rng);
+    return v;
+  }
+
+  // Compiles `f`, uploads `tensors` by parameter name (those not in
+  // `inputs` poisoned first), calls it, reads the outputs back, and checks
+  // it against the interpreter when `differential`.
+  void Run(const ir::Function& f, const std::vector<std::string>& inputs, Tensors& tensors,
+           bool differential) {
+    SCOPED_TRACE(ir::Print(f));
+    auto compiled = codegen::CompileModule(ir::Module{{f}}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto is_input = [&](const std::string& n) {
+      return std::find(inputs.begin(), inputs.end(), n) != inputs.end();
+    };
+    std::map<std::string, hal::BufferRef> buffers;
+    for (auto& [name, data] : tensors) {
+      if (!is_input(name)) std::fill(data.begin(), data.end(), kPoison);
+      auto b = device_->allocator().Allocate(data.size() * 4);
+      ASSERT_TRUE(b.ok()) << b.status();
+      Status up = hal::Upload(*device_, *b, 0,
+                              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(up.ok()) << up;
+      buffers[name] = *b;
+    }
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    std::vector<Arg> args;
+    for (const ir::Param& p : f.params()) {
+      ASSERT_TRUE(buffers.count(p.name())) << p.name();
+      args.push_back(Arg::Buffer(buffers[p.name()]));
+    }
+    Status called = (*kernel)->Call(args);
+    ASSERT_TRUE(called.ok()) << called;
+    if (differential) {
+      auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+      ASSERT_TRUE(checked.ok()) << checked.status();
+      EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                                 << checked->Summary();
+    }
+    for (auto& [name, data] : tensors) {
+      if (is_input(name)) continue;
+      Status down = hal::Download(*device_, buffers[name], 0,
+                                  {reinterpret_cast<uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(down.ok()) << down;
+    }
+  }
+
+  // Checks an f16 kernel against the interpreter only, where the device has
+  // shader-f16.
+  void CheckF16(const StatusOr<ir::Function>& f) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    SCOPED_TRACE(ir::Print(*f));
+    auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto kernel = (*loaded)->Find(f->name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto checked = check::RunAndCheck(**kernel, *f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f->name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
+  }
+
+  static void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
+                         float tolerance, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i])) {
+        ASSERT_TRUE(std::isnan(got[i])) << what << " [" << i << "]: " << got[i] << " vs NaN";
+        continue;
+      }
+      if (std::isinf(want[i])) {
+        ASSERT_EQ(got[i], want[i]) << what << " [" << i << "]";
+        continue;
+      }
+      ASSERT_LE(std::fabs(got[i] - want[i]), tolerance * (1 + std::fabs(want[i])))
+          << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+    }
+  }
+
+  std::shared_ptr<hal::Device> device_;
+  Target target_;
+  int draws_ = 0;
+};
+
+// The interpreter is slow on large kernels: check it up to this many elements.
+constexpr int64_t kDifferentialLimit = 40000;
+
+// ---------------------------------------------------------------------------
+// Reductions
+
+struct ReduceCase {
+  Shape shape;
+  std::vector<int> axes;
+};
+const ReduceCase kReduceCases[] = {
+    {{1}, {0}},          {{7, 33}, {1}},        {{33, 1000}, {1}},    {{1000, 7}, {1}},
+    {{1, 4097}, {-1}},   {{33, 1000}, {0}},     {{5, 7, 33}, {0, 2}}, {{4, 5, 6, 7}, {1, 2}},
+    {{3, 1000}, {0, 1}}, {{2, 3, 300}, {2, 1}}, {{7, 1, 33}, {1, 2}},
+};
+
+// The reference of a reduction over `axes` in double; max/min propagate NaN.
+std::vector<float> RefReduce(const std::string& op, const std::vector<float>& x, const Shape& shape,
+                             const std::vector<int>& axes_in, Shape* out_shape) {
+  std::vector<bool> reduced(shape.size(), false);
+  for (int a : axes_in) reduced[a < 0 ? a + shape.size() : a] = true;
+  Shape kept;
+  int64_t length = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) kept.push_back(shape[d]);
+    if (reduced[d]) length *= shape[d];
+  }
+  if (kept.empty()) kept.push_back(1);
+  *out_shape = kept;
+  const int64_t outputs = NumElements(kept);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> acc(outputs, op == "prod" ? 1.0 : op == "max" ? -inf : op == "min" ? inf : 0);
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+    std::vector<int64_t> c = Coords(shape, i);
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!reduced[d]) o = o * shape[d] + c[d];
+    }
+    const double v = x[i];
+    double& a = acc[o];
+    if (op == "sum" || op == "mean") a += v;
+    if (op == "prod") a *= v;
+    if (op == "max") a = std::isnan(a) || std::isnan(v) ? NAN : std::max(a, v);
+    if (op == "min") a = std::isnan(a) || std::isnan(v) ? NAN : std::min(a, v);
+  }
+  std::vector<float> out(outputs);
+  for (int64_t o = 0; o < outputs; ++o) {
+    out[o] = static_cast<float>(op == "mean" ? acc[o] / length : acc[o]);
+  }
+  return out;
+}
+
+TEST_F(OpsMoreDeviceTest, ReduceOverAnyAxes) {
+  for (std::string_view name : ReduceOpNames()) {
+    const std::string op(name);
+    for (const ReduceCase& c : kReduceCases) {
+      for (bool keepdims : {false, true}) {
+        std::string trace = op;
+        trace += " " + ShapeToString(c.shape) + " axes";
+        for (int a : c.axes) trace += " " + std::to_string(a);
+        if (keepdims) trace += " keepdims";
+        SCOPED_TRACE(trace);
+        auto f = ReduceAxes(op, {c.shape}, c.axes, keepdims, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const int64_t n = NumElements(c.shape);
+        std::vector<float> x = op == "prod" ? Random(n, 0.99f, 1.01f) : Random(n);
+        Shape out_shape;
+        std::vector<float> want = RefReduce(op, x, c.shape, c.axes, &out_shape);
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(want.size())}};
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+        ExpectNear(Floats(t["Y"]), want, 1e-4f, "Y");
+      }
+    }
+  }
+}
+
+// max and min over rows holding NaN, infinities and signed zeros.
+TEST_F(OpsMoreDeviceTest, ReduceMaxMinEdgeValues) {
+  for (int64_t cols : {7, 1000}) {
+    const int64_t rows = 6;
+    std::vector<float> x = Random(rows * cols);
+    x[0 * cols + cols / 2] = kNan;  // row 0: a NaN in the middle
+    x[1 * cols + 0] = kNan;         // row 1: a NaN first
+    x[2 * cols + cols - 1] = kInf;  // row 2: +inf last
+    x[2 * cols + 1] = -kInf;
+    for (int64_t c = 0; c < cols; ++c) {
+      x[3 * cols + c] = -kInf;                 // row 3: all -inf
+      x[4 * cols + c] = c % 2 ? -0.0f : 0.0f;  // row 4: signed zeros
+    }
+    x[5 * cols + cols - 1] = kNan;  // row 5: a NaN last
+    for (const char* op : {"max", "min"}) {
+      SCOPED_TRACE(std::string(op) + " cols " + std::to_string(cols));
+      auto f = ReduceAxes(op, {{rows, cols}}, {1}, false, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      Shape out_shape;
+      std::vector<float> want = RefReduce(op, x, {rows, cols}, {1}, &out_shape);
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+      ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+    }
+  }
+}
+
+// The 2-D Reduce takes the same kernels: a workgroup per row for long rows.
+TEST_F(OpsMoreDeviceTest, ReduceLongRowsCooperatively) {
+  auto f = Reduce("sum", {{3, 100000}}, false, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NE(ir::Print(*f).find("workgroup_barrier"), std::string::npos) << ir::Print(*f);
+  std::vector<float> x = Random(300000);
+  Shape out_shape;
+  std::vector<float> want = RefReduce("sum", x, {3, 100000}, {1}, &out_shape);
+  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(3)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, false));
+  ExpectNear(Floats(t["Y"]), want, 1e-4f, "Y");
+}
+
+// ---------------------------------------------------------------------------
+// Arg-reductions
+
+std::vector<int32_t> RefArg(bool is_max, const std::vector<float>& x, const Shape& shape,
+                            int axis) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (static_cast<int>(d) != axis) out.push_back(shape[d]);
+  }
+  if (out.empty()) out.push_back(1);
+  const std::vector<int64_t> st = Strides(shape);
+  std::vector<int32_t> res(NumElements(out));
+  for (int64_t o = 0; o < NumElements(out); ++o) {
+    // The input offset of element 0 along the axis.
+    int64_t rem = o, base = 0;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (d == axis) continue;
+      base += (rem % shape[d]) * st[d];
+      rem /= shape[d];
+    }
+    int32_t best = 0;
+    for (int64_t k = 1; k < shape[axis]; ++k) {
+      const float v = x[base + k * st[axis]], b = x[base + best * st[axis]];
+      if (std::isnan(b)) break;
+      if (std::isnan(v) || (is_max ? v > b : v < b)) best = static_cast<int32_t>(k);
+    }
+    res[o] = best;
+  }
+  return res;
+}
+
+TEST_F(OpsMoreDeviceTest, ArgMaxArgMin) {
+  struct Case {
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {{{1, 1}, 1},    {{7, 33}, 1},    {{33, 1000}, -1}, {{2, 4097}, 1},
+                        {{1000, 7}, 1}, {{33, 7, 5}, 1}, {{300, 3}, 0},    {{1000}, 0}};
+  for (const Case& c : cases) {
+    for (std::string_view name : ArgReduceOpNames()) {
+      const std::string op(name);
+      for (bool ties : {false, true}) {
+        SCOPED_TRACE(op + " " + ShapeToString(c.shape) + " axis " + std::to_string(c.axis) +
+                     (ties ? " ties" : ""));
+        auto f = ArgReduce(op, {c.shape}, c.axis, false, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const int64_t n = NumElements(c.shape);
+        std::vector<float> x = Random(n);
+        // Few distinct values: ties everywhere, the first must win.
+        if (ties) {
+          for (float& v : x) v = std::round(v * 2);
+        }
+        const int axis = c.axis < 0 ? c.axis + static_cast<int>(c.shape.size()) : c.axis;
+        std::vector<int32_t> want = RefArg(op == "argmax", x, c.shape, axis);
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(want.size())}};
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+        EXPECT_EQ(Ints(t["Y"]), want);
+      }
+    }
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, ArgMaxArgMinEdgeValues) {
+  for (int64_t cols : {7, 1000}) {
+    const int64_t rows = 5;
+    std::vector<float> x = Random(rows * cols);
+    x[0 * cols + cols - 1] = kNan;  // row 0: NaN last
+    x[0 * cols + cols / 2] = kNan;  // and in the middle: the first NaN wins
+    x[1 * cols + 3] = kInf;         // row 1: +inf and -inf
+    x[1 * cols + 5] = -kInf;
+    for (int64_t c = 0; c < cols; ++c) {
+      x[2 * cols + c] = -kInf;                 // row 2: all -inf
+      x[3 * cols + c] = c % 2 ? -0.0f : 0.0f;  // row 3: +0 and -0 tie
+      x[4 * cols + c] = kInf;                  // row 4: all +inf
+    }
+    for (std::string_view name : ArgReduceOpNames()) {
+      const std::string op(name);
+      SCOPED_TRACE(op + " cols " + std::to_string(cols));
+      auto f = ArgReduce(op, {{rows, cols}}, 1, true, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<int32_t> want = RefArg(op == "argmax", x, {rows, cols}, 1);
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+      EXPECT_EQ(Ints(t["Y"]), want);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Softmax and log-softmax
+
+TEST_F(OpsMoreDeviceTest, SoftmaxAndLogSoftmaxAlongAnAxis) {
+  struct Case {
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {{{1, 1}, 1},      {{7, 33}, 1},   {{33, 1000}, -1},
+                        {{2, 4097}, 1},   {{1000, 7}, 1}, {{33, 1000}, 0},
+                        {{5, 300, 3}, 1}, {{1000}, 0},    {{4, 5, 6, 7}, 2}};
+  for (const Case& c : cases) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::string(log ? "log_softmax " : "softmax ") + ShapeToString(c.shape) +
+                   " axis " + std::to_string(c.axis));
+      auto f =
+          log ? LogSoftmax({c.shape}, c.axis, target_) : SoftmaxAxis({c.shape}, c.axis, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(c.shape);
+      // Large inputs: without the maximum subtracted, exp would overflow.
+      std::vector<float> x = Random(n, -50, 100);
+      const int axis = c.axis < 0 ? c.axis + static_cast<int>(c.shape.size()) : c.axis;
+      const std::vector<int64_t> st = Strides(c.shape);
+      std::vector<float> want(n);
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> co = Coords(c.shape, i);
+        if (co[axis] != 0) continue;  // once per row, from its first element
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < c.shape[axis]; ++k) mx = std::max<double>(mx, x[i + k * st[axis]]);
+        for (int64_t k = 0; k < c.shape[axis]; ++k) sum += std::exp(x[i + k * st[axis]] - mx);
+        for (int64_t k = 0; k < c.shape[axis]; ++k) {
+          const double v = x[i + k * st[axis]] - mx;
+          want[i + k * st[axis]] = static_cast<float>(log ? v - std::log(sum) : std::exp(v) / sum);
+        }
+      }
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+      ExpectNear(Floats(t["Y"]), want, 1e-5f, "Y");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Norms
+
+TEST_F(OpsMoreDeviceTest, LayerNormAndRmsNorm) {
+  const Shape shapes[] = {{1, 1}, {7, 33}, {33, 1000}, {2, 4097}, {1000, 7}, {2, 3, 100}, {1000}};
+  for (const Shape& shape : shapes) {
+    for (bool rms : {false, true}) {
+      SCOPED_TRACE(std::string(rms ? "rms_norm " : "layer_norm ") + ShapeToString(shape));
+      const double eps = 1e-5;
+      auto f = rms ? RmsNorm({shape}, eps, target_) : LayerNorm({shape}, eps, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(shape), d = shape.back();
+      // An offset mean: a one-pass variance would lose it to cancellation.
+      std::vector<float> x = Random(n, 99.0f, 101.0f);
+      std::vector<float> gamma = Random(d), beta = Random(d);
+      std::vector<float> want(n);
+      for (int64_t r = 0; r < n / d; ++r) {
+        const float* row = x.data() + r * d;
+        double mean = 0, var = 0;
+        if (!rms) {
+          for (int64_t k = 0; k < d; ++k) mean += row[k];
+          mean /= d;
+        }
+        for (int64_t k = 0; k < d; ++k) var += (row[k] - mean) * (row[k] - mean);
+        const double rstd = 1.0 / std::sqrt(var / d + eps);
+        for (int64_t k = 0; k < d; ++k) {
+          want[r * d + k] =
+              static_cast<float>((row[k] - mean) * rstd * gamma[k] + (rms ? 0 : beta[k]));
+        }
+      }
+      Tensors t = {{"X", Words(x)}, {"Gamma", Words(gamma)}, {"Y", std::vector<uint32_t>(n)}};
+      if (!rms) t["Beta"] = Words(beta);
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "Gamma", "Beta"}, t, n <= kDifferentialLimit));
+      // d = 1 under layer_norm: x - mean is 0 exactly, Y = Beta.
+      ExpectNear(Floats(t["Y"]), want, rms ? 1e-5f : 2e-3f, "Y");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Data movement, where and cast
+
+TEST_F(OpsMoreDeviceTest, Permute) {
+  struct Case {
+    Shape shape;
+    std::vector<int> perm;
+  };
+  const Case cases[] = {{{1}, {0}},
+                        {{7, 33}, {1, 0}},
+                        {{33, 1000}, {1, 0}},
+                        {{5, 7, 33}, {2, 0, 1}},
+                        {{3, 1, 5, 7}, {3, 2, 1, 0}},
+                        {{4097, 3}, {1, 0}}};
+  for (const Case& c : cases) {
+    for (bool ints : {false, true}) {
+      SCOPED_TRACE(ShapeToString(c.shape) + (ints ? " i32" : " f32"));
+      auto f = Permute({c.shape, ints ? ir::kI32 : ir::kF32}, c.perm, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(c.shape);
+      Shape out(c.shape.size());
+      for (size_t d = 0; d < out.size(); ++d) out[d] = c.shape[c.perm[d]];
+      std::vector<uint32_t> x = ints ? Words(RandomInts(n, -1000000, 1000000)) : Words(Random(n));
+      const std::vector<int64_t> st = Strides(c.shape);
+      std::vector<uint32_t> want(n);
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> co = Coords(out, i);
+        int64_t src = 0;
+        for (size_t d = 0; d < out.size(); ++d) src += co[d] * st[c.perm[d]];
+        want[i] = x[src];
+      }
+      Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+      EXPECT_EQ(t["Y"], want);
+    }
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, ReshapeCopies) {
+  struct Case {
+    Shape in, shape;
+  };
+  const Case cases[] = {{{7, 33}, {33, 7}},
+                        {{1000}, {8, -1, 5}},
+                        {{2, 3, 4, 5}, {120}},
+                        {{1}, {1, 1, 1, 1}},
+                        {{4097}, {17, 241}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.in) + " to " + ShapeToString(c.shape));
+    auto f = Reshape({c.in}, c.shape, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int64_t n = NumElements(c.in);
+    std::vector<uint32_t> x = Words(Random(n));
+    Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+    EXPECT_EQ(t["Y"], x);
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, Concat) {
+  struct Case {
+    std::vector<Shape> shapes;
+    int axis;
+  };
+  const Case cases[] = {{{{7, 33}, {7, 1}, {7, 1000}}, 1},
+                        {{{1}, {1}}, 0},
+                        {{{3, 5}, {1, 5}, {33, 5}, {2, 5}}, -2},
+                        {{{2, 3, 4}, {2, 5, 4}}, 1},
+                        {{{4097}, {7}}, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shapes[0]) + " axis " + std::to_string(c.axis));
+    std::vector<TensorType> types;
+    for (const Shape& s : c.shapes) types.push_back({s});
+    auto f = Concat(types, c.axis, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int rank = static_cast<int>(c.shapes[0].size());
+    const int axis = c.axis < 0 ? c.axis + rank : c.axis;
+    Shape out = c.shapes[0];
+    out[axis] = 0;
+    for (const Shape& s : c.shapes) out[axis] += s[axis];
+    Tensors t;
+    std::vector<std::string> inputs;
+    for (size_t k = 0; k < c.shapes.size(); ++k) {
+      t["X" + std::to_string(k)] = Words(Random(NumElements(c.shapes[k])));
+      inputs.push_back("X" + std::to_string(k));
+    }
+    const int64_t n = NumElements(out);
+    std::vector<uint32_t> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> co = Coords(out, i);
+      size_t k = 0;
+      while (co[axis] >= c.shapes[k][axis]) co[axis] -= c.shapes[k++][axis];
+      int64_t src = 0;
+      const std::vector<int64_t> st = Strides(c.shapes[k]);
+      for (int d = 0; d < rank; ++d) src += co[d] * st[d];
+      want[i] = t["X" + std::to_string(k)][src];
+    }
+    t["Y"] = std::vector<uint32_t>(n);
+    ASSERT_NO_FATAL_FAILURE(Run(*f, inputs, t, true));
+    EXPECT_EQ(t["Y"], want);
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, SliceWithNegativeSteps) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> starts, stops, steps;
+  };
+  const Case cases[] = {
+      {{1000}, {3}, {kMax}, {7}},
+      {{1000}, {-1}, {kMin}, {-1}},
+      {{7, 33}, {1, -2}, {6, 0}, {2, -3}},
+      {{33, 1000}, {0, 999}, {33, 1}, {1, -33}},
+      {{5, 4, 3, 2}, {-100, 3, 2, 0}, {100, kMin, kMin, 2}, {2, -1, -2, 1}},
+      {{4097}, {4096}, {-4098}, {-4}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    auto f = Slice({c.shape}, c.starts, c.stops, c.steps, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    // The reference enumerates Python's slice indices per axis.
+    const int rank = static_cast<int>(c.shape.size());
+    std::vector<std::vector<int64_t>> picks(rank);
+    Shape out(rank);
+    for (int d = 0; d < rank; ++d) {
+      const int64_t n = c.shape[d], step = c.steps[d];
+      int64_t start = c.starts[d], stop = c.stops[d];
+      auto clampv = [&](int64_t v) {
+        if (v < 0) v = v < -n ? (step < 0 ? -1 : 0) : v + n;
+        if (v >= n) v = step < 0 ? n - 1 : n;
+        return v;
+      };
+      start = clampv(start);
+      stop = clampv(stop);
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) picks[d].push_back(i);
+      out[d] = static_cast<int64_t>(picks[d].size());
+    }
+    const int64_t n = NumElements(out);
+    std::vector<uint32_t> x = Words(Random(NumElements(c.shape)));
+    const std::vector<int64_t> st = Strides(c.shape);
+    std::vector<uint32_t> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> co = Coords(out, i);
+      int64_t src = 0;
+      for (int d = 0; d < rank; ++d) src += picks[d][co[d]] * st[d];
+      want[i] = x[src];
+    }
+    Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+    EXPECT_EQ(t["Y"], want);
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, GatherClampsIndices) {
+  struct Case {
+    int64_t vocab, dim;
+    Shape indices;
+  };
+  const Case cases[] = {
+      {1, 1, {1}}, {1000, 33, {7}}, {50, 7, {3, 5}}, {33, 1000, {2, 2, 3}}, {4097, 4, {300}}};
+  for (const Case& c : cases) {
+    for (bool ints : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.vocab) + "x" + std::to_string(c.dim) + " by " +
+                   ShapeToString(c.indices) + (ints ? " i32" : ""));
+      auto f =
+          Gather({{c.vocab, c.dim}, ints ? ir::kI32 : ir::kF32}, {c.indices, ir::kI32}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t m = NumElements(c.indices), n = m * c.dim;
+      // Out-of-range indices too: below 0 and at or beyond V.
+      std::vector<int32_t> idx = RandomInts(m, -3, static_cast<int32_t>(c.vocab) + 2);
+      idx[0] = std::numeric_limits<int32_t>::min();
+      if (m > 1) idx[1] = std::numeric_limits<int32_t>::max();
+      std::vector<uint32_t> table =
+          ints ? Words(RandomInts(c.vocab * c.dim, -99, 99)) : Words(Random(c.vocab * c.dim));
+      std::vector<uint32_t> want(n);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t row = std::clamp<int64_t>(idx[i], 0, c.vocab - 1);
+        for (int64_t d = 0; d < c.dim; ++d) want[i * c.dim + d] = table[row * c.dim + d];
+      }
+      Tensors t = {{"Table", table}, {"Indices", Words(idx)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(
+          Run(*f, {"Table", "Indices"}, t, c.vocab * c.dim <= kDifferentialLimit));
+      EXPECT_EQ(t["Y"], want);
+    }
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, PadWithAConstant) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> before, after;
+  };
+  const Case cases[] = {{{1}, {0}, {0}},
+                        {{1}, {3}, {1}},
+                        {{7, 33}, {1, 0}, {2, 31}},
+                        {{5, 1, 3, 7}, {0, 2, 1, 0}, {1, 0, 1, 3}},
+                        {{4097}, {5}, {0}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    auto f = Pad({c.shape}, c.before, c.after, -2.5, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int rank = static_cast<int>(c.shape.size());
+    Shape out(rank);
+    for (int d = 0; d < rank; ++d) out[d] = c.shape[d] + c.before[d] + c.after[d];
+    const int64_t n = NumElements(out);
+    std::vector<float> x = Random(NumElements(c.shape));
+    const std::vector<int64_t> st = Strides(c.shape);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> co = Coords(out, i);
+      bool inside = true;
+      int64_t src = 0;
+      for (int d = 0; d < rank; ++d) {
+        const int64_t k = co[d] - c.before[d];
+        inside = inside && k >= 0 && k < c.shape[d];
+        src += k * st[d];
+      }
+      want[i] = inside ? x[src] : -2.5f;
+    }
+    Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+    EXPECT_EQ(t["Y"], Words(want));
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, WhereBroadcasts) {
+  struct Case {
+    Shape cond, a, b;
+    bool int_cond;
+  };
+  const Case cases[] = {{{7, 1}, {1, 33}, {33}, true},
+                        {{1000}, {1000}, {1}, false},
+                        {{1}, {5, 7}, {5, 7}, true},
+                        {{3, 1, 5}, {4, 1}, {1, 5}, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.cond) + ShapeToString(c.a) + ShapeToString(c.b));
+    auto f = Where({c.cond, c.int_cond ? ir::kI32 : ir::kF32}, {c.a}, {c.b}, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Shape out = *BroadcastShapes(c.cond, *BroadcastShapes(c.a, c.b));
+    const int64_t n = NumElements(out);
+    std::vector<int32_t> ci = RandomInts(NumElements(c.cond), -1, 1);
+    std::vector<float> cf(ci.begin(), ci.end());
+    if (!c.int_cond && cf.size() > 2) {
+      cf[0] = kNan;   // NaN counts as true
+      cf[1] = -0.0f;  // -0 as false
+    }
+    std::vector<float> a = Random(NumElements(c.a)), b = Random(NumElements(c.b));
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      auto src = [&](const Shape& s) {
+        int64_t index = 0, stride = 1, flat = i;
+        for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+          const int64_t coord = flat % out[d];
+          flat /= out[d];
+          const int sd = d - static_cast<int>(out.size() - s.size());
+          if (sd < 0) continue;
+          if (s[sd] != 1) index += coord * stride;
+          stride *= s[sd];
+        }
+        return index;
+      };
+      const bool cond = c.int_cond ? ci[src(c.cond)] != 0 : cf[src(c.cond)] != 0.0f;
+      want[i] = cond ? a[src(c.a)] : b[src(c.b)];
+    }
+    Tensors t = {{"Cond", c.int_cond ? Words(ci) : Words(cf)},
+                 {"A", Words(a)},
+                 {"B", Words(b)},
+                 {"C", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"Cond", "A", "B"}, t, true));
+    EXPECT_EQ(t["C"], Words(want));
+  }
+}
+
+TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
+  std::vector<float> x = Random(1000, -3e9f, 3e9f);
+  x[0] = kNan;
+  x[1] = kInf;
+  x[2] = -kInf;
+  x[3] = -2.7f;
+  x[4] = 2.7f;
+  auto to_int = Cast({{1000}}, ir::kI32, target_);
+  ASSERT_TRUE(to_int.ok()) << to_int.status();
+  std::vector<int32_t> want(1000);
+  for (int i = 0; i < 1000; ++i) {
+    const float v = x[i];
+    want[i] = std::isnan(v)         ? 0
+              : v >= 2147483520.0f  ? 2147483520
+              : v <= -2147483648.0f ? INT32_MIN
+                                    : static_cast<int32_t>(v);
+  }
+  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(1000)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*to_int, {"X"}, t, true));
+  EXPECT_EQ(Ints(t["Y"]), want);
+
+  std::vector<int32_t> xi = RandomInts(33, -16777216, 16777216);
+  auto to_float = Cast({{33}, ir::kI32}, ir::kF32, target_);
+  ASSERT_TRUE(to_float.ok()) << to_float.status();
+  Tensors u = {{"X", Words(xi)}, {"Y", std::vector<uint32_t>(33)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*to_float, {"X"}, u, true));
+  EXPECT_EQ(Floats(u["Y"]), std::vector<float>(xi.begin(), xi.end()));
+}
+
+// ---------------------------------------------------------------------------
+// f16, against the interpreter (which computes in f16 the same way).
+
+TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  const ir::DataType h = ir::kF16;
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ReduceAxes("sum", {{33, 1000}, h}, {1}, false, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ReduceAxes("max", {{5, 7, 33}, h}, {0, 2}, true, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ReduceAxes("mean", {{1000, 7}, h}, {1}, false, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ArgReduce("argmax", {{7, 1000}, h}, 1, false, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ArgReduce("argmin", {{33, 7}, h}, 1, false, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(SoftmaxAxis({{7, 1000}, h}, 1, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(LogSoftmax({{33, 7}, h}, 0, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(LayerNorm({{7, 1000}, h}, 1e-5, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(RmsNorm({{33, 7}, h}, 1e-5, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Permute({{7, 33}, h}, {1, 0}, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Concat({{{7, 3}, h}, {{7, 5}, h}}, 1, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Slice({{33}, h}, {-1}, {0}, {-2}, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Gather({{100, 7}, h}, {{5}, ir::kI32}, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Pad({{7, 3}, h}, {1, 0}, {0, 2}, 1.5, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Where({{7, 1}, h}, {{1, 33}, h}, {{33}, h}, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kF32, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}}, h, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kI32, target_)));
+}
+
+}  // namespace
+}  // namespace kiln::ops
