@@ -1,8 +1,10 @@
 #include "ops_bench.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -136,6 +138,28 @@ class Runner {
     KILN_ASSIGN_OR_RETURN(
         codegen::CompiledModule compiled,
         codegen::CompileModule(ir::Module{w.functions}, check::CompileOptionsFor(*device_)));
+    if (t.kernels.empty()) {
+      for (const codegen::CompiledFunction& f : compiled.functions) {
+        const auto& wg = f.metadata.workgroup_size;
+        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", f.metadata.name, ": workgroup ", wg[0],
+                            "x", wg[1], "x", wg[2]);
+      }
+    }
+    if (!options_.wgsl_dir.empty()) {
+      std::string base = StrCat(w.name, " ", w.shape);
+      for (char& c : base) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      std::string file = StrCat(options_.wgsl_dir, "/", base, ".wgsl");
+      std::string text;
+      for (const codegen::CompiledFunction& f : compiled.functions) text += f.wgsl + "\n";
+      if (FILE* out = std::fopen(file.c_str(), "w")) {
+        std::fwrite(text.data(), 1, text.size(), out);
+        std::fclose(out);
+      } else {
+        return InvalidArgument("cannot write ", file);
+      }
+    }
     KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device_, std::move(compiled)));
     std::mt19937 rng(20261201);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -211,24 +235,38 @@ class Runner {
  private:
   // The median over repetitions of the time of everything `record` records:
   // with timestamps, the sum of its dispatches' GPU times in each repetition;
-  // without, the wall time of a submit and wait.
+  // without, the wall time of a submit and wait. The GPU first runs the work
+  // for about kWarmupMs (clocks settle; short workloads measured right after
+  // the CPU's reference checks ran otherwise slow), and the repetitions are
+  // raised to cover at least kMinTimedMs.
+  static constexpr double kWarmupMs = 200, kMinTimedMs = 100;
+
   StatusOr<double> Time(const std::function<Status(hal::CommandBuffer&)>& record) {
     const bool profile = timestamps();
-    std::vector<double> ms;
-    {
+    auto submit = [&](uint32_t count) -> StatusOr<double> {
       KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
                                          device_, hal::CommandBufferMode::kOneShot, {"warmup"}));
-      KILN_RETURN_IF_ERROR(record(*cb));
-      KILN_RETURN_IF_ERROR(record(*cb));
+      for (uint32_t i = 0; i < count; ++i) KILN_RETURN_IF_ERROR(record(*cb));
       KILN_RETURN_IF_ERROR(cb->End());
+      const auto t0 = std::chrono::steady_clock::now();
       KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
-    }
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    // One run for an estimate, then the warm-up.
+    KILN_ASSIGN_OR_RETURN(double once, submit(1));
+    once = std::max(once, 1e-3);
+    const auto clamp = [](double n) { return static_cast<uint32_t>(std::clamp(n, 1.0, 20000.0)); };
+    KILN_ASSIGN_OR_RETURN(double warm, submit(clamp(kWarmupMs / once)));
+    (void)warm;
+    const uint32_t repetitions = std::max(options_.repetitions, clamp(kMinTimedMs / once));
+    std::vector<double> ms;
     if (profile) {
       KILN_ASSIGN_OR_RETURN(auto cb,
                             hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot,
                                                        hal::CommandBufferOptions{"bench", true}));
       size_t per_rep = 0;
-      for (uint32_t r = 0; r < options_.repetitions; ++r) {
+      for (uint32_t r = 0; r < repetitions; ++r) {
         const uint64_t before = cb->stats().dispatches;
         KILN_RETURN_IF_ERROR(record(*cb));
         per_rep = cb->stats().dispatches - before;
@@ -236,7 +274,7 @@ class Runner {
       KILN_RETURN_IF_ERROR(cb->End());
       KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
       KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
-      for (size_t r = 0; r + per_rep <= timings.size(); r += per_rep) {
+      for (size_t r = 0; per_rep > 0 && r + per_rep <= timings.size(); r += per_rep) {
         double sum = 0;
         for (size_t k = 0; k < per_rep; ++k) sum += timings[r + k].gpu_ns / 1e6;
         ms.push_back(sum);
@@ -246,7 +284,7 @@ class Runner {
                                          device_, hal::CommandBufferMode::kReusable, {"bench"}));
       KILN_RETURN_IF_ERROR(record(*cb));
       KILN_RETURN_IF_ERROR(cb->End());
-      for (uint32_t r = 0; r < options_.repetitions; ++r) {
+      for (uint32_t r = 0; r < repetitions; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
         ms.push_back(
@@ -317,7 +355,7 @@ Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops:
 }
 
 Workload ElementwiseAdd(int64_t n, const ops::Target& target) {
-  Workload w{"elementwise add f32", std::to_string(n), "one thread per element"};
+  Workload w{"elementwise add f32", std::to_string(n), ""};
   auto f = ops::Elementwise("add", {{{n}}, {{n}}}, target);
   if (!f.ok()) {
     w.error = f.status();
@@ -361,7 +399,7 @@ Workload FusedChain(int64_t n, const ops::Target& target) {
 }
 
 Workload RowSum(int64_t rows, int64_t cols, const ops::Target& target) {
-  Workload w{"sum over the last axis f32", StrCat(rows, "x", cols), "one thread per row"};
+  Workload w{"sum over the last axis f32", StrCat(rows, "x", cols), ""};
   auto f = ops::Reduce("sum", {{rows, cols}}, false, target);
   if (!f.ok()) {
     w.error = f.status();
@@ -382,16 +420,14 @@ Workload RowSum(int64_t rows, int64_t cols, const ops::Target& target) {
 
 Workload SoftmaxRows(int64_t rows, int64_t cols, const ops::Target& target) {
   Workload w{"softmax over the last axis f32", StrCat(rows, "x", cols), ""};
-  auto seq = ops::Softmax({{rows, cols}}, target);
-  if (!seq.ok()) {
-    w.error = seq.status();
+  auto f = ops::SoftmaxAxis({{rows, cols}}, 1, target);
+  if (!f.ok()) {
+    w.error = f.status();
     return w;
   }
-  w.functions = seq->functions;
-  w.kernels = StrCat(seq->functions.size(), " kernels");
+  w.functions = {*f};
   w.inputs = {{"X", {{rows, cols}}}};
   w.buffers = {{"Y", {{rows, cols}}}};
-  for (const auto& im : seq->intermediates) w.buffers[im.name] = {im.shape, im.dtype};
   w.output = "Y";
   w.bytes = 8.0 * rows * cols;
   w.reference = [cols](const Tensors& t, int64_t i) {
@@ -400,6 +436,39 @@ Workload SoftmaxRows(int64_t rows, int64_t cols, const ops::Target& target) {
     for (int64_t c = 0; c < cols; ++c) mx = std::max<double>(mx, x[c]);
     for (int64_t c = 0; c < cols; ++c) s += std::exp(double(x[c]) - mx);
     return std::pair{std::exp(double(x[i % cols]) - mx) / s, 1.0};
+  };
+  return w;
+}
+
+// Layer norm (with Beta) or RMS norm over the last axis, eps 1e-5.
+Workload Norm(bool layer, int64_t rows, int64_t cols, const ops::Target& target) {
+  Workload w{layer ? "layer norm f32" : "rms norm f32", StrCat(rows, "x", cols), ""};
+  auto f = layer ? ops::LayerNorm({{rows, cols}}, 1e-5, target)
+                 : ops::RmsNorm({{rows, cols}}, 1e-5, target);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  w.inputs = {{"X", {{rows, cols}}}, {"Gamma", {{cols}}}};
+  if (layer) w.inputs["Beta"] = {{cols}};
+  w.buffers = {{"Y", {{rows, cols}}}};
+  w.output = "Y";
+  w.bytes = 8.0 * rows * cols + (layer ? 8.0 : 4.0) * cols;
+  w.reference = [layer, cols](const Tensors& t, int64_t i) {
+    const float* x = t.at("X").data() + (i / cols) * cols;
+    double mean = 0, sq = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += x[c];
+    mean /= cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double d = layer ? x[c] - mean : x[c];
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / cols + 1e-5);
+    const int64_t c = i % cols;
+    double y = ((layer ? x[c] - mean : x[c]) * inv) * t.at("Gamma")[c];
+    if (layer) y += t.at("Beta")[c];
+    return std::pair{y, 1.0 + std::fabs(y)};
   };
   return w;
 }
@@ -424,6 +493,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       [&] { return FusedChain(stream, target); },
       [&] { return RowSum(rows, cols, target); },
       [&] { return SoftmaxRows(rows, cols, target); },
+      [&] { return Norm(true, rows, cols, target); },
+      [&] { return Norm(false, rows, cols, target); },
   };
   if (small) {
     workloads.push_back([&] {

@@ -22,6 +22,7 @@ struct OpsBenchOptions {
   std::string filter;         // run only workloads whose name contains this
   // Replaces the default schedule rule of every matmul workload.
   std::optional<ops::MatmulSchedule> matmul_schedule;
+  std::string wgsl_dir;  // where given, each workload's WGSL is written there
 };
 
 struct OpsTiming {

@@ -145,7 +145,7 @@ int BenchMatmul(const Args& args) {
 
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert({"repetitions", "filter", "matmul-schedule"});
+  valued.insert({"repetitions", "filter", "matmul-schedule", "wgsl"});
   auto flags = Flags::Parse(args, valued, {"json", "trusted", "small"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
@@ -154,6 +154,7 @@ int BenchOps(const Args& args) {
         "  --small          every operator at small shapes, every output element checked\n"
         "  --filter TEXT    only the workloads whose name contains TEXT\n"
         "  --repetitions N  timed runs of each workload (default 20)\n"
+        "  --wgsl DIR       write each workload's WGSL to DIR/<name>_<shape>.wgsl\n"
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL  the matmuls' schedule instead of\n"
         "                   the rule's (2,2,16,1,1: a 128x128 tile, k 16, double-buffered,\n"
         "                   unrolled; docs/ops.md)\n"
@@ -172,6 +173,7 @@ int BenchOps(const Args& args) {
   if (*repetitions == 0) return Fail("flag --repetitions must be positive");
   oo.repetitions = static_cast<uint32_t>(*repetitions);
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
+  if (auto dir = flags->Get("wgsl")) oo.wgsl_dir = *dir;
   if (auto text = flags->Get("matmul-schedule")) {
     int v[5];
     char tail = 0;

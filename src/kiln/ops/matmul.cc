@@ -10,6 +10,7 @@
 // tensor expressions have no cache_read/compute_at to express the staging.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -283,11 +284,12 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
   }
   const uint32_t storage = target.limits.max_workgroup_storage_bytes;
   const bool unroll = workgroups(s.rows, s.cols) >= kEnoughWorkgroups;
-  for (MatmulSchedule candidate :
-       {MatmulSchedule{s.rows, s.cols, 16, true, unroll},
-        MatmulSchedule{s.rows, s.cols, 8, true, unroll},
-        MatmulSchedule{s.rows, s.cols, 16, false, unroll}, MatmulSchedule{1, 1, 16, true, unroll},
-        MatmulSchedule{1, 1, 16, false, unroll}}) {
+  // Single-buffered tiles first: on the H200 (Dawn/Vulkan) the double-buffered
+  // kernel ran at 25.7 TFLOP/s against 36.2 for the single-buffered one
+  // (BENCHMARKS.md).
+  for (MatmulSchedule candidate : {MatmulSchedule{s.rows, s.cols, 16, false, unroll},
+                                   MatmulSchedule{s.rows, s.cols, 8, false, unroll},
+                                   MatmulSchedule{1, 1, 16, false, unroll}}) {
     if ((candidate.rows * candidate.k_tile) % 16 != 0 ||
         (candidate.cols * candidate.k_tile) % 16 != 0) {
       continue;
@@ -298,6 +300,240 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
                          " bytes) holds no matmul tile (the smallest takes ",
                          MatmulSchedule{1, 1, 16, false, false}.SharedBytes(), ")");
 }
+
+namespace {
+
+// Writes one matmul kernel: the launch and shared tiles (Build), each
+// thread's set-up (Thread), the k loop (MainLoop) and the epilogue.
+class MatmulKernel {
+ public:
+  MatmulKernel(const TensorType& a, const TensorType& b, const MatmulOptions& options,
+               const Shapes& shapes, const MatmulSchedule& schedule, const std::string& name)
+      : a_(a),
+        b_(b),
+        o_(options),
+        sh_(shapes),
+        s_(schedule),
+        B_(name),
+        dtype_(a.dtype),
+        bm_(static_cast<int>(schedule.block_m())),
+        bn_(static_cast<int>(schedule.block_n())),
+        bk_(schedule.k_tile),
+        tiles_m_(CeilDiv(shapes.m, bm_)),
+        tiles_n_(CeilDiv(shapes.n, bn_)),
+        tiles_k_(CeilDiv(shapes.k, bk_)) {}
+
+  StatusOr<ir::Function> Build(const Target& target) {
+    const int64_t blocks = sh_.batch_count * tiles_m_ * tiles_n_;
+    if (blocks > (int64_t{1} << 31) - 1) {
+      return InvalidArgument("matmul: ", blocks, " workgroups is more than 2^31 - 1");
+    }
+    A_ = B_.BufferParam("A", dtype_, internal::Extents(a_.shape));
+    Bm_ = B_.BufferParam("B", dtype_, internal::Extents(b_.shape));
+    if (o_.bias) bias_ = B_.BufferParam("bias", dtype_, internal::Extents(o_.bias->shape));
+    if (o_.residual) {
+      residual_ = B_.BufferParam("residual", dtype_, internal::Extents(o_.residual->shape));
+    }
+    C_ = B_.BufferParam("C", dtype_, internal::Extents(sh_.out));
+    const int64_t stages = s_.double_buffer ? 2 : 1;
+    B_.For("block", ir::LoopKind::kBlockX, 0, I32(blocks), [&](const Var& block) {
+      B_.Allocate("As", ir::kF32, {I32(stages * bk_ * bm_)}, ir::MemoryScope::kShared,
+                  [&](const Buffer& As) {
+                    B_.Allocate("Bs", ir::kF32, {I32(stages * bk_ * bn_)}, ir::MemoryScope::kShared,
+                                [&](const Buffer& Bs) {
+                                  As_ = As;
+                                  Bs_ = Bs;
+                                  Threads(block);
+                                });
+                  });
+    });
+    ir::Function f = B_.Build();
+    ir::VerifyOptions verify;
+    verify.limits = target.limits;
+    Status verified = ir::Verify(f, verify);
+    if (!verified.ok()) return Internal("matmul built an invalid kernel: ", verified.message());
+    return f;
+  }
+
+ private:
+  static Expr I32(int64_t v) { return ir::IntConst(ir::kI32, v); }
+  static Expr Vec(int start) { return ir::Ramp(I32(start), 1, 4); }
+
+  void Threads(const Var& block) {
+    B_.For("ty", ir::LoopKind::kThreadY, 0, I32(kThreads), [&](const Var& ty) {
+      B_.For("tx", ir::LoopKind::kThreadX, 0, I32(kThreads), [&](const Var& tx) {
+        ty_ = ty;
+        tx_ = tx;
+        Thread(block);
+      });
+    });
+  }
+
+  // block = ((batch * tiles_m) + tile_m) * tiles_n + tile_n.
+  void Thread(const Var& block) {
+    Var tile_n = B_.Let("tile_n", block % static_cast<int>(tiles_n_));
+    Var rest = B_.Let("rest", block / static_cast<int>(tiles_n_));
+    Var tile_m = B_.Let("tile_m", rest % static_cast<int>(tiles_m_));
+    Var batch = B_.Let("batch", rest / static_cast<int>(tiles_m_));
+    coords_.assign(sh_.batch.size(), Expr());
+    int64_t stride = 1;
+    for (int d = static_cast<int>(sh_.batch.size()) - 1; d >= 0; --d) {
+      coords_[d] = B_.Let(StrCat("b", d),
+                          (batch / static_cast<int>(stride)) % static_cast<int>(sh_.batch[d]));
+      stride *= sh_.batch[d];
+    }
+    m0_ = B_.Let("m0", tile_m * bm_);
+    n0_ = B_.Let("n0", tile_n * bn_);
+    Var tid = B_.Let("tid", ty_ * kThreads + tx_);
+    OperandTile a_tile(B_, A_, a_.shape, !o_.transpose_a, sh_.m, sh_.k, bm_, bk_, coords_, m0_);
+    OperandTile b_tile(B_, Bm_, b_.shape, o_.transpose_b, sh_.n, sh_.k, bn_, bk_, coords_, n0_);
+    a_tile.Bind(tid, "a");
+    b_tile.Bind(tid, "b");
+    const int accumulators = 16 * s_.rows * s_.cols;
+    auto local = [&](const char* name, int size, const std::function<void(const Buffer&)>& body) {
+      B_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kLocal, body);
+    };
+    local("acc", accumulators, [&](const Buffer& acc) {
+      local("a_frag", 4 * s_.rows, [&](const Buffer& a_frag) {
+        local("b_frag", 4 * s_.cols, [&](const Buffer& b_frag) {
+          local("a_next", 4 * a_tile.vectors(), [&](const Buffer& a_next) {
+            local("b_next", 4 * b_tile.vectors(), [&](const Buffer& b_next) {
+              acc_ = acc;
+              a_frag_ = a_frag;
+              b_frag_ = b_frag;
+              for (int g = 0; g < accumulators / 4; ++g) {
+                B_.Store(acc, {Vec(4 * g)}, ir::Broadcast(ir::FloatConst(ir::kF32, 0.0), 4));
+              }
+              MainLoop(a_tile, b_tile, a_next, b_next);
+              Epilogue();
+            });
+          });
+        });
+      });
+    });
+  }
+
+  void MainLoop(OperandTile& a_tile, OperandTile& b_tile, const Buffer& a_next,
+                const Buffer& b_next) {
+    const int a_stage = bk_ * bm_, b_stage = bk_ * bn_;
+    // The first tile, into stage 0.
+    a_tile.Load(I32(0), a_next);
+    b_tile.Load(I32(0), b_next);
+    a_tile.Store(As_, I32(0), a_next);
+    b_tile.Store(Bs_, I32(0), b_next);
+    B_.Barrier();
+    B_.For("kt", ir::LoopKind::kSerial, 0, I32(tiles_k_), [&](const Var& kt) {
+      if (s_.double_buffer) {
+        // The next tile, or the last one again on the last step: no branch
+        // around the loads, and the stage written after the math is not read
+        // again.
+        Expr cur = kt % 2;
+        Expr next = ir::Min(kt + 1, static_cast<int>(tiles_k_ - 1)) * bk_;
+        a_tile.Load(next, a_next);
+        b_tile.Load(next, b_next);
+        Math(cur * a_stage, cur * b_stage);
+        a_tile.Store(As_, (1 - cur) * a_stage, a_next);
+        b_tile.Store(Bs_, (1 - cur) * b_stage, b_next);
+        B_.Barrier();
+        return;
+      }
+      Math(I32(0), I32(0));
+      B_.Barrier();
+      B_.If(kt + 1 < static_cast<int>(tiles_k_), [&] {
+        a_tile.Load((kt + 1) * bk_, a_next);
+        b_tile.Load((kt + 1) * bk_, b_next);
+        a_tile.Store(As_, I32(0), a_next);
+        b_tile.Store(Bs_, I32(0), b_next);
+      });
+      B_.Barrier();
+    });
+  }
+
+  // The k-steps of one shared tile: a thread's rows of A and columns of B
+  // as vectors, then rows x cols outer products into the accumulators.
+  void Math(const Expr& a_base, const Expr& b_base) {
+    const ir::LoopKind kind = s_.unroll_k ? ir::LoopKind::kUnrolled : ir::LoopKind::kSerial;
+    B_.For("kk", kind, 0, I32(bk_), [&](const Var& kk) {
+      for (int r = 0; r < s_.rows; ++r) {
+        B_.Store(a_frag_, {Vec(4 * r)},
+                 ir::Load(As_, {ir::Ramp(a_base + kk * bm_ + r * 64 + ty_ * 4, 1, 4)}));
+      }
+      for (int c = 0; c < s_.cols; ++c) {
+        B_.Store(b_frag_, {Vec(4 * c)},
+                 ir::Load(Bs_, {ir::Ramp(b_base + kk * bn_ + c * 64 + tx_ * 4, 1, 4)}));
+      }
+      for (int r = 0; r < s_.rows; ++r) {
+        for (int i = 0; i < 4; ++i) {
+          Expr a_value = ir::Broadcast(ir::Load(a_frag_, {I32(4 * r + i)}), 4);
+          for (int c = 0; c < s_.cols; ++c) {
+            const int g = (r * 4 + i) * s_.cols + c;
+            B_.Store(acc_, {Vec(4 * g)},
+                     ir::Load(acc_, {Vec(4 * g)}) + a_value * ir::Load(b_frag_, {Vec(4 * c)}));
+          }
+        }
+      }
+    });
+  }
+
+  // v (f32, 1 or 4 lanes) at (row, col..): bias, activation, residual, then C.
+  void Finish(Expr v, const Expr& row, const Expr& col) {
+    const int lanes = v.dtype().lanes;
+    Expr col_index = lanes == 1 ? col : ir::Ramp(col, 1, lanes);
+    auto as_f32 = [&](const Expr& x) {
+      return dtype_ == ir::kF32 ? x : ir::Cast(ir::kF32.with_lanes(lanes), x);
+    };
+    if (o_.bias) v = v + as_f32(ir::Load(bias_, {col_index}));
+    if (!o_.activation.empty()) v = internal::ApplyUnary(o_.activation, v);
+    std::vector<Expr> out_index = coords_;
+    out_index.push_back(row);
+    out_index.push_back(col_index);
+    if (o_.residual) v = v + as_f32(ir::Load(residual_, out_index));
+    B_.Store(C_, out_index, dtype_ == ir::kF32 ? v : ir::Cast(dtype_.with_lanes(lanes), v));
+  }
+
+  void Epilogue() {
+    const bool guard = sh_.m % bm_ != 0 || sh_.n % bn_ != 0;
+    for (int r = 0; r < s_.rows; ++r) {
+      for (int i = 0; i < 4; ++i) {
+        Var row = B_.Let(StrCat("row", r, i), m0_ + (ty_ * 4 + (r * 64 + i)));
+        for (int c = 0; c < s_.cols; ++c) {
+          const int g = (r * 4 + i) * s_.cols + c;
+          Var col = B_.Let(StrCat("col", r, i, c), n0_ + (tx_ * 4 + c * 64));
+          // Activations are applied lane by lane (they are defined on scalars).
+          if (!guard && o_.activation.empty()) {
+            Finish(ir::Load(acc_, {Vec(4 * g)}), row, col);
+            continue;
+          }
+          for (int j = 0; j < 4; ++j) {
+            auto lane = [&] { Finish(ir::Load(acc_, {I32(4 * g + j)}), row, col + j); };
+            if (!guard) {
+              lane();
+              continue;
+            }
+            B_.If((row < static_cast<int>(sh_.m)) && (col + j < static_cast<int>(sh_.n)), lane);
+          }
+        }
+      }
+    }
+  }
+
+  const TensorType& a_;
+  const TensorType& b_;
+  const MatmulOptions& o_;
+  const Shapes& sh_;
+  const MatmulSchedule s_;
+  ir::IRBuilder B_;
+  const ir::DataType dtype_;
+  const int bm_, bn_, bk_;
+  const int64_t tiles_m_, tiles_n_, tiles_k_;
+  Buffer A_, Bm_, bias_, residual_, C_;
+  Buffer As_, Bs_, acc_, a_frag_, b_frag_;
+  Var ty_, tx_;
+  Expr m0_, n0_;
+  std::vector<Expr> coords_;
+};
+
+}  // namespace
 
 StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Target& target,
                               const MatmulOptions& options, std::string name,
@@ -311,249 +547,8 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
     KILN_ASSIGN_OR_RETURN(s, DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target));
   }
   KILN_RETURN_IF_ERROR(CheckSchedule(s, target));
-
-  const ir::DataType dtype = a.dtype;
-  const int bm = static_cast<int>(s.block_m()), bn = static_cast<int>(s.block_n());
-  const int bk = s.k_tile;
-  const int64_t tiles_m = CeilDiv(sh.m, bm), tiles_n = CeilDiv(sh.n, bn);
-  const int64_t tiles_k = CeilDiv(sh.k, bk);
-  const int64_t blocks = sh.batch_count * tiles_m * tiles_n;
-  if (blocks > (int64_t{1} << 31) - 1) {
-    return InvalidArgument("matmul: ", blocks, " workgroups is more than 2^31 - 1");
-  }
-  const bool guard_m = sh.m % bm != 0, guard_n = sh.n % bn != 0;
-  const int stages = s.double_buffer ? 2 : 1;
-
-  ir::IRBuilder builder(name);
-  ir::IRBuilder& B = builder;
-  Buffer A_buf = B.BufferParam("A", dtype, internal::Extents(a.shape));
-  Buffer B_buf = B.BufferParam("B", dtype, internal::Extents(b.shape));
-  Buffer bias, residual;
-  if (options.bias) bias = B.BufferParam("bias", dtype, internal::Extents(options.bias->shape));
-  if (options.residual) {
-    residual = B.BufferParam("residual", dtype, internal::Extents(options.residual->shape));
-  }
-  Buffer C_buf = B.BufferParam("C", dtype, internal::Extents(sh.out));
-  auto i32 = [](int64_t v) { return ir::IntConst(ir::kI32, v); };
-
-  B.For("block", ir::LoopKind::kBlockX, 0, i32(blocks), [&](const Var& block) {
-    B.Allocate(
-        "As", ir::kF32, {i32(int64_t{stages} * bk * bm)}, ir::MemoryScope::kShared,
-        [&](const Buffer& As) {
-          B.Allocate(
-              "Bs", ir::kF32, {i32(int64_t{stages} * bk * bn)}, ir::MemoryScope::kShared,
-              [&](const Buffer& Bs) {
-                B.For("ty", ir::LoopKind::kThreadY, 0, i32(kThreads), [&](const Var& ty) {
-                  B.For("tx", ir::LoopKind::kThreadX, 0, i32(kThreads), [&](const Var& tx) {
-                    // block = ((batch * tiles_m) + tile_m) * tiles_n + tile_n
-                    Var tile_n = B.Let("tile_n", block % static_cast<int>(tiles_n));
-                    Var rest = B.Let("rest", block / static_cast<int>(tiles_n));
-                    Var tile_m = B.Let("tile_m", rest % static_cast<int>(tiles_m));
-                    Var batch = B.Let("batch", rest / static_cast<int>(tiles_m));
-                    std::vector<Expr> coords(sh.batch.size());
-                    int64_t stride = 1;
-                    for (int d = static_cast<int>(sh.batch.size()) - 1; d >= 0; --d) {
-                      coords[d] = B.Let(StrCat("b", d), (batch / static_cast<int>(stride)) %
-                                                            static_cast<int>(sh.batch[d]));
-                      stride *= sh.batch[d];
-                    }
-                    Var m0 = B.Let("m0", tile_m * bm);
-                    Var n0 = B.Let("n0", tile_n * bn);
-                    Var tid = B.Let("tid", ty * kThreads + tx);
-                    OperandTile a_tile(B, A_buf, a.shape, !options.transpose_a, sh.m, sh.k, bm, bk,
-                                       coords, m0);
-                    OperandTile b_tile(B, B_buf, b.shape, options.transpose_b, sh.n, sh.k, bn, bk,
-                                       coords, n0);
-                    a_tile.Bind(tid, "a");
-                    b_tile.Bind(tid, "b");
-                    const int accumulators = 16 * s.rows * s.cols;
-                    B.Allocate(
-                        "acc", ir::kF32, {i32(accumulators)}, ir::MemoryScope::kLocal,
-                        [&](const Buffer& acc) {
-                          B.Allocate(
-                              "a_frag", ir::kF32, {i32(4 * s.rows)}, ir::MemoryScope::kLocal,
-                              [&](const Buffer& a_frag) {
-                                B.Allocate(
-                                    "b_frag", ir::kF32, {i32(4 * s.cols)}, ir::MemoryScope::kLocal,
-                                    [&](const Buffer& b_frag) {
-                                      B.Allocate(
-                                          "a_next", ir::kF32, {i32(4 * a_tile.vectors())},
-                                          ir::MemoryScope::kLocal, [&](const Buffer& a_next) {
-                                            B.Allocate(
-                                                "b_next", ir::kF32, {i32(4 * b_tile.vectors())},
-                                                ir::MemoryScope::kLocal, [&](const Buffer& b_next) {
-                                                  auto vec = [&](int start) {
-                                                    return ir::Ramp(i32(start), 1, 4);
-                                                  };
-                                                  for (int g = 0; g < accumulators / 4; ++g) {
-                                                    B.Store(acc, {vec(4 * g)},
-                                                            ir::Broadcast(
-                                                                ir::FloatConst(ir::kF32, 0.0), 4));
-                                                  }
-                                                  const int a_stage = bk * bm, b_stage = bk * bn;
-                                                  // The first tile, into stage 0.
-                                                  a_tile.Load(i32(0), a_next);
-                                                  b_tile.Load(i32(0), b_next);
-                                                  a_tile.Store(As, i32(0), a_next);
-                                                  b_tile.Store(Bs, i32(0), b_next);
-                                                  B.Barrier();
-                                                  B.For(
-                                                      "kt", ir::LoopKind::kSerial, 0, i32(tiles_k),
-                                                      [&](const Var& kt) {
-                                                        Expr cur = s.double_buffer ? Expr(kt % 2)
-                                                                                   : Expr(i32(0));
-                                                        Expr has_next =
-                                                            kt + 1 < static_cast<int>(tiles_k);
-                                                        if (s.double_buffer) {
-                                                          B.If(has_next, [&] {
-                                                            a_tile.Load((kt + 1) * bk, a_next);
-                                                            b_tile.Load((kt + 1) * bk, b_next);
-                                                          });
-                                                        }
-                                                        B.For(
-                                                            "kk",
-                                                            s.unroll_k ? ir::LoopKind::kUnrolled
-                                                                       : ir::LoopKind::kSerial,
-                                                            0, i32(bk), [&](const Var& kk) {
-                                                              for (int r = 0; r < s.rows; ++r) {
-                                                                B.Store(
-                                                                    a_frag, {vec(4 * r)},
-                                                                    ir::Load(
-                                                                        As, {ir::Ramp(
-                                                                                cur * a_stage +
-                                                                                    kk * bm +
-                                                                                    r * 64 + ty * 4,
-                                                                                1, 4)}));
-                                                              }
-                                                              for (int c = 0; c < s.cols; ++c) {
-                                                                B.Store(
-                                                                    b_frag, {vec(4 * c)},
-                                                                    ir::Load(
-                                                                        Bs, {ir::Ramp(
-                                                                                cur * b_stage +
-                                                                                    kk * bn +
-                                                                                    c * 64 + tx * 4,
-                                                                                1, 4)}));
-                                                              }
-                                                              for (int r = 0; r < s.rows; ++r) {
-                                                                for (int i = 0; i < 4; ++i) {
-                                                                  for (int c = 0; c < s.cols; ++c) {
-                                                                    const int g =
-                                                                        (r * 4 + i) * s.cols + c;
-                                                                    Expr a_value = ir::Broadcast(
-                                                                        ir::Load(a_frag,
-                                                                                 {i32(4 * r + i)}),
-                                                                        4);
-                                                                    B.Store(
-                                                                        acc, {vec(4 * g)},
-                                                                        ir::Load(acc,
-                                                                                 {vec(4 * g)}) +
-                                                                            a_value *
-                                                                                ir::Load(
-                                                                                    b_frag,
-                                                                                    {vec(4 * c)}));
-                                                                  }
-                                                                }
-                                                              }
-                                                            });
-                                                        if (s.double_buffer) {
-                                                          B.If(has_next, [&] {
-                                                            a_tile.Store(As, (1 - cur) * a_stage,
-                                                                         a_next);
-                                                            b_tile.Store(Bs, (1 - cur) * b_stage,
-                                                                         b_next);
-                                                          });
-                                                          B.Barrier();
-                                                        } else {
-                                                          B.Barrier();
-                                                          B.If(has_next, [&] {
-                                                            a_tile.Load((kt + 1) * bk, a_next);
-                                                            b_tile.Load((kt + 1) * bk, b_next);
-                                                            a_tile.Store(As, i32(0), a_next);
-                                                            b_tile.Store(Bs, i32(0), b_next);
-                                                          });
-                                                          B.Barrier();
-                                                        }
-                                                      });
-                                                  // The epilogue: bias, activation, residual, then
-                                                  // C.
-                                                  auto finish = [&](Expr v, const Expr& row,
-                                                                    const Expr& col) {
-                                                    const int lanes = v.dtype().lanes;
-                                                    Expr col_index =
-                                                        lanes == 1 ? col : ir::Ramp(col, 1, lanes);
-                                                    auto as_f32 = [&](const Expr& x) {
-                                                      return dtype == ir::kF32
-                                                                 ? x
-                                                                 : ir::Cast(
-                                                                       ir::kF32.with_lanes(lanes),
-                                                                       x);
-                                                    };
-                                                    if (options.bias)
-                                                      v = v + as_f32(ir::Load(bias, {col_index}));
-                                                    if (!options.activation.empty())
-                                                      v = internal::ApplyUnary(options.activation,
-                                                                               v);
-                                                    std::vector<Expr> out_index = coords;
-                                                    out_index.push_back(row);
-                                                    out_index.push_back(col_index);
-                                                    if (options.residual)
-                                                      v = v + as_f32(ir::Load(residual, out_index));
-                                                    Expr out =
-                                                        dtype == ir::kF32
-                                                            ? v
-                                                            : ir::Cast(dtype.with_lanes(lanes), v);
-                                                    B.Store(C_buf, out_index, out);
-                                                  };
-                                                  for (int r = 0; r < s.rows; ++r) {
-                                                    for (int i = 0; i < 4; ++i) {
-                                                      Var row = B.Let(StrCat("row", r, i),
-                                                                      m0 + (ty * 4 + (r * 64 + i)));
-                                                      for (int c = 0; c < s.cols; ++c) {
-                                                        const int g = (r * 4 + i) * s.cols + c;
-                                                        Var col = B.Let(StrCat("col", r, i, c),
-                                                                        n0 + (tx * 4 + c * 64));
-                                                        // Activations are applied lane by lane
-                                                        // (they are defined on scalars).
-                                                        if (!guard_m && !guard_n &&
-                                                            options.activation.empty()) {
-                                                          finish(ir::Load(acc, {vec(4 * g)}), row,
-                                                                 col);
-                                                          continue;
-                                                        }
-                                                        for (int j = 0; j < 4; ++j) {
-                                                          auto lane = [&] {
-                                                            finish(ir::Load(acc, {i32(4 * g + j)}),
-                                                                   row, col + j);
-                                                          };
-                                                          if (!guard_m && !guard_n) {
-                                                            lane();
-                                                            continue;
-                                                          }
-                                                          B.If((row < static_cast<int>(sh.m)) &&
-                                                                   (col + j <
-                                                                    static_cast<int>(sh.n)),
-                                                               lane);
-                                                        }
-                                                      }
-                                                    }
-                                                  }
-                                                });
-                                          });
-                                    });
-                              });
-                        });
-                  });
-                });
-              });
-        });
-  });
-  ir::Function f = builder.Build();
-  ir::VerifyOptions verify;
-  verify.limits = target.limits;
-  Status verified = ir::Verify(f, verify);
-  if (!verified.ok()) return Internal("matmul built an invalid kernel: ", verified.message());
-  return f;
+  MatmulKernel kernel(a, b, options, sh, s, name);
+  return kernel.Build(target);
 }
 
 }  // namespace kiln::ops

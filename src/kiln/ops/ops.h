@@ -269,8 +269,8 @@ struct MatmulSchedule {
 
 // The default rule: the largest tile that still gives the GPU at least 128
 // workgroups (128 x 128, then 128 x 64 or 64 x 128, then 64 x 64), k_tile 16
-// double-buffered where the target's workgroup storage holds it, else k 8
-// double-buffered, else single-buffered. The k-steps are unrolled where the
+// where the target's workgroup storage holds it, else 8, single-buffered
+// (measured faster than double-buffering on the H200; BENCHMARKS.md). The k-steps are unrolled where the
 // problem fills the GPU (at least 128 workgroups); smaller problems get the
 // smaller kernel, which compiles faster and whose launch is not limited by
 // its inner loop.
