@@ -44,7 +44,8 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
         raise _kiln.InvalidArgument(
             f"arrays of {array.dtype} are not supported; kiln's dtypes are float32, float16, "
             f"int32, uint32, int8, uint8 and bool (convert with .astype)")
-    array = np.ascontiguousarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")
     return _kiln._tensor_from_array(array, _device(device))
 
 

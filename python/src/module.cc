@@ -1,5 +1,6 @@
 // The extension module kiln._kiln: errors, element types, devices and
 // profiling; the other parts are bound from tensors.cc, kernels.cc and te.cc.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
