@@ -7,7 +7,7 @@ and cached beforehand) three ways: the Python function (operand checks,
 cache lookup, the program's run), the cached program's run() called from
 Python, and the same run called in a C++ loop inside the extension (output
 allocation, the call's checks, recording the dispatch; no Python). Each
-figure is the best of several rounds of N calls, in microseconds per call;
+figure is the best of several interleaved rounds of N calls, in microseconds per call;
 the work is recorded and submitted in batches of 256 dispatches as in normal
 use, and waited for between rounds.
 """
@@ -22,13 +22,6 @@ import time
 import numpy as np
 
 import kiln
-
-
-def _best(fn, rounds: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        best = min(best, fn())
-    return best
 
 
 def measure(device: kiln.Device, calls: int = 2000, rounds: int = 7) -> dict:
@@ -57,13 +50,14 @@ def measure(device: kiln.Device, calls: int = 2000, rounds: int = 7) -> dict:
         device.synchronize()
         return program._time_cpp_calls(inputs, calls) / calls
 
-    result = {
-        "device": repr(device),
-        "calls": calls,
-        "cpp_us": _best(cpp_run, rounds) * 1e6,
-        "python_run_us": _best(python_run, rounds) * 1e6,
-        "python_op_us": _best(python_op, rounds) * 1e6,
-    }
+    # Rounds interleaved, so that drift of the machine hits all three alike.
+    best = {"cpp_us": float("inf"), "python_run_us": float("inf"),
+            "python_op_us": float("inf")}
+    for _ in range(rounds):
+        for key, fn in (("cpp_us", cpp_run), ("python_run_us", python_run),
+                        ("python_op_us", python_op)):
+            best[key] = min(best[key], fn() * 1e6)
+    result = {"device": repr(device), "calls": calls, **best}
     device.synchronize()
     result["extra_run_us"] = result["python_run_us"] - result["cpp_us"]
     result["extra_op_us"] = result["python_op_us"] - result["cpp_us"]
