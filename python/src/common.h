@@ -37,7 +37,9 @@ class StatusError : public std::exception {
   Status status_;
 };
 
-[[noreturn]] inline void Throw(const Status& status) { throw StatusError(status); }
+[[noreturn]] inline void Throw(const Status& status) {
+  throw StatusError(status);
+}
 inline void Check(const Status& status) {
   if (!status.ok()) Throw(status);
 }

@@ -61,7 +61,9 @@ bool TensorFits(DType t, codegen::DType param) {
   return false;
 }
 
-std::string TypeNameOf(nb::handle h) { return nb::cast<std::string>(nb::type_name(h.type())); }
+std::string TypeNameOf(nb::handle h) {
+  return nb::cast<std::string>(nb::type_name(h.type()));
+}
 
 runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle v) {
   const bool is_int = PyLong_Check(v.ptr()) != 0;
@@ -96,7 +98,7 @@ runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb
                       ", which kernels cannot take"));
 }
 
-nb::object CallKernel(const UserKernel& k, nb::args args, nb::kwargs kwargs) {
+nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwargs& kwargs) {
   const runtime::Kernel& kernel = *k.kernel;
   Check(kernel.availability());
   const auto& params = kernel.metadata().params;
@@ -147,10 +149,9 @@ nb::object CallKernel(const UserKernel& k, nb::args args, nb::kwargs kwargs) {
       Throw(InvalidArgument(where, ": the tensor is on another device than the kernel"));
     }
     if (!TensorFits(t->dtype, p.dtype)) {
-      Throw(InvalidArgument(where, " is a ", ParamTypeText(p), "; got a ", DTypeName(t->dtype),
-                            " tensor",
-                            p.dtype == codegen::DType::kInt8x4 ? " (int8x4 takes int8 or uint8)"
-                                                               : ""));
+      Throw(InvalidArgument(
+          where, " is a ", ParamTypeText(p), "; got a ", DTypeName(t->dtype), " tensor",
+          p.dtype == codegen::DType::kInt8x4 ? " (int8x4 takes int8 or uint8)" : ""));
     }
     tensors[i] = t;
     call[i] = runtime::Arg::Buffer(t->buffer, 0, std::max<uint64_t>(t->nbytes(), 4));
@@ -165,8 +166,8 @@ nb::object CallKernel(const UserKernel& k, nb::args args, nb::kwargs kwargs) {
     const uint64_t have = static_cast<uint64_t>(tensors[i]->size());
     const bool ok = p.strides.empty() ? have == needed * lanes : have >= needed * lanes;
     if (!ok) {
-      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ",
-                            needed * lanes, " ", DTypeName(tensors[i]->dtype),
+      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ", needed * lanes,
+                            " ", DTypeName(tensors[i]->dtype),
                             " elements for these arguments; got a tensor of shape ",
                             ShapeText(tensors[i]->shape), " (", have, " elements)"));
     }
@@ -265,12 +266,11 @@ void BindKernels(nb::module_& m) {
             return nb::make_tuple(w[0], w[1], w[2]);
           },
           "The workgroup size.")
-      .def("__repr__",
-           [](const UserKernel& k) { return "kiln.Kernel(" + k.kernel->name() + ")"; });
+      .def("__repr__", [](const UserKernel& k) { return "kiln.Kernel(" + k.kernel->name() + ")"; });
 
   m.def(
       "compile",
-      [](const std::string& text, std::optional<DevicePtr> device) {
+      [](const std::string& text, const std::optional<DevicePtr>& device) {
         DevicePtr dev = OrDefault(device);
         ir::SourceMap source;
         ir::Module module = Check(ir::ParseModule(text, &source));
@@ -282,7 +282,7 @@ void BindKernels(nb::module_& m) {
       "loads it. Errors point at the text's line and column.");
   m.def(
       "load_module",
-      [](const std::string& path, std::optional<DevicePtr> device) {
+      [](const std::string& path, const std::optional<DevicePtr>& device) {
         DevicePtr dev = OrDefault(device);
         auto m = std::make_shared<UserModule>();
         m->device = dev;
@@ -301,6 +301,7 @@ void BindOps(nb::module_& m) {
       "elementwise",
       [](const DevicePtr& d, const std::string& op, const std::vector<TensorTypeArg>& inputs) {
         std::vector<ops::TensorType> types;
+        types.reserve(inputs.size());
         for (const auto& t : inputs) types.push_back(ToTensorType(t));
         return FromFunction(d, ops::Elementwise(op, types, d->target()));
       },

@@ -55,8 +55,8 @@ void RegisterErrors(nb::module_& m) {
        "The WebGPU implementation or kiln itself misbehaved."},
   };
   for (const Spec& s : specs) {
-    PyObject* bases = s.extra_base ? PyTuple_Pack(2, g_base_error, s.extra_base)
-                                   : PyTuple_Pack(1, g_base_error);
+    PyObject* bases =
+        s.extra_base ? PyTuple_Pack(2, g_base_error, s.extra_base) : PyTuple_Pack(1, g_base_error);
     std::string qualified = std::string("kiln.") + s.name;
     PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), s.doc, bases, nullptr);
     Py_DECREF(bases);
@@ -288,8 +288,9 @@ nb::dict AdapterDict(const hal::AdapterReport& a) {
   return d;
 }
 
-DevicePtr MakeDevice(std::optional<std::string> impl, std::optional<std::string> backend,
-                     std::optional<std::string> feature_level, std::optional<bool> trusted) {
+DevicePtr MakeDevice(const std::optional<std::string>& impl,
+                     const std::optional<std::string>& backend,
+                     const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
   hal::DeviceOptions options;
   if (impl) options.impl = Check(hal::ParseImplKind(*impl));
   if (backend) options.backend = Check(hal::ParseBackend(*backend));
@@ -344,8 +345,9 @@ NB_MODULE(_kiln, m) {
                           "wgpu-native; the implementation's first backend).")
       .def(
           "__init__",
-          [](DeviceState* self, std::optional<std::string> impl, std::optional<std::string> backend,
-             std::optional<std::string> feature_level, std::optional<bool> trusted) {
+          [](DeviceState* self, const std::optional<std::string>& impl,
+             const std::optional<std::string>& backend,
+             const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
             DevicePtr made = MakeDevice(impl, backend, feature_level, trusted);
             new (self) DeviceState(made->device_ref());
           },
@@ -359,7 +361,9 @@ NB_MODULE(_kiln, m) {
           "'dawn' or 'wgpu'.")
       .def_prop_ro(
           "backend",
-          [](DeviceState& d) { return std::string(hal::BackendName(d.device().adapter().backend)); },
+          [](DeviceState& d) {
+            return std::string(hal::BackendName(d.device().adapter().backend));
+          },
           "The backend: 'vulkan', 'opengl', ...")
       .def_prop_ro(
           "feature_level",
@@ -390,7 +394,8 @@ NB_MODULE(_kiln, m) {
       .def("_end_profile",
            [](DeviceState& d) {
              nb::list out;
-             for (const DispatchTime& t : d.EndProfile()) out.append(nb::make_tuple(t.name, t.gpu_ns));
+             for (const DispatchTime& t : d.EndProfile())
+               out.append(nb::make_tuple(t.name, t.gpu_ns));
              return out;
            })
       .def_prop_ro("_profiling", &DeviceState::profiling)

@@ -1,6 +1,8 @@
 // kiln.te: tensor expressions (placeholders, computes with Python lambdas,
 // reductions), IR expressions with Python operators, schedules, and
 // kiln.build, which lowers and compiles a schedule into a callable kernel.
+#include "kiln/te/te.h"
+
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -13,7 +15,6 @@
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
-#include "kiln/te/te.h"
 
 namespace kiln::python {
 
@@ -33,9 +34,13 @@ struct StageRef {
   te::Stage Get() const { return Check(schedule->schedule.FindStage(tensor.name())); }
 };
 
-ir::DataType ParseIrType(const std::string& name) { return Check(IrTypeOf(Check(ParseDType(name)))); }
+ir::DataType ParseIrType(const std::string& name) {
+  return Check(IrTypeOf(Check(ParseDType(name))));
+}
 
-std::string TypeNameOf(nb::handle h) { return nb::cast<std::string>(nb::type_name(h.type())); }
+std::string TypeNameOf(nb::handle h) {
+  return nb::cast<std::string>(nb::type_name(h.type()));
+}
 
 // A Python value as an expression: an Expr, an axis, or a number (an i32,
 // f32 or bool constant).
@@ -55,8 +60,8 @@ ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
     return ir::IntConst(ir::kI32, v);
   }
   if (PyFloat_Check(h.ptr())) return ir::FloatConst(ir::kF32, PyFloat_AsDouble(h.ptr()));
-  Throw(InvalidArgument(what, " must be a kiln.te expression, axis or number; got ",
-                        TypeNameOf(h)));
+  Throw(
+      InvalidArgument(what, " must be a kiln.te expression, axis or number; got ", TypeNameOf(h)));
 }
 
 // `self OP other`: a Python number takes self's type (a non-integral float
@@ -176,8 +181,8 @@ ir::Expr Load(const te::Tensor& t, nb::handle indices_in) {
   return t(indices);
 }
 
-te::Tensor ComputeWith(nb::handle shape, nb::callable fcompute, const std::string& name,
-                       std::optional<std::vector<std::string>> axis_names) {
+te::Tensor ComputeWith(nb::handle shape, const nb::callable& fcompute, const std::string& name,
+                       const std::optional<std::vector<std::string>>& axis_names) {
   std::vector<ir::Expr> dims = ShapeOf(shape);
   std::optional<nb::python_error> error;
   std::optional<StatusError> status_error;
@@ -245,7 +250,8 @@ void BindTe(nb::module_& m) {
       .def_prop_ro(
           "reduce_axis", [](const te::Tensor& t) { return t.op()->reduce_axis; },
           "A compute's reduction axes.")
-      .def("__call__", [](const te::Tensor& t, nb::args indices) { return Load(t, indices); })
+      .def("__call__",
+           [](const te::Tensor& t, const nb::args& indices) { return Load(t, indices); })
       .def("__getitem__", [](const te::Tensor& t, nb::handle indices) { return Load(t, indices); })
       .def("__repr__", [](const te::Tensor& t) {
         std::string s = "te.Tensor(" + t.name() + ", [";
@@ -309,10 +315,16 @@ void BindTe(nb::module_& m) {
       },
       "cond"_a, "a"_a, "b"_a, "a where cond holds, else b (both evaluated).");
   te_m.def(
-      "cast", [](const std::string& dtype, nb::handle e) { return ir::Cast(ParseIrType(dtype), ToExpr(e)); },
+      "cast",
+      [](const std::string& dtype, nb::handle e) {
+        return ir::Cast(ParseIrType(dtype), ToExpr(e));
+      },
       "dtype"_a, "expr"_a, "expr converted to dtype.");
   te_m.def(
-      "const", [](nb::handle v, const std::string& dtype) { return Constant(ir::MakeZero(ParseIrType(dtype)), v); },
+      "const",
+      [](nb::handle v, const std::string& dtype) {
+        return Constant(ir::MakeZero(ParseIrType(dtype)), v);
+      },
       "value"_a, "dtype"_a = "float32", "A constant of a dtype.");
   // The IR's float intrinsics: exp(x), pow(x, y), fma(a, b, c), ...
   for (ir::Intrinsic op :
@@ -325,7 +337,7 @@ void BindTe(nb::module_& m) {
     const int arity = ir::IntrinsicArity(op);
     te_m.def(
         name.c_str(),
-        [op, arity, name](nb::args args) {
+        [op, arity, name](const nb::args& args) {
           if (static_cast<int>(args.size()) != arity) {
             Throw(InvalidArgument("te.", name, " takes ", arity, " arguments, not ", args.size()));
           }
@@ -385,7 +397,7 @@ void BindTe(nb::module_& m) {
           "outer"_a, "inner"_a, "Fuses two adjacent leaf axes into one.")
       .def(
           "reorder",
-          [](const StageRef& s, nb::args axes) {
+          [](const StageRef& s, const nb::args& axes) {
             std::vector<te::IterVar> order;
             for (nb::handle h : axes) order.push_back(nb::cast<te::IterVar>(h));
             Check(s.Get().Reorder(order));
@@ -439,8 +451,8 @@ void BindTe(nb::module_& m) {
         } else {
           for (nb::handle h : outputs) outs.push_back(nb::cast<te::Tensor>(h));
         }
-        auto holder = std::make_shared<ScheduleHolder>(
-            ScheduleHolder{Check(te::Schedule::Create(outs))});
+        auto holder =
+            std::make_shared<ScheduleHolder>(ScheduleHolder{Check(te::Schedule::Create(outs))});
         return holder;
       },
       "outputs"_a, "A schedule of every compute the outputs depend on, nothing applied.");

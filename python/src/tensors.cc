@@ -130,7 +130,9 @@ nb::object ToNumpy(const Tensor& t) {
   return out.cast();
 }
 
-std::vector<int64_t> ShapeArg(const std::vector<int64_t>& shape) { return shape; }
+std::vector<int64_t> ShapeArg(const std::vector<int64_t>& shape) {
+  return shape;
+}
 
 }  // namespace
 
@@ -179,7 +181,7 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
           }
           slot.shape.push_back(imm->value);
         }
-        std::vector<Slot>* list = temps.count(b.name())  ? &p->temps_
+        std::vector<Slot>* list = temps.count(b.name())     ? &p->temps_
                                   : written.count(b.name()) ? &p->outputs_
                                                             : &p->inputs_;
         const int kind = list == &p->inputs_ ? 0 : list == &p->outputs_ ? 1 : 2;
@@ -268,21 +270,22 @@ void BindTensors(nb::module_& m) {
           "size", [](const Tensor& t) { return t.size(); }, "The number of elements.")
       .def("numpy", &ToNumpy,
            "Copies the tensor into a new numpy array, waiting for the work queued before.")
-      .def("__array__",
-           [](const Tensor& t, nb::handle dtype, nb::handle copy) {
-             nb::object a = ToNumpy(t);
-             if (!dtype.is_none()) a = a.attr("astype")(dtype);
-             return a;
-           },
-           "dtype"_a = nb::none(), "copy"_a = nb::none())
+      .def(
+          "__array__",
+          [](const Tensor& t, nb::handle dtype, nb::handle copy) {
+            nb::object a = ToNumpy(t);
+            if (!dtype.is_none()) a = a.attr("astype")(dtype);
+            return a;
+          },
+          "dtype"_a = nb::none(), "copy"_a = nb::none())
       .def("__len__",
            [](const Tensor& t) {
              if (t.shape.empty()) Throw(InvalidArgument("len() of a 0-d tensor"));
              return t.shape[0];
            })
       .def("__repr__", [](const Tensor& t) {
-        return "kiln.Tensor(shape=" + ShapeText(t.shape) + ", dtype=" +
-               std::string(DTypeName(t.dtype)) + ")";
+        return "kiln.Tensor(shape=" + ShapeText(t.shape) +
+               ", dtype=" + std::string(DTypeName(t.dtype)) + ")";
       });
 
   m.def(
@@ -302,7 +305,7 @@ void BindTensors(nb::module_& m) {
       .def("run", &Program::Run, "inputs"_a,
            "Queues the kernels on the inputs; returns the output tensors.")
       .def("__call__",
-           [](const Program& p, nb::args args) {
+           [](const Program& p, const nb::args& args) {
              std::vector<TensorPtr> inputs;
              for (nb::handle h : args) inputs.push_back(nb::cast<TensorPtr>(h));
              std::vector<TensorPtr> out = p.Run(inputs);
