@@ -131,19 +131,23 @@ void AddOperators(Class& c) {
       });
 }
 
+ir::Expr IntegerExtent(nb::handle h, const char* what) {
+  ir::Expr e = ToExpr(h, what);
+  if (!e.dtype().is_integer() || !e.dtype().is_scalar()) {
+    Throw(InvalidArgument(what, " must be an integer, not ", e.dtype().ToString()));
+  }
+  return e;
+}
+
+// A tensor's shape: an int, or a sequence of ints and size vars (at least one).
 std::vector<ir::Expr> ShapeOf(nb::handle shape) {
   std::vector<ir::Expr> out;
   if (PyLong_Check(shape.ptr())) {
-    out.push_back(ToExpr(shape, "a dimension"));
+    out.push_back(IntegerExtent(shape, "a dimension"));
     return out;
   }
-  for (nb::handle d : shape) {
-    ir::Expr e = ToExpr(d, "a dimension");
-    if (!e.dtype().is_integer()) {
-      Throw(InvalidArgument("a dimension must be an integer, not ", e.dtype().ToString()));
-    }
-    out.push_back(e);
-  }
+  for (nb::handle d : shape) out.push_back(IntegerExtent(d, "a dimension"));
+  if (out.empty()) Throw(InvalidArgument("a tensor needs at least one dimension"));
   return out;
 }
 
@@ -278,7 +282,7 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "reduce_axis",
       [](nb::handle extent, const std::string& name) {
-        return te::ReduceAxis(ToExpr(extent, "the extent"), name);
+        return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"), name);
       },
       "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
   te_m.def(

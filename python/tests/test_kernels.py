@@ -229,3 +229,10 @@ def test_te_errors(device):
         kiln.build(s, [B], [], "nope", device)  # A is read but not an input
     with pytest.raises(kiln.InvalidArgument, match="dtype"):
         te.placeholder((4,), "float64")
+    with pytest.raises(kiln.InvalidArgument, match="at least one dimension"):
+        te.placeholder((), "float32")
+    with pytest.raises(kiln.InvalidArgument, match="at least one dimension"):
+        te.compute((), lambda: 1.0)
+    with pytest.raises(kiln.InvalidArgument, match="extent must be an integer"):
+        te.reduce_axis(2.5)
+
