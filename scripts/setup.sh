@@ -34,6 +34,9 @@ done
 # when they are missing.
 command -v npm >/dev/null || missing+=(nodejs npm)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+# The Python extension compiles against the interpreter's headers.
+python3 -c 'import os, sysconfig; exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+  missing+=(python3-dev)
 if ((${#missing[@]} + ${#mesa_missing[@]})); then
   sources=/etc/apt/sources.list.d/kiln-backports.sources
   if ((${#mesa_missing[@]})) && ! grep -rqs "$MESA_BACKPORTS_RELEASE" /etc/apt/sources.list /etc/apt/sources.list.d/; then
@@ -66,9 +69,25 @@ if ! ls .venv/lib/python3*/site-packages/wgpu/resources/webgpu.h >/dev/null 2>&1
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements.txt
 fi
 
+# The Python package's build and test dependencies (nanobind,
+# scikit-build-core, numpy, pytest; pinned with their hashes in
+# python/requirements.txt), downloaded into .whl/ and installed from there:
+# the wheel test installs numpy into a clean venv from .whl/ without the
+# network.
+if ! .venv/bin/python -c "import nanobind, scikit_build_core, numpy, pytest" 2>/dev/null ||
+  ! ls .whl/numpy-*.whl >/dev/null 2>&1; then
+  echo "setup: installing the Python package's build and test dependencies (pip)"
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --require-hashes -d .whl -r python/requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --find-links .whl \
+    --no-deps --require-hashes -r python/requirements.txt
+fi
+
 build() {  # build DIR "TARGET..." [cmake args...]   ("all" for everything)
   local dir=$1 targets=$2; shift 2
-  if [ ! -f "$dir/build.ninja" ]; then
+  # Configure a new folder, and again when an -DKILN_PYTHON=ON is not yet in its cache.
+  if [ ! -f "$dir/build.ninja" ] ||
+    { [[ " $* " == *" -DKILN_PYTHON=ON "* ]] && ! grep -q '^KILN_PYTHON:BOOL=ON' "$dir/CMakeCache.txt"; }; then
     cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   fi
   echo "setup: building $dir"
@@ -76,8 +95,9 @@ build() {  # build DIR "TARGET..." [cmake args...]   ("all" for everything)
   cmake --build "$dir" --target $targets -- -j"$(nproc)"
 }
 
-# Optimised, without debug info: the tests and benchmarks need speed, not symbols.
-build build all -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
+# Optimised, without debug info: the tests and benchmarks need speed, not
+# symbols. With the Python extension (build/python: PYTHONPATH=build/python).
+build build all -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DKILN_PYTHON=ON
 if [ "${KILN_SANITIZE:-0}" = 1 ]; then
   # What the tests run (not the benchmarks).
   build build-asan "kiln kiln_support_test kiln_ir_test kiln_interp_test kiln_transform_test \

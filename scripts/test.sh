@@ -4,7 +4,8 @@
 #      address+undefined sanitizer build and the fuzz targets;
 #   2. the unit tests and the HAL conformance suite, once per WebGPU
 #      device (Dawn on Vulkan and on OpenGL, wgpu-native on Vulkan), in the
-#      release build;
+#      release build; then the Python package's tests (pytest, per device),
+#      including its wheel built and installed into a clean venv;
 #   3. the same in the sanitizer build;
 #   4. each parser fuzzer for a bounded time.
 set -euo pipefail
@@ -17,6 +18,9 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
 echo "== tests (release build)"
 ctest --test-dir build --output-on-failure
+
+echo "== Python package (pytest on Dawn/Vulkan, Dawn/OpenGL and wgpu-native/Vulkan; the wheel in a clean venv)"
+KILN_TEST_WHEEL=1 PYTHONPATH="$PWD/build/python" .venv/bin/python -m pytest -q -rs python/tests
 
 echo "== tests (address+undefined sanitizers)"
 # Leaks inside the WebGPU implementations and Mesa are theirs, not kiln's.

@@ -121,9 +121,21 @@ std::string_view Implementation::LibraryVariable(ImplKind kind) {
   return kind == ImplKind::kDawn ? "KILN_DAWN_LIBRARY" : "KILN_WGPU_LIBRARY";
 }
 
+namespace {
+std::string& BundledPath(ImplKind kind) {
+  static std::string paths[2];
+  return paths[kind == ImplKind::kDawn ? 0 : 1];
+}
+}  // namespace
+
+void Implementation::SetBundledPath(ImplKind kind, std::string path) {
+  BundledPath(kind) = std::move(path);
+}
+
 std::vector<std::string> Implementation::CandidatePaths(ImplKind kind) {
   const char* env = std::getenv(std::string(LibraryVariable(kind)).c_str());
   if (env && *env) return {env};
+  if (!BundledPath(kind).empty()) return {BundledPath(kind)};
   return {kind == ImplKind::kDawn ? KILN_DEFAULT_DAWN_LIBRARY : KILN_DEFAULT_WGPU_LIBRARY};
 }
 

@@ -70,9 +70,14 @@ class Implementation {
   // failed.
   static StatusOr<std::shared_ptr<Implementation>> LoadDefault(ImplKind kind);
 
-  // $KILN_DAWN_LIBRARY / $KILN_WGPU_LIBRARY if set, else the path configured
-  // at build time (the packages scripts/setup.sh installs).
+  // $KILN_DAWN_LIBRARY / $KILN_WGPU_LIBRARY if set, else the path given to
+  // SetBundledPath, else the path configured at build time (the packages
+  // scripts/setup.sh installs).
   static std::vector<std::string> CandidatePaths(ImplKind kind);
+  // The library a package carries with it (the Python wheel): used in place
+  // of the build-time path when no environment variable names one. Set it
+  // before any device is made; an empty path restores the build-time one.
+  static void SetBundledPath(ImplKind kind, std::string path);
   // "KILN_DAWN_LIBRARY" or "KILN_WGPU_LIBRARY".
   static std::string_view LibraryVariable(ImplKind kind);
 

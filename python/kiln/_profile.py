@@ -1,0 +1,60 @@
+"""Per-dispatch GPU times from timestamp queries."""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+from . import _kiln
+
+
+class DispatchTime(NamedTuple):
+    """One dispatch: its kernel's entry point and GPU time in milliseconds."""
+    name: str
+    gpu_ms: float
+
+
+class Profile:
+    """Times every dispatch queued on a device inside a `with` block, with
+    the device's timestamp queries:
+
+        with kiln.profile() as p:
+            y = kiln.ops.softmax(x)
+        p.timings          # [DispatchTime('softmax_max', 0.12), ...]
+
+    The table is printed at the end of the block unless print=False. A device
+    without the timestamp-query feature raises kiln.Unavailable on entry.
+    Work queued before the block is finished first and not timed."""
+
+    def __init__(self, device: Optional[_kiln.Device] = None, print: bool = True) -> None:
+        self.device = device if device is not None else _kiln.default_device()
+        self.timings: List[DispatchTime] = []
+        self._print = print
+
+    def __enter__(self) -> "Profile":
+        self.device._begin_profile()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        raw = self.device._end_profile()
+        self.timings = [DispatchTime(name, ns / 1e6) for name, ns in raw]
+        if self._print and exc[0] is None:
+            print(self.table())
+
+    @property
+    def total_ms(self) -> float:
+        return sum(t.gpu_ms for t in self.timings)
+
+    def table(self) -> str:
+        """The timings as a table: one row per dispatch, then the total."""
+        width = max([len("kernel")] + [len(t.name) for t in self.timings])
+        lines = [f"{'#':>4}  {'kernel':<{width}}  {'GPU ms':>10}"]
+        for i, t in enumerate(self.timings):
+            lines.append(f"{i:>4}  {t.name:<{width}}  {t.gpu_ms:>10.4f}")
+        lines.append(f"{'':>4}  {'total':<{width}}  {self.total_ms:>10.4f}")
+        return "\n".join(lines)
+
+
+def profile(device: Optional[_kiln.Device] = None, print: bool = True) -> Profile:
+    """A context manager timing each dispatch on `device` (default: the
+    default device); see Profile."""
+    return Profile(device, print)

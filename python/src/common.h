@@ -1,0 +1,187 @@
+// What the parts of the Python extension share: kiln's errors as Python
+// exceptions, devices with their queue of recorded work, tensors, and
+// programs (compiled kernels run in order on tensors).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/buffer.h"
+#include "kiln/hal/command_buffer.h"
+#include "kiln/hal/device.h"
+#include "kiln/ir/function.h"
+#include "kiln/ops/ops.h"
+#include "kiln/runtime/module.h"
+#include "kiln/support/status.h"
+
+namespace kiln::python {
+
+namespace nb = nanobind;
+
+// A kiln Status thrown as a C++ exception; the module's translator raises
+// the kiln.Error subclass of its code with its message.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(Status status) : status_(std::move(status)) {}
+  const char* what() const noexcept override { return status_.message().c_str(); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+[[noreturn]] inline void Throw(const Status& status) {
+  throw StatusError(status);
+}
+inline void Check(const Status& status) {
+  if (!status.ok()) Throw(status);
+}
+template <typename T>
+T Check(StatusOr<T> value) {
+  if (!value.ok()) Throw(value.status());
+  return std::move(value).value();
+}
+// Creates kiln.Error and its subclasses in `m` and installs the translator.
+void RegisterErrors(nb::module_& m);
+
+// Tensor element types, as numpy has them.
+enum class DType : uint8_t { kF32, kF16, kI32, kU32, kI8, kU8, kBool };
+std::string_view DTypeName(DType t);  // "float32", "float16", ..., "bool"
+// Parses "float32"/"f32", ..., "bool"; InvalidArgument naming the choices.
+StatusOr<DType> ParseDType(std::string_view name);
+// Bytes per element in a device buffer: bool is a 32-bit 0 or 1 (the kernel
+// ABI's layout), i8/u8 one byte each (packed four to a word, as the
+// kernel ABI's int8x4).
+uint32_t DeviceBytes(DType t);
+// The IR type operators take; InvalidArgument for i8/u8 (no such buffer
+// element type: they bind to int8x4 parameters only).
+StatusOr<ir::DataType> IrTypeOf(DType t);
+StatusOr<DType> FromIrType(ir::DataType t);
+std::string ShapeText(const std::vector<int64_t>& shape);
+
+struct DispatchTime {
+  std::string name;
+  double gpu_ns = 0;
+};
+
+// A device, with the command buffer work is recorded into until something
+// needs it done (a download, a profile's end, or a full batch).
+class DeviceState {
+ public:
+  explicit DeviceState(std::shared_ptr<hal::Device> device);
+  ~DeviceState();
+
+  hal::Device& device() { return *device_; }
+  const std::shared_ptr<hal::Device>& device_ref() { return device_; }
+  const ops::Target& target() const { return target_; }
+  const codegen::CompileOptions& compile_options() const { return compile_options_; }
+
+  // Records one dispatch of `kernel` into the open command buffer.
+  void Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args);
+  // Submits the open command buffer, if any, without waiting.
+  void Flush();
+  // Flush, then wait for every submitted command buffer.
+  void Synchronize();
+
+  void BeginProfile();
+  std::vector<DispatchTime> EndProfile();
+  bool profiling() const { return profiling_; }
+
+  // The operator cache (a dict), keyed by the Python layer.
+  nb::dict& cache() { return cache_; }
+
+ private:
+  std::shared_ptr<hal::Device> device_;
+  ops::Target target_;
+  codegen::CompileOptions compile_options_;
+  std::unique_ptr<hal::CommandBuffer> open_;
+  size_t open_dispatches_ = 0;
+  // Submitted, possibly still running: kept until a wait.
+  std::vector<std::unique_ptr<hal::CommandBuffer>> submitted_;
+  bool profiling_ = false;
+  std::vector<std::unique_ptr<hal::CommandBuffer>> profiled_;
+  nb::dict cache_;
+};
+using DevicePtr = std::shared_ptr<DeviceState>;
+
+// The default device, made on first use as the CLI makes it (DeviceOptions
+// from $KILN_IMPL, $KILN_BACKEND, $KILN_TRUSTED).
+DevicePtr DefaultDevice();
+
+// A tensor: a device buffer holding a dense row-major array.
+struct Tensor {
+  DevicePtr device;
+  hal::BufferRef buffer;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+
+  int64_t size() const;
+  uint64_t nbytes() const { return static_cast<uint64_t>(size()) * DeviceBytes(dtype); }
+};
+using TensorPtr = std::shared_ptr<Tensor>;
+// A tensor of unspecified contents.
+TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype);
+
+// Compiled kernels run in order on tensors. Buffer parameters of the same
+// name are the same tensor across kernels: those no kernel writes are the
+// inputs (in order of first use), those written and not intermediates the
+// outputs; intermediates are allocated per run.
+class Program {
+ public:
+  static std::shared_ptr<Program> Create(const DevicePtr& device,
+                                         const std::vector<ir::Function>& functions,
+                                         const std::vector<ops::IntermediateTensor>& intermediates,
+                                         std::string label);
+  // Checks the inputs (count, device, shape, dtype), allocates the outputs,
+  // records every kernel, and returns the outputs (work queued, not done).
+  std::vector<TensorPtr> Run(const std::vector<TensorPtr>& inputs) const;
+
+  struct Slot {
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype = DType::kF32;
+  };
+  const std::vector<Slot>& inputs() const { return inputs_; }
+  const std::vector<Slot>& outputs() const { return outputs_; }
+  const std::string& label() const { return label_; }
+  const DevicePtr& device() const { return device_; }
+  std::vector<std::string> wgsl() const;
+
+ private:
+  DevicePtr device_;
+  std::string label_;
+  std::unique_ptr<runtime::LoadedModule> module_;
+  std::vector<const runtime::Kernel*> kernels_;
+  std::vector<Slot> inputs_, outputs_, temps_;
+  // Per kernel, per parameter: index into inputs, outputs, temps (kinds 0, 1, 2).
+  std::vector<std::vector<std::pair<int, int>>> params_;
+};
+using ProgramPtr = std::shared_ptr<Program>;
+
+// A compiled module loaded on a device; its kernels are called on tensors
+// and Python scalars, checked against their metadata.
+struct UserModule {
+  DevicePtr device;
+  std::unique_ptr<runtime::LoadedModule> module;
+};
+struct UserKernel {
+  std::shared_ptr<UserModule> module;
+  const runtime::Kernel* kernel = nullptr;
+};
+std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
+                                             const std::vector<ir::Function>& functions);
+UserKernel FindKernel(const std::shared_ptr<UserModule>& module, const std::string& name);
+
+void BindTensors(nb::module_& m);
+void BindKernels(nb::module_& m);
+void BindOps(nb::module_& m);
+void BindTe(nb::module_& m);
+
+}  // namespace kiln::python

@@ -1,0 +1,340 @@
+// Kernels from kiln IR, .kmod files and tensor expressions, called on
+// tensors and Python scalars; and the operator library's builders.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <climits>
+#include <cmath>
+
+#include "common.h"
+#include "kiln/ir/parser.h"
+#include "kiln/ir/source_map.h"
+#include "kiln/ir/verifier.h"
+
+namespace kiln::python {
+
+using namespace nb::literals;  // NOLINT(google-build-using-namespace)
+
+std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
+                                             const std::vector<ir::Function>& functions) {
+  codegen::CompiledModule compiled;
+  for (const ir::Function& f : functions) {
+    compiled.functions.push_back(Check(codegen::CompileFunction(f, device->compile_options())));
+  }
+  auto m = std::make_shared<UserModule>();
+  m->device = device;
+  m->module = Check(runtime::LoadedModule::Load(device->device_ref(), std::move(compiled)));
+  return m;
+}
+
+UserKernel FindKernel(const std::shared_ptr<UserModule>& module, const std::string& name) {
+  UserKernel k{module, Check(module->module->Find(name))};
+  return k;
+}
+
+namespace {
+
+std::string ParamTypeText(const codegen::ParamInfo& p) {
+  std::string t(codegen::DTypeName(p.dtype));
+  return p.kind == codegen::ParamKind::kBuffer ? "buffer<" + t + ">" : t + " scalar";
+}
+
+bool TensorFits(DType t, codegen::DType param) {
+  switch (param) {
+    case codegen::DType::kF32:
+      return t == DType::kF32;
+    case codegen::DType::kF16:
+      return t == DType::kF16;
+    case codegen::DType::kI32:
+      return t == DType::kI32;
+    case codegen::DType::kU32:
+      return t == DType::kU32;
+    case codegen::DType::kBool:
+      return t == DType::kBool;
+    case codegen::DType::kInt8x4:
+      return t == DType::kI8 || t == DType::kU8;
+  }
+  return false;
+}
+
+std::string TypeNameOf(nb::handle h) {
+  return nb::cast<std::string>(nb::type_name(h.type()));
+}
+
+runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle v) {
+  const bool is_int = PyLong_Check(v.ptr()) != 0;
+  const bool is_float = PyFloat_Check(v.ptr()) != 0;
+  if (p.dtype == codegen::DType::kF32) {
+    if (!is_int && !is_float) {
+      Throw(InvalidArgument(where, " is an f32 scalar; got ", TypeNameOf(v)));
+    }
+    return runtime::Arg::F32(static_cast<float>(PyFloat_AsDouble(v.ptr())));
+  }
+  if (!is_int || PyBool_Check(v.ptr())) {
+    Throw(InvalidArgument(where, " is an ", codegen::DTypeName(p.dtype), " scalar; got ",
+                          TypeNameOf(v)));
+  }
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (p.dtype == codegen::DType::kI32) {
+    if (overflow != 0 || x < INT32_MIN || x > INT32_MAX) {
+      Throw(InvalidArgument(where, " is an i32 scalar; ", nb::cast<std::string>(nb::str(v)),
+                            " is out of its range [-2147483648, 2147483647]"));
+    }
+    return runtime::Arg::I32(static_cast<int32_t>(x));
+  }
+  if (p.dtype == codegen::DType::kU32) {
+    if (overflow != 0 || x < 0 || x > UINT32_MAX) {
+      Throw(InvalidArgument(where, " is a u32 scalar; ", nb::cast<std::string>(nb::str(v)),
+                            " is out of its range [0, 4294967295]"));
+    }
+    return runtime::Arg::U32(static_cast<uint32_t>(x));
+  }
+  Throw(Unimplemented(where, " has scalar type ", codegen::DTypeName(p.dtype),
+                      ", which kernels cannot take"));
+}
+
+nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwargs& kwargs) {
+  const runtime::Kernel& kernel = *k.kernel;
+  Check(kernel.availability());
+  const auto& params = kernel.metadata().params;
+  const std::string& name = kernel.name();
+  auto names = [&]() {
+    std::string s;
+    for (const auto& p : params) s += (s.empty() ? "" : ", ") + p.name;
+    return s;
+  };
+  if (args.size() > params.size()) {
+    Throw(InvalidArgument("kernel ", name, " takes ", params.size(), " arguments (", names(),
+                          "); got ", args.size(), " positional"));
+  }
+  std::vector<nb::handle> values(params.size());
+  for (size_t i = 0; i < args.size(); ++i) values[i] = args[i];
+  for (auto [key, value] : kwargs) {
+    const std::string kname = nb::cast<std::string>(key);
+    size_t i = 0;
+    while (i < params.size() && params[i].name != kname) ++i;
+    if (i == params.size()) {
+      Throw(InvalidArgument("kernel ", name, " has no parameter '", kname, "'; its parameters are ",
+                            names()));
+    }
+    if (values[i].is_valid()) {
+      Throw(InvalidArgument("kernel ", name, ": parameter ", kname, " is given twice"));
+    }
+    values[i] = value;
+  }
+  std::vector<runtime::Arg> call(params.size());
+  std::vector<TensorPtr> tensors(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const codegen::ParamInfo& p = params[i];
+    const std::string where = "parameter " + p.name + " of kernel " + name;
+    if (!values[i].is_valid()) {
+      Throw(InvalidArgument("kernel ", name, ": missing argument for parameter ", p.name, " (",
+                            ParamTypeText(p), ")"));
+    }
+    if (p.kind == codegen::ParamKind::kScalar) {
+      call[i] = ScalarArg(where, p, values[i]);
+      continue;
+    }
+    TensorPtr t;
+    if (!nb::try_cast<TensorPtr>(values[i], t) || !t) {
+      Throw(InvalidArgument(where, " is a ", ParamTypeText(p), " and takes a kiln.Tensor; got ",
+                            TypeNameOf(values[i])));
+    }
+    if (t->device != k.module->device) {
+      Throw(InvalidArgument(where, ": the tensor is on another device than the kernel"));
+    }
+    if (!TensorFits(t->dtype, p.dtype)) {
+      Throw(InvalidArgument(
+          where, " is a ", ParamTypeText(p), "; got a ", DTypeName(t->dtype), " tensor",
+          p.dtype == codegen::DType::kInt8x4 ? " (int8x4 takes int8 or uint8)" : ""));
+    }
+    tensors[i] = t;
+    call[i] = runtime::Arg::Buffer(t->buffer, 0, std::max<uint64_t>(t->nbytes(), 4));
+  }
+  // Each tensor holds exactly the elements its parameter reaches (at least,
+  // for strided parameters).
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!tensors[i]) continue;
+    const codegen::ParamInfo& p = params[i];
+    const uint64_t needed = Check(kernel.BufferElements(i, call));
+    const uint64_t lanes = p.dtype == codegen::DType::kInt8x4 ? 4 : 1;
+    const uint64_t have = static_cast<uint64_t>(tensors[i]->size());
+    const bool ok = p.strides.empty() ? have == needed * lanes : have >= needed * lanes;
+    if (!ok) {
+      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ", needed * lanes,
+                            " ", DTypeName(tensors[i]->dtype),
+                            " elements for these arguments; got a tensor of shape ",
+                            ShapeText(tensors[i]->shape), " (", have, " elements)"));
+    }
+    call[i].length = tensors[i]->nbytes();
+  }
+  k.module->device->Record(kernel, call);
+  std::vector<TensorPtr> written;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (tensors[i] && params[i].access == codegen::BufferAccess::kReadWrite) {
+      written.push_back(tensors[i]);
+    }
+  }
+  if (written.empty()) return nb::none();
+  if (written.size() == 1) return nb::cast(written[0]);
+  return nb::cast(written);
+}
+
+DevicePtr OrDefault(const std::optional<DevicePtr>& device) {
+  return device && *device ? *device : DefaultDevice();
+}
+
+// Operators: a tensor type from (shape, dtype).
+using TensorTypeArg = std::pair<std::vector<int64_t>, std::string>;
+ops::TensorType ToTensorType(const TensorTypeArg& t) {
+  return ops::TensorType{t.first, Check(IrTypeOf(Check(ParseDType(t.second))))};
+}
+
+ProgramPtr FromFunction(const DevicePtr& device, StatusOr<ir::Function> f) {
+  ir::Function function = Check(std::move(f));
+  return Program::Create(device, {function}, {}, function.name());
+}
+ProgramPtr FromSequence(const DevicePtr& device, StatusOr<ops::KernelSequence> s,
+                        const std::string& label) {
+  ops::KernelSequence seq = Check(std::move(s));
+  return Program::Create(device, seq.functions, seq.intermediates, label);
+}
+
+nb::list Names(const std::vector<std::string_view>& names) {
+  nb::list l;
+  for (std::string_view n : names) l.append(std::string(n));
+  return l;
+}
+
+}  // namespace
+
+void BindKernels(nb::module_& m) {
+  nb::class_<UserModule>(m, "Module", "A compiled module loaded on a device.")
+      .def_prop_ro(
+          "functions",
+          [](const UserModule& mod) {
+            std::vector<std::string> names;
+            for (const auto& k : mod.module->functions()) names.push_back(k->name());
+            return names;
+          },
+          "The names of its kernels, in order.")
+      .def_prop_ro(
+          "device", [](const UserModule& mod) { return mod.device; }, "The device it is loaded on.")
+      .def(
+          "__getitem__",
+          [](const std::shared_ptr<UserModule>& mod, const std::string& name) {
+            return FindKernel(mod, name);
+          },
+          "name"_a, "The kernel called `name` (compiled for the device on first use).")
+      .def("__repr__", [](const UserModule& mod) {
+        return "kiln.Module(" + std::to_string(mod.module->functions().size()) + " kernels)";
+      });
+
+  nb::class_<UserKernel>(m, "Kernel",
+                         "A compiled kernel. Call it with tensors for its buffer parameters and "
+                         "Python ints/floats for its scalars, by position or by name; every "
+                         "argument is checked against the kernel's metadata. Returns the "
+                         "tensors it writes (one, a list, or None); the work is queued.")
+      .def("__call__", &CallKernel)
+      .def_prop_ro(
+          "name", [](const UserKernel& k) { return k.kernel->name(); }, "The kernel's name.")
+      .def_prop_ro(
+          "wgsl", [](const UserKernel& k) { return k.kernel->wgsl(); }, "Its WGSL.")
+      .def_prop_ro(
+          "params",
+          [](const UserKernel& k) {
+            nb::list l;
+            for (const auto& p : k.kernel->metadata().params) {
+              const bool buffer = p.kind == codegen::ParamKind::kBuffer;
+              l.append(nb::make_tuple(
+                  p.name, buffer ? "buffer" : "scalar", std::string(codegen::DTypeName(p.dtype)),
+                  buffer ? (p.access == codegen::BufferAccess::kRead ? "read" : "read_write")
+                         : ""));
+            }
+            return l;
+          },
+          "(name, 'buffer' or 'scalar', dtype, access) of each parameter.")
+      .def_prop_ro(
+          "workgroup_size",
+          [](const UserKernel& k) {
+            const auto& w = k.kernel->metadata().workgroup_size;
+            return nb::make_tuple(w[0], w[1], w[2]);
+          },
+          "The workgroup size.")
+      .def("__repr__", [](const UserKernel& k) { return "kiln.Kernel(" + k.kernel->name() + ")"; });
+
+  m.def(
+      "compile",
+      [](const std::string& text, const std::optional<DevicePtr>& device) {
+        DevicePtr dev = OrDefault(device);
+        ir::SourceMap source;
+        ir::Module module = Check(ir::ParseModule(text, &source));
+        Check(ir::Verify(module, dev->compile_options().lower.verify, source));
+        return CompileFunctions(dev, module.functions);
+      },
+      "ir_text"_a, "device"_a = nb::none(),
+      "Compiles kiln IR text (a `module { ... }`) for a device (the default one if None) and "
+      "loads it. Errors point at the text's line and column.");
+  m.def(
+      "load_module",
+      [](const std::string& path, const std::optional<DevicePtr>& device) {
+        DevicePtr dev = OrDefault(device);
+        auto m = std::make_shared<UserModule>();
+        m->device = dev;
+        m->module = Check(runtime::LoadedModule::LoadFile(dev->device_ref(), path));
+        return m;
+      },
+      "path"_a, "device"_a = nb::none(), "Loads a compiled module (.kmod file) on a device.");
+}
+
+void BindOps(nb::module_& m) {
+  nb::module_ o = m.def_submodule("ops", "Builders of the operator library's programs.");
+  o.def("unary_names", []() { return Names(ops::UnaryOpNames()); });
+  o.def("binary_names", []() { return Names(ops::BinaryOpNames()); });
+  o.def("reduce_names", []() { return Names(ops::ReduceOpNames()); });
+  o.def(
+      "elementwise",
+      [](const DevicePtr& d, const std::string& op, const std::vector<TensorTypeArg>& inputs) {
+        std::vector<ops::TensorType> types;
+        types.reserve(inputs.size());
+        for (const auto& t : inputs) types.push_back(ToTensorType(t));
+        return FromFunction(d, ops::Elementwise(op, types, d->target()));
+      },
+      "device"_a, "op"_a, "inputs"_a);
+  o.def(
+      "elementwise_chain",
+      [](const DevicePtr& d, const TensorTypeArg& input,
+         const std::vector<std::tuple<std::string, std::optional<TensorTypeArg>,
+                                      std::optional<double>, bool>>& steps) {
+        std::vector<ops::ChainStep> chain;
+        for (const auto& [op, tensor, constant, first] : steps) {
+          ops::ChainStep s;
+          s.op = op;
+          if (tensor) s.tensor = ToTensorType(*tensor);
+          s.constant = constant;
+          s.operand_first = first;
+          chain.push_back(std::move(s));
+        }
+        return FromFunction(d, ops::ElementwiseChain(ToTensorType(input), chain, d->target()));
+      },
+      "device"_a, "input"_a, "steps"_a);
+  o.def(
+      "reduce",
+      [](const DevicePtr& d, const std::string& op, const TensorTypeArg& input, bool keepdims) {
+        return FromFunction(d, ops::Reduce(op, ToTensorType(input), keepdims, d->target()));
+      },
+      "device"_a, "op"_a, "input"_a, "keepdims"_a);
+  o.def(
+      "softmax",
+      [](const DevicePtr& d, const TensorTypeArg& input) {
+        return FromSequence(d, ops::Softmax(ToTensorType(input), d->target()), "softmax");
+      },
+      "device"_a, "input"_a);
+}
+
+}  // namespace kiln::python

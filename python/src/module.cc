@@ -1,0 +1,417 @@
+// The extension module kiln._kiln: errors, element types, devices and
+// profiling; the other parts are bound from tensors.cc, kernels.cc and te.cc.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+
+#include "common.h"
+#include "kiln/check/check.h"
+#include "kiln/hal/queue.h"
+
+namespace kiln::python {
+
+namespace {
+
+// kiln.Error and one subclass per status code (indexed by StatusCode).
+PyObject* g_errors[static_cast<int>(StatusCode::kInternal) + 1] = {};
+PyObject* g_base_error = nullptr;
+
+}  // namespace
+
+void RegisterErrors(nb::module_& m) {
+  g_base_error = PyErr_NewExceptionWithDoc(
+      "kiln.Error", "Base of every error kiln raises; the message is kiln's.", PyExc_Exception,
+      nullptr);
+  m.attr("Error") = nb::handle(g_base_error);
+  struct Spec {
+    StatusCode code;
+    const char* name;
+    PyObject* extra_base;
+    const char* doc;
+  };
+  const Spec specs[] = {
+      {StatusCode::kInvalidArgument, "InvalidArgument", PyExc_ValueError,
+       "An argument is malformed or out of range (a shape, dtype, name, value)."},
+      {StatusCode::kCompileError, "CompileError", nullptr,
+       "Kernel IR or WGSL was rejected; the message carries the line and column."},
+      {StatusCode::kOutOfMemory, "OutOfMemory", PyExc_MemoryError,
+       "A device or host allocation failed."},
+      {StatusCode::kDeviceLost, "DeviceLost", nullptr,
+       "The device is gone; every later call on it fails too."},
+      {StatusCode::kUnavailable, "Unavailable", nullptr,
+       "An implementation, adapter or device feature is missing."},
+      {StatusCode::kFailedPrecondition, "FailedPrecondition", nullptr,
+       "An object is in the wrong state for the call."},
+      {StatusCode::kDeadlineExceeded, "DeadlineExceeded", PyExc_TimeoutError,
+       "A wait for the device ran past its timeout."},
+      {StatusCode::kDataLoss, "DataLoss", nullptr,
+       "A file is corrupt, truncated or of another version."},
+      {StatusCode::kUnimplemented, "Unimplemented", PyExc_NotImplementedError,
+       "A construct kiln does not support (yet)."},
+      {StatusCode::kInternal, "InternalError", nullptr,
+       "The WebGPU implementation or kiln itself misbehaved."},
+  };
+  for (const Spec& s : specs) {
+    PyObject* bases =
+        s.extra_base ? PyTuple_Pack(2, g_base_error, s.extra_base) : PyTuple_Pack(1, g_base_error);
+    std::string qualified = std::string("kiln.") + s.name;
+    PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), s.doc, bases, nullptr);
+    Py_DECREF(bases);
+    g_errors[static_cast<int>(s.code)] = type;
+    m.attr(s.name) = nb::handle(type);
+  }
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      PyObject* type = g_errors[static_cast<int>(e.status().code())];
+      PyErr_SetString(type ? type : g_base_error, e.status().message().c_str());
+    }
+  });
+}
+
+std::string_view DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "float32";
+    case DType::kF16:
+      return "float16";
+    case DType::kI32:
+      return "int32";
+    case DType::kU32:
+      return "uint32";
+    case DType::kI8:
+      return "int8";
+    case DType::kU8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
+  }
+  return "?";
+}
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  struct Entry {
+    const char* a;
+    const char* b;
+    DType t;
+  };
+  static constexpr Entry kEntries[] = {
+      {"float32", "f32", DType::kF32}, {"float16", "f16", DType::kF16},
+      {"int32", "i32", DType::kI32},   {"uint32", "u32", DType::kU32},
+      {"int8", "i8", DType::kI8},      {"uint8", "u8", DType::kU8},
+      {"bool", "bool", DType::kBool},
+  };
+  for (const Entry& e : kEntries) {
+    if (name == e.a || name == e.b) return e.t;
+  }
+  return InvalidArgument("dtype '", name,
+                         "' is not supported; kiln's dtypes are float32 (f32), float16 (f16), "
+                         "int32 (i32), uint32 (u32), int8 (i8), uint8 (u8) and bool");
+}
+
+uint32_t DeviceBytes(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return 2;
+    case DType::kI8:
+    case DType::kU8:
+      return 1;
+    default:
+      return 4;
+  }
+}
+
+StatusOr<ir::DataType> IrTypeOf(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return ir::kF32;
+    case DType::kF16:
+      return ir::kF16;
+    case DType::kI32:
+      return ir::kI32;
+    case DType::kU32:
+      return ir::kU32;
+    case DType::kBool:
+      return ir::kBool;
+    default:
+      return InvalidArgument(DTypeName(t),
+                             " tensors have no kernel element type of their own: kernels read "
+                             "8-bit data as int8x4 (four lanes packed in 32 bits)");
+  }
+}
+
+StatusOr<DType> FromIrType(ir::DataType t) {
+  if (t == ir::kF32) return DType::kF32;
+  if (t == ir::kF16) return DType::kF16;
+  if (t == ir::kI32) return DType::kI32;
+  if (t == ir::kU32) return DType::kU32;
+  if (t == ir::kBool) return DType::kBool;
+  return InvalidArgument("element type ", t.ToString(), " has no tensor dtype");
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+DeviceState::DeviceState(std::shared_ptr<hal::Device> device)
+    : device_(std::move(device)),
+      target_{runtime::TargetLimitsOf(*device_), device_->HasFeature(hal::Feature::kShaderF16)},
+      compile_options_(check::CompileOptionsFor(*device_)) {}
+
+DeviceState::~DeviceState() {
+  // Work still queued finishes before the buffers it uses go.
+  if (open_ || !submitted_.empty() || !profiled_.empty()) {
+    if (open_ && open_->End().ok()) (void)hal::Submit(*device_, *open_);
+    (void)hal::WaitIdle(*device_);
+  }
+}
+
+void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args) {
+  if (!open_) {
+    hal::CommandBufferOptions options;
+    options.label = "kiln.python";
+    options.profile = profiling_;
+    open_ = Check(hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot, options));
+  }
+  Check(kernel.Record(*open_, args));
+  if (++open_dispatches_ >= 256) Flush();
+}
+
+void DeviceState::Flush() {
+  if (!open_) return;
+  std::unique_ptr<hal::CommandBuffer> cb = std::move(open_);
+  open_dispatches_ = 0;
+  Check(cb->End());
+  Check(hal::Submit(*device_, *cb));
+  if (cb->stats().dispatches > 0 && profiling_) {
+    profiled_.push_back(std::move(cb));
+  } else {
+    submitted_.push_back(std::move(cb));
+  }
+  // Bound the work in flight (and the buffers it holds).
+  if (submitted_.size() >= 16) Synchronize();
+}
+
+void DeviceState::Synchronize() {
+  Flush();
+  Check(hal::WaitIdle(*device_));
+  Check(device_->CheckHealthy());
+  submitted_.clear();
+}
+
+void DeviceState::BeginProfile() {
+  if (profiling_) Throw(FailedPrecondition("a profile is already open on this device"));
+  if (!device_->HasFeature(hal::Feature::kTimestampQuery)) {
+    Throw(Unavailable("profiling needs the timestamp-query feature, which the device ",
+                      device_->Describe(), " does not have"));
+  }
+  Flush();
+  profiling_ = true;
+}
+
+std::vector<DispatchTime> DeviceState::EndProfile() {
+  if (!profiling_) Throw(FailedPrecondition("no profile is open on this device"));
+  std::vector<DispatchTime> times;
+  Status status = Status::Ok();
+  try {
+    Flush();
+  } catch (const StatusError& e) {
+    status = e.status();
+  }
+  profiling_ = false;
+  if (status.ok()) status = hal::WaitIdle(*device_);
+  for (auto& cb : profiled_) {
+    if (!status.ok()) break;
+    auto timings = cb->ReadProfile();
+    if (!timings.ok()) {
+      status = timings.status();
+      break;
+    }
+    for (const hal::DispatchTiming& t : *timings) times.push_back({t.name, t.gpu_ns});
+  }
+  profiled_.clear();
+  Check(status);
+  return times;
+}
+
+DevicePtr DefaultDevice() {
+  // Never destroyed: it may outlive the interpreter.
+  static auto* device = new DevicePtr();
+  if (!*device) {
+    auto made = hal::Device::Create(hal::DeviceOptions{});
+    *device = std::make_shared<DeviceState>(Check(std::move(made)));
+  }
+  return *device;
+}
+
+namespace {
+
+nb::dict LimitsDict(const hal::Limits& l) {
+  nb::dict d;
+  d["max_bind_groups"] = l.max_bind_groups;
+  d["max_bindings_per_bind_group"] = l.max_bindings_per_bind_group;
+  d["max_storage_buffers_per_shader_stage"] = l.max_storage_buffers_per_shader_stage;
+  d["max_uniform_buffers_per_shader_stage"] = l.max_uniform_buffers_per_shader_stage;
+  d["max_uniform_buffer_binding_size"] = l.max_uniform_buffer_binding_size;
+  d["max_storage_buffer_binding_size"] = l.max_storage_buffer_binding_size;
+  d["min_uniform_buffer_offset_alignment"] = l.min_uniform_buffer_offset_alignment;
+  d["min_storage_buffer_offset_alignment"] = l.min_storage_buffer_offset_alignment;
+  d["max_buffer_size"] = l.max_buffer_size;
+  d["max_compute_workgroup_storage_size"] = l.max_compute_workgroup_storage_size;
+  d["max_compute_invocations_per_workgroup"] = l.max_compute_invocations_per_workgroup;
+  d["max_compute_workgroup_size_x"] = l.max_compute_workgroup_size_x;
+  d["max_compute_workgroup_size_y"] = l.max_compute_workgroup_size_y;
+  d["max_compute_workgroup_size_z"] = l.max_compute_workgroup_size_z;
+  d["max_compute_workgroups_per_dimension"] = l.max_compute_workgroups_per_dimension;
+  return d;
+}
+
+nb::dict AdapterDict(const hal::AdapterReport& a) {
+  nb::dict d;
+  d["impl"] = std::string(hal::ImplKindName(a.impl));
+  d["backend"] = std::string(hal::BackendName(a.backend));
+  d["feature_level"] = std::string(hal::FeatureLevelName(a.feature_level));
+  d["adapter"] = a.device;
+  d["description"] = a.description;
+  d["vendor"] = a.vendor;
+  d["architecture"] = a.architecture;
+  d["adapter_type"] = a.adapter_type;
+  d["library"] = a.library;
+  d["features"] = a.features;
+  d["limits"] = LimitsDict(a.limits);
+  return d;
+}
+
+DevicePtr MakeDevice(const std::optional<std::string>& impl,
+                     const std::optional<std::string>& backend,
+                     const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
+  hal::DeviceOptions options;
+  if (impl) options.impl = Check(hal::ParseImplKind(*impl));
+  if (backend) options.backend = Check(hal::ParseBackend(*backend));
+  if (feature_level) options.feature_level = Check(hal::ParseFeatureLevel(*feature_level));
+  options.trusted = trusted;
+  return std::make_shared<DeviceState>(Check(hal::Device::Create(options)));
+}
+
+}  // namespace
+
+}  // namespace kiln::python
+
+using namespace kiln;          // NOLINT(google-build-using-namespace)
+using namespace kiln::python;  // NOLINT(google-build-using-namespace)
+using namespace nb::literals;  // NOLINT(google-build-using-namespace)
+
+NB_MODULE(_kiln, m) {
+  m.doc() = "kiln's C++ core: devices, tensors, operators, kernels and tensor expressions.";
+  nb::set_leak_warnings(false);
+  RegisterErrors(m);
+
+  m.def(
+      "_set_bundled_libraries",
+      [](const std::string& dawn, const std::string& wgpu) {
+        hal::Implementation::SetBundledPath(hal::ImplKind::kDawn, dawn);
+        hal::Implementation::SetBundledPath(hal::ImplKind::kWgpu, wgpu);
+      },
+      "dawn"_a, "wgpu"_a,
+      "Where the package's own Dawn and wgpu-native libraries are (used unless "
+      "KILN_DAWN_LIBRARY / KILN_WGPU_LIBRARY say otherwise).");
+
+  m.def(
+      "devices",
+      []() {
+        hal::Device::Enumeration e = hal::Device::EnumerateAdapters();
+        if (e.misconfigured) {
+          std::string message;
+          for (const std::string& s : e.errors) message += (message.empty() ? "" : "; ") + s;
+          Throw(InvalidArgument(message));
+        }
+        nb::list adapters;
+        for (const hal::AdapterReport& a : e.adapters) adapters.append(AdapterDict(a));
+        return adapters;
+      },
+      "Every adapter of every WebGPU implementation kiln can load: a list of dicts with impl, "
+      "backend, feature_level, adapter (its name), description, vendor, architecture, "
+      "adapter_type, library, features and limits.");
+
+  nb::class_<DeviceState>(m, "Device",
+                          "A WebGPU device. Arguments left as None are taken from KILN_IMPL, "
+                          "KILN_BACKEND and KILN_TRUSTED, else kiln's defaults (Dawn, then "
+                          "wgpu-native; the implementation's first backend).")
+      .def(
+          "__init__",
+          [](DeviceState* self, const std::optional<std::string>& impl,
+             const std::optional<std::string>& backend,
+             const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
+            DevicePtr made = MakeDevice(impl, backend, feature_level, trusted);
+            new (self) DeviceState(made->device_ref());
+          },
+          "impl"_a = nb::none(), "backend"_a = nb::none(), "feature_level"_a = nb::none(),
+          "trusted"_a = nb::none(),
+          "impl: 'dawn' or 'wgpu'; backend: 'vulkan', 'opengl', 'opengles', 'metal', 'd3d12'; "
+          "feature_level: 'core' or 'compatibility'; trusted: no robustness transform (for "
+          "in-bounds kernels only).")
+      .def_prop_ro(
+          "impl", [](DeviceState& d) { return std::string(d.device().impl().name()); },
+          "'dawn' or 'wgpu'.")
+      .def_prop_ro(
+          "backend",
+          [](DeviceState& d) {
+            return std::string(hal::BackendName(d.device().adapter().backend));
+          },
+          "The backend: 'vulkan', 'opengl', ...")
+      .def_prop_ro(
+          "feature_level",
+          [](DeviceState& d) {
+            return std::string(hal::FeatureLevelName(d.device().adapter().feature_level));
+          },
+          "'core' or 'compatibility'.")
+      .def_prop_ro(
+          "adapter", [](DeviceState& d) { return d.device().adapter().device; },
+          "The adapter's name.")
+      .def_prop_ro(
+          "trusted", [](DeviceState& d) { return d.device().trusted(); },
+          "Whether the device was made in trusted mode.")
+      .def_prop_ro(
+          "features", [](DeviceState& d) { return d.device().adapter().features; },
+          "The adapter's features, by name.")
+      .def_prop_ro(
+          "limits", [](DeviceState& d) { return LimitsDict(d.device().limits()); },
+          "The device's limits kiln depends on.")
+      .def(
+          "has_feature",
+          [](DeviceState& d, const std::string& name) {
+            return d.device().HasFeature(Check(hal::ParseFeature(name)));
+          },
+          "name"_a, "Whether the device has a feature ('shader-f16', 'timestamp-query', ...).")
+      .def("synchronize", &DeviceState::Synchronize, "Waits for all work queued on the device.")
+      .def("_begin_profile", &DeviceState::BeginProfile)
+      .def("_end_profile",
+           [](DeviceState& d) {
+             nb::list out;
+             for (const DispatchTime& t : d.EndProfile())
+               out.append(nb::make_tuple(t.name, t.gpu_ns));
+             return out;
+           })
+      .def_prop_ro("_profiling", &DeviceState::profiling)
+      .def_prop_ro(
+          "_cache", [](DeviceState& d) { return d.cache(); }, "The device's operator cache.")
+      .def("__repr__", [](DeviceState& d) {
+        return "kiln.Device(" + d.device().Describe() + (d.device().trusted() ? ", trusted" : "") +
+               ")";
+      });
+
+  m.def("default_device", &DefaultDevice,
+        "The device kiln uses when none is given, chosen as the kiln command chooses "
+        "(KILN_IMPL, KILN_BACKEND, KILN_TRUSTED honoured); made on first use.");
+
+  BindTensors(m);
+  BindKernels(m);
+  BindOps(m);
+  BindTe(m);
+}

@@ -1,0 +1,486 @@
+// kiln.te: tensor expressions (placeholders, computes with Python lambdas,
+// reductions), IR expressions with Python operators, schedules, and
+// kiln.build, which lowers and compiles a schedule into a callable kernel.
+#include "kiln/te/te.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <climits>
+#include <cmath>
+
+#include "common.h"
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/printer.h"
+
+namespace kiln::python {
+
+using namespace nb::literals;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+struct ScheduleHolder {
+  te::Schedule schedule;
+};
+using SchedulePtr = std::shared_ptr<ScheduleHolder>;
+
+struct StageRef {
+  SchedulePtr schedule;
+  te::Tensor tensor;
+
+  te::Stage Get() const { return Check(schedule->schedule.FindStage(tensor.name())); }
+};
+
+ir::DataType ParseIrType(const std::string& name) {
+  return Check(IrTypeOf(Check(ParseDType(name))));
+}
+
+std::string TypeNameOf(nb::handle h) {
+  return nb::cast<std::string>(nb::type_name(h.type()));
+}
+
+// A Python value as an expression: an Expr, an axis, or a number (an i32,
+// f32 or bool constant).
+ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
+  ir::Expr e;
+  if (nb::try_cast<ir::Expr>(h, e)) return e;
+  te::IterVar iv;
+  if (nb::try_cast<te::IterVar>(h, iv) && iv.defined()) return iv.var();
+  if (PyBool_Check(h.ptr())) return ir::BoolConst(h.ptr() == Py_True);
+  if (PyLong_Check(h.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
+      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(h)),
+                            " does not fit an i32 constant"));
+    }
+    return ir::IntConst(ir::kI32, v);
+  }
+  if (PyFloat_Check(h.ptr())) return ir::FloatConst(ir::kF32, PyFloat_AsDouble(h.ptr()));
+  Throw(
+      InvalidArgument(what, " must be a kiln.te expression, axis or number; got ", TypeNameOf(h)));
+}
+
+// `self OP other`: a Python number takes self's type (a non-integral float
+// next to an integer expression is an error).
+ir::Expr Constant(const ir::Expr& like, nb::handle other) {
+  if (PyFloat_Check(other.ptr()) && !PyBool_Check(other.ptr())) {
+    const double v = PyFloat_AsDouble(other.ptr());
+    if (!like.dtype().is_float()) {
+      if (v != std::trunc(v) || !std::isfinite(v)) {
+        Throw(InvalidArgument("the constant ", v, " next to an ", like.dtype().ToString(),
+                              " expression is not integral; cast one side"));
+      }
+      return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
+    }
+    return ir::MakeConst(like.dtype(), v);
+  }
+  if (PyLong_Check(other.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(other.ptr(), &overflow);
+    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
+      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
+                            " does not fit a 32-bit constant"));
+    }
+    return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
+  }
+  return ToExpr(other);
+}
+
+template <typename Fn>
+auto Binary(Fn fn, bool reversed = false) {
+  return [fn, reversed](nb::handle self, nb::handle other) -> ir::Expr {
+    ir::Expr a = ToExpr(self);
+    ir::Expr b = Constant(a, other);
+    return reversed ? fn(b, a) : fn(a, b);
+  };
+}
+
+// Adds Python's operators to an expression-like class (Expr, IterVar).
+template <typename Class>
+void AddOperators(Class& c) {
+  using E = const ir::Expr&;
+  c.def("__add__", Binary([](E a, E b) { return a + b; }))
+      .def("__radd__", Binary([](E a, E b) { return a + b; }, true))
+      .def("__sub__", Binary([](E a, E b) { return a - b; }))
+      .def("__rsub__", Binary([](E a, E b) { return a - b; }, true))
+      .def("__mul__", Binary([](E a, E b) { return a * b; }))
+      .def("__rmul__", Binary([](E a, E b) { return a * b; }, true))
+      .def("__truediv__", Binary([](E a, E b) { return a / b; }))
+      .def("__rtruediv__", Binary([](E a, E b) { return a / b; }, true))
+      .def("__floordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }))
+      .def("__rfloordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }, true))
+      .def("__mod__", Binary([](E a, E b) { return a % b; }))
+      .def("__rmod__", Binary([](E a, E b) { return a % b; }, true))
+      .def("__lt__", Binary([](E a, E b) { return a < b; }))
+      .def("__le__", Binary([](E a, E b) { return a <= b; }))
+      .def("__gt__", Binary([](E a, E b) { return a > b; }))
+      .def("__ge__", Binary([](E a, E b) { return a >= b; }))
+      .def("__eq__", Binary([](E a, E b) { return a == b; }))
+      .def("__ne__", Binary([](E a, E b) { return a != b; }))
+      .def("__and__", Binary([](E a, E b) { return a && b; }))
+      .def("__or__", Binary([](E a, E b) { return a || b; }))
+      .def("__invert__", [](nb::handle self) { return !ToExpr(self); })
+      .def("__neg__", [](nb::handle self) { return -ToExpr(self); })
+      .def("__bool__", [](nb::handle) -> bool {
+        Throw(InvalidArgument(
+            "a kiln.te expression has no truth value; use te.select(cond, a, b) or & and |"));
+      });
+}
+
+ir::Expr IntegerExtent(nb::handle h, const char* what) {
+  ir::Expr e = ToExpr(h, what);
+  if (!e.dtype().is_integer() || !e.dtype().is_scalar()) {
+    Throw(InvalidArgument(what, " must be an integer, not ", e.dtype().ToString()));
+  }
+  return e;
+}
+
+// A tensor's shape: an int, or a sequence of ints and size vars (at least one).
+std::vector<ir::Expr> ShapeOf(nb::handle shape) {
+  std::vector<ir::Expr> out;
+  if (PyLong_Check(shape.ptr())) {
+    out.push_back(IntegerExtent(shape, "a dimension"));
+    return out;
+  }
+  for (nb::handle d : shape) out.push_back(IntegerExtent(d, "a dimension"));
+  if (out.empty()) Throw(InvalidArgument("a tensor needs at least one dimension"));
+  return out;
+}
+
+std::vector<te::IterVar> AxesOf(nb::handle axes) {
+  std::vector<te::IterVar> out;
+  te::IterVar one;
+  if (nb::try_cast<te::IterVar>(axes, one)) return {one};
+  for (nb::handle h : axes) {
+    te::IterVar iv;
+    if (!nb::try_cast<te::IterVar>(h, iv) || !iv.defined()) {
+      Throw(InvalidArgument("reduction axes must come from te.reduce_axis; got ", TypeNameOf(h)));
+    }
+    out.push_back(iv);
+  }
+  return out;
+}
+
+ir::Expr Load(const te::Tensor& t, nb::handle indices_in) {
+  std::vector<ir::Expr> indices;
+  if (PyTuple_Check(indices_in.ptr()) || PyList_Check(indices_in.ptr())) {
+    for (nb::handle h : indices_in) indices.push_back(ToExpr(h, "an index"));
+  } else {
+    indices.push_back(ToExpr(indices_in, "an index"));
+  }
+  if (static_cast<int>(indices.size()) != t.rank()) {
+    Throw(InvalidArgument("tensor ", t.name(), " has rank ", t.rank(), " but is indexed with ",
+                          indices.size(), " indices"));
+  }
+  for (const ir::Expr& i : indices) {
+    if (!i.dtype().is_integer() || !i.dtype().is_scalar()) {
+      Throw(InvalidArgument("an index of tensor ", t.name(), " is ", i.dtype().ToString(),
+                            ", not an integer"));
+    }
+  }
+  return t(indices);
+}
+
+te::Tensor ComputeWith(nb::handle shape, const nb::callable& fcompute, const std::string& name,
+                       const std::optional<std::vector<std::string>>& axis_names) {
+  std::vector<ir::Expr> dims = ShapeOf(shape);
+  std::optional<nb::python_error> error;
+  std::optional<StatusError> status_error;
+  te::Tensor t = te::Compute(
+      name, dims,
+      [&](const std::vector<ir::Var>& vars) -> ir::Expr {
+        try {
+          nb::list args;
+          for (const ir::Var& v : vars) args.append(nb::cast(ir::Expr(v)));
+          nb::object result = fcompute(*nb::tuple(args));
+          return ToExpr(result, "the compute's result");
+        } catch (nb::python_error& e) {
+          error.emplace(std::move(e));
+        } catch (const StatusError& e) {
+          status_error.emplace(e);
+        }
+        return ir::FloatConst(ir::kF32, 0);
+      },
+      axis_names.value_or(std::vector<std::string>{}));
+  if (error) throw std::move(*error);
+  if (status_error) throw *status_error;
+  return t;
+}
+
+}  // namespace
+
+void BindTe(nb::module_& m) {
+  nb::module_ te_m = m.def_submodule("te", "Tensor expressions and schedules.");
+
+  auto expr = nb::class_<ir::Expr>(te_m, "Expr",
+                                   "An expression of kiln's IR, built with Python's operators "
+                                   "(+ - * / // % < <= > >= == != & | ~) and kiln.te's "
+                                   "functions.");
+  expr.def_prop_ro(
+          "dtype", [](const ir::Expr& e) { return e.dtype().ToString(); }, "Its type, as 'f32'.")
+      .def("__str__", [](const ir::Expr& e) { return ir::Print(e); })
+      .def("__repr__", [](const ir::Expr& e) { return "te.Expr(" + ir::Print(e) + ")"; });
+  AddOperators(expr);
+
+  auto itervar = nb::class_<te::IterVar>(
+      te_m, "IterVar", "An iteration axis; used as an index it stands for its loop variable.");
+  itervar
+      .def_prop_ro(
+          "name", [](const te::IterVar& v) { return v.name(); }, "Its name.")
+      .def_prop_ro(
+          "extent", [](const te::IterVar& v) { return v.extent(); }, "Its extent.")
+      .def_prop_ro(
+          "var", [](const te::IterVar& v) { return ir::Expr(v.var()); }, "Its loop variable.")
+      .def("__repr__", [](const te::IterVar& v) {
+        return "te.IterVar(" + v.name() + ", extent=" + ir::Print(v.extent()) + ")";
+      });
+  AddOperators(itervar);
+
+  nb::class_<te::Tensor>(te_m, "Tensor",
+                         "A tensor of a tensor-expression program (a placeholder or a compute); "
+                         "T(i, j) or T[i, j] reads an element.")
+      .def_prop_ro("name", &te::Tensor::name)
+      .def_prop_ro(
+          "dtype", [](const te::Tensor& t) { return t.dtype().ToString(); }, "Element type.")
+      .def_prop_ro(
+          "shape", [](const te::Tensor& t) { return t.shape(); }, "Extents, as expressions.")
+      .def_prop_ro(
+          "axis", [](const te::Tensor& t) { return t.op()->axis; },
+          "A compute's data-parallel axes (empty for a placeholder).")
+      .def_prop_ro(
+          "reduce_axis", [](const te::Tensor& t) { return t.op()->reduce_axis; },
+          "A compute's reduction axes.")
+      .def("__call__",
+           [](const te::Tensor& t, const nb::args& indices) { return Load(t, indices); })
+      .def("__getitem__", [](const te::Tensor& t, nb::handle indices) { return Load(t, indices); })
+      .def("__repr__", [](const te::Tensor& t) {
+        std::string s = "te.Tensor(" + t.name() + ", [";
+        for (size_t i = 0; i < t.shape().size(); ++i) {
+          s += (i ? ", " : "") + ir::Print(t.shape()[i]);
+        }
+        return s + "], " + t.dtype().ToString() + ")";
+      });
+
+  te_m.def(
+      "size_var", [](const std::string& name) { return ir::Expr(te::SizeVar(name)); }, "name"_a,
+      "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
+  te_m.def(
+      "placeholder",
+      [](nb::handle shape, const std::string& dtype, const std::string& name) {
+        return te::Placeholder(name, ShapeOf(shape), ParseIrType(dtype));
+      },
+      "shape"_a, "dtype"_a = "float32", "name"_a = "X",
+      "An input tensor of the given shape (ints or size vars) and dtype.");
+  te_m.def("compute", &ComputeWith, "shape"_a, "fcompute"_a, "name"_a = "T",
+           "axis_names"_a = nb::none(),
+           "A tensor whose element at each index is fcompute(*index_vars): a Python function of "
+           "one index expression per dimension, returning an expression.");
+  te_m.def(
+      "reduce_axis",
+      [](nb::handle extent, const std::string& name) {
+        return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"), name);
+      },
+      "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
+  te_m.def(
+      "sum", [](nb::handle e, nb::handle axes) { return te::Sum(ToExpr(e), AxesOf(axes)); },
+      "expr"_a, "axes"_a, "The sum of expr over reduction axes (inside a compute body).");
+  te_m.def(
+      "prod", [](nb::handle e, nb::handle axes) { return te::Prod(ToExpr(e), AxesOf(axes)); },
+      "expr"_a, "axes"_a, "The product of expr over reduction axes.");
+  te_m.def(
+      "max", [](nb::handle e, nb::handle axes) { return te::Max(ToExpr(e), AxesOf(axes)); },
+      "expr"_a, "axes"_a, "The maximum of expr over reduction axes.");
+  te_m.def(
+      "min", [](nb::handle e, nb::handle axes) { return te::Min(ToExpr(e), AxesOf(axes)); },
+      "expr"_a, "axes"_a, "The minimum of expr over reduction axes.");
+  te_m.def(
+      "maximum",
+      [](nb::handle a, nb::handle b) {
+        ir::Expr x = ToExpr(a);
+        return ir::Max(x, Constant(x, b));
+      },
+      "a"_a, "b"_a, "The larger of two expressions.");
+  te_m.def(
+      "minimum",
+      [](nb::handle a, nb::handle b) {
+        ir::Expr x = ToExpr(a);
+        return ir::Min(x, Constant(x, b));
+      },
+      "a"_a, "b"_a, "The smaller of two expressions.");
+  te_m.def(
+      "select",
+      [](nb::handle c, nb::handle a, nb::handle b) {
+        ir::Expr x = ToExpr(a);
+        return ir::Select(ToExpr(c), x, Constant(x, b));
+      },
+      "cond"_a, "a"_a, "b"_a, "a where cond holds, else b (both evaluated).");
+  te_m.def(
+      "cast",
+      [](const std::string& dtype, nb::handle e) {
+        return ir::Cast(ParseIrType(dtype), ToExpr(e));
+      },
+      "dtype"_a, "expr"_a, "expr converted to dtype.");
+  te_m.def(
+      "const",
+      [](nb::handle v, const std::string& dtype) {
+        return Constant(ir::MakeZero(ParseIrType(dtype)), v);
+      },
+      "value"_a, "dtype"_a = "float32", "A constant of a dtype.");
+  // The IR's float intrinsics: exp(x), pow(x, y), fma(a, b, c), ...
+  for (ir::Intrinsic op :
+       {ir::Intrinsic::kExp, ir::Intrinsic::kExp2, ir::Intrinsic::kLog, ir::Intrinsic::kLog2,
+        ir::Intrinsic::kSqrt, ir::Intrinsic::kRsqrt, ir::Intrinsic::kSin, ir::Intrinsic::kCos,
+        ir::Intrinsic::kTanh, ir::Intrinsic::kSigmoid, ir::Intrinsic::kErf, ir::Intrinsic::kPow,
+        ir::Intrinsic::kFloor, ir::Intrinsic::kCeil, ir::Intrinsic::kRound, ir::Intrinsic::kTrunc,
+        ir::Intrinsic::kFma, ir::Intrinsic::kAbs}) {
+    const std::string name(ir::IntrinsicName(op));
+    const int arity = ir::IntrinsicArity(op);
+    te_m.def(
+        name.c_str(),
+        [op, arity, name](const nb::args& args) {
+          if (static_cast<int>(args.size()) != arity) {
+            Throw(InvalidArgument("te.", name, " takes ", arity, " arguments, not ", args.size()));
+          }
+          std::vector<ir::Expr> operands;
+          for (nb::handle h : args) {
+            operands.push_back(operands.empty() ? ToExpr(h) : Constant(operands[0], h));
+          }
+          return ir::Call(op, operands);
+        },
+        ("The IR's " + name + " intrinsic (" + std::to_string(arity) + " operand" +
+         (arity > 1 ? "s" : "") + ").")
+            .c_str());
+  }
+
+  nb::class_<StageRef>(te_m, "Stage",
+                       "One compute of a schedule. Each primitive checks its arguments and "
+                       "raises kiln.InvalidArgument, leaving the schedule as it was.")
+      .def_prop_ro(
+          "name", [](const StageRef& s) { return s.tensor.name(); }, "The compute's name.")
+      .def_prop_ro(
+          "axis",
+          [](const StageRef& s) {
+            te::Stage st = s.Get();
+            std::vector<te::IterVar> axes;
+            for (size_t i = 0; i < s.tensor.op()->axis.size(); ++i) {
+              axes.push_back(st.axis(static_cast<int>(i)));
+            }
+            return axes;
+          },
+          "The root data-parallel axes.")
+      .def_prop_ro(
+          "reduce_axis",
+          [](const StageRef& s) {
+            te::Stage st = s.Get();
+            std::vector<te::IterVar> axes;
+            for (size_t i = 0; i < s.tensor.op()->reduce_axis.size(); ++i) {
+              axes.push_back(st.reduce_axis(static_cast<int>(i)));
+            }
+            return axes;
+          },
+          "The root reduction axes.")
+      .def_prop_ro(
+          "leaf_axes", [](const StageRef& s) { return s.Get().leaf_axes(); },
+          "The current loop nest, outermost first.")
+      .def(
+          "split",
+          [](const StageRef& s, const te::IterVar& axis, int64_t factor) {
+            te::SplitResult r = Check(s.Get().Split(axis, factor));
+            return nb::make_tuple(r.outer, r.inner);
+          },
+          "axis"_a, "factor"_a, "Splits an axis: returns (outer, inner).")
+      .def(
+          "fuse",
+          [](const StageRef& s, const te::IterVar& outer, const te::IterVar& inner) {
+            return Check(s.Get().Fuse(outer, inner));
+          },
+          "outer"_a, "inner"_a, "Fuses two adjacent leaf axes into one.")
+      .def(
+          "reorder",
+          [](const StageRef& s, const nb::args& axes) {
+            std::vector<te::IterVar> order;
+            for (nb::handle h : axes) order.push_back(nb::cast<te::IterVar>(h));
+            Check(s.Get().Reorder(order));
+          },
+          "Puts the given leaf axes in this order (in the positions they occupy).")
+      .def(
+          "bind",
+          [](const StageRef& s, const te::IterVar& axis, const std::string& thread) {
+            Check(s.Get().Bind(axis, Check(te::ThreadAxisFromName(thread))));
+          },
+          "axis"_a, "thread"_a,
+          "Binds an axis to 'blockIdx.x', 'blockIdx.y', 'threadIdx.x' or 'threadIdx.y'.")
+      .def(
+          "unroll", [](const StageRef& s, const te::IterVar& axis) { Check(s.Get().Unroll(axis)); },
+          "axis"_a, "Unrolls an axis (a constant extent).")
+      .def(
+          "compute_inline", [](const StageRef& s) { Check(s.Get().ComputeInline()); },
+          "Inlines this compute into its consumers.");
+
+  nb::class_<ScheduleHolder>(te_m, "Schedule",
+                             "How the computes of a tensor program run: primitives applied to "
+                             "stages, printed one per line.")
+      .def(
+          "__getitem__",
+          [](const SchedulePtr& s, const te::Tensor& t) {
+            StageRef ref{s, t};
+            (void)ref.Get();
+            return ref;
+          },
+          "tensor"_a, "The stage of a compute tensor.")
+      .def_prop_ro(
+          "primitives",
+          [](const ScheduleHolder& s) {
+            std::vector<std::string> out;
+            for (const te::Primitive& p : s.schedule.primitives()) out.push_back(p.ToString());
+            return out;
+          },
+          "The primitives applied, in order, as text.")
+      .def("__str__", [](const ScheduleHolder& s) { return s.schedule.ToString(); })
+      .def("__repr__", [](const ScheduleHolder& s) {
+        return "te.Schedule(" + std::to_string(s.schedule.primitives().size()) + " primitives)";
+      });
+
+  te_m.def(
+      "create_schedule",
+      [](nb::handle outputs) {
+        std::vector<te::Tensor> outs;
+        te::Tensor one;
+        if (nb::try_cast<te::Tensor>(outputs, one)) {
+          outs.push_back(one);
+        } else {
+          for (nb::handle h : outputs) outs.push_back(nb::cast<te::Tensor>(h));
+        }
+        auto holder =
+            std::make_shared<ScheduleHolder>(ScheduleHolder{Check(te::Schedule::Create(outs))});
+        return holder;
+      },
+      "outputs"_a, "A schedule of every compute the outputs depend on, nothing applied.");
+  te_m.def(
+      "lower",
+      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
+         const std::vector<te::Tensor>& inputs, const std::string& name) {
+        return ir::Print(Check(te::Lower(s.schedule, outputs, inputs, name)));
+      },
+      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
+      "The kiln IR text the schedule lowers to.");
+
+  m.def(
+      "build",
+      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
+         const std::vector<te::Tensor>& inputs, const std::string& name,
+         std::optional<DevicePtr> device) {
+        DevicePtr dev = device && *device ? *device : DefaultDevice();
+        ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name));
+        return FindKernel(CompileFunctions(dev, {f}), f.name());
+      },
+      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel", "device"_a = nb::none(),
+      "Lowers a schedule to a kernel whose parameters are inputs, then outputs, then the size "
+      "vars, compiles it for a device (the default one if None) and returns it, callable.");
+}
+
+}  // namespace kiln::python

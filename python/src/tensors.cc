@@ -1,0 +1,351 @@
+// Tensors (numpy in and out) and programs: compiled kernels run in order on
+// tensors, the path every operator takes.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <map>
+
+#include "common.h"
+#include "kiln/hal/queue.h"
+
+namespace kiln::python {
+
+int64_t Tensor::size() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype) {
+  auto t = std::make_shared<Tensor>();
+  t->device = device;
+  t->shape = std::move(shape);
+  t->dtype = dtype;
+  for (int64_t d : t->shape) {
+    if (d < 0) Throw(InvalidArgument("shape ", ShapeText(t->shape), " has a negative dimension"));
+  }
+  // Buffers are whole words, and never empty.
+  const uint64_t bytes = std::max<uint64_t>(4, (t->nbytes() + 3) / 4 * 4);
+  t->buffer = Check(device->device().allocator().Allocate(bytes));
+  return t;
+}
+
+namespace {
+
+using ArrayIn = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+StatusOr<DType> DTypeOfArray(const nb::dlpack::dtype& t) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(t.code);
+  if (t.lanes == 1) {
+    if (code == Code::Float && t.bits == 32) return DType::kF32;
+    if (code == Code::Float && t.bits == 16) return DType::kF16;
+    if (code == Code::Int && t.bits == 32) return DType::kI32;
+    if (code == Code::UInt && t.bits == 32) return DType::kU32;
+    if (code == Code::Int && t.bits == 8) return DType::kI8;
+    if (code == Code::UInt && t.bits == 8) return DType::kU8;
+    if (code == Code::Bool && t.bits == 8) return DType::kBool;
+  }
+  static const char* kCodes[] = {"int", "uint", "float", "?", "bfloat", "complex", "bool"};
+  return InvalidArgument("arrays of ", t.code < 7 ? kCodes[t.code] : "?", t.bits,
+                         " are not supported; kiln's dtypes are float32, float16, int32, uint32, "
+                         "int8, uint8 and bool");
+}
+
+TensorPtr FromArray(const ArrayIn& array, const DevicePtr& device) {
+  const DType dtype = Check(DTypeOfArray(array.dtype()));
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < array.ndim(); ++d) shape.push_back(static_cast<int64_t>(array.shape(d)));
+  TensorPtr t = NewTensor(device, shape, dtype);
+  const auto* src = static_cast<const uint8_t*>(array.data());
+  const size_t n = static_cast<size_t>(t->size());
+  std::vector<uint8_t> bytes((t->nbytes() + 3) / 4 * 4, 0);
+  if (dtype == DType::kBool) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t v = src[i] != 0 ? 1 : 0;
+      std::memcpy(bytes.data() + i * 4, &v, 4);
+    }
+  } else if (n > 0) {
+    std::memcpy(bytes.data(), src, t->nbytes());
+  }
+  if (!bytes.empty()) Check(hal::Upload(device->device(), t->buffer, 0, bytes));
+  return t;
+}
+
+nb::object NumpyDType(DType t) {
+  static nb::object np_dtype = nb::module_::import_("numpy").attr("dtype");
+  return np_dtype(std::string(DTypeName(t)));
+}
+
+nb::object ToNumpy(const Tensor& t) {
+  t.device->Flush();
+  const size_t n = static_cast<size_t>(t.size());
+  const uint64_t device_bytes = t.nbytes();
+  std::vector<uint8_t> bytes(device_bytes);
+  if (device_bytes > 0) Check(hal::Download(t.device->device(), t.buffer, 0, bytes));
+  Check(t.device->device().CheckHealthy());
+  const size_t host_bytes = t.dtype == DType::kBool ? n : device_bytes;
+  auto* data = new uint8_t[std::max<size_t>(host_bytes, 1)];
+  if (t.dtype == DType::kBool) {
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t v;
+      std::memcpy(&v, bytes.data() + i * 4, 4);
+      data[i] = v != 0 ? 1 : 0;
+    }
+  } else if (host_bytes > 0) {
+    std::memcpy(data, bytes.data(), host_bytes);
+  }
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+  nb::dlpack::dtype dt{};
+  using Code = nb::dlpack::dtype_code;
+  switch (t.dtype) {
+    case DType::kF32:
+      dt = {static_cast<uint8_t>(Code::Float), 32, 1};
+      break;
+    case DType::kF16:
+      dt = {static_cast<uint8_t>(Code::Float), 16, 1};
+      break;
+    case DType::kI32:
+      dt = {static_cast<uint8_t>(Code::Int), 32, 1};
+      break;
+    case DType::kU32:
+      dt = {static_cast<uint8_t>(Code::UInt), 32, 1};
+      break;
+    case DType::kI8:
+      dt = {static_cast<uint8_t>(Code::Int), 8, 1};
+      break;
+    case DType::kU8:
+      dt = {static_cast<uint8_t>(Code::UInt), 8, 1};
+      break;
+    case DType::kBool:
+      dt = {static_cast<uint8_t>(Code::Bool), 8, 1};
+      break;
+  }
+  nb::ndarray<nb::numpy> out(data, shape.size(), shape.data(), owner, nullptr, dt);
+  return out.cast();
+}
+
+std::vector<int64_t> ShapeArg(const std::vector<int64_t>& shape) {
+  return shape;
+}
+
+}  // namespace
+
+std::shared_ptr<Program> Program::Create(const DevicePtr& device,
+                                         const std::vector<ir::Function>& functions,
+                                         const std::vector<ops::IntermediateTensor>& intermediates,
+                                         std::string label) {
+  auto p = std::make_shared<Program>();
+  p->device_ = device;
+  p->label_ = std::move(label);
+  codegen::CompiledModule compiled;
+  for (const ir::Function& f : functions) {
+    compiled.functions.push_back(Check(codegen::CompileFunction(f, device->compile_options())));
+  }
+  p->module_ = Check(runtime::LoadedModule::Load(device->device_ref(), compiled));
+  std::map<std::string, const ops::IntermediateTensor*> temps;
+  for (const ops::IntermediateTensor& t : intermediates) temps[t.name] = &t;
+  // Which names some kernel writes.
+  std::map<std::string, bool> written;
+  for (const codegen::CompiledFunction& cf : compiled.functions) {
+    for (const codegen::ParamInfo& param : cf.metadata.params) {
+      if (param.access == codegen::BufferAccess::kReadWrite) written[param.name] = true;
+    }
+  }
+  std::map<std::string, std::pair<int, int>> slots;
+  for (size_t k = 0; k < functions.size(); ++k) {
+    const ir::Function& f = functions[k];
+    const runtime::Kernel* kernel = Check(p->module_->Find(compiled.functions[k].metadata.name));
+    Check(kernel->availability());
+    p->kernels_.push_back(kernel);
+    std::vector<std::pair<int, int>> params;
+    for (const ir::Param& param : f.params()) {
+      if (!param.is_buffer()) {
+        Throw(Unimplemented("kernel ", f.name(), " has scalar parameter ", param.name(),
+                            "; operators take constant shapes"));
+      }
+      const ir::Buffer& b = param.buffer();
+      auto [it, fresh] = slots.try_emplace(b.name());
+      if (fresh) {
+        Slot slot{b.name(), {}, Check(FromIrType(b.dtype()))};
+        for (const ir::Expr& e : b.shape()) {
+          const auto* imm = e.as<ir::IntImmNode>();
+          if (!imm) {
+            Throw(Unimplemented("parameter ", b.name(), " of ", f.name(),
+                                " has a symbolic shape; operators take constant shapes"));
+          }
+          slot.shape.push_back(imm->value);
+        }
+        std::vector<Slot>* list = temps.count(b.name())     ? &p->temps_
+                                  : written.count(b.name()) ? &p->outputs_
+                                                            : &p->inputs_;
+        const int kind = list == &p->inputs_ ? 0 : list == &p->outputs_ ? 1 : 2;
+        list->push_back(std::move(slot));
+        it->second = {kind, static_cast<int>(list->size()) - 1};
+      }
+      params.push_back(it->second);
+    }
+    p->params_.push_back(std::move(params));
+  }
+  return p;
+}
+
+std::vector<std::string> Program::wgsl() const {
+  std::vector<std::string> out;
+  for (const runtime::Kernel* k : kernels_) out.push_back(k->wgsl());
+  return out;
+}
+
+std::vector<TensorPtr> Program::Run(const std::vector<TensorPtr>& inputs) const {
+  if (inputs.size() != inputs_.size()) {
+    Throw(InvalidArgument(label_, " takes ", inputs_.size(), " tensors, not ", inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor* t = inputs[i].get();
+    if (!t) Throw(InvalidArgument(label_, ": input ", inputs_[i].name, " is None"));
+    if (t->device != device_) {
+      Throw(InvalidArgument(label_, ": input ", inputs_[i].name,
+                            " is on another device than the operator"));
+    }
+    if (t->shape != inputs_[i].shape || t->dtype != inputs_[i].dtype) {
+      Throw(InvalidArgument(label_, ": input ", inputs_[i].name, " is ", DTypeName(t->dtype),
+                            ShapeText(t->shape), ", expected ", DTypeName(inputs_[i].dtype),
+                            ShapeText(inputs_[i].shape)));
+    }
+  }
+  std::vector<TensorPtr> outputs, temps;
+  for (const Slot& s : outputs_) outputs.push_back(NewTensor(device_, s.shape, s.dtype));
+  for (const Slot& s : temps_) temps.push_back(NewTensor(device_, s.shape, s.dtype));
+  std::vector<runtime::Arg> args;
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    args.clear();
+    for (auto [kind, index] : params_[k]) {
+      const TensorPtr& t = kind == 0 ? inputs[index] : kind == 1 ? outputs[index] : temps[index];
+      args.push_back(runtime::Arg::Buffer(t->buffer, 0, t->nbytes()));
+    }
+    device_->Record(*kernels_[k], args);
+  }
+  return outputs;
+}
+
+using namespace nb::literals;  // NOLINT(google-build-using-namespace)
+
+void BindTensors(nb::module_& m) {
+  nb::class_<Tensor>(m, "Tensor",
+                     "A dense row-major array in device memory. Made by kiln.tensor, "
+                     "kiln.empty and operators; .numpy() waits for the work that writes it.")
+      .def_prop_ro(
+          "shape",
+          [](const Tensor& t) {
+            nb::list l;
+            for (int64_t d : t.shape) l.append(d);
+            return nb::tuple(l);
+          },
+          "The shape, a tuple of ints.")
+      .def_prop_ro(
+          "dtype", [](const Tensor& t) { return NumpyDType(t.dtype); }, "The numpy dtype.")
+      .def_prop_ro(
+          "device", [](const Tensor& t) { return t.device; }, "The device holding it.")
+      .def_prop_ro(
+          "_sig",
+          [](const Tensor& t) {
+            nb::list l;
+            l.append(static_cast<int>(t.dtype));
+            for (int64_t d : t.shape) l.append(d);
+            return nb::tuple(l);
+          },
+          "(dtype code, *shape): what an operator's kernels are cached by.")
+      .def_prop_ro(
+          "_type",
+          [](const Tensor& t) { return std::make_pair(t.shape, std::string(DTypeName(t.dtype))); },
+          "(shape, dtype name), as the operator builders take it.")
+      .def_prop_ro(
+          "ndim", [](const Tensor& t) { return t.shape.size(); }, "The number of dimensions.")
+      .def_prop_ro(
+          "size", [](const Tensor& t) { return t.size(); }, "The number of elements.")
+      .def("numpy", &ToNumpy,
+           "Copies the tensor into a new numpy array, waiting for the work queued before.")
+      .def(
+          "__array__",
+          [](const Tensor& t, nb::handle dtype, nb::handle copy) {
+            nb::object a = ToNumpy(t);
+            if (!dtype.is_none()) a = a.attr("astype")(dtype);
+            return a;
+          },
+          "dtype"_a = nb::none(), "copy"_a = nb::none())
+      .def("__len__",
+           [](const Tensor& t) {
+             if (t.shape.empty()) Throw(InvalidArgument("len() of a 0-d tensor"));
+             return t.shape[0];
+           })
+      .def("__repr__", [](const Tensor& t) {
+        return "kiln.Tensor(shape=" + ShapeText(t.shape) +
+               ", dtype=" + std::string(DTypeName(t.dtype)) + ")";
+      });
+
+  m.def(
+      "_tensor_from_array",
+      [](const ArrayIn& array, const DevicePtr& device) { return FromArray(array, device); },
+      "array"_a, "device"_a, "A tensor holding a copy of a C-contiguous numpy array.");
+  m.def(
+      "_empty",
+      [](const std::vector<int64_t>& shape, const std::string& dtype, const DevicePtr& device) {
+        return NewTensor(device, ShapeArg(shape), Check(ParseDType(dtype)));
+      },
+      "shape"_a, "dtype"_a, "device"_a, "A tensor of unspecified contents.");
+
+  nb::class_<Program>(m, "Program",
+                      "Compiled kernels run in order on tensors (an operator for one set of "
+                      "input shapes and dtypes).")
+      .def("run", &Program::Run, "inputs"_a,
+           "Queues the kernels on the inputs; returns the output tensors.")
+      .def("__call__",
+           [](const Program& p, const nb::args& args) {
+             std::vector<TensorPtr> inputs;
+             for (nb::handle h : args) inputs.push_back(nb::cast<TensorPtr>(h));
+             std::vector<TensorPtr> out = p.Run(inputs);
+             if (out.size() == 1) return nb::cast(out[0]);
+             return nb::cast(out);
+           })
+      .def_prop_ro(
+          "inputs",
+          [](const Program& p) {
+            nb::list l;
+            for (const auto& s : p.inputs()) {
+              l.append(nb::make_tuple(s.name, nb::cast(s.shape), std::string(DTypeName(s.dtype))));
+            }
+            return l;
+          },
+          "(name, shape, dtype) of each input.")
+      .def_prop_ro(
+          "outputs",
+          [](const Program& p) {
+            nb::list l;
+            for (const auto& s : p.outputs()) {
+              l.append(nb::make_tuple(s.name, nb::cast(s.shape), std::string(DTypeName(s.dtype))));
+            }
+            return l;
+          },
+          "(name, shape, dtype) of each output.")
+      .def_prop_ro("wgsl", &Program::wgsl, "The WGSL of each kernel.")
+      .def_prop_ro("label", &Program::label)
+      .def(
+          "_time_cpp_calls",
+          [](const Program& p, const std::vector<TensorPtr>& inputs, int iterations) {
+            // The same call as from Python, made in a C++ loop: the baseline
+            // of the Python call-overhead benchmark.
+            auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < iterations; ++i) (void)p.Run(inputs);
+            auto t1 = std::chrono::steady_clock::now();
+            return std::chrono::duration<double>(t1 - t0).count();
+          },
+          "inputs"_a, "iterations"_a,
+          "Seconds taken by `iterations` calls of run() made from C++ (for benchmarks).");
+}
+
+}  // namespace kiln::python

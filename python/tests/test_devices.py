@@ -1,0 +1,63 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kiln
+
+
+def test_devices_lists_adapters_with_features_and_limits():
+    found = kiln.devices()
+    assert found, "no adapters"
+    for d in found:
+        assert d["impl"] in ("dawn", "wgpu")
+        assert d["backend"]
+        assert d["feature_level"] in ("core", "compatibility")
+        assert isinstance(d["features"], list)
+        assert d["limits"]["max_compute_invocations_per_workgroup"] >= 64
+    assert {d["impl"] for d in found} == {"dawn", "wgpu"}
+
+
+def test_device_properties(device):
+    assert device.impl in ("dawn", "wgpu")
+    assert device.limits["max_storage_buffers_per_shader_stage"] >= 4
+    assert device.adapter
+    assert "kiln.Device(" in repr(device)
+    assert device.has_feature("shader-f16") in (True, False)
+    with pytest.raises(kiln.InvalidArgument, match="feature"):
+        device.has_feature("no-such-feature")
+
+
+def test_bad_device_arguments():
+    with pytest.raises(kiln.InvalidArgument, match="impl|implementation"):
+        kiln.Device(impl="vulkan")
+    with pytest.raises(kiln.InvalidArgument):
+        kiln.Device(backend="teletype")
+    with pytest.raises(kiln.InvalidArgument):
+        kiln.Device(feature_level="ultra")
+
+
+def _run(code, **env):
+    full = dict(os.environ)
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_default_device_follows_the_environment():
+    code = "import kiln; d = kiln.default_device(); print(d.impl, d.backend, d.trusted)"
+    r = _run(code, KILN_IMPL="wgpu", KILN_BACKEND="vulkan", KILN_TRUSTED="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["wgpu", "vulkan", "True"]
+    r = _run(code, KILN_IMPL="dawn", KILN_BACKEND="opengl", KILN_TRUSTED="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["dawn", "opengl", "False"]
+
+
+def test_a_wrong_library_variable_is_an_error_not_a_crash(tmp_path):
+    code = ("import kiln\ntry:\n    kiln.Device(impl='dawn')\nexcept kiln.InvalidArgument as e:\n"
+            "    print('refused:', e)\n")
+    r = _run(code, KILN_DAWN_LIBRARY=str(tmp_path / "missing.so"))
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and "KILN_DAWN_LIBRARY" in r.stdout

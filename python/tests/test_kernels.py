@@ -1,0 +1,238 @@
+import subprocess
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te
+from conftest import REPO, require_feature
+
+VECTOR_ADD = (REPO / "examples" / "vector_add.kir").read_text()
+
+
+def _poisoned(shape, dtype, device):
+    a = np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f" else \
+        np.full(shape, 0x5A, dtype)
+    return kiln.tensor(a, device)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 1000])
+def test_ir_kernel_by_position_and_name(device, rng, n):
+    mod = kiln.compile(VECTOR_ADD, device)
+    assert mod.functions == ["vector_add"]
+    k = mod["vector_add"]
+    assert [p[0] for p in k.params] == ["A", "B", "C", "n"]
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    c = _poisoned(n, np.float32, device)
+    out = k(kiln.tensor(a, device), kiln.tensor(b, device), c, n)
+    assert out is c
+    np.testing.assert_array_equal(c.numpy(), a + b)
+    c2 = _poisoned(n, np.float32, device)
+    k(n=n, C=c2, B=kiln.tensor(b, device), A=kiln.tensor(a, device))
+    np.testing.assert_array_equal(c2.numpy(), a + b)
+
+
+def test_kernel_call_errors(device):
+    k = kiln.compile(VECTOR_ADD, device)["vector_add"]
+    a = kiln.tensor(np.ones(8, np.float32), device)
+    c = kiln.empty(8, "float32", device)
+    with pytest.raises(kiln.InvalidArgument, match="no parameter 'm'; its parameters are A, B, C, n"):
+        k(a, a, c, m=8)
+    with pytest.raises(kiln.InvalidArgument, match="missing argument for parameter n"):
+        k(a, a, c)
+    with pytest.raises(kiln.InvalidArgument, match="parameter n .* given twice"):
+        k(a, a, c, 8, n=8)
+    with pytest.raises(kiln.InvalidArgument, match="takes 4 arguments"):
+        k(a, a, c, 8, 9)
+    with pytest.raises(kiln.InvalidArgument, match="parameter B of kernel vector_add .*int32"):
+        k(a, kiln.tensor(np.ones(8, np.int32), device), c, 8)
+    with pytest.raises(kiln.InvalidArgument, match="parameter A .* needs 9 .* shape \\[8\\]"):
+        k(a, a, c, 9)
+    with pytest.raises(kiln.InvalidArgument, match="parameter n .*i32 scalar; got float"):
+        k(a, a, c, 8.0)
+    with pytest.raises(kiln.InvalidArgument, match="out of its range"):
+        k(a, a, c, 2**40)
+    with pytest.raises(kiln.InvalidArgument, match="takes a kiln.Tensor; got ndarray"):
+        k(np.ones(8, np.float32), a, c, 8)
+    with pytest.raises(kiln.InvalidArgument, match="no function|functions"):
+        kiln.compile(VECTOR_ADD, device)["vector_sub"]
+
+
+def test_bad_ir_reports_line_and_column(device):
+    bad = VECTOR_ADD.replace("C[i] = A[i] + B[i]", "C[i] = A[i] + Q[i]")
+    with pytest.raises(kiln.CompileError, match=r"line 20, column 23: undefined name 'Q'"):
+        kiln.compile(bad, device)
+    with pytest.raises(kiln.CompileError, match=r"line 1, column \d+"):
+        kiln.compile("module { fn (", device)
+
+
+def test_kmod_files(device, rng, tmp_path):
+    kiln_tool = REPO / "build" / "tools" / "kiln" / "kiln"
+    if not kiln_tool.exists():
+        pytest.skip(f"{kiln_tool} is not built")
+    kmod = tmp_path / "v.kmod"
+    subprocess.run([str(kiln_tool), "compile", str(REPO / "examples" / "vector_add.kir"), "-o",
+                    str(kmod)], check=True)
+    mod = kiln.load_module(str(kmod), device)
+    a, b = (rng.standard_normal(33).astype(np.float32) for _ in range(2))
+    c = _poisoned(33, np.float32, device)
+    mod["vector_add"](kiln.tensor(a, device), kiln.tensor(b, device), c, 33)
+    np.testing.assert_array_equal(c.numpy(), a + b)
+    with pytest.raises(kiln.Error, match="missing.kmod"):
+        kiln.load_module(str(tmp_path / "missing.kmod"), device)
+    (tmp_path / "junk.kmod").write_bytes(b"not a module")
+    with pytest.raises(kiln.DataLoss):
+        kiln.load_module(str(tmp_path / "junk.kmod"), device)
+
+
+def test_bool_and_int8x4_kernels(device, rng):
+    mod = kiln.compile((REPO / "tests" / "corpus" / "bool_compare.kir").read_text(), device)
+    n, thr = 1001, 0.25
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    gt, near = (kiln.tensor(np.zeros(n, bool), device) for _ in range(2))
+    count = kiln.empty((n + 127) // 128, "int32", device)
+    mod["compare"](kiln.tensor(a, device), kiln.tensor(b, device), gt, near, count, n, thr)
+    np.testing.assert_array_equal(gt.numpy(), a > b)
+    np.testing.assert_array_equal(near.numpy(), (np.abs(a - b) <= np.float32(thr)) & (a != b))
+    np.testing.assert_array_equal(count.numpy(),
+                                  np.add.reduceat((a > b).astype(np.int32), np.arange(0, n, 128)))
+
+    mod = kiln.compile((REPO / "tests" / "corpus" / "dot4i8_basic.kir").read_text(), device)
+    n, bias = 100, -7
+    a8 = rng.integers(-128, 128, (n, 4), dtype=np.int8)
+    b8 = rng.integers(-128, 128, (n, 4), dtype=np.int8)
+    w = rng.integers(-128, 128, n, dtype=np.int32)
+    c, d = kiln.empty(n, "int32", device), kiln.empty(n, "int32", device)
+    mod["dot4"](kiln.tensor(a8, device), kiln.tensor(b8, device), kiln.tensor(w, device), c, d,
+                n, bias)
+    want = (a8.astype(np.int32) * b8.astype(np.int32)).sum(1) + bias
+    np.testing.assert_array_equal(c.numpy(), want)
+    with pytest.raises(kiln.InvalidArgument, match="needs 400 int8"):
+        mod["dot4"](kiln.tensor(a8[:99], device), kiln.tensor(b8, device),
+                    kiln.tensor(w, device), c, d, n, bias)
+
+
+def _matmul(M, N, K):
+    A = te.placeholder((M, K), "float32", name="A")
+    B = te.placeholder((K, N), "float32", name="B")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], [k]), name="C")
+    return A, B, C
+
+
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (7, 33, 5), (33, 40, 17)], ids=str)
+def test_te_matmul_scheduled(device, rng, mnk):
+    M, N, K = mnk
+    A, B, C = _matmul(M, N, K)
+    s = te.create_schedule(C)
+    i, j = s[C].axis
+    io, ii = s[C].split(i, 4)
+    jo, ji = s[C].split(j, 8)
+    s[C].reorder(io, jo, ii, ji)
+    s[C].bind(io, "blockIdx.y")
+    s[C].bind(jo, "blockIdx.x")
+    s[C].bind(ii, "threadIdx.y")
+    s[C].bind(ji, "threadIdx.x")
+    assert str(s).splitlines()[0] == "C.split(i, 4)"
+    kern = kiln.build(s, [C], [A, B], "mm", device)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = _poisoned((M, N), np.float32, device)
+    kern(kiln.tensor(a, device), kiln.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_te_symbolic_size_fuse_unroll_inline(device, rng):
+    n = te.size_var("n")
+    X = te.placeholder((n, 4), "float32", name="X")
+    T = te.compute((n, 4), lambda i, j: te.exp(X[i, j]) + 1, name="T")
+    Y = te.compute((n, 4), lambda i, j: te.select(T[i, j] > 2.0, T[i, j] * 2, -T[i, j]),
+                   name="Y")
+    s = te.create_schedule(Y)
+    s[T].compute_inline()
+    i, j = s[Y].axis
+    s[Y].unroll(j)
+    io, ii = s[Y].split(i, 32)
+    s[Y].bind(io, "blockIdx.x")
+    s[Y].bind(ii, "threadIdx.x")
+    assert "T.compute_inline()" in str(s) and "Y.unroll(j)" in str(s)
+    assert "fn inl" in te.lower(s, [Y], [X], "inl")
+    kern = kiln.build(s, [Y], [X], "inl", device)
+    assert [p[0] for p in kern.params] == ["X", "Y", "n"]
+    for rows in (1, 7, 1000):
+        x = rng.standard_normal((rows, 4)).astype(np.float32)
+        y = _poisoned((rows, 4), np.float32, device)
+        kern(kiln.tensor(x, device), y, rows)
+        t = np.exp(x) + 1
+        np.testing.assert_allclose(y.numpy(), np.where(t > 2, t * 2, -t), rtol=1e-5)
+
+    Z = te.compute((n * 4,), lambda i: X[i // 4, i % 4] * 3.0, name="Z")
+    s = te.create_schedule(Z)
+    fused_axis = s[Z].axis[0]
+    o, inner = s[Z].split(fused_axis, 64)
+    f = s[Z].fuse(o, inner)
+    o, inner = s[Z].split(f, 64)
+    s[Z].bind(o, "blockIdx.x")
+    s[Z].bind(inner, "threadIdx.x")
+    kern = kiln.build(s, [Z], [X], "flat", device)
+    x = rng.standard_normal((33, 4)).astype(np.float32)
+    z = _poisoned(132, np.float32, device)
+    kern(kiln.tensor(x, device), z, 33)
+    np.testing.assert_allclose(z.numpy(), x.ravel() * 3, rtol=1e-6)
+
+
+def test_te_reducers(device, rng):
+    X = te.placeholder((7, 33), "float32", name="X")
+    k = te.reduce_axis(33, "k")
+    outs = {
+        "sum": te.compute((7,), lambda i: te.sum(X[i, k], k), name="S"),
+        "max": te.compute((7,), lambda i: te.max(X[i, k], [k]), name="Mx"),
+        "min": te.compute((7,), lambda i: te.min(X[i, k], [k]), name="Mn"),
+        "prod": te.compute((7,), lambda i: te.prod(X[i, k], [k]), name="P"),
+    }
+    x = rng.uniform(0.9, 1.1, (7, 33)).astype(np.float32)
+    xt = kiln.tensor(x, device)
+    for name, T in outs.items():
+        s = te.create_schedule(T)
+        s[T].bind(s[T].axis[0], "threadIdx.x")
+        kern = kiln.build(s, [T], [X], "r_" + name, device)
+        y = _poisoned(7, np.float32, device)
+        kern(xt, y)
+        want = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}[name](x, axis=1)
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
+
+
+def test_te_errors(device):
+    A = te.placeholder((8, 8), "float32", name="A")
+    with pytest.raises(kiln.InvalidArgument, match="rank 2 but is indexed with 1"):
+        te.compute((8,), lambda i: A[i], name="B")
+    with pytest.raises(TypeError):
+        te.compute((8, 8), lambda i: A[i, i], name="B")  # the lambda takes one index, not two
+    with pytest.raises(ZeroDivisionError):
+        te.compute((8,), lambda i: 1 / 0, name="B")
+    with pytest.raises(kiln.InvalidArgument, match="not integral"):
+        te.compute((8,), lambda i: i * 2.5, name="B")
+    with pytest.raises(kiln.InvalidArgument, match="truth value"):
+        te.compute((8,), lambda i: A[i, i] if A[i, i] > 0 else 0.0, name="B")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B)
+    with pytest.raises(kiln.InvalidArgument):
+        s[B].bind(s[B].axis[0], "warpIdx.x")
+    with pytest.raises(kiln.InvalidArgument):
+        s[B].split(s[B].axis[0], 0)
+    with pytest.raises(kiln.InvalidArgument):
+        s[A]
+    other = te.compute((8,), lambda i: A[i, 0], name="O")
+    with pytest.raises(kiln.InvalidArgument):
+        s[B].split(te.create_schedule(other)[other].axis[0], 2)
+    with pytest.raises(kiln.Error, match="A"):
+        kiln.build(s, [B], [], "nope", device)  # A is read but not an input
+    with pytest.raises(kiln.InvalidArgument, match="dtype"):
+        te.placeholder((4,), "float64")
+    with pytest.raises(kiln.InvalidArgument, match="at least one dimension"):
+        te.placeholder((), "float32")
+    with pytest.raises(kiln.InvalidArgument, match="at least one dimension"):
+        te.compute((), lambda: 1.0)
+    with pytest.raises(kiln.InvalidArgument, match="extent must be an integer"):
+        te.reduce_axis(2.5)
+

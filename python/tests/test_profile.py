@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+
+import kiln
+
+
+def test_profile_times_each_dispatch(device, rng, capsys):
+    if not device.has_feature("timestamp-query"):
+        with pytest.raises(kiln.Unavailable, match="timestamp-query"):
+            with kiln.profile(device):
+                pass
+        pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query "
+                    "(checked: kiln.profile raises kiln.Unavailable)")
+    x = kiln.tensor(rng.standard_normal((33, 100)).astype(np.float32), device)
+    kiln.ops.exp(x)  # queued before the profile: not timed
+    with kiln.profile(device) as p:
+        y = kiln.ops.softmax(x)
+        z = kiln.ops.add(y, x)
+    names = [t.name for t in p.timings]
+    assert names == ["softmax_max", "softmax_sum", "softmax_normalize", "elementwise_add"]
+    assert all(t.gpu_ms >= 0 for t in p.timings) and p.total_ms > 0
+    out = capsys.readouterr().out
+    assert "softmax_sum" in out and "total" in out
+    assert np.isfinite(z.numpy()).all()
+    with kiln.profile(device, print=False) as q:
+        pass
+    assert q.timings == [] and capsys.readouterr().out == ""
+
+
+def test_profiles_do_not_nest(device):
+    if not device.has_feature("timestamp-query"):
+        pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query")
+    with kiln.profile(device, print=False):
+        with pytest.raises(kiln.FailedPrecondition, match="already open"):
+            with kiln.profile(device, print=False):
+                pass

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+
+import kiln
+from conftest import require_feature
+
+SHAPES = [(1,), (7,), (33,), (1000,), (7, 33), (5, 1, 33, 7), ()]
+
+
+def _random(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint32", "int8", "uint8",
+                                   "bool"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_round_trip(device, rng, dtype, shape):
+    a = _random(rng, shape, dtype)
+    t = kiln.tensor(a, device)
+    assert t.shape == shape
+    assert t.dtype == np.dtype(dtype)
+    assert t.device is device or t.device.impl == device.impl
+    out = t.numpy()
+    assert out.dtype == np.dtype(dtype) and out.shape == shape
+    np.testing.assert_array_equal(out, a)
+
+
+def test_non_contiguous_input_is_copied_in_order(device, rng):
+    base = rng.standard_normal((33, 40)).astype(np.float32)
+    for view in (base.T, base[::3, 1::2], base[:, 7], np.flip(base, 0)):
+        np.testing.assert_array_equal(kiln.tensor(view, device).numpy(), view)
+
+
+def test_edge_values_survive_bit_for_bit(device):
+    a = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-45, 3.4e38], np.float32)
+    out = kiln.tensor(a, device).numpy()
+    assert out.tobytes() == a.tobytes()
+
+
+def test_lists_and_numbers():
+    t = kiln.tensor([[1.5, 2.5], [3.0, 4.0]])
+    assert t.dtype == np.float32 and t.shape == (2, 2)
+    assert kiln.tensor([1, 2, 3]).dtype == np.int32
+
+
+def test_empty_has_shape_and_dtype(device):
+    t = kiln.empty((7, 33), "float16", device)
+    assert t.shape == (7, 33) and t.dtype == np.float16
+    assert kiln.empty(5, np.int32, device).shape == (5,)
+    assert kiln.empty((0, 3), "f32", device).numpy().shape == (0, 3)
+
+
+def test_unsupported_dtypes_are_clear_errors(device):
+    with pytest.raises(kiln.InvalidArgument, match="float64"):
+        kiln.tensor(np.zeros(3), device)
+    with pytest.raises(kiln.InvalidArgument, match="int64"):
+        kiln.tensor(np.zeros(3, np.int64), device)
+    with pytest.raises(kiln.InvalidArgument, match="complex"):
+        kiln.tensor(np.zeros(3, np.complex64), device)
+    with pytest.raises(kiln.InvalidArgument, match="not supported"):
+        kiln.empty((3,), "float64", device)
+    with pytest.raises(kiln.InvalidArgument, match="negative"):
+        kiln.empty((3, -1), "float32", device)
+
+
+def test_error_hierarchy():
+    assert issubclass(kiln.InvalidArgument, kiln.Error)
+    assert issubclass(kiln.InvalidArgument, ValueError)
+    assert issubclass(kiln.CompileError, kiln.Error)
+    assert issubclass(kiln.OutOfMemory, MemoryError)
+    assert kiln.FeatureMissing is kiln.Unavailable
+    for name in ("DeviceLost", "DataLoss", "Unimplemented", "InternalError",
+                 "FailedPrecondition", "DeadlineExceeded"):
+        assert issubclass(getattr(kiln, name), kiln.Error)
