@@ -473,6 +473,45 @@ Workload Norm(bool layer, int64_t rows, int64_t cols, const ops::Target& target)
   return w;
 }
 
+// conv2d NHWC, 3x3, stride 1, padding 1, HWIO weights.
+Workload Conv3x3(int64_t n, int64_t hw, int64_t c, int64_t f, const ops::Target& target) {
+  Workload w{"conv2d 3x3 NHWC f32", StrCat(n, "x", hw, "x", hw, "x", c, " -> ", f), ""};
+  ops::Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  auto fn = ops::Conv2d({{n, hw, hw, c}}, {{3, 3, c, f}}, target, o);
+  if (!fn.ok()) {
+    w.error = fn.status();
+    return w;
+  }
+  w.functions = {*fn};
+  auto s = ops::DefaultMatmulSchedule(1, n * hw * hw, f, target);
+  w.kernels = s.ok() ? "implicit GEMM, " + s->ToString() : "";
+  w.inputs = {{"X", {{n, hw, hw, c}}}, {"W", {{3, 3, c, f}}}};
+  w.buffers = {{"Y", {{n, hw, hw, f}}}};
+  w.output = "Y";
+  w.bytes = 4.0 * (n * hw * hw * (c + f) + 9 * c * f);
+  w.flops = 2.0 * n * hw * hw * f * 9 * c;
+  w.reference = [=](const Tensors& t, int64_t i) {
+    const int64_t fi = i % f, x = (i / f) % hw, y = (i / f / hw) % hw, b = i / f / hw / hw;
+    double sum = 0, mag = 1;
+    for (int64_t a = 0; a < 3; ++a) {
+      for (int64_t bb = 0; bb < 3; ++bb) {
+        const int64_t iy = y + a - 1, ix = x + bb - 1;
+        if (iy < 0 || iy >= hw || ix < 0 || ix >= hw) continue;
+        for (int64_t k = 0; k < c; ++k) {
+          const double p = double(t.at("X")[((b * hw + iy) * hw + ix) * c + k]) *
+                           t.at("W")[((a * 3 + bb) * c + k) * f + fi];
+          sum += p;
+          mag += std::fabs(p);
+        }
+      }
+    }
+    return std::pair{sum, mag};
+  };
+  w.tolerance = 1e-5;
+  return w;
+}
+
 }  // namespace
 
 StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
@@ -513,6 +552,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       return MatmulWorkload("matmul f16", {64, 64}, {64, 128}, ir::kF16, target,
                             options.matmul_schedule);
     });
+    workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
   } else {
     for (int64_t n : {4096, 8192}) {
       workloads.push_back([&, n] {
@@ -528,6 +568,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       return MatmulWorkload("matmul f16", {4096, 4096}, {4096, 4096}, ir::kF16, target,
                             options.matmul_schedule);
     });
+    workloads.push_back([&] { return Conv3x3(32, 56, 256, 256, target); });
   }
   for (const auto& make : workloads) {
     Workload w = make();

@@ -270,10 +270,9 @@ struct MatmulSchedule {
 // The default rule: the largest tile that still gives the GPU at least 128
 // workgroups (128 x 128, then 128 x 64 or 64 x 128, then 64 x 64), k_tile 16
 // where the target's workgroup storage holds it, else 8, single-buffered
-// (measured faster than double-buffering on the H200; BENCHMARKS.md). The k-steps are unrolled where the
-// problem fills the GPU (at least 128 workgroups); smaller problems get the
-// smaller kernel, which compiles faster and whose launch is not limited by
-// its inner loop.
+// (measured faster than double-buffering on the H200; BENCHMARKS.md). The k-steps are unrolled
+// where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
+// kernel, which compiles faster and whose launch is not limited by its inner loop.
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target);
 
@@ -288,5 +287,46 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
 StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Target& target,
                               const MatmulOptions& options = {}, std::string name = "",
                               std::optional<MatmulSchedule> schedule = std::nullopt);
+
+// ---------------------------------------------------------------------------
+// Convolution and pooling (conv.cc)
+
+struct Conv2dOptions {
+  // NHWC input and output with weights [KH, KW, C/groups, F] (HWIO); else
+  // NCHW with weights [F, C/groups, KH, KW] (OIHW).
+  bool nhwc = true;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;  // zeros on both sides of each axis
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;              // divides C and F; groups == C with one filter each is depthwise
+  std::optional<TensorType> bias;  // [F]
+  std::string activation;          // "" or a unary op name, after the bias
+};
+
+// Y = activation(conv2d(X, W) + bias), OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h
+// + 1 (and OW alike). Parameters X, W, bias where given, Y; f32 or f16 (f16
+// accumulates in f32); `name` defaults to "conv2d". Schedule: an implicit
+// GEMM on Matmul's kernel where each group has at least 16 filters and 16
+// reduction terms (ConvUsesGemm): NHWC as M = N*OH*OW pixels by the group's
+// filters with K = KH*KW*C/groups, NCHW as the filters by OH*OW pixels per
+// image; otherwise (depthwise and thin groups) one thread per output
+// element reducing its window.
+StatusOr<ir::Function> Conv2d(const TensorType& x, const TensorType& w, const Target& target,
+                              const Conv2dOptions& options = {}, std::string name = "");
+bool ConvUsesGemm(const TensorType& x, const TensorType& w, const Conv2dOptions& options);
+
+struct Pool2dOptions {
+  bool nhwc = true;
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 0, stride_w = 0;  // 0: the window's size
+  int64_t pad_h = 0, pad_w = 0;        // at most half the window
+};
+
+// Max or average ("max", "avg") pooling over windows of X (NHWC or NCHW).
+// Padding is not counted: max ignores it, avg divides by the number of
+// input elements in the window. Parameters X, Y; `name` defaults to
+// "<op>_pool2d". Schedule: one thread per output element.
+StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Target& target,
+                              const Pool2dOptions& options = {}, std::string name = "");
 
 }  // namespace kiln::ops

@@ -585,5 +585,178 @@ TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Convolution and pooling
+
+struct ConvCase {
+  Shape x, w;
+  Conv2dOptions o;
+};
+
+class ConvDeviceTest : public OpsDeviceTest {
+ protected:
+  // Runs the case on fresh random inputs with Y poisoned and compares every
+  // element with a double-precision reference.
+  void Check(const ConvCase& c, bool expect_gemm) {
+    SCOPED_TRACE(StrCat(c.o.nhwc ? "NHWC " : "NCHW ", ShapeToString(c.x), " * ", ShapeToString(c.w),
+                        " stride ", c.o.stride_h, "x", c.o.stride_w, " pad ", c.o.pad_h, "x",
+                        c.o.pad_w, " dilation ", c.o.dilation_h, "x", c.o.dilation_w, " groups ",
+                        c.o.groups));
+    EXPECT_EQ(ConvUsesGemm({c.x}, {c.w}, c.o), expect_gemm);
+    auto f = Conv2d({c.x}, {c.w}, target_, c.o);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Shape out;
+    for (const ir::Expr& e : f->params().back().buffer().shape()) out.push_back(*ir::AsConstInt(e));
+    Tensors t;
+    t["X"] = Random(NumElements(c.x));
+    t["W"] = Random(NumElements(c.w));
+    std::vector<std::string> inputs = {"X", "W"};
+    const bool nhwc = c.o.nhwc;
+    const int64_t f_count = nhwc ? c.w[3] : c.w[0];
+    if (c.o.bias) {
+      t["bias"] = Random(f_count);
+      inputs.push_back("bias");
+    }
+    t["Y"] = std::vector<float>(NumElements(out));
+    Run({*f}, inputs, t, /*differential=*/false);
+    const int64_t n = c.x[0], ch = nhwc ? c.x[3] : c.x[1], h = nhwc ? c.x[1] : c.x[2],
+                  w = nhwc ? c.x[2] : c.x[3];
+    const int64_t kh = nhwc ? c.w[0] : c.w[2], kw = nhwc ? c.w[1] : c.w[3];
+    const int64_t cg = ch / c.o.groups, fg = f_count / c.o.groups;
+    const int64_t oh = nhwc ? out[1] : out[2], ow = nhwc ? out[2] : out[3];
+    auto X = [&](int64_t b, int64_t y, int64_t x, int64_t k) {
+      return double(t["X"][nhwc ? ((b * h + y) * w + x) * ch + k : ((b * ch + k) * h + y) * w + x]);
+    };
+    auto W = [&](int64_t fi, int64_t k, int64_t a, int64_t bb) {
+      return double(t["W"][nhwc ? ((a * kw + bb) * cg + k) * f_count + fi
+                                : ((fi * cg + k) * kh + a) * kw + bb]);
+    };
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t fi = 0; fi < f_count; ++fi) {
+        for (int64_t y = 0; y < oh; ++y) {
+          for (int64_t x = 0; x < ow; ++x) {
+            double sum = 0, mag = 1;
+            const int64_t g = fi / fg;
+            for (int64_t a = 0; a < kh; ++a) {
+              for (int64_t bb = 0; bb < kw; ++bb) {
+                const int64_t iy = y * c.o.stride_h + a * c.o.dilation_h - c.o.pad_h;
+                const int64_t ix = x * c.o.stride_w + bb * c.o.dilation_w - c.o.pad_w;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                for (int64_t k = 0; k < cg; ++k) {
+                  const double p = X(b, iy, ix, g * cg + k) * W(fi, k, a, bb);
+                  sum += p;
+                  mag += std::fabs(p);
+                }
+              }
+            }
+            if (c.o.bias) sum += t["bias"][fi];
+            if (!c.o.activation.empty()) sum = RefUnary(c.o.activation, float(sum));
+            const int64_t o = nhwc ? ((b * oh + y) * ow + x) * f_count + fi
+                                   : ((b * f_count + fi) * oh + y) * ow + x;
+            ASSERT_LE(std::fabs(t["Y"][o] - sum), 1e-5 * mag)
+                << "Y[" << o << "] = " << t["Y"][o] << ", want " << sum;
+          }
+        }
+      }
+    }
+  }
+};
+
+TEST_F(ConvDeviceTest, DenseAsImplicitGemm) {
+  Conv2dOptions o;
+  Check({{2, 7, 9, 8}, {3, 3, 8, 20}, o}, true);  // NHWC, ragged tiles, vector loads of X
+  o.stride_h = 2;
+  o.pad_h = o.pad_w = 1;
+  o.dilation_w = 2;
+  Check({{1, 11, 10, 5}, {3, 2, 5, 33}, o}, true);  // odd channels: lane loads
+  o = {};
+  o.pad_h = o.pad_w = 1;
+  o.bias = TensorType{{64}};
+  o.activation = "relu";
+  Check({{2, 8, 8, 16}, {3, 3, 16, 64}, o}, true);  // whole tiles, epilogue
+  o = {};
+  o.nhwc = false;
+  o.pad_h = 2;
+  o.stride_w = 3;
+  Check({{2, 6, 9, 10}, {17, 6, 3, 3}, o}, true);  // NCHW
+  o.bias = TensorType{{64}};
+  o.stride_w = 1;
+  o.pad_h = o.pad_w = 1;
+  Check({{1, 4, 8, 16}, {64, 4, 3, 3}, o}, true);  // NCHW, vector stores of rows
+}
+
+TEST_F(ConvDeviceTest, GroupsAndDepthwise) {
+  Conv2dOptions o;
+  o.groups = 2;
+  Check({{1, 5, 6, 8}, {3, 3, 4, 32}, o}, true);  // two groups of 16 filters: GEMM
+  o.nhwc = false;
+  Check({{1, 8, 5, 6}, {32, 4, 3, 3}, o}, true);
+  o = {};
+  o.groups = 6;
+  o.pad_h = o.pad_w = 1;
+  Check({{2, 7, 5, 6}, {3, 3, 1, 12}, o}, false);  // depthwise, multiplier 2: direct
+  o.nhwc = false;
+  o.stride_h = o.stride_w = 2;
+  o.bias = TensorType{{12}};
+  Check({{2, 6, 7, 5}, {12, 1, 3, 3}, o}, false);
+}
+
+TEST_F(ConvDeviceTest, Pooling) {
+  for (bool nhwc : {true, false}) {
+    for (const char* op : {"max", "avg"}) {
+      Pool2dOptions o;
+      o.nhwc = nhwc;
+      o.kernel_h = 3;
+      o.kernel_w = 2;
+      o.stride_h = 2;
+      o.stride_w = 1;
+      o.pad_h = 1;
+      o.pad_w = 1;
+      const Shape xs = nhwc ? Shape{2, 7, 6, 3} : Shape{2, 3, 7, 6};
+      auto f = Pool2d(op, {xs}, target_, o);
+      ASSERT_TRUE(f.ok()) << f.status();
+      Shape out;
+      for (const ir::Expr& e : f->params().back().buffer().shape()) {
+        out.push_back(*ir::AsConstInt(e));
+      }
+      Tensors t;
+      t["X"] = Random(NumElements(xs));
+      t["X"][5] = -INFINITY;
+      t["Y"] = std::vector<float>(NumElements(out));
+      Run({*f}, {"X"}, t);
+      const int64_t c = 3, h = 7, w = 6, oh = nhwc ? out[1] : out[2], ow = nhwc ? out[2] : out[3];
+      for (int64_t b = 0; b < 2; ++b) {
+        for (int64_t k = 0; k < c; ++k) {
+          for (int64_t y = 0; y < oh; ++y) {
+            for (int64_t x = 0; x < ow; ++x) {
+              double best = -INFINITY, sum = 0;
+              int count = 0;
+              for (int64_t a = 0; a < 3; ++a) {
+                for (int64_t bb = 0; bb < 2; ++bb) {
+                  const int64_t iy = y * 2 + a - 1, ix = x + bb - 1;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  const double v = t["X"][nhwc ? ((b * h + iy) * w + ix) * c + k
+                                               : ((b * c + k) * h + iy) * w + ix];
+                  best = std::max(best, v);
+                  sum += v;
+                  ++count;
+                }
+              }
+              const double want = std::string(op) == "max" ? best : sum / count;
+              const int64_t o =
+                  nhwc ? ((b * oh + y) * ow + x) * c + k : ((b * c + k) * oh + y) * ow + x;
+              if (std::isinf(want)) {
+                EXPECT_EQ(t["Y"][o], want) << op << " Y[" << o << "]";
+              } else {
+                ASSERT_NEAR(t["Y"][o], want, 1e-5) << op << " Y[" << o << "]";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::ops

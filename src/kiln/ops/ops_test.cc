@@ -167,5 +167,75 @@ TEST(OpsTest, Errors) {
   ExpectError(Softmax({{7, 3}, ir::kF16}, f16).status(), {"f32 only"});
 }
 
+TEST(OpsTest, MatmulErrors) {
+  const Target t = Default();
+  ExpectError(Matmul({{7, 5}}, {{6, 3}}, t).status(),
+              {"matmul", "[7, 5]", "[6, 3]", "contraction", "5 against 6"});
+  ExpectError(Matmul({{7}}, {{7, 3}}, t).status(), {"input A of matmul", "rank 2 to 4"});
+  ExpectError(Matmul({{2, 7, 5}}, {{3, 5, 4}}, t).status(), {"batch dimensions", "[2]", "[3]"});
+  MatmulOptions o;
+  o.bias = TensorType{{4}};
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"bias of matmul", "[4]", "[N] = [3]"});
+  o = {};
+  o.residual = TensorType{{3, 7}};
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"residual", "[7, 3]"});
+  o = {};
+  o.activation = "relux";
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"unknown activation op 'relux'"});
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{3, 1, 16, false, true}).status(),
+              {"schedule", "rows must be 1 or 2"});
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{1, 1, 8, false, true}).status(),
+              {"multiples of 16"});
+  // 128x128 double-buffered tiles take 32 KiB; WebGPU's default limit is 16 KiB.
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{2, 2, 16, true, true}).status(),
+              {"32768 bytes", "16384"});
+  // The rule fits the default limits.
+  auto rule = DefaultMatmulSchedule(1, 4096, 4096, t);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_LE(rule->SharedBytes(), 16384);
+  EXPECT_EQ(rule->block_m(), 128);
+  EXPECT_TRUE(rule->unroll_k);
+  auto small = DefaultMatmulSchedule(1, 33, 70, t);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->block_m(), 64);
+  EXPECT_FALSE(small->unroll_k);
+}
+
+TEST(OpsTest, ConvAndPoolErrors) {
+  const Target t = Default();
+  ExpectError(Conv2d({{1, 5, 5}}, {{3, 3, 4, 8}}, t).status(), {"input X of conv2d", "NHWC"});
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 3, 8}}, t).status(),
+              {"W has 3 input channels", "needs 4"});
+  Conv2dOptions o;
+  o.groups = 3;
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(), {"groups 3", "divide"});
+  o = {};
+  ExpectError(Conv2d({{1, 2, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(),
+              {"window spans 3 along H", "has only 2"});
+  o.stride_h = 0;
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(), {"strides"});
+  o = {};
+  o.pad_w = -1;
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(), {"padding"});
+  o = {};
+  o.bias = TensorType{{4}};
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(), {"bias of conv2d", "[8]"});
+  o = {};
+  o.nhwc = false;
+  ExpectError(Conv2d({{1, 4, 5, 5}}, {{8, 3, 3, 3}}, t, o).status(), {"W has 3 input channels"});
+  Pool2dOptions p;
+  ExpectError(Pool2d("median", {{1, 4, 4, 2}}, t, p).status(), {"unknown pooling op 'median'"});
+  p.pad_h = 2;
+  ExpectError(Pool2d("max", {{1, 4, 4, 2}}, t, p).status(), {"at most half the window"});
+  p = {};
+  p.kernel_h = 0;
+  ExpectError(Pool2d("avg", {{1, 4, 4, 2}}, t, p).status(), {"at least 1 x 1"});
+  // Which convolutions become a GEMM.
+  EXPECT_TRUE(ConvUsesGemm({{1, 5, 5, 16}}, {{3, 3, 16, 64}}, {}));
+  Conv2dOptions depthwise;
+  depthwise.groups = 16;
+  EXPECT_FALSE(ConvUsesGemm({{1, 5, 5, 16}}, {{3, 3, 1, 16}}, depthwise));
+}
+
 }  // namespace
 }  // namespace kiln::ops
