@@ -227,6 +227,7 @@ class Runner {
       }
     }
     KILN_ASSIGN_OR_RETURN(t.ms, Time(record_all));
+    t.wall_ms = last_wall_ms_;
     return t;
   }
 
@@ -272,7 +273,11 @@ class Runner {
         per_rep = cb->stats().dispatches - before;
       }
       KILN_RETURN_IF_ERROR(cb->End());
+      const auto t0 = std::chrono::steady_clock::now();
       KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+      last_wall_ms_ =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+          repetitions;
       KILN_ASSIGN_OR_RETURN(auto timings, cb->ReadProfile());
       for (size_t r = 0; per_rep > 0 && r + per_rep <= timings.size(); r += per_rep) {
         double sum = 0;
@@ -293,11 +298,13 @@ class Runner {
       }
     }
     if (ms.empty()) return Internal("no dispatch was timed");
+    if (!profile) last_wall_ms_ = Median(ms);
     return Median(ms);
   }
 
   std::shared_ptr<hal::Device> device_;
   OpsBenchOptions options_;
+  double last_wall_ms_ = 0;
 };
 
 std::string Dims(const ops::Shape& s) {

@@ -30,6 +30,9 @@ struct OpsTiming {
   std::string shape;    // "4096x4096x4096"
   std::string kernels;  // the schedule or kernel sequence, in words
   double ms = 0;        // per run of the workload (all its kernels): median
+  // The wall time of the timed submission (all repetitions back to back)
+  // per repetition: launch gaps included, overlap of consecutive runs too.
+  double wall_ms = 0;
   double bytes = 0;     // the floor's bytes: every input read once, every output written once
   double flops = 0;     // floating-point operations (0 where not counted)
   double gb_per_s() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }

@@ -218,7 +218,10 @@ class GemmKernel {
         Expr next = ir::Min(kt + 1, static_cast<int>(tiles_k_ - 1)) * bk_;
         a_tile.Load(next, a_next);
         b_tile.Load(next, b_next);
-        Math(cur * a_stage, cur * b_stage);
+        // One copy of the math per stage, so every shared read has a constant
+        // offset from the thread's base (a branch uniform over the workgroup).
+        B_.If(
+            cur == 0, [&] { Math(I32(0), I32(0)); }, [&] { Math(I32(a_stage), I32(b_stage)); });
         a_tile.Store(As_, (1 - cur) * a_stage, a_next);
         b_tile.Store(Bs_, (1 - cur) * b_stage, b_next);
         B_.Barrier();
