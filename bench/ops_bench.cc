@@ -47,6 +47,8 @@ struct Workload {
   std::vector<ir::Function> functions;
   std::map<std::string, ops::TensorType> inputs;   // filled with random values
   std::map<std::string, ops::TensorType> buffers;  // everything else (poisoned)
+  // Per function where given: parameter name -> buffer name (else the same).
+  std::vector<std::map<std::string, std::string>> bindings;
   std::string output;
   double bytes = 0, flops = 0;
   double tolerance = 1e-4;  // |got - want| <= tolerance * scale(i)
@@ -185,12 +187,19 @@ class Runner {
     for (const auto& [name, type] : w.buffers) KILN_RETURN_IF_ERROR(allocate(name, type, false));
     std::vector<const runtime::Kernel*> kernels;
     std::vector<std::vector<runtime::Arg>> args;
-    for (const ir::Function& f : w.functions) {
+    for (size_t fi = 0; fi < w.functions.size(); ++fi) {
+      const ir::Function& f = w.functions[fi];
       KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, loaded->Find(f.name()));
       KILN_RETURN_IF_ERROR(k->availability());
       kernels.push_back(k);
       std::vector<runtime::Arg> a;
-      for (const ir::Param& p : f.params()) a.push_back(runtime::Arg::Buffer(buffers.at(p.name())));
+      for (const ir::Param& p : f.params()) {
+        std::string buffer = p.name();
+        if (fi < w.bindings.size() && w.bindings[fi].count(buffer)) {
+          buffer = w.bindings[fi].at(buffer);
+        }
+        a.push_back(runtime::Arg::Buffer(buffers.at(buffer)));
+      }
       args.push_back(std::move(a));
     }
     auto record_all = [&](hal::CommandBuffer& cb) -> Status {
@@ -519,6 +528,71 @@ Workload Conv3x3(int64_t n, int64_t hw, int64_t c, int64_t f, const ops::Target&
   return w;
 }
 
+// Attention over [batch, heads, seq, d] f32: fused, or as the composition
+// matmul(Q, K^T) -> softmax -> matmul(P, V) through memory.
+Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq, int64_t d,
+                           const ops::Target& target) {
+  const ops::Shape qs = {batch, heads, seq, d};
+  Workload w{fused ? "attention fused f32" : "attention unfused f32",
+             StrCat(batch, "x", heads, " x ", seq, "x", d), ""};
+  w.inputs = {{"Q", {qs}}, {"K", {qs}}, {"V", {qs}}};
+  w.buffers = {{"O", {qs}}};
+  w.output = "O";
+  w.bytes = 4.0 * 4 * batch * heads * seq * d;
+  w.flops = 4.0 * batch * heads * seq * seq * d;
+  if (fused) {
+    auto f = ops::Attention({qs}, {qs}, {qs}, target);
+    if (!f.ok()) {
+      w.error = f.status();
+      return w;
+    }
+    w.functions = {*f};
+    w.kernels = StrCat("one kernel, ", ops::AttentionKeyBlock(d, target), " keys per block");
+  } else {
+    const ops::Shape ss = {batch, heads, seq, seq};
+    ops::MatmulOptions nt;
+    nt.transpose_b = true;
+    auto scores = ops::Matmul({qs}, {qs}, target, nt, "scores");
+    auto softmax = ops::SoftmaxAxis({ss}, 3, target, "softmax");
+    auto out = ops::Matmul({ss}, {qs}, target, {}, "out");
+    for (const Status& st : {scores.status(), softmax.status(), out.status()}) {
+      if (!st.ok()) {
+        w.error = st;
+        return w;
+      }
+    }
+    // The composition leaves out the 1/sqrt(d) scale (one multiply per score,
+    // which a caller folds into Q); each reference follows its kernels.
+    w.functions = {*scores, *softmax, *out};
+    w.bindings = {{{"A", "Q"}, {"B", "K"}, {"C", "S"}},
+                  {{"X", "S"}, {"Y", "P"}},
+                  {{"A", "P"}, {"B", "V"}, {"C", "O"}}};
+    w.buffers["S"] = {ss};
+    w.buffers["P"] = {ss};
+    w.kernels = "3 kernels: matmul, softmax, matmul";
+  }
+  const double scale = fused ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0;
+  w.reference = [=](const Tensors& t, int64_t i) {
+    const int64_t c = i % d, row = i / d;  // row over batch * heads * seq
+    const int64_t bh = row / seq;
+    const float* q = t.at("Q").data() + row * d;
+    const float* k = t.at("K").data() + bh * seq * d;
+    const float* v = t.at("V").data() + bh * seq * d;
+    std::vector<double> s(seq);
+    double mx = -INFINITY, sum = 0, out = 0;
+    for (int64_t j = 0; j < seq; ++j) {
+      double dot = 0;
+      for (int64_t e = 0; e < d; ++e) dot += double(q[e]) * k[j * d + e];
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    for (int64_t j = 0; j < seq; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int64_t j = 0; j < seq; ++j) out += s[j] * v[j * d + c];
+    return std::pair{out / sum, 1.0};
+  };
+  return w;
+}
+
 }  // namespace
 
 StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
@@ -560,6 +634,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
                             options.matmul_schedule);
     });
     workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
+    workloads.push_back([&] { return AttentionWorkload(true, 2, 3, 70, 16, target); });
+    workloads.push_back([&] { return AttentionWorkload(false, 2, 3, 70, 16, target); });
   } else {
     for (int64_t n : {4096, 8192}) {
       workloads.push_back([&, n] {
@@ -576,6 +652,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
                             options.matmul_schedule);
     });
     workloads.push_back([&] { return Conv3x3(32, 56, 256, 256, target); });
+    workloads.push_back([&] { return AttentionWorkload(true, 32, 12, 512, 64, target); });
+    workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target); });
   }
   for (const auto& make : workloads) {
     Workload w = make();

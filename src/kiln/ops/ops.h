@@ -329,4 +329,27 @@ struct Pool2dOptions {
 StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Target& target,
                               const Pool2dOptions& options = {}, std::string name = "");
 
+// ---------------------------------------------------------------------------
+// Attention (attention.cc)
+
+struct AttentionOptions {
+  bool causal = false;             // key j is visible to query i where j <= i
+  std::optional<TensorType> mask;  // [Sq, Sk], added to the scores (Q's dtype)
+  std::optional<double> scale;     // default 1 / sqrt(D)
+};
+
+// O = softmax(Q K^T * scale + mask) V over the keys, fused: Q [..., Sq, D],
+// K and V [..., Sk, D] with Q's batch dimensions (rank 2 to 4), D a multiple
+// of 4 up to 128; f32 or f16 (computes in f32). Parameters Q, K, V, mask
+// where given, O (Q's shape); `name` defaults to "attention". A query that
+// sees no key (all masked with -inf) gives NaN. Schedule: a workgroup of 64
+// threads per 64 queries, a thread per query, keys and values through
+// shared memory AttentionKeyBlock at a time with an online softmax.
+StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
+                                 const Target& target, const AttentionOptions& options = {},
+                                 std::string name = "");
+// Keys per block: 32, halved until the blocks of K and V (D f32 per key)
+// and the scores (64 threads x keys f32) fit the target's workgroup storage.
+int64_t AttentionKeyBlock(int64_t head_dim, const Target& target);
+
 }  // namespace kiln::ops

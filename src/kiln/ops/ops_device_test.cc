@@ -758,5 +758,98 @@ TEST_F(ConvDeviceTest, Pooling) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Attention
+
+class AttentionDeviceTest : public OpsDeviceTest {
+ protected:
+  void Check(const Shape& qs, int64_t sk, const AttentionOptions& o, bool differential = false) {
+    const int64_t sq = qs[qs.size() - 2], d = qs.back();
+    Shape ks = qs;
+    ks[ks.size() - 2] = sk;
+    SCOPED_TRACE(StrCat("Q ", ShapeToString(qs), " K ", ShapeToString(ks),
+                        o.causal ? " causal" : "", o.mask ? " masked" : ""));
+    auto f = Attention({qs}, {ks}, {ks}, target_, o);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Tensors t;
+    t["Q"] = Random(NumElements(qs), -2, 2);
+    t["K"] = Random(NumElements(ks), -2, 2);
+    t["V"] = Random(NumElements(ks));
+    std::vector<std::string> inputs = {"Q", "K", "V"};
+    if (o.mask) {
+      t["mask"] = Random(sq * sk, -3, 3);
+      // Some keys hidden outright, as a padding mask does.
+      for (int64_t j = 0; j < sk; j += 3) t["mask"][j] = -INFINITY;
+      inputs.push_back("mask");
+    }
+    t["O"] = std::vector<float>(NumElements(qs));
+    Run({*f}, inputs, t, differential);
+    const int64_t batches = NumElements(qs) / (sq * d);
+    const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(d));
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t i = 0; i < sq; ++i) {
+        std::vector<double> s(sk);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += double(t["Q"][(b * sq + i) * d + c]) * t["K"][(b * sk + j) * d + c];
+          }
+          s[j] = dot * scale + (o.mask ? t["mask"][i * sk + j] : 0.0);
+          if (o.causal && j > i) s[j] = -INFINITY;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = std::isinf(x) ? 0 : std::exp(x - mx));
+        for (int64_t c = 0; c < d; ++c) {
+          double want = 0;
+          for (int64_t j = 0; j < sk; ++j) want += s[j] * t["V"][(b * sk + j) * d + c];
+          want /= sum;
+          const float got = t["O"][(b * sq + i) * d + c];
+          ASSERT_NEAR(got, want, 2e-5 * (1 + std::fabs(want)))
+              << "O[" << b << ", " << i << ", " << c << "]";
+        }
+      }
+    }
+  }
+};
+
+TEST_F(AttentionDeviceTest, OddLengthsCausalAndMasked) {
+  AttentionOptions o;
+  Check({2, 3, 70, 64}, 70, o);
+  o.causal = true;
+  Check({1, 2, 130, 64}, 130, o);
+  o = {};
+  o.mask = TensorType{{33, 45}};
+  Check({2, 33, 16}, 45, o);
+  o = {};
+  o.scale = 0.25;
+  Check({1, 7, 8}, 1, o, /*differential=*/true);
+}
+
+TEST_F(AttentionDeviceTest, HeadDim128) {
+  AttentionOptions o;
+  o.causal = true;
+  Check({1, 1, 33, 128}, 40, o);
+}
+
+TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  AttentionOptions o;
+  o.causal = true;
+  auto f =
+      Attention({{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, target_, o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto kernel = (*loaded)->Find(f->name());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto checked = check::RunAndCheck(**kernel, *f, check::CheckOptions{});
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_TRUE(checked->pass) << checked->Summary();
+}
+
 }  // namespace
 }  // namespace kiln::ops
