@@ -174,7 +174,7 @@ bool PositiveOnly(std::string_view op) {
   return op == "log" || op == "log2" || op == "sqrt" || op == "rsqrt" || op == "pow";
 }
 
-const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}};
+const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}, {4097}, {1024}};
 
 TEST_F(OpsDeviceTest, UnaryOps) {
   for (std::string_view name : UnaryOpNames()) {
@@ -200,8 +200,18 @@ struct ShapePair {
   Shape a, b;
 };
 const ShapePair kBinaryShapes[] = {
-    {{7, 1}, {1, 33}}, {{33}, {5, 33}}, {{1000}, {1000}},
-    {{1}, {7}},        {{7}, {1}},      {{3, 1, 5, 1}, {4, 1, 7}},
+    {{7, 1}, {1, 33}},
+    {{33}, {5, 33}},
+    {{1000}, {1000}},
+    {{1}, {7}},
+    {{7}, {1}},
+    {{3, 1, 5, 1}, {4, 1, 7}},
+    // Large enough for the vectorized default schedule: a tail, rows the
+    // lanes cross (33 columns), rows they do not (64), broadcasts both ways.
+    {{1027}, {1027}},
+    {{64, 33}, {33}},
+    {{5, 1, 64}, {7, 1}},
+    {{4096}, {1}},
 };
 
 TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
@@ -236,7 +246,8 @@ TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
 // ((x + b) * s) then relu then tanh then (1 - v) then max with a row, as
 // one kernel.
 TEST_F(OpsDeviceTest, ElementwiseChainIsOneKernel) {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}}) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}, {37, 41}, {256, 16}}) {
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
     const Shape x_shape = {rows, cols}, b_shape = {cols}, s_shape = {rows, 1};
     auto f = ElementwiseChain({x_shape},
@@ -366,6 +377,37 @@ TEST_F(OpsDeviceTest, SoftmaxInThreeKernels) {
   }
 }
 
+// The default flat schedule computes four contiguous elements per thread as
+// one vector where the output has at least 4 x 256 elements: the kernel's
+// WGSL has vector arithmetic, and a same-shape add loads each operand from
+// consecutive indices of one base.
+TEST_F(OpsDeviceTest, ElementwiseKernelsAreVectorized) {
+  auto add = Elementwise("add", {{{1 << 16}}, {{1 << 16}}}, target_);
+  ASSERT_TRUE(add.ok()) << add.status();
+  auto wgsl = codegen::CompileFunction(*add, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_NE(wgsl->wgsl.find("vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i]) + "
+                            "vec4<f32>(B[base], B[base + 1i], B[base + 2i], B[base + 3i])"),
+            std::string::npos)
+      << wgsl->wgsl;
+  EXPECT_NE(wgsl->wgsl.find("C[base + 3i] = "), std::string::npos) << wgsl->wgsl;
+  auto chain = ElementwiseChain(
+      {{64, 256}}, {ChainStep::With("add", {{256}}), ChainStep::Unary("relu")}, target_);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  auto chain_wgsl = codegen::CompileFunction(*chain, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(chain_wgsl.ok()) << chain_wgsl.status();
+  // The row of 256 is a multiple of the lanes: the lanes stay in one row.
+  EXPECT_NE(chain_wgsl->wgsl.find("X[base], X[base + 1i], X[base + 2i], X[base + 3i]"),
+            std::string::npos)
+      << chain_wgsl->wgsl;
+  // Below the threshold: one element per thread.
+  auto small = Elementwise("add", {{{1000}}, {{1000}}}, target_);
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto small_wgsl = codegen::CompileFunction(*small, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(small_wgsl.ok()) << small_wgsl.status();
+  EXPECT_EQ(small_wgsl->wgsl.find("vec4<f32>"), std::string::npos) << small_wgsl->wgsl;
+}
+
 // f16 kernels, where the device has shader-f16, against the interpreter
 // (which computes in f16 the same way) on the checker's random inputs.
 TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
@@ -373,12 +415,15 @@ TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
   std::vector<ir::Function> functions;
   auto add = Elementwise("add", {{{7, 1}, ir::kF16}, {{1, 33}, ir::kF16}}, target_);
   auto gelu = Elementwise("gelu", {{{1000}, ir::kF16}}, target_);
+  // The vectorized default schedule, with a tail and with a broadcast row.
+  auto gelu_vec = Elementwise("gelu", {{{4099}, ir::kF16}}, target_, "gelu_vec");
+  auto add_vec = Elementwise("add", {{{37, 64}, ir::kF16}, {{64}, ir::kF16}}, target_, "add_vec");
   auto chain = ElementwiseChain(
       {{33}, ir::kF16}, {ChainStep::Unary("tanh"), ChainStep::With("mul", {{5, 33}, ir::kF16})},
       target_);
   auto sum = Reduce("sum", {{33, 100}, ir::kF16}, false, target_);
   auto mx = Reduce("max", {{7, 33}, ir::kF16}, true, target_);
-  for (auto* f : {&add, &gelu, &chain, &sum, &mx}) {
+  for (auto* f : {&add, &gelu, &gelu_vec, &add_vec, &chain, &sum, &mx}) {
     ASSERT_TRUE(f->ok()) << f->status();
     functions.push_back(**f);
   }
