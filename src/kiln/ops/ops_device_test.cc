@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -406,6 +407,45 @@ TEST_F(OpsDeviceTest, ElementwiseKernelsAreVectorized) {
   auto small_wgsl = codegen::CompileFunction(*small, check::CompileOptionsFor(*device_));
   ASSERT_TRUE(small_wgsl.ok()) << small_wgsl.status();
   EXPECT_EQ(small_wgsl->wgsl.find("vec4<f32>"), std::string::npos) << small_wgsl->wgsl;
+}
+
+// Data movement, where and cast at sizes that take the vectorized flat
+// schedule (concat and pad read through if_then_else and stay one element
+// per thread), f32 and i32, against the interpreter on its random inputs.
+TEST_F(OpsDeviceTest, MovementOpsAtVectorizedSizes) {
+  const ir::DataType i32 = ir::kI32;
+  std::vector<StatusOr<ir::Function>> built;
+  built.push_back(Permute({{48, 67}}, {1, 0}, target_, "permute_f32"));
+  built.push_back(Permute({{3, 40, 33}, i32}, {2, 0, 1}, target_, "permute_i32"));
+  built.push_back(Reshape({{41, 100}}, {100, 41}, target_));
+  built.push_back(Concat({{{33, 40}}, {{33, 7}}}, 1, target_));
+  built.push_back(Slice({{100, 90}}, {3, INT64_MAX}, {INT64_MAX, INT64_MIN}, {1, -2}, target_));
+  built.push_back(Gather({{50, 64}}, {{7, 5}, i32}, target_, "gather_f32"));
+  built.push_back(Gather({{50, 63}, i32}, {{33}, i32}, target_, "gather_i32"));
+  built.push_back(Pad({{30, 40}}, {1, 2}, {3, 4}, -1.0, target_));
+  built.push_back(Where({{4097}, i32}, {{4097}}, {{1}}, target_));
+  built.push_back(Cast({{4099}}, i32, target_));
+  std::vector<ir::Function> functions;
+  int vectorized = 0;
+  for (auto& f : built) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    vectorized += ir::Print(*f).find("vectorize(0, 4)") != std::string::npos;
+    functions.push_back(*f);
+  }
+  EXPECT_EQ(vectorized, 8);  // all but concat and pad
+  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const ir::Function& f : functions) {
+    SCOPED_TRACE(ir::Print(f));
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
+  }
 }
 
 // f16 kernels, where the device has shader-f16, against the interpreter
