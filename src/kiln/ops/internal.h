@@ -2,6 +2,7 @@
 // indexing and the default flat schedule.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,9 +36,19 @@ bool IsBinary(std::string_view op);
 Status UnknownOp(std::string_view kind, std::string_view op,
                  const std::vector<std::string_view>& known);
 
+// Elements per thread in the vectorized flat schedule.
+inline constexpr int64_t kFlatVectorLanes = 4;
+
 // The default schedule of a materialised stage: its first `rank`
-// (data-parallel) axes fused, split by ThreadsPerBlock(elements) and bound
-// to blockIdx.x / threadIdx.x.
+// (data-parallel) axes fused, then, with T = ThreadsPerBlock(elements):
+// - an injective stage of at least kFlatVectorLanes * T elements whose body
+//   (with what it inlines) has no if_then_else: split by
+//   kFlatVectorLanes, the outer part split by T and bound to blockIdx.x /
+//   threadIdx.x, the kFlatVectorLanes lanes vectorized, so each thread
+//   computes four contiguous elements as one vector operation (the last
+//   thread, where the size does not divide, runs its lanes one by one);
+// - otherwise (fewer elements, a reduction stage, an if_then_else): split by T and bound to
+//   blockIdx.x / threadIdx.x, one element per thread.
 Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64_t elements,
                     const Target& target);
 

@@ -5,10 +5,13 @@
 #include <cstdint>
 #include <limits>
 #include <numbers>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/visitor.h"
 #include "kiln/ops/internal.h"
 
 namespace kiln::ops {
@@ -199,6 +202,35 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   return {};
 }
 
+namespace {
+
+// Whether `t`'s body, or that of a compute it reads (inlined into it), has
+// an if_then_else: its condition would depend on the vector lane, which the
+// Vectorize pass cannot turn into vector code.
+bool HasIfThenElse(const te::Tensor& t) {
+  class Finder : public ir::ExprVisitor {
+   public:
+    void VisitCall(const ir::CallNode* op) override {
+      found |= op->op == ir::Intrinsic::kIfThenElse;
+      ir::ExprVisitor::VisitCall(op);
+    }
+    bool found = false;
+  };
+  Finder finder;
+  std::vector<const te::OperationNode*> stack = {t.op()};
+  std::set<const te::OperationNode*> seen;
+  while (!stack.empty() && !finder.found) {
+    const te::OperationNode* op = stack.back();
+    stack.pop_back();
+    if (op->is_placeholder || !seen.insert(op).second) continue;
+    finder.VisitExpr(op->body);
+    for (const te::Tensor& in : op->inputs) stack.push_back(in.op());
+  }
+  return finder.found;
+}
+
+}  // namespace
+
 Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64_t elements,
                     const Target& target) {
   te::Stage stage = schedule[t];
@@ -206,10 +238,18 @@ Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64
   for (int d = 1; d < rank; ++d) {
     KILN_ASSIGN_OR_RETURN(fused, stage.Fuse(fused, stage.axis(d)));
   }
-  KILN_ASSIGN_OR_RETURN(te::SplitResult parts,
-                        stage.Split(fused, ThreadsPerBlock(elements, target.limits)));
+  const int64_t threads = ThreadsPerBlock(elements, target.limits);
+  if (t.op()->has_reduction || elements < kFlatVectorLanes * threads || HasIfThenElse(t)) {
+    KILN_ASSIGN_OR_RETURN(te::SplitResult parts, stage.Split(fused, threads));
+    KILN_RETURN_IF_ERROR(stage.Bind(parts.outer, te::ThreadAxis::kBlockX));
+    return stage.Bind(parts.inner, te::ThreadAxis::kThreadX);
+  }
+  // Each thread stores kFlatVectorLanes contiguous elements as one vector.
+  KILN_ASSIGN_OR_RETURN(te::SplitResult lanes, stage.Split(fused, kFlatVectorLanes));
+  KILN_ASSIGN_OR_RETURN(te::SplitResult parts, stage.Split(lanes.outer, threads));
   KILN_RETURN_IF_ERROR(stage.Bind(parts.outer, te::ThreadAxis::kBlockX));
-  return stage.Bind(parts.inner, te::ThreadAxis::kThreadX);
+  KILN_RETURN_IF_ERROR(stage.Bind(parts.inner, te::ThreadAxis::kThreadX));
+  return stage.Vectorize(lanes.inner);
 }
 
 }  // namespace internal

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -174,7 +175,7 @@ bool PositiveOnly(std::string_view op) {
   return op == "log" || op == "log2" || op == "sqrt" || op == "rsqrt" || op == "pow";
 }
 
-const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}};
+const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}, {4097}, {1024}};
 
 TEST_F(OpsDeviceTest, UnaryOps) {
   for (std::string_view name : UnaryOpNames()) {
@@ -200,8 +201,18 @@ struct ShapePair {
   Shape a, b;
 };
 const ShapePair kBinaryShapes[] = {
-    {{7, 1}, {1, 33}}, {{33}, {5, 33}}, {{1000}, {1000}},
-    {{1}, {7}},        {{7}, {1}},      {{3, 1, 5, 1}, {4, 1, 7}},
+    {{7, 1}, {1, 33}},
+    {{33}, {5, 33}},
+    {{1000}, {1000}},
+    {{1}, {7}},
+    {{7}, {1}},
+    {{3, 1, 5, 1}, {4, 1, 7}},
+    // Large enough for the vectorized default schedule: a tail, rows the
+    // lanes cross (33 columns), rows they do not (64), broadcasts both ways.
+    {{1027}, {1027}},
+    {{64, 33}, {33}},
+    {{5, 1, 64}, {7, 1}},
+    {{4096}, {1}},
 };
 
 TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
@@ -236,7 +247,8 @@ TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
 // ((x + b) * s) then relu then tanh then (1 - v) then max with a row, as
 // one kernel.
 TEST_F(OpsDeviceTest, ElementwiseChainIsOneKernel) {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}}) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 1000}, {37, 41}, {256, 16}}) {
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
     const Shape x_shape = {rows, cols}, b_shape = {cols}, s_shape = {rows, 1};
     auto f = ElementwiseChain({x_shape},
@@ -366,6 +378,76 @@ TEST_F(OpsDeviceTest, SoftmaxInThreeKernels) {
   }
 }
 
+// The default flat schedule computes four contiguous elements per thread as
+// one vector where the output has at least 4 x 256 elements: the kernel's
+// WGSL has vector arithmetic, and a same-shape add loads each operand from
+// consecutive indices of one base.
+TEST_F(OpsDeviceTest, ElementwiseKernelsAreVectorized) {
+  auto add = Elementwise("add", {{{1 << 16}}, {{1 << 16}}}, target_);
+  ASSERT_TRUE(add.ok()) << add.status();
+  auto wgsl = codegen::CompileFunction(*add, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_NE(wgsl->wgsl.find("vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i]) + "
+                            "vec4<f32>(B[base], B[base + 1i], B[base + 2i], B[base + 3i])"),
+            std::string::npos)
+      << wgsl->wgsl;
+  EXPECT_NE(wgsl->wgsl.find("C[base + 3i] = "), std::string::npos) << wgsl->wgsl;
+  auto chain = ElementwiseChain(
+      {{64, 256}}, {ChainStep::With("add", {{256}}), ChainStep::Unary("relu")}, target_);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  auto chain_wgsl = codegen::CompileFunction(*chain, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(chain_wgsl.ok()) << chain_wgsl.status();
+  // The row of 256 is a multiple of the lanes: the lanes stay in one row.
+  EXPECT_NE(chain_wgsl->wgsl.find("X[base], X[base + 1i], X[base + 2i], X[base + 3i]"),
+            std::string::npos)
+      << chain_wgsl->wgsl;
+  // Below the threshold: one element per thread.
+  auto small = Elementwise("add", {{{1000}}, {{1000}}}, target_);
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto small_wgsl = codegen::CompileFunction(*small, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(small_wgsl.ok()) << small_wgsl.status();
+  EXPECT_EQ(small_wgsl->wgsl.find("vec4<f32>"), std::string::npos) << small_wgsl->wgsl;
+}
+
+// Data movement, where and cast at sizes that take the vectorized flat
+// schedule (concat and pad read through if_then_else and stay one element
+// per thread), f32 and i32, against the interpreter on its random inputs.
+TEST_F(OpsDeviceTest, MovementOpsAtVectorizedSizes) {
+  const ir::DataType i32 = ir::kI32;
+  std::vector<StatusOr<ir::Function>> built;
+  built.push_back(Permute({{48, 67}}, {1, 0}, target_, "permute_f32"));
+  built.push_back(Permute({{3, 40, 33}, i32}, {2, 0, 1}, target_, "permute_i32"));
+  built.push_back(Reshape({{41, 100}}, {100, 41}, target_));
+  built.push_back(Concat({{{33, 40}}, {{33, 7}}}, 1, target_));
+  built.push_back(Slice({{100, 90}}, {3, INT64_MAX}, {INT64_MAX, INT64_MIN}, {1, -2}, target_));
+  built.push_back(Gather({{50, 64}}, {{7, 5}, i32}, target_, "gather_f32"));
+  built.push_back(Gather({{50, 63}, i32}, {{33}, i32}, target_, "gather_i32"));
+  built.push_back(Pad({{30, 40}}, {1, 2}, {3, 4}, -1.0, target_));
+  built.push_back(Where({{4097}, i32}, {{4097}}, {{1}}, target_));
+  built.push_back(Cast({{4099}}, i32, target_));
+  std::vector<ir::Function> functions;
+  int vectorized = 0;
+  for (auto& f : built) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    vectorized += ir::Print(*f).find("vectorize(0, 4)") != std::string::npos;
+    functions.push_back(*f);
+  }
+  EXPECT_EQ(vectorized, 8);  // all but concat and pad
+  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const ir::Function& f : functions) {
+    SCOPED_TRACE(ir::Print(f));
+    auto kernel = (*loaded)->Find(f.name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                               << checked->Summary();
+  }
+}
+
 // f16 kernels, where the device has shader-f16, against the interpreter
 // (which computes in f16 the same way) on the checker's random inputs.
 TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
@@ -373,12 +455,15 @@ TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
   std::vector<ir::Function> functions;
   auto add = Elementwise("add", {{{7, 1}, ir::kF16}, {{1, 33}, ir::kF16}}, target_);
   auto gelu = Elementwise("gelu", {{{1000}, ir::kF16}}, target_);
+  // The vectorized default schedule, with a tail and with a broadcast row.
+  auto gelu_vec = Elementwise("gelu", {{{4099}, ir::kF16}}, target_, "gelu_vec");
+  auto add_vec = Elementwise("add", {{{37, 64}, ir::kF16}, {{64}, ir::kF16}}, target_, "add_vec");
   auto chain = ElementwiseChain(
       {{33}, ir::kF16}, {ChainStep::Unary("tanh"), ChainStep::With("mul", {{5, 33}, ir::kF16})},
       target_);
   auto sum = Reduce("sum", {{33, 100}, ir::kF16}, false, target_);
   auto mx = Reduce("max", {{7, 33}, ir::kF16}, true, target_);
-  for (auto* f : {&add, &gelu, &chain, &sum, &mx}) {
+  for (auto* f : {&add, &gelu, &gelu_vec, &add_vec, &chain, &sum, &mx}) {
     ASSERT_TRUE(f->ok()) << f->status();
     functions.push_back(**f);
   }

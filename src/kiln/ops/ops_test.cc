@@ -57,6 +57,36 @@ TEST(OpsTest, BinaryKernelIsFusedSplitAndBound) {
   EXPECT_NE(text.find("< 231"), std::string::npos) << text;  // the tail guard
 }
 
+// At least 4 x 256 output elements: four contiguous elements per thread as
+// one vector loop; fewer, or a reduction: one element (row) per thread.
+TEST(OpsTest, FlatScheduleVectorizesLargeInjectiveKernels) {
+  auto add = Elementwise("add", {{{4096}}, {{4096}}}, Default());
+  ASSERT_TRUE(add.ok()) << add.status();
+  const std::string text = ir::Print(*add);
+  EXPECT_NE(text.find("for i_outer_outer in blockIdx.x(0, 4)"), std::string::npos) << text;
+  EXPECT_NE(text.find("for i_outer_inner in threadIdx.x(0, 256)"), std::string::npos) << text;
+  EXPECT_NE(text.find("for i_inner in vectorize(0, 4)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("if ("), std::string::npos) << text;  // 4 x 256 divides 4096
+
+  auto tail = Elementwise("exp", {{{1023}}}, Default());
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  EXPECT_EQ(ir::Print(*tail).find("vectorize"), std::string::npos) << ir::Print(*tail);
+  auto big = Elementwise("exp", {{{1024}}}, Default());
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_NE(ir::Print(*big).find("vectorize(0, 4)"), std::string::npos) << ir::Print(*big);
+
+  auto sum = Reduce("sum", {{4096, 8}}, false, Default());
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(ir::Print(*sum).find("vectorize"), std::string::npos) << ir::Print(*sum);
+  auto softmax = Softmax({{2048, 8}}, Default());
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  ASSERT_EQ(softmax->functions.size(), 3u);
+  EXPECT_EQ(ir::Print(softmax->functions[0]).find("vectorize"), std::string::npos);
+  EXPECT_EQ(ir::Print(softmax->functions[1]).find("vectorize"), std::string::npos);
+  EXPECT_NE(ir::Print(softmax->functions[2]).find("vectorize(0, 4)"), std::string::npos)
+      << ir::Print(softmax->functions[2]);
+}
+
 TEST(OpsTest, ChainIsOneKernelWithEveryStageInlined) {
   auto f = ElementwiseChain({{5, 33}},
                             {ChainStep::With("add", {{33}}), ChainStep::WithConstant("mul", 2.0),

@@ -1,5 +1,7 @@
 // Lowering a schedule to one ir::Function.
 #include <functional>
+#include <numeric>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -69,6 +71,42 @@ class FreeVars : public ir::StmtVisitor {
   std::unordered_set<const ir::VarNode*> bound_, seen_;
 };
 
+// Gives every variable bound inside a statement (loop vars, lets) a new
+// identity, for a second copy of a loop body: the IR binds each variable
+// once.
+class RenewBindings : public ir::StmtMutator {
+ public:
+  ir::Expr MutateVar(const ir::VarNode* op, const ir::Expr& e) override {
+    auto it = vars_.find(op);
+    return it == vars_.end() ? e : it->second;
+  }
+  ir::Expr MutateLet(const ir::LetNode* op, const ir::Expr& e) override {
+    ir::Expr value = MutateExpr(op->value);
+    ir::Var var = Renew(op->var);
+    return ir::LetNode::make(var, value, MutateExpr(op->body));
+  }
+  Stmt MutateLetStmt(const ir::LetStmtNode* op, const Stmt& s) override {
+    ir::Expr value = MutateExpr(op->value);
+    ir::Var var = Renew(op->var);
+    return ir::LetStmtNode::make(var, value, MutateStmt(op->body));
+  }
+  Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
+    ir::Expr min = MutateExpr(op->min);
+    ir::Expr extent = MutateExpr(op->extent);
+    ir::Expr step = MutateExpr(op->step);
+    ir::Var var = Renew(op->loop_var);
+    return ir::ForNode::make(var, min, extent, op->kind, MutateStmt(op->body), step);
+  }
+
+ private:
+  ir::Var Renew(const ir::Var& var) {
+    ir::Var fresh(var.name(), var.dtype());
+    vars_[var.get()] = fresh;
+    return fresh;
+  }
+  std::unordered_map<const ir::VarNode*, ir::Expr> vars_;
+};
+
 bool DividesExactly(const IterVar& parent, int64_t factor) {
   const auto* imm = ir::Simplify(parent.extent()).as<ir::IntImmNode>();
   return imm != nullptr && imm->value % factor == 0;
@@ -100,6 +138,62 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
     }
     return axis.var();  // a leaf
   };
+
+  // The vectorized leaf, if any, and its lane count.
+  IterVar vec;
+  int64_t lanes = 0;
+  for (const IterVar& a : stage.leaves) {
+    auto it = stage.annotations.find(a.get());
+    if (it != stage.annotations.end() && it->second == ir::LoopKind::kVectorized) {
+      vec = a;
+      lanes = ir::AsConstInt(ir::Simplify(a.extent())).value_or(0);
+    }
+  }
+  // An axis's value as `base + v` (v the vectorized leaf, lane set) or
+  // `base` (no dependence on v), where with the lane `base` is a
+  // non-negative multiple of `align` (0: base is 0). This is what keeps
+  // contiguous lanes contiguous through a fuse: with base a multiple of the
+  // lane count L and a constant inner extent E that L divides,
+  // (base + v) / E == base / E and (base + v) % E == base % E + v, so the
+  // inner index is a ramp and the outer one a scalar. nullopt: v enters the
+  // value in another way (a coefficient other than 1, or lanes that may
+  // cross a fuse boundary).
+  struct LaneForm {
+    ir::Expr base;
+    bool lane = false;
+    int64_t align = 0;
+  };
+  std::function<std::optional<LaneForm>(const IterVar&)> lane_form =
+      [&](const IterVar& axis) -> std::optional<LaneForm> {
+    if (vec.defined() && axis.same_as(vec)) return LaneForm{ir::IntConst(ir::kI32, 0), true, 0};
+    if (auto it = split_of.find(axis.get()); it != split_of.end()) {
+      const Relation& r = *it->second;
+      std::optional<LaneForm> o = lane_form(r.outer), i = lane_form(r.inner);
+      if (!o || !i || o->lane) return std::nullopt;
+      if (!i->lane) return LaneForm{value(axis)};
+      return LaneForm{o->base * static_cast<int>(r.factor) + i->base, true,
+                      std::gcd(r.factor, i->align)};
+    }
+    if (auto it = fused_into.find(axis.get()); it != fused_into.end()) {
+      const Relation& r = *it->second;
+      std::optional<LaneForm> f = lane_form(r.fused);
+      if (!f) return std::nullopt;
+      if (!f->lane) return LaneForm{value(axis)};
+      const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(r.inner.extent()));
+      if (!e || *e % lanes != 0 || f->align % lanes != 0) return std::nullopt;
+      const ir::Expr ext = ir::IntConst(ir::kI32, *e);
+      if (axis.same_as(r.outer)) return LaneForm{f->base / ext};
+      return LaneForm{f->base % ext, true, std::gcd(*e, f->align)};
+    }
+    return LaneForm{axis.var()};
+  };
+  // value(axis), in the lane form where there is one.
+  auto lane_value = [&](const IterVar& axis) -> ir::Expr {
+    if (!vec.defined()) return value(axis);
+    std::optional<LaneForm> f = lane_form(axis);
+    if (!f) return value(axis);
+    return f->lane ? f->base + vec.var() : f->base;
+  };
   auto is_root = [&](const IterVar& axis) {
     for (const IterVar& a : op->axis) {
       if (a.same_as(axis)) return true;
@@ -115,23 +209,31 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
     }
     return false;
   };
-  // Lets binding the root axes that are not loops themselves, and the
-  // guards of splits that do not divide, for data or reduction axes.
-  auto wrap = [&](bool reduce, Stmt body) -> Stmt {
+  // The guard of the splits that do not divide, for data or reduction axes
+  // (undefined: none). `hoisted`: every index in terms of the leaf loop vars
+  // rather than a root axis's let-bound var.
+  auto guard_of = [&](bool reduce, bool hoisted) -> ir::Expr {
     ir::Expr guard;
     for (const Relation& r : stage.relations) {
       if (r.kind != Relation::Kind::kSplit || r.parent.is_reduce() != reduce ||
           DividesExactly(r.parent, r.factor)) {
         continue;
       }
-      const ir::Expr at = is_root(r.parent) ? ir::Expr(r.parent.var()) : value(r.parent);
+      const ir::Expr at =
+          is_root(r.parent) && !hoisted ? ir::Expr(r.parent.var()) : lane_value(r.parent);
       const ir::Expr cond = at < r.parent.extent();
       guard = guard.defined() ? (guard && cond) : cond;
     }
+    return guard;
+  };
+  // Lets binding the root axes that are not loops themselves, and the
+  // guard, when `guarded`.
+  auto wrap = [&](bool reduce, Stmt body, bool guarded = true) -> Stmt {
+    const ir::Expr guard = guarded ? guard_of(reduce, false) : ir::Expr();
     if (guard.defined()) body = ir::IfNode::make(guard, body);
     const auto& roots = reduce ? op->reduce_axis : op->axis;
     for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
-      if (!is_leaf(*it)) body = ir::LetStmtNode::make(it->var(), value(*it), body);
+      if (!is_leaf(*it)) body = ir::LetStmtNode::make(it->var(), lane_value(*it), body);
     }
     return body;
   };
@@ -179,7 +281,40 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
       if (rank == pass) data_loops.push_back(a);
     }
   }
-  return nest(data_loops, wrap(false, inner));
+  if (!vec.defined()) return nest(data_loops, wrap(false, inner));
+
+  // The vectorized axis is the innermost data loop (Vectorize checks it and
+  // reorder keeps it so).
+  KILN_CHECK(data_loops.back().same_as(vec));
+  data_loops.pop_back();
+  const ir::Expr guard = guard_of(false, true);
+  auto lane_loop = [&](ir::LoopKind kind, Stmt body) {
+    return ir::ForNode::make(vec.var(), 0, vec.extent(), kind, std::move(body));
+  };
+  if (!guard.defined()) {
+    return nest(data_loops, lane_loop(ir::LoopKind::kVectorized, wrap(false, inner)));
+  }
+  // Every guard is `index < extent` with the index `base + v` or free of v
+  // (lane_form), so it grows with the lane: the last lane in bounds means
+  // every lane is. Where some index takes v otherwise, the lanes run as a
+  // guarded serial loop.
+  // Where no guard depends on v at all, it simply surrounds the vector loop.
+  bool monotone = true, lane_free = true;
+  for (const Relation& r : stage.relations) {
+    if (r.kind == Relation::Kind::kSplit && !r.parent.is_reduce() &&
+        !DividesExactly(r.parent, r.factor)) {
+      std::optional<LaneForm> f = lane_form(r.parent);
+      monotone &= f.has_value();
+      lane_free &= f.has_value() && !f->lane;
+    }
+  }
+  Stmt vector = lane_loop(ir::LoopKind::kVectorized, wrap(false, inner, /*guarded=*/false));
+  if (lane_free) return nest(data_loops, ir::IfNode::make(guard, vector));
+  Stmt serial = lane_loop(ir::LoopKind::kSerial, wrap(false, inner));
+  if (!monotone) return nest(data_loops, serial);
+  const ir::Expr last_lane =
+      ir::Substitute(guard, {{vec.var().get(), ir::IntConst(ir::kI32, lanes - 1)}});
+  return nest(data_loops, ir::IfNode::make(last_lane, vector, RenewBindings().MutateStmt(serial)));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Schedules: stages, the primitives and their records.
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -30,6 +31,8 @@ std::string_view KindName(Kind kind) {
       return "unroll";
     case Kind::kComputeInline:
       return "compute_inline";
+    case Kind::kVectorize:
+      return "vectorize";
   }
   return "?";
 }
@@ -105,10 +108,10 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
   auto not_annotated = [&](const IterVar& axis) -> Status {
     auto it = stage.annotations.find(axis.get());
     if (it == stage.annotations.end()) return Status::Ok();
-    return InvalidArgument(at, ": axis ", Quote(axis.name()), " is already ",
-                           it->second == ir::LoopKind::kUnrolled
-                               ? std::string("unrolled")
-                               : "bound to " + std::string(ir::LoopKindName(it->second)));
+    std::string state = "bound to " + std::string(ir::LoopKindName(it->second));
+    if (it->second == ir::LoopKind::kUnrolled) state = "unrolled";
+    if (it->second == ir::LoopKind::kVectorized) state = "vectorized";
+    return InvalidArgument(at, ": axis ", Quote(axis.name()), " is already ", state);
   };
   switch (p.kind) {
     case Kind::kSplit: {
@@ -187,6 +190,19 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
           }
         }
       }
+      // A vectorized axis stays the innermost data-parallel loop.
+      for (size_t k = 0; k < leaves.size(); ++k) {
+        auto it = stage.annotations.find(leaves[k].get());
+        if (it == stage.annotations.end() || it->second != ir::LoopKind::kVectorized) continue;
+        for (size_t m = k + 1; m < leaves.size(); ++m) {
+          if (!leaves[m].is_reduce()) {
+            return InvalidArgument(at, ": it would put data-parallel axis ",
+                                   Quote(leaves[m].name()), " inside vectorized axis ",
+                                   Quote(leaves[k].name()),
+                                   "; a vectorized axis stays the innermost loop");
+          }
+        }
+      }
       stage.leaves = std::move(leaves);
       break;
     }
@@ -240,6 +256,43 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                "; only axes of constant extent can be unrolled");
       }
       stage.annotations[axis.get()] = ir::LoopKind::kUnrolled;
+      break;
+    }
+    case Kind::kVectorize: {
+      if (p.axes.size() != 1) return InvalidArgument(at, ": vectorize takes one axis");
+      KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], what));
+      if (axis.is_reduce()) {
+        return InvalidArgument(at, ": reduction axis ", Quote(axis.name()),
+                               " cannot be vectorized; reduction axes stay serial in this "
+                               "version");
+      }
+      if (stage.tensor.op()->has_reduction) {
+        return InvalidArgument(at, ": axis ", Quote(axis.name()),
+                               " cannot be vectorized because the stage is a reduction (its "
+                               "accumulator would sit inside the vector loop)");
+      }
+      KILN_RETURN_IF_ERROR(not_annotated(axis));
+      const std::optional<int64_t> extent = ConstInt(axis.extent());
+      if (!extent.has_value()) {
+        return InvalidArgument(at, ": axis ", Quote(axis.name()), " has extent ",
+                               ir::Print(axis.extent()),
+                               "; only axes of constant extent 2, 3 or 4 can be vectorized "
+                               "(split it first)");
+      }
+      if (*extent < 2 || *extent > 4) {
+        return InvalidArgument(at, ": axis ", Quote(axis.name()), " has extent ", *extent,
+                               "; a vectorized axis needs extent 2, 3 or 4 (the WGSL vector "
+                               "sizes)");
+      }
+      const int pos = Position(stage.leaves, axis.get());
+      for (size_t m = pos + 1; m < stage.leaves.size(); ++m) {
+        if (!stage.leaves[m].is_reduce()) {
+          return InvalidArgument(
+              at, ": axis ", Quote(axis.name()), " is not the innermost data-parallel loop (axis ",
+              Quote(stage.leaves[m].name()), " is inside it); reorder it innermost first");
+        }
+      }
+      stage.annotations[axis.get()] = ir::LoopKind::kVectorized;
       break;
     }
     case Kind::kComputeInline: {
@@ -482,6 +535,11 @@ Status Stage::Bind(const IterVar& axis, ThreadAxis thread) {
 Status Stage::Unroll(const IterVar& axis) {
   KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "unroll"));
   return schedule_->Apply(Primitive{Kind::kUnroll, this->name(), {name}, 0, ""});
+}
+
+Status Stage::Vectorize(const IterVar& axis) {
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "vectorize"));
+  return schedule_->Apply(Primitive{Kind::kVectorize, this->name(), {name}, 0, ""});
 }
 
 Status Stage::ComputeInline() {

@@ -25,7 +25,7 @@ struct StageState {
   std::vector<IterVar> all_axes;  // roots first, then every derived axis
   std::vector<IterVar> leaves;    // the loop nest, outermost first
   std::vector<Relation> relations;
-  // Bound or unrolled leaves (absent: serial).
+  // Bound, unrolled or vectorized leaves (absent: serial).
   std::map<const IterVarNode*, ir::LoopKind> annotations;
   bool inlined = false;
   bool is_output = false;

@@ -1,6 +1,6 @@
 // Tensor expressions: describe what a kernel computes as tensors defined
 // element by element, schedule how its loops run (split, fuse, reorder,
-// bind, unroll, inline), and lower the result to one verified ir::Function.
+// bind, unroll, vectorize, inline), and lower the result to one verified ir::Function.
 //
 //   te::Var n = te::SizeVar("n");
 //   te::Tensor A = te::Placeholder("A", {n}, ir::kF32);
@@ -158,14 +158,15 @@ StatusOr<ThreadAxis> ThreadAxisFromName(std::string_view name);
 
 // One schedule primitive, as data.
 struct Primitive {
-  enum class Kind : uint8_t { kSplit, kFuse, kReorder, kBind, kUnroll, kComputeInline };
+  enum class Kind : uint8_t { kSplit, kFuse, kReorder, kBind, kUnroll, kComputeInline, kVectorize };
   Kind kind = Kind::kSplit;
   std::string stage;
-  std::vector<std::string> axes;  // split/bind/unroll: 1; fuse: 2; reorder: any
+  std::vector<std::string> axes;  // split/bind/unroll/vectorize: 1; fuse: 2; reorder: any
   int64_t factor = 0;             // split
   std::string thread;             // bind: "blockIdx.x", ...
 
-  // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "B.compute_inline()".
+  // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "C.vectorize(i_inner)",
+  // "B.compute_inline()".
   std::string ToString() const;
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
@@ -197,6 +198,14 @@ class Stage {
   Status Reorder(const std::vector<IterVar>& order);
   Status Bind(const IterVar& axis, ThreadAxis thread);
   Status Unroll(const IterVar& axis);
+  // A data-parallel leaf axis of constant extent 2, 3 or 4 becomes a
+  // vectorized loop: its lanes run as one vector operation. It must be the
+  // innermost data-parallel leaf (checked here and again when lowering, as a
+  // later reorder or split may move it), and the stage may not be a
+  // reduction. Where a split guard exists, lowering runs the vector body when
+  // the last lane is in bounds and a guarded serial loop over the lanes
+  // otherwise.
+  Status Vectorize(const IterVar& axis);
   Status ComputeInline();
 
  private:
@@ -250,9 +259,11 @@ class Schedule {
 // parameters are `inputs` (placeholders), then `outputs` (buffers), then the
 // size vars their shapes and bodies use (i32 scalars, in order of first
 // use). Bound axes become launch loops (blocks outside threads), every other
-// axis a serial or unrolled loop in leaf order. The result passes
-// ir::Verify. Errors: a placeholder read but not in `inputs`, a compute read
-// that is neither inlined nor an output, more than one materialised stage.
+// axis a serial, unrolled or vectorized loop in leaf order. The result
+// passes ir::Verify. Errors: a placeholder read but not in `inputs`, a
+// compute read that is neither inlined nor an output, more than one
+// materialised stage, a vectorized axis that is no longer the innermost
+// data-parallel leaf.
 StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
                              const std::vector<Tensor>& inputs, const std::string& name);
 

@@ -16,6 +16,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
+#include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/printer.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
@@ -271,6 +272,115 @@ TEST_F(TeDeviceTest, RowMax) {
       want[r] = *std::max_element(x.begin() + r * sh.cols, x.begin() + (r + 1) * sh.cols);
     }
     ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 0, "Y");
+  }
+}
+
+// Four lanes per thread as one vector, 64 threads per block.
+void ScheduleVectorized(Schedule& s, const Tensor& t, int rank) {
+  Stage st = s[t];
+  IterVar fused = st.axis(0);
+  for (int d = 1; d < rank; ++d) {
+    auto f = st.Fuse(fused, st.axis(d));
+    ASSERT_TRUE(f.ok()) << f.status();
+    fused = *f;
+  }
+  auto lanes = st.Split(fused, 4);
+  ASSERT_TRUE(lanes.ok()) << lanes.status();
+  auto parts = st.Split(lanes->outer, 64);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_TRUE(st.Bind(parts->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(st.Bind(parts->inner, ThreadAxis::kThreadX).ok());
+  ASSERT_TRUE(st.Vectorize(lanes->inner).ok());
+}
+
+const int kVectorSizes[] = {1, 3, 4, 7, 1000, 4097};
+
+// Y = A * B + 1 vectorized by 4: a symbolic size (always the guarded
+// vector/serial split) and constant sizes (no guard where 4 * 64 divides).
+TEST_F(TeDeviceTest, VectorizedElementwiseWithAndWithoutTails) {
+  auto check = [&](const Expr& extent, int n) {
+    Tensor A = Placeholder("A", {extent}, ir::kF32);
+    Tensor B = Placeholder("B", {extent}, ir::kF32);
+    Tensor Y =
+        Compute("Y", {extent}, [&](const std::vector<Var>& i) { return A(i[0]) * B(i[0]) + 1.0; });
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok()) << s.status();
+    ScheduleVectorized(*s, Y, 1);
+    auto f = Lower(*s, {Y}, {A, B}, "mul_add");
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto a = Random(n), b = Random(n);
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i) want[i] = a[i] * b[i] + 1.0f;
+    std::vector<int32_t> scalars;
+    if (!extent.as<ir::IntImmNode>()) scalars.push_back(n);
+    ExpectNear(Run(*f, {a, b}, n, scalars), want, 1e-6f, "Y");
+  };
+  Var n = SizeVar("n");
+  for (int size : kVectorSizes) {
+    SCOPED_TRACE("n = " + std::to_string(size));
+    check(n, size);
+  }
+  for (int size : {1, 3, 4, 7, 1000, 1024, 4096, 4097}) {
+    SCOPED_TRACE("constant " + std::to_string(size));
+    check(ir::IntConst(ir::kI32, size), size);
+  }
+}
+
+// A fused rank-2 output with a broadcast row, vectorized: columns of 12
+// (contiguous lanes: the lane count divides the row) and of 7 (lanes cross
+// rows, so the loads are gathers), with a relu (a let in the body).
+TEST_F(TeDeviceTest, VectorizedFusedRowsWithBroadcast) {
+  for (int cols : {12, 7}) {
+    Var m = SizeVar("m");
+    Expr c = ir::IntConst(ir::kI32, cols);
+    Tensor A = Placeholder("A", {m, c}, ir::kF32);
+    Tensor b = Placeholder("b", {c}, ir::kF32);
+    Tensor C = Compute("C", {m, c}, [&](const std::vector<Var>& i) {
+      ir::Var x("x", ir::kF32);
+      return ir::Let(x, A(i[0], i[1]) + b(i[1]),
+                     ir::Select(x > 0.0, x, ir::FloatConst(ir::kF32, 0.0)));
+    });
+    auto s = Schedule::Create({C});
+    ASSERT_TRUE(s.ok()) << s.status();
+    ScheduleVectorized(*s, C, 2);
+    auto f = Lower(*s, {C}, {A, b}, "add_row_relu");
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (int rows : kVectorSizes) {
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+      auto a = Random(rows * cols), row = Random(cols);
+      std::vector<float> want(a.size());
+      for (int r = 0; r < rows; ++r) {
+        for (int q = 0; q < cols; ++q) {
+          want[r * cols + q] = std::max(a[r * cols + q] + row[q], 0.0f);
+        }
+      }
+      ExpectNear(Run(*f, {a, row}, want.size(), {rows}), want, 1e-6f, "C");
+    }
+  }
+}
+
+// Lanes that enter the guard with a stride (the vectorized axis is the
+// outer part of a split) run as a guarded serial loop, still correct.
+TEST_F(TeDeviceTest, VectorizedStridedLanesFallBackToSerial) {
+  for (int n : {1, 7, 10, 12}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    Expr e = ir::IntConst(ir::kI32, n);
+    Tensor A = Placeholder("A", {e}, ir::kF32);
+    Tensor Y = Compute("Y", {e}, [&](const std::vector<Var>& i) { return A(i[0]) - 0.5; });
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok());
+    Stage y = (*s)[Y];
+    auto parts = y.Split(y.axis(0), (n + 2) / 3);
+    ASSERT_TRUE(parts.ok());
+    ASSERT_TRUE(y.Reorder({parts->inner, parts->outer}).ok());
+    ASSERT_TRUE(y.Bind(parts->inner, ThreadAxis::kThreadX).ok());
+    if (n > 1) ASSERT_TRUE(y.Vectorize(parts->outer).ok());
+    auto f = Lower(*s, {Y}, {A}, "strided");
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto a = Random(n);
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i) want[i] = a[i] - 0.5f;
+    ExpectNear(Run(*f, {a}, n, {}), want, 0, "Y");
   }
 }
 

@@ -292,5 +292,257 @@ TEST(TeTest, FuseMakesOneLoop) {
   EXPECT_TRUE(codegen::CompileFunction(*f).ok());
 }
 
+// B = A * 2 over n elements: four lanes per thread, 32 threads per block.
+struct Twice {
+  explicit Twice(const Expr& n) : A(Placeholder("A", {n}, ir::kF32)) {
+    B = Compute("B", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0; });
+  }
+  Tensor A, B;
+};
+
+StatusOr<ir::Function> LowerVectorized(Schedule& s, const Twice& p) {
+  Stage b = s[p.B];
+  KILN_ASSIGN_OR_RETURN(SplitResult lanes, b.Split(b.axis(0), 4));
+  KILN_ASSIGN_OR_RETURN(SplitResult parts, b.Split(lanes.outer, 32));
+  KILN_RETURN_IF_ERROR(b.Bind(parts.outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(b.Bind(parts.inner, ThreadAxis::kThreadX));
+  KILN_RETURN_IF_ERROR(b.Vectorize(lanes.inner));
+  return Lower(s, {p.B}, {p.A}, "twice");
+}
+
+TEST(TeTest, VectorizeWithoutTailIsOneVectorLoop) {
+  Twice p(ir::IntConst(ir::kI32, 1024));
+  auto s = Schedule::Create({p.B});
+  ASSERT_TRUE(s.ok());
+  auto f = LowerVectorized(*s, p);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::Print(*f),
+            "fn twice(A: buffer<f32>[1024], B: buffer<f32>[1024]) {\n"
+            "  for i_outer_outer in blockIdx.x(0, 8) {\n"
+            "    for i_outer_inner in threadIdx.x(0, 32) {\n"
+            "      for i_inner in vectorize(0, 4) {\n"
+            "        let i: i32 = (i_outer_outer * 32 + i_outer_inner) * 4 + i_inner\n"
+            "        B[i] = A[i] * 2.0\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  EXPECT_EQ(s->ToString(),
+            "B.split(i, 4)\nB.split(i_outer, 32)\nB.bind(i_outer_outer, blockIdx.x)\n"
+            "B.bind(i_outer_inner, threadIdx.x)\nB.vectorize(i_inner)\n");
+  auto wgsl = codegen::CompileFunction(*f);
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_TRUE(Contains(wgsl->wgsl, "vec4<f32>"));
+
+  // 4 divides 1000 but 32 does not divide 250: the guard does not depend on
+  // the lane and surrounds the vector loop.
+  Twice q(ir::IntConst(ir::kI32, 1000));
+  auto t = Schedule::Create({q.B});
+  ASSERT_TRUE(t.ok());
+  auto g = LowerVectorized(*t, q);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ir::Print(*g),
+            "fn twice(A: buffer<f32>[1000], B: buffer<f32>[1000]) {\n"
+            "  for i_outer_outer in blockIdx.x(0, 8) {\n"
+            "    for i_outer_inner in threadIdx.x(0, 32) {\n"
+            "      if (i_outer_outer * 32 + i_outer_inner < 250) {\n"
+            "        for i_inner in vectorize(0, 4) {\n"
+            "          let i: i32 = (i_outer_outer * 32 + i_outer_inner) * 4 + i_inner\n"
+            "          B[i] = A[i] * 2.0\n"
+            "        }\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  EXPECT_TRUE(codegen::CompileFunction(*g).ok());
+}
+
+TEST(TeTest, VectorizeWithTailRunsTheLastLanesOneByOne) {
+  Var n = SizeVar("n");
+  Twice p(n);
+  auto s = Schedule::Create({p.B});
+  ASSERT_TRUE(s.ok());
+  auto f = LowerVectorized(*s, p);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::Print(*f),
+            "fn twice(A: buffer<f32>[n], B: buffer<f32>[n], n: i32) {\n"
+            "  for i_outer_outer in blockIdx.x(0, ((n + 3) / 4 + 31) / 32) {\n"
+            "    for i_outer_inner in threadIdx.x(0, 32) {\n"
+            "      if ((i_outer_outer * 32 + i_outer_inner) * 4 + 3 < n && i_outer_outer * 32 + "
+            "i_outer_inner < (n + 3) / 4) {\n"
+            "        for i_inner in vectorize(0, 4) {\n"
+            "          let i: i32 = (i_outer_outer * 32 + i_outer_inner) * 4 + i_inner\n"
+            "          B[i] = A[i] * 2.0\n"
+            "        }\n"
+            "      } else {\n"
+            "        for i_inner_1 in serial(0, 4) {\n"
+            "          let i_1: i32 = (i_outer_outer * 32 + i_outer_inner) * 4 + i_inner_1\n"
+            "          if (i_1 < n && i_outer_outer * 32 + i_outer_inner < (n + 3) / 4) {\n"
+            "            B[i_1] = A[i_1] * 2.0\n"
+            "          }\n"
+            "        }\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  EXPECT_TRUE(ir::Verify(*f).ok());
+  auto wgsl = codegen::CompileFunction(*f);
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_TRUE(Contains(wgsl->wgsl, "vec4<f32>"));
+}
+
+// Fused axes keep contiguous lanes contiguous where the lane count divides
+// the inner extent: the column is a ramp, the row a scalar.
+TEST(TeTest, VectorizeThroughAFuseKeepsLanesContiguous) {
+  Var m = SizeVar("m");
+  Tensor A = Placeholder("A", {m, 12}, ir::kF32);
+  Tensor b = Placeholder("b", {12}, ir::kF32);
+  Tensor C =
+      Compute("C", {m, 12}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[C];
+  auto fused = c.Fuse(c.axis(0), c.axis(1));
+  ASSERT_TRUE(fused.ok());
+  auto lanes = c.Split(*fused, 4);
+  ASSERT_TRUE(lanes.ok());
+  ASSERT_TRUE(c.Bind(lanes->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(c.Vectorize(lanes->inner).ok());
+  auto f = Lower(*s, {C}, {A, b}, "add_row");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::Print(*f);
+  EXPECT_TRUE(Contains(text, "for i_j_fused_inner in vectorize(0, 4)"));
+  EXPECT_TRUE(Contains(text, "let i: i32 = i_j_fused_outer * 4 / 12"));
+  EXPECT_TRUE(Contains(text, "let j: i32 = i_j_fused_outer * 4 % 12 + i_j_fused_inner"));
+  EXPECT_TRUE(Contains(text, "} else {")) << "m * 12 is not known to divide by 4 here";
+  auto wgsl = codegen::CompileFunction(*f);
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_TRUE(Contains(wgsl->wgsl, "vec4<f32>"));
+}
+
+// Where the lane enters a guarded index with a coefficient other than 1, the
+// lanes run as a guarded serial loop.
+TEST(TeTest, VectorizeFallsBackToSerialLanesForOtherGuards) {
+  Twice p(ir::IntConst(ir::kI32, 10));
+  auto s = Schedule::Create({p.B});
+  ASSERT_TRUE(s.ok());
+  Stage b = (*s)[p.B];
+  auto parts = b.Split(b.axis(0), 4);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_TRUE(b.Reorder({parts->inner, parts->outer}).ok());
+  ASSERT_TRUE(b.Vectorize(parts->outer).ok());
+  auto f = Lower(*s, {p.B}, {p.A}, "twice");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::Print(*f),
+            "fn twice(A: buffer<f32>[10], B: buffer<f32>[10]) {\n"
+            "  for i_inner in serial(0, 4) {\n"
+            "    for i_outer in serial(0, 3) {\n"
+            "      let i: i32 = i_outer * 4 + i_inner\n"
+            "      if (i < 10) {\n"
+            "        B[i] = A[i] * 2.0\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(TeTest, VectorizeRecordsReplay) {
+  Var n = SizeVar("n");
+  Twice p(n);
+  auto s = Schedule::Create({p.B});
+  ASSERT_TRUE(s.ok());
+  auto f = LowerVectorized(*s, p);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(s->primitives().back().ToString(), "B.vectorize(i_inner)");
+  auto t = Schedule::Create({p.B});
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t->Apply(s->primitives()).ok());
+  EXPECT_TRUE(*s == *t);
+  auto g = Lower(*t, {p.B}, {p.A}, "twice");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(ir::Print(*f), ir::Print(*g));
+  // A different axis is a different record.
+  Primitive other = s->primitives().back();
+  other.axes = {"i_outer_inner"};
+  EXPECT_FALSE(other == s->primitives().back());
+}
+
+TEST(TeTest, IllegalVectorizeIsAnError) {
+  auto expect_error = [](const Status& st, const std::string& text) {
+    EXPECT_FALSE(st.ok());
+    EXPECT_TRUE(Contains(st.message(), text));
+  };
+  {
+    Matmul p;
+    auto s = Schedule::Create({p.C});
+    ASSERT_TRUE(s.ok());
+    Stage c = (*s)[p.C];
+    expect_error(c.Vectorize(c.reduce_axis(0)),
+                 "vectorize of stage 'C': reduction axis 'k' cannot be vectorized");
+    auto j = c.Split(c.axis(1), 4);
+    ASSERT_TRUE(j.ok());
+    expect_error(c.Vectorize(j->inner),
+                 "vectorize of stage 'C': axis 'j_inner' cannot be vectorized because the "
+                 "stage is a reduction");
+  }
+  AddRow p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  expect_error(c.Vectorize(c.axis(1)),
+               "vectorize of stage 'C': axis 'j' has extent n; only axes of constant extent");
+  auto j = c.Split(c.axis(1), 8);
+  ASSERT_TRUE(j.ok());
+  expect_error(c.Vectorize(c.axis(1)),
+               "vectorize of stage 'C': axis 'j' is no longer a loop of the nest");
+  expect_error(c.Vectorize(j->inner),
+               "vectorize of stage 'C': axis 'j_inner' has extent 8; a vectorized axis needs "
+               "extent 2, 3 or 4");
+  auto k = c.Split(j->inner, 4);
+  ASSERT_TRUE(k.ok());
+  auto i = c.Split(c.axis(0), 2);
+  ASSERT_TRUE(i.ok());
+  expect_error(c.Vectorize(i->inner),
+               "vectorize of stage 'C': axis 'i_inner' is not the innermost data-parallel loop "
+               "(axis 'j_outer' is inside it)");
+  ASSERT_TRUE(c.Bind(k->inner, ThreadAxis::kThreadX).ok());
+  expect_error(c.Vectorize(k->inner),
+               "vectorize of stage 'C': axis 'j_inner_inner' is already bound to threadIdx.x");
+  ASSERT_TRUE(c.Unroll(k->outer).ok());
+  expect_error(c.Vectorize(k->outer),
+               "vectorize of stage 'C': axis 'j_inner_outer' is already unrolled");
+
+  auto t = Schedule::Create({p.C});
+  ASSERT_TRUE(t.ok());
+  Stage d = (*t)[p.C];
+  auto l = d.Split(d.axis(1), 4);
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(d.Vectorize(l->inner).ok());
+  expect_error(d.Vectorize(l->inner),
+               "vectorize of stage 'C': axis 'j_inner' is already vectorized");
+  expect_error(d.Unroll(l->inner), "unroll of stage 'C': axis 'j_inner' is already vectorized");
+  expect_error(d.Split(l->inner, 2).status(),
+               "split of stage 'C': axis 'j_inner' is already vectorized");
+  expect_error(d.Bind(l->inner, ThreadAxis::kThreadX),
+               "bind of stage 'C': axis 'j_inner' is already vectorized");
+  expect_error(d.Reorder({l->inner, l->outer}),
+               "reorder of stage 'C': it would put data-parallel axis 'j_outer' inside "
+               "vectorized axis 'j_inner'");
+  EXPECT_EQ(t->ToString(), "C.split(j, 4)\nC.vectorize(j_inner)\n");
+
+  // An inlined stage has no loops to vectorize.
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0; });
+  Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) { return Y(i[0]) + 1.0; });
+  auto u = Schedule::Create({Z});
+  ASSERT_TRUE(u.ok());
+  ASSERT_TRUE((*u)[Y].ComputeInline().ok());
+  expect_error((*u)[Y].Vectorize((*u)[Y].axis(0)), "vectorize of stage 'Y': the stage is inlined");
+  // A replayed record naming an unknown axis.
+  expect_error(u->Apply(Primitive{Primitive::Kind::kVectorize, "Z", {"q"}, 0, ""}),
+               "vectorize of stage 'Z': the stage has no axis 'q'");
+}
+
 }  // namespace
 }  // namespace kiln::te
