@@ -607,6 +607,8 @@ max = _minmax("max")  # noqa: A001  (elementwise with two operands, else a reduc
 min = _minmax("min")  # noqa: A001
 maximum = _binary("max")
 minimum = _binary("min")
+maximum.__name__ = maximum.__qualname__ = "maximum"
+minimum.__name__ = minimum.__qualname__ = "minimum"
 pow = _binary("pow")  # noqa: A001
 
 sum = _reduction("sum", "sum")  # noqa: A001
