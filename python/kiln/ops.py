@@ -571,7 +571,7 @@ def _minmax(name: str) -> Callable[..., Tensor]:
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (f"{name}(a, b): elementwise {name}, broadcasting like numpy "
                   f"(numpy's {name}imum). {name}(x, axis=None, keepdims=False): the "
-                  f"reduction over axes (numpy's {name}; also a{name}). NaN propagates.")
+                  f"reduction over axes (numpy's {name}; also a{name}), which propagates NaN.")
     return op
 
 
