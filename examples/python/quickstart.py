@@ -21,4 +21,11 @@ ref = np.exp(ref_y - ref_y.max(1, keepdims=True))
 ref /= ref.sum(1, keepdims=True)
 print("max |kiln - numpy|:", float(np.abs(out - ref).max()))
 assert np.allclose(out, ref, rtol=1e-4, atol=1e-6)
+
+w = rng.standard_normal((1000, 64)).astype(np.float32) / 32
+h = kiln.ops.matmul(x, w, bias=np.ones(64, np.float32), activation="relu")  # one fused kernel
+top = kiln.ops.argmax(h, axis=-1)       # int32 index of each row's largest value
+ref_h = np.maximum(a @ w + 1, 0)
+assert np.allclose(h.numpy(), ref_h, rtol=1e-4, atol=1e-4)
+print("matmul + bias + relu, argmax:", top.numpy(), "numpy:", ref_h.argmax(-1))
 print("quickstart OK")

@@ -19,7 +19,7 @@ class Profile:
 
         with kiln.profile() as p:
             y = kiln.ops.softmax(x)
-        p.timings          # [DispatchTime('softmax_max', 0.12), ...]
+        p.timings          # [DispatchTime('softmax', 0.12), ...]
 
     The table is printed at the end of the block unless print=False. A device
     without the timestamp-query feature raises kiln.Unavailable on entry.

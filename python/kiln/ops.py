@@ -2,24 +2,32 @@
 
 Each operator builds its kernels for the input shapes and dtypes on the
 inputs' device the first time (kiln.ops in C++: a tensor-expression
-definition with a default schedule, compiled to WGSL and loaded), caches
-them on the device keyed by (operator, shapes, dtypes, attributes), and
-queues them; the result is a new tensor. Operands that are numpy arrays are
-copied to the other operand's device first.
+definition or IR template with a default schedule, compiled to WGSL and
+loaded), caches them on the device keyed by (operator, shapes, dtypes,
+attributes), and queues them; the result is a new tensor. Operands that are
+numpy arrays are copied to the other operand's device first.
 
 Unary (x -> y, same shape): neg abs exp exp2 log log2 sqrt rsqrt sin cos
 tanh sigmoid erf floor ceil round trunc relu gelu.
-Binary with numpy broadcasting (a, b -> c): add sub mul div max min pow; a
-Python number as either operand becomes a constant in the kernel.
-Reductions over the last axis of a 2-D tensor: sum mean max min prod
-(reduce(op, x, keepdims)). softmax over the last axis of a 2-D float32
-tensor. elementwise_chain(x, steps): several elementwise steps fused into
-one kernel. dtypes: float32, and float16 where the device has shader-f16.
+Binary with numpy broadcasting (a, b -> c): add sub mul div max min pow
+(maximum, minimum are aliases of max, min); a Python number as either
+operand becomes a constant in the kernel. elementwise_chain(x, steps):
+several elementwise steps fused into one kernel.
+Reductions over any axes, numpy style: sum mean prod amax amin (x, axis=None,
+keepdims=False), also max and min called with one tensor; argmax argmin;
+reduce(op, x, keepdims) over the last axis of a 2-D tensor.
+softmax log_softmax (x, axis=-1); layer_norm rms_norm over the last axis.
+matmul (batched, broadcasting, with a fused bias, activation and residual).
+Data movement: permute transpose reshape concat slice gather pad where cast
+(and Tensor.astype, Tensor[...] with ints and slices).
+dtypes: float32, and float16 where the device has shader-f16; data movement,
+where and cast also take int32.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+import builtins
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -105,17 +113,414 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
 
 def reduce(op: str, x: Any, keepdims: bool = False) -> Tensor:
     """A reduction (sum mean max min prod) over the last axis of a 2-D
-    tensor: [rows, cols] -> [rows] ([rows, 1] with keepdims)."""
+    tensor: [rows, cols] -> [rows] ([rows, 1] with keepdims). (ops::Reduce;
+    for any axes and ranks use sum, mean, prod, amax, amin.)"""
     x = _as_tensor(x, None)
     key = ("reduce", op, bool(keepdims), x._sig)
     return run(key, lambda d: _kiln.ops.reduce(d, op, x._type, bool(keepdims)), x)
 
 
-def softmax(x: Any) -> Tensor:
-    """Softmax over the last axis of a 2-D float32 tensor (numerically
-    stable: three kernels)."""
+
+
+# ---------------------------------------------------------------------------
+# Argument checks shared by the operators below. kiln's C++ builders check
+# everything again; these name the Python argument and normalise negative
+# axes so that equal calls share a cache entry.
+
+_I64_MAX = 2**63 - 1
+_I64_MIN = -2**63
+
+
+def _int(v: Any, what: str) -> int:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return int(v)
+    raise _kiln.InvalidArgument(f"{what} must be an int; got {type(v).__name__}")
+
+
+def _axis(a: Any, ndim: int, what: str) -> int:
+    a = _int(a, what)
+    if not -ndim <= a < ndim:
+        raise _kiln.InvalidArgument(
+            f"{what} is {a}; for a tensor of rank {ndim} it must be in [{-ndim}, {ndim})")
+    return a + ndim if a < 0 else a
+
+
+def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
+    if axis is None:
+        return list(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = [_axis(a, ndim, f"{fn}: axis entry {i}") for i, a in enumerate(axis)]
+    else:
+        axes = [_axis(axis, ndim, f"{fn}: axis")]
+    if len(set(axes)) != len(axes):
+        raise _kiln.InvalidArgument(f"{fn}: axis {tuple(axis)} lists an axis twice")
+    return sorted(axes)
+
+
+def _ints(v: Any, n: int, what: str) -> List[int]:
+    """An int for every axis, or a sequence of n ints."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return [int(v)] * n
+    if not isinstance(v, (tuple, list)) or len(v) != n:
+        raise _kiln.InvalidArgument(f"{what} must be an int or {n} ints (one per axis); got {v!r}")
+    return [_int(e, f"{what} entry {i}") for i, e in enumerate(v)]
+
+
+def _view(t: Tensor, shape: Sequence[int], dtype: Any = None) -> Tensor:
+    """t's buffer with another shape of as many elements (no copy)."""
+    name = np.dtype(t.dtype if dtype is None else dtype).name
+    return _kiln._view(t, [int(d) for d in shape], name)
+
+
+def _shaped(y: Tensor, shape: Tuple[int, ...]) -> Tensor:
+    return y if tuple(y.shape) == shape else _view(y, shape)
+
+
+def _device_of(*operands: Any) -> Optional[_kiln.Device]:
+    return next((x.device for x in operands if isinstance(x, Tensor)), None)
+
+
+# ---------------------------------------------------------------------------
+# Reductions over axes, arg-reductions, softmax, norms
+
+
+def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
+                keepdims: bool = False) -> Tensor:
+    """A reduction (sum mean max min prod) over `axis` (None: every axis; an
+    int or a tuple of ints, negative ones counting from the end), as numpy
+    reduces: the reduced axes dropped, or kept as 1 with keepdims; reducing
+    every axis without keepdims gives a 0-d tensor. One kernel
+    (ops::ReduceAxes); float16 accumulates in float32; max and min
+    propagate NaN."""
     x = _as_tensor(x, None)
-    return run(("softmax", x._sig), lambda d: _kiln.ops.softmax(d, x._type), x)
+    if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
+        raise _kiln.InvalidArgument(
+            f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
+    keepdims = bool(keepdims)
+    axes = _axes(axis, x.ndim, f"reduce {op}")
+    key = ("reduce_axes", op, tuple(axes), keepdims, x._sig)
+    y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x)
+    want = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
+    return _shaped(y, want)
+
+
+def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
+    x = _as_tensor(x, None)
+    keepdims = bool(keepdims)
+    if axis is None:  # over the flattened tensor, as numpy
+        y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
+        return _view(y, (1,) * x.ndim) if keepdims else y
+    a = _axis(axis, x.ndim, f"{op}: axis")
+    key = ("arg_reduce", op, a, keepdims, x._sig)
+    y = run(key, lambda d: _kiln.ops.arg_reduce(d, op, x._type, a, keepdims), x)
+    want = tuple(1 if d == a else n for d, n in enumerate(x.shape) if keepdims or d != a)
+    return _shaped(y, want)
+
+
+def argmax(x: Any, axis: Optional[int] = -1, keepdims: bool = False) -> Tensor:
+    """The int32 index of the largest element along `axis` (None: of the
+    flattened tensor): the first on ties; a NaN counts as larger than every
+    number, so the first NaN's index where there is one (numpy's rule)."""
+    return _arg_reduce("argmax", x, axis, keepdims)
+
+
+def argmin(x: Any, axis: Optional[int] = -1, keepdims: bool = False) -> Tensor:
+    """The int32 index of the smallest element along `axis` (None: of the
+    flattened tensor): the first on ties; the first NaN's index where there
+    is one (numpy's rule)."""
+    return _arg_reduce("argmin", x, axis, keepdims)
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along `axis`, numerically stable, in
+    one kernel (ops::SoftmaxAxis). A row holding +inf or NaN gives NaN."""
+    x = _as_tensor(x, None)
+    a = _axis(axis, x.ndim, "softmax: axis")
+    return run(("softmax_axis", a, x._sig), lambda d: _kiln.ops.softmax_axis(d, x._type, a), x)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """x - max - log(sum(exp(x - max))) along `axis`, in one kernel."""
+    x = _as_tensor(x, None)
+    a = _axis(axis, x.ndim, "log_softmax: axis")
+    return run(("log_softmax", a, x._sig), lambda d: _kiln.ops.log_softmax(d, x._type, a), x)
+
+
+def _eps(eps: Any, fn: str) -> float:
+    if not isinstance(eps, (int, float, np.floating, np.integer)) or isinstance(eps, bool):
+        raise _kiln.InvalidArgument(f"{fn}: eps must be a number; got {type(eps).__name__}")
+    return float(eps)
+
+
+def _per_feature(t: Any, x: Tensor, fn: str, what: str) -> Tensor:
+    t = _as_tensor(t, x.device)
+    d = x.shape[-1] if x.ndim else 0
+    if tuple(t.shape) != (d,):
+        raise _kiln.InvalidArgument(
+            f"{fn}: {what} has shape {tuple(t.shape)}; it must be ({d},), x's last axis")
+    return t
+
+
+def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (the
+    biased variance, as numpy's var), in one kernel. gamma and beta are 1-D
+    of x's last extent and dtype."""
+    x = _as_tensor(x, None)
+    g = _per_feature(gamma, x, "layer_norm", "gamma")
+    b = _per_feature(beta, x, "layer_norm", "beta")
+    e = _eps(eps, "layer_norm")
+    key = ("layer_norm", e, x._sig, g._sig, b._sig)
+    return run(key, lambda d: _kiln.ops.layer_norm(d, x._type, e), x, g, b)
+
+
+def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * gamma over the last axis, in one kernel."""
+    x = _as_tensor(x, None)
+    g = _per_feature(gamma, x, "rms_norm", "gamma")
+    e = _eps(eps, "rms_norm")
+    return run(("rms_norm", e, x._sig, g._sig), lambda d: _kiln.ops.rms_norm(d, x._type, e), x, g)
+
+
+# ---------------------------------------------------------------------------
+# Matrix multiplication
+
+
+def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = False,
+           bias: Any = None, activation: Optional[str] = None, residual: Any = None) -> Tensor:
+    """activation(a @ b + bias) + residual, as numpy's matmul: a is
+    [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K]
+    with transpose_b), rank 1 to 4, their batch axes broadcast; a 1-D a or
+    b is a row or column vector whose axis is dropped from the result.
+    bias is [N]; activation a unary op name (relu, gelu, tanh, ...);
+    residual has the result's shape. One kernel with the default tiling
+    (ops::DefaultMatmulSchedule); float32 or float16 (accumulating in
+    float32)."""
+    device = _device_of(a, b)
+    a = _as_tensor(a, device)
+    b = _as_tensor(b, a.device)
+    drop = []
+    if a.ndim == 1 or b.ndim == 1:
+        if transpose_a or transpose_b:
+            raise _kiln.InvalidArgument("matmul: transpose_a/transpose_b need operands of rank "
+                                        "2 or more")
+        if a.ndim == 1:
+            a = _view(a, (1, a.shape[0]))
+            drop.append(-2)
+        if b.ndim == 1:
+            b = _view(b, (b.shape[0], 1))
+            drop.append(-1)
+        if residual is not None:
+            raise _kiln.InvalidArgument("matmul: a residual needs operands of rank 2 or more")
+    if activation is not None and not isinstance(activation, str):
+        raise _kiln.InvalidArgument(
+            f"matmul: activation must be a unary op name or None; got {activation!r}")
+    act = activation or ""
+    inputs = [a, b]
+    bias_t = residual_t = None
+    if bias is not None:
+        bias_t = _as_tensor(bias, a.device)
+        inputs.append(bias_t)
+    if residual is not None:
+        residual_t = _as_tensor(residual, a.device)
+        inputs.append(residual_t)
+    key = ("matmul", a._sig, b._sig, bool(transpose_a), bool(transpose_b),
+           bias_t._sig if bias_t is not None else None, act,
+           residual_t._sig if residual_t is not None else None)
+    y = run(key, lambda d: _kiln.ops.matmul(
+        d, a._type, b._type, bool(transpose_a), bool(transpose_b),
+        bias_t._type if bias_t is not None else None, act,
+        residual_t._type if residual_t is not None else None), *inputs)
+    if drop:
+        shape = list(y.shape)
+        for d in sorted(drop):
+            del shape[d]
+        y = _view(y, shape)
+    return y
+
+
+# ---------------------------------------------------------------------------
+# Data movement, where and cast (float32, float16 with shader-f16, int32)
+
+
+def permute(x: Any, axes: Sequence[int]) -> Tensor:
+    """numpy's transpose with explicit axes: output axis d is x's axis
+    axes[d] (negative ones counting from the end). A copy."""
+    x = _as_tensor(x, None)
+    if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
+        raise _kiln.InvalidArgument(
+            f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
+    perm = [_axis(v, x.ndim, f"permute: axes entry {i}") for i, v in enumerate(axes)]
+    return run(("permute", tuple(perm), x._sig),
+               lambda d: _kiln.ops.permute(d, x._type, perm), x)
+
+
+def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Tensor:
+    """permute(x, axes); axes None reverses the axes, as numpy."""
+    x = _as_tensor(x, None)
+    return permute(x, list(range(x.ndim))[::-1] if axes is None else axes)
+
+
+def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
+    """A copy of x with `shape` (as many elements; one entry may be -1)."""
+    x = _as_tensor(x, None)
+    shape = [shape] if isinstance(shape, (int, np.integer)) else shape
+    if not isinstance(shape, (tuple, list)):
+        raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
+    s = [_int(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+    return run(("reshape", tuple(s), x._sig), lambda d: _kiln.ops.reshape(d, x._type, s), x)
+
+
+def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """The tensors (one dtype and rank, equal but along `axis`) joined along
+    `axis`, as numpy's concatenate."""
+    if not isinstance(tensors, (tuple, list)) or not tensors:
+        raise _kiln.InvalidArgument("concat: tensors must be a non-empty list of tensors")
+    device = _device_of(*tensors)
+    ts = [_as_tensor(t, device) for t in tensors]
+    a = _axis(axis, ts[0].ndim, "concat: axis")
+    if len(ts) == 1:
+        return reshape(ts[0], ts[0].shape)
+    key = ("concat", a) + tuple(t._sig for t in ts)
+    return run(key, lambda d: _kiln.ops.concat(d, [t._type for t in ts], a), *ts)
+
+
+def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
+          stops: Optional[Sequence[Optional[int]]] = None,
+          steps: Optional[Sequence[Optional[int]]] = None) -> Tensor:
+    """x[starts[0]:stops[0]:steps[0], starts[1]:...]: Python's slicing on
+    each axis (None for an open end or step 1; fewer entries than axes
+    leave the rest whole; negative steps reverse). Every output dimension
+    must be at least 1. A copy."""
+    x = _as_tensor(x, None)
+    n = x.ndim
+
+    def entries(v: Any, what: str) -> List[Any]:
+        v = [] if v is None else v
+        if not isinstance(v, (tuple, list)) or len(v) > n:
+            raise _kiln.InvalidArgument(
+                f"slice: {what} must be a list of at most {n} entries (one per axis); got {v!r}")
+        return list(v) + [None] * (n - len(v))
+
+    st, sp, se = entries(starts, "starts"), entries(stops, "stops"), entries(steps, "steps")
+    b, e, s = [], [], []
+    for d in range(n):
+        step = 1 if se[d] is None else _int(se[d], f"slice: steps entry {d}")
+        if step == 0:
+            raise _kiln.InvalidArgument(f"slice: steps entry {d} is 0")
+        b.append((_I64_MIN if step > 0 else _I64_MAX) if st[d] is None
+                 else _int(st[d], f"slice: starts entry {d}"))
+        e.append((_I64_MAX if step > 0 else _I64_MIN) if sp[d] is None
+                 else _int(sp[d], f"slice: stops entry {d}"))
+        s.append(step)
+    key = ("slice", tuple(b), tuple(e), tuple(s), x._sig)
+    return run(key, lambda d: _kiln.ops.slice(d, x._type, b, e, s), x)
+
+
+def _getitem(x: Tensor, key: Any) -> Tensor:
+    """x[key] for ints, slices and one Ellipsis (a copy; an int drops its
+    axis)."""
+    key = key if isinstance(key, tuple) else (key,)
+    ellipses = builtins.sum(1 for k in key if k is Ellipsis)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n = x.ndim
+    if len(key) - ellipses > n:
+        raise IndexError(f"too many indices for a tensor of rank {n}: {len(key)}")
+    if ellipses:
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (builtins.slice(None),) * (n - len(key) + 1) + key[i + 1:]
+    key = key + (builtins.slice(None),) * (n - len(key))
+    starts, stops, steps, keep = [], [], [], []
+    for d, k in enumerate(key):
+        if isinstance(k, builtins.slice):
+            starts.append(k.start)
+            stops.append(k.stop)
+            steps.append(k.step)
+            keep.append(x.shape[d])
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+            i = int(k)
+            if not -x.shape[d] <= i < x.shape[d]:
+                raise IndexError(f"index {i} is out of bounds for axis {d} with size {x.shape[d]}")
+            i = i + x.shape[d] if i < 0 else i
+            starts.append(i)
+            stops.append(i + 1)
+            steps.append(1)
+            keep.append(None)
+        else:
+            raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
+                            f"{type(k).__name__}")
+    y = slice(x, starts, stops, steps)
+    if None in keep:
+        y = _view(y, [s for s, k in zip(y.shape, keep) if k is not None])
+    return y
+
+
+def gather(table: Any, indices: Any) -> Tensor:
+    """Embedding lookup: out[..., :] = table[indices[...], :] for a 2-D table
+    [V, D] (float32, float16 or int32) and int32 indices of rank 1 to 3
+    (numpy integer arrays are converted). An index outside [0, V) is
+    clamped into it (never read out of bounds; not reported)."""
+    t = _as_tensor(table, _device_of(table, indices))
+    if not isinstance(indices, Tensor):
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu":
+            raise _kiln.InvalidArgument(f"gather: indices must be integers; got {idx.dtype}")
+        if idx.size and (idx.min() < -2**31 or idx.max() >= 2**31):
+            raise _kiln.InvalidArgument("gather: indices out of the int32 range")
+        from ._tensor import tensor
+        indices = tensor(idx.astype(np.int32), t.device)
+    key = ("gather", t._sig, indices._sig)
+    return run(key, lambda d: _kiln.ops.gather(d, t._type, indices._type), t, indices)
+
+
+def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[int]],
+        value: float = 0) -> Tensor:
+    """x with before[d] and after[d] (>= 0; an int for every axis) elements
+    of `value` on each side of axis d (numpy's pad in constant mode)."""
+    x = _as_tensor(x, None)
+    b = _ints(before, x.ndim, "pad: before")
+    a = _ints(after, x.ndim, "pad: after")
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        raise _kiln.InvalidArgument(f"pad: value must be a number; got {type(value).__name__}")
+    v = float(value)
+    key = ("pad", tuple(b), tuple(a), v, x._sig)
+    return run(key, lambda d: _kiln.ops.pad(d, x._type, b, a, v), x)
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """a where cond is true (non-zero; a float NaN counts as true), else b,
+    broadcasting all three like numpy. cond is bool, int32 or of a's dtype;
+    a or b may be a Python number (taking the other's dtype)."""
+    device = _device_of(cond, a, b)
+    numbers = (int, float, np.integer, np.floating)
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        raise _kiln.InvalidArgument("where: a and b cannot both be numbers")
+    from ._tensor import tensor
+    if isinstance(a, numbers):
+        b = _as_tensor(b, device)
+        a = tensor(np.array([a], b.dtype), b.device)
+    elif isinstance(b, numbers):
+        a = _as_tensor(a, device)
+        b = tensor(np.array([b], a.dtype), a.device)
+    a = _as_tensor(a, device)
+    b = _as_tensor(b, a.device)
+    c = _as_tensor(cond, a.device)
+    if c.dtype == np.bool_:
+        c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1
+    key = ("where", c._sig, a._sig, b._sig)
+    return run(key, lambda d: _kiln.ops.where(d, c._type, a._type, b._type), c, a, b)
+
+
+def cast(x: Any, dtype: Any) -> Tensor:
+    """x converted to `dtype` (float32, float16, int32): float to int32
+    truncates toward zero and saturates, NaN gives 0."""
+    x = _as_tensor(x, None)
+    short = {"f32": "float32", "f16": "float16", "i32": "int32"}
+    try:
+        name = short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
+    except TypeError as e:
+        raise _kiln.InvalidArgument(f"cast: dtype {dtype!r} is not a dtype") from e
+    return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
 
 
 def _unary(name: str) -> Callable[[Any], Tensor]:
@@ -139,11 +544,34 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
     return op
 
 
-def _reduction(name: str) -> Callable[..., Tensor]:
-    def op(x: Any, keepdims: bool = False) -> Tensor:
-        return reduce(name, x, keepdims)
+def _reduction(name: str, op_name: str) -> Callable[..., Tensor]:
+    def op(x: Any, axis: Union[None, int, Sequence[int]] = None,
+           keepdims: bool = False) -> Tensor:
+        return reduce_axes(op_name, x, axis, keepdims)
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"{name} over the last axis of a 2-D tensor."
+    op.__doc__ = (f"{op_name} over `axis` (None: every axis; an int or a tuple of ints, "
+                  f"negative ones counting from the end), as numpy's {name}. keepdims keeps "
+                  f"the reduced axes as 1." + (" NaN propagates." if op_name in ("max", "min")
+                                               else ""))
+    return op
+
+
+def _minmax(name: str) -> Callable[..., Tensor]:
+    binary = _binary(name)
+
+    def op(a: Any, b: Any = None, *, axis: Union[None, int, Sequence[int]] = None,
+           keepdims: bool = False) -> Tensor:
+        if b is None:
+            return reduce_axes(name, a, axis, keepdims)
+        if axis is not None or keepdims:
+            raise _kiln.InvalidArgument(
+                f"{name}(a, b) is elementwise and takes no axis or keepdims; for a reduction "
+                f"call {name}(x, axis=...) or a{name}(x, axis)")
+        return binary(a, b)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"{name}(a, b): elementwise {name}, broadcasting like numpy "
+                  f"(numpy's {name}imum). {name}(x, axis=None, keepdims=False): the "
+                  f"reduction over axes (numpy's {name}; also a{name}), which propagates NaN.")
     return op
 
 
@@ -175,15 +603,20 @@ add = _binary("add")
 sub = _binary("sub")
 mul = _binary("mul")
 div = _binary("div")
-max = _binary("max")  # noqa: A001  (elementwise; the row reduction is reduce("max", x))
-min = _binary("min")  # noqa: A001
+max = _minmax("max")  # noqa: A001  (elementwise with two operands, else a reduction)
+min = _minmax("min")  # noqa: A001
+maximum = _binary("max")
+minimum = _binary("min")
+maximum.__name__ = maximum.__qualname__ = "maximum"
+minimum.__name__ = minimum.__qualname__ = "minimum"
 pow = _binary("pow")  # noqa: A001
 
-sum = _reduction("sum")  # noqa: A001
-mean = _reduction("mean")
-prod = _reduction("prod")
-amax = _reduction("max")
-amin = _reduction("min")
+sum = _reduction("sum", "sum")  # noqa: A001
+mean = _reduction("mean", "mean")
+prod = _reduction("prod", "prod")
+amax = _reduction("amax", "max")
+amin = _reduction("amin", "min")
+ARG_REDUCE_OPS: Tuple[str, ...] = tuple(_kiln.ops.arg_reduce_names())
 
 _missing = (set(UNARY_OPS) | set(BINARY_OPS)) - set(globals())
 assert not _missing, f"operators without a Python function: {_missing}"

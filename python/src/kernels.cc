@@ -335,6 +335,122 @@ void BindOps(nb::module_& m) {
         return FromSequence(d, ops::Softmax(ToTensorType(input), d->target()), "softmax");
       },
       "device"_a, "input"_a);
+  o.def("arg_reduce_names", []() { return Names(ops::ArgReduceOpNames()); });
+  o.def(
+      "reduce_axes",
+      [](const DevicePtr& d, const std::string& op, const TensorTypeArg& input,
+         const std::vector<int>& axes, bool keepdims) {
+        return FromFunction(d,
+                            ops::ReduceAxes(op, ToTensorType(input), axes, keepdims, d->target()));
+      },
+      "device"_a, "op"_a, "input"_a, "axes"_a, "keepdims"_a);
+  o.def(
+      "arg_reduce",
+      [](const DevicePtr& d, const std::string& op, const TensorTypeArg& input, int axis,
+         bool keepdims) {
+        return FromFunction(d,
+                            ops::ArgReduce(op, ToTensorType(input), axis, keepdims, d->target()));
+      },
+      "device"_a, "op"_a, "input"_a, "axis"_a, "keepdims"_a);
+  o.def(
+      "softmax_axis",
+      [](const DevicePtr& d, const TensorTypeArg& input, int axis) {
+        return FromFunction(d, ops::SoftmaxAxis(ToTensorType(input), axis, d->target()));
+      },
+      "device"_a, "input"_a, "axis"_a);
+  o.def(
+      "log_softmax",
+      [](const DevicePtr& d, const TensorTypeArg& input, int axis) {
+        return FromFunction(d, ops::LogSoftmax(ToTensorType(input), axis, d->target()));
+      },
+      "device"_a, "input"_a, "axis"_a);
+  o.def(
+      "layer_norm",
+      [](const DevicePtr& d, const TensorTypeArg& input, double eps) {
+        return FromFunction(d, ops::LayerNorm(ToTensorType(input), eps, d->target()));
+      },
+      "device"_a, "input"_a, "eps"_a);
+  o.def(
+      "rms_norm",
+      [](const DevicePtr& d, const TensorTypeArg& input, double eps) {
+        return FromFunction(d, ops::RmsNorm(ToTensorType(input), eps, d->target()));
+      },
+      "device"_a, "input"_a, "eps"_a);
+  o.def(
+      "permute",
+      [](const DevicePtr& d, const TensorTypeArg& input, const std::vector<int>& perm) {
+        return FromFunction(d, ops::Permute(ToTensorType(input), perm, d->target()));
+      },
+      "device"_a, "input"_a, "perm"_a);
+  o.def(
+      "reshape",
+      [](const DevicePtr& d, const TensorTypeArg& input, const std::vector<int64_t>& shape) {
+        return FromFunction(d, ops::Reshape(ToTensorType(input), shape, d->target()));
+      },
+      "device"_a, "input"_a, "shape"_a);
+  o.def(
+      "concat",
+      [](const DevicePtr& d, const std::vector<TensorTypeArg>& inputs, int axis) {
+        std::vector<ops::TensorType> types;
+        types.reserve(inputs.size());
+        for (const auto& t : inputs) types.push_back(ToTensorType(t));
+        return FromFunction(d, ops::Concat(types, axis, d->target()));
+      },
+      "device"_a, "inputs"_a, "axis"_a);
+  o.def(
+      "slice",
+      [](const DevicePtr& d, const TensorTypeArg& input, const std::vector<int64_t>& starts,
+         const std::vector<int64_t>& stops, const std::vector<int64_t>& steps) {
+        return FromFunction(d, ops::Slice(ToTensorType(input), starts, stops, steps, d->target()));
+      },
+      "device"_a, "input"_a, "starts"_a, "stops"_a, "steps"_a,
+      "starts/stops/steps per axis; INT64_MAX / INT64_MIN stand for an open end.");
+  o.def(
+      "gather",
+      [](const DevicePtr& d, const TensorTypeArg& table, const TensorTypeArg& indices) {
+        return FromFunction(d,
+                            ops::Gather(ToTensorType(table), ToTensorType(indices), d->target()));
+      },
+      "device"_a, "table"_a, "indices"_a);
+  o.def(
+      "pad",
+      [](const DevicePtr& d, const TensorTypeArg& input, const std::vector<int64_t>& before,
+         const std::vector<int64_t>& after, double value) {
+        return FromFunction(d, ops::Pad(ToTensorType(input), before, after, value, d->target()));
+      },
+      "device"_a, "input"_a, "before"_a, "after"_a, "value"_a);
+  o.def(
+      "where",
+      [](const DevicePtr& d, const TensorTypeArg& cond, const TensorTypeArg& a,
+         const TensorTypeArg& b) {
+        return FromFunction(
+            d, ops::Where(ToTensorType(cond), ToTensorType(a), ToTensorType(b), d->target()));
+      },
+      "device"_a, "cond"_a, "a"_a, "b"_a);
+  o.def(
+      "cast",
+      [](const DevicePtr& d, const TensorTypeArg& input, const std::string& dtype) {
+        const ir::DataType to = Check(IrTypeOf(Check(ParseDType(dtype))));
+        return FromFunction(d, ops::Cast(ToTensorType(input), to, d->target()));
+      },
+      "device"_a, "input"_a, "dtype"_a);
+  o.def(
+      "matmul",
+      [](const DevicePtr& d, const TensorTypeArg& a, const TensorTypeArg& b, bool transpose_a,
+         bool transpose_b, const std::optional<TensorTypeArg>& bias, const std::string& activation,
+         const std::optional<TensorTypeArg>& residual) {
+        ops::MatmulOptions options;
+        options.transpose_a = transpose_a;
+        options.transpose_b = transpose_b;
+        if (bias) options.bias = ToTensorType(*bias);
+        options.activation = activation;
+        if (residual) options.residual = ToTensorType(*residual);
+        return FromFunction(d, ops::Matmul(ToTensorType(a), ToTensorType(b), d->target(), options));
+      },
+      "device"_a, "a"_a, "b"_a, "transpose_a"_a, "transpose_b"_a, "bias"_a.none(), "activation"_a,
+      "residual"_a.none(),
+      "The default schedule (ops::DefaultMatmulSchedule). Inputs: A, B, then bias and residual "
+      "where given.");
 }
 
 }  // namespace kiln::python

@@ -278,6 +278,21 @@ void BindTensors(nb::module_& m) {
             return a;
           },
           "dtype"_a = nb::none(), "copy"_a = nb::none())
+      .def(
+          "astype",
+          [](const TensorPtr& t, nb::handle dtype) {
+            return nb::module_::import_("kiln.ops").attr("cast")(nb::cast(t), dtype);
+          },
+          "dtype"_a, nb::sig("def astype(self, dtype: object) -> Tensor"),
+          "kiln.ops.cast(self, dtype): a copy converted to float32, float16 or int32.")
+      .def(
+          "__getitem__",
+          [](const TensorPtr& t, nb::handle key) {
+            return nb::module_::import_("kiln.ops").attr("_getitem")(nb::cast(t), key);
+          },
+          "key"_a, nb::sig("def __getitem__(self, key: object) -> Tensor"),
+          "self[key] for ints, slices (negative steps too) and one '...', as numpy indexes: "
+          "a copy (kiln.ops.slice), each int dropping its axis.")
       .def("__len__",
            [](const Tensor& t) {
              if (t.shape.empty()) Throw(InvalidArgument("len() of a 0-d tensor"));
@@ -298,6 +313,26 @@ void BindTensors(nb::module_& m) {
         return NewTensor(device, ShapeArg(shape), Check(ParseDType(dtype)));
       },
       "shape"_a, "dtype"_a, "device"_a, "A tensor of unspecified contents.");
+  m.def(
+      "_view",
+      [](const TensorPtr& t, const std::vector<int64_t>& shape, const std::string& dtype) {
+        auto v = std::make_shared<Tensor>(*t);
+        v->shape = shape;
+        v->dtype = Check(ParseDType(dtype));
+        for (int64_t d : shape) {
+          if (d < 0)
+            Throw(InvalidArgument("shape ", ShapeText(shape), " has a negative dimension"));
+        }
+        if (v->size() != t->size() || DeviceBytes(v->dtype) != DeviceBytes(t->dtype)) {
+          Throw(InvalidArgument("a view of a ", DTypeName(t->dtype), ShapeText(t->shape),
+                                " tensor as ", DTypeName(v->dtype), ShapeText(shape),
+                                " needs as many elements of the same size"));
+        }
+        return v;
+      },
+      "tensor"_a, "shape"_a, "dtype"_a,
+      "The same buffer seen with another shape of as many elements, or as a dtype of the same "
+      "layout (bool as int32): no copy, writes through one are seen through the other.");
 
   nb::class_<Program>(m, "Program",
                       "Compiled kernels run in order on tensors (an operator for one set of "

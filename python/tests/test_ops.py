@@ -33,6 +33,11 @@ def test_every_operator_has_a_function():
     assert set(kiln.ops.UNARY_OPS) == set(NUMPY_UNARY)
     assert set(kiln.ops.BINARY_OPS) == set(NUMPY_BINARY)
     assert set(kiln.ops.REDUCE_OPS) == {"sum", "mean", "max", "min", "prod"}
+    assert set(kiln.ops.ARG_REDUCE_OPS) == {"argmax", "argmin"}
+    for name in ("matmul", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
+                 "log_softmax", "layer_norm", "rms_norm", "permute", "transpose", "reshape",
+                 "concat", "slice", "gather", "pad", "where", "cast"):
+        assert callable(getattr(kiln.ops, name)), name
 
 
 @pytest.mark.parametrize("op", sorted(NUMPY_UNARY))
@@ -96,12 +101,26 @@ def test_reductions(device, rng, op, shape, keepdims):
 
 
 def test_reduction_functions(device, rng):
+    # numpy's signatures: axis=None reduces every axis (a 0-d result).
     a = rng.uniform(-1, 1, (7, 33)).astype(np.float32)
     x = kiln.tensor(a, device)
-    _close(kiln.ops.sum(x).numpy(), a.sum(1), 1e-5)
-    _close(kiln.ops.mean(x, keepdims=True).numpy(), a.mean(1, keepdims=True), 1e-5)
-    _close(kiln.ops.amax(x).numpy(), a.max(1))
-    _close(kiln.ops.amin(x).numpy(), a.min(1))
+    _close(kiln.ops.sum(x).numpy(), a.sum(), 1e-5)
+    _close(kiln.ops.sum(x, 1).numpy(), a.sum(1), 1e-5)
+    _close(kiln.ops.mean(x, -1, keepdims=True).numpy(), a.mean(1, keepdims=True), 1e-5)
+    _close(kiln.ops.mean(x, keepdims=True).numpy(), a.mean(keepdims=True), 1e-5)
+    _close(kiln.ops.amax(x, 0).numpy(), a.max(0))
+    _close(kiln.ops.amin(x).numpy(), a.min())
+    _close(kiln.ops.max(x, axis=1).numpy(), a.max(1))
+    _close(kiln.ops.min(x, axis=(0, 1), keepdims=True).numpy(), a.min(keepdims=True))
+    _close(kiln.ops.max(x).numpy(), a.max())
+    # With a second operand max and min stay elementwise.
+    b = rng.uniform(-1, 1, (33,)).astype(np.float32)
+    _close(kiln.ops.max(x, kiln.tensor(b, device)).numpy(), np.maximum(a, b))
+    _close(kiln.ops.min(x, 0.25).numpy(), np.minimum(a, 0.25))
+    _close(kiln.ops.maximum(x, b).numpy(), np.maximum(a, b))
+    _close(kiln.ops.minimum(x, b).numpy(), np.minimum(a, b))
+    with pytest.raises(kiln.InvalidArgument, match="elementwise and takes no axis"):
+        kiln.ops.max(x, b, axis=0)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (7, 33), (33, 1000), (1000, 7)], ids=str)
@@ -120,7 +139,7 @@ def test_float16(device, rng):
     c = kiln.ops.add(kiln.tensor(a, device), kiln.tensor(b, device)).numpy()
     assert c.dtype == np.float16
     np.testing.assert_allclose(c, a + b, rtol=1e-3, atol=1e-3)
-    s = kiln.ops.sum(kiln.tensor(a, device)).numpy()
+    s = kiln.ops.sum(kiln.tensor(a, device), 1).numpy()
     np.testing.assert_allclose(s, a.astype(np.float32).sum(1), rtol=1e-2, atol=1e-2)
 
 
@@ -162,8 +181,8 @@ def test_errors(device):
         kiln.ops.elementwise("expp", f32)
     with pytest.raises(kiln.InvalidArgument, match="rank"):
         kiln.ops.exp(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device))
-    with pytest.raises(kiln.InvalidArgument):
-        kiln.ops.sum(kiln.tensor(np.ones(5, np.float32), device))
+    with pytest.raises(kiln.InvalidArgument, match="2-D|rank"):
+        kiln.ops.reduce("sum", kiln.tensor(np.ones(5, np.float32), device))
     with pytest.raises(kiln.InvalidArgument, match="kiln.Tensor or numpy"):
         kiln.ops.exp([1.0, 2.0])
     with pytest.raises(kiln.InvalidArgument, match="takes 2 inputs"):
@@ -177,3 +196,371 @@ def test_tensors_of_two_devices_do_not_mix(rng):
     y = kiln.tensor(np.ones(4, np.float32), b)
     with pytest.raises(kiln.InvalidArgument, match="another device"):
         kiln.ops.add(x, y)
+
+
+# ---------------------------------------------------------------------------
+# Reductions over axes, arg-reductions, softmax along an axis, norms
+
+NUMPY_REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+REDUCE_FN = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin", "prod": "prod"}
+
+
+# sum over every schedule path (a workgroup or a thread per output, rows
+# kept in registers or read again); each other op over three of them.
+REDUCE_CASES = [((1,), None, False), ((7, 33), 1, True), ((7, 33), 0, False),
+                ((33, 1000), None, True), ((1000, 7), -2, False), ((5, 7, 33), (0, 2), False),
+                ((2, 3, 5, 7), (1, -2), True), ((1, 4097), -1, False)]
+
+
+@pytest.mark.parametrize("op,shape,axis,keepdims",
+                         [("sum",) + c for c in REDUCE_CASES] +
+                         [(op,) + REDUCE_CASES[i] for op in ("mean", "max", "min", "prod")
+                          for i in (1, 4, 5)], ids=str)
+def test_reduce_axes(device, rng, op, shape, axis, keepdims):
+    a = rng.uniform(-1, 1, shape).astype(np.float32)
+    if op == "prod":
+        a = rng.uniform(0.99, 1.01, shape).astype(np.float32)
+    y = getattr(kiln.ops, REDUCE_FN[op])(kiln.tensor(a, device), axis, keepdims=keepdims)
+    want = NUMPY_REDUCE[op](a.astype(np.float64), axis=axis, keepdims=keepdims)
+    assert y.shape == np.shape(want) and y.dtype == np.float32
+    _close(y.numpy(), want, 1e-3 if op == "prod" else 1e-4)
+
+
+def test_reduce_max_min_propagate_nan(device, rng):
+    a = rng.uniform(-1, 1, (4, 33)).astype(np.float32)
+    a[0, 0] = a[1, 16] = a[2, 32] = np.nan
+    a[3] = -np.inf
+    x = kiln.tensor(a, device)
+    for fn, ref in ((kiln.ops.amax, np.max), (kiln.ops.amin, np.min)):
+        got = fn(x, 1).numpy()
+        np.testing.assert_array_equal(np.isnan(got), [True, True, True, False])
+        assert got[3] == -np.inf
+        np.testing.assert_array_equal(np.isnan(fn(x, 0).numpy()), np.isnan(ref(a, 0)))
+    assert np.isnan(kiln.ops.max(x).numpy())
+
+
+ARG_CASES = [((1,), -1, False), ((7, 33), -1, False), ((33, 1000), 1, True), ((1000, 7), 0, False),
+             ((5, 7, 33), 1, False), ((2, 4097), -1, True), ((7, 33), None, False)]
+
+
+@pytest.mark.parametrize("op,shape,axis,keepdims",
+                         [("argmax",) + c for c in ARG_CASES] +
+                         [("argmin",) + ARG_CASES[i] for i in (1, 3, 4)], ids=str)
+def test_arg_reduce(device, rng, op, shape, axis, keepdims):
+    # Few distinct values: many ties, which must resolve to the first index.
+    a = rng.integers(-3, 4, shape).astype(np.float32)
+    y = getattr(kiln.ops, op)(kiln.tensor(a, device), axis=axis, keepdims=keepdims)
+    want = getattr(np, op)(a, axis=axis, keepdims=keepdims)
+    assert y.dtype == np.int32 and y.shape == np.shape(want)
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_arg_reduce_edge_values(device):
+    a = np.array([[1, np.nan, 3, np.nan], [np.inf, np.inf, -np.inf, -np.inf],
+                  [-0.0, 0.0, -1, 2], [5, 5, 5, np.nan]], np.float32)
+    x = kiln.tensor(a, device)
+    np.testing.assert_array_equal(kiln.ops.argmax(x).numpy(), [1, 0, 3, 3])
+    np.testing.assert_array_equal(kiln.ops.argmin(x).numpy(), [1, 2, 2, 3])
+    np.testing.assert_array_equal(kiln.ops.argmax(x).numpy(), np.argmax(a, -1))
+    np.testing.assert_array_equal(kiln.ops.argmin(x).numpy(), np.argmin(a, -1))
+
+
+def _softmax64(a, axis):
+    a = a.astype(np.float64)
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("shape,axis", [((1,), -1), ((7, 33), -1), ((33, 1000), 1),
+                                        ((1000, 7), 0), ((5, 7, 33), 1), ((2, 4097), -1)],
+                         ids=str)
+def test_softmax_and_log_softmax(device, rng, shape, axis):
+    a = rng.uniform(-50, 100, shape).astype(np.float32)
+    x = kiln.tensor(a, device)
+    want = _softmax64(a, axis)
+    y = kiln.ops.softmax(x, axis).numpy()
+    _close(y, want, 1e-5)
+    np.testing.assert_allclose(y.sum(axis), 1, rtol=1e-4)
+    a64 = a.astype(np.float64)
+    m = a64.max(axis, keepdims=True)
+    want_log = a64 - m - np.log(np.exp(a64 - m).sum(axis, keepdims=True))
+    _close(kiln.ops.log_softmax(x, axis=axis).numpy(), want_log, 1e-5)
+
+
+def test_softmax_is_one_kernel_equal_to_the_sequence(device, rng):
+    a = rng.uniform(-50, 100, (33, 100)).astype(np.float32)
+    x = kiln.tensor(a, device)
+    one = kiln.ops.softmax(x).numpy()
+    seq = kiln.ops.run(("softmax_sequence", x._sig),
+                       lambda d: kiln._kiln.ops.softmax(d, x._type), x).numpy()
+    np.testing.assert_allclose(one, seq, rtol=1e-5, atol=1e-7)
+    assert len(device._cache[("softmax_axis", 1, x._sig)].wgsl) == 1
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (33,), (7, 33), (2, 1000), (3, 2, 4097)], ids=str)
+def test_layer_norm_and_rms_norm(device, rng, shape):
+    # Around 100: a one-pass variance would lose the digits that matter.
+    a = (100 + rng.standard_normal(shape)).astype(np.float32)
+    g = rng.uniform(0.5, 1.5, shape[-1]).astype(np.float32)
+    b = rng.uniform(-1, 1, shape[-1]).astype(np.float32)
+    x = kiln.tensor(a, device)
+    a64 = a.astype(np.float64)
+    mean = a64.mean(-1, keepdims=True)
+    var = a64.var(-1, keepdims=True)
+    want = (a64 - mean) / np.sqrt(var + 1e-5) * g + b
+    _close(kiln.ops.layer_norm(x, kiln.tensor(g, device), b).numpy(), want, 5e-4)
+    want = a64 / np.sqrt((a64 ** 2).mean(-1, keepdims=True) + 1e-3) * g
+    _close(kiln.ops.rms_norm(x, g, eps=1e-3).numpy(), want, 1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Matrix multiplication
+
+
+# Each matmul kernel takes a second or more to compile on a CPU driver (the
+# drivers cache them after the first run): few shapes, each covering a case.
+# The 1-D cases reuse the kernels of [1, 1] @ [1, 1] and [7, 33] @ [33, 1].
+@pytest.mark.parametrize("sa,sb", [((1, 1), (1, 1)), ((7, 33), (33, 1)), ((33, 1000), (1000, 7)),
+                                   ((130, 7), (7, 129)), ((3, 1, 7, 33), (4, 33, 5)),
+                                   ((1,), (1, 1)), ((1,), (1,)), ((7, 33), (33,))], ids=str)
+def test_matmul(device, rng, sa, sb):
+    a = rng.uniform(-1, 1, sa).astype(np.float32)
+    b = rng.uniform(-1, 1, sb).astype(np.float32)
+    y = kiln.ops.matmul(kiln.tensor(a, device), kiln.tensor(b, device))
+    want = np.matmul(a.astype(np.float64), b)
+    assert y.shape == want.shape
+    _close(y.numpy(), want, 1e-4)
+
+
+def test_matmul_transposes_and_epilogue(device, rng):
+    m, k, n = 33, 7, 65
+    a = rng.uniform(-1, 1, (2, k, m)).astype(np.float32)  # transposed
+    b = rng.uniform(-1, 1, (n, k)).astype(np.float32)     # transposed
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    res = rng.uniform(-1, 1, (2, m, n)).astype(np.float32)
+    x = kiln.tensor(a, device)
+    y = kiln.ops.matmul(x, kiln.tensor(b, device), transpose_a=True, transpose_b=True,
+                        bias=bias, activation="relu", residual=res)
+    prod = np.matmul(np.swapaxes(a, -1, -2).astype(np.float64), b.T)
+    _close(y.numpy(), np.maximum(prod + bias, 0) + res, 1e-5)
+    y = kiln.ops.matmul(x, b.T.copy(), transpose_a=True, activation="tanh")
+    _close(y.numpy(), np.tanh(prod), 1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Data movement, where and cast
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_permute_transpose_reshape(device, rng, dtype):
+    a = rng.integers(-1000, 1000, (2, 3, 5, 7)).astype(dtype)
+    x = kiln.tensor(a, device)
+    for axes in ([3, 1, 0, 2], [0, 1, 3, 2], [-1, 0, 1, -2]):
+        y = kiln.ops.permute(x, axes)
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y.numpy(), np.transpose(a, axes))
+    np.testing.assert_array_equal(kiln.ops.transpose(x).numpy(), a.T)
+    v = kiln.tensor(a[0, 0, 0], device)
+    np.testing.assert_array_equal(kiln.ops.transpose(v).numpy(), a[0, 0, 0])
+    for shape in ((210,), (6, -1), (7, 5, 3, 2), (1, 1000 // 1000, 210)):
+        np.testing.assert_array_equal(kiln.ops.reshape(x, shape).numpy(), a.reshape(shape))
+    np.testing.assert_array_equal(kiln.ops.reshape(x, -1).numpy(), a.reshape(-1))
+
+
+def test_concat(device, rng):
+    parts = [rng.standard_normal((7, n, 3)).astype(np.float32) for n in (1, 33, 5, 1)]
+    ts = [kiln.tensor(p, device) for p in parts]
+    for k in (2, 3, 4):
+        np.testing.assert_array_equal(kiln.ops.concat(ts[:k], axis=1).numpy(),
+                                      np.concatenate(parts[:k], axis=1))
+    np.testing.assert_array_equal(kiln.ops.concat([ts[0], parts[0]], axis=-1).numpy(),
+                                  np.concatenate([parts[0], parts[0]], -1))
+    i = [rng.integers(-9, 9, (n,)).astype(np.int32) for n in (1000, 7)]
+    np.testing.assert_array_equal(kiln.ops.concat([kiln.tensor(v, device) for v in i]).numpy(),
+                                  np.concatenate(i))
+    np.testing.assert_array_equal(kiln.ops.concat([ts[1]]).numpy(), parts[1])
+
+
+SLICES = [(slice(None), slice(None, None, -1)), (slice(1, -1, 2), slice(-3, None)),
+          (slice(None, None, -3), slice(30, 2, -7)), (slice(-100, 100), slice(5, 6)),
+          (slice(6, None, -1), slice(None, -40, -1))]
+
+
+@pytest.mark.parametrize("index", SLICES, ids=str)
+def test_slice(device, rng, index):
+    a = rng.standard_normal((7, 33)).astype(np.float32)
+    x = kiln.tensor(a, device)
+    want = a[index]
+    got = kiln.ops.slice(x, [s.start for s in index], [s.stop for s in index],
+                         [s.step for s in index])
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(x[index].numpy(), want)
+
+
+def test_getitem(device, rng):
+    a = rng.integers(-99, 99, (5, 7, 33)).astype(np.int32)
+    x = kiln.tensor(a, device)
+    for key in (1, -1, (2, 3), (slice(None), -2), (..., 5), (0, ..., slice(None, None, -4)),
+                (slice(4, 0, -2), 6, slice(1, 33, 8)), (1, 2, 3), Ellipsis, np.int64(3)):
+        want = a[key]
+        got = x[key]
+        assert got.shape == want.shape, key
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[5]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0, 0]
+    with pytest.raises(TypeError, match="ints, slices"):
+        x[[0, 1]]
+    with pytest.raises(kiln.InvalidArgument, match="empty"):
+        x[3:3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_gather(device, rng, dtype):
+    table = rng.integers(-1000, 1000, (33, 7)).astype(dtype)
+    t = kiln.tensor(table, device)
+    for shape in ((1,), (1000,), (3, 5), (2, 3, 4)):
+        idx = rng.integers(0, 33, shape).astype(np.int32)
+        got = kiln.ops.gather(t, kiln.tensor(idx, device))
+        np.testing.assert_array_equal(got.numpy(), table[idx])
+    idx = np.array([-5, 0, 32, 33, 2**31 - 1, -2**31], np.int64)  # clamped into [0, 33)
+    np.testing.assert_array_equal(kiln.ops.gather(t, idx).numpy(),
+                                  table[np.clip(idx, 0, 32)])
+
+
+def test_pad(device, rng):
+    a = rng.standard_normal((7, 33)).astype(np.float32)
+    x = kiln.tensor(a, device)
+    np.testing.assert_array_equal(kiln.ops.pad(x, [1, 0], [2, 5], value=-1.5).numpy(),
+                                  np.pad(a, [(1, 2), (0, 5)], constant_values=-1.5))
+    np.testing.assert_array_equal(kiln.ops.pad(x, 3, 0).numpy(), np.pad(a, [(3, 0), (3, 0)]))
+    i = rng.integers(-9, 9, (1000,)).astype(np.int32)
+    np.testing.assert_array_equal(kiln.ops.pad(i, [1], [1], 7).numpy(),
+                                  np.pad(i, 1, constant_values=7))
+
+
+def test_where(device, rng):
+    a = rng.standard_normal((7, 33)).astype(np.float32)
+    b = rng.standard_normal((33,)).astype(np.float32)
+    c = rng.random((7, 1)) < 0.5
+    want = np.where(c, a, b)
+    for cond in (c, c.astype(np.int32), kiln.tensor(c, device), c.astype(np.float32)):
+        got = kiln.ops.where(cond, kiln.tensor(a, device), b)
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(kiln.ops.where(c, a, 0.5).numpy(), np.where(c, a, 0.5))
+    np.testing.assert_array_equal(kiln.ops.where(c, -2.0, kiln.tensor(b, device)).numpy(),
+                                  np.where(c, np.float32(-2), b))
+    f = np.array([np.nan, -0.0, 0.0, 1.0], np.float32)  # NaN is true, -0 false
+    np.testing.assert_array_equal(
+        kiln.ops.where(kiln.tensor(f, device), np.ones(4, np.float32), np.zeros(4, np.float32))
+        .numpy(), [1, 0, 0, 1])
+    i = rng.integers(-9, 9, (1000,)).astype(np.int32)
+    np.testing.assert_array_equal(kiln.ops.where(i > 0, i, np.int32(0)).numpy(),
+                                  np.where(i > 0, i, 0))
+
+
+def test_cast(device, rng):
+    a = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.7, -2.7, -0.0, 1e-8], np.float32)
+    x = kiln.tensor(a, device)
+    i = kiln.ops.cast(x, "int32")
+    assert i.dtype == np.int32
+    # Saturating at the largest f32 below 2^31 (WGSL's rule): 2^31 - 128.
+    np.testing.assert_array_equal(
+        i.numpy(), [0, 2**31 - 128, -2**31, 2**31 - 128, -2**31, 2, -2, 0, 0])
+    np.testing.assert_array_equal(x.astype(np.int32).numpy(), i.numpy())
+    v = rng.integers(-2**24, 2**24, (7, 33)).astype(np.int32)
+    f = kiln.tensor(v, device).astype("float32")
+    assert f.dtype == np.float32
+    np.testing.assert_array_equal(f.numpy(), v.astype(np.float32))
+
+
+# ---------------------------------------------------------------------------
+# float16 and argument errors
+
+
+def test_float16_more(device, rng):
+    require_feature(device, "shader-f16")
+    a = rng.uniform(-1, 1, (7, 33)).astype(np.float16)
+    x = kiln.tensor(a, device)
+    a32 = a.astype(np.float32)
+    s = kiln.ops.sum(x, 0)
+    assert s.dtype == np.float16
+    np.testing.assert_allclose(s.numpy(), a32.sum(0), rtol=1e-2, atol=1e-2)
+    np.testing.assert_array_equal(kiln.ops.amax(x, 1).numpy(), a.max(1))
+    np.testing.assert_array_equal(kiln.ops.argmax(x).numpy(), np.argmax(a, -1))
+    sm = kiln.ops.softmax(x, 0).numpy()
+    assert sm.dtype == np.float16
+    np.testing.assert_allclose(sm, _softmax64(a32, 0), rtol=1e-2, atol=1e-3)
+    g = rng.uniform(0.5, 1.5, 33).astype(np.float16)
+    b = rng.uniform(-1, 1, 33).astype(np.float16)
+    ln = kiln.ops.layer_norm(x, g, b).numpy()
+    want = (a32 - a32.mean(1, keepdims=True)) / np.sqrt(a32.var(1, keepdims=True) + 1e-5) * g + b
+    np.testing.assert_allclose(ln, want, rtol=1e-2, atol=2e-2)
+    m = rng.uniform(-1, 1, (33, 65)).astype(np.float16)
+    y = kiln.ops.matmul(x, m)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y.numpy(), a32 @ m.astype(np.float32), rtol=1e-2, atol=2e-2)
+    np.testing.assert_array_equal(kiln.ops.transpose(x).numpy(), a.T)
+    np.testing.assert_array_equal(x[::-1, 3].numpy(), a[::-1, 3])
+    np.testing.assert_array_equal(x.astype(np.float32).numpy(), a32)
+    np.testing.assert_array_equal(kiln.tensor(a32, device).astype("float16").numpy(), a)
+
+
+def test_errors_more(device):
+    x = kiln.tensor(np.ones((7, 2), np.float32), device)
+    bad = kiln.InvalidArgument
+    with pytest.raises(bad, match="reduce sum: axis is 2; for a tensor of rank 2"):
+        kiln.ops.sum(x, 2)
+    with pytest.raises(bad, match="lists an axis twice"):
+        kiln.ops.mean(x, (0, -2))
+    with pytest.raises(bad, match="axis must be an int; got bool"):
+        kiln.ops.sum(x, True)
+    with pytest.raises(bad, match="argmax: axis is -3"):
+        kiln.ops.argmax(x, -3)
+    with pytest.raises(bad, match="softmax: axis"):
+        kiln.ops.softmax(x, 5)
+    with pytest.raises(bad, match="layer_norm: gamma has shape \\(3,\\); it must be \\(2,\\)"):
+        kiln.ops.layer_norm(x, np.ones(3, np.float32), np.ones(2, np.float32))
+    with pytest.raises(bad, match="layer_norm: eps is -1"):
+        kiln.ops.layer_norm(x, np.ones(2, np.float32), np.ones(2, np.float32), eps=-1)
+    with pytest.raises(bad, match="rms_norm: eps must be a number"):
+        kiln.ops.rms_norm(x, np.ones(2, np.float32), eps="small")
+    with pytest.raises(bad, match="matmul"):
+        kiln.ops.matmul(x, np.ones((3, 5), np.float32))
+    with pytest.raises(bad, match="activation"):
+        kiln.ops.matmul(x, np.ones((2, 5), np.float32), activation="nope")
+    with pytest.raises(bad, match="activation must be a unary op name"):
+        kiln.ops.matmul(x, np.ones((2, 5), np.float32), activation=3)
+    with pytest.raises(bad, match="permute: axes must list each"):
+        kiln.ops.permute(x, [0])
+    with pytest.raises(bad, match="perm"):
+        kiln.ops.permute(x, [1, 1])
+    with pytest.raises(bad, match="reshape: the new shape \\[5, 5\\] has 25 elements"):
+        kiln.ops.reshape(x, (5, 5))
+    with pytest.raises(bad, match="reshape: shape entry 0 must be an int"):
+        kiln.ops.reshape(x, (2.0, 7))
+    with pytest.raises(bad, match="concat: .*differs"):
+        kiln.ops.concat([x, np.ones((3, 3), np.float32)], axis=1)
+    with pytest.raises(bad, match="concat: tensors must be a non-empty list"):
+        kiln.ops.concat([])
+    with pytest.raises(bad, match="slice: steps entry 1 is 0"):
+        kiln.ops.slice(x, [0, 0], [1, 1], [1, 0])
+    with pytest.raises(bad, match="slice: starts must be a list of at most 2"):
+        kiln.ops.slice(x, [0, 0, 0])
+    with pytest.raises(bad, match="gather: indices must be integers"):
+        kiln.ops.gather(x, np.ones(3, np.float32))
+    with pytest.raises(bad, match="Indices of gather has dtype f32; it must be i32"):
+        kiln.ops.gather(x, kiln.tensor(np.ones(3, np.float32), device))
+    with pytest.raises(bad, match="pad: before must be an int or 2 ints"):
+        kiln.ops.pad(x, [1], [1, 1])
+    with pytest.raises(bad, match="pad"):
+        kiln.ops.pad(x, [-1, 0], [0, 0])
+    with pytest.raises(bad, match="where: a and b cannot both be numbers"):
+        kiln.ops.where(x, 1.0, 2.0)
+    with pytest.raises(bad, match="Cond of where has dtype u32"):
+        kiln.ops.where(kiln.tensor(np.ones(2, np.uint32), device), x, x)
+    with pytest.raises(bad, match="cast"):
+        kiln.ops.cast(x, "uint32")
+    with pytest.raises(bad, match="cast: dtype"):
+        kiln.ops.cast(x, object())

@@ -17,10 +17,10 @@ def test_profile_times_each_dispatch(device, rng, capsys):
         y = kiln.ops.softmax(x)
         z = kiln.ops.add(y, x)
     names = [t.name for t in p.timings]
-    assert names == ["softmax_max", "softmax_sum", "softmax_normalize", "elementwise_add"]
+    assert names == ["softmax", "elementwise_add"]  # softmax is one kernel
     assert all(t.gpu_ms >= 0 for t in p.timings) and p.total_ms > 0
     out = capsys.readouterr().out
-    assert "softmax_sum" in out and "total" in out
+    assert "elementwise_add" in out and "total" in out
     assert np.isfinite(z.numpy()).all()
     with kiln.profile(device, print=False) as q:
         pass
