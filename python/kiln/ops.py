@@ -620,3 +620,98 @@ ARG_REDUCE_OPS: Tuple[str, ...] = tuple(_kiln.ops.arg_reduce_names())
 
 _missing = (set(UNARY_OPS) | set(BINARY_OPS)) - set(globals())
 assert not _missing, f"operators without a Python function: {_missing}"
+
+
+def _pair(value: Any, name: str, what: str) -> Tuple[int, int]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value), int(value))
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return (int(value[0]), int(value[1]))
+    raise _kiln.InvalidArgument(f"{what}: {name} must be an int or a pair of ints; got {value!r}")
+
+
+def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1, bias: Any = None,
+           activation: Optional[str] = None) -> Tensor:
+    """2-D convolution: layout "NHWC" (w is [KH, KW, C/groups, F]) or "NCHW"
+    (w is [F, C/groups, KH, KW]); stride, padding (zeros on both sides) and
+    dilation as an int or (h, w); groups dividing C and F (groups == C is
+    depthwise); bias [F]; activation a unary op name applied after the bias.
+    An implicit GEMM on the matmul kernel where each group has at least 16
+    filters and 16 reduction terms, else one thread per output element."""
+    if layout not in ("NHWC", "NCHW"):
+        raise _kiln.InvalidArgument(f"conv2d: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+    if activation is not None and not isinstance(activation, str):
+        raise _kiln.InvalidArgument(
+            f"conv2d: activation must be a unary op name or None; got {activation!r}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise _kiln.InvalidArgument(f"conv2d: groups must be an int; got {groups!r}")
+    st = _pair(stride, "stride", "conv2d")
+    pad = _pair(padding, "padding", "conv2d")
+    dil = _pair(dilation, "dilation", "conv2d")
+    device = _device_of(x, w)
+    x = _as_tensor(x, device)
+    w = _as_tensor(w, x.device)
+    inputs = [x, w]
+    bias_t = None
+    if bias is not None:
+        bias_t = _as_tensor(bias, x.device)
+        inputs.append(bias_t)
+    act = activation or ""
+    key = ("conv2d", x._sig, w._sig, layout, st, pad, dil, int(groups),
+           bias_t._sig if bias_t is not None else None, act)
+    return run(key, lambda d: _kiln.ops.conv2d(
+        d, x._type, w._type, layout == "NHWC", st, pad, dil, int(groups),
+        bias_t._type if bias_t is not None else None, act), *inputs)
+
+
+def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) -> Tensor:
+    what = f"{op}_pool2d"
+    if layout not in ("NHWC", "NCHW"):
+        raise _kiln.InvalidArgument(f"{what}: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+    ks = _pair(kernel, "kernel", what)
+    st = ks if stride is None else _pair(stride, "stride", what)
+    pad = _pair(padding, "padding", what)
+    x = _as_tensor(x, None)
+    key = (what, x._sig, layout, ks, st, pad)
+    return run(key, lambda d: _kiln.ops.pool2d(d, op, x._type, layout == "NHWC", ks, st, pad), x)
+
+
+def max_pool2d(x: Any, kernel: Any = 2, stride: Any = None, padding: Any = 0,
+               layout: str = "NHWC") -> Tensor:
+    """Max over windows (stride defaults to the window; padding at most half
+    the window and never counted)."""
+    return _pool("max", x, kernel, stride, padding, layout)
+
+
+def avg_pool2d(x: Any, kernel: Any = 2, stride: Any = None, padding: Any = 0,
+               layout: str = "NHWC") -> Tensor:
+    """Mean over windows, dividing by the number of input elements in each
+    window (padding not counted)."""
+    return _pool("avg", x, kernel, stride, padding, layout)
+
+
+def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
+              scale: Optional[float] = None) -> Tensor:
+    """softmax(q @ k^T * scale + mask) @ v in one fused kernel: q [..., Sq, D],
+    k and v [..., Sk, D] (rank 2 to 4, D a multiple of 4 up to 128); mask
+    [Sq, Sk] added to the scores; causal: query i sees keys j <= i only; scale defaults to 1/sqrt(D). A query
+    that sees no key gives NaN."""
+    device = _device_of(q, k, v)
+    q = _as_tensor(q, device)
+    k = _as_tensor(k, q.device)
+    v = _as_tensor(v, q.device)
+    inputs = [q, k, v]
+    mask_t = None
+    if mask is not None:
+        mask_t = _as_tensor(mask, q.device)
+        inputs.append(mask_t)
+    if scale is not None and not isinstance(scale, (int, float)):
+        raise _kiln.InvalidArgument(f"attention: scale must be a number; got {scale!r}")
+    sc = None if scale is None else float(scale)
+    key = ("attention", q._sig, k._sig, v._sig, bool(causal),
+           mask_t._sig if mask_t is not None else None, sc)
+    return run(key, lambda d: _kiln.ops.attention(
+        d, q._type, k._type, v._type, bool(causal),
+        mask_t._type if mask_t is not None else None, sc), *inputs)

@@ -1,5 +1,7 @@
 // Kernels from kiln IR, .kmod files and tensor expressions, called on
 // tensors and Python scalars; and the operator library's builders.
+#include <array>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -451,6 +453,57 @@ void BindOps(nb::module_& m) {
       "residual"_a.none(),
       "The default schedule (ops::DefaultMatmulSchedule). Inputs: A, B, then bias and residual "
       "where given.");
+  o.def(
+      "conv2d",
+      [](const DevicePtr& d, const TensorTypeArg& x, const TensorTypeArg& w, bool nhwc,
+         std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+         std::array<int64_t, 2> dilation, int64_t groups, const std::optional<TensorTypeArg>& bias,
+         const std::string& activation) {
+        ops::Conv2dOptions options;
+        options.nhwc = nhwc;
+        options.stride_h = stride[0];
+        options.stride_w = stride[1];
+        options.pad_h = padding[0];
+        options.pad_w = padding[1];
+        options.dilation_h = dilation[0];
+        options.dilation_w = dilation[1];
+        options.groups = groups;
+        if (bias) options.bias = ToTensorType(*bias);
+        options.activation = activation;
+        return FromFunction(d, ops::Conv2d(ToTensorType(x), ToTensorType(w), d->target(), options));
+      },
+      "device"_a, "x"_a, "w"_a, "nhwc"_a, "stride"_a, "padding"_a, "dilation"_a, "groups"_a,
+      "bias"_a.none(), "activation"_a, "Inputs: X, W, then bias where given.");
+  o.def(
+      "pool2d",
+      [](const DevicePtr& d, const std::string& op, const TensorTypeArg& x, bool nhwc,
+         std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+         std::array<int64_t, 2> padding) {
+        ops::Pool2dOptions options;
+        options.nhwc = nhwc;
+        options.kernel_h = kernel[0];
+        options.kernel_w = kernel[1];
+        options.stride_h = stride[0];
+        options.stride_w = stride[1];
+        options.pad_h = padding[0];
+        options.pad_w = padding[1];
+        return FromFunction(d, ops::Pool2d(op, ToTensorType(x), d->target(), options));
+      },
+      "device"_a, "op"_a, "x"_a, "nhwc"_a, "kernel"_a, "stride"_a, "padding"_a);
+  o.def(
+      "attention",
+      [](const DevicePtr& d, const TensorTypeArg& q, const TensorTypeArg& k,
+         const TensorTypeArg& v, bool causal, const std::optional<TensorTypeArg>& mask,
+         std::optional<double> scale) {
+        ops::AttentionOptions options;
+        options.causal = causal;
+        if (mask) options.mask = ToTensorType(*mask);
+        options.scale = scale;
+        return FromFunction(d, ops::Attention(ToTensorType(q), ToTensorType(k), ToTensorType(v),
+                                              d->target(), options));
+      },
+      "device"_a, "q"_a, "k"_a, "v"_a, "causal"_a, "mask"_a.none(), "scale"_a.none(),
+      "Inputs: Q, K, V, then mask where given.");
 }
 
 }  // namespace kiln::python

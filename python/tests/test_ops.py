@@ -25,8 +25,10 @@ POSITIVE = {"log", "log2", "sqrt", "rsqrt"}
 def _close(got, want, tol=2e-5):
     want = np.asarray(want, np.float64)
     assert got.shape == want.shape
-    err = np.abs(got.astype(np.float64) - want) / (1 + np.abs(want))
-    assert np.nanmax(err, initial=0) <= tol, f"max error {np.nanmax(err)}"
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), "NaN where the reference has none, or the reverse"
+    err = np.abs(got.astype(np.float64)[~nan] - want[~nan]) / (1 + np.abs(want[~nan]))
+    assert np.max(err, initial=0) <= tol, f"max error {np.max(err, initial=0)}"
 
 
 def test_every_operator_has_a_function():
@@ -36,7 +38,8 @@ def test_every_operator_has_a_function():
     assert set(kiln.ops.ARG_REDUCE_OPS) == {"argmax", "argmin"}
     for name in ("matmul", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
                  "log_softmax", "layer_norm", "rms_norm", "permute", "transpose", "reshape",
-                 "concat", "slice", "gather", "pad", "where", "cast"):
+                 "concat", "slice", "gather", "pad", "where", "cast", "conv2d", "max_pool2d",
+                 "avg_pool2d", "attention"):
         assert callable(getattr(kiln.ops, name)), name
 
 
@@ -564,3 +567,98 @@ def test_errors_more(device):
         kiln.ops.cast(x, "uint32")
     with pytest.raises(bad, match="cast: dtype"):
         kiln.ops.cast(x, object())
+
+
+# ---------------------------------------------------------------------------
+# Convolution, pooling and attention
+
+
+def _conv_ref(x, w, stride, pad, dil, groups):
+    """NHWC x, HWIO w, in float64."""
+    n, h, wd, c = x.shape
+    kh, kw, cg, f = w.shape
+    fg = f // groups
+    oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    xp = np.zeros((n, h + 2 * pad[0], wd + 2 * pad[1], c))
+    xp[:, pad[0]:pad[0] + h, pad[1]:pad[1] + wd, :] = x
+    y = np.zeros((n, oh, ow, f))
+    for a in range(kh):
+        for b in range(kw):
+            patch = xp[:, a * dil[0]:a * dil[0] + stride[0] * (oh - 1) + 1:stride[0],
+                       b * dil[1]:b * dil[1] + stride[1] * (ow - 1) + 1:stride[1], :]
+            for g in range(groups):
+                y[..., g * fg:(g + 1) * fg] += patch[..., g * cg:(g + 1) * cg] @ w[a, b, :, g * fg:(g + 1) * fg]
+    return y
+
+
+@pytest.mark.parametrize("case", [
+    dict(x=(2, 7, 9, 8), w=(3, 3, 8, 20), stride=1, padding=1, dilation=1, groups=1),
+    dict(x=(1, 11, 10, 5), w=(3, 2, 5, 33), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=1),
+    dict(x=(2, 6, 5, 6), w=(3, 3, 1, 12), stride=2, padding=1, dilation=1, groups=6),
+])
+def test_conv2d(device, rng, case):
+    x = rng.uniform(-1, 1, case["x"]).astype(np.float32)
+    w = rng.uniform(-1, 1, case["w"]).astype(np.float32)
+    f = case["w"][3]
+    bias = rng.uniform(-1, 1, f).astype(np.float32)
+    pair = lambda v: v if isinstance(v, tuple) else (v, v)
+    want = _conv_ref(x.astype(np.float64), w, pair(case["stride"]), pair(case["padding"]),
+                     pair(case["dilation"]), case["groups"]) + bias
+    y = kiln.ops.conv2d(kiln.tensor(x, device), w, stride=case["stride"], padding=case["padding"],
+                        dilation=case["dilation"], groups=case["groups"], bias=bias,
+                        activation="relu")
+    _close(y.numpy(), np.maximum(want, 0), 1e-4)
+    # NCHW with OIHW weights gives the same result.
+    y = kiln.ops.conv2d(kiln.tensor(x.transpose(0, 3, 1, 2), device), w.transpose(3, 2, 0, 1),
+                        layout="NCHW", stride=case["stride"], padding=case["padding"],
+                        dilation=case["dilation"], groups=case["groups"])
+    _close(y.numpy(), (want - bias).transpose(0, 3, 1, 2), 1e-4)
+
+
+def test_conv2d_errors(device):
+    x = kiln.tensor(np.zeros((1, 5, 5, 4), np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="needs 4"):
+        kiln.ops.conv2d(x, np.zeros((3, 3, 3, 8), np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="layout"):
+        kiln.ops.conv2d(x, np.zeros((3, 3, 4, 8), np.float32), layout="NWHC")
+    with pytest.raises(kiln.InvalidArgument, match="stride"):
+        kiln.ops.conv2d(x, np.zeros((3, 3, 4, 8), np.float32), stride=(1, 2, 3))
+    with pytest.raises(kiln.InvalidArgument, match="window spans"):
+        kiln.ops.conv2d(x, np.zeros((7, 7, 4, 8), np.float32))
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_pool2d(device, rng, op):
+    x = rng.uniform(-1, 1, (2, 7, 6, 3)).astype(np.float32)
+    fn = kiln.ops.max_pool2d if op == "max" else kiln.ops.avg_pool2d
+    y = fn(kiln.tensor(x, device), kernel=(3, 2), stride=(2, 1), padding=1).numpy()
+    oh, ow = y.shape[1], y.shape[2]
+    for i in range(oh):
+        for j in range(ow):
+            win = x[:, max(2 * i - 1, 0):min(2 * i + 2, 7), max(j - 1, 0):min(j + 1, 6), :]
+            want = win.max(axis=(1, 2)) if op == "max" else win.mean(axis=(1, 2))
+            _close(y[:, i, j, :], want, 1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(device, rng, causal):
+    q = rng.uniform(-2, 2, (2, 3, 70, 16)).astype(np.float32)
+    k = rng.uniform(-2, 2, (2, 3, 45, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, (2, 3, 45, 16)).astype(np.float32)
+    mask = rng.uniform(-3, 3, (70, 45)).astype(np.float32)
+    mask[:, 1::4] = -np.inf  # hidden keys, as a padding mask has
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2)) / 4.0 + mask
+    if causal:
+        s = np.where(np.arange(45)[None, :] <= np.arange(70)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = np.matmul(p / p.sum(axis=-1, keepdims=True), v)
+    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask)
+    _close(y.numpy(), want, 1e-4)
+    # A query that sees no key: NaN, as the softmax of no scores.
+    mask[5, :] = -np.inf
+    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask).numpy()
+    assert np.isnan(y[:, :, 5, :]).all() and not np.isnan(np.delete(y, 5, axis=2)).any()
+    with pytest.raises(kiln.InvalidArgument, match="multiple of 4"):
+        kiln.ops.attention(kiln.tensor(q[..., :6].copy(), device), k[..., :6].copy(),
+                           v[..., :6].copy())
