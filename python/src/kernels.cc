@@ -1,6 +1,5 @@
 // Kernels from kiln IR, .kmod files and tensor expressions, called on
 // tensors and Python scalars; and the operator library's builders.
-#include <array>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -9,6 +8,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <climits>
 #include <cmath>
 
@@ -492,9 +492,8 @@ void BindOps(nb::module_& m) {
       "device"_a, "op"_a, "x"_a, "nhwc"_a, "kernel"_a, "stride"_a, "padding"_a);
   o.def(
       "attention",
-      [](const DevicePtr& d, const TensorTypeArg& q, const TensorTypeArg& k,
-         const TensorTypeArg& v, bool causal, const std::optional<TensorTypeArg>& mask,
-         std::optional<double> scale) {
+      [](const DevicePtr& d, const TensorTypeArg& q, const TensorTypeArg& k, const TensorTypeArg& v,
+         bool causal, const std::optional<TensorTypeArg>& mask, std::optional<double> scale) {
         ops::AttentionOptions options;
         options.causal = causal;
         if (mask) options.mask = ToTensorType(*mask);
