@@ -374,7 +374,9 @@ TEST_F(TeDeviceTest, VectorizedStridedLanesFallBackToSerial) {
     ASSERT_TRUE(parts.ok());
     ASSERT_TRUE(y.Reorder({parts->inner, parts->outer}).ok());
     ASSERT_TRUE(y.Bind(parts->inner, ThreadAxis::kThreadX).ok());
-    if (n > 1) ASSERT_TRUE(y.Vectorize(parts->outer).ok());
+    if (n > 1) {
+      ASSERT_TRUE(y.Vectorize(parts->outer).ok());
+    }
     auto f = Lower(*s, {Y}, {A}, "strided");
     ASSERT_TRUE(f.ok()) << f.status();
     auto a = Random(n);
