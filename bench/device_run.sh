@@ -3,7 +3,8 @@
 # carried in .gl/, then runs every GPU suite on each implementation and the
 # GPU benchmarks, writing logs to $1 (default: $OUT). Binaries and the two
 # implementation libraries come from .carry/ (built on a CPU machine):
-#   .carry/{kiln,kiln_hal_cts,kiln_runtime_test,kiln_differential_test,kiln_te_device_test,kiln_ops_device_test}
+#   .carry/{kiln,kiln_hal_cts,kiln_runtime_test,kiln_differential_test,kiln_te_device_test,
+#           kiln_ops_device_test,kiln_ops_more_device_test}
 #   .carry/libwebgpu_wrapper.so  .carry/libwgpu_native-release.so
 set -uo pipefail
 out="${1:-${OUT:-device-results}}"
@@ -20,7 +21,7 @@ for impl in dawn wgpu; do
   export KILN_IMPL=$impl KILN_BACKEND=vulkan
   for trusted in 0 1; do
     for t in kiln_hal_cts kiln_runtime_test kiln_differential_test kiln_te_device_test \
-             kiln_ops_device_test; do
+             kiln_ops_device_test kiln_ops_more_device_test; do
       echo "== $t on $impl, KILN_TRUSTED=$trusted" >> "$out/tests.txt"
       KILN_TRUSTED=$trusted ".carry/$t" --gtest_brief=1 >> "$out/tests.txt" 2>&1
       echo "rc=$?" >> "$out/tests.txt"
