@@ -22,6 +22,7 @@
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ops/device_test_fixture.h"
 #include "kiln/ops/ops.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
@@ -32,24 +33,8 @@ namespace {
 using runtime::Arg;
 using Tensors = std::map<std::string, std::vector<float>>;
 
-class OpsDeviceTest : public ::testing::Test {
+class OpsDeviceTest : public testing::OpsDeviceFixture {
  protected:
-  void SetUp() override {
-    device_ = runtime::testing::TestDevice();
-    ASSERT_TRUE(device_);
-    target_.limits = runtime::TargetLimitsOf(*device_);
-    target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
-  }
-
-  // Values in [lo, hi).
-  std::vector<float> Random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-  }
-
   // Compiles `functions` as one module and calls them in order. Each
   // buffer parameter is the entry of `tensors` of its name: those in
   // `inputs` are uploaded as they are, every other one starts as NaN
@@ -113,10 +98,6 @@ class OpsDeviceTest : public ::testing::Test {
           << what << " [" << i << "]: " << got[i] << " vs " << want[i];
     }
   }
-
-  std::shared_ptr<hal::Device> device_;
-  Target target_;
-  int draws_ = 0;
 };
 
 // The flat index into a tensor of `shape` (broadcast to `out`) of the
@@ -433,19 +414,7 @@ TEST_F(OpsDeviceTest, MovementOpsAtVectorizedSizes) {
     functions.push_back(*f);
   }
   EXPECT_EQ(vectorized, 8);  // all but concat and pad
-  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  for (const ir::Function& f : functions) {
-    SCOPED_TRACE(ir::Print(f));
-    auto kernel = (*loaded)->Find(f.name());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
-    ASSERT_TRUE(checked.ok()) << checked.status();
-    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                               << checked->Summary();
-  }
+  CheckAgainstInterpreter(functions);
 }
 
 // f16 kernels, where the device has shader-f16, against the interpreter
@@ -467,19 +436,7 @@ TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
     ASSERT_TRUE(f->ok()) << f->status();
     functions.push_back(**f);
   }
-  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  for (const ir::Function& f : functions) {
-    SCOPED_TRACE(ir::Print(f));
-    auto kernel = (*loaded)->Find(f.name());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
-    ASSERT_TRUE(checked.ok()) << checked.status();
-    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                               << checked->Summary();
-  }
+  CheckAgainstInterpreter(functions);
 }
 
 // ---------------------------------------------------------------------------
@@ -654,20 +611,7 @@ TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
     ASSERT_TRUE(f->ok()) << f->status();
     functions.push_back(**f);
   }
-  auto compiled = codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  for (const ir::Function& f : functions) {
-    auto kernel = (*loaded)->Find(f.name());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    check::CheckOptions options;
-    options.tolerance = 1e-2;
-    auto checked = check::RunAndCheck(**kernel, f, options);
-    ASSERT_TRUE(checked.ok()) << checked.status();
-    EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                               << checked->Summary();
-  }
+  CheckAgainstInterpreter(functions);
 }
 
 // ---------------------------------------------------------------------------
@@ -925,15 +869,7 @@ TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {
   auto f =
       Attention({{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, target_, o);
   ASSERT_TRUE(f.ok()) << f.status();
-  auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  auto kernel = (*loaded)->Find(f->name());
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  auto checked = check::RunAndCheck(**kernel, *f, check::CheckOptions{});
-  ASSERT_TRUE(checked.ok()) << checked.status();
-  EXPECT_TRUE(checked->pass) << checked->Summary();
+  CheckAgainstInterpreter({*f});
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ops/device_test_fixture.h"
 #include "kiln/ops/ops.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
@@ -70,30 +71,8 @@ std::vector<int64_t> Coords(const Shape& shape, int64_t flat) {
   return c;
 }
 
-class OpsMoreDeviceTest : public ::testing::Test {
+class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
  protected:
-  void SetUp() override {
-    device_ = runtime::testing::TestDevice();
-    ASSERT_TRUE(device_);
-    target_.limits = runtime::TargetLimitsOf(*device_);
-    target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
-  }
-
-  std::vector<float> Random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-  }
-  std::vector<int32_t> RandomInts(int64_t n, int32_t lo, int32_t hi) {
-    std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_);
-    std::uniform_int_distribution<int32_t> dist(lo, hi);
-    std::vector<int32_t> v(n);
-    for (int32_t& x : v) x = dist(rng);
-    return v;
-  }
-
   // Compiles `f`, uploads `tensors` by parameter name (those not in
   // `inputs` poisoned first), calls it, reads the outputs back, and checks
   // it against the interpreter when `differential`.
@@ -144,17 +123,7 @@ class OpsMoreDeviceTest : public ::testing::Test {
   // shader-f16.
   void CheckF16(const StatusOr<ir::Function>& f) {
     ASSERT_TRUE(f.ok()) << f.status();
-    SCOPED_TRACE(ir::Print(*f));
-    auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    auto kernel = (*loaded)->Find(f->name());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto checked = check::RunAndCheck(**kernel, *f, check::CheckOptions{});
-    ASSERT_TRUE(checked.ok()) << checked.status();
-    EXPECT_TRUE(checked->pass) << f->name() << " seed " << checked->seed << "\n"
-                               << checked->Summary();
+    CheckAgainstInterpreter({*f});
   }
 
   static void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
@@ -173,10 +142,6 @@ class OpsMoreDeviceTest : public ::testing::Test {
           << what << " [" << i << "]: " << got[i] << " vs " << want[i];
     }
   }
-
-  std::shared_ptr<hal::Device> device_;
-  Target target_;
-  int draws_ = 0;
 };
 
 // The interpreter is slow on large kernels: check it up to this many elements.

@@ -1,0 +1,78 @@
+// What the operator device tests share: the test device and the target
+// built from it, fresh random inputs per draw, and a check of kernels
+// against the interpreter (check::RunAndCheck).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kiln/check/check.h"
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/hal/device.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ops/ops.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/test_device.h"
+
+namespace kiln::ops::testing {
+
+class OpsDeviceFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = runtime::testing::TestDevice();
+    ASSERT_TRUE(device_);
+    target_.limits = runtime::TargetLimitsOf(*device_);
+    target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
+  }
+
+  // Values in [lo, hi), a fresh stream per call (seeded from gtest's seed).
+  std::vector<float> Random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(NextSeed());
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  }
+  std::vector<int32_t> RandomInts(int64_t n, int32_t lo, int32_t hi) {
+    std::mt19937 rng(NextSeed());
+    std::uniform_int_distribution<int32_t> dist(lo, hi);
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = dist(rng);
+    return v;
+  }
+
+  // Compiles `functions` as one module and checks each against the
+  // interpreter on the checker's random inputs (f16 kernels compute the
+  // same way there).
+  void CheckAgainstInterpreter(const std::vector<ir::Function>& functions,
+                               const check::CheckOptions& options = {}) {
+    auto compiled =
+        codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    for (const ir::Function& f : functions) {
+      SCOPED_TRACE(ir::Print(f));
+      auto kernel = (*loaded)->Find(f.name());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto checked = check::RunAndCheck(**kernel, f, options);
+      ASSERT_TRUE(checked.ok()) << checked.status();
+      EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                                 << checked->Summary();
+    }
+  }
+
+  std::shared_ptr<hal::Device> device_;
+  Target target_;
+
+ private:
+  uint32_t NextSeed() {
+    return ::testing::UnitTest::GetInstance()->random_seed() + 7919 * ++draws_;
+  }
+  int draws_ = 0;
+};
+
+}  // namespace kiln::ops::testing
