@@ -271,6 +271,22 @@ assert d["timing"].startswith(("gpu timestamps", "wall time")), d
 assert [b["name"] for b in d["buffers"]] == ["A", "B", "C"], d
 assert "flops" not in d, d
 ' "$tmp/bench.json" || fail "bench kernel --json: $(cat "$tmp/bench.json")"
+# The work a kernel declares: its "flops" attribute, evaluated with the --arg values.
+"$kiln" compile "$src/examples/matmul_tiled.kir" -o "$tmp/mm.kmod" >/dev/null || fail "compile mm"
+out=$("$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=2048 --arg N=1024 --arg K=1024 \
+  --repetitions 1 --warmup 0 2>&1) || fail "bench kernel, declared flops: $out"
+grep -Eq "^flops 4.29497e\+09, [0-9.]+ GFLOP/s" <<<"$out" || fail "declared flops: $out"
+out=$("$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=16 --arg N=16 --arg K=16 \
+  --repetitions 1 --warmup 0 --flops 7 2>&1) || fail "bench kernel, --flops: $out"
+grep -Eq "^flops 7, " <<<"$out" || fail "--flops over the declared work: $out"
+for bad in '"M + nope":no variable|nope' '"M < N":is not work' '"M - 2 * N":must be finite and >= 0'; do
+  attr=${bad%%:*}
+  sed "s/\"flops\": \"2 \* M \* N \* K\"/\"flops\": $attr/" "$src/examples/matmul_tiled.kir" > "$tmp/badflops.kir"
+  "$kiln" compile "$tmp/badflops.kir" -o "$tmp/badflops.kmod" >/dev/null || fail "compile $attr"
+  expect_error "flops attribute $attr" "attribute \"flops\" of matmul_tiled.*(${bad#*:})" \
+    "$kiln" bench kernel "$tmp/badflops.kmod" --fn matmul_tiled --arg M=16 --arg N=32 --arg K=16 \
+    --repetitions 1 --warmup 0
+done
 expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
 expect_error "bench kernel of an unknown function" "no function 'nope'" \

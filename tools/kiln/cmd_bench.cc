@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "commands.h"
@@ -17,6 +21,9 @@
 #include "kiln/check/check.h"
 #include "kiln/check/corpus.h"
 #include "kiln/hal/queue.h"
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/parser.h"
+#include "kiln/ir/printer.h"
 #include "kiln/support/json.h"
 #include "ops_bench.h"
 
@@ -354,6 +361,81 @@ int BenchCompile(const Args& args) {
   return 0;
 }
 
+// `e` in double precision (so that 2 * M * N * K cannot wrap), with the
+// scalar parameters' values: numbers, parameters, + - * / min max.
+StatusOr<double> EvaluateWork(const ir::Expr& e, const std::map<const ir::VarNode*, double>& vars) {
+  if (const auto* i = e.as<ir::IntImmNode>()) return static_cast<double>(i->value);
+  if (const auto* f = e.as<ir::FloatImmNode>()) return f->value;
+  if (const auto* v = e.as<ir::VarNode>()) {
+    auto it = vars.find(v);
+    if (it == vars.end()) return InvalidArgument("'", v->name, "' is not a scalar parameter");
+    return it->second;
+  }
+  if (const auto* c = e.as<ir::CastNode>()) return EvaluateWork(c->value, vars);
+  if (const auto* b = e.as<ir::BinaryNode>()) {
+    KILN_ASSIGN_OR_RETURN(double x, EvaluateWork(b->a, vars));
+    KILN_ASSIGN_OR_RETURN(double y, EvaluateWork(b->b, vars));
+    switch (b->op) {
+      case ir::BinaryOp::kAdd:
+        return x + y;
+      case ir::BinaryOp::kSub:
+        return x - y;
+      case ir::BinaryOp::kMul:
+        return x * y;
+      case ir::BinaryOp::kDiv:
+        return x / y;
+      case ir::BinaryOp::kMin:
+        return std::min(x, y);
+      case ir::BinaryOp::kMax:
+        return std::max(x, y);
+      default:
+        break;
+    }
+  }
+  return InvalidArgument("`", ir::Print(e),
+                         "` is not work: use numbers, scalar parameters, + - * / min max");
+}
+
+// The floating-point operations a kernel declares per dispatch: its IR
+// function's "flops" attribute, an integer or an expression over its scalar
+// parameters ("2 * M * N * K"), evaluated in double precision with the
+// call's scalars. nullopt where it declares none.
+StatusOr<std::optional<double>> DeclaredFlops(const std::string& source_ir,
+                                              const std::vector<runtime::Arg>& args) {
+  if (source_ir.empty()) return std::optional<double>();
+  KILN_ASSIGN_OR_RETURN(ir::Function f, ir::ParseFunction(source_ir));
+  const ir::AttrValue* attr = f.GetAttr("flops");
+  if (attr == nullptr) return std::optional<double>();
+  const std::string what = StrCat("attribute \"flops\" of ", f.name());
+  if (const int64_t* n = std::get_if<int64_t>(attr)) {
+    if (*n < 0) return InvalidArgument(what, " is negative (", *n, ")");
+    return std::optional<double>(static_cast<double>(*n));
+  }
+  const std::string& text = std::get<std::string>(*attr);
+  std::vector<ir::Var> vars;
+  std::map<const ir::VarNode*, double> values;
+  for (size_t i = 0; i < f.params().size() && i < args.size(); ++i) {
+    const ir::Param& p = f.params()[i];
+    if (p.is_buffer()) continue;
+    vars.push_back(p.var());
+    std::visit(
+        [&](auto v) {
+          using T = decltype(v);
+          if constexpr (std::is_arithmetic_v<T>) values[p.var().get()] = static_cast<double>(v);
+        },
+        args[i].scalar);
+  }
+  auto expr = ir::ParseExpr(text, vars);
+  if (!expr.ok()) return expr.status().WithContext(StrCat(what, " (\"", text, "\")"));
+  auto flops = EvaluateWork(*expr, values);
+  if (!flops.ok()) return flops.status().WithContext(StrCat(what, " (\"", text, "\")"));
+  if (!(*flops >= 0) || std::isinf(*flops)) {
+    return InvalidArgument(what, " (\"", text, "\") is ", *flops,
+                           " for these arguments; it must be finite and >= 0");
+  }
+  return std::optional<double>(*flops);
+}
+
 // kiln bench kernel K.kmod --fn NAME --arg ...: one compiled function on
 // random inputs, timed per dispatch.
 int BenchKernel(const Args& args) {
@@ -364,6 +446,7 @@ int BenchKernel(const Args& args) {
       "  --repetitions N   timed dispatches (default 100)\n"
       "  --warmup N        untimed dispatches first (default 10)\n"
       "  --flops N         the floating-point operations one dispatch does, to report FLOP/s\n"
+      "                    (default: the kernel's \"flops\" attribute, where it declares one)\n"
       "  --seed N          the random inputs' seed (default: a fresh one)\n"
       "Times each dispatch with GPU timestamps where the device has timestamp-query, else\n"
       "the wall time of a submit and wait of one dispatch; prints the median and minimum,\n"
@@ -397,6 +480,7 @@ int BenchKernel(const Args& args) {
   if (!cf) return Fail(StrCat(path, ": no function '", name, "'"));
   Status named = check::CheckScalarArgNames(cf->metadata, scalars);
   if (!named.ok()) return Fail(named.message());
+  const std::string source_ir = cf->source_ir;  // `compiled` moves into the loader
   auto loaded = LoadKernel(*flags, std::move(*compiled), name);
   if (!loaded.ok()) return Fail(loaded.status().message());
   const std::shared_ptr<hal::Device>& device = loaded->device;
@@ -419,6 +503,17 @@ int BenchKernel(const Args& args) {
   inputs.seed = *seed;
   auto call_args = check::MakeCallArgs(fn, inputs);
   if (!call_args.ok()) return Fail(call_args.status().ToString());
+  // The work: --flops, else what the kernel declares.
+  double flop_count = *flops;
+  bool has_flops = flags->Get("flops").has_value();
+  if (!has_flops) {
+    auto declared = DeclaredFlops(source_ir, *call_args);
+    if (!declared.ok()) return Fail(declared.status().ToString());
+    if (declared->has_value()) {
+      flop_count = **declared;
+      has_flops = true;
+    }
+  }
   // Record once: the plan's checks fail here rather than mid-benchmark.
   auto plan = fn.Plan(*call_args);
   if (!plan.ok()) return Fail(plan.status().ToString());
@@ -468,7 +563,7 @@ int BenchKernel(const Args& args) {
   const double min = ms.front();
   const double seconds = median / 1e3;
   const double gb_per_s = seconds > 0 ? total_bytes / seconds / 1e9 : 0;
-  const double gflop_per_s = seconds > 0 ? *flops / seconds / 1e9 : 0;
+  const double gflop_per_s = seconds > 0 ? flop_count / seconds / 1e9 : 0;
   const char* timing =
       timestamps ? "gpu timestamps" : "wall time of submit and wait (no timestamp-query)";
 
@@ -489,7 +584,7 @@ int BenchKernel(const Args& args) {
       w.EndObject();
     }
     w.EndArray().Key("bytes").Uint(total_bytes).Key("gb_per_s").Number(gb_per_s);
-    if (flags->Get("flops")) w.Key("flops").Number(*flops).Key("gflop_per_s").Number(gflop_per_s);
+    if (has_flops) w.Key("flops").Number(flop_count).Key("gflop_per_s").Number(gflop_per_s);
     w.EndObject();
     std::printf("%s\n", w.str().c_str());
     return 0;
@@ -510,7 +605,7 @@ int BenchKernel(const Args& args) {
   std::printf("median %.4f ms, min %.4f ms per dispatch\n", median, min);
   std::printf("bytes %llu, %.3f GB/s (bytes of all buffer arguments / median)\n",
               static_cast<unsigned long long>(total_bytes), gb_per_s);
-  if (flags->Get("flops")) std::printf("flops %g, %.3f GFLOP/s\n", *flops, gflop_per_s);
+  if (has_flops) std::printf("flops %g, %.3f GFLOP/s\n", flop_count, gflop_per_s);
   return 0;
 }
 
