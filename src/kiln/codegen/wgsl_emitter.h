@@ -54,6 +54,10 @@ class FunctionEmitter {
   void BindBuffer(const ir::BufferNode* buffer, std::string wgsl) {
     buffers_[buffer] = std::move(wgsl);
   }
+  // Makes the bound `buffer` an array of `lanes`-vectors (ChooseParamPacking).
+  void PackBuffer(const ir::BufferNode* buffer, int lanes) {
+    packed_[buffer] = PackedArray{ArrayPacking{lanes, false}, buffers_.at(buffer), {}};
+  }
 
   // Emits the statement at indentation `indent` (in units of two spaces).
   void EmitBody(const ir::Stmt& body, int indent);

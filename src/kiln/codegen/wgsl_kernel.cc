@@ -5,11 +5,18 @@
 #include <array>
 
 #include "kiln/codegen/kernel_abi.h"
+#include "kiln/codegen/wgsl_packing.h"
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/printer.h"
 
 namespace kiln::codegen {
 namespace {
+
+// A storage array's element type: the scalar, or a vector of `lanes`.
+std::string ElementType(ir::DataType dtype, int lanes) {
+  std::string scalar = *WgslStorageType(dtype);
+  return lanes > 1 ? StrCat("vec", lanes, "<", scalar, ">") : scalar;
+}
 
 Status CheckWorkgroupSize(const std::array<int64_t, 3>& size, const DeviceLimits& limits) {
   const std::array<uint32_t, 3> max_size = {
@@ -104,6 +111,11 @@ Status KernelGenerator::DeclareParams() {
       }
       buffer_names_.push_back(names_.Fresh(param.name()));
       emitter_.BindBuffer(buffer.get(), buffer_names_.back());
+      // Accessed only by aligned vectors: an array of vectors, one load or
+      // store per access (docs/kernel-abi.md).
+      const int lanes = ChooseParamPacking(buffer, function_.body()).lanes;
+      buffer_lanes_.push_back(lanes);
+      if (lanes > 1) emitter_.PackBuffer(buffer.get(), lanes);
     } else {
       const ir::Var& var = param.var();
       if (!IsUniformScalar(var.dtype())) {
@@ -137,7 +149,8 @@ void KernelGenerator::DeclareBindings() {
     info.access = written ? BufferAccess::kReadWrite : BufferAccess::kRead;
     bindings_ += StrCat("@group(", abi::kBindGroup, ") @binding(", info.binding, ") var<storage, ",
                         written ? "read_write" : "read", "> ", buffer_names_[info.binding],
-                        " : array<", *WgslStorageType(buffer.dtype()), ">;\n");
+                        " : array<", ElementType(buffer.dtype(), buffer_lanes_[info.binding]),
+                        ">;\n");
   }
   meta.uniform_binding = abi::UniformBinding(static_cast<uint32_t>(buffer_names_.size()));
   bindings_ += StrCat("@group(", abi::kBindGroup, ") @binding(", meta.uniform_binding,

@@ -50,6 +50,7 @@ class KernelGenerator {
   WgslHelpers helpers_;
   FunctionEmitter emitter_;
   std::vector<std::string> buffer_names_;  // by binding
+  std::vector<int> buffer_lanes_;          // by binding: 1, or the vector width of its elements
   uint32_t num_scalars_ = 0;
   std::string uniform_fields_;  // struct members, one per line
   std::string scalar_lets_;     // the entry point's copies of scalar params

@@ -103,22 +103,26 @@ std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes) {
   return split;
 }
 
-ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
-  ir::DataType type = op->buffer.dtype();
+namespace {
+
+// The packing of `buffer` from every access in `body`; `size` where the
+// array's length is a known constant (else the split into variables is off).
+ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::optional<int64_t> size) {
+  ir::DataType type = buffer.dtype();
   bool packable = !type.is_bool() && type.lanes == 1 && (type.bits == 32 || type.bits == 16);
-  if (!packable || op->buffer.scope() == ir::MemoryScope::kGlobal) return {};
-  AccessCollector collector(op->buffer.get());
-  collector.VisitStmt(op->body);
+  if (!packable) return {};
+  AccessCollector collector(buffer.get());
+  collector.VisitStmt(body);
   if (collector.unflattened || collector.indices.empty()) return {};
 
   int lanes = 1;
-  bool all_constant = true;
+  bool all_constant = size.has_value();
   for (const ir::Expr& raw : collector.indices) {
     ir::Expr index = ir::Simplify(raw);
     int n = index.dtype().lanes;
     if (n == 1) {
       const auto* imm = index.as<ir::IntImmNode>();
-      if (imm == nullptr || imm->value < 0 || imm->value >= size) all_constant = false;
+      if (imm == nullptr || !size || imm->value < 0 || imm->value >= *size) all_constant = false;
       continue;
     }
     const auto* ramp = index.as<ir::RampNode>();
@@ -130,12 +134,32 @@ ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
     if (!split || split->remainder != 0) return {};
     lanes = n;
     const auto* imm = ramp->base.as<ir::IntImmNode>();
-    if (imm == nullptr || imm->value < 0 || imm->value + n > size) all_constant = false;
+    if (imm == nullptr || !size || imm->value < 0 || imm->value + n > *size) all_constant = false;
   }
-  if (size % lanes != 0) return {};
+  if (size && *size % lanes != 0) return {};
   ArrayPacking packing{lanes, false};
-  packing.split_vars = op->buffer.scope() == ir::MemoryScope::kLocal && all_constant &&
-                       size / lanes <= kMaxSplitVariables;
+  packing.split_vars = buffer.scope() == ir::MemoryScope::kLocal && all_constant &&
+                       *size / lanes <= kMaxSplitVariables;
+  return packing;
+}
+
+}  // namespace
+
+ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
+  if (op->buffer.scope() == ir::MemoryScope::kGlobal) return {};
+  return Analyze(op->buffer, op->body, size);
+}
+
+ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body) {
+  ArrayPacking packing = Analyze(buffer, body, std::nullopt);
+  // Only vectors: every access of a parameter is a vector of one width at a
+  // multiple of it (scalar accesses would pick components of a storage vector).
+  AccessCollector collector(buffer.get());
+  collector.VisitStmt(body);
+  for (const ir::Expr& index : collector.indices) {
+    if (index.dtype().lanes == 1) return {};
+  }
+  packing.split_vars = false;
   return packing;
 }
 

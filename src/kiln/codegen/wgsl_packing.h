@@ -38,4 +38,9 @@ struct ArrayPacking {
 // elements, from every access in its body.
 ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size);
 
+// The layout of a (flattened) buffer parameter read and written in `body`:
+// an array of vecL where every access is a vector of width L at a provable
+// multiple of L, else plain. Its binding holds the same bytes either way.
+ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body);
+
 }  // namespace kiln::codegen

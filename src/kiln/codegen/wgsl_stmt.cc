@@ -52,6 +52,7 @@ void FunctionEmitter::Store(const ir::StoreNode* op) {
   const ir::Expr* index = FlatIndex(op->buffer, op->indices);
   if (index == nullptr) return;
   if (const PackedArray* packed = Packed(op->buffer)) {
+    stored_.insert(op->buffer.get());
     std::string value = Expr(op->value);
     Line(StrCat(PackedAccess(*packed, *index), " = ", StripParens(value), ";"));
     return;

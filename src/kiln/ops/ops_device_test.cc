@@ -361,18 +361,27 @@ TEST_F(OpsDeviceTest, SoftmaxInThreeKernels) {
 
 // The default flat schedule computes four contiguous elements per thread as
 // one vector where the output has at least 4 x 256 elements: the kernel's
-// WGSL has vector arithmetic, and a same-shape add loads each operand from
-// consecutive indices of one base.
+// WGSL has vector arithmetic; a same-shape add whose size 4 divides reads
+// and writes its buffers as arrays of vec4 (one access per operand), and one
+// with a tail loads each operand's lanes from consecutive indices of one base.
 TEST_F(OpsDeviceTest, ElementwiseKernelsAreVectorized) {
   auto add = Elementwise("add", {{{1 << 16}}, {{1 << 16}}}, target_);
   ASSERT_TRUE(add.ok()) << add.status();
   auto wgsl = codegen::CompileFunction(*add, check::CompileOptionsFor(*device_));
   ASSERT_TRUE(wgsl.ok()) << wgsl.status();
-  EXPECT_NE(wgsl->wgsl.find("vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i]) + "
-                            "vec4<f32>(B[base], B[base + 1i], B[base + 2i], B[base + 3i])"),
-            std::string::npos)
+  EXPECT_NE(wgsl->wgsl.find("var<storage, read> A : array<vec4<f32>>;"), std::string::npos)
       << wgsl->wgsl;
-  EXPECT_NE(wgsl->wgsl.find("C[base + 3i] = "), std::string::npos) << wgsl->wgsl;
+  EXPECT_NE(wgsl->wgsl.find("var<storage, read_write> C : array<vec4<f32>>;"), std::string::npos)
+      << wgsl->wgsl;
+  auto tail = Elementwise("add", {{{(1 << 16) + 3}}, {{(1 << 16) + 3}}}, target_);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  auto tail_wgsl = codegen::CompileFunction(*tail, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(tail_wgsl.ok()) << tail_wgsl.status();
+  EXPECT_NE(tail_wgsl->wgsl.find("vec4<f32>(A[base], A[base + 1i], A[base + 2i], A[base + 3i]) + "
+                                 "vec4<f32>(B[base], B[base + 1i], B[base + 2i], B[base + 3i])"),
+            std::string::npos)
+      << tail_wgsl->wgsl;
+  EXPECT_NE(tail_wgsl->wgsl.find("C[base + 3i] = "), std::string::npos) << tail_wgsl->wgsl;
   auto chain = ElementwiseChain(
       {{64, 256}}, {ChainStep::With("add", {{256}}), ChainStep::Unary("relu")}, target_);
   ASSERT_TRUE(chain.ok()) << chain.status();

@@ -5,7 +5,7 @@ struct KernelArgs {
   num_blocks_x : u32,
 }
 
-@group(0) @binding(0) var<storage, read_write> H : array<f16>;
+@group(0) @binding(0) var<storage, read_write> H : array<vec2<f16>>;
 @group(0) @binding(1) var<storage, read_write> W : array<u32>;
 @group(0) @binding(2) var<uniform> args : KernelArgs;
 
@@ -20,12 +20,8 @@ fn half_bits(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_i
     return;
   }
   let tx : i32 = i32(lid.x);
-  let base : i32 = tx * 2i;
-  let packed : u32 = pack2x16float(vec2<f32>(vec2<f16>(H[base], H[base + 1i])));
+  let packed : u32 = pack2x16float(vec2<f32>(H[tx]));
   W[tx] = packed;
   let pair : vec2<f16> = vec2<f16>(unpack2x16float(packed ^ 1u));
-  let base_1 : i32 = tx * 2i;
-  let value : vec2<f16> = max(pair, vec2<f16>(kiln_f16_from_bits(0xfc00u)));
-  H[base_1] = value[0];
-  H[base_1 + 1i] = value[1];
+  H[tx] = max(pair, vec2<f16>(kiln_f16_from_bits(0xfc00u)));
 }
