@@ -137,9 +137,13 @@ class Runner {
       t.skip = w.skip;
       return t;
     }
+    const auto compile_start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(
         codegen::CompiledModule compiled,
         codegen::CompileModule(ir::Module{w.functions}, check::CompileOptionsFor(*device_)));
+    t.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start)
+            .count();
     if (t.kernels.empty()) {
       for (const codegen::CompiledFunction& f : compiled.functions) {
         const auto& wg = f.metadata.workgroup_size;
@@ -161,6 +165,10 @@ class Runner {
       } else {
         return InvalidArgument("cannot write ", file);
       }
+    }
+    if (options_.compile_only) {
+      t.pass = true;
+      return t;
     }
     KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device_, std::move(compiled)));
     std::mt19937 rng(20261201);
@@ -606,7 +614,9 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   const bool small = options.small;
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
-  KILN_ASSIGN_OR_RETURN(result.copy_gb_per_s, runner.CopyCeiling(small ? 1 << 16 : stream));
+  if (!options.compile_only) {
+    KILN_ASSIGN_OR_RETURN(result.copy_gb_per_s, runner.CopyCeiling(small ? 1 << 16 : stream));
+  }
 
   std::vector<std::function<Workload()>> workloads = {
       [&] { return ElementwiseAdd(stream, target); },
@@ -656,10 +666,14 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target); });
   }
   for (const auto& make : workloads) {
+    const auto built = std::chrono::steady_clock::now();
     Workload w = make();
+    const double build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
     if (!options.filter.empty() && w.name.find(options.filter) == std::string::npos) continue;
     if (!w.error.ok()) return w.error.WithContext(StrCat(w.name, " ", w.shape));
     auto t = runner.Run(w);
+    if (t.ok()) t->compile_ms += build_ms;
     if (!t.ok()) return t.status().WithContext(StrCat(w.name, " ", w.shape));
     result.ops.push_back(*t);
   }

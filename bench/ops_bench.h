@@ -23,6 +23,8 @@ struct OpsBenchOptions {
   // Replaces the default schedule rule of every matmul workload.
   std::optional<ops::MatmulSchedule> matmul_schedule;
   std::string wgsl_dir;  // where given, each workload's WGSL is written there
+  // Build and compile every workload for the device's limits, run nothing.
+  bool compile_only = false;
 };
 
 struct OpsTiming {
@@ -33,8 +35,11 @@ struct OpsTiming {
   // The wall time of the timed submission (all repetitions back to back)
   // per repetition: launch gaps included, overlap of consecutive runs too.
   double wall_ms = 0;
-  double bytes = 0;     // the floor's bytes: every input read once, every output written once
-  double flops = 0;     // floating-point operations (0 where not counted)
+  // CPU time to build the workload's kernels (the operators' lowering) and
+  // compile them to WGSL; not the implementation's pipeline creation.
+  double compile_ms = 0;
+  double bytes = 0;  // the floor's bytes: every input read once, every output written once
+  double flops = 0;  // floating-point operations (0 where not counted)
   double gb_per_s() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
   double tflops() const { return ms > 0 ? flops / (ms * 1e9) : 0; }
   double max_error = 0;  // against the reference, over the checked elements

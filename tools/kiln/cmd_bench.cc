@@ -153,7 +153,7 @@ int BenchMatmul(const Args& args) {
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"repetitions", "filter", "matmul-schedule", "wgsl"});
-  auto flags = Flags::Parse(args, valued, {"json", "trusted", "small"});
+  auto flags = Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
@@ -162,6 +162,7 @@ int BenchOps(const Args& args) {
         "  --filter TEXT    only the workloads whose name contains TEXT\n"
         "  --repetitions N  timed runs of each workload (default 20)\n"
         "  --wgsl DIR       write each workload's WGSL to DIR/<name>_<shape>.wgsl\n"
+        "  --compile-only   build and compile every workload (CPU ms), run nothing\n"
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL  the matmuls' schedule instead of\n"
         "                   the rule's (2,2,16,1,1: a 128x128 tile, k 16, double-buffered,\n"
         "                   unrolled; docs/ops.md)\n"
@@ -175,6 +176,7 @@ int BenchOps(const Args& args) {
   if (!options.ok()) return Fail(options.status().message());
   bench::OpsBenchOptions oo;
   oo.small = flags->Has("small");
+  oo.compile_only = flags->Has("compile-only");
   auto repetitions = flags->GetUint("repetitions", oo.repetitions, 100000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
   if (*repetitions == 0) return Fail("flag --repetitions must be positive");
@@ -214,6 +216,7 @@ int BenchOps(const Args& args) {
         continue;
       }
       w.Key("kernels").String(t.kernels).Key("ms").Number(t.ms).Key("wall_ms").Number(t.wall_ms);
+      w.Key("compile_ms").Number(t.compile_ms);
       w.Key("bytes").Number(t.bytes);
       w.Key("gb_per_s").Number(t.gb_per_s());
       w.Key("fraction_of_copy").Number(t.gb_per_s() / r->copy_gb_per_s);
@@ -224,6 +227,14 @@ int BenchOps(const Args& args) {
     w.EndArray().EndObject();
     std::printf("%s\n", w.str().c_str());
     return all_pass ? 0 : 1;
+  }
+  if (oo.compile_only) {
+    std::printf("device: %s (limits only; nothing runs)\n\n%-32s %-26s %s\n", r->device.c_str(),
+                "operator", "shape", "built and compiled (CPU ms)");
+    for (const auto& t : r->ops) {
+      std::printf("%-32s %-26s %.2f\n", t.name.c_str(), t.shape.c_str(), t.compile_ms);
+    }
+    return 0;
   }
   std::printf("device: %s\n%s; ceiling: hand-written vec4 copy %.1f GB/s (read + write)\n\n",
               r->device.c_str(), timing, r->copy_gb_per_s);
@@ -244,7 +255,8 @@ int BenchOps(const Args& args) {
                 t.name.c_str(), t.shape.c_str(), t.ms, t.gb_per_s(),
                 100 * t.gb_per_s() / r->copy_gb_per_s, tflops.c_str(), t.pass ? "PASS" : "FAIL",
                 static_cast<long long>(t.checked), t.max_error);
-    std::printf("%-32s   %s; wall %.4f ms per run\n", "", t.kernels.c_str(), t.wall_ms);
+    std::printf("%-32s   %s; wall %.4f ms per run; built and compiled in %.1f ms\n", "",
+                t.kernels.c_str(), t.wall_ms, t.compile_ms);
   }
   return all_pass ? 0 : 1;
 }
