@@ -16,8 +16,12 @@ KILN_SANITIZE=1 KILN_FUZZ=1 scripts/setup.sh
 # Mesa's drivers want a runtime directory; CI machines may not set one.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
+# Tests run in parallel, one per core: most of their time is the CPU
+# drivers compiling kernels, one thread each.
+jobs="$(nproc)"
+
 echo "== tests (release build)"
-ctest --test-dir build --output-on-failure
+ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== Python package (pytest on Dawn/Vulkan, Dawn/OpenGL and wgpu-native/Vulkan; the wheel in a clean venv)"
 KILN_TEST_WHEEL=1 PYTHONPATH="$PWD/build/python" .venv/bin/python -m pytest -q -rs python/tests
@@ -31,11 +35,13 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # away, so lavapipe's own leaks come back with no module to suppress them by:
 # the suites on Vulkan, and the CLI test (whose `kiln info` opens every
 # backend), run with address and undefined checks but no leak check.
-ctest --test-dir build-asan --output-on-failure --label-exclude backend_vulkan -E '^kiln_cli[.]'
+ctest --test-dir build-asan --output-on-failure -j "$jobs" --label-exclude backend_vulkan \
+  -E '^kiln_cli[.]'
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
-  ctest --test-dir build-asan --output-on-failure --label-regex backend_vulkan
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" --label-regex backend_vulkan
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
-  ctest --test-dir build-asan --output-on-failure -R '^kiln_cli[.]' --label-exclude backend_vulkan
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -R '^kiln_cli[.]' \
+  --label-exclude backend_vulkan
 
 echo "== fuzzing (bounded)"
 for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
