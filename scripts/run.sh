@@ -37,6 +37,9 @@ echo
 echo "== a matmul written as a tensor expression and scheduled by hand (examples/te)"
 build/examples/te/kiln_example_te_matmul 100 77 33 || failed=1
 echo
+echo "== the operator library at small shapes, each checked against its reference (kiln bench ops --small)"
+"$kiln" bench ops --small "$@" || failed=1
+echo
 echo "== Python: numpy in, operators on the device, numpy out (examples/python/quickstart.py)"
 PYTHONPATH=build/python .venv/bin/python examples/python/quickstart.py || failed=1
 [ "$failed" = 0 ] && echo "all examples PASS" || { echo "some examples FAILED"; exit 1; }
