@@ -1,9 +1,8 @@
 #include "kiln/codegen/wgsl_kernel.h"
 
-#include "kiln/codegen/extent_lowering.h"
-
 #include <array>
 
+#include "kiln/codegen/extent_lowering.h"
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/wgsl_packing.h"
 #include "kiln/codegen/wgsl_types.h"
@@ -147,10 +146,10 @@ void KernelGenerator::DeclareBindings() {
     const ir::Buffer& buffer = function_.params()[i].buffer();
     bool written = emitter_.stored(buffer.get());
     info.access = written ? BufferAccess::kReadWrite : BufferAccess::kRead;
-    bindings_ += StrCat("@group(", abi::kBindGroup, ") @binding(", info.binding, ") var<storage, ",
-                        written ? "read_write" : "read", "> ", buffer_names_[info.binding],
-                        " : array<", ElementType(buffer.dtype(), buffer_lanes_[info.binding]),
-                        ">;\n");
+    bindings_ +=
+        StrCat("@group(", abi::kBindGroup, ") @binding(", info.binding, ") var<storage, ",
+               written ? "read_write" : "read", "> ", buffer_names_[info.binding], " : array<",
+               ElementType(buffer.dtype(), buffer_lanes_[info.binding]), ">;\n");
   }
   meta.uniform_binding = abi::UniformBinding(static_cast<uint32_t>(buffer_names_.size()));
   bindings_ += StrCat("@group(", abi::kBindGroup, ") @binding(", meta.uniform_binding,

@@ -46,24 +46,36 @@ struct NamedValue {
 
 // Implementation-specific features kiln does not use, named for `kiln info`.
 constexpr NamedValue kDawnExtraFeatures[] = {
-    {327680, "dawn-internal-usages"}, {327682, "dawn-native"},
+    {327680, "dawn-internal-usages"},
+    {327682, "dawn-native"},
     {327683, "chromium-experimental-timestamp-query-inside-passes"},
-    {327684, "implicit-device-synchronization"}, {327685, "chromium-experimental-immediate-data"},
-    {327688, "subgroups-f16"}, {327697, "host-mapped-pointer"},
-    {327701, "buffer-map-extended-usages"}, {327702, "adapter-properties-memory-heaps"},
-    {327704, "adapter-properties-vk"}, {327730, "shader-module-compilation-options"},
+    {327684, "implicit-device-synchronization"},
+    {327685, "chromium-experimental-immediate-data"},
+    {327688, "subgroups-f16"},
+    {327697, "host-mapped-pointer"},
+    {327701, "buffer-map-extended-usages"},
+    {327702, "adapter-properties-memory-heaps"},
+    {327704, "adapter-properties-vk"},
+    {327730, "shader-module-compilation-options"},
     {327736, "chromium-experimental-subgroup-matrix"},
 };
 constexpr NamedValue kWgpuExtraFeatures[] = {
-    {0x13, "texture-formats-tier1"}, {0x14, "texture-formats-tier2"},
-    {0x15, "primitive-index"}, {0x16, "texture-component-swizzle"},
-    {0x30001, "wgpu-immediates"}, {0x30002, "wgpu-texture-adapter-specific-format-features"},
-    {0x30004, "wgpu-multi-draw-indirect-count"}, {0x30005, "wgpu-vertex-writable-storage"},
+    {0x13, "texture-formats-tier1"},
+    {0x14, "texture-formats-tier2"},
+    {0x15, "primitive-index"},
+    {0x16, "texture-component-swizzle"},
+    {0x30001, "wgpu-immediates"},
+    {0x30002, "wgpu-texture-adapter-specific-format-features"},
+    {0x30004, "wgpu-multi-draw-indirect-count"},
+    {0x30005, "wgpu-vertex-writable-storage"},
     {0x30006, "wgpu-texture-binding-array"},
     {0x30007, "wgpu-sampled-texture-and-storage-buffer-array-non-uniform-indexing"},
-    {0x30008, "wgpu-pipeline-statistics-query"}, {0x30009, "wgpu-storage-resource-binding-array"},
-    {0x3000A, "wgpu-partially-bound-binding-array"}, {0x3000B, "wgpu-texture-format-16bit-norm"},
-    {0x3000C, "wgpu-texture-compression-astc-hdr"}, {0x3000E, "wgpu-mappable-primary-buffers"},
+    {0x30008, "wgpu-pipeline-statistics-query"},
+    {0x30009, "wgpu-storage-resource-binding-array"},
+    {0x3000A, "wgpu-partially-bound-binding-array"},
+    {0x3000B, "wgpu-texture-format-16bit-norm"},
+    {0x3000C, "wgpu-texture-compression-astc-hdr"},
+    {0x3000E, "wgpu-mappable-primary-buffers"},
     {0x3000F, "wgpu-buffer-binding-array"},
 };
 
@@ -73,16 +85,18 @@ struct BackendEntry {
   uint32_t native;  // identical in both implementations' numbering
 };
 constexpr BackendEntry kBackends[] = {
-    {Backend::kDefault, "default", 0}, {Backend::kNull, "null", 1},
-    {Backend::kWebGPU, "webgpu", 2},   {Backend::kD3D11, "d3d11", 3},
-    {Backend::kD3D12, "d3d12", 4},     {Backend::kMetal, "metal", 5},
-    {Backend::kVulkan, "vulkan", 6},   {Backend::kOpenGL, "opengl", 7},
+    {Backend::kDefault, "default", 0},   {Backend::kNull, "null", 1},
+    {Backend::kWebGPU, "webgpu", 2},     {Backend::kD3D11, "d3d11", 3},
+    {Backend::kD3D12, "d3d12", 4},       {Backend::kMetal, "metal", 5},
+    {Backend::kVulkan, "vulkan", 6},     {Backend::kOpenGL, "opengl", 7},
     {Backend::kOpenGLES, "opengles", 8},
 };
 
 }  // namespace
 
-std::string_view ImplKindName(ImplKind kind) { return kind == ImplKind::kDawn ? "dawn" : "wgpu"; }
+std::string_view ImplKindName(ImplKind kind) {
+  return kind == ImplKind::kDawn ? "dawn" : "wgpu";
+}
 
 StatusOr<ImplKind> ParseImplKind(std::string_view name) {
   if (name == "dawn") return ImplKind::kDawn;
@@ -108,7 +122,9 @@ StatusOr<Backend> ParseBackend(std::string_view name) {
                          "d3d11, null");
 }
 
-std::string_view FeatureName(Feature feature) { return kFeatures[static_cast<int>(feature)].name; }
+std::string_view FeatureName(Feature feature) {
+  return kFeatures[static_cast<int>(feature)].name;
+}
 
 StatusOr<Feature> ParseFeature(std::string_view name) {
   for (const auto& f : kFeatures) {
@@ -177,8 +193,8 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
   std::shared_ptr<Implementation> impl(new Implementation(kind, path, handle));
   Procs& p = impl->procs_;
   std::string missing;
-#define KILN_RESOLVE_PROC(name)                                                        \
-  p.name = reinterpret_cast<WGPUProc##name>(dlsym(handle, "wgpu" #name));              \
+#define KILN_RESOLVE_PROC(name)                                           \
+  p.name = reinterpret_cast<WGPUProc##name>(dlsym(handle, "wgpu" #name)); \
   if (!p.name) missing += (missing.empty() ? "" : ", ") + std::string("wgpu" #name);
   KILN_WGPU_REQUIRED_PROCS(KILN_RESOLVE_PROC)
 #undef KILN_RESOLVE_PROC

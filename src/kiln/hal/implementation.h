@@ -26,7 +26,17 @@ std::string_view ImplKindName(ImplKind kind);  // "dawn" or "wgpu"
 StatusOr<ImplKind> ParseImplKind(std::string_view name);
 
 // Backends, in kiln's own numbering.
-enum class Backend { kDefault, kNull, kVulkan, kMetal, kD3D12, kD3D11, kOpenGL, kOpenGLES, kWebGPU };
+enum class Backend {
+  kDefault,
+  kNull,
+  kVulkan,
+  kMetal,
+  kD3D12,
+  kD3D11,
+  kOpenGL,
+  kOpenGLES,
+  kWebGPU
+};
 std::string_view BackendName(Backend backend);  // "vulkan", "opengl", ...
 StatusOr<Backend> ParseBackend(std::string_view name);
 
