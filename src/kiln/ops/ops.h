@@ -267,8 +267,9 @@ struct MatmulSchedule {
   friend bool operator==(const MatmulSchedule&, const MatmulSchedule&) = default;
 };
 
-// The default rule: the largest tile that still gives the GPU at least 128
-// workgroups (128 x 128, then 128 x 64 or 64 x 128, then 64 x 64), k_tile 16
+// The default rule: 128 x 128 tiles where that makes at least 512
+// workgroups, else 128 x 64 or 64 x 128 where that makes at least 128, else
+// 64 x 64; k_tile 16
 // where the target's workgroup storage holds it, else 8, single-buffered
 // (measured faster than double-buffering on the H200; BENCHMARKS.md). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
