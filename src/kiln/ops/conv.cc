@@ -149,6 +149,20 @@ Expr Clamp(const Expr& v, int64_t hi) {
   return ir::Max(ir::Min(v, I(hi - 1)), 0);
 }
 
+// An output element's (image, channel, row, column) from its index vars,
+// and the input element of a window tap, in either layout.
+struct Pixel {
+  Expr n, c, oh, ow;
+};
+Pixel PixelOf(const std::vector<ir::Var>& i, bool nhwc) {
+  return nhwc ? Pixel{i[0], i[3], i[1], i[2]} : Pixel{i[0], i[1], i[2], i[3]};
+}
+Expr ReadTap(const te::Tensor& X, const Geometry& g, bool nhwc, const Expr& n, const Expr& ch,
+             const Tap& t) {
+  return nhwc ? X(n, Clamp(t.ih, g.h), Clamp(t.iw, g.w), ch)
+              : X(n, ch, Clamp(t.ih, g.h), Clamp(t.iw, g.w));
+}
+
 // offset + index, where index may be a ramp (the offset joins its base).
 Expr Offset(const Expr& offset, const Expr& index) {
   if (const auto* ramp = index.as<ir::RampNode>()) {
@@ -323,14 +337,11 @@ StatusOr<ir::Function> ConvDirect(const TensorType& x, const TensorType& w, cons
   te::IterVar rkw = te::ReduceAxis(I32(g.kw), "kw");
   te::IterVar rc = te::ReduceAxis(I32(g.cg), "c");
   te::Tensor Y = te::Compute("Y", internal::Extents(g.out), [&](const std::vector<ir::Var>& i) {
-    Expr n = i[0];
-    Expr f = o.nhwc ? Expr(i[3]) : Expr(i[1]);
-    Expr oh = o.nhwc ? Expr(i[1]) : Expr(i[2]);
-    Expr ow = o.nhwc ? Expr(i[2]) : Expr(i[3]);
+    const Pixel px = PixelOf(i, o.nhwc);
+    const Expr& f = px.c;
     Expr ch = (f / I(g.fg)) * I(g.cg) + rc;
-    Tap t = TapAt(g, o, oh, ow, rkh, rkw);
-    Expr xv = o.nhwc ? X(n, Clamp(t.ih, g.h), Clamp(t.iw, g.w), ch)
-                     : X(n, ch, Clamp(t.ih, g.h), Clamp(t.iw, g.w));
+    Tap t = TapAt(g, o, px.oh, px.ow, rkh, rkw);
+    Expr xv = ReadTap(X, g, o.nhwc, px.n, ch, t);
     Expr wv = o.nhwc ? W(rkh, rkw, rc, f) : W(f, rc, rkh, rkw);
     Expr term = ir::Select(t.inside, ToF32(xv) * ToF32(wv), ir::FloatConst(ir::kF32, 0.0));
     Expr v = te::Sum(term, {rkh, rkw, rc});
@@ -415,13 +426,10 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
   te::IterVar rkh = te::ReduceAxis(I32(g.kh), "kh");
   te::IterVar rkw = te::ReduceAxis(I32(g.kw), "kw");
   te::Tensor Y = te::Compute("Y", internal::Extents(g.out), [&](const std::vector<ir::Var>& i) {
-    Expr n = i[0];
-    Expr ch = options.nhwc ? Expr(i[3]) : Expr(i[1]);
-    Expr oh = options.nhwc ? Expr(i[1]) : Expr(i[2]);
-    Expr ow = options.nhwc ? Expr(i[2]) : Expr(i[3]);
+    const Pixel px = PixelOf(i, options.nhwc);
+    const Expr &oh = px.oh, &ow = px.ow;
     Tap t = TapAt(g, window, oh, ow, rkh, rkw);
-    Expr xv = ToF32(options.nhwc ? X(n, Clamp(t.ih, g.h), Clamp(t.iw, g.w), ch)
-                                 : X(n, ch, Clamp(t.ih, g.h), Clamp(t.iw, g.w)));
+    Expr xv = ToF32(ReadTap(X, g, options.nhwc, px.n, px.c, t));
     Expr v;
     if (is_max) {
       v = te::Max(ir::Select(t.inside, xv, ir::FloatConst(ir::kF32, -INFINITY)), {rkh, rkw});
