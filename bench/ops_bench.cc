@@ -275,8 +275,7 @@ class Runner {
     KILN_ASSIGN_OR_RETURN(double once, submit(1));
     once = std::max(once, 1e-3);
     const auto clamp = [](double n) { return static_cast<uint32_t>(std::clamp(n, 1.0, 20000.0)); };
-    KILN_ASSIGN_OR_RETURN(double warm, submit(clamp(kWarmupMs / once)));
-    (void)warm;
+    KILN_RETURN_IF_ERROR(submit(clamp(kWarmupMs / once)).status());
     const uint32_t repetitions = std::max(options_.repetitions, clamp(kMinTimedMs / once));
     std::vector<double> ms;
     if (profile) {

@@ -271,6 +271,14 @@ assert d["timing"].startswith(("gpu timestamps", "wall time")), d
 assert [b["name"] for b in d["buffers"]] == ["A", "B", "C"], d
 assert "flops" not in d, d
 ' "$tmp/bench.json" || fail "bench kernel --json: $(cat "$tmp/bench.json")"
+# kiln bench ops --compile-only: every workload built and compiled, valid JSON, nothing run.
+"$kiln" bench ops --compile-only --json > "$tmp/ops.json" || fail "bench ops --compile-only"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["benchmark"] == "ops" and len(d["ops"]) >= 10, d
+assert all(o.get("compile_ms", -1) >= 0 and "ms" not in o for o in d["ops"] if "skip" not in o), d
+' "$tmp/ops.json" || fail "bench ops --compile-only --json: $(cat "$tmp/ops.json")"
 # The work a kernel declares: its "flops" attribute, evaluated with the --arg values.
 "$kiln" compile "$src/examples/matmul_tiled.kir" -o "$tmp/mm.kmod" >/dev/null || fail "compile mm"
 out=$("$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=2048 --arg N=1024 --arg K=1024 \

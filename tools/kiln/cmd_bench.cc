@@ -215,6 +215,10 @@ int BenchOps(const Args& args) {
         w.Key("skip").String(t.skip).EndObject();
         continue;
       }
+      if (oo.compile_only) {
+        w.Key("kernels").String(t.kernels).Key("compile_ms").Number(t.compile_ms).EndObject();
+        continue;
+      }
       w.Key("kernels").String(t.kernels).Key("ms").Number(t.ms).Key("wall_ms").Number(t.wall_ms);
       w.Key("compile_ms").Number(t.compile_ms);
       w.Key("bytes").Number(t.bytes);

@@ -107,7 +107,9 @@ namespace {
 
 // The packing of `buffer` from every access in `body`; `size` where the
 // array's length is a known constant (else the split into variables is off).
-ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::optional<int64_t> size) {
+// `vectors_only`: any scalar access leaves the array unpacked.
+ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::optional<int64_t> size,
+                     bool vectors_only) {
   ir::DataType type = buffer.dtype();
   bool packable = !type.is_bool() && type.lanes == 1 && (type.bits == 32 || type.bits == 16);
   if (!packable) return {};
@@ -121,6 +123,7 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
     ir::Expr index = ir::Simplify(raw);
     int n = index.dtype().lanes;
     if (n == 1) {
+      if (vectors_only) return {};
       const auto* imm = index.as<ir::IntImmNode>();
       if (imm == nullptr || !size || imm->value < 0 || imm->value >= *size) all_constant = false;
       continue;
@@ -147,20 +150,12 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
 
 ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
   if (op->buffer.scope() == ir::MemoryScope::kGlobal) return {};
-  return Analyze(op->buffer, op->body, size);
+  return Analyze(op->buffer, op->body, size, /*vectors_only=*/false);
 }
 
 ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body) {
-  ArrayPacking packing = Analyze(buffer, body, std::nullopt);
-  // Only vectors: every access of a parameter is a vector of one width at a
-  // multiple of it (scalar accesses would pick components of a storage vector).
-  AccessCollector collector(buffer.get());
-  collector.VisitStmt(body);
-  for (const ir::Expr& index : collector.indices) {
-    if (index.dtype().lanes == 1) return {};
-  }
-  packing.split_vars = false;
-  return packing;
+  // Only vectors: a scalar access would pick a component of a storage vector.
+  return Analyze(buffer, body, std::nullopt, /*vectors_only=*/true);
 }
 
 }  // namespace kiln::codegen

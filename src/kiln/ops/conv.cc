@@ -35,7 +35,7 @@ struct Geometry {
   Shape out;
 };
 
-Status CheckWindow(std::string_view what, const Geometry& g, const Conv2dOptions& o) {
+Status CheckWindow(std::string_view what, const Conv2dOptions& o) {
   if (o.stride_h < 1 || o.stride_w < 1) {
     return InvalidArgument(what, ": strides must be at least 1, got ", o.stride_h, " x ",
                            o.stride_w);
@@ -84,7 +84,7 @@ StatusOr<Geometry> CheckConv(const TensorType& x, const TensorType& w, const Tar
     return InvalidArgument("conv2d: dtype mismatch: X is ", x.dtype.ToString(), " but W is ",
                            w.dtype.ToString());
   }
-  KILN_RETURN_IF_ERROR(CheckWindow("conv2d", Geometry{}, o));
+  KILN_RETURN_IF_ERROR(CheckWindow("conv2d", o));
   Geometry g;
   g.n = x.shape[0];
   g.c = o.nhwc ? x.shape[3] : x.shape[1];
@@ -404,7 +404,7 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
     return InvalidArgument(what, ": strides must be at least 1 (0: the window), got ",
                            options.stride_h, " x ", options.stride_w);
   }
-  KILN_RETURN_IF_ERROR(CheckWindow(what, Geometry{}, window));
+  KILN_RETURN_IF_ERROR(CheckWindow(what, window));
   if (options.pad_h * 2 >= options.kernel_h + 1 || options.pad_w * 2 >= options.kernel_w + 1) {
     return InvalidArgument(what, ": padding ", options.pad_h, " x ", options.pad_w,
                            " must be at most half the window (", options.kernel_h, " x ",
