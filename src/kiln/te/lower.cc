@@ -1,5 +1,8 @@
 // Lowering a schedule to one ir::Function.
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -11,12 +14,18 @@
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/ir/visitor.h"
+#include "kiln/te/bounds.h"
 #include "kiln/te/schedule_impl.h"
 #include "kiln/te/te.h"
 
 namespace kiln::te {
 namespace {
 
+using internal::ConstantDifference;
+using internal::EvalInterval;
+using internal::Interval;
+using internal::IntervalMap;
+using internal::Union;
 using ir::Stmt;
 
 // Replaces reads of inlined stages by their bodies at the read's indices.
@@ -29,7 +38,7 @@ class Inliner : public ir::ExprMutator {
     const auto* load = mutated.as<ir::LoadNode>();
     for (const StageState& stage : impl_.stages) {
       if (!stage.inlined || !stage.tensor.buffer().same_as(load->buffer)) continue;
-      const OperationNode* producer = stage.tensor.op();
+      const OperationNode* producer = stage.op.get();
       ir::VarMap map;
       for (size_t d = 0; d < producer->axis.size(); ++d) {
         map[producer->axis[d].var().get()] = load->indices[d];
@@ -107,46 +116,457 @@ class RenewBindings : public ir::StmtMutator {
   std::unordered_map<const ir::VarNode*, ir::Expr> vars_;
 };
 
-bool DividesExactly(const IterVar& parent, int64_t factor) {
-  const auto* imm = ir::Simplify(parent.extent()).as<ir::IntImmNode>();
-  return imm != nullptr && imm->value % factor == 0;
+bool IsTrue(const ir::Expr& e) {
+  const auto* b = e.as<ir::BoolImmNode>();
+  return b != nullptr && b->value;
 }
 
-Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
-  const OperationNode* op = stage.tensor.op();
-  Inliner inliner(impl);
+// Where an attached stage's values live while its consumer runs: its buffer
+// (shared or local), the region's origin in the tensor's coordinates, and
+// for a double buffer the index of the half in use.
+struct Placement {
+  ir::Buffer buffer;
+  std::vector<ir::Expr> min;
+  ir::Expr half;  // undefined: single buffer
+};
 
-  // Each axis's value in terms of the leaf loop vars.
-  std::unordered_map<const IterVarNode*, const Relation*> split_of, fused_into;
-  for (const Relation& r : stage.relations) {
-    if (r.kind == Relation::Kind::kSplit) {
-      split_of[r.parent.get()] = &r;
-    } else {
-      fused_into[r.outer.get()] = &r;
-      fused_into[r.inner.get()] = &r;
+// Replaces loads of placed tensors by loads of their buffers, relative to
+// the region's origin.
+class Relocate : public ir::ExprMutator {
+ public:
+  explicit Relocate(const std::unordered_map<const ir::BufferNode*, Placement>& placements)
+      : placements_(placements) {}
+  ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
+    ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
+    const auto* load = mutated.as<ir::LoadNode>();
+    auto it = placements_.find(load->buffer.get());
+    if (it == placements_.end()) return mutated;
+    const Placement& p = it->second;
+    std::vector<ir::Expr> indices;
+    if (p.half.defined()) indices.push_back(p.half);
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      const ir::Expr& index = load->indices[d];
+      const int lanes = index.dtype().lanes;
+      indices.push_back(index - (lanes > 1 ? ir::Broadcast(p.min[d], lanes) : p.min[d]));
+    }
+    return ir::Load(p.buffer, indices);
+  }
+
+ private:
+  const std::unordered_map<const ir::BufferNode*, Placement>& placements_;
+};
+
+// Every load of `buffer` in an expression.
+class LoadFinder : public ir::ExprVisitor {
+ public:
+  explicit LoadFinder(const ir::Buffer& buffer) : buffer_(buffer) {}
+  void VisitLoad(const ir::LoadNode* op) override {
+    if (op->buffer.same_as(buffer_)) loads.push_back(op);
+    ir::ExprVisitor::VisitLoad(op);
+  }
+  std::vector<const ir::LoadNode*> loads;
+
+ private:
+  ir::Buffer buffer_;
+};
+
+// The launch indices bound around a point of the kernel.
+using ThreadContext = std::map<ir::LoopKind, ir::Var>;
+
+// How one stage's loops are laid out once lowered.
+class StageLayout {
+ public:
+  StageLayout(const StageState& stage, const std::vector<ir::Expr>* region_extent)
+      : stage_(stage), op_(*stage.op) {
+    for (size_t d = 0; d < op_.axis.size(); ++d) {
+      extents_[op_.axis[d].get()] = region_extent ? (*region_extent)[d] : op_.axis[d].extent();
+    }
+    for (const IterVar& r : op_.reduce_axis) extents_[r.get()] = r.extent();
+    for (const Relation& r : stage.relations) {
+      if (r.kind == Relation::Kind::kSplit) {
+        split_of_[r.parent.get()] = &r;
+        const ir::Expr f = ir::IntConst(ir::kI32, r.factor);
+        extents_[r.outer.get()] = ir::Simplify((extent(r.parent) + (f - 1)) / f);
+        extents_[r.inner.get()] = f;
+      } else {
+        fused_into_[r.outer.get()] = &r;
+        fused_into_[r.inner.get()] = &r;
+        extents_[r.fused.get()] = ir::Simplify(extent(r.outer) * extent(r.inner));
+      }
+    }
+    // Launch loops outermost (blocks, then threads), then the serial data
+    // loops in leaf order, then the reduction loops. Where a reduction leaf
+    // comes before a data leaf (`mixed`), the serial loops keep their leaf
+    // order from the first reduction leaf on (reduce_loops holds them all).
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const IterVar& a : stage.leaves) {
+        const ir::LoopKind kind = loop_kind(a);
+        if (a.is_reduce() || !ir::IsThreadBinding(kind)) continue;
+        if ((ir::IsBlockIdx(kind) ? 0 : 1) == pass) data_loops.push_back(a);
+      }
+    }
+    bool seen_reduce = false;
+    for (const IterVar& a : stage.leaves) {
+      if (!a.is_reduce() && ir::IsThreadBinding(loop_kind(a))) continue;
+      seen_reduce |= a.is_reduce();
+      if (seen_reduce) {
+        reduce_loops.push_back(a);
+        mixed |= !a.is_reduce();
+      } else {
+        data_loops.push_back(a);
+      }
     }
   }
-  std::function<ir::Expr(const IterVar&)> value = [&](const IterVar& axis) -> ir::Expr {
-    if (auto it = split_of.find(axis.get()); it != split_of.end()) {
+
+  ir::Expr extent(const IterVar& axis) const { return extents_.at(axis.get()); }
+  ir::LoopKind loop_kind(const IterVar& axis) const {
+    auto it = stage_.annotations.find(axis.get());
+    return it == stage_.annotations.end() ? ir::LoopKind::kSerial : it->second;
+  }
+  bool DividesExactly(const IterVar& parent, int64_t factor) const {
+    const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(extent(parent)));
+    return e.has_value() && *e % factor == 0;
+  }
+  // An axis's value in terms of the leaf loop vars.
+  ir::Expr value(const IterVar& axis) const {
+    if (auto it = split_of_.find(axis.get()); it != split_of_.end()) {
       const Relation& r = *it->second;
       return value(r.outer) * static_cast<int>(r.factor) + value(r.inner);
     }
-    if (auto it = fused_into.find(axis.get()); it != fused_into.end()) {
+    if (auto it = fused_into_.find(axis.get()); it != fused_into_.end()) {
       const Relation& r = *it->second;
       const ir::Expr fused = value(r.fused);
-      return axis.same_as(r.outer) ? fused / r.inner.extent() : fused % r.inner.extent();
+      return axis.same_as(r.outer) ? fused / extent(r.inner) : fused % extent(r.inner);
     }
-    return axis.var();  // a leaf
+    return axis.var();
+  }
+  // The loops in the order they are emitted.
+  std::vector<IterVar> order() const {
+    std::vector<IterVar> all = data_loops;
+    all.insert(all.end(), reduce_loops.begin(), reduce_loops.end());
+    return all;
+  }
+
+  std::vector<IterVar> data_loops, reduce_loops;
+  bool mixed = false;
+  const std::unordered_map<const IterVarNode*, const Relation*>& split_of() const {
+    return split_of_;
+  }
+  const std::unordered_map<const IterVarNode*, const Relation*>& fused_into() const {
+    return fused_into_;
+  }
+
+ private:
+  const StageState& stage_;
+  const OperationNode& op_;
+  std::unordered_map<const IterVarNode*, ir::Expr> extents_;
+  std::unordered_map<const IterVarNode*, const Relation*> split_of_, fused_into_;
+};
+
+// The region of each attached stage, and the statements of the kernel.
+class KernelLowering {
+ public:
+  KernelLowering(const Schedule::Impl& impl, std::string at) : impl_(impl), at_(std::move(at)) {}
+
+  StatusOr<Stmt> Run(const StageState& root, const std::vector<const StageState*>& attached) {
+    attached_ = attached;
+    root_ = &root;
+    // The launch axes of the kernel.
+    for (const StageState* s : attached) NoteThreads(*s);
+    NoteThreads(root);
+    // Regions from consumers to producers.
+    for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
+      KILN_RETURN_IF_ERROR(InferRegion(**it));
+    }
+    for (const StageState* s : attached) Place(*s);
+    Stmt body = LowerStage(root, ThreadContext{});
+    KILN_RETURN_IF_ERROR(error_);
+    return body;
+  }
+
+ private:
+  void NoteThreads(const StageState& s) {
+    for (const IterVar& a : s.leaves) {
+      auto it = s.annotations.find(a.get());
+      if (it != s.annotations.end() && ir::IsThreadIdx(it->second)) {
+        thread_extents_[it->second] = a.extent();
+      }
+    }
+  }
+
+  const StageState& StageNamed(const std::string& name) const { return *impl_.Find(name); }
+
+  // The expressions of a stage with inlined producers expanded: its body
+  // and, for a reduction, its source.
+  std::vector<ir::Expr> Expressions(const StageState& s) const {
+    Inliner inliner(impl_);
+    std::vector<ir::Expr> out = {inliner.MutateExpr(s.op->body)};
+    if (s.op->has_reduction) out.push_back(inliner.MutateExpr(s.op->reduce_source));
+    return out;
+  }
+
+  std::unique_ptr<StageLayout> Layout(const StageState& s) const {
+    auto it = regions_.find(&s);
+    return std::make_unique<StageLayout>(s, it == regions_.end() ? nullptr : &it->second.extent);
+  }
+
+  // The range of each root axis var of `s` (data, then reduction) while the
+  // leaves in `relaxed` run over their loops, the others fixed.
+  IntervalMap RootRanges(const StageState& s, const StageLayout& layout,
+                         const std::unordered_set<const IterVarNode*>& relaxed,
+                         const IntervalMap& outer) const {
+    IntervalMap leaf_ranges = outer;
+    for (const IterVar& a : s.leaves) {
+      if (relaxed.count(a.get()) != 0) {
+        leaf_ranges[a.var().get()] = {ir::IntConst(ir::kI32, 0),
+                                      ir::Simplify(layout.extent(a) - 1)};
+      }
+    }
+    IntervalMap out;
+    auto region = regions_.find(&s);
+    for (size_t d = 0; d < s.op->axis.size(); ++d) {
+      ir::Expr v = layout.value(s.op->axis[d]);
+      if (region != regions_.end()) v = region->second.min[d] + v;
+      out[s.op->axis[d].var().get()] = *EvalInterval(v, leaf_ranges);
+    }
+    for (const IterVar& r : s.op->reduce_axis) {
+      out[r.var().get()] = *EvalInterval(layout.value(r), leaf_ranges);
+    }
+    return out;
+  }
+
+  Status InferRegion(const StageState& p) {
+    const std::string at = at_ + ": stage '" + p.name() + "' computed at '" + p.attach_stage +
+                           "', loop '" + p.attach_axis.name() + "'";
+    const StageState& c = StageNamed(p.attach_stage);
+    auto c_layout = Layout(c);
+    const std::vector<IterVar> order = c_layout->order();
+    int pos = -1;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i].same_as(p.attach_axis)) pos = static_cast<int>(i);
+    }
+    if (pos < 0) return InvalidArgument(at, ": the loop is no longer in the nest");
+    // The consumer's loops inside the attach point run freely; for a shared
+    // stage so do its thread-bound loops (every thread reads the buffer).
+    std::unordered_set<const IterVarNode*> relaxed;
+    for (size_t i = pos + 1; i < order.size(); ++i) relaxed.insert(order[i].get());
+    if (p.scope == ir::MemoryScope::kShared) {
+      for (const IterVar& a : order) {
+        if (ir::IsThreadIdx(c_layout->loop_kind(a))) relaxed.insert(a.get());
+      }
+    }
+    IntervalMap c_leaf_ranges;
+    for (const IterVar& a : c.leaves) {
+      if (relaxed.count(a.get()) != 0) {
+        c_leaf_ranges[a.var().get()] = {ir::IntConst(ir::kI32, 0),
+                                        ir::Simplify(c_layout->extent(a) - 1)};
+      }
+    }
+    // A shared stage serves the threads bound further out too.
+    IntervalMap outer_threads;
+    if (p.scope == ir::MemoryScope::kShared) {
+      for (const StageState* d = &c; d->attached();) {
+        d = &StageNamed(d->attach_stage);
+        auto d_layout = Layout(*d);
+        for (const IterVar& a : d->leaves) {
+          if (ir::IsThreadIdx(d_layout->loop_kind(a))) {
+            outer_threads[a.var().get()] = {ir::IntConst(ir::kI32, 0),
+                                            ir::Simplify(d_layout->extent(a) - 1)};
+          }
+        }
+      }
+    }
+    c_leaf_ranges.insert(outer_threads.begin(), outer_threads.end());
+    const ir::Buffer& buffer = p.tensor.buffer();
+    std::vector<std::optional<Interval>> region(buffer.rank());
+    bool read = false;
+    std::vector<const StageState*> readers = {&c};
+    for (const StageState* s : attached_) {
+      if (s != &p) readers.push_back(s);
+    }
+    for (const StageState* r : readers) {
+      std::vector<ir::Expr> exprs = Expressions(*r);
+      LoadFinder finder(buffer);
+      for (const ir::Expr& e : exprs) finder.VisitExpr(e);
+      if (finder.loads.empty()) continue;
+      IntervalMap ranges;
+      if (r == &c) {
+        ranges = RootRanges(c, *c_layout, relaxed, outer_threads);
+      } else {
+        // A reader computed inside the consumer: where, and over what region.
+        int rpos = -1;
+        if (r->attach_stage == c.name()) {
+          for (size_t i = 0; i < order.size(); ++i) {
+            if (order[i].same_as(r->attach_axis)) rpos = static_cast<int>(i);
+          }
+        }
+        if (rpos < pos) {
+          return InvalidArgument(at, ": stage '", r->name(),
+                                 "' reads it too but is not computed inside that loop");
+        }
+        auto r_layout = Layout(*r);
+        const Region& rr = regions_.at(r);
+        for (size_t d = 0; d < r->op->axis.size(); ++d) {
+          std::optional<Interval> lo = EvalInterval(rr.min[d], c_leaf_ranges);
+          std::optional<Interval> hi =
+              EvalInterval(ir::Simplify(rr.min[d] + rr.extent[d] - 1), c_leaf_ranges);
+          if (!lo || !hi)
+            return InvalidArgument(at, ": cannot bound the region of stage '", r->name(), "'");
+          ranges[r->op->axis[d].var().get()] = {lo->min, hi->max};
+        }
+        for (const IterVar& red : r->op->reduce_axis) {
+          ranges[red.var().get()] = {ir::IntConst(ir::kI32, 0), ir::Simplify(red.extent() - 1)};
+        }
+      }
+      for (const ir::LoadNode* load : finder.loads) {
+        for (int d = 0; d < buffer.rank(); ++d) {
+          std::optional<Interval> i = EvalInterval(load->indices[d], ranges);
+          if (!i || load->indices[d].dtype().lanes != 1) {
+            return InvalidArgument(at, ": cannot bound index ", ir::Print(load->indices[d]),
+                                   " of its read in stage '", r->name(), "'");
+          }
+          region[d] = region[d] ? Union(*region[d], *i) : *i;
+        }
+        read = true;
+      }
+    }
+    if (!read) return InvalidArgument(at, ": stage '", c.name(), "' does not read it");
+    Region out;
+    for (int d = 0; d < buffer.rank(); ++d) {
+      const Interval& i = *region[d];
+      std::optional<int64_t> diff = ConstantDifference(i.max, i.min);
+      if (!diff) {
+        return InvalidArgument(at, ": the region it computes along dimension ", d, " is [",
+                               ir::Print(ir::Simplify(i.min)), ", ", ir::Print(ir::Simplify(i.max)),
+                               "], whose size is not a constant; split the consumer's loops "
+                               "by constants");
+      }
+      out.min.push_back(ir::Simplify(i.min));
+      out.extent.push_back(ir::IntConst(ir::kI32, *diff + 1));
+    }
+    regions_[&p] = std::move(out);
+    return Status::Ok();
+  }
+
+  // Emits `kind` bound to `var`: a launch loop, or where the context binds
+  // that launch axis already, a let of the context's index.
+  Stmt MakeLoop(const ir::Var& var, const ir::Expr& extent, ir::LoopKind kind,
+                const ThreadContext& ctx, Stmt body) {
+    if (kind == ir::LoopKind::kUnrolled && !ir::AsConstInt(ir::Simplify(extent)) && error_.ok()) {
+      error_ = InvalidArgument(at_, ": loop '", var.name(), "' is unrolled but has extent ",
+                               ir::Print(ir::Simplify(extent)),
+                               "; only loops of constant extent unroll");
+    }
+    if (ir::IsThreadBinding(kind)) {
+      auto it = ctx.find(kind);
+      if (it != ctx.end()) return ir::LetStmtNode::make(var, it->second, body);
+    }
+    return ir::ForNode::make(var, 0, extent, kind, body);
+  }
+
+  // The attached stages emitted at the top of loop `axis` of stage `s`,
+  // around `body`.
+  Stmt EmitAttached(const StageState& s, const IterVar& axis, const ThreadContext& ctx, Stmt body) {
+    std::vector<const StageState*> here;
+    for (const StageState* a : attached_) {
+      if (a->attach_stage == s.name() && a->attach_axis.same_as(axis)) here.push_back(a);
+    }
+    // Producers first: allocations nest outward from the last.
+    std::vector<Stmt> seq;
+    for (const StageState* p : here) {
+      const bool shared = p->scope == ir::MemoryScope::kShared;
+      if (shared && !p->double_buffer) seq.push_back(ir::BarrierNode::make());
+      seq.push_back(LowerStage(*p, ctx));
+      if (shared) seq.push_back(ir::BarrierNode::make());
+    }
+    seq.push_back(body);
+    Stmt out = ir::MakeSeq(seq);
+    for (auto it = here.rbegin(); it != here.rend(); ++it) {
+      out = ir::AllocateNode::make(placements_.at((*it)->tensor.buffer().get()).buffer, out);
+    }
+    return out;
+  }
+
+  // Allocates the buffer of attached stage `p` inside loop `axis` of its
+  // consumer (strides for storage_align, two halves for a double buffer).
+  void Place(const StageState& p) {
+    const Region& region = regions_.at(&p);
+    std::vector<ir::Expr> shape = region.extent;
+    std::vector<int64_t> ext;
+    for (const ir::Expr& e : shape) ext.push_back(*ir::AsConstInt(e));
+    std::vector<int64_t> strides(ext.size());
+    int64_t stride = 1;
+    for (int d = static_cast<int>(ext.size()) - 1; d >= 0; --d) {
+      for (const StorageAlignment& a : p.alignments) {
+        if (a.dim == d) {
+          while (stride % a.factor != a.offset) ++stride;
+        }
+      }
+      strides[d] = stride;
+      stride *= ext[d];
+    }
+    std::vector<ir::Expr> stride_exprs;
+    for (int64_t st : strides) stride_exprs.push_back(ir::IntConst(ir::kI32, st));
+    Placement placement;
+    placement.min = region.min;
+    if (p.double_buffer) {
+      shape.insert(shape.begin(), ir::IntConst(ir::kI32, 2));
+      stride_exprs.insert(stride_exprs.begin(), ir::IntConst(ir::kI32, stride));
+      placement.half = p.attach_axis.var() % 2;
+    }
+    if (p.alignments.empty()) stride_exprs.clear();
+    placement.buffer =
+        ir::Buffer(p.name() + "_buf", p.tensor.dtype(), shape, stride_exprs, p.scope);
+    placements_[p.tensor.buffer().get()] = placement;
+  }
+
+  Stmt LowerStage(const StageState& stage, const ThreadContext& outer_ctx);
+
+  const Schedule::Impl& impl_;
+  std::string at_;
+  const StageState* root_ = nullptr;
+  std::vector<const StageState*> attached_;
+  struct Region {
+    std::vector<ir::Expr> min, extent;
+  };
+  std::unordered_map<const StageState*, Region> regions_;
+  std::unordered_map<const ir::BufferNode*, Placement> placements_;
+  std::map<ir::LoopKind, ir::Expr> thread_extents_;
+  Status error_;
+};
+
+Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& outer_ctx) {
+  const OperationNode* op = stage.op.get();
+  const auto region_it = regions_.find(&stage);
+  const Region* region = region_it == regions_.end() ? nullptr : &region_it->second;
+  const std::unique_ptr<StageLayout> layout_ptr = Layout(stage);
+  const StageLayout& layout = *layout_ptr;
+  const auto& split_of = layout.split_of();
+  const auto& fused_into = layout.fused_into();
+  auto value = [&](const IterVar& axis) { return layout.value(axis); };
+
+  // The stage's expressions: inlined producers expanded, root data axes in
+  // the tensor's coordinates (the region's origin added), placed tensors
+  // read from their buffers.
+  ir::VarMap global;
+  if (region != nullptr) {
+    for (size_t d = 0; d < op->axis.size(); ++d) {
+      global[op->axis[d].var().get()] = region->min[d] + op->axis[d].var();
+    }
+  }
+  Inliner inliner(impl_);
+  Relocate relocate(placements_);
+  auto prepare = [&](const ir::Expr& e) {
+    return relocate.MutateExpr(inliner.MutateExpr(global.empty() ? e : ir::Substitute(e, global)));
   };
 
   // The vectorized leaf, if any, and its lane count.
   IterVar vec;
   int64_t lanes = 0;
   for (const IterVar& a : stage.leaves) {
-    auto it = stage.annotations.find(a.get());
-    if (it != stage.annotations.end() && it->second == ir::LoopKind::kVectorized) {
+    if (layout.loop_kind(a) == ir::LoopKind::kVectorized) {
       vec = a;
-      lanes = ir::AsConstInt(ir::Simplify(a.extent())).value_or(0);
+      lanes = ir::AsConstInt(ir::Simplify(layout.extent(a))).value_or(0);
     }
   }
   // An axis's value as `base + v` (v the vectorized leaf, lane set) or
@@ -179,7 +599,7 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
       std::optional<LaneForm> f = lane_form(r.fused);
       if (!f) return std::nullopt;
       if (!f->lane) return LaneForm{value(axis)};
-      const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(r.inner.extent()));
+      const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(layout.extent(r.inner)));
       if (!e || *e % lanes != 0 || f->align % lanes != 0) return std::nullopt;
       const ir::Expr ext = ir::IntConst(ir::kI32, *e);
       if (axis.same_as(r.outer)) return LaneForm{f->base / ext};
@@ -209,20 +629,31 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
     }
     return false;
   };
-  // The guard of the splits that do not divide, for data or reduction axes
-  // (undefined: none). `hoisted`: every index in terms of the leaf loop vars
-  // rather than a root axis's let-bound var.
+  // The guard of the splits that do not divide, for data or reduction axes,
+  // and for a placed stage the tensor's own bounds (undefined: none).
+  // `hoisted`: every index in terms of the leaf loop vars rather than a root
+  // axis's let-bound var.
   auto guard_of = [&](bool reduce, bool hoisted) -> ir::Expr {
     ir::Expr guard;
+    auto add = [&](const ir::Expr& cond) { guard = guard.defined() ? (guard && cond) : cond; };
     for (const Relation& r : stage.relations) {
       if (r.kind != Relation::Kind::kSplit || r.parent.is_reduce() != reduce ||
-          DividesExactly(r.parent, r.factor)) {
+          layout.DividesExactly(r.parent, r.factor)) {
         continue;
       }
       const ir::Expr at =
           is_root(r.parent) && !hoisted ? ir::Expr(r.parent.var()) : lane_value(r.parent);
-      const ir::Expr cond = at < r.parent.extent();
-      guard = guard.defined() ? (guard && cond) : cond;
+      add(at < layout.extent(r.parent));
+    }
+    if (region != nullptr && !reduce) {
+      for (size_t d = 0; d < op->axis.size(); ++d) {
+        const IterVar& a = op->axis[d];
+        const ir::Expr local = hoisted ? lane_value(a) : ir::Expr(a.var());
+        const ir::Expr at = region->min[d] + local;
+        const ir::Expr lo = ir::Simplify(at >= 0), hi = ir::Simplify(at < op->buffer.shape()[d]);
+        if (!IsTrue(lo)) add(lo);
+        if (!IsTrue(hi)) add(hi);
+      }
     }
     return guard;
   };
@@ -237,51 +668,190 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
     }
     return body;
   };
-  auto loop_kind = [&](const IterVar& axis) {
-    auto it = stage.annotations.find(axis.get());
-    return it == stage.annotations.end() ? ir::LoopKind::kSerial : it->second;
+  // The launch context inside each loop.
+  std::unordered_map<const IterVarNode*, ThreadContext> ctx_inside;
+  {
+    ThreadContext ctx = outer_ctx;
+    for (const IterVar& a : layout.order()) {
+      const ir::LoopKind kind = layout.loop_kind(a);
+      if (ir::IsThreadBinding(kind) && ctx.count(kind) == 0) ctx[kind] = a.var();
+      ctx_inside[a.get()] = ctx;
+    }
+  }
+  auto context_at = [&](const std::vector<IterVar>& loops) {
+    return loops.empty() ? outer_ctx : ctx_inside.at(loops.back().get());
   };
-  auto nest = [&](const std::vector<IterVar>& loops, Stmt body) {
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-      body = ir::ForNode::make(it->var(), 0, it->extent(), loop_kind(*it), body);
+  auto nest = [&](const std::vector<IterVar>& loops, Stmt body, const ThreadContext& ctx0) {
+    for (int k = static_cast<int>(loops.size()) - 1; k >= 0; --k) {
+      const IterVar& a = loops[k];
+      body = EmitAttached(stage, a, ctx_inside.at(a.get()), body);
+      const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
+      body = MakeLoop(a.var(), layout.extent(a), layout.loop_kind(a), ctx, body);
     }
     return body;
+  };
+  // A store the whole workgroup would repeat (a global or shared result of a
+  // stage that binds fewer launch threads than the kernel) is made by the
+  // first thread along each missing axis.
+  auto single_store = [&](Stmt store, const ThreadContext& ctx) {
+    if (stage.scope == ir::MemoryScope::kLocal) return store;
+    for (const auto& [kind, extent] : thread_extents_) {
+      if (ctx.count(kind) != 0) continue;
+      ir::Var t(std::string(kind == ir::LoopKind::kThreadX   ? "tx0"
+                            : kind == ir::LoopKind::kThreadY ? "ty0"
+                                                             : "tz0"),
+                ir::kI32);
+      store = ir::ForNode::make(t, 0, extent, kind, ir::IfNode::make(t == 0, store));
+    }
+    return store;
   };
 
   std::vector<ir::Expr> out_indices;
   for (const IterVar& a : op->axis) out_indices.push_back(a.var());
   const ir::Buffer& out = stage.tensor.buffer();
-  Stmt inner;
-  if (!op->has_reduction) {
-    inner = ir::StoreNode::make(out, out_indices, inliner.MutateExpr(op->body));
-  } else {
+  auto make_store = [&](const ir::Expr& v) {
+    if (region == nullptr) return ir::StoreNode::make(out, out_indices, v);
+    const Placement& p = placements_.at(out.get());
+    std::vector<ir::Expr> indices = out_indices;
+    if (p.half.defined()) indices.insert(indices.begin(), p.half);
+    return ir::StoreNode::make(p.buffer, indices, v);
+  };
+  std::vector<IterVar> data_loops = layout.data_loops;
+  const ThreadContext data_ctx = context_at(data_loops);
+
+  if (op->has_reduction) {
     const ir::DataType acc_type = op->reduce_source.dtype();
     ir::Buffer acc(op->name + "_acc", acc_type, {1}, {}, ir::MemoryScope::kLocal);
     const ir::Expr acc0 = ir::Load(acc, {0});
-    std::vector<IterVar> reduce_loops;
-    for (const IterVar& a : stage.leaves) {
-      if (a.is_reduce()) reduce_loops.push_back(a);
+    const ir::Expr source = prepare(op->reduce_source);
+    auto result = [&](const ir::Expr& value) {
+      return prepare(ir::Substitute(op->body, {{op->reduce_var.get(), value}}));
+    };
+    std::vector<IterVar> reduce_loops = layout.reduce_loops;
+    IterVar across;  // a reduction leaf bound to threadIdx.x
+    for (const IterVar& a : reduce_loops) {
+      if (ir::IsThreadIdx(layout.loop_kind(a))) across = a;
     }
-    Stmt update = ir::StoreNode::make(
-        acc, {0}, ReducerCombine(op->reducer, acc0, inliner.MutateExpr(op->reduce_source)));
-    ir::VarMap result{{op->reduce_var.get(), acc0}};
-    Stmt store =
-        ir::StoreNode::make(out, out_indices, inliner.MutateExpr(ir::Substitute(op->body, result)));
-    inner = ir::AllocateNode::make(
+    if (layout.mixed && across.defined()) {
+      error_ =
+          InvalidArgument(at_, ": stage '", stage.name(), "' binds reduction axis '", across.name(),
+                          "' to threadIdx.x but has data loops inside its reduction loops; "
+                          "a cross-thread reduction keeps its reduction loops innermost");
+      return ir::MakeSeq({});
+    }
+    if (layout.mixed) {
+      // Reduction loops outside data loops: the result accumulates in place
+      // (a stage whose value is its reduction: Reorder checks it). Each
+      // element starts at the identity, then every reduction step updates
+      // it.
+      std::vector<IterVar> inner_data;
+      for (const IterVar& a : reduce_loops) {
+        if (!a.is_reduce()) inner_data.push_back(a);
+      }
+      const ThreadContext store_ctx = context_at(layout.order());
+      auto current = [&]() -> ir::Expr {
+        if (region == nullptr) return ir::Load(out, out_indices);
+        const Placement& p = placements_.at(out.get());
+        std::vector<ir::Expr> indices = out_indices;
+        if (p.half.defined()) indices.insert(indices.begin(), p.half);
+        return ir::Load(p.buffer, indices);
+      };
+      Stmt init =
+          wrap(false, single_store(make_store(ReducerIdentity(op->reducer, acc_type)), store_ctx));
+      for (auto it = inner_data.rbegin(); it != inner_data.rend(); ++it) {
+        init = ir::ForNode::make(it->var(), 0, layout.extent(*it), layout.loop_kind(*it), init);
+      }
+      Stmt update = wrap(
+          false, wrap(true, single_store(make_store(ReducerCombine(op->reducer, current(), source)),
+                                         store_ctx)));
+      Stmt body =
+          ir::MakeSeq({RenewBindings().MutateStmt(init), nest(reduce_loops, update, data_ctx)});
+      return nest(data_loops, body, outer_ctx);
+    }
+    if (!across.defined()) {
+      Stmt update = ir::StoreNode::make(acc, {0}, ReducerCombine(op->reducer, acc0, source));
+      const ThreadContext store_ctx = context_at(data_loops);
+      Stmt inner = ir::AllocateNode::make(
+          acc, ir::MakeSeq({ir::StoreNode::make(acc, {0}, ReducerIdentity(op->reducer, acc_type)),
+                            nest(reduce_loops, wrap(true, update), data_ctx),
+                            single_store(make_store(result(acc0)), store_ctx)}));
+      return nest(data_loops, wrap(false, inner), outer_ctx);
+    }
+    // A cross-thread reduction: each thread reduces its share into acc, the
+    // partials meet in shared memory, and a tree combines them, halving the
+    // active threads with a barrier between levels. Barriers are reached by
+    // every thread: the data guard holds only the update and the store.
+    const int64_t width = *ir::AsConstInt(ir::Simplify(layout.extent(across)));
+    std::vector<ir::Expr> slot_prefix;
+    std::vector<ir::Expr> red_shape;
+    for (const IterVar& a : data_loops) {
+      if (ir::IsThreadIdx(layout.loop_kind(a))) {
+        slot_prefix.push_back(data_ctx.at(layout.loop_kind(a)));
+        red_shape.push_back(layout.extent(a));
+      }
+    }
+    red_shape.push_back(ir::IntConst(ir::kI32, width));
+    ir::Buffer red(op->name + "_red", acc_type, red_shape, {}, ir::MemoryScope::kShared);
+    auto slot = [&](const ir::Expr& t) {
+      std::vector<ir::Expr> idx = slot_prefix;
+      idx.push_back(t);
+      return idx;
+    };
+    const ir::Expr data_guard = guard_of(false, false);
+    auto guarded = [&](Stmt s) {
+      return data_guard.defined() ? ir::IfNode::make(data_guard, s) : s;
+    };
+    std::vector<IterVar> serial(reduce_loops.begin(), reduce_loops.end());
+    serial.erase(std::find_if(serial.begin(), serial.end(),
+                              [&](const IterVar& a) { return a.same_as(across); }));
+    ThreadContext across_ctx = data_ctx;
+    if (across_ctx.count(ir::LoopKind::kThreadX) == 0) {
+      across_ctx[ir::LoopKind::kThreadX] = across.var();
+    }
+    Stmt update = ir::StoreNode::make(acc, {0}, ReducerCombine(op->reducer, acc0, source));
+    // ctx_inside for the serial reduction loops: inside `across`.
+    for (const IterVar& a : serial) ctx_inside[a.get()] = across_ctx;
+    ctx_inside[across.get()] = across_ctx;
+    Stmt partial = ir::AllocateNode::make(
         acc, ir::MakeSeq({ir::StoreNode::make(acc, {0}, ReducerIdentity(op->reducer, acc_type)),
-                          nest(reduce_loops, wrap(true, update)), store}));
-  }
-  // Launch loops outermost (blocks, then threads), then the serial data loops.
-  std::vector<IterVar> data_loops;
-  for (int pass = 0; pass < 3; ++pass) {
-    for (const IterVar& a : stage.leaves) {
-      if (a.is_reduce()) continue;
-      const ir::LoopKind kind = loop_kind(a);
-      const int rank = ir::IsBlockIdx(kind) ? 0 : ir::IsThreadIdx(kind) ? 1 : 2;
-      if (rank == pass) data_loops.push_back(a);
+                          nest(serial, guarded(wrap(true, update)), across_ctx),
+                          ir::StoreNode::make(red, slot(across.var()), acc0)}));
+    partial = EmitAttached(stage, across, across_ctx, partial);
+    std::vector<Stmt> seq = {
+        MakeLoop(across.var(), width, ir::LoopKind::kThreadX, data_ctx, partial),
+        ir::BarrierNode::make()};
+    int half = 1;
+    while (half * 2 < width) half *= 2;
+    for (; half >= 1; half /= 2) {
+      ir::Var t(across.name() + "_t" + std::to_string(half), ir::kI32);
+      const ir::Expr combined =
+          ReducerCombine(op->reducer, ir::Load(red, slot(t)), ir::Load(red, slot(t + half)));
+      Stmt level = ir::IfNode::make(t < half && t + half < static_cast<int>(width),
+                                    ir::StoreNode::make(red, slot(t), combined));
+      seq.push_back(MakeLoop(t, width, ir::LoopKind::kThreadX, data_ctx, level));
+      seq.push_back(ir::BarrierNode::make());
     }
+    ir::Var t0(across.name() + "_t0", ir::kI32);
+    ThreadContext final_ctx = data_ctx;
+    if (final_ctx.count(ir::LoopKind::kThreadX) == 0) final_ctx[ir::LoopKind::kThreadX] = t0;
+    Stmt store = guarded(make_store(result(ir::Load(red, slot(ir::IntConst(ir::kI32, 0))))));
+    if (data_ctx.count(ir::LoopKind::kThreadX) != 0) {
+      store = ir::IfNode::make(ir::Expr(data_ctx.at(ir::LoopKind::kThreadX)) == 0, store);
+    } else {
+      store = ir::ForNode::make(t0, 0, ir::IntConst(ir::kI32, width), ir::LoopKind::kThreadX,
+                                ir::IfNode::make(t0 == 0, store));
+    }
+    seq.push_back(store);
+    // The tree's last barrier also keeps the next use of the slots after
+    // this read.
+    seq.push_back(ir::BarrierNode::make());
+    Stmt body = ir::AllocateNode::make(red, ir::MakeSeq(seq));
+    return nest(data_loops, wrap(false, body, /*guarded=*/false), outer_ctx);
   }
-  if (!vec.defined()) return nest(data_loops, wrap(false, inner));
+
+  const ThreadContext store_ctx = context_at(data_loops);
+  Stmt inner = single_store(make_store(prepare(op->body)), store_ctx);
+  if (!vec.defined()) return nest(data_loops, wrap(false, inner), outer_ctx);
 
   // The vectorized axis is the innermost data loop (Vectorize checks it and
   // reorder keeps it so).
@@ -289,32 +859,33 @@ Stmt LowerStage(const Schedule::Impl& impl, const StageState& stage) {
   data_loops.pop_back();
   const ir::Expr guard = guard_of(false, true);
   auto lane_loop = [&](ir::LoopKind kind, Stmt body) {
-    return ir::ForNode::make(vec.var(), 0, vec.extent(), kind, std::move(body));
+    return ir::ForNode::make(vec.var(), 0, layout.extent(vec), kind, std::move(body));
   };
   if (!guard.defined()) {
-    return nest(data_loops, lane_loop(ir::LoopKind::kVectorized, wrap(false, inner)));
+    return nest(data_loops, lane_loop(ir::LoopKind::kVectorized, wrap(false, inner)), outer_ctx);
   }
   // Every guard is `index < extent` with the index `base + v` or free of v
   // (lane_form), so it grows with the lane: the last lane in bounds means
   // every lane is. Where some index takes v otherwise, the lanes run as a
   // guarded serial loop.
   // Where no guard depends on v at all, it simply surrounds the vector loop.
-  bool monotone = true, lane_free = true;
+  bool monotone = region == nullptr, lane_free = region == nullptr;
   for (const Relation& r : stage.relations) {
     if (r.kind == Relation::Kind::kSplit && !r.parent.is_reduce() &&
-        !DividesExactly(r.parent, r.factor)) {
+        !layout.DividesExactly(r.parent, r.factor)) {
       std::optional<LaneForm> f = lane_form(r.parent);
       monotone &= f.has_value();
       lane_free &= f.has_value() && !f->lane;
     }
   }
   Stmt vector = lane_loop(ir::LoopKind::kVectorized, wrap(false, inner, /*guarded=*/false));
-  if (lane_free) return nest(data_loops, ir::IfNode::make(guard, vector));
+  if (lane_free) return nest(data_loops, ir::IfNode::make(guard, vector), outer_ctx);
   Stmt serial = lane_loop(ir::LoopKind::kSerial, wrap(false, inner));
-  if (!monotone) return nest(data_loops, serial);
+  if (!monotone) return nest(data_loops, serial, outer_ctx);
   const ir::Expr last_lane =
       ir::Substitute(guard, {{vec.var().get(), ir::IntConst(ir::kI32, lanes - 1)}});
-  return nest(data_loops, ir::IfNode::make(last_lane, vector, RenewBindings().MutateStmt(serial)));
+  return nest(data_loops, ir::IfNode::make(last_lane, vector, RenewBindings().MutateStmt(serial)),
+              outer_ctx);
 }
 
 }  // namespace
@@ -331,7 +902,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
     }
   }
   // The stages the outputs need, and the placeholders they read.
-  std::vector<const StageState*> materialised;
+  std::vector<const StageState*> roots, attached;
   std::unordered_set<const OperationNode*> visited;
   Status error;
   std::function<void(const Tensor&, const Tensor*)> visit = [&](const Tensor& t,
@@ -349,30 +920,61 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
       error = InvalidArgument(at, ": tensor '", t.name(), "' is not a stage of the schedule");
       return;
     }
-    if (!stage->inlined) {
+    if (stage->attached()) {
+      attached.push_back(stage);
+    } else if (!stage->inlined) {
       bool is_output = false;
       for (const Tensor& o : outputs) is_output |= o.same_as(t);
       if (!is_output) {
         error = InvalidArgument(at, ": stage '", t.name(), "' is read by '",
                                 reader ? reader->name() : "?",
-                                "' but is neither inlined nor an output");
+                                "' but is neither inlined, computed at another stage nor an "
+                                "output");
         return;
       }
-      materialised.push_back(stage);
+      roots.push_back(stage);
     }
-    for (const Tensor& in : t.op()->inputs) visit(in, &t);
+    for (const Tensor& in : stage->op->inputs) visit(in, &t);
   };
   for (const Tensor& o : outputs) visit(o, nullptr);
   KILN_RETURN_IF_ERROR(error);
-  if (materialised.size() != 1) {
+  if (roots.size() != 1) {
     std::string names;
-    for (const StageState* s : materialised) {
+    for (const StageState* s : roots) {
       names += (names.empty() ? "'" : ", '") + s->name() + "'";
     }
-    return InvalidArgument(at, ": this version lowers one materialised stage per kernel, not ",
-                           materialised.size(), " (", names, ")");
+    return InvalidArgument(at, ": this version lowers one output stage per kernel, not ",
+                           roots.size(), " (", names, ")");
   }
-  Stmt body = LowerStage(impl, *materialised[0]);
+  // Attached stages in stage order (producers first), each inside a stage
+  // of the kernel.
+  std::sort(attached.begin(), attached.end());
+  for (const StageState* s : attached) {
+    const StageState* consumer = impl.Find(s->attach_stage);
+    if (consumer != roots[0] &&
+        std::find(attached.begin(), attached.end(), consumer) == attached.end()) {
+      return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
+                             s->attach_stage, "', which is not part of this kernel");
+    }
+    if (s->double_buffer) {
+      if (s->scope != ir::MemoryScope::kShared) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is double-buffered but not shared");
+      }
+      auto kind = consumer->annotations.find(s->attach_axis.get());
+      if (kind != consumer->annotations.end() && ir::IsThreadBinding(kind->second)) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is double-buffered at loop '",
+                               s->attach_axis.name(),
+                               "', which is a launch axis; double buffering needs a serial "
+                               "loop");
+      }
+    }
+  }
+  if (roots[0]->double_buffer) {
+    return InvalidArgument(at, ": stage '", roots[0]->name(),
+                           "' is double-buffered but not computed at a loop");
+  }
+  KernelLowering lowering(impl, at);
+  KILN_ASSIGN_OR_RETURN(Stmt body, lowering.Run(*roots[0], attached));
 
   std::vector<ir::Param> params;
   std::vector<ir::Buffer> buffers;

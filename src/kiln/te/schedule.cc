@@ -1,11 +1,13 @@
 // Schedules: stages, the primitives and their records.
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <unordered_set>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
@@ -33,6 +35,20 @@ std::string_view KindName(Kind kind) {
       return "compute_inline";
     case Kind::kVectorize:
       return "vectorize";
+    case Kind::kComputeAt:
+      return "compute_at";
+    case Kind::kCacheRead:
+      return "cache_read";
+    case Kind::kCacheWrite:
+      return "cache_write";
+    case Kind::kSetScope:
+      return "set_scope";
+    case Kind::kStorageAlign:
+      return "storage_align";
+    case Kind::kDoubleBuffer:
+      return "double_buffer";
+    case Kind::kRfactor:
+      return "rfactor";
   }
   return "?";
 }
@@ -179,14 +195,18 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       std::vector<int> sorted = positions;
       std::sort(sorted.begin(), sorted.end());
       for (size_t k = 0; k < axes.size(); ++k) leaves[sorted[k]] = axes[k];
-      // Reductions accumulate innermost: no data axis inside a reduction axis.
-      for (size_t k = 0; k + 1 < leaves.size(); ++k) {
+      // A data axis inside a reduction axis accumulates in place, which
+      // needs the stage's value to be its reduction itself.
+      const bool bare = stage.op->has_reduction && stage.op->body.same_as(stage.op->reduce_var);
+      for (size_t k = 0; k + 1 < leaves.size() && !bare; ++k) {
         if (!leaves[k].is_reduce()) continue;
         for (size_t m = k + 1; m < leaves.size(); ++m) {
           if (!leaves[m].is_reduce()) {
             return InvalidArgument(at, ": it would put reduction axis ", Quote(leaves[k].name()),
                                    " outside data-parallel axis ", Quote(leaves[m].name()),
-                                   "; reduction axes stay innermost in this version");
+                                   "; only a stage whose value is its reduction itself "
+                                   "accumulates in place (reduction axes stay innermost "
+                                   "otherwise)");
           }
         }
       }
@@ -212,9 +232,21 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       KILN_ASSIGN_OR_RETURN(ThreadAxis thread, ThreadAxisFromName(p.thread));
       const ir::LoopKind kind = LoopKindOf(thread);
       const std::string to = " to " + p.thread;
-      if (axis.is_reduce()) {
+      if (axis.is_reduce() && kind != ir::LoopKind::kThreadX) {
         return InvalidArgument(at, ": reduction axis ", Quote(axis.name()), " cannot be bound", to,
-                               "; reduction axes stay serial in this version");
+                               "; a reduction axis binds to threadIdx.x only (a cross-thread "
+                               "reduction)");
+      }
+      if (axis.is_reduce()) {
+        for (const auto& [node, bound] : stage.annotations) {
+          for (const IterVar& a : stage.leaves) {
+            if (a.get() == node && a.is_reduce() && ir::IsThreadIdx(bound)) {
+              return InvalidArgument(at, ": reduction axis ", Quote(a.name()),
+                                     " is already bound to a thread; one reduction axis per "
+                                     "stage runs across threads");
+            }
+          }
+        }
       }
       KILN_RETURN_IF_ERROR(not_annotated(axis));
       if (ir::IsThreadIdx(kind) && !ConstInt(axis.extent()).has_value()) {
@@ -250,7 +282,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       if (p.axes.size() != 1) return InvalidArgument(at, ": unroll takes one axis");
       KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], what));
       KILN_RETURN_IF_ERROR(not_annotated(axis));
-      if (!ConstInt(axis.extent()).has_value()) {
+      // A stage computed at another's loop gets its extents from the region
+      // it computes; lowering checks those.
+      if (stage.is_output && !ConstInt(axis.extent()).has_value()) {
         return InvalidArgument(at, ": axis ", Quote(axis.name()), " has extent ",
                                ir::Print(axis.extent()),
                                "; only axes of constant extent can be unrolled");
@@ -266,7 +300,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                " cannot be vectorized; reduction axes stay serial in this "
                                "version");
       }
-      if (stage.tensor.op()->has_reduction) {
+      if (stage.op->has_reduction) {
         return InvalidArgument(at, ": axis ", Quote(axis.name()),
                                " cannot be vectorized because the stage is a reduction (its "
                                "accumulator would sit inside the vector loop)");
@@ -297,8 +331,11 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
     }
     case Kind::kComputeInline: {
       if (!p.axes.empty()) return InvalidArgument(at, ": compute_inline takes no axis");
-      if (stage.tensor.op()->has_reduction) {
+      if (stage.op->has_reduction) {
         return InvalidArgument(at, ": the stage is a reduction; only injective stages inline");
+      }
+      if (stage.attached()) {
+        return InvalidArgument(at, ": the stage is computed at stage ", Quote(stage.attach_stage));
       }
       if (stage.is_output) {
         return InvalidArgument(at, ": the stage is an output of the schedule");
@@ -309,10 +346,397 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       stage.inlined = true;
       break;
     }
+    case Kind::kComputeAt: {
+      if (p.axes.size() != 1 || p.target.empty()) {
+        return InvalidArgument(at, ": compute_at takes a consumer stage and one of its axes");
+      }
+      if (stage.is_output) {
+        return InvalidArgument(at,
+                               ": the stage is an output of the schedule; outputs are "
+                               "computed at the root of the kernel");
+      }
+      if (stage.attached()) {
+        return InvalidArgument(at, ": the stage is already computed at stage ",
+                               Quote(stage.attach_stage));
+      }
+      const StageState* consumer = impl.Find(p.target);
+      if (consumer == nullptr) {
+        return InvalidArgument(at, ": the schedule has no stage named ", Quote(p.target));
+      }
+      if (consumer == &stage) return InvalidArgument(at, ": a stage cannot be computed at itself");
+      if (consumer->inlined) {
+        return InvalidArgument(at, ": stage ", Quote(p.target), " is inlined and has no loops");
+      }
+      const IterVar* axis = nullptr;
+      for (const IterVar& a : consumer->leaves) {
+        if (a.name() == p.axes[0]) axis = &a;
+      }
+      if (axis == nullptr) {
+        return InvalidArgument(at, ": stage ", Quote(p.target), " has no loop ", Quote(p.axes[0]));
+      }
+      auto kind = consumer->annotations.find(axis->get());
+      if (kind != consumer->annotations.end() && kind->second == ir::LoopKind::kVectorized) {
+        return InvalidArgument(at, ": loop ", Quote(p.axes[0]), " of stage ", Quote(p.target),
+                               " is vectorized; a stage cannot be computed inside a vector loop");
+      }
+      if (consumer < &stage) {
+        return InvalidArgument(at, ": stage ", Quote(p.target),
+                               " does not read this stage (it comes before it)");
+      }
+      stage.attach_stage = p.target;
+      stage.attach_axis = *axis;
+      if (!stage.scope_set) stage.scope = ir::MemoryScope::kLocal;
+      break;
+    }
+    case Kind::kSetScope: {
+      KILN_ASSIGN_OR_RETURN(ir::MemoryScope scope, ScopeFromName(p.scope));
+      if (stage.is_output) {
+        return InvalidArgument(at, ": the stage is an output of the schedule and stays global");
+      }
+      if (scope == ir::MemoryScope::kGlobal) {
+        return InvalidArgument(at,
+                               ": only outputs are global in this version; use shared or "
+                               "local");
+      }
+      stage.scope = scope;
+      stage.scope_set = true;
+      break;
+    }
+    case Kind::kStorageAlign: {
+      if (p.axes.size() != 1) return InvalidArgument(at, ": storage_align takes one axis");
+      int dim = -1;
+      for (size_t d = 0; d < stage.op->axis.size(); ++d) {
+        if (stage.op->axis[d].name() == p.axes[0]) dim = static_cast<int>(d);
+      }
+      if (dim < 0) {
+        return InvalidArgument(at, ": ", Quote(p.axes[0]),
+                               " is not a root data axis (a dimension) of the stage");
+      }
+      if (p.factor <= 0 || p.offset < 0 || p.offset >= p.factor) {
+        return InvalidArgument(at, ": factor ", p.factor, " and offset ", p.offset,
+                               "; the factor must be positive and 0 <= offset < factor");
+      }
+      if (stage.is_output) {
+        return InvalidArgument(at, ": the stage is an output; its layout is the caller's");
+      }
+      stage.alignments.push_back({dim, p.factor, p.offset});
+      break;
+    }
+    case Kind::kDoubleBuffer: {
+      if (!p.axes.empty()) return InvalidArgument(at, ": double_buffer takes no axis");
+      if (stage.is_output) {
+        return InvalidArgument(at,
+                               ": the stage is an output; only shared stages computed at "
+                               "a loop double-buffer");
+      }
+      stage.double_buffer = true;
+      break;
+    }
+    case Kind::kCacheRead:
+    case Kind::kCacheWrite:
+    case Kind::kRfactor:
+      KILN_CHECK_MSG(false, "handled by Schedule::Apply");
   }
   ++stage.applied;
   impl.primitives.push_back(p);
   return Status::Ok();
+}
+
+// Replaces loads of one buffer by loads of another at the same indices.
+class ReplaceLoads : public ir::ExprMutator {
+ public:
+  ReplaceLoads(const ir::Buffer& from, const ir::Buffer& to) : from_(from), to_(to) {}
+  ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
+    ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
+    const auto* load = mutated.as<ir::LoadNode>();
+    if (!load->buffer.same_as(from_)) return mutated;
+    return ir::Load(to_, load->indices);
+  }
+  ir::Expr Apply(const ir::Expr& e) { return e.defined() ? MutateExpr(e) : e; }
+
+ private:
+  ir::Buffer from_, to_;
+};
+
+// Every tensor of the schedule's graph (stages and the placeholders they
+// read) named `name`, or an undefined tensor.
+Tensor FindTensor(const Schedule::Impl& impl, const std::string& name) {
+  for (const StageState& stage : impl.stages) {
+    if (stage.name() == name) return stage.tensor;
+    for (const Tensor& in : stage.op->inputs) {
+      if (in.name() == name) return in;
+    }
+  }
+  return Tensor();
+}
+
+std::string UniqueTensorName(const Schedule::Impl& impl, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; FindTensor(impl, name).defined(); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+StatusOr<ir::MemoryScope> CacheScope(const Primitive& p, const std::string& at) {
+  KILN_ASSIGN_OR_RETURN(ir::MemoryScope scope, ScopeFromName(p.scope));
+  if (scope == ir::MemoryScope::kGlobal) {
+    return InvalidArgument(at, ": a cache is shared or local, not global");
+  }
+  return scope;
+}
+
+// A fresh copy of each axis (new var, same name and extent), and the map
+// from the old vars to the new ones.
+std::vector<IterVar> CloneAxes(const std::vector<IterVar>& axes, ir::VarMap& map) {
+  std::vector<IterVar> out;
+  for (const IterVar& a : axes) {
+    auto node = std::make_shared<IterVarNode>(*a.get());
+    node->var = Var(a.var().name(), a.var().dtype());
+    map[a.var().get()] = node->var;
+    out.emplace_back(std::move(node));
+  }
+  return out;
+}
+
+StageState NewStage(const Tensor& tensor) {
+  StageState stage;
+  stage.tensor = tensor;
+  stage.op = tensor.op_ptr();
+  stage.all_axes = tensor.op()->axis;
+  for (const IterVar& r : tensor.op()->reduce_axis) stage.all_axes.push_back(r);
+  stage.leaves = stage.all_axes;
+  return stage;
+}
+
+int IndexOf(const Schedule::Impl& impl, const std::string& name) {
+  for (size_t i = 0; i < impl.stages.size(); ++i) {
+    if (impl.stages[i].name() == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Status CacheRead(Schedule::Impl& impl, const Primitive& p) {
+  const std::string at = "cache_read of tensor " + Quote(p.stage);
+  const Tensor tensor = FindTensor(impl, p.stage);
+  if (!tensor.defined()) return InvalidArgument(at, ": the schedule has no such tensor");
+  KILN_ASSIGN_OR_RETURN(ir::MemoryScope scope, CacheScope(p, at));
+  if (p.axes.empty()) return InvalidArgument(at, ": no reader is named");
+  int first = static_cast<int>(impl.stages.size());
+  for (const std::string& reader : p.axes) {
+    const int index = IndexOf(impl, reader);
+    if (index < 0) return InvalidArgument(at, ": the schedule has no stage named ", Quote(reader));
+    const StageState& r = impl.stages[index];
+    bool reads = false;
+    for (const Tensor& in : r.op->inputs) reads |= in.same_as(tensor);
+    if (!reads) return InvalidArgument(at, ": stage ", Quote(reader), " does not read it");
+    first = std::min(first, index);
+  }
+  const Tensor cache = Compute(
+      UniqueTensorName(impl, tensor.name() + "_" + std::string(ScopeName(scope))), tensor.shape(),
+      [&](const std::vector<Var>& i) { return tensor(std::vector<Expr>(i.begin(), i.end())); });
+  KILN_RETURN_IF_ERROR(cache.op()->error);
+  for (const std::string& reader : p.axes) {
+    StageState& r = impl.stages[IndexOf(impl, reader)];
+    auto op = std::make_shared<OperationNode>(*r.op);
+    ReplaceLoads replace(tensor.buffer(), cache.buffer());
+    op->body = replace.Apply(op->body);
+    op->reduce_source = replace.Apply(op->reduce_source);
+    for (Tensor& in : op->inputs) {
+      if (in.same_as(tensor)) in = cache;
+    }
+    r.op = std::move(op);
+  }
+  StageState stage = NewStage(cache);
+  stage.scope = scope;
+  stage.scope_set = true;
+  impl.stages.insert(impl.stages.begin() + first, std::move(stage));
+  return Status::Ok();
+}
+
+Status CacheWrite(Schedule::Impl& impl, const Primitive& p) {
+  const std::string at = "cache_write of stage " + Quote(p.stage);
+  const int index = IndexOf(impl, p.stage);
+  if (index < 0) return InvalidArgument(at, ": the schedule has no such stage");
+  KILN_ASSIGN_OR_RETURN(ir::MemoryScope scope, CacheScope(p, at));
+  StageState& stage = impl.stages[index];
+  if (stage.inlined || stage.applied > 0) {
+    return InvalidArgument(at, ": cache_write comes before any other primitive on the stage");
+  }
+  const OperationNode& old = *stage.op;
+  auto cache = std::make_shared<OperationNode>(old);
+  cache->name = UniqueTensorName(impl, old.name + "_" + std::string(ScopeName(scope)));
+  cache->buffer = ir::Buffer(cache->name, old.buffer.dtype(), old.buffer.shape());
+  ir::VarMap map;
+  cache->axis = CloneAxes(old.axis, map);
+  cache->reduce_axis = CloneAxes(old.reduce_axis, map);
+  cache->body = ir::Substitute(old.body, map);
+  if (old.has_reduction) cache->reduce_source = ir::Substitute(old.reduce_source, map);
+  const Tensor cached(cache);
+
+  auto copy = std::make_shared<OperationNode>(old);
+  std::vector<Expr> indices;
+  for (const IterVar& a : old.axis) indices.push_back(a.var());
+  copy->body = ir::Load(cache->buffer, indices);
+  copy->has_reduction = false;
+  copy->reduce_axis.clear();
+  copy->reduce_source = Expr();
+  copy->reduce_var = Var();
+  copy->inputs = {cached};
+  stage.op = std::move(copy);
+  stage.all_axes = old.axis;
+  stage.leaves = old.axis;
+
+  StageState cache_stage = NewStage(cached);
+  cache_stage.scope = scope;
+  cache_stage.scope_set = true;
+  impl.stages.insert(impl.stages.begin() + index, std::move(cache_stage));
+  return Status::Ok();
+}
+
+Status Rfactor(Schedule::Impl& impl, const Primitive& p) {
+  const std::string at = "rfactor of stage " + Quote(p.stage);
+  const int index = IndexOf(impl, p.stage);
+  if (index < 0) return InvalidArgument(at, ": the schedule has no such stage");
+  if (p.axes.size() != 1) return InvalidArgument(at, ": rfactor takes one axis");
+  StageState& stage = impl.stages[index];
+  const OperationNode& old = *stage.op;
+  if (!old.has_reduction || stage.inlined) {
+    return InvalidArgument(at, ": the stage is not a reduction");
+  }
+  KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], "rfactor"));
+  if (!axis.is_reduce()) {
+    return InvalidArgument(at, ": axis ", Quote(axis.name()), " is not a reduction axis");
+  }
+  const Relation* split = nullptr;
+  int reduce_relations = 0;
+  for (const Relation& r : stage.relations) {
+    const IterVar& first = r.kind == Relation::Kind::kSplit ? r.parent : r.outer;
+    if (!first.is_reduce()) continue;
+    ++reduce_relations;
+    if (r.kind == Relation::Kind::kSplit && (r.inner.same_as(axis) || r.outer.same_as(axis))) {
+      split = &r;
+    }
+  }
+  if (split == nullptr || reduce_relations != 1) {
+    return InvalidArgument(at, ": axis ", Quote(axis.name()),
+                           " must come from the one split of a root reduction axis (split "
+                           "k, then rfactor k_inner or k_outer)");
+  }
+  const bool is_inner = split->inner.same_as(axis);
+  const IterVar& other = is_inner ? split->outer : split->inner;
+  const Expr k_extent = split->parent.extent();
+  const int factor = static_cast<int>(split->factor);
+
+  // <T>_rf[v, i...] = reduce over (other, the other root reduction axes) of
+  // the source at k = other * factor + v (or v * factor + other).
+  auto rf = std::make_shared<OperationNode>();
+  rf->name = UniqueTensorName(impl, old.name + "_rf");
+  rf->is_placeholder = false;
+  ir::VarMap map;
+  std::vector<IterVar> v_axis = CloneAxes({axis}, map);
+  auto v_node = std::make_shared<IterVarNode>(*v_axis[0].get());
+  v_node->is_reduce = false;
+  const IterVar v(v_node);
+  rf->axis = {v};
+  for (const IterVar& a : CloneAxes(old.axis, map)) rf->axis.push_back(a);
+  const IterVar o = CloneAxes({other}, map)[0];
+  rf->reduce_axis = {o};
+  std::vector<IterVar> other_roots;
+  for (const IterVar& r : old.reduce_axis) {
+    if (!r.same_as(split->parent)) other_roots.push_back(r);
+  }
+  for (const IterVar& r : CloneAxes(other_roots, map)) rf->reduce_axis.push_back(r);
+  const Expr k = is_inner ? Expr(o.var()) * factor + v.var() : Expr(v.var()) * factor + o.var();
+  map[split->parent.var().get()] = k;
+  Expr source = ir::Substitute(old.reduce_source, map);
+  const std::optional<int64_t> k_const = ConstInt(k_extent);
+  if (!k_const || *k_const % factor != 0) {
+    source = ir::IfThenElse(k < k_extent, source, ReducerIdentity(old.reducer, source.dtype()));
+  }
+  rf->has_reduction = true;
+  rf->reducer = old.reducer;
+  rf->reduce_source = source;
+  rf->reduce_var = Var(std::string(ReducerName(old.reducer)), source.dtype());
+  rf->body = rf->reduce_var;
+  std::vector<Expr> rf_shape = {ir::Simplify(axis.extent())};
+  for (const Expr& e : old.buffer.shape()) rf_shape.push_back(e);
+  rf->buffer = ir::Buffer(rf->name, source.dtype(), rf_shape);
+  rf->inputs = old.inputs;
+  const Tensor rf_tensor(rf);
+
+  // T = reduce over <axis>_r of <T>_rf[<axis>_r, i...].
+  auto node = std::make_shared<IterVarNode>();
+  node->name = axis.name() + "_r";
+  node->var = Var(node->name, ir::kI32);
+  node->extent = ir::Simplify(axis.extent());
+  node->is_reduce = true;
+  const IterVar r_axis(node);
+  auto rewritten = std::make_shared<OperationNode>(old);
+  std::vector<Expr> indices = {r_axis.var()};
+  for (const IterVar& a : old.axis) indices.push_back(a.var());
+  rewritten->reduce_axis = {r_axis};
+  rewritten->reduce_source = ir::Load(rf->buffer, indices);
+  rewritten->inputs.insert(rewritten->inputs.begin(), rf_tensor);
+  stage.op = std::move(rewritten);
+  auto keep = [](const IterVar& a) { return !a.is_reduce(); };
+  std::vector<IterVar> all, leaves;
+  std::copy_if(stage.all_axes.begin(), stage.all_axes.end(), std::back_inserter(all), keep);
+  std::copy_if(stage.leaves.begin(), stage.leaves.end(), std::back_inserter(leaves), keep);
+  all.push_back(r_axis);
+  leaves.push_back(r_axis);
+  for (const IterVar& a : stage.all_axes) {
+    if (a.is_reduce()) stage.annotations.erase(a.get());
+  }
+  std::vector<Relation> relations;
+  for (const Relation& r : stage.relations) {
+    const IterVar& first = r.kind == Relation::Kind::kSplit ? r.parent : r.outer;
+    if (!first.is_reduce()) relations.push_back(r);
+  }
+  stage.all_axes = std::move(all);
+  stage.leaves = std::move(leaves);
+  stage.relations = std::move(relations);
+  impl.stages.insert(impl.stages.begin() + index, NewStage(rf_tensor));
+  return Status::Ok();
+}
+
+Status ApplyGraphPrimitive(Schedule::Impl& impl, const Primitive& p) {
+  switch (p.kind) {
+    case Kind::kCacheRead:
+      KILN_RETURN_IF_ERROR(CacheRead(impl, p));
+      break;
+    case Kind::kCacheWrite:
+      KILN_RETURN_IF_ERROR(CacheWrite(impl, p));
+      break;
+    case Kind::kRfactor:
+      KILN_RETURN_IF_ERROR(Rfactor(impl, p));
+      break;
+    default:
+      KILN_CHECK_MSG(false, "not a graph primitive");
+  }
+  impl.primitives.push_back(p);
+  return Status::Ok();
+}
+
+// The name of `axis` in stage `stage_name`, or an error naming the stage it
+// belongs to instead.
+StatusOr<std::string> AxisName(const Schedule::Impl& impl, const std::string& stage_name,
+                               const IterVar& axis, std::string_view what) {
+  const StageState& stage = *impl.Find(stage_name);
+  if (!axis.defined()) {
+    return InvalidArgument(what, " of stage '", stage.name(), "': the axis is undefined");
+  }
+  for (const IterVar& a : stage.all_axes) {
+    if (a.var().same_as(axis.var())) return a.name();
+  }
+  for (const StageState& other : impl.stages) {
+    for (const IterVar& a : other.all_axes) {
+      if (a.var().same_as(axis.var())) {
+        return InvalidArgument(what, " of stage '", stage.name(), "': axis '", a.name(),
+                               "' belongs to stage '", other.name(), "'");
+      }
+    }
+  }
+  return InvalidArgument(what, " of stage '", stage.name(), "': axis '", axis.name(),
+                         "' is not an axis of this schedule");
 }
 
 }  // namespace
@@ -331,18 +755,44 @@ StatusOr<ThreadAxis> ThreadAxisFromName(std::string_view name) {
                          "threadIdx.y)");
 }
 
+std::string_view ScopeName(ir::MemoryScope scope) {
+  return ir::MemoryScopeName(scope);
+}
+
+StatusOr<ir::MemoryScope> ScopeFromName(std::string_view name) {
+  for (ir::MemoryScope s :
+       {ir::MemoryScope::kGlobal, ir::MemoryScope::kShared, ir::MemoryScope::kLocal}) {
+    if (ScopeName(s) == name) return s;
+  }
+  return InvalidArgument("'", name, "' is not a memory scope (global, shared, local)");
+}
+
 std::string Primitive::ToString() const {
   std::ostringstream os;
   os << stage << "." << KindName(kind) << "(";
-  for (size_t i = 0; i < axes.size(); ++i) os << (i ? ", " : "") << axes[i];
-  if (kind == Kind::kSplit) os << ", " << factor;
-  if (kind == Kind::kBind) os << ", " << thread;
+  std::vector<std::string> args;
+  if (kind == Kind::kComputeAt) args.push_back(target);
+  if (kind == Kind::kCacheRead || kind == Kind::kCacheWrite || kind == Kind::kSetScope) {
+    args.push_back(scope);
+  }
+  args.insert(args.end(), axes.begin(), axes.end());
+  if (kind == Kind::kSplit || kind == Kind::kStorageAlign) args.push_back(std::to_string(factor));
+  if (kind == Kind::kStorageAlign) args.push_back(std::to_string(offset));
+  if (kind == Kind::kBind) args.push_back(thread);
+  for (size_t i = 0; i < args.size(); ++i) os << (i ? ", " : "") << args[i];
   os << ")";
   return os.str();
 }
 
 StageState* Schedule::Impl::Find(const std::string& name) {
   for (StageState& s : stages) {
+    if (s.name() == name) return &s;
+  }
+  return nullptr;
+}
+
+const StageState* Schedule::Impl::Find(const std::string& name) const {
+  for (const StageState& s : stages) {
     if (s.name() == name) return &s;
   }
   return nullptr;
@@ -384,12 +834,7 @@ StatusOr<Schedule> Schedule::Create(const std::vector<Tensor>& outputs) {
       error = t.op()->error;
       return;
     }
-    StageState stage;
-    stage.tensor = t;
-    stage.all_axes = t.op()->axis;
-    for (const IterVar& r : t.op()->reduce_axis) stage.all_axes.push_back(r);
-    stage.leaves = stage.all_axes;
-    s.impl_->stages.push_back(std::move(stage));
+    s.impl_->stages.push_back(NewStage(t));
   };
   for (const Tensor& t : outputs) {
     if (!t.defined()) return InvalidArgument("an output tensor is undefined");
@@ -406,21 +851,63 @@ StatusOr<Schedule> Schedule::Create(const std::vector<Tensor>& outputs) {
 }
 
 Stage Schedule::operator[](const Tensor& tensor) {
-  for (size_t i = 0; i < impl_->stages.size(); ++i) {
-    if (impl_->stages[i].tensor.same_as(tensor)) return Stage(this, static_cast<int>(i));
-  }
-  KILN_CHECK_MSG(false, "tensor '", tensor.name(), "' is not a compute stage of this schedule");
-  return Stage(this, -1);
+  const StageState* stage = tensor.defined() ? impl_->Find(tensor.op()) : nullptr;
+  KILN_CHECK_MSG(stage != nullptr, "tensor '", tensor.defined() ? tensor.name() : "?",
+                 "' is not a compute stage of this schedule");
+  return Stage(this, stage->name());
 }
 
 StatusOr<Stage> Schedule::FindStage(const std::string& name) {
-  for (size_t i = 0; i < impl_->stages.size(); ++i) {
-    if (impl_->stages[i].name() == name) return Stage(this, static_cast<int>(i));
+  if (impl_->Find(name) == nullptr) {
+    return InvalidArgument("the schedule has no stage named '", name, "'");
   }
-  return InvalidArgument("the schedule has no stage named '", name, "'");
+  return Stage(this, name);
+}
+
+StatusOr<Tensor> Schedule::CacheRead(const Tensor& tensor, ir::MemoryScope scope,
+                                     const std::vector<Tensor>& readers) {
+  if (!tensor.defined()) return InvalidArgument("cache_read: the tensor is undefined");
+  Primitive p{Kind::kCacheRead, tensor.name()};
+  p.scope = std::string(ScopeName(scope));
+  for (const Tensor& r : readers) {
+    if (!r.defined())
+      return InvalidArgument("cache_read of '", tensor.name(), "': a reader is undefined");
+    p.axes.push_back(r.name());
+  }
+  const std::string name =
+      UniqueTensorName(*impl_, tensor.name() + "_" + std::string(ScopeName(scope)));
+  KILN_RETURN_IF_ERROR(Apply(p));
+  return impl_->Find(name)->tensor;
+}
+
+StatusOr<Tensor> Schedule::CacheWrite(const Tensor& tensor, ir::MemoryScope scope) {
+  if (!tensor.defined()) return InvalidArgument("cache_write: the tensor is undefined");
+  Primitive p{Kind::kCacheWrite, tensor.name()};
+  p.scope = std::string(ScopeName(scope));
+  KILN_RETURN_IF_ERROR(Apply(p));
+  const StageState* stage = impl_->Find(tensor.op());
+  return stage->op->inputs[0];
+}
+
+StatusOr<Tensor> Schedule::Rfactor(const Tensor& tensor, const IterVar& axis) {
+  if (!tensor.defined() || impl_->Find(tensor.op()) == nullptr) {
+    return InvalidArgument("rfactor: the tensor is not a stage of this schedule");
+  }
+  KILN_ASSIGN_OR_RETURN(std::string name,
+                        AxisName(*impl_, impl_->Find(tensor.op())->name(), axis, "rfactor"));
+  KILN_RETURN_IF_ERROR(Apply(Primitive{Kind::kRfactor, tensor.name(), {name}}));
+  return impl_->Find(tensor.op())->op->inputs[0];
 }
 
 Status Schedule::Apply(const Primitive& primitive) {
+  if (primitive.kind == Kind::kCacheRead || primitive.kind == Kind::kCacheWrite ||
+      primitive.kind == Kind::kRfactor) {
+    // These add a stage and rewrite others: all or nothing.
+    Impl saved = *impl_;
+    Status status = ApplyGraphPrimitive(*impl_, primitive);
+    if (!status.ok()) *impl_ = std::move(saved);
+    return status;
+  }
   StageState* stage = impl_->Find(primitive.stage);
   if (stage == nullptr) {
     return InvalidArgument(KindName(primitive.kind), ": the schedule has no stage named '",
@@ -454,96 +941,126 @@ std::string Schedule::ToString() const {
 // ---------------------------------------------------------------------------
 // Stage
 
-namespace {
-
-// The name of `axis` in stage `index`, or an error naming the stage it
-// belongs to instead.
-StatusOr<std::string> AxisName(const Schedule::Impl& impl, int index, const IterVar& axis,
-                               std::string_view what) {
-  const StageState& stage = impl.stages[index];
-  if (!axis.defined()) {
-    return InvalidArgument(what, " of stage '", stage.name(), "': the axis is undefined");
-  }
-  for (const IterVar& a : stage.all_axes) {
-    if (a.var().same_as(axis.var())) return a.name();
-  }
-  for (const StageState& other : impl.stages) {
-    for (const IterVar& a : other.all_axes) {
-      if (a.var().same_as(axis.var())) {
-        return InvalidArgument(what, " of stage '", stage.name(), "': axis '", a.name(),
-                               "' belongs to stage '", other.name(), "'");
-      }
-    }
-  }
-  return InvalidArgument(what, " of stage '", stage.name(), "': axis '", axis.name(),
-                         "' is not an axis of this schedule");
+StageState& Stage::state() const {
+  StageState* stage = schedule_->impl_->Find(name_);
+  KILN_CHECK_MSG(stage != nullptr, "stage '", name_, "' is not in its schedule");
+  return *stage;
 }
 
-}  // namespace
-
 const std::string& Stage::name() const {
-  return schedule_->impl_->stages[index_].name();
+  return name_;
 }
 
 IterVar Stage::axis(int i) const {
-  const auto& axes = schedule_->impl_->stages[index_].tensor.op()->axis;
+  const auto& axes = state().op->axis;
   KILN_CHECK(i >= 0 && i < static_cast<int>(axes.size()));
   return axes[i];
 }
 
 IterVar Stage::reduce_axis(int i) const {
-  const auto& axes = schedule_->impl_->stages[index_].tensor.op()->reduce_axis;
+  const auto& axes = state().op->reduce_axis;
   KILN_CHECK(i >= 0 && i < static_cast<int>(axes.size()));
   return axes[i];
 }
 
 std::vector<IterVar> Stage::leaf_axes() const {
-  return schedule_->impl_->stages[index_].leaves;
+  return state().leaves;
 }
 
 StatusOr<SplitResult> Stage::Split(const IterVar& axis, int64_t factor) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "split"));
-  Primitive p{Kind::kSplit, this->name(), {name}, factor, ""};
-  KILN_RETURN_IF_ERROR(schedule_->Apply(p));
-  const Relation& r = schedule_->impl_->stages[index_].relations.back();
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "split"));
+  KILN_RETURN_IF_ERROR(schedule_->Apply(Primitive{Kind::kSplit, name_, {name}, factor}));
+  const Relation& r = state().relations.back();
   return SplitResult{r.outer, r.inner};
 }
 
 StatusOr<IterVar> Stage::Fuse(const IterVar& outer, const IterVar& inner) {
-  KILN_ASSIGN_OR_RETURN(std::string a, AxisName(*schedule_->impl_, index_, outer, "fuse"));
-  KILN_ASSIGN_OR_RETURN(std::string b, AxisName(*schedule_->impl_, index_, inner, "fuse"));
-  Primitive p{Kind::kFuse, this->name(), {a, b}, 0, ""};
-  KILN_RETURN_IF_ERROR(schedule_->Apply(p));
-  return schedule_->impl_->stages[index_].relations.back().fused;
+  KILN_ASSIGN_OR_RETURN(std::string a, AxisName(*schedule_->impl_, name_, outer, "fuse"));
+  KILN_ASSIGN_OR_RETURN(std::string b, AxisName(*schedule_->impl_, name_, inner, "fuse"));
+  KILN_RETURN_IF_ERROR(schedule_->Apply(Primitive{Kind::kFuse, name_, {a, b}}));
+  return state().relations.back().fused;
 }
 
 Status Stage::Reorder(const std::vector<IterVar>& order) {
-  Primitive p{Kind::kReorder, this->name(), {}, 0, ""};
+  Primitive p{Kind::kReorder, name_};
   for (const IterVar& a : order) {
-    KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, a, "reorder"));
+    KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, a, "reorder"));
     p.axes.push_back(name);
   }
   return schedule_->Apply(p);
 }
 
 Status Stage::Bind(const IterVar& axis, ThreadAxis thread) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "bind"));
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "bind"));
   return schedule_->Apply(
-      Primitive{Kind::kBind, this->name(), {name}, 0, std::string(ThreadAxisName(thread))});
+      Primitive{Kind::kBind, name_, {name}, 0, std::string(ThreadAxisName(thread))});
 }
 
 Status Stage::Unroll(const IterVar& axis) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "unroll"));
-  return schedule_->Apply(Primitive{Kind::kUnroll, this->name(), {name}, 0, ""});
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "unroll"));
+  return schedule_->Apply(Primitive{Kind::kUnroll, name_, {name}});
 }
 
 Status Stage::Vectorize(const IterVar& axis) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, index_, axis, "vectorize"));
-  return schedule_->Apply(Primitive{Kind::kVectorize, this->name(), {name}, 0, ""});
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "vectorize"));
+  return schedule_->Apply(Primitive{Kind::kVectorize, name_, {name}});
 }
 
 Status Stage::ComputeInline() {
-  return schedule_->Apply(Primitive{Kind::kComputeInline, this->name(), {}, 0, ""});
+  return schedule_->Apply(Primitive{Kind::kComputeInline, name_});
+}
+
+StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int64_t x_factor,
+                                        int64_t y_factor) {
+  const std::vector<IterVar> leaves = state().leaves;
+  KILN_ASSIGN_OR_RETURN(std::string xn, AxisName(*schedule_->impl_, name_, x, "tile"));
+  KILN_ASSIGN_OR_RETURN(std::string yn, AxisName(*schedule_->impl_, name_, y, "tile"));
+  int px = -1, py = -1;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].same_as(x)) px = static_cast<int>(i);
+    if (leaves[i].same_as(y)) py = static_cast<int>(i);
+  }
+  if (px < 0 || py != px + 1) {
+    return InvalidArgument("tile of stage '", name_, "': axis '", xn,
+                           "' must be a loop directly outside loop '", yn, "'");
+  }
+  // All three records or none.
+  Schedule saved = *schedule_;
+  auto tile = [&]() -> StatusOr<TileResult> {
+    KILN_ASSIGN_OR_RETURN(SplitResult sx, Split(x, x_factor));
+    KILN_ASSIGN_OR_RETURN(SplitResult sy, Split(y, y_factor));
+    KILN_RETURN_IF_ERROR(Reorder({sx.outer, sy.outer, sx.inner, sy.inner}));
+    return TileResult{sx.outer, sy.outer, sx.inner, sy.inner};
+  };
+  StatusOr<TileResult> result = tile();
+  if (!result.ok()) *schedule_ = std::move(saved);
+  return result;
+}
+
+Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {
+  KILN_ASSIGN_OR_RETURN(std::string name,
+                        AxisName(*schedule_->impl_, consumer.name(), axis, "compute_at"));
+  Primitive p{Kind::kComputeAt, name_, {name}};
+  p.target = consumer.name();
+  return schedule_->Apply(p);
+}
+
+Status Stage::SetScope(ir::MemoryScope scope) {
+  Primitive p{Kind::kSetScope, name_};
+  p.scope = std::string(ScopeName(scope));
+  return schedule_->Apply(p);
+}
+
+Status Stage::StorageAlign(const IterVar& axis, int64_t factor, int64_t offset) {
+  KILN_ASSIGN_OR_RETURN(std::string name,
+                        AxisName(*schedule_->impl_, name_, axis, "storage_align"));
+  Primitive p{Kind::kStorageAlign, name_, {name}, factor};
+  p.offset = offset;
+  return schedule_->Apply(p);
+}
+
+Status Stage::DoubleBuffer() {
+  return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
 }
 
 }  // namespace kiln::te

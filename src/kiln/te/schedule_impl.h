@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,16 @@ struct Relation {
   int64_t factor = 0;
 };
 
+struct StorageAlignment {
+  int dim = 0;
+  int64_t factor = 0, offset = 0;
+};
+
 struct StageState {
-  Tensor tensor;
+  Tensor tensor;  // the stage's identity (what users hold)
+  // Its current definition: cache_read/cache_write/rfactor rewrite the reads
+  // and reduction of a stage while the tensor, its buffer and its axes stay.
+  std::shared_ptr<const OperationNode> op;
   std::vector<IterVar> all_axes;  // roots first, then every derived axis
   std::vector<IterVar> leaves;    // the loop nest, outermost first
   std::vector<Relation> relations;
@@ -30,8 +39,16 @@ struct StageState {
   bool inlined = false;
   bool is_output = false;
   int applied = 0;  // primitives applied to this stage
+  // compute_at: computed inside loop `attach_axis` of stage `attach_stage`.
+  std::string attach_stage;
+  IterVar attach_axis;
+  ir::MemoryScope scope = ir::MemoryScope::kGlobal;
+  bool scope_set = false;
+  std::vector<StorageAlignment> alignments;
+  bool double_buffer = false;
 
   const std::string& name() const { return tensor.name(); }
+  bool attached() const { return attach_axis.defined(); }
 };
 
 struct Schedule::Impl {
@@ -40,6 +57,8 @@ struct Schedule::Impl {
   std::vector<Primitive> primitives;
 
   StageState* Find(const std::string& name);
+  const StageState* Find(const std::string& name) const;
+  // The stage whose tensor (identity) is `op`.
   const StageState* Find(const OperationNode* op) const;
 };
 

@@ -1,6 +1,8 @@
 // Tensor expressions: describe what a kernel computes as tensors defined
 // element by element, schedule how its loops run (split, fuse, reorder,
-// bind, unroll, vectorize, inline), and lower the result to one verified ir::Function.
+// bind, unroll, vectorize, inline, compute_at, cache_read/write, rfactor,
+// storage_align, double_buffer), and lower the result to one verified
+// ir::Function.
 //
 //   te::Var n = te::SizeVar("n");
 //   te::Tensor A = te::Placeholder("A", {n}, ir::kF32);
@@ -156,22 +158,50 @@ enum class ThreadAxis : uint8_t { kBlockX, kBlockY, kThreadX, kThreadY };
 std::string_view ThreadAxisName(ThreadAxis axis);  // "blockIdx.x", ...
 StatusOr<ThreadAxis> ThreadAxisFromName(std::string_view name);
 
+// Where a stage's values live: global (an output's buffer), shared (one
+// array per workgroup) or local (one per thread). "global", "shared", "local".
+std::string_view ScopeName(ir::MemoryScope scope);
+StatusOr<ir::MemoryScope> ScopeFromName(std::string_view name);
+
 // One schedule primitive, as data.
 struct Primitive {
-  enum class Kind : uint8_t { kSplit, kFuse, kReorder, kBind, kUnroll, kComputeInline, kVectorize };
+  enum class Kind : uint8_t {
+    kSplit,
+    kFuse,
+    kReorder,
+    kBind,
+    kUnroll,
+    kComputeInline,
+    kVectorize,
+    kComputeAt,
+    kCacheRead,
+    kCacheWrite,
+    kSetScope,
+    kStorageAlign,
+    kDoubleBuffer,
+    kRfactor,
+  };
   Kind kind = Kind::kSplit;
-  std::string stage;
-  std::vector<std::string> axes;  // split/bind/unroll/vectorize: 1; fuse: 2; reorder: any
-  int64_t factor = 0;             // split
+  std::string stage;              // cache_read: the tensor read
+  std::vector<std::string> axes;  // split/bind/unroll/vectorize/compute_at/storage_align/rfactor:
+                                  // 1; fuse: 2; reorder: any; cache_read: the readers
+  int64_t factor = 0;             // split, storage_align
   std::string thread;             // bind: "blockIdx.x", ...
+  std::string target;             // compute_at: the consumer stage
+  std::string scope;              // cache_read/cache_write/set_scope: "shared", "local"
+  int64_t offset = 0;             // storage_align
 
   // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "C.vectorize(i_inner)",
-  // "B.compute_inline()".
+  // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
+  // "A.cache_read(shared, C)", "C.cache_write(local)",
+  // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
+  // "C.rfactor(k_inner)".
   std::string ToString() const;
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
 
 class Schedule;
+struct StageState;
 
 struct SplitResult {
   IterVar outer, inner;
@@ -208,11 +238,43 @@ class Stage {
   Status Vectorize(const IterVar& axis);
   Status ComputeInline();
 
+  // Tiles two adjacent data-parallel leaves: splits `x` by `x_factor` and
+  // `y` by `y_factor`, then orders them x_outer, y_outer, x_inner, y_inner
+  // (three records: two splits and a reorder).
+  struct TileResult {
+    IterVar x_outer, y_outer, x_inner, y_inner;
+  };
+  StatusOr<TileResult> Tile(const IterVar& x, const IterVar& y, int64_t x_factor, int64_t y_factor);
+
+  // Computes this stage inside loop `axis` of `consumer`: at each iteration
+  // of that loop, the part of this stage the consumer's loops inside it read
+  // (found by bounds inference) is computed into a buffer of this stage's
+  // scope (local unless set: cache_read/cache_write/SetScope), and the
+  // consumer reads it there. A shared stage also covers the reads of every
+  // thread of the workgroup, and barriers surround its computation. Its own
+  // loops bound to a launch axis the consumer binds around `axis` run as
+  // that launch index. The region must have a constant size (split the
+  // consumer's loops by constants). Errors: an output, an inlined stage, a
+  // consumer that does not read this stage, a vectorized `axis`.
+  Status ComputeAt(const Stage& consumer, const IterVar& axis);
+  // The memory scope of a stage computed at another stage's loop (shared or
+  // local; an output stays global).
+  Status SetScope(ir::MemoryScope scope);
+  // Pads the stage's buffer so that the stride of dimension `axis` (a root
+  // data axis) is `offset` modulo `factor` (e.g. 32, 1: rows of a shared
+  // tile start in different banks). Only for shared and local stages.
+  Status StorageAlign(const IterVar& axis, int64_t factor, int64_t offset);
+  // A shared stage computed at a serial loop keeps two buffers and
+  // alternates between them by the loop's parity, so the next iteration's
+  // writes need no barrier after this iteration's reads.
+  Status DoubleBuffer();
+
  private:
   friend class Schedule;
-  Stage(Schedule* schedule, int index) : schedule_(schedule), index_(index) {}
+  Stage(Schedule* schedule, std::string name) : schedule_(schedule), name_(std::move(name)) {}
+  StageState& state() const;
   Schedule* schedule_;
-  int index_;
+  std::string name_;  // stages are found by name: cache_read and rfactor add stages
 };
 
 class Schedule {
@@ -232,6 +294,25 @@ class Schedule {
   Stage operator[](const Tensor& tensor);
   // The stage named `name`, or an error.
   StatusOr<Stage> FindStage(const std::string& name);
+
+  // A stage `<tensor>_<scope>` that copies `tensor` into `scope` (shared or
+  // local) and that `readers` read instead of it; compute_at places it.
+  StatusOr<Tensor> CacheRead(const Tensor& tensor, ir::MemoryScope scope,
+                             const std::vector<Tensor>& readers);
+  // Moves the computation of `tensor` (a stage with no primitives applied
+  // yet) into a new stage `<tensor>_<scope>`; `tensor`'s stage becomes a
+  // copy of it, keeping its axes. The usual use: a local accumulator tile
+  // computed at the copy's loop.
+  StatusOr<Tensor> CacheWrite(const Tensor& tensor, ir::MemoryScope scope);
+  // Factors a reduction: `axis` (a reduction leaf of `tensor` made by
+  // splitting one root reduction axis, `k` into `k_outer` and `k_inner`)
+  // becomes a data axis of a new stage `<tensor>_rf`[axis extent, ...shape]
+  // that reduces over the other reduction axes; `tensor` then reduces
+  // `<tensor>_rf` over a new axis `<axis>_r` of the same extent. Binding that
+  // axis to threadIdx.x makes a cross-thread reduction (a shared-memory tree).
+  // `tensor`'s data-axis primitives are kept; its reduction leaves are
+  // replaced.
+  StatusOr<Tensor> Rfactor(const Tensor& tensor, const IterVar& axis);
 
   // Applies one recorded primitive (names resolved in this schedule).
   Status Apply(const Primitive& primitive);

@@ -21,6 +21,7 @@
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
 #include "kiln/te/te.h"
+#include "kiln/te/te_test_kernels.h"
 
 namespace kiln::te {
 namespace {
@@ -383,6 +384,88 @@ TEST_F(TeDeviceTest, VectorizedStridedLanesFallBackToSerial) {
     std::vector<float> want(n);
     for (int i = 0; i < n; ++i) want[i] = a[i] - 0.5f;
     ExpectNear(Run(*f, {a}, n, {}), want, 0, "Y");
+  }
+}
+
+std::vector<float> MatmulReference(const std::vector<float>& a, const std::vector<float>& b, int m,
+                                   int n, int kk) {
+  std::vector<float> want(static_cast<size_t>(m) * n);
+  for (int r = 0; r < m; ++r) {
+    for (int q = 0; q < n; ++q) {
+      double acc = 0;
+      for (int t = 0; t < kk; ++t) acc += double(a[r * kk + t]) * b[t * n + q];
+      want[r * n + q] = static_cast<float>(acc);
+    }
+  }
+  return want;
+}
+
+// Shared-memory tiles of A and B loaded cooperatively at each k step, a
+// register tile of C per thread: with and without padding the tiles' rows
+// and double buffering, at sizes that leave every tile ragged.
+TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
+  testing::MatmulProgram p;
+  for (bool align : {false, true}) {
+    for (bool twice : {false, true}) {
+      testing::SharedMatmulOptions o;
+      o.storage_align = align;
+      o.double_buffer = twice;
+      auto s = testing::ScheduleSharedMatmul(p, o);
+      ASSERT_TRUE(s.ok()) << s.status();
+      auto f = Lower(*s, {p.C}, {p.A, p.B}, "shared_matmul");
+      ASSERT_TRUE(f.ok()) << f.status();
+      for (auto [m, n, kk] : {std::tuple{1, 1, 1}, {33, 7, 100}, {64, 64, 64}, {70, 45, 17}}) {
+        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
+                     (align ? " aligned" : "") + (twice ? " double-buffered" : ""));
+        auto a = Random(m * kk), b = Random(kk * n);
+        ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
+                   1e-4f, "C");
+      }
+    }
+  }
+}
+
+// rfactor, then the reduction bound to threadIdx.x: partial sums per thread
+// and a tree in shared memory; widths that are and are not powers of two.
+TEST_F(TeDeviceTest, CrossThreadRowSumFromRfactor) {
+  testing::RowSumProgram p;
+  for (int64_t threads : {64, 48, 1}) {
+    auto s = testing::ScheduleRowSumAcrossThreads(p, threads);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto f = Lower(*s, {p.Y}, {p.X}, "row_sum");
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {3, 1000}, {5, 47}}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(sh.rows) + "x" +
+                   std::to_string(sh.cols));
+      auto x = Random(sh.rows * sh.cols);
+      x[0] = -0.0f;
+      std::vector<float> want(sh.rows);
+      for (int r = 0; r < sh.rows; ++r) {
+        double acc = 0;
+        for (int q = 0; q < sh.cols; ++q) acc += x[r * sh.cols + q];
+        want[r] = static_cast<float>(acc);
+      }
+      ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 1e-5f, "Y");
+    }
+  }
+}
+
+// A producer computed per tile in shared memory, over the tile and its halo
+// (bounds inference), read three times by each thread.
+TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {
+  testing::StencilProgram p;
+  for (int64_t tile : {64, 7}) {
+    auto s = testing::ScheduleStencil(p, tile);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto f = Lower(*s, {p.C}, {p.A}, "stencil");
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (int n : {1, 7, 64, 65, 1000}) {
+      SCOPED_TRACE("tile " + std::to_string(tile) + ", n " + std::to_string(n));
+      auto a = Random(n + 2);
+      std::vector<float> want(n);
+      for (int i = 0; i < n; ++i) want[i] = 2 * a[i] + 2 * a[i + 1] + 2 * a[i + 2];
+      ExpectNear(Run(*f, {a}, want.size(), {n}), want, 1e-6f, "C");
+    }
   }
 }
 

@@ -167,15 +167,16 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   };
   expect_error(c.Split(c.axis(0), 0).status(),
                "split of stage 'C': axis 'i' split by 0; the factor must be positive");
+  expect_error(c.Bind(c.reduce_axis(0), ThreadAxis::kThreadY),
+               "bind of stage 'C': reduction axis 'k' cannot be bound to threadIdx.y; a "
+               "reduction axis binds to threadIdx.x only");
   expect_error(c.Bind(c.reduce_axis(0), ThreadAxis::kThreadX),
-               "bind of stage 'C': reduction axis 'k' cannot be bound to threadIdx.x");
+               "bind of stage 'C': axis 'k' has extent K; binding it to threadIdx.x needs a "
+               "constant extent");
   expect_error(c.Bind(c.axis(0), ThreadAxis::kThreadX),
                "bind of stage 'C': axis 'i' has extent M; binding it to threadIdx.x needs a "
                "constant extent");
   expect_error(c.Unroll(c.axis(1)), "unroll of stage 'C': axis 'j' has extent N");
-  expect_error(c.Reorder({c.reduce_axis(0), c.axis(0)}),
-               "reorder of stage 'C': it would put reduction axis 'k' outside data-parallel "
-               "axis 'j'");
   expect_error(c.Fuse(c.axis(1), c.reduce_axis(0)).status(),
                "fuse of stage 'C': axes 'j' and 'k' are not both");
   expect_error(c.Fuse(c.axis(0), c.reduce_axis(0)).status(),
@@ -195,6 +196,23 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
                "bind of stage 'C': threadIdx.x is already bound to axis 'i_inner'");
   // Failed primitives leave no record.
   EXPECT_EQ(s->ToString(), "C.split(i, 16)\nC.bind(i_inner, threadIdx.x)\nC.split(j, 8)\n");
+
+  // Data loops inside reduction loops accumulate in place: only for a stage
+  // whose value is the reduction itself.
+  {
+    Var rows = SizeVar("rows"), cols = SizeVar("cols");
+    Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
+    IterVar r = ReduceAxis(cols, "r");
+    Tensor Mean = Compute("Mean", {rows},
+                          [&](const std::vector<Var>& i) { return Sum(X(i[0], r), {r}) / 4.0; });
+    auto s3 = Schedule::Create({Mean});
+    ASSERT_TRUE(s3.ok());
+    Stage mean = (*s3)[Mean];
+    expect_error(mean.Reorder({mean.reduce_axis(0), mean.axis(0)}),
+                 "reorder of stage 'Mean': it would put reduction axis 'r' outside "
+                 "data-parallel axis 'i'; only a stage whose value is its reduction itself "
+                 "accumulates in place");
+  }
 
   // An axis of another stage.
   Var n = SizeVar("n");

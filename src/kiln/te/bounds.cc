@@ -1,0 +1,179 @@
+// Interval evaluation of index expressions.
+#include "kiln/te/bounds.h"
+
+#include <utility>
+#include <vector>
+
+#include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/simplifier.h"
+#include "kiln/ir/structural_equal.h"
+#include "kiln/ir/visitor.h"
+
+namespace kiln::te::internal {
+namespace {
+
+using ir::BinaryOp;
+using ir::Expr;
+
+bool UsesAny(const Expr& e, const IntervalMap& ranges) {
+  struct Finder : ir::ExprVisitor {
+    const IntervalMap* ranges;
+    bool found = false;
+    void VisitVar(const ir::VarNode* op) override { found |= ranges->count(op) != 0; }
+  } finder;
+  finder.ranges = &ranges;
+  finder.VisitExpr(e);
+  return finder.found;
+}
+
+std::optional<int64_t> PositiveConstant(const Expr& e) {
+  const std::optional<int64_t> c = ir::AsConstInt(ir::Simplify(e));
+  if (c && *c > 0) return c;
+  return std::nullopt;
+}
+
+Expr Lower(const Expr& a, const Expr& b) {
+  if (std::optional<int64_t> d = ConstantDifference(a, b)) return *d <= 0 ? a : b;
+  return ir::Min(a, b);
+}
+Expr Upper(const Expr& a, const Expr& b) {
+  if (std::optional<int64_t> d = ConstantDifference(a, b)) return *d >= 0 ? a : b;
+  return ir::Max(a, b);
+}
+
+// A linear sum: constant + sum of coefficient * term.
+struct Linear {
+  int64_t constant = 0;
+  std::vector<std::pair<Expr, int64_t>> terms;
+
+  void Add(const Expr& term, int64_t coefficient) {
+    for (auto& [t, c] : terms) {
+      if (ir::StructurallyEqual(t, term)) {
+        c += coefficient;
+        return;
+      }
+    }
+    terms.emplace_back(term, coefficient);
+  }
+};
+
+void Decompose(const Expr& e, int64_t scale, Linear& out) {
+  if (std::optional<int64_t> c = ir::AsConstInt(e)) {
+    out.constant += scale * *c;
+    return;
+  }
+  if (const auto* b = e.as<ir::BinaryNode>()) {
+    switch (b->op) {
+      case BinaryOp::kAdd:
+        Decompose(b->a, scale, out);
+        Decompose(b->b, scale, out);
+        return;
+      case BinaryOp::kSub:
+        Decompose(b->a, scale, out);
+        Decompose(b->b, -scale, out);
+        return;
+      case BinaryOp::kMul:
+        if (std::optional<int64_t> c = ir::AsConstInt(b->b)) {
+          Decompose(b->a, scale * *c, out);
+          return;
+        }
+        if (std::optional<int64_t> c = ir::AsConstInt(b->a)) {
+          Decompose(b->b, scale * *c, out);
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  out.Add(e, scale);
+}
+
+}  // namespace
+
+std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
+  Linear linear;
+  Decompose(ir::Simplify(a), 1, linear);
+  Decompose(ir::Simplify(b), -1, linear);
+  for (const auto& [term, c] : linear.terms) {
+    if (c != 0) return std::nullopt;
+  }
+  return linear.constant;
+}
+
+Interval Union(const Interval& a, const Interval& b) {
+  return {Lower(a.min, b.min), Upper(a.max, b.max)};
+}
+
+std::optional<Interval> EvalInterval(const Expr& e, const IntervalMap& ranges) {
+  if (!UsesAny(e, ranges)) return Interval::Point(e);
+  if (const auto* v = e.as<ir::VarNode>()) return ranges.at(v);
+  if (const auto* cast = e.as<ir::CastNode>()) {
+    if (!cast->dtype.is_int() && !cast->dtype.is_uint()) return std::nullopt;
+    std::optional<Interval> x = EvalInterval(cast->value, ranges);
+    if (!x) return std::nullopt;
+    return Interval{ir::Cast(cast->dtype, x->min), ir::Cast(cast->dtype, x->max)};
+  }
+  if (const auto* let = e.as<ir::LetNode>()) {
+    std::optional<Interval> value = EvalInterval(let->value, ranges);
+    if (!value) return std::nullopt;
+    IntervalMap inner = ranges;
+    inner[let->var.get()] = *value;
+    return EvalInterval(let->body, inner);
+  }
+  if (const auto* select = e.as<ir::SelectNode>()) {
+    std::optional<Interval> t = EvalInterval(select->true_value, ranges);
+    std::optional<Interval> f = EvalInterval(select->false_value, ranges);
+    if (!t || !f) return std::nullopt;
+    return Union(*t, *f);
+  }
+  if (const auto* call = e.as<ir::CallNode>()) {
+    if (call->op != ir::Intrinsic::kIfThenElse) return std::nullopt;
+    std::optional<Interval> t = EvalInterval(call->args[1], ranges);
+    std::optional<Interval> f = EvalInterval(call->args[2], ranges);
+    if (!t || !f) return std::nullopt;
+    return Union(*t, *f);
+  }
+  const auto* b = e.as<ir::BinaryNode>();
+  if (b == nullptr) return std::nullopt;
+  std::optional<Interval> x = EvalInterval(b->a, ranges);
+  std::optional<Interval> y = EvalInterval(b->b, ranges);
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case BinaryOp::kAdd:
+      return Interval{x->min + y->min, x->max + y->max};
+    case BinaryOp::kSub:
+      return Interval{x->min - y->max, x->max - y->min};
+    case BinaryOp::kMul: {
+      const bool a_ranged = UsesAny(b->a, ranges);
+      if (a_ranged && UsesAny(b->b, ranges)) return std::nullopt;
+      const Interval& ranged = a_ranged ? *x : *y;
+      const Expr& by = a_ranged ? b->b : b->a;
+      std::optional<int64_t> c = ir::AsConstInt(ir::Simplify(by));
+      if (!c) return std::nullopt;
+      if (*c >= 0) return Interval{ranged.min * by, ranged.max * by};
+      return Interval{ranged.max * by, ranged.min * by};
+    }
+    case BinaryOp::kDiv:
+    case BinaryOp::kFloorDiv:
+      if (UsesAny(b->b, ranges) || !PositiveConstant(b->b)) return std::nullopt;
+      return Interval{ir::BinaryNode::make(b->op, x->min, b->b),
+                      ir::BinaryNode::make(b->op, x->max, b->b)};
+    case BinaryOp::kMod:
+    case BinaryOp::kFloorMod: {
+      if (UsesAny(b->b, ranges)) return std::nullopt;
+      std::optional<int64_t> c = PositiveConstant(b->b);
+      if (!c) return std::nullopt;
+      return Interval{ir::IntConst(e.dtype(), 0), ir::IntConst(e.dtype(), *c - 1)};
+    }
+    case BinaryOp::kMin:
+      return Interval{Lower(x->min, y->min), Lower(x->max, y->max)};
+    case BinaryOp::kMax:
+      return Interval{Upper(x->min, y->min), Upper(x->max, y->max)};
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace kiln::te::internal

@@ -1,0 +1,118 @@
+// Tensor programs with the staging primitives (cache_read, cache_write,
+// compute_at, storage_align, double_buffer, rfactor), shared by the CPU and
+// device tests of te.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/te/te.h"
+
+namespace kiln::te::testing {
+
+struct MatmulProgram {
+  Var M = SizeVar("M"), N = SizeVar("N"), K = SizeVar("K");
+  Tensor A = Placeholder("A", {M, K}, ir::kF32);
+  Tensor B = Placeholder("B", {K, N}, ir::kF32);
+  IterVar k = ReduceAxis(K, "k");
+  Tensor C = Compute("C", {M, N},
+                     [&](const std::vector<Var>& i) { return Sum(A(i[0], k) * B(k, i[1]), {k}); });
+};
+
+struct SharedMatmulOptions {
+  int64_t tile = 32;       // of C per workgroup (tile x tile)
+  int64_t per_thread = 4;  // of C per thread (per_thread x per_thread)
+  int64_t k_tile = 8;
+  bool storage_align = true;
+  bool double_buffer = false;
+};
+
+// The classic GPU matmul schedule: a workgroup per tile of C, each thread a
+// register tile (C cached locally, computed at the thread loop and reduced
+// with k outside its data loops), and tiles of A and B staged in shared
+// memory at each step of k, loaded cooperatively by all the threads.
+inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
+                                               const SharedMatmulOptions& o = {}) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({p.C}));
+  KILN_ASSIGN_OR_RETURN(Tensor as, s.CacheRead(p.A, ir::MemoryScope::kShared, {p.C}));
+  KILN_ASSIGN_OR_RETURN(Tensor bs, s.CacheRead(p.B, ir::MemoryScope::kShared, {p.C}));
+  KILN_ASSIGN_OR_RETURN(Tensor cl, s.CacheWrite(p.C, ir::MemoryScope::kLocal));
+  Stage c = s[p.C];
+  KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), o.tile, o.tile));
+  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, o.per_thread));
+  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, o.per_thread));
+  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
+  KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
+  KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
+  KILN_RETURN_IF_ERROR(c.Bind(tj.outer, ThreadAxis::kThreadX));
+
+  Stage l = s[cl];
+  KILN_RETURN_IF_ERROR(l.ComputeAt(c, tj.outer));
+  KILN_ASSIGN_OR_RETURN(SplitResult kk, l.Split(l.reduce_axis(0), o.k_tile));
+  KILN_RETURN_IF_ERROR(l.Reorder({kk.outer, kk.inner, l.axis(0), l.axis(1)}));
+  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(0)));
+  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(1)));
+
+  const int64_t threads = (o.tile / o.per_thread) * (o.tile / o.per_thread);
+  for (const Tensor& t_shared : {as, bs}) {
+    Stage st = s[t_shared];
+    KILN_RETURN_IF_ERROR(st.ComputeAt(l, kk.outer));
+    if (o.storage_align) KILN_RETURN_IF_ERROR(st.StorageAlign(st.axis(0), 32, 1));
+    if (o.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+    // The tile's elements, spread over the threads of the workgroup.
+    KILN_ASSIGN_OR_RETURN(IterVar fused, st.Fuse(st.axis(0), st.axis(1)));
+    KILN_ASSIGN_OR_RETURN(SplitResult f, st.Split(fused, threads));
+    KILN_ASSIGN_OR_RETURN(SplitResult fy, st.Split(f.inner, o.tile / o.per_thread));
+    KILN_RETURN_IF_ERROR(st.Bind(fy.outer, ThreadAxis::kThreadY));
+    KILN_RETURN_IF_ERROR(st.Bind(fy.inner, ThreadAxis::kThreadX));
+  }
+  return s;
+}
+
+struct RowSumProgram {
+  Var rows = SizeVar("rows"), cols = SizeVar("cols");
+  Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
+  IterVar k = ReduceAxis(cols, "k");
+  Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) { return Sum(X(i[0], k), {k}); });
+};
+
+// A row per workgroup: k split by `threads`, rfactor'd on the inner part so
+// each thread sums a strided slice, then a tree across the threads.
+inline StatusOr<Schedule> ScheduleRowSumAcrossThreads(const RowSumProgram& p, int64_t threads) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({p.Y}));
+  Stage y = s[p.Y];
+  KILN_ASSIGN_OR_RETURN(SplitResult kk, y.Split(y.reduce_axis(0), threads));
+  KILN_ASSIGN_OR_RETURN(Tensor rf, s.Rfactor(p.Y, kk.inner));
+  KILN_RETURN_IF_ERROR(y.Bind(y.axis(0), ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(y.Bind(y.reduce_axis(0), ThreadAxis::kThreadX));
+  KILN_RETURN_IF_ERROR(s[rf].ComputeAt(y, y.reduce_axis(0)));
+  return s;
+}
+
+// A stencil whose producer is computed per tile in shared memory: the
+// region of P each tile reads is the tile plus a halo of 2.
+struct StencilProgram {
+  Var n = SizeVar("n");
+  Tensor A = Placeholder("A", {n + 2}, ir::kF32);
+  Tensor P = Compute("P", {n + 2}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+  Tensor C = Compute(
+      "C", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + P(i[0] + 1) + P(i[0] + 2); });
+};
+
+inline StatusOr<Schedule> ScheduleStencil(const StencilProgram& p, int64_t tile) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({p.C}));
+  Stage c = s[p.C];
+  KILN_ASSIGN_OR_RETURN(SplitResult i, c.Split(c.axis(0), tile));
+  KILN_RETURN_IF_ERROR(c.Bind(i.outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(i.inner, ThreadAxis::kThreadX));
+  Stage pr = s[p.P];
+  KILN_RETURN_IF_ERROR(pr.SetScope(ir::MemoryScope::kShared));
+  KILN_RETURN_IF_ERROR(pr.ComputeAt(c, i.outer));
+  KILN_ASSIGN_OR_RETURN(SplitResult j, pr.Split(pr.axis(0), tile));
+  KILN_RETURN_IF_ERROR(pr.Bind(j.inner, ThreadAxis::kThreadX));
+  return s;
+}
+
+}  // namespace kiln::te::testing
