@@ -102,6 +102,26 @@ std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
   return linear.constant;
 }
 
+Expr CancelTerms(const Expr& e) {
+  if (e.dtype() != ir::kI32) return e;
+  Linear linear;
+  Decompose(ir::Simplify(e), 1, linear);
+  Expr out;
+  for (const auto& [term, c] : linear.terms) {
+    if (c == 0) continue;
+    const int64_t magnitude = c < 0 ? -c : c;
+    const Expr scaled = magnitude == 1 ? term : term * static_cast<int>(magnitude);
+    if (!out.defined()) {
+      out = c < 0 ? ir::IntConst(e.dtype(), 0) - scaled : scaled;
+    } else {
+      out = c < 0 ? out - scaled : out + scaled;
+    }
+  }
+  const Expr constant = ir::IntConst(e.dtype(), linear.constant);
+  out = out.defined() ? out + constant : constant;
+  return ir::Simplify(out);
+}
+
 Interval Union(const Interval& a, const Interval& b) {
   return {Lower(a.min, b.min), Upper(a.max, b.max)};
 }

@@ -28,6 +28,10 @@ std::optional<Interval> EvalInterval(const ir::Expr& e, const IntervalMap& range
 // (constants times other expressions), terms matched structurally.
 std::optional<int64_t> ConstantDifference(const ir::Expr& a, const ir::Expr& b);
 
+// `e` rewritten as a linear sum with equal terms collected (`a * 32 + b - a
+// * 32` is `b`); integer scalars only.
+ir::Expr CancelTerms(const ir::Expr& e);
+
 // The smallest interval holding both.
 Interval Union(const Interval& a, const Interval& b);
 

@@ -147,7 +147,8 @@ class Relocate : public ir::ExprMutator {
     for (size_t d = 0; d < load->indices.size(); ++d) {
       const ir::Expr& index = load->indices[d];
       const int lanes = index.dtype().lanes;
-      indices.push_back(index - (lanes > 1 ? ir::Broadcast(p.min[d], lanes) : p.min[d]));
+      indices.push_back(lanes > 1 ? index - ir::Broadcast(p.min[d], lanes)
+                                  : internal::CancelTerms(index - p.min[d]));
     }
     return ir::Load(p.buffer, indices);
   }
@@ -473,11 +474,14 @@ class KernelLowering {
     }
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
+    // One barrier between two shared stages, not two.
+    bool after_barrier = false;
     for (const StageState* p : here) {
       const bool shared = p->scope == ir::MemoryScope::kShared;
-      if (shared && !p->double_buffer) seq.push_back(ir::BarrierNode::make());
+      if (shared && !p->double_buffer && !after_barrier) seq.push_back(ir::BarrierNode::make());
       seq.push_back(LowerStage(*p, ctx));
       if (shared) seq.push_back(ir::BarrierNode::make());
+      after_barrier = shared;
     }
     seq.push_back(body);
     Stmt out = ir::MakeSeq(seq);

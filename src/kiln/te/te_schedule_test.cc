@@ -1,8 +1,10 @@
-// The staging primitives on the CPU: lowered IR, records, replay, errors.
+// The staging primitives on the CPU: what they lower to, their records and
+// replay, and their errors.
 #include <gtest/gtest.h>
 
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
+#include "kiln/te/bounds.h"
 #include "kiln/te/te.h"
 #include "kiln/te/te_test_kernels.h"
 
@@ -11,32 +13,182 @@ namespace {
 
 using testing::MatmulProgram;
 
-TEST(TeScheduleTest, SharedMatmulLowers) {
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << part << "\" not in:\n" << text;
+}
+
+void ExpectError(const Status& st, const std::string& text) {
+  EXPECT_FALSE(st.ok()) << text;
+  EXPECT_TRUE(Contains(st.message(), text));
+}
+
+TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   MatmulProgram p;
   auto s = testing::ScheduleSharedMatmul(p);
   ASSERT_TRUE(s.ok()) << s.status();
-  std::printf("%s\n", s->ToString().c_str());
   auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
   ASSERT_TRUE(f.ok()) << f.status();
-  std::printf("%s\n", ir::Print(*f).c_str());
+  const std::string ir = ir::Print(*f);
+  // Bounds inference: a 32 x 8 tile of A and an 8 x 32 tile of B per k
+  // step, rows padded to 33; a 4 x 4 register tile of C per thread.
+  EXPECT_TRUE(Contains(ir, "alloc A_shared_buf: f32[32, 8] strides [33, 1] shared"));
+  EXPECT_TRUE(Contains(ir, "alloc B_shared_buf: f32[8, 32] strides [33, 1] shared"));
+  EXPECT_TRUE(Contains(ir, "alloc C_local_buf: f32[4, 4] local"));
+  // The copies into shared memory run on the consumer's threads, between
+  // barriers; the tile is read relative to its origin.
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_1, j_1] = A[i_outer * 32 + i_1, k_outer * 8 + j_1]"));
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_inner_outer * 4 + i_3, k - k_outer * 8]"));
+  EXPECT_EQ(ir.find("threadIdx.x", ir.find("threadIdx.x") + 1), std::string::npos)
+      << "one thread loop per axis:\n"
+      << ir;
+  auto compiled = codegen::CompileFunction(*f);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_TRUE(Contains(compiled->wgsl, "workgroupBarrier();"));
 }
 
-TEST(TeScheduleTest, RowSumLowers) {
-  testing::RowSumProgram p;
-  auto s = testing::ScheduleRowSumAcrossThreads(p, 64);
+TEST(TeScheduleTest, DoubleBufferAlternatesHalvesWithOneBarrierPerStage) {
+  MatmulProgram p;
+  testing::SharedMatmulOptions o;
+  o.double_buffer = true;
+  o.storage_align = false;
+  auto s = testing::ScheduleSharedMatmul(p, o);
   ASSERT_TRUE(s.ok()) << s.status();
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "alloc A_shared_buf: f32[2, 32, 8] shared"));
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[k_outer % 2, i_1, j_1] ="));
+  size_t barriers = 0;
+  for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
+       at = ir.find("workgroup_barrier", at + 1)) {
+    ++barriers;
+  }
+  EXPECT_EQ(barriers, 2u) << ir;
+}
+
+TEST(TeScheduleTest, RfactorMakesACrossThreadTree) {
+  testing::RowSumProgram p;
+  auto s = testing::ScheduleRowSumAcrossThreads(p, 48);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->ToString(),
+            "Y.split(k, 48)\nY.rfactor(k_inner)\nY.bind(i, blockIdx.x)\n"
+            "Y.bind(k_inner_r, threadIdx.x)\nY_rf.compute_at(Y, k_inner_r)\n");
   auto f = Lower(*s, {p.Y}, {p.X}, "rs");
   ASSERT_TRUE(f.ok()) << f.status();
-  std::printf("%s\n", ir::Print(*f).c_str());
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "alloc Y_red: f32[48] shared"));
+  EXPECT_TRUE(Contains(ir, "k_inner_r_t32 < 32 && k_inner_r_t32 + 32 < 48"));
+  EXPECT_TRUE(Contains(ir, "alloc Y_rf_buf: f32[1, 1] local"));
 }
 
-TEST(TeScheduleTest, StencilLowers) {
+TEST(TeScheduleTest, ComputeAtInfersTheHalo) {
   testing::StencilProgram p;
   auto s = testing::ScheduleStencil(p, 64);
   ASSERT_TRUE(s.ok()) << s.status();
   auto f = Lower(*s, {p.C}, {p.A}, "st");
   ASSERT_TRUE(f.ok()) << f.status();
-  std::printf("%s\n", ir::Print(*f).c_str());
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "alloc P_buf: f32[66] shared"));
+  // The producer is guarded by its own extent where the region passes it.
+  EXPECT_TRUE(Contains(ir, "i_outer * 64 + i < n + 2"));
+}
+
+TEST(TeScheduleTest, StagingSchedulesPrintCompareAndReplay) {
+  MatmulProgram p;
+  testing::SharedMatmulOptions o;
+  o.double_buffer = true;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string text = s->ToString();
+  EXPECT_TRUE(Contains(text, "A.cache_read(shared, C)\n"));
+  EXPECT_TRUE(Contains(text, "C.cache_write(local)\n"));
+  EXPECT_TRUE(Contains(text, "C_local.compute_at(C, j_inner_outer)\n"));
+  EXPECT_TRUE(Contains(text, "A_shared.storage_align(i, 32, 1)\n"));
+  EXPECT_TRUE(Contains(text, "A_shared.double_buffer()\n"));
+  // Replayed on a fresh schedule of the same program: equal, same kernel.
+  auto fresh = Schedule::Create({p.C});
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(fresh->Apply(s->primitives()).ok());
+  EXPECT_TRUE(*fresh == *s);
+  auto a = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  auto b = Lower(*fresh, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(ir::Print(*a), ir::Print(*b));
+}
+
+TEST(TeScheduleTest, IllegalStagingIsAnError) {
+  MatmulProgram p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  Stage c = (*s)[p.C];
+  ExpectError(s->CacheRead(p.A, ir::MemoryScope::kGlobal, {p.C}).status(),
+              "cache_read of tensor 'A': a cache is shared or local, not global");
+  ExpectError(s->CacheRead(p.A, ir::MemoryScope::kShared, {}).status(),
+              "cache_read of tensor 'A': no reader is named");
+  auto as = s->CacheRead(p.A, ir::MemoryScope::kShared, {p.C});
+  ASSERT_TRUE(as.ok()) << as.status();
+  ExpectError(s->CacheRead(p.B, ir::MemoryScope::kShared, {*as}).status(),
+              "cache_read of tensor 'B': stage 'A_shared' does not read it");
+  Stage a = (*s)[*as];
+  ExpectError(c.ComputeAt(a, a.axis(0)), "compute_at of stage 'C': the stage is an output");
+  ExpectError(a.ComputeAt(a, a.axis(0)), "a stage cannot be computed at itself");
+  ExpectError(a.ComputeAt(c, a.axis(0)),
+              "compute_at of stage 'C': axis 'i' belongs to stage "
+              "'A_shared'");
+  ExpectError(a.SetScope(ir::MemoryScope::kGlobal), "only outputs are global");
+  ExpectError(c.SetScope(ir::MemoryScope::kShared), "the stage is an output of the schedule");
+  ExpectError(a.StorageAlign(a.axis(0), 0, 0), "the factor must be positive");
+  ExpectError(a.StorageAlign(a.axis(0), 32, 32), "0 <= offset < factor");
+  ExpectError(c.StorageAlign(c.axis(0), 32, 1), "the stage is an output");
+  ExpectError(c.DoubleBuffer(), "the stage is an output");
+  ExpectError(s->Rfactor(p.C, c.axis(0)).status(),
+              "rfactor of stage 'C': axis 'i' is not a reduction axis");
+  ExpectError(s->Rfactor(p.C, c.reduce_axis(0)).status(),
+              "must come from the one split of a root reduction axis");
+  ExpectError(c.Tile(c.axis(1), c.axis(0), 4, 4).status(),
+              "tile of stage 'C': axis 'j' must be a loop directly outside loop 'i'");
+  // Failed primitives leave no record.
+  EXPECT_EQ(s->ToString(), "A.cache_read(shared, C)\n");
+
+  // A cache_write after other primitives; a compute_at whose region has no
+  // constant size; a double buffer at a launch loop; a stage left at the
+  // root but read by the output.
+  ASSERT_TRUE(c.Split(c.axis(0), 4).ok());
+  ExpectError(s->CacheWrite(p.C, ir::MemoryScope::kLocal).status(),
+              "cache_write of stage 'C': cache_write comes before any other primitive");
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ExpectError(f.status(),
+              "stage 'A_shared' is read by 'C' but is neither inlined, computed at "
+              "another stage nor an output");
+  ASSERT_TRUE(a.ComputeAt(c, c.leaf_axes()[0]).ok());
+  f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ExpectError(f.status(),
+              "the region it computes along dimension 1 is [0, K - 1], whose size "
+              "is not a constant");
+}
+
+TEST(TeScheduleTest, DoubleBufferNeedsASharedStageAtASerialLoop) {
+  testing::StencilProgram p;
+  auto s = testing::ScheduleStencil(p, 64);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)[p.P].DoubleBuffer().ok());
+  ExpectError(Lower(*s, {p.C}, {p.A}, "st").status(),
+              "stage 'P' is double-buffered at loop 'i_outer', which is a launch axis");
+}
+
+TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
+  Var a("a", ir::kI32), b("b", ir::kI32);
+  EXPECT_EQ(ir::Print(internal::CancelTerms(a * 32 + b - a * 32)), "b");
+  EXPECT_EQ(ir::Print(internal::CancelTerms(a * 4 + 3 - (a * 4 + 1))), "2");
+  EXPECT_EQ(internal::ConstantDifference(a * 8 + 7, a * 8), 7);
+  EXPECT_FALSE(internal::ConstantDifference(a * 8, b * 8).has_value());
+  // Interval arithmetic over a relaxed variable.
+  internal::IntervalMap ranges{{b.get(), {ir::IntConst(ir::kI32, 0), ir::IntConst(ir::kI32, 7)}}};
+  auto i = internal::EvalInterval(a * 8 + b, ranges);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(internal::ConstantDifference(i->max, i->min), 7);
+  EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
 }
 
 }  // namespace
