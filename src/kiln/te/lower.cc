@@ -303,6 +303,7 @@ class KernelLowering {
     Inliner inliner(impl_);
     std::vector<ir::Expr> out = {inliner.MutateExpr(s.op->body)};
     if (s.op->has_reduction) out.push_back(inliner.MutateExpr(s.op->reduce_source));
+    for (const ir::Expr& e : s.op->reduce_sources) out.push_back(inliner.MutateExpr(e));
     return out;
   }
 
@@ -735,6 +736,50 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     IterVar across;  // a reduction leaf bound to threadIdx.x
     for (const IterVar& a : reduce_loops) {
       if (ir::IsThreadIdx(layout.loop_kind(a))) across = a;
+    }
+    if (op->reducer == ReducerKind::kCustom && (layout.mixed || across.defined())) {
+      error_ = InvalidArgument(at_, ": stage '", stage.name(),
+                               "' reduces with user-defined "
+                               "reducer '",
+                               op->custom_name,
+                               "', which keeps its reduction loops "
+                               "innermost and serial (no in-place or cross-thread reduction)");
+      return ir::MakeSeq({});
+    }
+    if (op->reducer == ReducerKind::kCustom) {
+      // One accumulator per value; each step computes every new value from
+      // the old ones before storing any.
+      const size_t n = op->reduce_sources.size();
+      std::vector<ir::Buffer> accs;
+      ir::VarMap results, olds;
+      std::vector<Stmt> init, stores;
+      for (size_t k = 0; k < n; ++k) {
+        accs.emplace_back(op->name + "_acc" + std::to_string(k), op->reduce_sources[k].dtype(),
+                          std::vector<ir::Expr>{ir::IntConst(ir::kI32, 1)}, std::vector<ir::Expr>{},
+                          ir::MemoryScope::kLocal);
+        results[op->reduce_vars[k].get()] = ir::Load(accs[k], {0});
+        olds[op->custom_acc[k].get()] = ir::Load(accs[k], {0});
+        olds[op->custom_next[k].get()] = prepare(op->reduce_sources[k]);
+        init.push_back(ir::StoreNode::make(accs[k], {0}, op->custom_identity[k]));
+      }
+      std::vector<ir::Var> fresh;
+      for (size_t k = 0; k < n; ++k) {
+        fresh.emplace_back(op->custom_name + "_new" + std::to_string(k),
+                           op->reduce_sources[k].dtype());
+        stores.push_back(ir::StoreNode::make(accs[k], {0}, fresh[k]));
+      }
+      Stmt update = ir::MakeSeq(stores);
+      for (size_t k = n; k-- > 0;) {
+        update =
+            ir::LetStmtNode::make(fresh[k], ir::Substitute(op->custom_combine[k], olds), update);
+      }
+      const ThreadContext store_ctx = context_at(data_loops);
+      init.push_back(nest(reduce_loops, wrap(true, update), data_ctx));
+      init.push_back(
+          single_store(make_store(prepare(ir::Substitute(op->body, results))), store_ctx));
+      Stmt inner = ir::MakeSeq(init);
+      for (size_t k = n; k-- > 0;) inner = ir::AllocateNode::make(accs[k], inner);
+      return nest(data_loops, wrap(false, inner), outer_ctx);
     }
     if (layout.mixed && across.defined()) {
       error_ =

@@ -570,6 +570,7 @@ Status CacheWrite(Schedule::Impl& impl, const Primitive& p) {
   cache->reduce_axis = CloneAxes(old.reduce_axis, map);
   cache->body = ir::Substitute(old.body, map);
   if (old.has_reduction) cache->reduce_source = ir::Substitute(old.reduce_source, map);
+  for (Expr& e : cache->reduce_sources) e = ir::Substitute(e, map);
   const Tensor cached(cache);
 
   auto copy = std::make_shared<OperationNode>(old);
@@ -577,6 +578,9 @@ Status CacheWrite(Schedule::Impl& impl, const Primitive& p) {
   for (const IterVar& a : old.axis) indices.push_back(a.var());
   copy->body = ir::Load(cache->buffer, indices);
   copy->has_reduction = false;
+  copy->reducer = ReducerKind::kSum;
+  copy->reduce_sources.clear();
+  copy->reduce_vars.clear();
   copy->reduce_axis.clear();
   copy->reduce_source = Expr();
   copy->reduce_var = Var();
@@ -601,6 +605,10 @@ Status Rfactor(Schedule::Impl& impl, const Primitive& p) {
   const OperationNode& old = *stage.op;
   if (!old.has_reduction || stage.inlined) {
     return InvalidArgument(at, ": the stage is not a reduction");
+  }
+  if (old.reducer == ReducerKind::kCustom) {
+    return InvalidArgument(at, ": the stage reduces with user-defined reducer '", old.custom_name,
+                           "'; rfactor supports sum, prod, max and min");
   }
   KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], "rfactor"));
   if (!axis.is_reduce()) {

@@ -20,6 +20,9 @@ struct PendingReduction {
   Expr source;
   std::vector<IterVar> axes;
   Var var;
+  // kCustom: the whole group of values (every var of the group maps to the
+  // same record).
+  std::shared_ptr<OperationNode> custom;
 };
 std::unordered_map<const ir::VarNode*, PendingReduction>& PendingReductions() {
   thread_local std::unordered_map<const ir::VarNode*, PendingReduction> pending;
@@ -53,6 +56,31 @@ class UseCollector : public ir::ExprVisitor {
   std::vector<ir::Buffer> buffers;
   std::unordered_set<const ir::BufferNode*> seen_buffers;
 };
+
+// The definition of a user-defined reduction: as many values, identities
+// and combined values, each of the value's type.
+Status CheckCustomReducer(const OperationNode& op) {
+  const std::string at = "compute '" + op.name + "': reducer '" + op.custom_name + "'";
+  const size_t n = op.reduce_sources.size();
+  if (n == 0) return InvalidArgument(at, " reduces no value");
+  if (op.custom_identity.size() != n || op.custom_combine.size() != n) {
+    return InvalidArgument(at, " reduces ", n, " values but has ", op.custom_identity.size(),
+                           " identities and combine gives ", op.custom_combine.size());
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const Expr* parts[] = {&op.reduce_sources[k], &op.custom_identity[k], &op.custom_combine[k]};
+    const char* what[] = {"value", "identity", "combined value"};
+    for (int j = 0; j < 3; ++j) {
+      if (!parts[j]->defined()) return InvalidArgument(at, ": ", what[j], " ", k, " is undefined");
+      if (parts[j]->dtype() != op.reduce_sources[k].dtype() || !parts[j]->dtype().is_scalar()) {
+        return InvalidArgument(at, ": ", what[j], " ", k, " is ", parts[j]->dtype().ToString(),
+                               " but value ", k, " is ", op.reduce_sources[k].dtype().ToString(),
+                               " (each value is one scalar type)");
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 std::shared_ptr<OperationNode> NewOp(const std::string& name, std::vector<Expr> shape,
                                      ir::DataType dtype) {
@@ -107,6 +135,32 @@ Expr Min(Expr source, std::initializer_list<IterVar> axes) {
   return MakeReduction(ReducerKind::kMin, std::move(source), axes);
 }
 
+std::vector<Expr> Reduce(const CommReducer& reducer, const std::vector<Expr>& sources,
+                         const std::vector<IterVar>& axes) {
+  // The definition is checked by Compute, which reports through the
+  // schedule; here it is only recorded.
+  auto group = std::make_shared<OperationNode>();
+  group->custom_name = reducer.name;
+  group->reduce_sources = sources;
+  group->custom_identity = reducer.identity;
+  std::vector<Expr> acc, next, out;
+  for (size_t k = 0; k < sources.size(); ++k) {
+    const ir::DataType t = sources[k].defined() ? sources[k].dtype() : ir::kF32;
+    group->custom_acc.emplace_back("acc" + std::to_string(k), t);
+    group->custom_next.emplace_back("next" + std::to_string(k), t);
+    group->reduce_vars.emplace_back(reducer.name + std::to_string(k), t);
+    acc.push_back(group->custom_acc.back());
+    next.push_back(group->custom_next.back());
+    out.push_back(group->reduce_vars.back());
+  }
+  if (reducer.combine) group->custom_combine = reducer.combine(acc, next);
+  for (const Var& v : group->reduce_vars) {
+    PendingReductions()[v.get()] = PendingReduction{
+        ReducerKind::kCustom, sources.empty() ? Expr() : sources[0], axes, v, group};
+  }
+  return out;
+}
+
 std::string_view ReducerName(ReducerKind kind) {
   switch (kind) {
     case ReducerKind::kSum:
@@ -117,6 +171,8 @@ std::string_view ReducerName(ReducerKind kind) {
       return "max";
     case ReducerKind::kMin:
       return "min";
+    case ReducerKind::kCustom:
+      return "custom";
   }
   return "?";
 }
@@ -145,7 +201,10 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
           bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
       return ir::IntConst(dtype, max ? -highest - 1 : highest);
     }
+    case ReducerKind::kCustom:
+      break;
   }
+  KILN_CHECK_MSG(false, "a user-defined reducer has identities of its own");
   return Expr();
 }
 
@@ -159,7 +218,10 @@ Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
       return ir::Max(acc, value);
     case ReducerKind::kMin:
       return ir::Min(acc, value);
+    case ReducerKind::kCustom:
+      break;
   }
+  KILN_CHECK_MSG(false, "a user-defined reducer combines with its own expressions");
   return Expr();
 }
 
@@ -229,6 +291,20 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
       op->reducer = it->second.kind;
       op->reduce_source = it->second.source;
       op->reduce_var = it->second.var;
+      if (const std::shared_ptr<OperationNode> group = it->second.custom) {
+        op->custom_name = group->custom_name;
+        op->reduce_sources = group->reduce_sources;
+        op->reduce_vars = group->reduce_vars;
+        op->reduce_var = group->reduce_vars[0];
+        op->custom_acc = group->custom_acc;
+        op->custom_next = group->custom_next;
+        op->custom_combine = group->custom_combine;
+        op->custom_identity = group->custom_identity;
+        for (const Var& v : group->reduce_vars) {
+          if (!v.same_as(it->second.var)) pending.erase(v.get());
+        }
+        error = CheckCustomReducer(*op);
+      }
       for (const IterVar& r : it->second.axes) {
         // A per-stage copy of the axis keeps the var (the identity the
         // source uses) under a name unique within the stage.
@@ -239,14 +315,17 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
       pending.erase(it);
     }
   }
-  if (error.ok() && op->has_reduction) {
+  if (error.ok() && op->has_reduction && op->reducer != ReducerKind::kCustom) {
     if (!op->reduce_source.dtype().is_numeric() || !op->reduce_source.dtype().is_scalar()) {
       error = InvalidArgument("compute '", name, "': ", ReducerName(op->reducer),
                               " needs a numeric scalar source, not ",
                               op->reduce_source.dtype().ToString());
     }
+  }
+  if (error.ok() && op->has_reduction) {
     UseCollector in_source;
     in_source.VisitExpr(op->reduce_source);
+    for (const Expr& e : op->reduce_sources) in_source.VisitExpr(e);
     for (const ir::VarNode* v : in_source.vars) {
       if (PendingReductions().count(v) != 0) {
         error = InvalidArgument("compute '", name, "': a reduction inside a reduction");
@@ -276,6 +355,7 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     UseCollector reads;
     reads.VisitExpr(body);
     if (op->has_reduction) reads.VisitExpr(op->reduce_source);
+    for (const Expr& e : op->reduce_sources) reads.VisitExpr(e);
     for (const ir::Buffer& b : reads.buffers) {
       auto it = TensorOfBuffer().find(b.get());
       std::shared_ptr<const OperationNode> input;

@@ -90,7 +90,33 @@ Expr Prod(Expr source, std::initializer_list<IterVar> axes);
 Expr Max(Expr source, std::initializer_list<IterVar> axes);
 Expr Min(Expr source, std::initializer_list<IterVar> axes);
 
-enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin };
+// A user-defined commutative, associative reduction over one or more values
+// (a tuple reducer when more than one, like argmax's (index, value)):
+// `combine` maps the accumulated values and the next values to the new
+// accumulated values, and `identity` gives each value's start. Lowering
+// evaluates combine once per step; it must not depend on the order in which
+// steps are combined.
+struct CommReducer {
+  std::string name;
+  std::vector<Expr> identity;
+  std::function<std::vector<Expr>(const std::vector<Expr>& acc, const std::vector<Expr>& next)>
+      combine;
+};
+// One expression per value of the reduction of `sources` (one per value of
+// the reducer) over `axes`; use them in a compute body (at most one
+// reduction per body). E.g. an argmax:
+//   CommReducer argmax{"argmax", {IntConst(kI32, -1), FloatConst(kF32, -inf)},
+//       [](auto& acc, auto& next) {
+//         Expr take = next[1] > acc[1];
+//         return std::vector<Expr>{Select(take, next[0], acc[0]),
+//                                  Select(take, next[1], acc[1])}; }};
+//   Compute("Y", {n}, [&](auto& i) { return Reduce(argmax, {k, X(i[0], k)}, {k})[0]; });
+// Errors (reported by Schedule::Create): values, identities and combine's
+// results that differ in number or type.
+std::vector<Expr> Reduce(const CommReducer& reducer, const std::vector<Expr>& sources,
+                         const std::vector<IterVar>& axes);
+
+enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin, kCustom };
 std::string_view ReducerName(ReducerKind kind);
 // The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
 Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
@@ -114,6 +140,14 @@ class OperationNode {
   ReducerKind reducer = ReducerKind::kSum;
   Expr reduce_source;
   Var reduce_var;
+  // kCustom: every value's source and result var (reduce_source and
+  // reduce_var are the first), and combine's result per value in terms of
+  // the accumulated values (custom_acc) and the next ones (custom_next).
+  std::string custom_name;
+  std::vector<Expr> reduce_sources;
+  std::vector<Var> reduce_vars;
+  std::vector<Var> custom_acc, custom_next;
+  std::vector<Expr> custom_combine, custom_identity;
   std::vector<Tensor> inputs;  // tensors the body reads, in first-use order
   Status error;                // a malformed definition, reported by Schedule::Create
 };

@@ -469,5 +469,50 @@ TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {
   }
 }
 
+// A tuple reducer: argmax over (index, value), the first index of the
+// largest value; rows with ties and with infinities.
+TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
+  testing::ArgmaxProgram p;
+  auto s = Schedule::Create({p.Y});
+  ASSERT_TRUE(s.ok()) << s.status();
+  Stage y = (*s)[p.Y];
+  auto r = y.Split(y.axis(0), 32);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(y.Bind(r->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(y.Bind(r->inner, ThreadAxis::kThreadX).ok());
+  auto f = Lower(*s, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {33, 100}, {100, 7}}) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+    auto x = Random(sh.rows * sh.cols);
+    if (sh.cols > 3) {
+      x[1] = x[3] = 5.0f;                              // a tie: index 1 wins
+      x[sh.cols] = INFINITY;                           // row 1 (if any)
+      x[sh.cols * (sh.rows > 2 ? 2 : 0) + 2] = -0.0f;  // no effect on the order
+    }
+    std::vector<float> want(sh.rows);
+    for (int row = 0; row < sh.rows; ++row) {
+      int best = -1;
+      float value = -INFINITY;
+      for (int q = 0; q < sh.cols; ++q) {
+        if (x[row * sh.cols + q] > value) {
+          value = x[row * sh.cols + q];
+          best = q;
+        }
+      }
+      want[row] = static_cast<float>(best);
+    }
+    std::vector<float> got = Run(*f, {x}, want.size(), {sh.rows, sh.cols});
+    // The output is i32: read its words as integers.
+    std::vector<float> as_index(got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      int32_t v;
+      std::memcpy(&v, &got[i], 4);
+      as_index[i] = static_cast<float>(v);
+    }
+    ExpectNear(as_index, want, 0, "Y");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::te

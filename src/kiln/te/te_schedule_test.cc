@@ -177,6 +177,56 @@ TEST(TeScheduleTest, DoubleBufferNeedsASharedStageAtASerialLoop) {
               "stage 'P' is double-buffered at loop 'i_outer', which is a launch axis");
 }
 
+TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
+  testing::ArgmaxProgram p;
+  auto s = Schedule::Create({p.Y});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto f = Lower(*s, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "alloc Y_acc0: i32[1] local"));
+  EXPECT_TRUE(Contains(ir, "alloc Y_acc1: f32[1] local"));
+  EXPECT_TRUE(Contains(ir, "Y[i] = Y_acc0[0]"));
+  // No in-place, cross-thread or factored use.
+  Stage y = (*s)[p.Y];
+  auto k = y.Split(y.reduce_axis(0), 32);
+  ASSERT_TRUE(k.ok());
+  ExpectError(s->Rfactor(p.Y, k->inner).status(),
+              "rfactor of stage 'Y': the stage reduces with user-defined reducer 'argmax'");
+  ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
+  ExpectError(Lower(*s, {p.Y}, {p.X}, "argmax").status(),
+              "reduces with user-defined reducer 'argmax', which keeps its reduction loops "
+              "innermost and serial");
+}
+
+TEST(TeScheduleTest, MalformedReducersAreErrors) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n, n}, ir::kF32);
+  IterVar k = ReduceAxis(n, "k");
+  CommReducer two_identities{"bad",
+                             {ir::FloatConst(ir::kF32, 0), ir::FloatConst(ir::kF32, 0)},
+                             [](const std::vector<Expr>& a, const std::vector<Expr>& b) {
+                               return std::vector<Expr>{a[0] + b[0]};
+                             }};
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) {
+    return Reduce(two_identities, {X(i[0], k)}, {k})[0];
+  });
+  ExpectError(Schedule::Create({Y}).status(),
+              "compute 'Y': reducer 'bad' reduces 1 values but has 2 identities and combine "
+              "gives 1");
+  CommReducer wrong_type{"mixed",
+                         {ir::IntConst(ir::kI32, 0)},
+                         [](const std::vector<Expr>& a, const std::vector<Expr>& b) {
+                           return std::vector<Expr>{a[0] + b[0]};
+                         }};
+  IterVar k2 = ReduceAxis(n, "k2");
+  Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) {
+    return Reduce(wrong_type, {X(i[0], k2)}, {k2})[0];
+  });
+  ExpectError(Schedule::Create({Z}).status(),
+              "compute 'Z': reducer 'mixed': identity 0 is i32 but value 0 is f32");
+}
+
 TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   Var a("a", ir::kI32), b("b", ir::kI32);
   EXPECT_EQ(ir::Print(internal::CancelTerms(a * 32 + b - a * 32)), "b");

@@ -3,6 +3,7 @@
 // device tests of te.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -114,5 +115,26 @@ inline StatusOr<Schedule> ScheduleStencil(const StencilProgram& p, int64_t tile)
   KILN_RETURN_IF_ERROR(pr.Bind(j.inner, ThreadAxis::kThreadX));
   return s;
 }
+
+// Argmax along rows with a tuple reducer over (index, value): the first
+// index of the largest value.
+inline CommReducer ArgmaxReducer() {
+  return CommReducer{"argmax",
+                     {ir::IntConst(ir::kI32, -1), ir::FloatConst(ir::kF32, -INFINITY)},
+                     [](const std::vector<Expr>& acc, const std::vector<Expr>& next) {
+                       const Expr take = next[1] > acc[1];
+                       return std::vector<Expr>{ir::Select(take, next[0], acc[0]),
+                                                ir::Select(take, next[1], acc[1])};
+                     }};
+}
+
+struct ArgmaxProgram {
+  Var rows = SizeVar("rows"), cols = SizeVar("cols");
+  Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
+  IterVar k = ReduceAxis(cols, "k");
+  Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
+    return Reduce(ArgmaxReducer(), {k, X(i[0], k)}, {k})[0];
+  });
+};
 
 }  // namespace kiln::te::testing
