@@ -4,8 +4,12 @@
 //
 //   C[i, j] = sum over k of A[i, k] * B[k, j]      (M x K) @ (K x N)
 //
-// schedule: i and j split by 16; the outer parts bound to blocks, the inner
-// ones to a 16 x 16 workgroup; k stays a serial loop in every thread.
+// schedule: a 64 x 64 tile of C per workgroup of 16 x 16 threads, each
+// thread a 4 x 4 register tile of C (cache_write, accumulated in place with
+// k outside its loops); at each step of 16 along k, 64 x 16 and 16 x 64
+// tiles of A and B are copied into shared memory by all the threads
+// (cache_read + compute_at), their rows padded against bank conflicts
+// (storage_align) and double-buffered.
 //
 //   kiln_example_te_matmul [M N K] [-o matmul.kmod]
 //
@@ -41,13 +45,39 @@ StatusOr<ir::Function> BuildMatmul() {
   });
 
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({C}));
+  KILN_ASSIGN_OR_RETURN(te::Tensor a_shared, s.CacheRead(A, ir::MemoryScope::kShared, {C}));
+  KILN_ASSIGN_OR_RETURN(te::Tensor b_shared, s.CacheRead(B, ir::MemoryScope::kShared, {C}));
+  KILN_ASSIGN_OR_RETURN(te::Tensor c_local, s.CacheWrite(C, ir::MemoryScope::kLocal));
+
+  // C: blocks of 64 x 64, threads of 4 x 4 elements.
   te::Stage c = s[C];
-  KILN_ASSIGN_OR_RETURN(te::SplitResult i, c.Split(c.axis(0), 16));
-  KILN_ASSIGN_OR_RETURN(te::SplitResult j, c.Split(c.axis(1), 16));
-  KILN_RETURN_IF_ERROR(c.Bind(i.outer, te::ThreadAxis::kBlockY));
-  KILN_RETURN_IF_ERROR(c.Bind(j.outer, te::ThreadAxis::kBlockX));
-  KILN_RETURN_IF_ERROR(c.Bind(i.inner, te::ThreadAxis::kThreadY));
-  KILN_RETURN_IF_ERROR(c.Bind(j.inner, te::ThreadAxis::kThreadX));
+  KILN_ASSIGN_OR_RETURN(te::Stage::TileResult block, c.Tile(c.axis(0), c.axis(1), 64, 64));
+  KILN_ASSIGN_OR_RETURN(te::Stage::TileResult thread, c.Tile(block.x_inner, block.y_inner, 4, 4));
+  KILN_RETURN_IF_ERROR(c.Bind(block.x_outer, te::ThreadAxis::kBlockY));
+  KILN_RETURN_IF_ERROR(c.Bind(block.y_outer, te::ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(thread.x_outer, te::ThreadAxis::kThreadY));
+  KILN_RETURN_IF_ERROR(c.Bind(thread.y_outer, te::ThreadAxis::kThreadX));
+
+  // Each thread's 4 x 4 accumulators, k outside them.
+  te::Stage local = s[c_local];
+  KILN_RETURN_IF_ERROR(local.ComputeAt(c, thread.y_outer));
+  KILN_ASSIGN_OR_RETURN(te::SplitResult kk, local.Split(local.reduce_axis(0), 16));
+  KILN_RETURN_IF_ERROR(local.Reorder({kk.outer, kk.inner, local.axis(0), local.axis(1)}));
+  KILN_RETURN_IF_ERROR(local.Unroll(local.axis(0)));
+  KILN_RETURN_IF_ERROR(local.Unroll(local.axis(1)));
+
+  // The shared tiles, copied by the 16 x 16 threads at each step of k.
+  for (const te::Tensor& t : {a_shared, b_shared}) {
+    te::Stage st = s[t];
+    KILN_RETURN_IF_ERROR(st.ComputeAt(local, kk.outer));
+    KILN_RETURN_IF_ERROR(st.StorageAlign(st.axis(0), 32, 1));
+    KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+    KILN_ASSIGN_OR_RETURN(te::IterVar fused, st.Fuse(st.axis(0), st.axis(1)));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult rows, st.Split(fused, 256));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult lanes, st.Split(rows.inner, 16));
+    KILN_RETURN_IF_ERROR(st.Bind(lanes.outer, te::ThreadAxis::kThreadY));
+    KILN_RETURN_IF_ERROR(st.Bind(lanes.inner, te::ThreadAxis::kThreadX));
+  }
   std::printf("schedule:\n%s\n", s.ToString().c_str());
   return te::Lower(s, {C}, {A, B}, "te_matmul");
 }

@@ -487,9 +487,22 @@ class KernelLowering {
     seq.push_back(body);
     Stmt out = ir::MakeSeq(seq);
     for (auto it = here.rbegin(); it != here.rend(); ++it) {
+      if ((*it)->double_buffer) continue;  // allocated around the loop: AroundLoop
       out = ir::AllocateNode::make(placements_.at((*it)->tensor.buffer().get()).buffer, out);
     }
     return out;
+  }
+
+  // The double buffers of the stages attached at loop `axis` of `s`, around
+  // the loop: each half lives from one iteration to the next.
+  Stmt AroundLoop(const StageState& s, const IterVar& axis, Stmt loop) {
+    for (auto it = attached_.rbegin(); it != attached_.rend(); ++it) {
+      const StageState* a = *it;
+      if (a->double_buffer && a->attach_stage == s.name() && a->attach_axis.same_as(axis)) {
+        loop = ir::AllocateNode::make(placements_.at(a->tensor.buffer().get()).buffer, loop);
+      }
+    }
+    return loop;
   }
 
   // Allocates the buffer of attached stage `p` inside loop `axis` of its
@@ -691,7 +704,8 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       const IterVar& a = loops[k];
       body = EmitAttached(stage, a, ctx_inside.at(a.get()), body);
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
-      body = MakeLoop(a.var(), layout.extent(a), layout.loop_kind(a), ctx, body);
+      body =
+          AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), layout.loop_kind(a), ctx, body));
     }
     return body;
   };
