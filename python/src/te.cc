@@ -298,6 +298,39 @@ void BindTe(nb::module_& m) {
       "min", [](nb::handle e, nb::handle axes) { return te::Min(ToExpr(e), AxesOf(axes)); },
       "expr"_a, "axes"_a, "The minimum of expr over reduction axes.");
   te_m.def(
+      "reduce",
+      [](const std::string& name, nb::callable combine, nb::handle identity, nb::handle sources,
+         nb::handle axes) {
+        std::vector<ir::Expr> values;
+        for (nb::handle h : sources) values.push_back(ToExpr(h, "a reduced value"));
+        std::vector<ir::Expr> identities;
+        size_t k = 0;
+        for (nb::handle h : identity) {
+          ir::Expr e;
+          if (nb::try_cast<ir::Expr>(h, e)) {
+            identities.push_back(e);
+          } else {
+            identities.push_back(k < values.size() ? Constant(values[k], h) : ToExpr(h));
+          }
+          ++k;
+        }
+        te::CommReducer reducer{
+            name, identities,
+            [&](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
+              nb::object out = combine(nb::cast(acc), nb::cast(next));
+              std::vector<ir::Expr> result;
+              ir::Expr single;
+              if (nb::try_cast<ir::Expr>(out, single)) return std::vector<ir::Expr>{single};
+              for (nb::handle h : out) result.push_back(ToExpr(h, "a combined value"));
+              return result;
+            }};
+        return te::Reduce(reducer, values, AxesOf(axes));
+      },
+      "name"_a, "combine"_a, "identity"_a, "values"_a, "axes"_a,
+      "A user-defined reduction of `values` (one expression per value; several make a tuple "
+      "reducer) over reduction axes: combine(acc, next) takes and returns lists of "
+      "expressions, `identity` gives each value's start. Returns one expression per value.");
+  te_m.def(
       "maximum",
       [](nb::handle a, nb::handle b) {
         ir::Expr x = ToExpr(a);
@@ -362,26 +395,9 @@ void BindTe(nb::module_& m) {
       .def_prop_ro(
           "name", [](const StageRef& s) { return s.tensor.name(); }, "The compute's name.")
       .def_prop_ro(
-          "axis",
-          [](const StageRef& s) {
-            te::Stage st = s.Get();
-            std::vector<te::IterVar> axes;
-            for (size_t i = 0; i < s.tensor.op()->axis.size(); ++i) {
-              axes.push_back(st.axis(static_cast<int>(i)));
-            }
-            return axes;
-          },
-          "The root data-parallel axes.")
+          "axis", [](const StageRef& s) { return s.Get().axes(); }, "The root data-parallel axes.")
       .def_prop_ro(
-          "reduce_axis",
-          [](const StageRef& s) {
-            te::Stage st = s.Get();
-            std::vector<te::IterVar> axes;
-            for (size_t i = 0; i < s.tensor.op()->reduce_axis.size(); ++i) {
-              axes.push_back(st.reduce_axis(static_cast<int>(i)));
-            }
-            return axes;
-          },
+          "reduce_axis", [](const StageRef& s) { return s.Get().reduce_axes(); },
           "The root reduction axes.")
       .def_prop_ro(
           "leaf_axes", [](const StageRef& s) { return s.Get().leaf_axes(); },
@@ -419,7 +435,45 @@ void BindTe(nb::module_& m) {
           "axis"_a, "Unrolls an axis (a constant extent).")
       .def(
           "compute_inline", [](const StageRef& s) { Check(s.Get().ComputeInline()); },
-          "Inlines this compute into its consumers.");
+          "Inlines this compute into its consumers.")
+      .def(
+          "vectorize",
+          [](const StageRef& s, const te::IterVar& axis) { Check(s.Get().Vectorize(axis)); },
+          "axis"_a, "Runs an innermost data-parallel axis of extent 2, 3 or 4 as one vector.")
+      .def(
+          "tile",
+          [](const StageRef& s, const te::IterVar& x, const te::IterVar& y, int64_t fx,
+             int64_t fy) {
+            te::Stage::TileResult r = Check(s.Get().Tile(x, y, fx, fy));
+            return nb::make_tuple(r.x_outer, r.y_outer, r.x_inner, r.y_inner);
+          },
+          "x"_a, "y"_a, "x_factor"_a, "y_factor"_a,
+          "Splits two adjacent axes and orders them: returns (x_outer, y_outer, x_inner, "
+          "y_inner).")
+      .def(
+          "compute_at",
+          [](const StageRef& s, const StageRef& consumer, const te::IterVar& axis) {
+            Check(s.Get().ComputeAt(consumer.Get(), axis));
+          },
+          "consumer"_a, "axis"_a,
+          "Computes this stage inside loop `axis` of `consumer`, over the region the loops "
+          "inside it read (bounds inference).")
+      .def(
+          "set_scope",
+          [](const StageRef& s, const std::string& scope) {
+            Check(s.Get().SetScope(Check(te::ScopeFromName(scope))));
+          },
+          "scope"_a, "Where a computed-at stage lives: 'shared' or 'local'.")
+      .def(
+          "storage_align",
+          [](const StageRef& s, const te::IterVar& axis, int64_t factor, int64_t offset) {
+            Check(s.Get().StorageAlign(axis, factor, offset));
+          },
+          "axis"_a, "factor"_a, "offset"_a,
+          "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
+      .def(
+          "double_buffer", [](const StageRef& s) { Check(s.Get().DoubleBuffer()); },
+          "Alternates two halves of a shared stage computed at a serial loop.");
 
   nb::class_<ScheduleHolder>(te_m, "Schedule",
                              "How the computes of a tensor program run: primitives applied to "
@@ -440,6 +494,30 @@ void BindTe(nb::module_& m) {
             return out;
           },
           "The primitives applied, in order, as text.")
+      .def(
+          "cache_read",
+          [](const SchedulePtr& s, const te::Tensor& t, const std::string& scope,
+             const std::vector<te::Tensor>& readers) {
+            return Check(s->schedule.CacheRead(t, Check(te::ScopeFromName(scope)), readers));
+          },
+          "tensor"_a, "scope"_a, "readers"_a,
+          "A stage copying `tensor` into 'shared' or 'local' memory, read by `readers` "
+          "instead; returns its tensor.")
+      .def(
+          "cache_write",
+          [](const SchedulePtr& s, const te::Tensor& t, const std::string& scope) {
+            return Check(s->schedule.CacheWrite(t, Check(te::ScopeFromName(scope))));
+          },
+          "tensor"_a, "scope"_a,
+          "Moves the computation of `tensor` into a new 'shared' or 'local' stage; returns it.")
+      .def(
+          "rfactor",
+          [](const SchedulePtr& s, const te::Tensor& t, const te::IterVar& axis) {
+            return Check(s->schedule.Rfactor(t, axis));
+          },
+          "tensor"_a, "axis"_a,
+          "Factors the reduction of `tensor` over `axis` (a part of a split reduction axis) "
+          "into a new stage; returns it.")
       .def("__str__", [](const ScheduleHolder& s) { return s.schedule.ToString(); })
       .def("__repr__", [](const ScheduleHolder& s) {
         return "te.Schedule(" + std::to_string(s.schedule.primitives().size()) + " primitives)";

@@ -236,3 +236,92 @@ def test_te_errors(device):
     with pytest.raises(kiln.InvalidArgument, match="extent must be an integer"):
         te.reduce_axis(2.5)
 
+
+
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)
+def test_te_shared_memory_matmul(device, rng, mnk):
+    M, N, K = mnk
+    A, B, C = _matmul(M, N, K)
+    s = te.create_schedule(C)
+    As = s.cache_read(A, "shared", [C])
+    Bs = s.cache_read(B, "shared", [C])
+    Cl = s.cache_write(C, "local")
+    i, j = s[C].axis
+    io, jo, ii, ji = s[C].tile(i, j, 16, 16)
+    ty, iii = s[C].split(ii, 2)
+    tx, jii = s[C].split(ji, 2)
+    s[C].reorder(ty, tx, iii, jii)
+    s[C].bind(io, "blockIdx.y")
+    s[C].bind(jo, "blockIdx.x")
+    s[C].bind(ty, "threadIdx.y")
+    s[C].bind(tx, "threadIdx.x")
+    s[Cl].compute_at(s[C], tx)
+    ko, ki = s[Cl].split(s[Cl].reduce_axis[0], 4)
+    s[Cl].reorder(ko, ki, *s[Cl].axis)
+    for T in (As, Bs):
+        s[T].compute_at(s[Cl], ko)
+        s[T].storage_align(s[T].axis[0], 8, 1)
+        s[T].double_buffer()
+        f = s[T].fuse(*s[T].axis)
+        rest, lanes = s[T].split(f, 64)
+        y, x = s[T].split(lanes, 8)
+        s[T].bind(y, "threadIdx.y")
+        s[T].bind(x, "threadIdx.x")
+    assert "A.cache_read(shared, C)" in str(s)
+    assert "shared" in te.lower(s, [C], [A, B], "mm")
+    kern = kiln.build(s, [C], [A, B], "mm", device)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = _poisoned((M, N), np.float32, device)
+    kern(kiln.tensor(a, device), kiln.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_te_rfactor_and_tuple_reducer(device, rng):
+    X = te.placeholder((5, 300), "float32", name="X")
+    k = te.reduce_axis(300, "k")
+    Y = te.compute((5,), lambda i: te.sum(X[i, k], k), name="Y")
+    s = te.create_schedule(Y)
+    ko, ki = s[Y].split(s[Y].reduce_axis[0], 32)
+    rf = s.rfactor(Y, ki)
+    s[Y].bind(s[Y].axis[0], "blockIdx.x")
+    s[Y].bind(s[Y].reduce_axis[0], "threadIdx.x")
+    s[rf].compute_at(s[Y], s[Y].reduce_axis[0])
+    kern = kiln.build(s, [Y], [X], "row_sum", device)
+    x = rng.standard_normal((5, 300)).astype(np.float32)
+    y = _poisoned(5, np.float32, device)
+    kern(kiln.tensor(x, device), y)
+    np.testing.assert_allclose(y.numpy(), x.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+    k2 = te.reduce_axis(300, "k2")
+
+    def combine(acc, nxt):
+        take = nxt[1] > acc[1]
+        return [te.select(take, nxt[0], acc[0]), te.select(take, nxt[1], acc[1])]
+
+    Am = te.compute((5,), lambda i: te.reduce("argmax", combine, [-1, -np.inf],
+                                              [k2, X[i, k2]], k2)[0], name="Am")
+    s = te.create_schedule(Am)
+    kern = kiln.build(s, [Am], [X], "argmax", device)
+    x[2, 10] = x[2, 20] = 9.0  # a tie: the first wins
+    am = _poisoned(5, np.int32, device)
+    kern(kiln.tensor(x, device), am)
+    np.testing.assert_array_equal(am.numpy(), np.argmax(x, axis=1))
+
+
+def test_te_staging_errors(device):
+    A = te.placeholder((8, 8), "float32", name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 8), lambda i, j: B[i, j] + 1.0, name="C")
+    s = te.create_schedule(C)
+    with pytest.raises(kiln.InvalidArgument, match="an output"):
+        s[C].compute_at(s[B], s[B].axis[0])
+    with pytest.raises(kiln.InvalidArgument, match="not a memory scope"):
+        s.cache_read(A, "texture", [B])
+    with pytest.raises(kiln.InvalidArgument, match="does not read it"):
+        s.cache_read(A, "shared", [C])
+    with pytest.raises(kiln.InvalidArgument, match="the stage is not a reduction"):
+        s.rfactor(C, s[C].axis[0])
+    s[B].set_scope("shared")
+    with pytest.raises(kiln.Error, match="neither inlined, computed at another stage nor"):
+        kiln.build(s, [C], [A], "nope", device)

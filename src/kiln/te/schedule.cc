@@ -971,6 +971,14 @@ IterVar Stage::reduce_axis(int i) const {
   return axes[i];
 }
 
+std::vector<IterVar> Stage::axes() const {
+  return state().op->axis;
+}
+
+std::vector<IterVar> Stage::reduce_axes() const {
+  return state().op->reduce_axis;
+}
+
 std::vector<IterVar> Stage::leaf_axes() const {
   return state().leaves;
 }

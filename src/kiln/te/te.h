@@ -250,6 +250,9 @@ class Stage {
   // Root axes of the compute (before any split or fuse).
   IterVar axis(int i) const;
   IterVar reduce_axis(int i) const;
+  // All root axes (cache_write and rfactor change a stage's reduction axes).
+  std::vector<IterVar> axes() const;
+  std::vector<IterVar> reduce_axes() const;
   // The current loop nest, outermost first.
   std::vector<IterVar> leaf_axes() const;
 
