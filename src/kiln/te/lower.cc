@@ -953,10 +953,18 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
 
 }  // namespace
 
-StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
-                             const std::vector<Tensor>& inputs, const std::string& name) {
-  const Schedule::Impl& impl = schedule.impl();
-  const std::string at = "lowering '" + name + "'";
+namespace {
+
+// The stages reachable from `outputs`: those materialised at the root of a
+// kernel (outputs, and with `split` the other stages neither inlined nor
+// computed at another), and those computed at a loop, in stage order.
+struct Graph {
+  std::vector<const StageState*> roots, attached;
+};
+
+StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tensor>& outputs,
+                              const std::vector<Tensor>& inputs, const std::string& at,
+                              bool split) {
   if (outputs.empty()) return InvalidArgument(at, ": no outputs");
   for (const Tensor& t : inputs) {
     if (!t.defined() || !t.op()->is_placeholder) {
@@ -964,8 +972,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
                              "' is not a placeholder");
     }
   }
-  // The stages the outputs need, and the placeholders they read.
-  std::vector<const StageState*> roots, attached;
+  Graph g;
   std::unordered_set<const OperationNode*> visited;
   Status error;
   std::function<void(const Tensor&, const Tensor*)> visit = [&](const Tensor& t,
@@ -984,38 +991,31 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
       return;
     }
     if (stage->attached()) {
-      attached.push_back(stage);
+      g.attached.push_back(stage);
     } else if (!stage->inlined) {
       bool is_output = false;
       for (const Tensor& o : outputs) is_output |= o.same_as(t);
-      if (!is_output) {
+      if (!is_output && !split) {
         error = InvalidArgument(at, ": stage '", t.name(), "' is read by '",
                                 reader ? reader->name() : "?",
                                 "' but is neither inlined, computed at another stage nor an "
-                                "output");
+                                "output (LowerKernels makes it a kernel of its own)");
         return;
       }
-      roots.push_back(stage);
+      g.roots.push_back(stage);
     }
     for (const Tensor& in : stage->op->inputs) visit(in, &t);
   };
   for (const Tensor& o : outputs) visit(o, nullptr);
   KILN_RETURN_IF_ERROR(error);
-  if (roots.size() != 1) {
-    std::string names;
-    for (const StageState* s : roots) {
-      names += (names.empty() ? "'" : ", '") + s->name() + "'";
-    }
-    return InvalidArgument(at, ": this version lowers one output stage per kernel, not ",
-                           roots.size(), " (", names, ")");
-  }
-  // Attached stages in stage order (producers first), each inside a stage
-  // of the kernel.
-  std::sort(attached.begin(), attached.end());
-  for (const StageState* s : attached) {
+  std::sort(g.roots.begin(), g.roots.end());
+  std::sort(g.attached.begin(), g.attached.end());
+  for (const StageState* s : g.attached) {
     const StageState* consumer = impl.Find(s->attach_stage);
-    if (consumer != roots[0] &&
-        std::find(attached.begin(), attached.end(), consumer) == attached.end()) {
+    const bool in_graph =
+        std::find(g.roots.begin(), g.roots.end(), consumer) != g.roots.end() ||
+        std::find(g.attached.begin(), g.attached.end(), consumer) != g.attached.end();
+    if (!in_graph) {
       return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
                              s->attach_stage, "', which is not part of this kernel");
     }
@@ -1032,18 +1032,53 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
       }
     }
   }
-  if (roots[0]->double_buffer) {
-    return InvalidArgument(at, ": stage '", roots[0]->name(),
-                           "' is double-buffered but not computed at a loop");
+  for (const StageState* r : g.roots) {
+    if (r->double_buffer) {
+      return InvalidArgument(at, ": stage '", r->name(),
+                             "' is double-buffered but not computed at a loop");
+    }
+  }
+  return g;
+}
+
+// The root stage that `s` is computed in, following compute_at.
+const StageState* RootOf(const Schedule::Impl& impl, const StageState* s) {
+  while (s->attached()) s = impl.Find(s->attach_stage);
+  return s;
+}
+
+// Every buffer a statement loads.
+class LoadedBuffers : public ir::StmtVisitor {
+ public:
+  void VisitExpr(const ir::Expr& e) override {
+    if (const auto* load = e.as<ir::LoadNode>()) seen.insert(load->buffer.get());
+    ir::StmtVisitor::VisitExpr(e);
+  }
+  std::unordered_set<const ir::BufferNode*> seen;
+};
+
+// One kernel: `root` and the stages computed in it. Its buffer parameters
+// are `reads` (those it loads, in order), then its output.
+StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState& root,
+                                   const std::vector<const StageState*>& attached,
+                                   const std::vector<ir::Buffer>& readable, const std::string& name,
+                                   bool every_input) {
+  const std::string at = "lowering '" + name + "'";
+  std::vector<const StageState*> mine;
+  for (const StageState* s : attached) {
+    if (RootOf(impl, s) == &root) mine.push_back(s);
   }
   KernelLowering lowering(impl, at);
-  KILN_ASSIGN_OR_RETURN(Stmt body, lowering.Run(*roots[0], attached));
+  KILN_ASSIGN_OR_RETURN(Stmt body, lowering.Run(root, mine));
+  LoadedBuffers loads;
+  loads.VisitStmt(body);
 
   std::vector<ir::Param> params;
   std::vector<ir::Buffer> buffers;
-  buffers.reserve(inputs.size() + outputs.size());
-  for (const Tensor& t : inputs) buffers.push_back(t.buffer());
-  for (const Tensor& t : outputs) buffers.push_back(t.buffer());
+  for (const ir::Buffer& b : readable) {
+    if (every_input || loads.seen.count(b.get()) != 0) buffers.push_back(b);
+  }
+  buffers.push_back(root.tensor.buffer());
   FreeVars free;
   for (const ir::Buffer& b : buffers) {
     params.push_back(ir::Param::FromBuffer(b));
@@ -1069,6 +1104,48 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
                                        verified.message() + "\n" + ir::Print(f));
   }
   return f;
+}
+
+}  // namespace
+
+StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
+                             const std::vector<Tensor>& inputs, const std::string& name) {
+  const Schedule::Impl& impl = schedule.impl();
+  const std::string at = "lowering '" + name + "'";
+  KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/false));
+  if (g.roots.size() != 1) {
+    std::string names;
+    for (const StageState* s : g.roots) {
+      names += (names.empty() ? "'" : ", '") + s->name() + "'";
+    }
+    return InvalidArgument(at, ": this version lowers one output stage per kernel, not ",
+                           g.roots.size(), " (", names, "); LowerKernels makes one kernel each");
+  }
+  std::vector<ir::Buffer> readable;
+  for (const Tensor& t : inputs) readable.push_back(t.buffer());
+  return LowerKernel(impl, *g.roots[0], g.attached, readable, name, /*every_input=*/true);
+}
+
+StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tensor>& outputs,
+                               const std::vector<Tensor>& inputs, const std::string& name) {
+  const Schedule::Impl& impl = schedule.impl();
+  const std::string at = "lowering '" + name + "'";
+  KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/true));
+  Kernels out;
+  std::vector<ir::Buffer> readable;
+  for (const Tensor& t : inputs) readable.push_back(t.buffer());
+  for (const StageState* root : g.roots) {
+    KILN_ASSIGN_OR_RETURN(ir::Function f,
+                          LowerKernel(impl, *root, g.attached, readable, name + "_" + root->name(),
+                                      /*every_input=*/false));
+    out.functions.push_back(std::move(f));
+    bool is_output = false;
+    for (const Tensor& o : outputs) is_output |= o.same_as(root->tensor);
+    if (!is_output) out.intermediates.push_back(root->tensor);
+    // Later kernels read this one's result.
+    readable.push_back(root->tensor.buffer());
+  }
+  return out;
 }
 
 }  // namespace kiln::te

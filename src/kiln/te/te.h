@@ -379,10 +379,25 @@ class Schedule {
 // use). Bound axes become launch loops (blocks outside threads), every other
 // axis a serial, unrolled or vectorized loop in leaf order. The result
 // passes ir::Verify. Errors: a placeholder read but not in `inputs`, a
-// compute read that is neither inlined nor an output, more than one
-// materialised stage, a vectorized axis that is no longer the innermost
-// data-parallel leaf.
+// compute read that is neither inlined, computed at another stage nor an
+// output, more than one root stage (see LowerKernels), a vectorized axis
+// that is no longer the innermost data-parallel leaf.
 StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
                              const std::vector<Tensor>& inputs, const std::string& name);
+
+// Several launches: every stage that is neither inlined nor computed at
+// another stage's loop becomes a kernel of its own, `<name>_<stage>`, in
+// stage order (producers first). A stage that is not an output is an
+// intermediate: a global tensor that its kernel writes and later kernels
+// read. Each kernel's parameters are the inputs and earlier intermediates
+// it reads (in the order of `inputs`, then of the intermediates), its own
+// result, then the size vars it uses. Run the functions in order, each
+// intermediate allocated by the caller.
+struct Kernels {
+  std::vector<ir::Function> functions;
+  std::vector<Tensor> intermediates;
+};
+StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tensor>& outputs,
+                               const std::vector<Tensor>& inputs, const std::string& name);
 
 }  // namespace kiln::te

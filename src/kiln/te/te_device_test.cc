@@ -514,5 +514,66 @@ TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
   }
 }
 
+// Three kernels from one program (LowerKernels): a numerically stable
+// softmax whose row max and row sum are intermediates in global memory, each
+// reduction across the threads of a workgroup.
+TEST_F(TeDeviceTest, SoftmaxAsThreeKernels) {
+  for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {5, 1000}}) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+    Tensor X = Placeholder("X", {sh.rows, sh.cols}, ir::kF32);
+    IterVar k = ReduceAxis(sh.cols, "k"), k2 = ReduceAxis(sh.cols, "k2");
+    Tensor M = Compute("M", {sh.rows},
+                       [&](const std::vector<Var>& i) { return te::Max(X(i[0], k), {k}); });
+    Tensor S = Compute("S", {sh.rows}, [&](const std::vector<Var>& i) {
+      return Sum(ir::Call(ir::Intrinsic::kExp, {X(i[0], k2) - M(i[0])}), {k2});
+    });
+    Tensor Y = Compute("Y", {sh.rows, sh.cols}, [&](const std::vector<Var>& i) {
+      return ir::Call(ir::Intrinsic::kExp, {X(i[0], i[1]) - M(i[0])}) / S(i[0]);
+    });
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const Tensor& t : {M, S}) {
+      Stage st = (*s)[t];
+      auto kk = st.Split(st.reduce_axis(0), 64);
+      ASSERT_TRUE(kk.ok());
+      auto rf = s->Rfactor(t, kk->inner);
+      ASSERT_TRUE(rf.ok()) << rf.status();
+      ASSERT_TRUE(st.Bind(st.axis(0), ThreadAxis::kBlockX).ok());
+      ASSERT_TRUE(st.Bind(st.reduce_axis(0), ThreadAxis::kThreadX).ok());
+      ASSERT_TRUE((*s)[*rf].ComputeAt(st, st.reduce_axis(0)).ok());
+    }
+    Stage y = (*s)[Y];
+    auto j = y.Split(y.axis(1), 64);
+    ASSERT_TRUE(j.ok());
+    // A row per workgroup here too (a launch axis has one extent per
+    // schedule).
+    ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+    ASSERT_TRUE(y.Bind(j->inner, ThreadAxis::kThreadX).ok());
+    auto kernels = LowerKernels(*s, {Y}, {X}, "softmax");
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    ASSERT_EQ(kernels->functions.size(), 3u);
+    ASSERT_EQ(kernels->intermediates.size(), 2u);
+    EXPECT_EQ(kernels->functions[0].name(), "softmax_M");
+    EXPECT_EQ(kernels->functions[2].name(), "softmax_Y");
+
+    auto x = Random(sh.rows * sh.cols);
+    // Each kernel runs (and is checked against the interpreter) on the
+    // previous kernels' results.
+    std::vector<float> m = Run(kernels->functions[0], {x}, sh.rows, {});
+    std::vector<float> sum = Run(kernels->functions[1], {x, m}, sh.rows, {});
+    std::vector<float> got = Run(kernels->functions[2], {x, m, sum}, x.size(), {});
+    std::vector<float> want(x.size());
+    for (int r = 0; r < sh.rows; ++r) {
+      double mx = -INFINITY, total = 0;
+      for (int q = 0; q < sh.cols; ++q) mx = std::max<double>(mx, x[r * sh.cols + q]);
+      for (int q = 0; q < sh.cols; ++q) total += std::exp(x[r * sh.cols + q] - mx);
+      for (int q = 0; q < sh.cols; ++q) {
+        want[r * sh.cols + q] = static_cast<float>(std::exp(x[r * sh.cols + q] - mx) / total);
+      }
+    }
+    ExpectNear(got, want, 1e-5f, "Y");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::te

@@ -227,6 +227,29 @@ TEST(TeScheduleTest, MalformedReducersAreErrors) {
               "compute 'Z': reducer 'mixed': identity 0 is i32 but value 0 is f32");
 }
 
+TEST(TeScheduleTest, LowerKernelsSplitsAtRootStages) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor Unused = Placeholder("Unused", {n}, ir::kF32);
+  Tensor B = Compute("B", {n}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0f; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return B(n - 1 - i[0]); });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  ExpectError(Lower(*s, {C}, {X}, "rev").status(),
+              "stage 'B' is read by 'C' but is neither inlined, computed at another stage nor "
+              "an output (LowerKernels makes it a kernel of its own)");
+  auto k = LowerKernels(*s, {C}, {X, Unused}, "rev");
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->functions.size(), 2u);
+  ASSERT_EQ(k->intermediates.size(), 1u);
+  EXPECT_TRUE(k->intermediates[0].same_as(B));
+  // Each kernel takes what it reads, then its result, then its sizes.
+  EXPECT_TRUE(Contains(ir::Print(k->functions[0]),
+                       "fn rev_B(X: buffer<f32>[n], B: buffer<f32>[n], n: i32)"));
+  EXPECT_TRUE(Contains(ir::Print(k->functions[1]),
+                       "fn rev_C(B: buffer<f32>[n], C: buffer<f32>[n], n: i32)"));
+}
+
 TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   Var a("a", ir::kI32), b("b", ir::kI32);
   EXPECT_EQ(ir::Print(internal::CancelTerms(a * 32 + b - a * 32)), "b");
