@@ -41,7 +41,7 @@ class OperandTile {
         k_tile_(k_tile),
         origin_(std::move(origin)),
         vectors_(static_cast<int>(tile * k_tile / 4 / kInvocations)),
-        vector_path_(src_.vector && extent % tile == 0 && k % k_tile == 0) {}
+        whole_(extent % tile == 0 && k % k_tile == 0) {}
 
   int vectors() const { return vectors_; }
 
@@ -62,12 +62,13 @@ class OperandTile {
     for (int q = 0; q < vectors_; ++q) {
       Expr outer = origin_ + (kc ? Expr(rows_[q]) : Expr(cols_[q]));
       Expr kk = k0 + (kc ? Expr(cols_[q]) : Expr(rows_[q]));
-      if (vector_path_) {
+      if (whole_ && src_.vector) {
         b_.Store(stage, {Vec(4 * q)}, src_.vector(outer, kk));
         continue;
       }
+      const auto& element = whole_ && src_.unguarded ? src_.unguarded : src_.element;
       for (int e = 0; e < 4; ++e) {
-        b_.Store(stage, {I32(4 * q + e)}, src_.element(kc ? outer : outer + e, kc ? kk + e : kk));
+        b_.Store(stage, {I32(4 * q + e)}, element(kc ? outer : outer + e, kc ? kk + e : kk));
       }
     }
   }
@@ -96,7 +97,7 @@ class OperandTile {
   int k_tile_;
   Expr origin_;
   int vectors_;
-  bool vector_path_;
+  bool whole_;  // no tile reaches beyond the extents
   std::vector<Var> rows_, cols_;
 };
 
@@ -113,7 +114,10 @@ class GemmKernel {
         bk_(schedule.k_tile),
         tiles_m_(CeilDiv(spec.m, bm_)),
         tiles_n_(CeilDiv(spec.n, bn_)),
-        tiles_k_(CeilDiv(spec.k, bk_)) {}
+        tiles_k_(CeilDiv(spec.k, bk_)),
+        int8_(spec.math == GemmMath::kDot4I8),
+        word_(int8_ ? ir::kU32 : ir::kF32),
+        acc_type_(int8_ ? ir::kI32 : ir::kF32) {}
 
   StatusOr<ir::Function> Build(const Target& target) {
     int64_t batch_count = 1;
@@ -125,10 +129,10 @@ class GemmKernel {
     C_ = spec_.declare(B_);
     const int64_t stages = s_.double_buffer ? 2 : 1;
     B_.For("block", ir::LoopKind::kBlockX, 0, I32(blocks), [&](const Var& block) {
-      B_.Allocate("As", ir::kF32, {I32(stages * bk_ * bm_)}, ir::MemoryScope::kShared,
+      B_.Allocate("As", word_, {I32(stages * bk_ * bm_)}, ir::MemoryScope::kShared,
                   [&](const Buffer& As) {
                     As_ = As;
-                    B_.Allocate("Bs", ir::kF32, {I32(stages * bk_ * bn_)}, ir::MemoryScope::kShared,
+                    B_.Allocate("Bs", word_, {I32(stages * bk_ * bn_)}, ir::MemoryScope::kShared,
                                 [&](const Buffer& Bs) {
                                   Bs_ = Bs;
                                   Threads(block);
@@ -177,19 +181,21 @@ class GemmKernel {
     a_tile.Bind(tid, "a");
     b_tile.Bind(tid, "b");
     const int accumulators = 16 * s_.rows * s_.cols;
-    auto local = [&](const char* name, int size, const std::function<void(const Buffer&)>& body) {
-      B_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kLocal, body);
+    auto local = [&](const char* name, ir::DataType dtype, int size,
+                     const std::function<void(const Buffer&)>& body) {
+      B_.Allocate(name, dtype, {I32(size)}, ir::MemoryScope::kLocal, body);
     };
-    local("acc", accumulators, [&](const Buffer& acc) {
-      local("a_frag", 4 * s_.rows, [&](const Buffer& a_frag) {
-        local("b_frag", 4 * s_.cols, [&](const Buffer& b_frag) {
-          local("a_next", 4 * a_tile.vectors(), [&](const Buffer& a_next) {
-            local("b_next", 4 * b_tile.vectors(), [&](const Buffer& b_next) {
+    local("acc", acc_type_, accumulators, [&](const Buffer& acc) {
+      local("a_frag", word_, 4 * s_.rows, [&](const Buffer& a_frag) {
+        local("b_frag", word_, 4 * s_.cols, [&](const Buffer& b_frag) {
+          local("a_next", word_, 4 * a_tile.vectors(), [&](const Buffer& a_next) {
+            local("b_next", word_, 4 * b_tile.vectors(), [&](const Buffer& b_next) {
               acc_ = acc;
               a_frag_ = a_frag;
               b_frag_ = b_frag;
               for (int g = 0; g < accumulators / 4; ++g) {
-                B_.Store(acc, {Vec(4 * g)}, ir::Broadcast(ir::FloatConst(ir::kF32, 0.0), 4));
+                Expr zero = int8_ ? ir::IntConst(acc_type_, 0) : ir::FloatConst(acc_type_, 0.0);
+                B_.Store(acc, {Vec(4 * g)}, ir::Broadcast(zero, 4));
               }
               MainLoop(a_tile, b_tile, a_next, b_next);
               Epilogue();
@@ -240,7 +246,8 @@ class GemmKernel {
   }
 
   // The k-steps of one shared tile: a thread's rows of A and columns of B
-  // as vectors, then rows x cols outer products into the accumulators.
+  // as vectors, then rows x cols outer products into the accumulators (for
+  // packed int8, each product of two words a dot4i8 of their four lanes).
   void Math(const Expr& a_base, const Expr& b_base) {
     const ir::LoopKind kind = s_.unroll_k ? ir::LoopKind::kUnrolled : ir::LoopKind::kSerial;
     B_.For("kk", kind, 0, I32(bk_), [&](const Var& kk) {
@@ -254,9 +261,19 @@ class GemmKernel {
       }
       for (int r = 0; r < s_.rows; ++r) {
         for (int i = 0; i < 4; ++i) {
-          Expr a_value = ir::Broadcast(ir::Load(a_frag_, {I32(4 * r + i)}), 4);
           for (int c = 0; c < s_.cols; ++c) {
             const int g = (r * 4 + i) * s_.cols + c;
+            if (int8_) {
+              Expr a_word = ir::Reinterpret(ir::kInt8x4, ir::Load(a_frag_, {I32(4 * r + i)}));
+              for (int j = 0; j < 4; ++j) {
+                Expr b_word = ir::Reinterpret(ir::kInt8x4, ir::Load(b_frag_, {I32(4 * c + j)}));
+                B_.Store(acc_, {I32(4 * g + j)},
+                         ir::Load(acc_, {I32(4 * g + j)}) +
+                             ir::Call(ir::Intrinsic::kDot4I8, {a_word, b_word}));
+              }
+              continue;
+            }
+            Expr a_value = ir::Broadcast(ir::Load(a_frag_, {I32(4 * r + i)}), 4);
             B_.Store(acc_, {Vec(4 * g)},
                      ir::Load(acc_, {Vec(4 * g)}) + a_value * ir::Load(b_frag_, {Vec(4 * c)}));
           }
@@ -265,12 +282,13 @@ class GemmKernel {
     });
   }
 
-  // v (f32, 1 or 4 lanes) at (row, col..): the epilogue, then the output.
+  // v (the accumulator, 1 or 4 lanes) at (row, col..): the epilogue, then
+  // the output.
   void Finish(Expr v, const Expr& row, const Expr& col) {
     const int lanes = v.dtype().lanes;
     Expr col_index = lanes == 1 ? col : ir::Ramp(col, 1, lanes);
     if (spec_.epilogue) v = spec_.epilogue(v, coords_, row, col_index);
-    Expr out = spec_.dtype == ir::kF32 ? v : ir::Cast(spec_.dtype.with_lanes(lanes), v);
+    Expr out = spec_.dtype == acc_type_ ? v : ir::Cast(spec_.dtype.with_lanes(lanes), v);
     B_.Store(C_, spec_.out_index(coords_, row, col_index), out);
   }
 
@@ -305,6 +323,8 @@ class GemmKernel {
   ir::IRBuilder B_;
   const int bm_, bn_, bk_;
   const int64_t tiles_m_, tiles_n_, tiles_k_;
+  const bool int8_;                     // GemmMath::kDot4I8
+  const ir::DataType word_, acc_type_;  // of the tiles; of the accumulators
   Buffer C_, As_, Bs_, acc_, a_frag_, b_frag_;
   Var ty_, tx_;
   Expr m0_, n0_;
@@ -341,6 +361,9 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
 StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& schedule,
                                  const Target& target) {
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
+  if (spec.math == GemmMath::kDot4I8 && (spec.epilogue || spec.dtype != ir::kI32)) {
+    return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
+  }
   GemmKernel kernel(spec, schedule);
   return kernel.Build(target);
 }

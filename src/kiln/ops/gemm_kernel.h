@@ -1,8 +1,10 @@
-// The register-tiled GEMM kernel behind Matmul and Conv2d (internal to ops).
+// The register-tiled GEMM kernel behind Matmul, MatmulInt8 and Conv2d
+// (internal to ops).
 //
 // C[batch][m, n] = epilogue(sum_k A[batch](m, k) * B[batch](k, n)), where a
 // GemmSpec says how the operands are read (plain tensors for Matmul, an
-// implicit im2col gather for convolution) and where each result goes. The
+// implicit im2col gather for convolution), what the products are (f32
+// FMAs, or dot4i8 of packed int8 words) and where each result goes. The
 // schedule is MatmulSchedule (ops.h): a 16 x 16 workgroup per
 // (64 * rows) x (64 * cols) tile of C, shared tiles of A and B stored
 // k-major, each thread's accumulators as 4-lane vectors that the code
@@ -25,8 +27,17 @@ namespace kiln::ops::internal {
 
 inline constexpr int64_t kEnoughWorkgroups = 128;
 
-// How one operand of a GEMM is read, as f32. `outer` is the row of A (m) or
-// the column of B (n).
+// How a GEMM multiplies and accumulates.
+enum class GemmMath {
+  // Operands read as f32, accumulated in f32 by vector FMAs.
+  kF32,
+  // Operands read as u32 words, each four i8 along k (k counts words);
+  // accumulated in i32 by dot4i8. No epilogue.
+  kDot4I8,
+};
+
+// How one operand of a GEMM is read, as the math's word (f32, or u32 of four
+// packed i8). `outer` is the row of A (m) or the column of B (n).
 struct OperandSource {
   // Vectors of the operand's shared tile run along k (else along m or n).
   bool k_contiguous = true;
@@ -37,11 +48,15 @@ struct OperandSource {
   // 4-lane vector. Used only when every tile is whole (no index beyond the
   // extents), so it needs no guard against them.
   std::function<ir::Expr(const ir::Expr& outer, const ir::Expr& k)> vector;
+  // Where set, and `vector` is not: the element at (outer, k) without the
+  // guard, used (one element at a time) when every tile is whole.
+  std::function<ir::Expr(const ir::Expr& outer, const ir::Expr& k)> unguarded;
 };
 
 struct GemmSpec {
   std::string name;
-  ir::DataType dtype = ir::kF32;  // of the inputs and the output
+  GemmMath math = GemmMath::kF32;
+  ir::DataType dtype = ir::kF32;  // of the output (i32 for kDot4I8)
   Shape batch;                    // the batch dimensions (coords passed below)
   int64_t m = 0, n = 0, k = 0;
   // Declares the kernel's parameters on the builder, in order, and returns
@@ -57,7 +72,7 @@ struct GemmSpec {
   // Whether 4 adjacent columns of C are adjacent in the output buffer, so
   // whole tiles can store vectors.
   bool vector_store = true;
-  // The epilogue after the accumulation (f32): v (1 or 4 lanes) at
+  // The epilogue after the accumulation (f32 only): v (1 or 4 lanes) at
   // (coords, row, col) -> v. Unset: v unchanged. Activations are applied per
   // lane (the kernel asks for scalars when `scalar_epilogue`).
   std::function<ir::Expr(const ir::Expr& v, const std::vector<ir::Expr>& coords,

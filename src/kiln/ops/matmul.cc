@@ -1,8 +1,9 @@
-// Matmul: shapes, the schedule rule, and the GEMM kernel (gemm_kernel.h)
-// reading plain tensors.
+// Matmul and MatmulInt8: shapes, the schedule rule, and the GEMM kernel
+// (gemm_kernel.h) reading plain tensors.
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/builder.h"
@@ -30,44 +31,56 @@ struct Shapes {
   Shape out;
 };
 
-StatusOr<Shapes> CheckShapes(const TensorType& a, const TensorType& b, const Target& target,
-                             const MatmulOptions& o) {
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(a, target, "input A of matmul"));
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(b, target, "input B of matmul"));
-  if (a.shape.size() < 2) {
-    return InvalidArgument("input A of matmul has shape ", ShapeToString(a.shape),
-                           "; matmul needs rank 2 to 4");
+// The shapes of `op` on A and B (already checked as tensors, dtypes aside):
+// ranks, the contraction dimension (`k_unit` names what it counts), batch
+// dimensions that broadcast, and the output's size.
+StatusOr<Shapes> ContractionShapes(std::string_view op, const Shape& a, const Shape& b,
+                                   bool transpose_a, bool transpose_b, std::string_view k_unit) {
+  if (a.size() < 2) {
+    return InvalidArgument("input A of ", op, " has shape ", ShapeToString(a), "; ", op,
+                           " needs rank 2 to 4");
   }
-  if (b.shape.size() < 2) {
-    return InvalidArgument("input B of matmul has shape ", ShapeToString(b.shape),
-                           "; matmul needs rank 2 to 4");
+  if (b.size() < 2) {
+    return InvalidArgument("input B of ", op, " has shape ", ShapeToString(b), "; ", op,
+                           " needs rank 2 to 4");
   }
-  if (a.dtype != b.dtype) {
-    return InvalidArgument("matmul: dtype mismatch: A is ", a.dtype.ToString(), " but B is ",
-                           b.dtype.ToString());
-  }
-  const size_t ra = a.shape.size(), rb = b.shape.size();
+  const size_t ra = a.size(), rb = b.size();
   Shapes s;
-  s.m = o.transpose_a ? a.shape[ra - 1] : a.shape[ra - 2];
-  const int64_t ka = o.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
-  const int64_t kb = o.transpose_b ? b.shape[rb - 1] : b.shape[rb - 2];
-  s.n = o.transpose_b ? b.shape[rb - 2] : b.shape[rb - 1];
+  s.m = transpose_a ? a[ra - 1] : a[ra - 2];
+  const int64_t ka = transpose_a ? a[ra - 2] : a[ra - 1];
+  const int64_t kb = transpose_b ? b[rb - 1] : b[rb - 2];
+  s.n = transpose_b ? b[rb - 2] : b[rb - 1];
   if (ka != kb) {
-    return InvalidArgument("matmul: A", o.transpose_a ? " (transposed)" : "", " is ",
-                           ShapeToString(a.shape), " and B", o.transpose_b ? " (transposed)" : "",
-                           " is ", ShapeToString(b.shape), ": the contraction dimension differs (",
-                           ka, " against ", kb, ")");
+    return InvalidArgument(op, ": A", transpose_a ? " (transposed)" : "", " is ", ShapeToString(a),
+                           " and B", transpose_b ? " (transposed)" : "", " is ", ShapeToString(b),
+                           ": the contraction dimension differs (", ka, " against ", kb, k_unit,
+                           ")");
   }
   s.k = ka;
-  StatusOr<Shape> batch = BroadcastShapes(Shape(a.shape.begin(), a.shape.end() - 2),
-                                          Shape(b.shape.begin(), b.shape.end() - 2));
-  if (!batch.ok()) return batch.status().WithContext("matmul: batch dimensions");
+  StatusOr<Shape> batch =
+      BroadcastShapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!batch.ok()) return batch.status().WithContext(StrCat(op, ": batch dimensions"));
   s.batch = *batch;
   s.batch_count = NumElements(s.batch);
   s.out = s.batch;
   s.out.push_back(s.m);
   s.out.push_back(s.n);
-  KILN_RETURN_IF_ERROR(internal::CheckTensor({s.out, a.dtype}, target, "output C of matmul"));
+  // The output's size, as any tensor's (its dtype is checked by the caller).
+  KILN_RETURN_IF_ERROR(
+      internal::CheckTensor({s.out, ir::kF32}, Target{}, StrCat("output C of ", op)));
+  return s;
+}
+
+StatusOr<Shapes> CheckShapes(const TensorType& a, const TensorType& b, const Target& target,
+                             const MatmulOptions& o) {
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(a, target, "input A of matmul"));
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(b, target, "input B of matmul"));
+  KILN_ASSIGN_OR_RETURN(
+      Shapes s, ContractionShapes("matmul", a.shape, b.shape, o.transpose_a, o.transpose_b, ""));
+  if (a.dtype != b.dtype) {
+    return InvalidArgument("matmul: dtype mismatch: A is ", a.dtype.ToString(), " but B is ",
+                           b.dtype.ToString());
+  }
   if (o.bias) {
     KILN_RETURN_IF_ERROR(internal::CheckTensor(*o.bias, target, "bias of matmul"));
     if (o.bias->shape != Shape{s.n}) {
@@ -117,13 +130,17 @@ std::vector<Expr> OperandIndex(const Shape& shape, const std::vector<Expr>& coor
 }
 
 // An operand read from a tensor: (outer, k) at [.., outer, k] where the
-// tensor is contiguous in k, else at [.., k, outer].
+// tensor is contiguous in k, else at [.., k, outer]. f32 and f16 tensors
+// are read as f32 (with vector loads on whole tiles); int8x4 tensors as u32
+// words, one at a time (vectors of int8x4 have no WGSL type).
 internal::OperandSource TensorOperand(const Buffer& buffer, const Shape& shape, bool k_contiguous,
                                       int64_t extent, int64_t k, const std::vector<Expr>& coords) {
+  const bool packed = buffer.dtype() == ir::kInt8x4;
   auto at = [=](const Expr& outer, const Expr& kk) {
     Expr v = ir::Load(buffer, OperandIndex(shape, coords,
                                            k_contiguous ? std::vector<Expr>{outer, kk}
                                                         : std::vector<Expr>{kk, outer}));
+    if (packed) return ir::Reinterpret(ir::kU32, v);
     return buffer.dtype() == ir::kF32 ? v : ir::Cast(ir::kF32.with_lanes(v.dtype().lanes), v);
   };
   internal::OperandSource s;
@@ -132,12 +149,34 @@ internal::OperandSource TensorOperand(const Buffer& buffer, const Shape& shape, 
     Expr in = (outer < static_cast<int>(extent)) && (kk < static_cast<int>(k));
     return ir::Select(
         in, at(ir::Min(outer, static_cast<int>(extent - 1)), ir::Min(kk, static_cast<int>(k - 1))),
-        ir::FloatConst(ir::kF32, 0.0));
+        packed ? ir::IntConst(ir::kU32, 0) : ir::FloatConst(ir::kF32, 0.0));
   };
-  s.vector = [=](const Expr& outer, const Expr& kk) {
-    return k_contiguous ? at(outer, ir::Ramp(kk, 1, 4)) : at(ir::Ramp(outer, 1, 4), kk);
-  };
+  if (packed) {
+    s.unguarded = at;
+  } else {
+    s.vector = [=](const Expr& outer, const Expr& kk) {
+      return k_contiguous ? at(outer, ir::Ramp(kk, 1, 4)) : at(ir::Ramp(outer, 1, 4), kk);
+    };
+  }
   return s;
+}
+
+// C[coords..., row, col].
+std::vector<Expr> OutputIndex(const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
+  std::vector<Expr> index = coords;
+  index.push_back(row);
+  index.push_back(col);
+  return index;
+}
+
+// An operand of MatmulInt8: int8x4, rank 2 to 4 (checked with the shapes).
+Status CheckInt8Operand(const TensorType& t, std::string_view what, std::string_view layout) {
+  if (t.dtype != ir::kInt8x4) {
+    return InvalidArgument(what, " has dtype ", t.dtype.ToString(), "; it must be int8x4 (", layout,
+                           ", K packed four i8 to a word",
+                           t.dtype == ir::kI8 ? ": pack i8 data first" : "", ")");
+  }
+  return internal::CheckTensor({t.shape, ir::kF32}, Target{}, what);
 }
 
 }  // namespace
@@ -201,7 +240,7 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
     KILN_ASSIGN_OR_RETURN(s, DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target));
   }
   internal::GemmSpec spec;
-  spec.name = name.empty() ? "matmul" : name;
+  spec.name = name.empty() ? "matmul" : std::move(name);
   spec.dtype = a.dtype;
   spec.batch = sh.batch;
   spec.m = sh.m;
@@ -225,12 +264,7 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
   spec.b = [&](const std::vector<Expr>& coords) {
     return TensorOperand(B, b.shape, options.transpose_b, sh.n, sh.k, coords);
   };
-  spec.out_index = [](const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
-    std::vector<Expr> index = coords;
-    index.push_back(row);
-    index.push_back(col);
-    return index;
-  };
+  spec.out_index = OutputIndex;
   spec.scalar_epilogue = !options.activation.empty();
   if (options.bias || options.residual || !options.activation.empty()) {
     spec.epilogue = [&](Expr v, const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
@@ -240,15 +274,46 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
       };
       if (options.bias) v = v + as_f32(ir::Load(bias, {col}));
       if (!options.activation.empty()) v = internal::ApplyUnary(options.activation, v);
-      if (options.residual) {
-        std::vector<Expr> index = coords;
-        index.push_back(row);
-        index.push_back(col);
-        v = v + as_f32(ir::Load(residual, index));
-      }
+      if (options.residual) v = v + as_f32(ir::Load(residual, OutputIndex(coords, row, col)));
       return v;
     };
   }
+  return internal::BuildGemm(spec, s, target);
+}
+
+StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, const Target& target,
+                                  std::string name, std::optional<MatmulSchedule> schedule) {
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(a, "input A of matmul_int8", "[..., M, K/4]"));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(b, "input B of matmul_int8", "[..., N, K/4]"));
+  KILN_ASSIGN_OR_RETURN(
+      Shapes sh, ContractionShapes("matmul_int8", a.shape, b.shape, false, true, " int8x4 words"));
+  MatmulSchedule s;
+  if (schedule) {
+    s = *schedule;
+  } else {
+    KILN_ASSIGN_OR_RETURN(s, DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target));
+  }
+  internal::GemmSpec spec;
+  spec.name = name.empty() ? "matmul_int8" : std::move(name);
+  spec.math = internal::GemmMath::kDot4I8;
+  spec.dtype = ir::kI32;
+  spec.batch = sh.batch;
+  spec.m = sh.m;
+  spec.n = sh.n;
+  spec.k = sh.k;  // in words
+  Buffer A, B;
+  spec.declare = [&](ir::IRBuilder& builder) {
+    A = builder.BufferParam("A", ir::kInt8x4, internal::Extents(a.shape));
+    B = builder.BufferParam("B", ir::kInt8x4, internal::Extents(b.shape));
+    return builder.BufferParam("C", ir::kI32, internal::Extents(sh.out));
+  };
+  spec.a = [&](const std::vector<Expr>& coords) {
+    return TensorOperand(A, a.shape, true, sh.m, sh.k, coords);
+  };
+  spec.b = [&](const std::vector<Expr>& coords) {
+    return TensorOperand(B, b.shape, true, sh.n, sh.k, coords);
+  };
+  spec.out_index = OutputIndex;
   return internal::BuildGemm(spec, s, target);
 }
 

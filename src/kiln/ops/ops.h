@@ -289,6 +289,22 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
                               const MatmulOptions& options = {}, std::string name = "",
                               std::optional<MatmulSchedule> schedule = std::nullopt);
 
+// The int8 matmul, C[batch..., M, N] (i32) = A @ B^T accumulated exactly in
+// i32, with int8 operands packed along K four to an int8x4 word (lane j of
+// word w is element 4w + j; dot4i8 pairs lanes, so either byte order works
+// if both operands use it): A is [..., M, K/4] (row-major A[M, K] packed),
+// B is [..., N, K/4] (B given transposed, as weights are stored: B^T[N, K]
+// packed), rank 2 to 4, batch dimensions broadcasting as in Matmul. K must
+// be a multiple of 4; pad both operands with zeros along K otherwise (the
+// zeros add nothing). Sums are exact for K < 2^17 (|a b| <= 2^14); beyond,
+// i32 sums wrap. Parameters A, B, C; `name` defaults to "matmul_int8". The
+// kernel is Matmul's (`schedule`, whose k_tile counts words, overrides
+// DefaultMatmulSchedule), each product of two words one dot4i8 (WGSL
+// dot4I8Packed, the packed_4x8_integer_dot_product language feature).
+StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, const Target& target,
+                                  std::string name = "",
+                                  std::optional<MatmulSchedule> schedule = std::nullopt);
+
 // ---------------------------------------------------------------------------
 // Convolution and pooling (conv.cc)
 

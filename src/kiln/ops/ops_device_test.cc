@@ -21,6 +21,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
+#include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ops/device_test_fixture.h"
 #include "kiln/ops/ops.h"
@@ -621,6 +622,175 @@ TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
     functions.push_back(**f);
   }
   CheckAgainstInterpreter(functions);
+}
+
+// ---------------------------------------------------------------------------
+// Int8 matmul
+
+// Four int8 values to a word along the last axis: lane j of word w is
+// element 4w + j (the low byte first).
+std::vector<uint32_t> PackInt8(const std::vector<int32_t>& values) {
+  std::vector<uint32_t> words(values.size() / 4, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    words[i / 4] |= (static_cast<uint32_t>(values[i]) & 0xFFu) << (8 * (i % 4));
+  }
+  return words;
+}
+
+// The WGSL bits of a NaN: an unlikely i32 (2143289344) to poison C with.
+constexpr uint32_t kPoison = 0x7FC00000u;
+
+struct Int8Case {
+  Shape a, b;  // [..., M, K/4] and [..., N, K/4], int8x4
+  std::optional<MatmulSchedule> schedule;
+};
+
+class MatmulInt8DeviceTest : public testing::OpsDeviceFixture {
+ protected:
+  void SetUp() override {
+    OpsDeviceFixture::SetUp();
+    if (HasFatalFailure()) return;
+    // dot4I8Packed is the WGSL language feature packed_4x8_integer_dot_product:
+    // a device whose compiler lacks it rejects this kernel.
+    auto probe = ir::ParseFunction(R"(
+fn dot4i8_probe(A: buffer<int8x4>[1], C: buffer<i32>[1]) {
+  for tx in threadIdx.x(0, 1) {
+    C[0] = dot4i8(A[0], A[0])
+  }
+})");
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    auto compiled =
+        codegen::CompileModule(ir::Module{{*probe}}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto kernel = (*loaded)->Find("dot4i8_probe");
+    if (!kernel.ok()) {
+      GTEST_SKIP() << device_->Describe()
+                   << " cannot run dot4I8Packed (WGSL packed_4x8_integer_dot_product): "
+                   << kernel.status();
+    }
+  }
+
+  // Runs the case on fresh random int8 values (with -128 and 127 at fixed
+  // places; or each mapped through `map`, where given) with C poisoned, and
+  // compares every element of C exactly with a 64-bit reference.
+  void Check(const Int8Case& c, const std::function<int32_t(int32_t)>& map = nullptr,
+             bool differential = false) {
+    const Shape& as = c.a;
+    const Shape& bs = c.b;
+    SCOPED_TRACE(StrCat(ShapeToString(as), " x ", ShapeToString(bs), "^T (int8x4)",
+                        c.schedule ? " " + c.schedule->ToString() : ""));
+    auto f = MatmulInt8({as, ir::kInt8x4}, {bs, ir::kInt8x4}, target_, "", c.schedule);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Shape out;
+    for (const ir::Expr& e : f->params().back().buffer().shape()) out.push_back(*ir::AsConstInt(e));
+    auto values = [&](int64_t n) {
+      std::vector<int32_t> v = RandomInts(n, -128, 127);
+      if (map) {
+        for (int32_t& x : v) x = map(x);
+      } else {
+        v[0] = -128;
+        if (n > 1) v[n - 1] = 127;
+        if (n > 5) v[5] = -128;
+      }
+      return v;
+    };
+    const std::vector<int32_t> a = values(NumElements(as) * 4);
+    const std::vector<int32_t> b = values(NumElements(bs) * 4);
+    std::vector<uint32_t> c_words(NumElements(out), kPoison);
+    std::vector<uint32_t> a_words = PackInt8(a), b_words = PackInt8(b);
+
+    auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto kernel = (*loaded)->Find(f->name());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    std::vector<runtime::Arg> args;
+    std::vector<hal::BufferRef> buffers;
+    for (std::vector<uint32_t>* words : {&a_words, &b_words, &c_words}) {
+      auto buffer = device_->allocator().Allocate(words->size() * 4);
+      ASSERT_TRUE(buffer.ok()) << buffer.status();
+      Status up = hal::Upload(*device_, *buffer, 0,
+                              {reinterpret_cast<const uint8_t*>(words->data()), words->size() * 4});
+      ASSERT_TRUE(up.ok()) << up;
+      buffers.push_back(*buffer);
+      args.push_back(runtime::Arg::Buffer(*buffer));
+    }
+    Status called = (*kernel)->Call(args);
+    ASSERT_TRUE(called.ok()) << called;
+    Status down = hal::Download(*device_, buffers[2], 0,
+                                {reinterpret_cast<uint8_t*>(c_words.data()), c_words.size() * 4});
+    ASSERT_TRUE(down.ok()) << down;
+
+    const int64_t m = out[out.size() - 2], n = out.back(), k = as.back() * 4;
+    const Shape batch(out.begin(), out.end() - 2);
+    const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+    for (int64_t bi = 0; bi < NumElements(batch); ++bi) {
+      const int64_t a_off = SourceIndex(a_batch, batch, bi) * m * k;
+      const int64_t b_off = SourceIndex(b_batch, batch, bi) * n * k;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t sum = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            sum += int64_t{a[a_off + i * k + p]} * b[b_off + j * k + p];
+          }
+          const int64_t o = (bi * m + i) * n + j;
+          ASSERT_EQ(static_cast<int32_t>(c_words[o]), sum)
+              << "C[" << o << "] (batch " << bi << ", row " << i << ", column " << j << ")";
+        }
+      }
+    }
+    if (differential) CheckAgainstInterpreter({*f});
+  }
+};
+
+TEST_F(MatmulInt8DeviceTest, OddShapesWithTheDefaultSchedule) {
+  const std::vector<int64_t> ks = {4, 68, 132, 1028};  // K: 1, 17, 33 and 257 words
+  int next_k = 0;
+  for (int64_t m : {1, 7, 33, 100}) {
+    for (int64_t n : {1, 7, 33, 100}) {
+      const int64_t k = ks[next_k++ % ks.size()];
+      Check({{m, k / 4}, {n, k / 4}, {}});
+    }
+  }
+}
+
+TEST_F(MatmulInt8DeviceTest, AlignedShapesTakeTheUnguardedPath) {
+  Check({{64, 16}, {64, 16}, {}}, nullptr, /*differential=*/true);
+  Check({{128, 64}, {192, 64}, {}});
+}
+
+TEST_F(MatmulInt8DeviceTest, ExtremeValuesSumExactly) {
+  // Every product 16384: K = 4096 sums to 2^26.
+  Check({{33, 1024}, {7, 1024}, {}}, [](int32_t) { return -128; });
+  // Random signs of the extremes (products 16384, -16256, 16129).
+  Check({{64, 1024}, {64, 1024}, {}}, [](int32_t x) { return x < 0 ? -128 : 127; });
+}
+
+TEST_F(MatmulInt8DeviceTest, EverySchedule) {
+  for (MatmulSchedule s :
+       {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
+        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
+        MatmulSchedule{1, 1, 16, false, true}}) {
+    if (s.SharedBytes() > target_.limits.max_workgroup_storage_bytes) {
+      std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
+                  s.ToString().c_str(), target_.limits.max_workgroup_storage_bytes);
+      continue;
+    }
+    if (s == MatmulSchedule{2, 2, 16, false, true}) {
+      Check({{256, 64}, {256, 64}, s});
+    } else {
+      Check({{200, 72}, {300, 72}, s});
+    }
+  }
+}
+
+TEST_F(MatmulInt8DeviceTest, BatchedWithBroadcasting) {
+  Check({{2, 3, 33, 17}, {3, 20, 17}, {}});
+  Check({{4, 64, 16}, {128, 16}, {}});
+  Check({{5, 1, 64, 8}, {1, 3, 64, 8}, {}}, nullptr, /*differential=*/true);
 }
 
 // ---------------------------------------------------------------------------

@@ -231,6 +231,46 @@ TEST(OpsTest, MatmulErrors) {
   EXPECT_FALSE(small->unroll_k);
 }
 
+TEST(OpsTest, MatmulInt8SignatureAndErrors) {
+  const Target t = Default();
+  const ir::DataType i8x4 = ir::kInt8x4;
+  auto f = MatmulInt8({{2, 7, 17}, i8x4}, {{33, 17}, i8x4}, t);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->name(), "matmul_int8");
+  const std::string printed = ir::Print(*f);
+  EXPECT_NE(printed.find("fn matmul_int8(A: buffer<int8x4>[2, 7, 17], B: buffer<int8x4>[33, 17], "
+                         "C: buffer<i32>[2, 7, 33])"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("dot4i8("), std::string::npos) << printed;
+  // Packing: int8x4 only, and i8 is told to pack.
+  ExpectError(MatmulInt8({{7, 20}, ir::kI8}, {{3, 5}, i8x4}, t).status(),
+              {"input A of matmul_int8", "dtype i8", "int8x4", "[..., M, K/4]", "pack"});
+  ExpectError(MatmulInt8({{7, 5}, i8x4}, {{3, 5}, ir::kF32}, t).status(),
+              {"input B of matmul_int8", "dtype f32", "[..., N, K/4]"});
+  ExpectError(MatmulInt8({{7, 5}, i8x4}, {{3, 5}, ir::kI32}, t).status(),
+              {"input B of matmul_int8", "dtype i32"});
+  // Shapes.
+  ExpectError(MatmulInt8({{7, 5}, i8x4}, {{3, 6}, i8x4}, t).status(),
+              {"matmul_int8", "[7, 5]", "B (transposed) is [3, 6]", "5 against 6 int8x4 words"});
+  ExpectError(MatmulInt8({{20}, i8x4}, {{3, 5}, i8x4}, t).status(),
+              {"input A of matmul_int8", "rank 2 to 4"});
+  ExpectError(MatmulInt8({{7, 5}, i8x4}, {{5}, i8x4}, t).status(),
+              {"input B of matmul_int8", "rank 2 to 4"});
+  ExpectError(MatmulInt8({{2, 7, 5}, i8x4}, {{3, 4, 5}, i8x4}, t).status(),
+              {"matmul_int8: batch dimensions", "[2]", "[3]"});
+  ExpectError(MatmulInt8({{7, 0}, i8x4}, {{3, 5}, i8x4}, t).status(),
+              {"input A of matmul_int8", "dimension 1 is 0"});
+  ExpectError(MatmulInt8({{1, 1, 1, 1, 5}, i8x4}, {{3, 5}, i8x4}, t).status(),
+              {"input A of matmul_int8", "rank 5"});
+  ExpectError(MatmulInt8({{65536, 4}, i8x4}, {{65536, 4}, i8x4}, t).status(),
+              {"output C of matmul_int8", "more than 2^31 - 1 elements"});
+  ExpectError(
+      MatmulInt8({{7, 5}, i8x4}, {{3, 5}, i8x4}, t, "", MatmulSchedule{1, 1, 8, false, true})
+          .status(),
+      {"matmul_int8 schedule", "multiples of 16"});
+}
+
 TEST(OpsTest, ConvAndPoolErrors) {
   const Target t = Default();
   ExpectError(Conv2d({{1, 5, 5}}, {{3, 3, 4, 8}}, t).status(), {"input X of conv2d", "NHWC"});
