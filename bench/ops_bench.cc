@@ -39,6 +39,8 @@ fn copy(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) l
 }
 )";
 
+// Host copies of the inputs, one float per value: an int8x4 element is four
+// values (its lanes, exact in f32).
 using Tensors = std::map<std::string, std::vector<float>>;
 
 // One workload: kernels run in order over named buffers.
@@ -51,7 +53,8 @@ struct Workload {
   std::vector<std::map<std::string, std::string>> bindings;
   std::string output;
   double bytes = 0, flops = 0;
-  double tolerance = 1e-4;  // |got - want| <= tolerance * scale(i)
+  bool integer_ops = false;  // `flops` counts integer operations
+  double tolerance = 1e-4;   // |got - want| <= tolerance * scale(i)
   // The expected output element i and its scale, from the inputs.
   std::function<std::pair<double, double>(const Tensors&, int64_t)> reference;
   std::string skip;  // a feature the device lacks
@@ -63,7 +66,22 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Values per element of `dtype`.
+int64_t Lanes(ir::DataType dtype) {
+  return dtype == ir::kInt8x4 ? 4 : 1;
+}
+
+// The buffer's bytes: f16, int8x4 (four values to a word, the first in the
+// low byte) or 32-bit (f32; i32 buffers are only ever outputs, poisoned with
+// f32 NaN bits).
 std::vector<uint8_t> ToBytes(const std::vector<float>& v, ir::DataType dtype) {
+  if (dtype == ir::kInt8x4) {
+    std::vector<uint8_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      out[i] = std::isnan(v[i]) ? 0xFF : static_cast<uint8_t>(static_cast<int8_t>(v[i]));
+    }
+    return out;
+  }
   if (dtype == ir::kF16) {
     std::vector<uint8_t> out(v.size() * 2);
     for (size_t i = 0; i < v.size(); ++i) {
@@ -77,16 +95,23 @@ std::vector<uint8_t> ToBytes(const std::vector<float>& v, ir::DataType dtype) {
   return out;
 }
 
-std::vector<float> FromBytes(const std::vector<uint8_t>& bytes, ir::DataType dtype) {
+// An output's elements (f32, f16 or i32), exactly.
+std::vector<double> FromBytes(const std::vector<uint8_t>& bytes, ir::DataType dtype) {
   const size_t n = bytes.size() / (dtype == ir::kF16 ? 2 : 4);
-  std::vector<float> out(n);
+  std::vector<double> out(n);
   for (size_t i = 0; i < n; ++i) {
     if (dtype == ir::kF16) {
       uint16_t h;
       std::memcpy(&h, &bytes[2 * i], 2);
       out[i] = interp::HalfBitsToFloat(h);
+    } else if (dtype == ir::kI32) {
+      int32_t x;
+      std::memcpy(&x, &bytes[4 * i], 4);
+      out[i] = x;
     } else {
-      std::memcpy(&out[i], &bytes[4 * i], 4);
+      float x;
+      std::memcpy(&x, &bytes[4 * i], 4);
+      out[i] = x;
     }
   }
   return out;
@@ -133,6 +158,7 @@ class Runner {
     t.kernels = w.kernels;
     t.bytes = w.bytes;
     t.flops = w.flops;
+    t.integer_ops = w.integer_ops;
     if (!w.skip.empty()) {
       t.skip = w.skip;
       return t;
@@ -177,11 +203,14 @@ class Runner {
     std::map<std::string, hal::BufferRef> buffers;
     auto allocate = [&](const std::string& name, const ops::TensorType& type,
                         bool random) -> Status {
-      std::vector<float> v(ops::NumElements(type.shape), std::nanf(""));
+      std::vector<float> v(ops::NumElements(type.shape) * Lanes(type.dtype), std::nanf(""));
       if (random) {
         for (float& x : v) x = dist(rng);
         if (type.dtype == ir::kF16) {
           for (float& x : v) x = interp::RoundToHalf(x);
+        }
+        if (type.dtype == ir::kInt8x4) {
+          for (float& x : v) x = std::floor(x * 128);  // -128 to 127
         }
       }
       std::vector<uint8_t> bytes = ToBytes(v, type.dtype);
@@ -226,7 +255,7 @@ class Runner {
       const ops::TensorType& out_type = w.buffers.at(w.output);
       std::vector<uint8_t> bytes(Bytes(out_type));
       KILN_RETURN_IF_ERROR(hal::Download(*device_, buffers.at(w.output), 0, bytes));
-      std::vector<float> got = FromBytes(bytes, out_type.dtype);
+      std::vector<double> got = FromBytes(bytes, out_type.dtype);
       const int64_t n = static_cast<int64_t>(got.size());
       // Every element of small outputs; a spread sample of large ones.
       const int64_t samples = std::min<int64_t>(n, options_.small ? n : 4096);
@@ -373,6 +402,38 @@ Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops:
     }
     // f16 outputs round to half: allow half an ulp of the result.
     return std::pair{sum, mag + 1 + (dtype == ir::kF16 ? std::fabs(sum) * 0.5 : 0)};
+  };
+  return w;
+}
+
+// C[M, N] (i32) = A[M, K] @ B^T for B^T[N, K], int8 packed along K.
+Workload MatmulInt8Workload(int64_t m, int64_t n, int64_t k, const ops::Target& target,
+                            const std::optional<ops::MatmulSchedule>& schedule) {
+  Workload w;
+  w.name = "matmul int8";
+  w.shape = StrCat(m, "x", k, " @ ", k, "x", n);
+  const ops::Shape a{m, k / 4}, b{n, k / 4};
+  auto f = ops::MatmulInt8({a, ir::kInt8x4}, {b, ir::kInt8x4}, target, "", schedule);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(1, m, n, target);
+  w.kernels = s.ok() ? StrCat(s->ToString(), " (k in int8x4 words), dot4I8Packed") : "";
+  w.functions = {*f};
+  w.inputs = {{"A", {a, ir::kInt8x4}}, {"B", {b, ir::kInt8x4}}};
+  w.buffers = {{"C", {{m, n}, ir::kI32}}};
+  w.output = "C";
+  w.bytes = m * k + n * k + 4.0 * m * n;
+  w.flops = 2.0 * m * n * k;
+  w.integer_ops = true;
+  w.tolerance = 0;  // exact
+  w.reference = [=](const Tensors& t, int64_t i) {
+    const float* A = t.at("A").data() + (i / n) * k;
+    const float* B = t.at("B").data() + (i % n) * k;
+    int64_t sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += static_cast<int64_t>(A[p]) * static_cast<int64_t>(B[p]);
+    return std::pair{static_cast<double>(sum), 1.0};
   };
   return w;
 }
@@ -642,6 +703,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       return MatmulWorkload("matmul f16", {64, 64}, {64, 128}, ir::kF16, target,
                             options.matmul_schedule);
     });
+    workloads.push_back(
+        [&] { return MatmulInt8Workload(33, 129, 260, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
     workloads.push_back([&] { return AttentionWorkload(true, 2, 3, 70, 16, target); });
     workloads.push_back([&] { return AttentionWorkload(false, 2, 3, 70, 16, target); });
@@ -660,6 +723,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       return MatmulWorkload("matmul f16", {4096, 4096}, {4096, 4096}, ir::kF16, target,
                             options.matmul_schedule);
     });
+    workloads.push_back(
+        [&] { return MatmulInt8Workload(4096, 4096, 4096, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(32, 56, 256, 256, target); });
     workloads.push_back([&] { return AttentionWorkload(true, 32, 12, 512, 64, target); });
     workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target); });

@@ -38,8 +38,9 @@ struct OpsTiming {
   // CPU time to build the workload's kernels (the operators' lowering) and
   // compile them to WGSL; not the implementation's pipeline creation.
   double compile_ms = 0;
-  double bytes = 0;  // the floor's bytes: every input read once, every output written once
-  double flops = 0;  // floating-point operations (0 where not counted)
+  double bytes = 0;          // the floor's bytes: every input read once, every output written once
+  double flops = 0;          // floating-point operations (0 where not counted)
+  bool integer_ops = false;  // `flops` counts integer operations instead (int8 matmul: TOPS)
   double gb_per_s() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
   double tflops() const { return ms > 0 ? flops / (ms * 1e9) : 0; }
   double max_error = 0;  // against the reference, over the checked elements

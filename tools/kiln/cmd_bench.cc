@@ -170,7 +170,8 @@ int BenchOps(const Args& args) {
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
         "input read once, each output written once) over that time, beside the bandwidth of a\n"
-        "hand-written vec4 copy measured in the same run. Exits 1 if any check fails.");
+        "hand-written vec4 copy measured in the same run; TFLOP/s counts 2 M N K for a matmul\n"
+        "(TOPS for the int8 matmul, whose check is exact). Exits 1 if any check fails.");
   }
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
@@ -224,7 +225,11 @@ int BenchOps(const Args& args) {
       w.Key("bytes").Number(t.bytes);
       w.Key("gb_per_s").Number(t.gb_per_s());
       w.Key("fraction_of_copy").Number(t.gb_per_s() / r->copy_gb_per_s);
-      if (t.flops > 0) w.Key("flops").Number(t.flops).Key("tflops").Number(t.tflops());
+      if (t.flops > 0 && t.integer_ops) {
+        w.Key("int_ops").Number(t.flops).Key("tops").Number(t.tflops());
+      } else if (t.flops > 0) {
+        w.Key("flops").Number(t.flops).Key("tflops").Number(t.tflops());
+      }
       w.Key("checked").Uint(t.checked).Key("max_error").Number(t.max_error);
       w.Key("check").String(t.pass ? "PASS" : "FAIL").EndObject();
     }
@@ -242,7 +247,7 @@ int BenchOps(const Args& args) {
   }
   std::printf("device: %s\n%s; ceiling: hand-written vec4 copy %.1f GB/s (read + write)\n\n",
               r->device.c_str(), timing, r->copy_gb_per_s);
-  std::printf("%-32s %-26s %10s %9s %7s %9s  %s\n", "operator", "shape", "ms", "GB/s", "of copy",
+  std::printf("%-32s %-26s %10s %9s %7s %11s  %s\n", "operator", "shape", "ms", "GB/s", "of copy",
               "TFLOP/s", "check");
   for (const auto& t : r->ops) {
     if (!t.skip.empty()) {
@@ -252,10 +257,10 @@ int BenchOps(const Args& args) {
     std::string tflops;
     if (t.flops > 0) {
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%.2f", t.tflops());
+      std::snprintf(buf, sizeof buf, "%.2f%s", t.tflops(), t.integer_ops ? " TOPS" : "");
       tflops = buf;
     }
-    std::printf("%-32s %-26s %10.4f %9.1f %6.0f%% %9s  %s (%lld elements, max error %.2g)\n",
+    std::printf("%-32s %-26s %10.4f %9.1f %6.0f%% %11s  %s (%lld elements, max error %.2g)\n",
                 t.name.c_str(), t.shape.c_str(), t.ms, t.gb_per_s(),
                 100 * t.gb_per_s() / r->copy_gb_per_s, tflops.c_str(), t.pass ? "PASS" : "FAIL",
                 static_cast<long long>(t.checked), t.max_error);
