@@ -17,11 +17,12 @@ Reductions over any axes, numpy style: sum mean prod amax amin (x, axis=None,
 keepdims=False), also max and min called with one tensor; argmax argmin;
 reduce(op, x, keepdims) over the last axis of a 2-D tensor.
 softmax log_softmax (x, axis=-1); layer_norm rms_norm over the last axis.
-matmul (batched, broadcasting, with a fused bias, activation and residual).
+matmul (batched, broadcasting, with a fused bias, activation and residual);
+matmul_int8 (int8 operands, b transposed, exact int32 results).
 Data movement: permute transpose reshape concat slice gather pad where cast
 (and Tensor.astype, Tensor[...] with ints and slices).
 dtypes: float32, and float16 where the device has shader-f16; data movement,
-where and cast also take int32.
+where and cast also take int32; matmul_int8 takes int8.
 """
 
 from __future__ import annotations
@@ -336,6 +337,20 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
             del shape[d]
         y = _view(y, shape)
     return y
+
+
+def matmul_int8(a: Any, b: Any) -> Tensor:
+    """The int8 matmul: a @ b.T with exact int32 sums (ops::MatmulInt8,
+    dot4I8Packed). a is int8 [..., M, K]; b is int8 [..., N, K], the right
+    operand transposed as weights are stored; rank 2 to 4, batch axes
+    broadcasting. K must be a multiple of 4 (pad both with zeros along K
+    otherwise); sums are exact for K < 131072. The result is int32
+    [..., M, N]."""
+    device = _device_of(a, b)
+    a = _as_tensor(a, device)
+    b = _as_tensor(b, a.device)
+    return run(("matmul_int8", a._sig, b._sig),
+               lambda d: _kiln.ops.matmul_int8(d, a._type, b._type), a, b)
 
 
 # ---------------------------------------------------------------------------

@@ -197,6 +197,28 @@ ops::TensorType ToTensorType(const TensorTypeArg& t) {
   return ops::TensorType{t.first, Check(IrTypeOf(Check(ParseDType(t.second))))};
 }
 
+// An int8 operand of matmul_int8, [..., rows, K], as the int8x4 tensor
+// type [..., rows, K/4] (K packed four to a word, the tensor's bytes).
+ops::TensorType PackedInt8Type(const TensorTypeArg& t, const char* what) {
+  const DType dtype = Check(ParseDType(t.second));
+  if (dtype != DType::kI8) {
+    Throw(InvalidArgument("matmul_int8: ", what, " is ", DTypeName(dtype), ShapeText(t.first),
+                          "; it must be int8"));
+  }
+  if (t.first.size() < 2) {
+    Throw(InvalidArgument("matmul_int8: ", what, " has shape ", ShapeText(t.first),
+                          "; it needs rank 2 to 4"));
+  }
+  if (t.first.back() % 4 != 0) {
+    Throw(InvalidArgument("matmul_int8: K = ", t.first.back(), " (the last axis of ", what, " ",
+                          ShapeText(t.first),
+                          ") is not a multiple of 4; pad both operands with zeros along K"));
+  }
+  std::vector<int64_t> words = t.first;
+  words.back() /= 4;
+  return ops::TensorType{words, ir::kInt8x4};
+}
+
 ProgramPtr FromFunction(const DevicePtr& device, StatusOr<ir::Function> f) {
   ir::Function function = Check(std::move(f));
   return Program::Create(device, {function}, {}, function.name());
@@ -453,6 +475,20 @@ void BindOps(nb::module_& m) {
       "residual"_a.none(),
       "The default schedule (ops::DefaultMatmulSchedule). Inputs: A, B, then bias and residual "
       "where given.");
+  o.def(
+      "matmul_int8",
+      [](const DevicePtr& d, const TensorTypeArg& a, const TensorTypeArg& b) {
+        ops::TensorType pa = PackedInt8Type(a, "a"), pb = PackedInt8Type(b, "b");
+        if (a.first.back() != b.first.back()) {
+          Throw(InvalidArgument("matmul_int8: a is ", ShapeText(a.first), " and b ",
+                                ShapeText(b.first), ": the contraction dimension K differs (",
+                                a.first.back(), " against ", b.first.back(), ")"));
+        }
+        return FromFunction(d, ops::MatmulInt8(pa, pb, d->target()));
+      },
+      "device"_a, "a"_a, "b"_a,
+      "ops::MatmulInt8 on int8 tensors a [..., M, K] and b [..., N, K] (K a multiple of 4, "
+      "packed four to a word as the tensors' bytes are). Inputs: A, B; output C (int32).");
   o.def(
       "conv2d",
       [](const DevicePtr& d, const TensorTypeArg& x, const TensorTypeArg& w, bool nhwc,

@@ -172,7 +172,10 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
       const ir::Buffer& b = param.buffer();
       auto [it, fresh] = slots.try_emplace(b.name());
       if (fresh) {
-        Slot slot{b.name(), {}, Check(FromIrType(b.dtype()))};
+        // An int8x4 parameter is an int8 tensor with four times its last
+        // dimension: the words' lanes, in the same bytes.
+        const bool packed = b.dtype() == ir::kInt8x4;
+        Slot slot{b.name(), {}, packed ? DType::kI8 : Check(FromIrType(b.dtype()))};
         for (const ir::Expr& e : b.shape()) {
           const auto* imm = e.as<ir::IntImmNode>();
           if (!imm) {
@@ -181,6 +184,7 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
           }
           slot.shape.push_back(imm->value);
         }
+        if (packed && !slot.shape.empty()) slot.shape.back() *= 4;
         std::vector<Slot>* list = temps.count(b.name())     ? &p->temps_
                                   : written.count(b.name()) ? &p->outputs_
                                                             : &p->inputs_;

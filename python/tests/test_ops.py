@@ -36,7 +36,7 @@ def test_every_operator_has_a_function():
     assert set(kiln.ops.BINARY_OPS) == set(NUMPY_BINARY)
     assert set(kiln.ops.REDUCE_OPS) == {"sum", "mean", "max", "min", "prod"}
     assert set(kiln.ops.ARG_REDUCE_OPS) == {"argmax", "argmin"}
-    for name in ("matmul", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
+    for name in ("matmul", "matmul_int8", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
                  "log_softmax", "layer_norm", "rms_norm", "permute", "transpose", "reshape",
                  "concat", "slice", "gather", "pad", "where", "cast", "conv2d", "max_pool2d",
                  "avg_pool2d", "attention"):
@@ -348,6 +348,44 @@ def test_matmul_transposes_and_epilogue(device, rng):
     _close(y.numpy(), np.maximum(prod + bias, 0) + res, 1e-5)
     y = kiln.ops.matmul(x, b.T.copy(), transpose_a=True, activation="tanh")
     _close(y.numpy(), np.tanh(prod), 1e-5)
+
+
+def _int8(rng, shape):
+    x = rng.integers(-128, 128, shape, dtype=np.int8)
+    x.flat[0], x.flat[-1] = -128, 127
+    return x
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 4), (1, 4)), ((7, 68), (33, 68)), ((100, 132), (7, 132)),
+                                   ((33, 4), (100, 4)), ((64, 256), (128, 256)),
+                                   ((2, 3, 33, 20), (3, 7, 20)), ((5, 1, 7, 8), (1, 3, 9, 8))],
+                         ids=str)
+def test_matmul_int8(device, rng, sa, sb):
+    a, b = _int8(rng, sa), _int8(rng, sb)
+    y = kiln.ops.matmul_int8(kiln.tensor(a, device), kiln.tensor(b, device))
+    want = np.matmul(a.astype(np.int64), np.swapaxes(b, -1, -2).astype(np.int64))
+    assert y.dtype == np.int32 and y.shape == want.shape
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_matmul_int8_extremes_and_errors(device, rng):
+    # Every product 16384: K = 4096 sums to 2^26. numpy operands go to b's device.
+    a = np.full((3, 4096), -128, np.int8)
+    b = np.where(rng.integers(0, 2, (5, 4096)) == 1, 127, -128).astype(np.int8)
+    y = kiln.ops.matmul_int8(a, kiln.tensor(b, device))
+    np.testing.assert_array_equal(y.numpy(), a.astype(np.int64) @ b.astype(np.int64).T)
+    x = kiln.tensor(_int8(rng, (7, 8)), device)
+    bad = kiln.InvalidArgument
+    with pytest.raises(bad, match=r"K = 5 \(the last axis of a \[7, 5\]\) is not a multiple of 4"):
+        kiln.ops.matmul_int8(kiln.tensor(_int8(rng, (7, 5)), device), x)
+    with pytest.raises(bad, match=r"matmul_int8: b is float32\[3, 8\]; it must be int8"):
+        kiln.ops.matmul_int8(x, kiln.tensor(np.zeros((3, 8), np.float32), device))
+    with pytest.raises(bad, match="it must be int8"):
+        kiln.ops.matmul_int8(x, kiln.tensor(np.zeros((3, 8), np.uint8), device))
+    with pytest.raises(bad, match="rank 2 to 4"):
+        kiln.ops.matmul_int8(kiln.tensor(_int8(rng, (8,)), device), x)
+    with pytest.raises(bad, match=r"a is \[7, 8\] and b \[3, 12\]: the contraction dimension K"):
+        kiln.ops.matmul_int8(x, kiln.tensor(_int8(rng, (3, 12)), device))
 
 
 # ---------------------------------------------------------------------------
