@@ -23,11 +23,16 @@ Data movement: permute transpose reshape concat slice gather pad where cast
 (and Tensor.astype, Tensor[...] with ints and slices).
 dtypes: float32, and float16 where the device has shader-f16; data movement,
 where and cast also take int32; matmul_int8 takes int8.
+Empty tensors (a dimension of 0) work as in numpy wherever numpy gives a
+result: the result depends on the shapes alone (an empty tensor, a
+reduction's identity, a matmul's epilogue over zeros when K is 0), so no
+kernel is built; a max, min or arg-reduction over nothing is an error.
 """
 
 from __future__ import annotations
 
 import builtins
+import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -64,6 +69,32 @@ def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -
     return out[0] if len(out) == 1 else out
 
 
+def _empty_result(what: str, inputs: Sequence[Tensor],
+                  host: Callable[..., np.ndarray]) -> Optional[Tensor]:
+    """Where an input has no elements (a dimension of 0), the result depends
+    on the shapes alone: numpy computes it from zero-filled arrays of the
+    inputs' shapes and dtypes (an empty tensor, or a reduction's identity),
+    and no kernel runs. None where every input has elements. numpy's errors
+    (a reduction of nothing without an identity, incompatible shapes) become
+    kiln.InvalidArgument naming the operator."""
+    if all(t.size for t in inputs):
+        return None
+    # Zero-stride views: no host memory for the inputs that do have elements.
+    arrays = [np.broadcast_to(np.zeros((), t.dtype), t.shape) for t in inputs]
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a mean of nothing is NaN
+            out = np.asarray(host(*arrays))
+    except (ValueError, IndexError) as e:
+        raise _kiln.InvalidArgument(f"{what}: {e}") from None
+    from ._tensor import tensor
+    return tensor(np.ascontiguousarray(out), inputs[0].device)
+
+
+def _broadcast_zeros(*arrays: np.ndarray) -> np.ndarray:
+    return np.zeros(np.broadcast_shapes(*[a.shape for a in arrays]), arrays[0].dtype)
+
+
 def elementwise(op: str, *operands: Any) -> Tensor:
     """The elementwise operator `op` on one or two operands (binary ops
     broadcast like numpy; a number operand becomes a kernel constant)."""
@@ -77,6 +108,9 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         raise _kiln.InvalidArgument(f"{op} takes operands")
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
     ts = [_as_tensor(x, device) for x in operands]
+    empty = _empty_result(op, ts, _broadcast_zeros)
+    if empty is not None:
+        return empty
     key = ("elementwise", op) + tuple(t._sig for t in ts)
     return run(key, lambda d: _kiln.ops.elementwise(d, op, [t._type for t in ts]), *ts)
 
@@ -109,6 +143,9 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
             tensors.append(t)
             spec.append((op, t._type, None, first))
             key.append((op, t._sig, first))
+    empty = _empty_result("elementwise_chain", tensors, _broadcast_zeros)
+    if empty is not None:
+        return empty
     return run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
 
 
@@ -199,6 +236,12 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
             f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
     keepdims = bool(keepdims)
     axes = _axes(axis, x.ndim, f"reduce {op}")
+    host = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
+    if op in host:
+        empty = _empty_result(f"reduce {op}", [x], lambda a: host[op](
+            a, axis=tuple(axes), keepdims=keepdims).astype(a.dtype))
+        if empty is not None:
+            return empty
     key = ("reduce_axes", op, tuple(axes), keepdims, x._sig)
     y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x)
     want = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
@@ -212,6 +255,10 @@ def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
         return _view(y, (1,) * x.ndim) if keepdims else y
     a = _axis(axis, x.ndim, f"{op}: axis")
+    host = np.argmax if op == "argmax" else np.argmin
+    empty = _empty_result(op, [x], lambda v: host(v, axis=a, keepdims=keepdims).astype(np.int32))
+    if empty is not None:
+        return empty
     key = ("arg_reduce", op, a, keepdims, x._sig)
     y = run(key, lambda d: _kiln.ops.arg_reduce(d, op, x._type, a, keepdims), x)
     want = tuple(1 if d == a else n for d, n in enumerate(x.shape) if keepdims or d != a)
@@ -237,6 +284,9 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
     one kernel (ops::SoftmaxAxis). A row holding +inf or NaN gives NaN."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "softmax: axis")
+    empty = _empty_result("softmax", [x], lambda v: v)
+    if empty is not None:
+        return empty
     return run(("softmax_axis", a, x._sig), lambda d: _kiln.ops.softmax_axis(d, x._type, a), x)
 
 
@@ -244,6 +294,9 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """x - max - log(sum(exp(x - max))) along `axis`, in one kernel."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "log_softmax: axis")
+    empty = _empty_result("log_softmax", [x], lambda v: v)
+    if empty is not None:
+        return empty
     return run(("log_softmax", a, x._sig), lambda d: _kiln.ops.log_softmax(d, x._type, a), x)
 
 
@@ -270,6 +323,9 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
     g = _per_feature(gamma, x, "layer_norm", "gamma")
     b = _per_feature(beta, x, "layer_norm", "beta")
     e = _eps(eps, "layer_norm")
+    empty = _empty_result("layer_norm", [x, g, b], lambda v, *_: v)
+    if empty is not None:
+        return empty
     key = ("layer_norm", e, x._sig, g._sig, b._sig)
     return run(key, lambda d: _kiln.ops.layer_norm(d, x._type, e), x, g, b)
 
@@ -279,6 +335,9 @@ def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
     x = _as_tensor(x, None)
     g = _per_feature(gamma, x, "rms_norm", "gamma")
     e = _eps(eps, "rms_norm")
+    empty = _empty_result("rms_norm", [x, g], lambda v, _: v)
+    if empty is not None:
+        return empty
     return run(("rms_norm", e, x._sig, g._sig), lambda d: _kiln.ops.rms_norm(d, x._type, e), x, g)
 
 
@@ -316,14 +375,47 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         raise _kiln.InvalidArgument(
             f"matmul: activation must be a unary op name or None; got {activation!r}")
     act = activation or ""
-    inputs = [a, b]
     bias_t = residual_t = None
     if bias is not None:
         bias_t = _as_tensor(bias, a.device)
-        inputs.append(bias_t)
     if residual is not None:
         residual_t = _as_tensor(residual, a.device)
-        inputs.append(residual_t)
+    if not a.size or not b.size:
+        y = _empty_matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t)
+    else:
+        y = _matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t)
+    if drop:
+        shape = list(y.shape)
+        for d in sorted(drop):
+            del shape[d]
+        y = _view(y, shape)
+    return y
+
+
+def _empty_matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
+                  bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor]) -> Tensor:
+    """A matmul with an operand of no elements: an empty result, or where
+    only K is 0, a @ b is zeros and the epilogue runs on them."""
+    def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.matmul(np.swapaxes(x, -1, -2) if transpose_a else x,
+                         np.swapaxes(y, -1, -2) if transpose_b else y)
+    zeros = _empty_result("matmul", [a, b], product)
+    assert zeros is not None
+    if not zeros.size:
+        return zeros
+    y = zeros
+    if bias_t is not None:
+        y = add(y, bias_t)
+    if act:
+        y = elementwise(act, y)
+    if residual_t is not None:
+        y = add(y, residual_t)
+    return y
+
+
+def _matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
+            bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor]) -> Tensor:
+    inputs = [a, b] + [t for t in (bias_t, residual_t) if t is not None]
     key = ("matmul", a._sig, b._sig, bool(transpose_a), bool(transpose_b),
            bias_t._sig if bias_t is not None else None, act,
            residual_t._sig if residual_t is not None else None)
@@ -331,11 +423,6 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         d, a._type, b._type, bool(transpose_a), bool(transpose_b),
         bias_t._type if bias_t is not None else None, act,
         residual_t._type if residual_t is not None else None), *inputs)
-    if drop:
-        shape = list(y.shape)
-        for d in sorted(drop):
-            del shape[d]
-        y = _view(y, shape)
     return y
 
 
@@ -365,6 +452,9 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
         raise _kiln.InvalidArgument(
             f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
     perm = [_axis(v, x.ndim, f"permute: axes entry {i}") for i, v in enumerate(axes)]
+    empty = _empty_result("permute", [x], lambda v: np.transpose(v, perm))
+    if empty is not None:
+        return empty
     return run(("permute", tuple(perm), x._sig),
                lambda d: _kiln.ops.permute(d, x._type, perm), x)
 
@@ -382,6 +472,9 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     if not isinstance(shape, (tuple, list)):
         raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_int(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+    empty = _empty_result("reshape", [x], lambda v: np.reshape(v, s))
+    if empty is not None:
+        return empty
     return run(("reshape", tuple(s), x._sig), lambda d: _kiln.ops.reshape(d, x._type, s), x)
 
 
@@ -393,6 +486,22 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
     a = _axis(axis, ts[0].ndim, "concat: axis")
+    if any(not t.size for t in ts):
+        # numpy's concatenate of the shapes; the result holds the inputs that
+        # have elements.
+        if any(t.ndim != ts[0].ndim or t.dtype != ts[0].dtype for t in ts):
+            raise _kiln.InvalidArgument("concat: the tensors must have one rank and dtype")
+        for t in ts:
+            for d in range(t.ndim):
+                if d != a and t.shape[d] != ts[0].shape[d]:
+                    raise _kiln.InvalidArgument(
+                        f"concat: shapes {tuple(ts[0].shape)} and {tuple(t.shape)} differ in "
+                        f"axis {d}, which is not the concatenation axis {a}")
+        shape = list(ts[0].shape)
+        shape[a] = builtins.sum(t.shape[a] for t in ts)
+        if 0 in shape:
+            return _from_host(np.zeros(shape, ts[0].dtype), ts[0])
+        ts = [t for t in ts if t.size]
     if len(ts) == 1:
         return reshape(ts[0], ts[0].shape)
     key = ("concat", a) + tuple(t._sig for t in ts)
@@ -405,7 +514,7 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     """x[starts[0]:stops[0]:steps[0], starts[1]:...]: Python's slicing on
     each axis (None for an open end or step 1; fewer entries than axes
     leave the rest whole; negative steps reverse). Every output dimension
-    must be at least 1. A copy."""
+    may be 0 (an empty tensor, as numpy gives). A copy."""
     x = _as_tensor(x, None)
     n = x.ndim
 
@@ -427,6 +536,9 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
         e.append((_I64_MAX if step > 0 else _I64_MIN) if sp[d] is None
                  else _int(sp[d], f"slice: stops entry {d}"))
         s.append(step)
+    shape = [len(range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d]))) for d in range(n)]
+    if 0 in shape:
+        return _from_host(np.zeros(shape, x.dtype), x)
     key = ("slice", tuple(b), tuple(e), tuple(s), x._sig)
     return run(key, lambda d: _kiln.ops.slice(d, x._type, b, e, s), x)
 
@@ -484,6 +596,9 @@ def gather(table: Any, indices: Any) -> Tensor:
             raise _kiln.InvalidArgument("gather: indices out of the int32 range")
         from ._tensor import tensor
         indices = tensor(idx.astype(np.int32), t.device)
+    empty = _empty_result("gather", [t, indices], lambda tv, iv: tv[iv.astype(np.intp)])
+    if empty is not None:
+        return empty
     key = ("gather", t._sig, indices._sig)
     return run(key, lambda d: _kiln.ops.gather(d, t._type, indices._type), t, indices)
 
@@ -498,6 +613,9 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         raise _kiln.InvalidArgument(f"pad: value must be a number; got {type(value).__name__}")
     v = float(value)
+    empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v))
+    if empty is not None:
+        return empty
     key = ("pad", tuple(b), tuple(a), v, x._sig)
     return run(key, lambda d: _kiln.ops.pad(d, x._type, b, a, v), x)
 
@@ -522,6 +640,11 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _as_tensor(cond, a.device)
     if c.dtype == np.bool_:
         c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1
+    empty = _empty_result("where", [c, a, b],
+                          lambda cv, av, bv: np.zeros(np.broadcast_shapes(cv.shape, av.shape,
+                                                                          bv.shape), av.dtype))
+    if empty is not None:
+        return empty
     key = ("where", c._sig, a._sig, b._sig)
     return run(key, lambda d: _kiln.ops.where(d, c._type, a._type, b._type), c, a, b)
 
@@ -535,12 +658,24 @@ def cast(x: Any, dtype: Any) -> Tensor:
         name = short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
     except TypeError as e:
         raise _kiln.InvalidArgument(f"cast: dtype {dtype!r} is not a dtype") from e
+    if name not in ("float32", "float16", "int32"):
+        return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
+    empty = _empty_result("cast", [x], lambda v: v.astype(name))
+    if empty is not None:
+        return empty
     return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
+
+
+def _from_host(array: np.ndarray, like: Tensor) -> Tensor:
+    from ._tensor import tensor
+    return tensor(array, like.device)
 
 
 def _unary(name: str) -> Callable[[Any], Tensor]:
     def op(x: Any) -> Tensor:
         x = _as_tensor(x, None)
+        if not x.size:
+            return _from_host(np.zeros(x.shape, x.dtype), x)
         key = ("elementwise", name, x._sig)
         return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x)
     op.__name__ = op.__qualname__ = name
@@ -550,7 +685,7 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
 
 def _binary(name: str) -> Callable[[Any, Any], Tensor]:
     def op(a: Any, b: Any) -> Tensor:
-        if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size:
             key = ("elementwise", name, a._sig, b._sig)
             return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b)
         return elementwise(name, a, b)

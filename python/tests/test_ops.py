@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -453,8 +454,7 @@ def test_getitem(device, rng):
         x[0, 0, 0, 0]
     with pytest.raises(TypeError, match="ints, slices"):
         x[[0, 1]]
-    with pytest.raises(kiln.InvalidArgument, match="empty"):
-        x[3:3]
+    assert x[3:3].shape == (0,) + tuple(x.shape[1:])  # empty, as numpy
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
@@ -700,3 +700,61 @@ def test_attention(device, rng, causal):
     with pytest.raises(kiln.InvalidArgument, match="multiple of 4"):
         kiln.ops.attention(kiln.tensor(q[..., :6].copy(), device), k[..., :6].copy(),
                            v[..., :6].copy())
+
+
+def test_empty_tensors_follow_numpy(device, rng):
+    """A dimension of 0: the result numpy gives, with no kernel run."""
+    ops = kiln.ops
+    z = np.zeros((0, 5), np.float32)
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    zt, xt = kiln.tensor(z, device), kiln.tensor(x, device)
+
+    def same(got, want):
+        want = np.asarray(want)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+
+    same(ops.exp(zt), np.exp(z))
+    same(ops.add(zt, kiln.tensor(np.zeros((1, 5), np.float32), device)), z + 0)
+    same(ops.elementwise_chain(zt, ["relu", ("mul", 2.0)]), z)
+    for name, fn in [("sum", np.sum), ("prod", np.prod), ("mean", np.mean)]:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = fn(z, axis=0).astype(np.float32)
+        got = getattr(ops, name)(zt, axis=0)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)  # 0, 1, and NaN for the mean
+    same(ops.sum(zt, axis=1, keepdims=True), np.zeros((0, 1), np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="reduce max: zero-size array"):
+        ops.amax(zt, axis=0)
+    with pytest.raises(kiln.InvalidArgument, match="argmax: attempt to get argmax of an empty"):
+        ops.argmax(zt, axis=0)
+    same(ops.argmin(zt, axis=1), np.zeros((0,), np.int32))
+    same(ops.softmax(zt), z)
+    same(ops.layer_norm(zt, np.ones(5, np.float32), np.zeros(5, np.float32)), z)
+    # matmul: M = 0, and K = 0 (zeros, then the epilogue on the device).
+    same(ops.matmul(zt, kiln.tensor(np.ones((5, 3), np.float32), device)),
+         np.zeros((0, 3), np.float32))
+    bias = rng.standard_normal(4).astype(np.float32)
+    res = rng.standard_normal((3, 4)).astype(np.float32)
+    got = ops.matmul(np.zeros((3, 0), np.float32), kiln.tensor(np.zeros((0, 4), np.float32),
+                                                                device),
+                     bias=bias, activation="relu", residual=res)
+    np.testing.assert_allclose(got.numpy(), np.maximum(bias, 0) + res, rtol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="matmul"):
+        ops.matmul(zt, kiln.tensor(np.ones((4, 3), np.float32), device))
+    # Data movement.
+    same(ops.transpose(zt), z.T)
+    same(ops.reshape(zt, (5, 0)), z.reshape(5, 0))
+    same(ops.concat([zt, xt], 0), np.concatenate([z, x]))
+    same(ops.concat([zt, zt], 0), z)
+    same(xt[1:1], x[1:1])
+    same(ops.slice(xt, [0, 3], [2, 1]), x[0:2, 3:1])
+    same(ops.pad(zt, [1, 0], [0, 1], value=7), np.pad(z, [(1, 0), (0, 1)], constant_values=7))
+    same(ops.gather(xt, np.zeros((0, 2), np.int32)), x[np.zeros((0, 2), np.intp)])
+    same(ops.cast(zt, "int32"), z.astype(np.int32))
+    same(ops.where(zt, zt, 1.0), z)
+    with pytest.raises(kiln.InvalidArgument, match="add: shape mismatch"):
+        ops.add(zt, xt)
+    with pytest.raises(kiln.InvalidArgument, match="concat: shapes"):
+        ops.concat([zt, kiln.tensor(np.zeros((0, 4), np.float32), device)], 0)
