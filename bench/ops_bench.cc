@@ -24,17 +24,42 @@ namespace kiln::bench {
 namespace {
 
 // The bandwidth ceiling: a plain copy over 4-lane vectors, written by hand.
-constexpr const char* kCopyVec4Wgsl = R"(
+// The ceiling and its peers: hand-written vec4 kernels that stream memory
+// the way the elementwise operators do (a thread per vector, a 2-D grid of
+// 256-thread workgroups), with one, two and three input streams.
+constexpr const char* kStreamVec4Wgsl = R"(
 struct Dims { count: u32, row: u32, unused0: u32, unused1: u32 }
-@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
-@group(0) @binding(2) var<uniform> dims: Dims;
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b1: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> b2: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
+@group(0) @binding(4) var<uniform> dims: Dims;
+
+fn index(group: vec3<u32>, local: vec3<u32>) -> u32 {
+  return (group.y * dims.row + group.x) * 256u + local.x;
+}
 
 @compute @workgroup_size(256)
 fn copy(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
-  let i = (group.y * dims.row + group.x) * 256u + local.x;
+  let i = index(group, local);
   if (i < dims.count) {
-    dst[i] = src[i];
+    y[i] = x[i];
+  }
+}
+
+@compute @workgroup_size(256)
+fn add(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+  let i = index(group, local);
+  if (i < dims.count) {
+    y[i] = x[i] + b1[i];
+  }
+}
+
+@compute @workgroup_size(256)
+fn mul_add(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+  let i = index(group, local);
+  if (i < dims.count) {
+    y[i] = (x[i] + b1[i]) * b2[i];
   }
 }
 )";
@@ -126,29 +151,40 @@ class Runner {
   Runner(std::shared_ptr<hal::Device> device, const OpsBenchOptions& options)
       : device_(std::move(device)), options_(options) {}
 
-  StatusOr<double> CopyCeiling(int64_t elements) {
+  // GB/s (bytes read + written / time) of the hand-written kernel `entry`
+  // of kStreamVec4Wgsl over `elements` f32 per stream, with `inputs` input
+  // streams.
+  StatusOr<double> StreamRate(const char* entry, int inputs, int64_t elements) {
+    const hal::BindingKind in = hal::BindingKind::kReadOnlyStorage;
     KILN_ASSIGN_OR_RETURN(
-        hal::ExecutableRef copy,
-        hal::LoadExecutable(*device_, {"copy (hand-written WGSL)",
-                                       kCopyVec4Wgsl,
-                                       {{"copy",
-                                         {hal::BindingKind::kReadOnlyStorage,
-                                          hal::BindingKind::kStorage, hal::BindingKind::kUniform},
-                                         256}}}));
+        hal::ExecutableRef kernel,
+        hal::LoadExecutable(*device_,
+                            {StrCat(entry, " (hand-written WGSL)"),
+                             kStreamVec4Wgsl,
+                             {{entry,
+                               {in, in, in, hal::BindingKind::kStorage, hal::BindingKind::kUniform},
+                               256}}}));
     const uint64_t bytes = uint64_t(elements) * 4;
-    KILN_ASSIGN_OR_RETURN(hal::BufferRef src, device_->allocator().Allocate(bytes));
-    KILN_ASSIGN_OR_RETURN(hal::BufferRef dst, device_->allocator().Allocate(bytes));
+    std::vector<hal::BufferRef> buffers;
+    for (int b = 0; b < inputs + 1; ++b) {
+      KILN_ASSIGN_OR_RETURN(hal::BufferRef buffer, device_->allocator().Allocate(bytes));
+      buffers.push_back(buffer);
+    }
+    // Unused input bindings repeat the first input.
+    hal::BufferBinding bindings[] = {{buffers[0]},
+                                     {buffers[inputs >= 2 ? 1 : 0]},
+                                     {buffers[inputs >= 3 ? 2 : 0]},
+                                     {buffers[inputs]}};
     const uint32_t vectors = static_cast<uint32_t>(elements / 4);
     const uint32_t groups = (vectors + 255) / 256;
     const uint32_t row = std::min<uint32_t>(groups, 4096);
     const uint32_t dims[4] = {vectors, row, 0, 0};
-    hal::BufferBinding bindings[] = {{src}, {dst}};
     KILN_ASSIGN_OR_RETURN(double ms, Time([&](hal::CommandBuffer& cb) {
-                            return cb.Dispatch(copy, 0, bindings,
+                            return cb.Dispatch(kernel, 0, bindings,
                                                {reinterpret_cast<const uint8_t*>(dims), 16}, row,
                                                (groups + row - 1) / row);
                           }));
-    return 2.0 * bytes / (ms * 1e6);
+    return (inputs + 1.0) * bytes / (ms * 1e6);
   }
 
   StatusOr<OpsTiming> Run(const Workload& w) {
@@ -675,7 +711,10 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
   if (!options.compile_only) {
-    KILN_ASSIGN_OR_RETURN(result.copy_gb_per_s, runner.CopyCeiling(small ? 1 << 16 : stream));
+    const int64_t elements = small ? 1 << 16 : stream;
+    KILN_ASSIGN_OR_RETURN(result.copy_gb_per_s, runner.StreamRate("copy", 1, elements));
+    KILN_ASSIGN_OR_RETURN(result.add_gb_per_s, runner.StreamRate("add", 2, elements));
+    KILN_ASSIGN_OR_RETURN(result.mul_add_gb_per_s, runner.StreamRate("mul_add", 3, elements));
   }
 
   std::vector<std::function<Workload()>> workloads = {

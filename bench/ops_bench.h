@@ -53,6 +53,9 @@ struct OpsBenchResult {
   std::string device;
   bool gpu_timestamps = false;
   double copy_gb_per_s = 0;  // the ceiling: bytes read + written by the copy / time
+  // Peers measured the same way: hand-written vec4 kernels with two input
+  // streams (x + b1) and three ((x + b1) * b2), as the add and the chain.
+  double add_gb_per_s = 0, mul_add_gb_per_s = 0;
   std::vector<OpsTiming> ops;
 };
 

@@ -209,7 +209,9 @@ int BenchOps(const Args& args) {
     JsonWriter w;
     w.BeginObject().Key("benchmark").String("ops").Key("device").String(r->device);
     w.Key("small").Bool(oo.small).Key("timing").String(timing);
-    w.Key("copy_gb_per_s").Number(r->copy_gb_per_s).Key("ops").BeginArray();
+    w.Key("copy_gb_per_s").Number(r->copy_gb_per_s);
+    w.Key("hand_written_add_gb_per_s").Number(r->add_gb_per_s);
+    w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s).Key("ops").BeginArray();
     for (const auto& t : r->ops) {
       w.BeginObject().Key("name").String(t.name).Key("shape").String(t.shape);
       if (!t.skip.empty()) {
@@ -245,8 +247,13 @@ int BenchOps(const Args& args) {
     }
     return 0;
   }
-  std::printf("device: %s\n%s; ceiling: hand-written vec4 copy %.1f GB/s (read + write)\n\n",
+  std::printf("device: %s\n%s; ceiling: hand-written vec4 copy %.1f GB/s (read + write)\n",
               r->device.c_str(), timing, r->copy_gb_per_s);
+  std::printf(
+      "peers, hand-written the same way: x + b1 %.1f GB/s (%.0f%% of copy), "
+      "(x + b1) * b2 %.1f GB/s (%.0f%%)\n\n",
+      r->add_gb_per_s, 100 * r->add_gb_per_s / r->copy_gb_per_s, r->mul_add_gb_per_s,
+      100 * r->mul_add_gb_per_s / r->copy_gb_per_s);
   std::printf("%-32s %-26s %10s %9s %7s %11s  %s\n", "operator", "shape", "ms", "GB/s", "of copy",
               "TFLOP/s", "check");
   for (const auto& t : r->ops) {
