@@ -343,6 +343,12 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       if (stage.applied > 0) {
         return InvalidArgument(at, ": the stage already has loop primitives applied");
       }
+      for (const StageState& other : impl.stages) {
+        if (other.attach_stage == stage.name()) {
+          return InvalidArgument(at, ": stage ", Quote(other.name()),
+                                 " is computed at one of its loops");
+        }
+      }
       stage.inlined = true;
       break;
     }

@@ -168,6 +168,19 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
               "is not a constant");
 }
 
+TEST(TeScheduleTest, AStageWithAttachedProducersDoesNotInline) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor A = Compute("A", {n}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0f; });
+  Tensor B = Compute("B", {n}, [&](const std::vector<Var>& i) { return A(i[0]) + 1.0f; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return B(i[0]) * 3.0f; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)[A].ComputeAt((*s)[B], (*s)[B].axis(0)).ok());
+  ExpectError((*s)[B].ComputeInline(),
+              "compute_inline of stage 'B': stage 'A' is computed at one of its loops");
+}
+
 TEST(TeScheduleTest, DoubleBufferNeedsASharedStageAtASerialLoop) {
   testing::StencilProgram p;
   auto s = testing::ScheduleStencil(p, 64);
