@@ -35,6 +35,7 @@ from ._kiln import (
     Unavailable,
     Unimplemented,
     build,
+    build_kernels,
     compile,
     default_device,
     devices,
@@ -68,6 +69,7 @@ __all__ = [
     "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost", "Error",
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
-    "build", "compile", "default_device", "devices", "empty", "load_module", "ops", "profile",
+    "build", "build_kernels", "compile", "default_device", "devices", "empty", "load_module",
+    "ops", "profile",
     "te", "tensor",
 ]

@@ -30,6 +30,7 @@ from ._kiln.te import (  # noqa: F401
     compute,
     create_schedule,
     lower,
+    lower_kernels,
     placeholder,
     reduce_axis,
     size_var,

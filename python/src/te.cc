@@ -547,6 +547,36 @@ void BindTe(nb::module_& m) {
       "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
       "The kiln IR text the schedule lowers to.");
 
+  te_m.def(
+      "lower_kernels",
+      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
+         const std::vector<te::Tensor>& inputs, const std::string& name) {
+        te::Kernels k = Check(te::LowerKernels(s.schedule, outputs, inputs, name));
+        std::vector<std::string> texts;
+        for (const ir::Function& f : k.functions) texts.push_back(ir::Print(f));
+        return nb::make_tuple(texts, k.intermediates);
+      },
+      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
+      "Lowers a program that needs several launches: (the kiln IR text of each kernel, in "
+      "order; the intermediate tensors). Each stage neither inlined nor computed at another "
+      "becomes a kernel '<name>_<stage>'.");
+  m.def(
+      "build_kernels",
+      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
+         const std::vector<te::Tensor>& inputs, const std::string& name,
+         std::optional<DevicePtr> device) {
+        DevicePtr dev = device && *device ? *device : DefaultDevice();
+        te::Kernels k = Check(te::LowerKernels(s.schedule, outputs, inputs, name));
+        auto module = CompileFunctions(dev, k.functions);
+        std::vector<nb::object> kernels;
+        for (const ir::Function& f : k.functions)
+          kernels.push_back(nb::cast(FindKernel(module, f.name())));
+        return nb::make_tuple(kernels, k.intermediates);
+      },
+      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel", "device"_a = nb::none(),
+      "te.lower_kernels, compiled for a device: (the kernels, callable, to run in order; the "
+      "intermediate tensors, for which the caller allocates buffers). Each kernel's parameters "
+      "are the inputs and earlier intermediates it reads, its result, then the size vars.");
   m.def(
       "build",
       [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,

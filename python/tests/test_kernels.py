@@ -325,3 +325,26 @@ def test_te_staging_errors(device):
     s[B].set_scope("shared")
     with pytest.raises(kiln.Error, match="neither inlined, computed at another stage nor"):
         kiln.build(s, [C], [A], "nope", device)
+
+
+def test_te_program_of_several_kernels(device, rng):
+    X = te.placeholder((7, 33), "float32", name="X")
+    k = te.reduce_axis(33, "k")
+    M = te.compute((7,), lambda i: te.max(X[i, k], k), name="M")
+    Y = te.compute((7, 33), lambda i, j: te.exp(X[i, j] - M[i]), name="Y")
+    s = te.create_schedule(Y)
+    s[M].bind(s[M].axis[0], "threadIdx.x")
+    s[Y].bind(s[Y].axis[0], "threadIdx.x")
+    texts, intermediates = te.lower_kernels(s, [Y], [X], "shifted_exp")
+    assert [t.split("(")[0] for t in texts] == ["fn shifted_exp_M", "fn shifted_exp_Y"]
+    assert [t.name for t in intermediates] == ["M"]
+    with pytest.raises(kiln.InvalidArgument, match="LowerKernels makes it a kernel of its own"):
+        te.lower(s, [Y], [X], "one")
+    kernels, intermediates = kiln.build_kernels(s, [Y], [X], "shifted_exp", device)
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    xt = kiln.tensor(x, device)
+    m = _poisoned(7, np.float32, device)
+    y = _poisoned((7, 33), np.float32, device)
+    kernels[0](xt, m)
+    kernels[1](xt, m, y)
+    np.testing.assert_allclose(y.numpy(), np.exp(x - x.max(axis=1, keepdims=True)), rtol=1e-5)
