@@ -1,8 +1,9 @@
 // The template of the reduction-shaped kernels (reductions over any axes,
 // arg-reductions, softmax, layer and RMS norm): a tensor seen as outputs by
 // a reduction index, each output reduced either by one thread serially or
-// by one workgroup cooperatively (strided reads, then a tree through shared
-// memory). TE cannot bind reduction axes, so these kernels are written with
+// by one workgroup cooperatively (strided reads, then subgroup operations
+// where the target has subgroups, or a tree through shared memory). TE
+// cannot bind reduction axes, so these kernels are written with
 // the IR builder; the schedule is chosen by ChooseRowSchedule from the shape
 // and the target's limits.
 #pragma once
