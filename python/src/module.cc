@@ -161,7 +161,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 DeviceState::DeviceState(std::shared_ptr<hal::Device> device)
     : device_(std::move(device)),
-      target_{runtime::TargetLimitsOf(*device_), device_->HasFeature(hal::Feature::kShaderF16)},
+      target_{runtime::TargetLimitsOf(*device_), device_->HasFeature(hal::Feature::kShaderF16),
+              device_->HasFeature(hal::Feature::kSubgroups)},
       compile_options_(check::CompileOptionsFor(*device_)) {}
 
 DeviceState::~DeviceState() {

@@ -280,6 +280,50 @@ TEST(WgslCodegenTest, SubgroupBuiltinsEnableSubgroups) {
   EXPECT_FALSE(Contains(abi::StripSubgroupsEnable(f.wgsl), "enable subgroups"));
 }
 
+TEST(WgslCodegenTest, SubgroupBuiltinsAreEntryPointParameters) {
+  // Only the builtins the body reads are declared.
+  IRBuilder lane_only("lane_only");
+  Buffer A = lane_only.BufferParam("A", kI32, {64});
+  lane_only.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+    lane_only.Store(A, {tx}, Call(Intrinsic::kSubgroupInvocationId, {}) * 2);
+  });
+  CompiledFunction f = Generate(lane_only.Build());
+  EXPECT_TRUE(Contains(f.wgsl,
+                       "@builtin(local_invocation_id) lid : vec3<u32>, "
+                       "@builtin(subgroup_invocation_id) sg_lane : u32) {"))
+      << f.wgsl;
+  EXPECT_FALSE(Contains(f.wgsl, "@builtin(subgroup_size)")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[tx] = i32(sg_lane) * 2i;")) << f.wgsl;
+  EXPECT_EQ(f.wgsl.rfind("enable subgroups;\n", 0), 0u);
+  EXPECT_EQ(f.metadata.required_features, std::vector<std::string>{"subgroups"});
+
+  // Both, with names that do not clash with the kernel's own.
+  IRBuilder both("both");
+  Buffer B = both.BufferParam("B", kI32, {64});
+  Var sg_lane = both.ScalarParam("sg_lane", kI32);
+  both.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+    both.Store(
+        B, {tx},
+        Call(Intrinsic::kSubgroupInvocationId, {}) + Call(Intrinsic::kSubgroupSize, {}) * sg_lane);
+  });
+  CompiledFunction g = Generate(both.Build());
+  EXPECT_TRUE(Contains(g.wgsl,
+                       "@builtin(subgroup_invocation_id) sg_lane : u32, "
+                       "@builtin(subgroup_size) sg_size : u32) {"))
+      << g.wgsl;
+  EXPECT_TRUE(Contains(g.wgsl, "let sg_lane_1 : i32 = args.sg_lane;")) << g.wgsl;
+  EXPECT_TRUE(Contains(g.wgsl, "i32(sg_lane) + i32(sg_size) * sg_lane_1")) << g.wgsl;
+
+  // Kernels without them declare neither.
+  IRBuilder none("none");
+  Buffer C = none.BufferParam("C", kI32, {64});
+  none.For("tx", LoopKind::kThreadX, 0, 64,
+           [&](Var tx) { none.Store(C, {tx}, Call(Intrinsic::kSubgroupAdd, {tx})); });
+  CompiledFunction h = Generate(none.Build());
+  EXPECT_FALSE(Contains(h.wgsl, "sg_lane")) << h.wgsl;
+  EXPECT_FALSE(Contains(h.wgsl, "sg_size")) << h.wgsl;
+}
+
 TEST(WgslCodegenTest, ContiguousAndGatheredVectorAccesses) {
   IRBuilder b("vectors");
   Buffer A = b.BufferParam("A", kF32, {16});

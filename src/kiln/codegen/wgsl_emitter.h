@@ -34,6 +34,10 @@ struct LaunchNames {
   std::string block_x;       // u32: the recombined logical blockIdx.x
   std::string workgroup_id;  // vec3<u32>
   std::string local_id;      // vec3<u32>
+  // u32 entry-point parameters, declared only where the body uses them
+  // (FunctionEmitter::uses_subgroup_invocation_id / uses_subgroup_size).
+  std::string subgroup_invocation_id;
+  std::string subgroup_size;
 };
 
 // `text` without one pair of parentheses enclosing all of it, if it has
@@ -67,6 +71,9 @@ class FunctionEmitter {
   bool stored(const ir::BufferNode* buffer) const { return stored_.count(buffer) != 0; }
   bool uses_f16() const { return uses_f16_; }
   bool uses_subgroups() const { return uses_subgroups_; }
+  // Whether the body reads the subgroup builtins (LaunchNames).
+  bool uses_subgroup_invocation_id() const { return uses_subgroup_invocation_id_; }
+  bool uses_subgroup_size() const { return uses_subgroup_size_; }
   // Whether the body has a `while` loop (one that need not terminate).
   bool has_while_loops() const { return has_while_loops_; }
   // Module-scope `var<workgroup>` declarations, one per line.
@@ -163,6 +170,8 @@ class FunctionEmitter {
   std::unordered_map<const ir::ExprNode*, bool> constant_trees_;
   bool uses_f16_ = false;
   bool uses_subgroups_ = false;
+  bool uses_subgroup_invocation_id_ = false;
+  bool uses_subgroup_size_ = false;
   bool has_while_loops_ = false;
   std::string workgroup_decls_;
   int64_t workgroup_bytes_ = 0;

@@ -438,6 +438,12 @@ std::string FunctionEmitter::Call(const ir::CallNode* op) {
     }
     case Intrinsic::kBitwiseNot:
       return StrCat("(~", Expr(op->args[0]), ")");
+    case Intrinsic::kSubgroupInvocationId:
+      uses_subgroup_invocation_id_ = true;
+      return StrCat("i32(", launch_.subgroup_invocation_id, ")");
+    case Intrinsic::kSubgroupSize:
+      uses_subgroup_size_ = true;
+      return StrCat("i32(", launch_.subgroup_size, ")");
     case Intrinsic::kTanh: {
       ir::DataType type = op->dtype;
       std::string x = AsF32(Expr(op->args[0]), type);

@@ -152,6 +152,33 @@ Function SubgroupDot() {
   return b.Build();
 }
 
+// A workgroup sum through the subgroup builtins: lane 0 of each subgroup
+// leaves its subgroup's sum in shared memory, every subgroup gathers the
+// slots by lane and adds them again.
+Function SubgroupLanes() {
+  IRBuilder b("subgroup_lanes");
+  Buffer X = b.BufferParam("X", kF32, {64});
+  Buffer Out = b.BufferParam("Out", kF32, {64});
+  b.Allocate("s", kF32, {64}, MemoryScope::kShared, [&](Buffer s) {
+    b.For("tx", LoopKind::kThreadX, 0, 64, [&](Var tx) {
+      Var lane = b.Let("lane", Call(Intrinsic::kSubgroupInvocationId, {}));
+      Var size = b.Let("size", Call(Intrinsic::kSubgroupSize, {}));
+      Var part = b.Let("part", Call(Intrinsic::kSubgroupAdd, {Load(X, {tx})}));
+      b.Store(s, {tx}, Select(lane == 0, part, FloatConst(kF32, 0.0)));
+      b.Barrier();
+      b.Allocate("acc", kF32, {1}, MemoryScope::kLocal, [&](Buffer acc) {
+        b.Store(acc, {0}, FloatConst(kF32, 0.0));
+        b.For("k", LoopKind::kSerial, 0, (size + 63) / size, [&](Var k) {
+          Var j = b.Let("j", k * size + lane);
+          b.If(j < 64, [&] { b.Store(acc, {0}, Load(acc, {0}) + Load(s, {j})); });
+        });
+        b.Store(Out, {tx}, Call(Intrinsic::kSubgroupAdd, {Load(acc, {0})}));
+      });
+    });
+  });
+  return b.Build();
+}
+
 // Constants without literal spellings, shifts, and a max reduction.
 Function RowMax() {
   IRBuilder b("row_max");
@@ -178,7 +205,7 @@ struct Golden {
 const Golden kGoldens[] = {
     {"saxpy", Saxpy},    {"vec4_transpose", Vec4Transpose}, {"block_sum", BlockSum},
     {"masked", Masked},  {"half_gelu", HalfGelu},           {"subgroup_dot", SubgroupDot},
-    {"row_max", RowMax}, {"half_bits", HalfBits},
+    {"row_max", RowMax}, {"half_bits", HalfBits},           {"subgroup_lanes", SubgroupLanes},
 };
 
 std::string GoldenPath(const std::string& name) {

@@ -57,7 +57,8 @@ KernelGenerator::KernelGenerator(const ir::Function& function, const CodegenOpti
       entry_point_(names_.Fresh(function.name())),
       args_type_(names_.Fresh("KernelArgs")),
       args_(names_.Fresh("args")),
-      launch_names_{names_.Fresh("block_x"), names_.Fresh("wid"), names_.Fresh("lid")},
+      launch_names_{names_.Fresh("block_x"), names_.Fresh("wid"), names_.Fresh("lid"),
+                    names_.Fresh("sg_lane"), names_.Fresh("sg_size")},
       emitter_(names_, helpers_, launch_names_) {
   fields_.Reserve(abi::kGridDimXField);
   fields_.Reserve(abi::kNumBlocksXField);
@@ -206,9 +207,18 @@ std::string KernelGenerator::Assemble() const {
   wgsl += StrCat("@compute @workgroup_size(", meta.workgroup_size[0], ", ", meta.workgroup_size[1],
                  ", ", meta.workgroup_size[2], ")\n");
   const std::string& wid = launch_names_.workgroup_id;
+  std::string subgroup_builtins;
+  if (emitter_.uses_subgroup_invocation_id()) {
+    subgroup_builtins += StrCat(", @builtin(subgroup_invocation_id) ",
+                                launch_names_.subgroup_invocation_id, " : u32");
+  }
+  if (emitter_.uses_subgroup_size()) {
+    subgroup_builtins +=
+        StrCat(", @builtin(subgroup_size) ", launch_names_.subgroup_size, " : u32");
+  }
   wgsl += StrCat("fn ", meta.entry_point, "(@builtin(workgroup_id) ", wid,
                  " : vec3<u32>, @builtin(local_invocation_id) ", launch_names_.local_id,
-                 " : vec3<u32>) {\n");
+                 " : vec3<u32>", subgroup_builtins, ") {\n");
   // The large-grid prologue (kernel_abi.h). It is the first statement and
   // depends only on the workgroup id and a uniform, so whole workgroups
   // return together and no barrier is skipped by part of one.

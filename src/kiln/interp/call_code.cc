@@ -178,6 +178,28 @@ class SubgroupCode : public ExprCode {
   std::vector<ExprCodePtr> args_;
 };
 
+// The subgroup builtins of each thread: with subgroups of
+// ExecState::subgroup_size threads by linear local index, thread t is lane
+// t % size of its subgroup.
+class SubgroupBuiltinCode : public ExprCode {
+ public:
+  SubgroupBuiltinCode(const ir::Expr& expr, int num_threads, ir::Intrinsic op)
+      : ExprCode(expr, num_threads), op_(op) {}
+
+  Status Eval(ExecState& state, const uint8_t* mask, const Lane** result) override {
+    const int size = state.subgroup_size;
+    for (int t = 0; t < num_threads_; ++t) {
+      if (mask[t] == 0) continue;
+      out_[t].i = op_ == ir::Intrinsic::kSubgroupSize ? size : t % size;
+    }
+    *result = out_.data();
+    return Status::Ok();
+  }
+
+ private:
+  ir::Intrinsic op_;
+};
+
 // Whether the interpreter computes `op` lane by lane (operand types are the
 // intrinsic table's, checked by the caller). An intrinsic added to the IR but
 // not to the interpreter is refused here rather than computed wrong.
@@ -247,6 +269,9 @@ StatusOr<ExprCodePtr> CompileCall(const ir::Expr& expr, CompileContext& context)
                                    ir::OperandRuleText(info.operands[i]), " as operand ", i,
                                    ", not ", types[i]));
     }
+  }
+  if (ir::IsSubgroupBuiltin(call->op)) {
+    return ExprCodePtr(new SubgroupBuiltinCode(expr, num_threads, call->op));
   }
   if (ir::IsSubgroupIntrinsic(call->op)) {
     if (args[0]->lanes() != lanes ||

@@ -608,6 +608,39 @@ TEST(SemanticsTest, SubgroupsFollowTheLinearLocalIndex) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(result[i], i < 16 ? first : second) << i;
 }
 
+TEST(SemanticsTest, SubgroupBuiltinsFollowTheLinearLocalIndex) {
+  // A 6x4 workgroup (linear index x + 6 * y): thread t is lane t % size of
+  // subgroup t / size; the last subgroup may be partial.
+  IRBuilder b("subgroup_builtins");
+  Buffer lanes = b.BufferParam("lanes", kI32, {4, 6});
+  Buffer sizes = b.BufferParam("sizes", kI32, {4, 6});
+  b.For("ty", LoopKind::kThreadY, 0, 4, [&](Var ty) {
+    b.For("tx", LoopKind::kThreadX, 0, 6, [&](Var tx) {
+      // Read under thread-dependent control flow too.
+      b.If(tx != 5, [&] { b.Store(lanes, {ty, tx}, Call(Intrinsic::kSubgroupInvocationId, {})); });
+      b.Store(sizes, {ty, tx}, Call(Intrinsic::kSubgroupSize, {}));
+    });
+  });
+  const Function f = Verified(b);
+  for (int size : {4, 8, 16, 32, 1}) {
+    std::vector<ArgValue> args = {Poisoned(kI32, 24), Poisoned(kI32, 24)};
+    RunOptions options;
+    options.subgroup_size = size;
+    ASSERT_TRUE(interp::Run(f, args, options).ok());
+    std::vector<int32_t> got_lanes = Contents<int32_t>(args[0]);
+    std::vector<int32_t> got_sizes = Contents<int32_t>(args[1]);
+    const int32_t poison = static_cast<int32_t>(0xcdcdcdcdu);
+    for (int t = 0; t < 24; ++t) {
+      if (t % 6 == 5) {
+        EXPECT_EQ(got_lanes[t], poison) << "size " << size << ", thread " << t;
+      } else {
+        EXPECT_EQ(got_lanes[t], t % size) << "size " << size << ", thread " << t;
+      }
+      EXPECT_EQ(got_sizes[t], size) << t;
+    }
+  }
+}
+
 TEST(SemanticsTest, SubgroupMinMaxBroadcastAndShuffle) {
   IRBuilder b("subgroup_ops");
   Buffer A = b.BufferParam("A", kF32, {32});

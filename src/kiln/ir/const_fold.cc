@@ -155,6 +155,7 @@ std::optional<Expr> FoldBinary(BinaryOp op, const Expr& a, const Expr& b) {
 }
 
 std::optional<Expr> FoldCall(Intrinsic op, const std::vector<Expr>& args) {
+  if (args.empty()) return std::nullopt;  // the subgroup builtins
   std::vector<int64_t> values;
   for (const Expr& arg : args) {
     const auto* imm = arg.as<IntImmNode>();

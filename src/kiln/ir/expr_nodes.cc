@@ -56,8 +56,10 @@ constexpr IntrinsicInfo kIntrinsics[] = {
      R::kOperand0, true},
     {Intrinsic::kSubgroupShuffle, "subgroup_shuffle", 2, {O::kNumber, O::kLaneIndex},
      R::kOperand0, false},
+    {Intrinsic::kSubgroupInvocationId, "subgroup_invocation_id", 0, {}, R::kI32, true},
+    {Intrinsic::kSubgroupSize, "subgroup_size", 0, {}, R::kI32, true},
 };
-static_assert(std::size(kIntrinsics) == static_cast<size_t>(Intrinsic::kSubgroupShuffle) + 1);
+static_assert(std::size(kIntrinsics) == static_cast<size_t>(Intrinsic::kSubgroupSize) + 1);
 
 const IntrinsicInfo& Info(Intrinsic op) {
   const IntrinsicInfo& info = kIntrinsics[static_cast<size_t>(op)];
@@ -272,14 +274,18 @@ std::string_view OperandRuleText(OperandRule rule) {
 }
 
 bool IsSubgroupIntrinsic(Intrinsic op) {
-  return op >= Intrinsic::kSubgroupAdd && op <= Intrinsic::kSubgroupShuffle;
+  return op >= Intrinsic::kSubgroupAdd && op <= Intrinsic::kSubgroupSize;
+}
+
+bool IsSubgroupBuiltin(Intrinsic op) {
+  return op == Intrinsic::kSubgroupInvocationId || op == Intrinsic::kSubgroupSize;
 }
 
 Expr CallNode::make(Intrinsic op, std::vector<Expr> args) {
   KILN_CHECK_MSG(static_cast<int>(args.size()) == IntrinsicArity(op), IntrinsicName(op), " takes ",
                  IntrinsicArity(op), " operands, got ", args.size());
   for (const Expr& arg : args) KILN_CHECK(arg.defined());
-  DataType t = args[0].dtype();
+  DataType t = kI32;
   switch (Info(op).result) {
     case ResultRule::kOperand0: t = args[0].dtype(); break;
     case ResultRule::kOperand1: t = args[1].dtype(); break;

@@ -246,6 +246,13 @@ enum class Intrinsic : uint8_t {
   kSubgroupMax,
   kSubgroupBroadcastFirst,
   kSubgroupShuffle,  // subgroup_shuffle(value, lane): value from `lane` (u32)
+  // The calling thread's subgroup builtins, i32, no operands (need the
+  // subgroups feature; they vary between threads). subgroup_invocation_id():
+  // the thread's lane in its subgroup, in [0, subgroup_size()).
+  // subgroup_size(): the threads per subgroup, known only at run time (a
+  // power of two in [4, 128] on WebGPU devices).
+  kSubgroupInvocationId,
+  kSubgroupSize,
 };
 
 // What an operand of an intrinsic may be.
@@ -292,8 +299,10 @@ std::string_view IntrinsicName(Intrinsic op);
 std::optional<Intrinsic> IntrinsicFromName(std::string_view name);
 // Number of operands the intrinsic takes.
 int IntrinsicArity(Intrinsic op);
-// True for the subgroup_* intrinsics.
+// True for the subgroup_* intrinsics (operations and builtins).
 bool IsSubgroupIntrinsic(Intrinsic op);
+// True for the subgroup builtins (subgroup_invocation_id, subgroup_size).
+bool IsSubgroupBuiltin(Intrinsic op);
 
 class CallNode : public ExprNode {
  public:

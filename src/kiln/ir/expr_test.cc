@@ -51,10 +51,11 @@ TEST(ExprTest, OperatorsMakeConstantsOfTheOtherOperandsType) {
 }
 
 TEST(ExprTest, IntrinsicTable) {
-  for (int i = 0; i <= static_cast<int>(Intrinsic::kSubgroupShuffle); ++i) {
+  for (int i = 0; i <= static_cast<int>(Intrinsic::kSubgroupSize); ++i) {
     Intrinsic op = static_cast<Intrinsic>(i);
     EXPECT_EQ(IntrinsicFromName(IntrinsicName(op)), op);
-    EXPECT_GE(IntrinsicArity(op), 1);
+    // Only the subgroup builtins take no operands.
+    EXPECT_EQ(IntrinsicArity(op) == 0, IsSubgroupBuiltin(op)) << IntrinsicName(op);
     // Operand rules refer only to earlier operands; a call built from
     // operands that satisfy them has the table's result type.
     const IntrinsicInfo& info = GetIntrinsicInfo(op);
@@ -78,6 +79,10 @@ TEST(ExprTest, IntrinsicTable) {
       args.push_back(arg);
     }
     Expr call = Call(op, args);
+    if (info.arity == 0) {
+      EXPECT_EQ(call.dtype(), kI32) << IntrinsicName(op);
+      continue;
+    }
     const DataType expected = info.result == ResultRule::kI32        ? kI32
                               : info.result == ResultRule::kOperand1 ? types[1]
                                                                      : types[0];
@@ -90,6 +95,10 @@ TEST(ExprTest, IntrinsicTable) {
   EXPECT_FALSE(IntrinsicFromName("expm1").has_value());
   EXPECT_TRUE(IsSubgroupIntrinsic(Intrinsic::kSubgroupShuffle));
   EXPECT_FALSE(IsSubgroupIntrinsic(Intrinsic::kDot4I8));
+  EXPECT_TRUE(IsSubgroupIntrinsic(Intrinsic::kSubgroupSize));
+  EXPECT_TRUE(IsSubgroupBuiltin(Intrinsic::kSubgroupInvocationId));
+  EXPECT_FALSE(IsSubgroupBuiltin(Intrinsic::kSubgroupAdd));
+  EXPECT_EQ(Print(Call(Intrinsic::kSubgroupInvocationId, {}) + 1), "subgroup_invocation_id() + 1");
 }
 
 TEST(ExprTest, PrinterParenthesizesByPrecedence) {

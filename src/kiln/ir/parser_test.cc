@@ -232,6 +232,8 @@ const ParseErrorCase kParseErrors[] = {
      "line 1, column 43: integer literal -1 is out of range for u32"},
     {"WrongArity", "module { fn f(A: buffer<f32>[4]) { A[0] = exp(1.0, 2.0) } }",
      "line 1, column 55: expected 1 operand for exp, found 2"},
+    {"BuiltinWithAnOperand", "module { fn f(A: buffer<i32>[4]) { A[0] = subgroup_size(1) } }",
+     "line 1, column 58: expected 0 operands for subgroup_size, found 1"},
     {"BadLaneCount", "module { fn f(A: buffer<f32>[4]) { A[0] = broadcast(1.0, 5) } }",
      "line 1, column 58: expected a lane count (2, 3 or 4), found '5'"},
     {"InvalidVectorType",

@@ -466,7 +466,9 @@ class FunctionVerifier {
       if (!options_.allow_subgroups) {
         return Error(StrCat(Quote(e), " needs subgroups, which these options do not allow"));
       }
-      KILN_RETURN_IF_ERROR(CheckUniform(Quote(e)));
+      // The builtins only read the thread's values; the operations need
+      // every thread of the subgroup.
+      if (!IsSubgroupBuiltin(op->op)) KILN_RETURN_IF_ERROR(CheckUniform(Quote(e)));
     }
     return CheckOperands(e, op);
   }

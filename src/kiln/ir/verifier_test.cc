@@ -366,6 +366,40 @@ TEST(VerifierTest, SubgroupsCanBeDisallowed) {
             "subgroups, which these options do not allow");
 }
 
+TEST(VerifierTest, SubgroupBuiltinsVaryBetweenThreadsAndNeedSubgroups) {
+  // Read anywhere, even under thread-dependent control flow.
+  StatusOr<Module> reads = ParseModule(
+      "module { fn f(A: buffer<i32>[64]) { for tx in threadIdx.x(0, 64) { if (tx < 3) { "
+      "A[tx] = subgroup_invocation_id() + subgroup_size() } } } }");
+  ASSERT_TRUE(reads.ok()) << reads.status();
+  EXPECT_TRUE(Verify(*reads).ok()) << Verify(*reads);
+  VerifyOptions no_subgroups;
+  no_subgroups.allow_subgroups = false;
+  EXPECT_EQ(Verify(*reads, no_subgroups).message(),
+            "function 'f', line 5: `A[tx] = subgroup_invocation_id() + subgroup_size()`: "
+            "`subgroup_invocation_id()` needs subgroups, which these options do not allow");
+  // A barrier under a condition on the lane is not reached by every thread.
+  StatusOr<Module> barrier = ParseModule(
+      "module { fn f(A: buffer<i32>[64]) { for tx in threadIdx.x(0, 64) { "
+      "let lane: i32 = subgroup_invocation_id() if (lane == 0) { workgroup_barrier() } } } }");
+  ASSERT_TRUE(barrier.ok()) << barrier.status();
+  Status s = Verify(*barrier);
+  EXPECT_NE(s.message().find("workgroup_barrier() is under control flow that depends on the "
+                             "thread index (`if (lane == 0)`"),
+            std::string::npos)
+      << s;
+  // So does the subgroup size, conservatively.
+  StatusOr<Module> size = ParseModule(
+      "module { fn f(A: buffer<i32>[64]) { for tx in threadIdx.x(0, 64) { "
+      "if (subgroup_size() > 4) { A[tx] = subgroup_add(tx) } } } }");
+  ASSERT_TRUE(size.ok()) << size.status();
+  s = Verify(*size);
+  EXPECT_NE(s.message().find("`subgroup_add(tx)` is under control flow that depends on the "
+                             "thread index"),
+            std::string::npos)
+      << s;
+}
+
 TEST(VerifierTest, BadFunctionName) {
   Function f("my kernel", {}, NoOp());
   EXPECT_EQ(Verify(f).message(),

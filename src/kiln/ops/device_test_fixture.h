@@ -26,6 +26,7 @@ class OpsDeviceFixture : public ::testing::Test {
     ASSERT_TRUE(device_);
     target_.limits = runtime::TargetLimitsOf(*device_);
     target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
+    target_.subgroups = device_->HasFeature(hal::Feature::kSubgroups);
   }
 
   // Values in [lo, hi), a fresh stream per call (seeded from gtest's seed).

@@ -20,9 +20,7 @@ ir::Expr I32(int64_t v) {
 }
 
 ir::Expr Sum1(RowKernel& k, const ir::Expr& v) {
-  return k.Combine({v}, [](const RowKernel::Values& a, const RowKernel::Values& b) {
-    return RowKernel::Values{a[0] + b[0]};
-  })[0];
+  return k.Reduce("sum", v);
 }
 
 StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,

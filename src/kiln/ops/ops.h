@@ -4,7 +4,9 @@
 // them). Shapes are constants; every argument is checked, and a wrong
 // shape, dtype, op name or attribute is an error before anything is built.
 //
-//   ops::Target target{runtime::TargetLimitsOf(device)};
+//   ops::Target target{runtime::TargetLimitsOf(device),
+//                      device.HasFeature(hal::Feature::kShaderF16),
+//                      device.HasFeature(hal::Feature::kSubgroups)};
 //   auto add = ops::Elementwise("add", {{{7, 1}}, {{1, 33}}}, target);  // C[7, 33]
 //   auto chain = ops::ElementwiseChain({{1000}}, {ops::ChainStep::With("add", {{1000}}),
 //                                                 ops::ChainStep::Unary("relu")}, target);
@@ -38,10 +40,15 @@ struct TensorType {
 };
 
 // What kernels are built for: the device's limits (runtime::TargetLimitsOf)
-// and whether it has shader-f16.
+// and whether it has shader-f16 and subgroups. With `subgroups`, the
+// cooperative reductions combine through subgroup operations and need the
+// feature (their metadata lists it); without, through a shared-memory tree.
+// The subgroup size is read at run time (WGSL's subgroup_size builtin), so
+// no size is part of the target.
 struct Target {
   TargetLimits limits;
   bool shader_f16 = false;
+  bool subgroups = false;
 };
 
 // "[7, 1]".

@@ -430,6 +430,166 @@ TEST_F(OpsMoreDeviceTest, LayerNormAndRmsNorm) {
 }
 
 // ---------------------------------------------------------------------------
+// The two combines of the cooperative kernels: subgroup operations where the
+// device has subgroups, the shared-memory tree elsewhere (and on request, on
+// a device with subgroups too).
+
+struct Combine {
+  std::string name;
+  Target target;
+};
+
+// Whether the kernel's compiled metadata lists the subgroups feature.
+bool NeedsSubgroups(const hal::Device& device, const ir::Function& f) {
+  auto compiled = codegen::CompileModule(ir::Module{{f}}, check::CompileOptionsFor(device));
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (!compiled.ok()) return false;
+  const auto& features = compiled->functions[0].metadata.required_features;
+  return std::find(features.begin(), features.end(), "subgroups") != features.end();
+}
+
+class OpsCombineDeviceTest : public OpsMoreDeviceTest {
+ protected:
+  std::vector<Combine> Combines() const {
+    Target tree = target_;
+    tree.subgroups = false;
+    std::vector<Combine> out = {{"tree", tree}};
+    if (device_->HasFeature(hal::Feature::kSubgroups)) out.push_back({"subgroups", target_});
+    return out;
+  }
+  // Rows with NaN (first, in the middle, last), infinities and signed zeros
+  // in the first rows, as many as there are.
+  static void AddEdgeValues(std::vector<float>& x, int64_t rows, int64_t cols) {
+    if (rows > 0) x[cols / 2] = kNan;
+    if (rows > 1) x[cols] = kNan;
+    if (rows > 2) {
+      x[2 * cols + cols - 1] = kInf;
+      x[2 * cols] = -kInf;
+    }
+    if (rows > 3) {
+      for (int64_t c = 0; c < cols; ++c) x[3 * cols + c] = c % 2 ? -0.0f : 0.0f;
+    }
+    if (rows > 4) x[4 * cols + cols - 1] = kNan;
+  }
+};
+
+// Rows and columns of 1, 7, 33, 1000 and 4097.
+const Shape kCombineShapes[] = {{1, 1},     {7, 1},    {1, 33},   {7, 1000}, {33, 4097},
+                                {1000, 33}, {4097, 7}, {1, 4097}, {33, 7},   {5, 1000}};
+
+TEST_F(OpsCombineDeviceTest, ReductionsOnBothCombines) {
+  for (const Combine& combine : Combines()) {
+    for (const Shape& shape : kCombineShapes) {
+      for (std::string_view name : ReduceOpNames()) {
+        const std::string op(name);
+        SCOPED_TRACE(combine.name + " " + op + " " + ShapeToString(shape));
+        auto f = ReduceAxes(op, {shape}, {1}, false, combine.target);
+        ASSERT_TRUE(f.ok()) << f.status();
+        // The subgroup combine where it was asked for, on cooperative
+        // kernels, for every op but prod.
+        const bool cooperative = ir::Print(*f).find("workgroup_barrier") != std::string::npos;
+        EXPECT_EQ(NeedsSubgroups(*device_, *f),
+                  combine.target.subgroups && cooperative && op != "prod");
+        const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+        std::vector<float> x = op == "prod" ? Random(n, 0.99f, 1.01f) : Random(n);
+        if (op == "max" || op == "min") AddEdgeValues(x, rows, cols);
+        Shape out_shape;
+        std::vector<float> want = RefReduce(op, x, shape, {1}, &out_shape);
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows)}};
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+        ExpectNear(Floats(t["Y"]), want, op == "max" || op == "min" ? 0.0f : 1e-4f, "Y");
+      }
+    }
+  }
+}
+
+TEST_F(OpsCombineDeviceTest, SoftmaxAndNormsOnBothCombines) {
+  for (const Combine& combine : Combines()) {
+    for (const Shape& shape : kCombineShapes) {
+      const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+      for (const char* op : {"softmax", "log_softmax", "layer_norm", "rms_norm"}) {
+        const std::string name(op);
+        SCOPED_TRACE(combine.name + " " + name + " " + ShapeToString(shape));
+        const bool norm = name == "layer_norm" || name == "rms_norm";
+        auto f = name == "softmax"       ? SoftmaxAxis({shape}, 1, combine.target)
+                 : name == "log_softmax" ? LogSoftmax({shape}, 1, combine.target)
+                 : name == "layer_norm"  ? LayerNorm({shape}, 1e-5, combine.target)
+                                         : RmsNorm({shape}, 1e-5, combine.target);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const bool cooperative = ir::Print(*f).find("workgroup_barrier") != std::string::npos;
+        EXPECT_EQ(NeedsSubgroups(*device_, *f), combine.target.subgroups && cooperative);
+        std::vector<float> x = norm ? Random(n, 99.0f, 101.0f) : Random(n, -50, 100);
+        std::vector<float> gamma = Random(cols), beta = Random(cols);
+        // A NaN in a row makes the whole row NaN (rows of one element
+        // left out: there softmax gives 1 and log-softmax 0 on both
+        // combines, x - max folding to 0).
+        if (rows > 1 && cols > 1 && !norm) x[cols + cols / 2] = kNan;
+        std::vector<float> want(n);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = x.data() + r * cols;
+          double mx = -INFINITY, sum = 0, mean = 0, var = 0, total = 0;
+          bool nan = false;
+          for (int64_t k = 0; k < cols; ++k) {
+            nan |= std::isnan(row[k]);
+            mx = std::max<double>(mx, row[k]);
+            sum += row[k];
+          }
+          mean = name == "rms_norm" ? 0.0 : sum / cols;
+          for (int64_t k = 0; k < cols; ++k) {
+            var += (row[k] - mean) * (row[k] - mean);
+            total += std::exp(row[k] - mx);
+          }
+          for (int64_t k = 0; k < cols; ++k) {
+            double v;
+            if (norm) {
+              v = (row[k] - mean) / std::sqrt(var / cols + 1e-5) * gamma[k] +
+                  (name == "layer_norm" ? beta[k] : 0.0);
+            } else {
+              v = name == "softmax" ? std::exp(row[k] - mx) / total : row[k] - mx - std::log(total);
+            }
+            want[r * cols + k] = nan ? kNan : static_cast<float>(v);
+          }
+        }
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+        if (norm) t["Gamma"] = Words(gamma);
+        if (name == "layer_norm") t["Beta"] = Words(beta);
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "Gamma", "Beta"}, t, n <= kDifferentialLimit));
+        ExpectNear(Floats(t["Y"]), want, name == "layer_norm" ? 2e-3f : 1e-5f, "Y");
+      }
+    }
+  }
+}
+
+// A kernel built for subgroups loads on a device without them as
+// unavailable, and a call says which feature is missing.
+TEST_F(OpsCombineDeviceTest, SubgroupKernelsNeedTheFeature) {
+  Target sg = target_;
+  sg.subgroups = true;
+  auto f = ReduceAxes("sum", {{7, 1000}}, {1}, false, sg);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto kernel = (*loaded)->Find(f->name());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  if (device_->HasFeature(hal::Feature::kSubgroups)) {
+    EXPECT_TRUE((*kernel)->availability().ok()) << (*kernel)->availability();
+    return;
+  }
+  const Status& why = (*kernel)->availability();
+  ASSERT_FALSE(why.ok());
+  EXPECT_NE(why.message().find("'subgroups'"), std::string::npos) << why;
+  auto x = device_->allocator().Allocate(7000 * 4);
+  auto y = device_->allocator().Allocate(7 * 4);
+  ASSERT_TRUE(x.ok() && y.ok());
+  const std::vector<Arg> args = {Arg::Buffer(*x), Arg::Buffer(*y)};
+  Status called = (*kernel)->Call(args);
+  EXPECT_FALSE(called.ok());
+  EXPECT_NE(called.message().find("'subgroups'"), std::string::npos) << called;
+}
+
+// ---------------------------------------------------------------------------
 // Data movement, where and cast
 
 TEST_F(OpsMoreDeviceTest, Permute) {

@@ -1,13 +1,18 @@
 // Reductions over any axes, arg-reductions, softmax, norms, data movement,
 // where and cast on the CPU: the kernels' signatures and schedule rules, the
-// time to build them, and every argument error.
+// time to build them, every argument error, and the subgroup combine on the
+// interpreter for every subgroup size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "kiln/interp/interpreter.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ops/ops.h"
 
@@ -55,6 +60,154 @@ TEST(OpsMoreTest, LongRowsGetAWorkgroupShortRowsAThread) {
   auto limited = ReduceAxes("sum", {{33, 1000}}, {1}, false, small_limits);
   ASSERT_TRUE(limited.ok()) << limited.status();
   EXPECT_TRUE(Contains(*limited, "threadIdx.x(0, 64)")) << ir::Print(*limited);
+}
+
+size_t Count(const ir::Function& f, const std::string& text) {
+  const std::string printed = ir::Print(f);
+  size_t n = 0;
+  for (size_t at = printed.find(text); at != std::string::npos; at = printed.find(text, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(OpsMoreTest, CooperativeReductionsUseSubgroupsWhereTheTargetHasThem) {
+  Target sg;
+  sg.subgroups = true;
+  const Target tree;
+  for (const char* op : {"sum", "mean", "max", "min"}) {
+    SCOPED_TRACE(op);
+    auto with = ReduceAxes(op, {{33, 1000}}, {1}, false, sg);
+    ASSERT_TRUE(with.ok()) << with.status();
+    const std::string intrinsic = std::string(op) == "max"   ? "subgroup_max("
+                                  : std::string(op) == "min" ? "subgroup_min("
+                                                             : "subgroup_add(";
+    // Two subgroup reductions (the lanes, then the gathered slots; max
+    // also counts NaN with subgroup_max), two barriers, no tree.
+    EXPECT_EQ(Count(*with, intrinsic), std::string(op) == "max" ? 4u : 2u) << ir::Print(*with);
+    EXPECT_EQ(Count(*with, "subgroup_invocation_id()"), 1u) << ir::Print(*with);
+    EXPECT_EQ(Count(*with, "subgroup_size()"), 1u) << ir::Print(*with);
+    EXPECT_EQ(Count(*with, "workgroup_barrier()"), 2u) << ir::Print(*with);
+    auto without = ReduceAxes(op, {{33, 1000}}, {1}, false, tree);
+    ASSERT_TRUE(without.ok()) << without.status();
+    EXPECT_EQ(Count(*without, "subgroup"), 0u) << ir::Print(*without);
+    EXPECT_EQ(Count(*without, "workgroup_barrier()"), 10u) << ir::Print(*without);
+  }
+  // max and min also count NaN with an integer subgroup_max.
+  auto mn = ReduceAxes("min", {{33, 1000}}, {1}, false, sg);
+  ASSERT_TRUE(mn.ok());
+  EXPECT_EQ(Count(*mn, "subgroup_max("), 2u) << ir::Print(*mn);
+  // prod and the arg-reductions keep the tree; a thread per output needs
+  // no combine at all.
+  for (const auto& f : {ReduceAxes("prod", {{33, 1000}}, {1}, false, sg),
+                        ArgReduce("argmax", {{33, 1000}}, 1, false, sg),
+                        ReduceAxes("sum", {{1000, 7}}, {1}, false, sg)}) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(Count(*f, "subgroup"), 0u) << ir::Print(*f);
+  }
+  // Softmax and the norms: one subgroup combine per reduction.
+  auto softmax = SoftmaxAxis({{33, 1000}}, 1, sg);
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  EXPECT_EQ(Count(*softmax, "subgroup_invocation_id()"), 2u) << ir::Print(*softmax);
+  auto layer = LayerNorm({{33, 1000}}, 1e-5, sg);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  EXPECT_EQ(Count(*layer, "subgroup_add("), 4u) << ir::Print(*layer);
+  auto rms = RmsNorm({{33, 1000}}, 1e-5, sg);
+  ASSERT_TRUE(rms.ok()) << rms.status();
+  EXPECT_EQ(Count(*rms, "subgroup_add("), 2u) << ir::Print(*rms);
+}
+
+// The subgroup combine on the interpreter, for subgroup sizes from 4 to 128
+// (more subgroups than a subgroup has lanes; one partial subgroup where the
+// workgroup is smaller), against a reference in double on random rows with
+// NaN, infinities and signed zeros for max and min.
+TEST(OpsMoreTest, SubgroupCombineIsRightForEverySubgroupSize) {
+  Target sg;
+  sg.subgroups = true;
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Rows of 33 (64 threads) and 1000 (256 threads).
+  for (const Shape& shape : {Shape{5, 33}, Shape{5, 1000}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = dist(rng);
+    x[1 * cols + cols / 2] = nan;
+    x[2 * cols + cols - 1] = inf;
+    x[2 * cols + 3] = -inf;
+    for (int64_t c = 0; c < cols; ++c) x[3 * cols + c] = c % 2 ? -0.0f : 0.0f;
+    x[4 * cols] = nan;
+    for (const char* op : {"sum", "mean", "max", "min", "softmax", "layer_norm"}) {
+      const std::string name(op);
+      StatusOr<ir::Function> f = name == "softmax"      ? SoftmaxAxis({shape}, 1, sg)
+                                 : name == "layer_norm" ? LayerNorm({shape}, 1e-5, sg)
+                                                        : ReduceAxes(name, {shape}, {1}, false, sg);
+      ASSERT_TRUE(f.ok()) << f.status();
+      ASSERT_GT(Count(*f, "subgroup_size()"), 0u) << ir::Print(*f);
+      const bool elementwise = name == "softmax" || name == "layer_norm";
+      // Reference, per row, in double; rows with a NaN (or an infinity,
+      // for softmax and the norm) are left out of the elementwise ops.
+      std::vector<double> want(elementwise ? rows * cols : rows);
+      std::vector<bool> check(want.size(), true);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        double sum = 0, mx = -INFINITY, mn = INFINITY;
+        bool nan_seen = false, inf_seen = false;
+        for (int64_t c = 0; c < cols; ++c) {
+          sum += row[c];
+          nan_seen |= std::isnan(row[c]);
+          inf_seen |= std::isinf(row[c]);
+          mx = std::max<double>(mx, row[c]);
+          mn = std::min<double>(mn, row[c]);
+        }
+        if (name == "sum") want[r] = sum;
+        if (name == "mean") want[r] = sum / cols;
+        if (name == "max") want[r] = nan_seen ? NAN : mx;
+        if (name == "min") want[r] = nan_seen ? NAN : mn;
+        if (!elementwise) continue;
+        double mean = sum / cols, var = 0, total = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          var += (row[c] - mean) * (row[c] - mean);
+          total += std::exp(row[c] - mx);
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          check[r * cols + c] = !nan_seen && !inf_seen;
+          want[r * cols + c] = name == "softmax" ? std::exp(row[c] - mx) / total
+                                                 : (row[c] - mean) / std::sqrt(var / cols + 1e-5);
+        }
+      }
+      for (int size : {4, 8, 16, 32, 64, 128}) {
+        SCOPED_TRACE(name + " " + ShapeToString(shape) + " subgroup size " + std::to_string(size));
+        std::vector<interp::ArgValue> args;
+        args.push_back(interp::HostBuffer::FromVector(ir::kF32, shape, x));
+        if (name == "layer_norm") {
+          // Gamma 1, Beta 0.
+          args.push_back(
+              interp::HostBuffer::FromVector(ir::kF32, {cols}, std::vector<float>(cols, 1.0f)));
+          args.push_back(
+              interp::HostBuffer::FromVector(ir::kF32, {cols}, std::vector<float>(cols, 0.0f)));
+        }
+        args.push_back(interp::HostBuffer::FromVector(ir::kF32, {static_cast<int64_t>(want.size())},
+                                                      std::vector<float>(want.size(), nan)));
+        interp::RunOptions options;
+        options.subgroup_size = size;
+        Status run = interp::Run(*f, args, options);
+        ASSERT_TRUE(run.ok()) << run;
+        std::vector<float> got = std::get<interp::HostBuffer>(args.back()).ToVector<float>();
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (!check[i]) continue;
+          if (std::isnan(want[i])) {
+            EXPECT_TRUE(std::isnan(got[i])) << i << ": " << got[i];
+          } else if (std::isinf(want[i])) {
+            EXPECT_EQ(got[i], want[i]) << i;
+          } else {
+            EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(OpsMoreTest, Signatures) {

@@ -132,7 +132,9 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
   if (name.empty()) name = StrCat("reduce_", op);
   const RowView view = RowView::Make(input.shape, reduced);
   const Shape out_shape = view.OutputShape(keepdims);
-  const internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
+  internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
+  // No subgroup product in the IR: prod combines through the tree.
+  if (op == "prod") schedule.subgroups = false;
 
   ir::IRBuilder b(name);
   ir::Buffer x = b.BufferParam("X", input.dtype, internal::Extents(input.shape));
@@ -144,10 +146,8 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
       k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
         b.Store(acc, {I32(0)}, internal::ReduceCombine(op, ir::Load(acc, {I32(0)}), v));
       });
-      RowKernel::Values r = k.Combine({ir::Load(acc, {I32(0)})}, [&](const auto& a, const auto& c) {
-        return RowKernel::Values{internal::ReduceCombine(op, a[0], c[0])};
-      });
-      ir::Expr value = r[0];
+      // mean: the sum, divided.
+      ir::Expr value = k.Reduce(op == "mean" ? "sum" : op, ir::Load(acc, {I32(0)}));
       if (op == "mean") value = value / ir::FloatConst(ir::kF32, static_cast<double>(view.length));
       b.If(k.IsWriter(), [&]() {
         b.Store(y, view.OutputIndex(k.output(), keepdims), ToDtype(value, input.dtype));
@@ -175,7 +175,9 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   const bool is_max = op == "argmax";
   const RowView view = RowView::Make(input.shape, {a});
   const Shape out_shape = view.OutputShape(keepdims);
-  const internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
+  internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
+  // The (value, index) pairs combine through the tree, subgroups or not.
+  schedule.subgroups = false;
 
   // (value, index) pairs: the better of two is the NaN (NaN counts as
   // beyond every number), then the strictly larger (argmax) or smaller
@@ -241,17 +243,13 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
       k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
         b.Store(acc, {I32(0)}, internal::ReduceCombine("max", ir::Load(acc, {I32(0)}), v));
       });
-      ir::Expr m = k.Combine({ir::Load(acc, {I32(0)})}, [&](const auto& p, const auto& q) {
-        return RowKernel::Values{internal::ReduceCombine("max", p[0], q[0])};
-      })[0];
+      ir::Expr m = k.Reduce("max", ir::Load(acc, {I32(0)}));
       // The sum of exp(x - max).
       b.Store(acc, {I32(0)}, zero);
       k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
         b.Store(acc, {I32(0)}, ir::Load(acc, {I32(0)}) + exp(v - m));
       });
-      ir::Expr s = k.Combine({ir::Load(acc, {I32(0)})}, [&](const auto& p, const auto& q) {
-        return RowKernel::Values{p[0] + q[0]};
-      })[0];
+      ir::Expr s = k.Reduce("sum", ir::Load(acc, {I32(0)}));
       ir::Var scale = b.Let(
           "scale", log ? ir::Call(ir::Intrinsic::kLog, {s}) : ir::FloatConst(ir::kF32, 1.0) / s);
       k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {

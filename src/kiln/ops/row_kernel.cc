@@ -118,6 +118,7 @@ RowSchedule ChooseRowSchedule(const RowView& view, const Target& target, int pas
   }
   const int64_t per_thread = s.cooperative ? (n + s.threads - 1) / s.threads : n;
   if (passes > 1 && per_thread <= 16) s.cached = per_thread;
+  s.subgroups = s.cooperative && target.subgroups;
   return s;
 }
 
@@ -188,7 +189,15 @@ void RowKernel::Emit(const std::function<void()>& body) {
       if (k == slot_types_.size()) {
         b_.For("tx", ir::LoopKind::kThreadX, I32(0), I32(t), [&](const ir::Var& tx) {
           tx_ = tx;
-          with_cache();
+          if (!schedule_.subgroups) {
+            with_cache();
+            return;
+          }
+          // Reduce's gathering accumulator.
+          Locals("gather", ir::kF32, 1, [&](const ir::Buffer& g) {
+            gather_ = g;
+            with_cache();
+          });
         });
         return;
       }
@@ -284,6 +293,60 @@ RowKernel::Values RowKernel::Combine(const Values& values, const CombineFn& comb
   return out;
 }
 
+ir::Expr RowKernel::Reduce(std::string_view op, const ir::Expr& value) {
+  const bool max = op == "max", min = op == "min";
+  if (!schedule_.cooperative || !schedule_.subgroups || !(op == "sum" || max || min)) {
+    return Combine({value}, [&](const Values& a, const Values& c) {
+      return Values{ReduceCombine(op, a[0], c[0])};
+    })[0];
+  }
+  KILN_CHECK(!slot_types_.empty() && slot_types_[0] == ir::kF32);
+  ++combines_;
+  const std::string tag = StrCat(combines_);
+  const ir::Expr identity = ReduceIdentity(op);
+  // The subgroup's reduction of `v`, the same in each of its threads.
+  // subgroup_max/min leave NaN unspecified: a NaN anywhere in the subgroup
+  // (counted with an integer subgroup_max) makes the result NaN.
+  auto subgroup_reduce = [&](const std::string& name, const ir::Expr& v) -> ir::Expr {
+    if (!max && !min) return b_.Let(name, ir::Call(ir::Intrinsic::kSubgroupAdd, {v}));
+    ir::Var value = b_.Let(StrCat(name, "_in"), v);
+    ir::Var m = b_.Let(StrCat(name, "_num"),
+                       ir::Call(max ? ir::Intrinsic::kSubgroupMax : ir::Intrinsic::kSubgroupMin,
+                                {ir::Expr(value)}));
+    ir::Var nan =
+        b_.Let(StrCat(name, "_nan"),
+               ir::Call(ir::Intrinsic::kSubgroupMax, {ir::Select(IsNan(value), I32(1), I32(0))}));
+    return b_.Let(
+        name, ir::Select(nan > I32(0),
+                         ir::FloatConst(ir::kF32, std::numeric_limits<double>::quiet_NaN()), m));
+  };
+  const int64_t t = schedule_.threads;
+  ir::Expr partial = subgroup_reduce(StrCat("sg", tag), value);
+  ir::Var lane = b_.Let(StrCat("lane", tag), ir::Call(ir::Intrinsic::kSubgroupInvocationId, {}));
+  ir::Var size = b_.Let(StrCat("sg_size", tag), ir::Call(ir::Intrinsic::kSubgroupSize, {}));
+  // One partial per subgroup among `t` slots, the identity elsewhere: which
+  // threads form a subgroup is the device's choice.
+  b_.Store(slots_[0], {tx_}, ir::Select(lane == I32(0), partial, identity));
+  b_.Barrier();
+  // Every subgroup gathers all t slots (lane l: l, l + size, ...; a
+  // uniform trip count), then reduces across its lanes: every thread gets
+  // the output's result.
+  const ir::Buffer& acc = gather_;
+  b_.Store(acc, {I32(0)}, identity);
+  b_.For(StrCat("k", tag), ir::LoopKind::kSerial, I32(0), (I32(t) + size - I32(1)) / size,
+         [&](const ir::Var& k) {
+           ir::Var j = b_.Let(StrCat("j", tag), k * size + lane);
+           b_.If(j < I32(t), [&]() {
+             b_.Store(acc, {I32(0)},
+                      ReduceCombine(op, ir::Load(acc, {I32(0)}), ir::Load(slots_[0], {j})));
+           });
+         });
+  ir::Expr total = subgroup_reduce(StrCat("red", tag), ir::Load(acc, {I32(0)}));
+  // The slots may be written again by a later reduction.
+  b_.Barrier();
+  return total;
+}
+
 }  // namespace kiln::ops::internal
 
 namespace kiln::ops::internal {
@@ -292,7 +355,7 @@ StatusOr<ir::Function> FinishKernel(const ir::IRBuilder& b, const Target& target
   ir::Function f = ir::Simplify(b.Build());
   ir::VerifyOptions options;
   options.limits = target.limits;
-  options.allow_subgroups = false;
+  options.allow_subgroups = target.subgroups;
   Status verified = ir::Verify(f, options);
   if (!verified.ok()) {
     return Status(

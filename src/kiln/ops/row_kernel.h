@@ -1,8 +1,9 @@
 // The template of the reduction-shaped kernels (reductions over any axes,
 // arg-reductions, softmax, layer and RMS norm): a tensor seen as outputs by
 // a reduction index, each output reduced either by one thread serially or
-// by one workgroup cooperatively (strided reads, then a tree through shared
-// memory). TE cannot bind reduction axes, so these kernels are written with
+// by one workgroup cooperatively (strided reads, then subgroup operations
+// where the target has subgroups, or a tree through shared memory). TE
+// cannot bind reduction axes, so these kernels are written with
 // the IR builder; the schedule is chosen by ChooseRowSchedule from the shape
 // and the target's limits.
 #pragma once
@@ -41,13 +42,17 @@ struct RowSchedule {
   bool cooperative = false;  // a workgroup per output (else a thread per output)
   int64_t threads = 1;       // per workgroup
   int64_t cached = 0;        // values per thread kept in registers across passes (0: none)
+  // Cooperative reductions by sum, max and min (Reduce) combine through
+  // subgroup operations (the target has subgroups), else a shared tree.
+  bool subgroups = false;
 };
 
 // A workgroup per output where the reduction is long enough to share:
 // length >= 32 with contiguous (trailing) rows, or length >= 256 with fewer
 // than 256 outputs otherwise; a thread per output elsewhere. `passes` > 1
 // caches the thread's values in registers when that takes at most 16 of
-// them, so that X is read once.
+// them, so that X is read once. Cooperative schedules use subgroups where
+// the target has them.
 RowSchedule ChooseRowSchedule(const RowView& view, const Target& target, int passes);
 
 // f32 NaN test on the bits (safe from fast-math folding of x != x).
@@ -78,6 +83,13 @@ class RowKernel {
   // thread that saw no element); the results are let-bound and the same in
   // every thread of the output. Cooperative: a tree in shared memory.
   Values Combine(const Values& values, const CombineFn& combine);
+  // One value per thread reduced over the output's threads by `op` ("sum",
+  // "max", "min" or "prod"; max and min propagate NaN), like Combine with
+  // ReduceCombine. Cooperative with subgroups (sum, max, min): each subgroup
+  // reduces with subgroup_add/max/min, its lane 0 leaves the partial in a
+  // shared slot (the others the identity), and after one barrier every
+  // subgroup reduces the slots, lane l taking slots l, l + size, ...
+  ir::Expr Reduce(std::string_view op, const ir::Expr& value);
   // Accumulators: a local array of `n` values of `dtype`, live for `body`.
   void Locals(const std::string& name, ir::DataType dtype, int64_t n,
               const std::function<void(const ir::Buffer&)>& body);
@@ -89,6 +101,7 @@ class RowKernel {
   std::vector<ir::DataType> slot_types_;
   std::vector<ir::Buffer> slots_;
   ir::Buffer cache_;
+  ir::Buffer gather_;
   bool cache_filled_ = false;
   ir::Expr o_, tx_;
   int combines_ = 0;
