@@ -257,7 +257,10 @@ TEST_F(OpsMoreDeviceTest, ReduceLongRowsCooperatively) {
   std::vector<float> want = RefReduce("sum", x, {3, 100000}, {1}, &out_shape);
   Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(3)}};
   ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, false));
-  ExpectNear(Floats(t["Y"]), want, 1e-4f, "Y");
+  // 100000 f32 terms in [-1, 1], each thread summing about 390 of them in
+  // order: the rounding error of f32 summation is about 2e-4 here, so 1e-3
+  // (not the 1e-4 of short rows) keeps the check about ten deviations wide.
+  ExpectNear(Floats(t["Y"]), want, 1e-3f, "Y");
 }
 
 // ---------------------------------------------------------------------------
