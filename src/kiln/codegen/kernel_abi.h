@@ -90,7 +90,10 @@ struct Dispatch {
   uint32_t num_blocks_x = 1;  // the num_blocks_x word
 };
 
-// x = min(N, max_per_dim), z = ceil(N / x). An empty launch (N or Y zero)
+// z = ceil(N / max_per_dim), x = ceil(N / z): the fewest z-slices, and the
+// N blocks spread evenly over them, so that fewer than z workgroups find no
+// block (x = min(N, max_per_dim) would leave up to max_per_dim - 1 idle
+// workgroups, which on large grids cost measurable launch time). An empty launch (N or Y zero)
 // dispatches nothing: x = y = z = 0. The caller checks y and z against
 // max_per_dim (a grid too large even for the x/z spread is an error).
 constexpr Dispatch ComputeDispatch(uint64_t num_blocks_x, uint64_t num_blocks_y,
@@ -101,10 +104,10 @@ constexpr Dispatch ComputeDispatch(uint64_t num_blocks_x, uint64_t num_blocks_y,
     d.num_blocks_x = static_cast<uint32_t>(num_blocks_x);
     return d;
   }
-  uint64_t x = std::min<uint64_t>(num_blocks_x, max_per_dim);
-  d.x = static_cast<uint32_t>(x);
+  const uint64_t z = (num_blocks_x + max_per_dim - 1) / max_per_dim;
+  d.x = static_cast<uint32_t>((num_blocks_x + z - 1) / z);
   d.y = static_cast<uint32_t>(num_blocks_y);
-  d.z = static_cast<uint32_t>((num_blocks_x + x - 1) / x);
+  d.z = static_cast<uint32_t>(z);
   d.num_blocks_x = static_cast<uint32_t>(num_blocks_x);
   return d;
 }

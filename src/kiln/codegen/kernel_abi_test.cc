@@ -25,12 +25,23 @@ TEST(KernelAbiTest, SmallGridsUseXOnly) {
   EXPECT_EQ(d.num_blocks_x, 100u);
 }
 
-TEST(KernelAbiTest, LargeGridsSpreadOverZ) {
+TEST(KernelAbiTest, LargeGridsSpreadEvenlyOverZ) {
   Dispatch d = ComputeDispatch(200000, 1);
-  EXPECT_EQ(d.x, 65535u);
   EXPECT_EQ(d.z, 4u);  // ceil(200000 / 65535)
-  EXPECT_GE(uint64_t{d.x} * d.z, 200000u);
+  EXPECT_EQ(d.x, 50000u);
+  // 2^16 blocks: two slices of 32768, not 65535 + 65535 with 65534 idle.
+  d = ComputeDispatch(65536, 1);
+  EXPECT_EQ(d.x, 32768u);
+  EXPECT_EQ(d.z, 2u);
   EXPECT_EQ(ComputeDispatch(10, 1, 4).z, 3u);
+  EXPECT_EQ(ComputeDispatch(10, 1, 4).x, 4u);
+  // Every count: enough workgroups, fewer than z idle, x within the limit.
+  for (uint64_t n : {65535ull, 65536ull, 70001ull, 131071ull, 131072ull, 4294967295ull}) {
+    d = ComputeDispatch(n, 1);
+    EXPECT_GE(uint64_t{d.x} * d.z, n) << n;
+    EXPECT_LT(uint64_t{d.x} * d.z - n, uint64_t{d.z}) << n;
+    EXPECT_LE(d.x, 65535u) << n;
+  }
 }
 
 TEST(KernelAbiTest, EmptyGridDispatchesNothing) {
