@@ -281,7 +281,8 @@ def argmin(x: Any, axis: Optional[int] = -1, keepdims: bool = False) -> Tensor:
 
 def softmax(x: Any, axis: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `axis`, numerically stable, in
-    one kernel (ops::SoftmaxAxis). A row holding +inf or NaN gives NaN."""
+    one kernel (ops::SoftmaxAxis). A row holding +inf or NaN, or only -inf,
+    gives NaN, as in IEEE arithmetic."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "softmax: axis")
     empty = _empty_result("softmax", [x], lambda v: v)

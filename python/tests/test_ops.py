@@ -161,6 +161,26 @@ def test_edge_values(device):
     assert not np.signbit(ab[1]) and ab[4] == np.inf
 
 
+@pytest.mark.parametrize("length", [1, 2, 300])
+def test_softmax_rows_with_nan_or_inf(device, length):
+    """numpy's results at every row length (one element too, where a
+    compiler may fold x - max to 0): a row holding NaN or +inf, or holding
+    only -inf, gives NaN; -inf beside finite values gets weight 0."""
+    x = np.zeros((4, length), np.float32)
+    x[0, -1] = np.nan
+    x[1, 0] = np.inf
+    x[2, 0] = -np.inf
+    t = kiln.tensor(x, device)
+    with np.errstate(all="ignore"):
+        m = x.max(axis=1, keepdims=True)
+        e = np.exp(x - m)
+        want = {"softmax": e / e.sum(axis=1, keepdims=True),
+                "log_softmax": x - m - np.log(e.sum(axis=1, keepdims=True))}
+    for fn in (kiln.ops.softmax, kiln.ops.log_softmax):
+        # NaN where numpy has NaN, -inf where it has -inf, close elsewhere.
+        np.testing.assert_allclose(fn(t).numpy(), want[fn.__name__], rtol=1e-5, atol=1e-6)
+
+
 def test_kernels_are_cached_per_shape_and_dtype(device, rng):
     a = kiln.tensor(rng.standard_normal((3, 11)).astype(np.float32), device)
     kiln.ops.exp(a)

@@ -165,6 +165,8 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
 
 // Softmax (exp(x - max) / sum) or log-softmax (x - max - log(sum)) along
 // `axis`, numerically stable, in one kernel. Parameters X, Y (X's shape).
+// A row holding NaN or +inf, or only -inf, gives NaN (IEEE arithmetic's
+// answer, kept where compilers assume no NaN or infinity).
 StatusOr<ir::Function> SoftmaxAxis(const TensorType& input, int axis, const Target& target,
                                    const std::string& name = "softmax");
 StatusOr<ir::Function> LogSoftmax(const TensorType& input, int axis, const Target& target,
