@@ -453,7 +453,7 @@ class KernelLowering {
   // Emits `kind` bound to `var`: a launch loop, or where the context binds
   // that launch axis already, a let of the context's index.
   Stmt MakeLoop(const ir::Var& var, const ir::Expr& extent, ir::LoopKind kind,
-                const ThreadContext& ctx, Stmt body) {
+                const ThreadContext& ctx, const Stmt& body) {
     if (kind == ir::LoopKind::kUnrolled && !ir::AsConstInt(ir::Simplify(extent)) && error_.ok()) {
       error_ = InvalidArgument(at_, ": loop '", var.name(), "' is unrolled but has extent ",
                                ir::Print(ir::Simplify(extent)),
@@ -468,7 +468,8 @@ class KernelLowering {
 
   // The attached stages emitted at the top of loop `axis` of stage `s`,
   // around `body`.
-  Stmt EmitAttached(const StageState& s, const IterVar& axis, const ThreadContext& ctx, Stmt body) {
+  Stmt EmitAttached(const StageState& s, const IterVar& axis, const ThreadContext& ctx,
+                    const Stmt& body) {
     std::vector<const StageState*> here;
     for (const StageState* a : attached_) {
       if (a->attach_stage == s.name() && a->attach_axis.same_as(axis)) here.push_back(a);
@@ -511,6 +512,7 @@ class KernelLowering {
     const Region& region = regions_.at(&p);
     std::vector<ir::Expr> shape = region.extent;
     std::vector<int64_t> ext;
+    ext.reserve(shape.size());
     for (const ir::Expr& e : shape) ext.push_back(*ir::AsConstInt(e));
     std::vector<int64_t> strides(ext.size());
     int64_t stride = 1;
@@ -524,6 +526,7 @@ class KernelLowering {
       stride *= ext[d];
     }
     std::vector<ir::Expr> stride_exprs;
+    stride_exprs.reserve(strides.size() + 1);
     for (int64_t st : strides) stride_exprs.push_back(ir::IntConst(ir::kI32, st));
     Placement placement;
     placement.min = region.min;
@@ -861,7 +864,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       return idx;
     };
     const ir::Expr data_guard = guard_of(false, false);
-    auto guarded = [&](Stmt s) {
+    auto guarded = [&](const Stmt& s) {
       return data_guard.defined() ? ir::IfNode::make(data_guard, s) : s;
     };
     std::vector<IterVar> serial(reduce_loops.begin(), reduce_loops.end());
@@ -1122,6 +1125,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
                            g.roots.size(), " (", names, "); LowerKernels makes one kernel each");
   }
   std::vector<ir::Buffer> readable;
+  readable.reserve(inputs.size());
   for (const Tensor& t : inputs) readable.push_back(t.buffer());
   return LowerKernel(impl, *g.roots[0], g.attached, readable, name, /*every_input=*/true);
 }
@@ -1133,6 +1137,7 @@ StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tenso
   KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/true));
   Kernels out;
   std::vector<ir::Buffer> readable;
+  readable.reserve(inputs.size());
   for (const Tensor& t : inputs) readable.push_back(t.buffer());
   for (const StageState* root : g.roots) {
     KILN_ASSIGN_OR_RETURN(ir::Function f,
