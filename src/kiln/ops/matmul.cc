@@ -179,6 +179,13 @@ Status CheckInt8Operand(const TensorType& t, std::string_view what, std::string_
   return internal::CheckTensor({t.shape, ir::kF32}, Target{}, what);
 }
 
+// The caller's schedule, or the default rule's for the shapes.
+StatusOr<MatmulSchedule> ScheduleFor(const std::optional<MatmulSchedule>& schedule,
+                                     const Shapes& sh, const Target& target) {
+  if (schedule) return *schedule;
+  return DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target);
+}
+
 }  // namespace
 
 int64_t MatmulSchedule::SharedBytes() const {
@@ -233,12 +240,7 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
                               const MatmulOptions& options, std::string name,
                               std::optional<MatmulSchedule> schedule) {
   KILN_ASSIGN_OR_RETURN(Shapes sh, CheckShapes(a, b, target, options));
-  MatmulSchedule s;
-  if (schedule) {
-    s = *schedule;
-  } else {
-    KILN_ASSIGN_OR_RETURN(s, DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target));
-  }
+  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
   internal::GemmSpec spec;
   spec.name = name.empty() ? "matmul" : std::move(name);
   spec.dtype = a.dtype;
@@ -287,12 +289,7 @@ StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, cons
   KILN_RETURN_IF_ERROR(CheckInt8Operand(b, "input B of matmul_int8", "[..., N, K/4]"));
   KILN_ASSIGN_OR_RETURN(
       Shapes sh, ContractionShapes("matmul_int8", a.shape, b.shape, false, true, " int8x4 words"));
-  MatmulSchedule s;
-  if (schedule) {
-    s = *schedule;
-  } else {
-    KILN_ASSIGN_OR_RETURN(s, DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target));
-  }
+  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
   internal::GemmSpec spec;
   spec.name = name.empty() ? "matmul_int8" : std::move(name);
   spec.math = internal::GemmMath::kDot4I8;

@@ -7,6 +7,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/te/te_test_kernels.h"
 
 namespace kiln::te {
 namespace {
@@ -26,14 +27,7 @@ struct AddRow {
       Compute("C", {m, n}, [&](const std::vector<Var>& i) { return A(i[0], i[1]) + b(i[1]); });
 };
 
-struct Matmul {
-  Var M = SizeVar("M"), N = SizeVar("N"), K = SizeVar("K");
-  Tensor A = Placeholder("A", {M, K}, ir::kF32);
-  Tensor B = Placeholder("B", {K, N}, ir::kF32);
-  IterVar k = ReduceAxis(K, "k");
-  Tensor C = Compute("C", {M, N},
-                     [&](const std::vector<Var>& i) { return Sum(A(i[0], k) * B(k, i[1]), {k}); });
-};
+using Matmul = testing::MatmulProgram;
 
 TEST(TeTest, LowersUnscheduledComputeToSerialLoops) {
   AddRow p;
