@@ -216,6 +216,9 @@ void RowKernel::Locals(const std::string& name, ir::DataType dtype, int64_t n,
   b_.Allocate(name, dtype, {I32(n)}, ir::MemoryScope::kLocal, body);
 }
 
+// The most elements per thread that a pass unrolls.
+constexpr int64_t kUnrolledPass = 16;
+
 void RowKernel::Pass(const ir::Buffer& x,
                      const std::function<void(const ir::Expr& r, const ir::Expr& x)>& fn) {
   const int64_t n = view_.length;
@@ -246,7 +249,20 @@ void RowKernel::Pass(const ir::Buffer& x,
     }
     return;
   }
-  if (schedule_.cooperative) {
+  if (schedule_.cooperative && (n + t - 1) / t <= kUnrolledPass) {
+    // Few elements per thread: each one a step of its own, so that their
+    // loads are all in flight at once (a loop with a trip count computed
+    // per thread is not unrolled by every compiler).
+    for (int64_t v = 0; v * t < n; ++v) {
+      const ir::Expr r = tx_ + I32(v * t);
+      auto step = [&, r]() { fn(r, load(r)); };
+      if ((v + 1) * t <= n) {
+        step();
+      } else {
+        b_.If(r < I32(n), step);
+      }
+    }
+  } else if (schedule_.cooperative) {
     b_.For(
         "r", ir::LoopKind::kSerial, tx_, I32(n) - tx_, [&](const ir::Var& r) { fn(r, load(r)); },
         I32(t));
