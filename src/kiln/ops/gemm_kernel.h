@@ -10,7 +10,8 @@
 // k-major, each thread's accumulators as 4-lane vectors that the code
 // generator keeps as separate variables, the k-steps of a tile unrolled,
 // and optionally double-buffered tiles. It is written with the IR builder:
-// tensor expressions have no cache_read/compute_at to express the staging.
+// TE's cache_read/compute_at express the staging, but not yet the vector
+// loads, vector accumulators and guard-free whole tiles that make it fast.
 #pragma once
 
 #include <cstdint>
