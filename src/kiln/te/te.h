@@ -262,7 +262,12 @@ class Stage {
   // Two adjacent leaf axes (outer directly around inner) of the same kind.
   StatusOr<IterVar> Fuse(const IterVar& outer, const IterVar& inner);
   // The given leaf axes take the positions they occupy, in the given order.
+  // A reduction axis may go outside a data axis only in a stage whose value
+  // is its reduction itself (it then accumulates in place).
   Status Reorder(const std::vector<IterVar>& order);
+  // A data axis to a launch axis; a reduction axis to threadIdx.x only (a
+  // cross-thread reduction, one per stage, its reduction loops innermost).
+  // A launch axis has one extent across the schedule.
   Status Bind(const IterVar& axis, ThreadAxis thread);
   Status Unroll(const IterVar& axis);
   // A data-parallel leaf axis of constant extent 2, 3 or 4 becomes a
