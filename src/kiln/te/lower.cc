@@ -12,6 +12,7 @@
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/ir/structural_equal.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/ir/visitor.h"
 #include "kiln/te/bounds.h"
@@ -272,27 +273,42 @@ class KernelLowering {
   StatusOr<Stmt> Run(const StageState& root, const std::vector<const StageState*>& attached) {
     attached_ = attached;
     root_ = &root;
-    // The launch axes of the kernel.
-    for (const StageState* s : attached) NoteThreads(*s);
-    NoteThreads(root);
     // Regions from consumers to producers.
     for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
       KILN_RETURN_IF_ERROR(InferRegion(**it));
     }
     for (const StageState* s : attached) Place(*s);
+    // The launch axes of the kernel, one extent each.
+    KILN_RETURN_IF_ERROR(NoteThreads(root));
+    for (const StageState* s : attached) KILN_RETURN_IF_ERROR(NoteThreads(*s));
     Stmt body = LowerStage(root, ThreadContext{});
     KILN_RETURN_IF_ERROR(error_);
     return body;
   }
 
  private:
-  void NoteThreads(const StageState& s) {
+  Status NoteThreads(const StageState& s) {
+    auto layout = Layout(s);
     for (const IterVar& a : s.leaves) {
       auto it = s.annotations.find(a.get());
-      if (it != s.annotations.end() && ir::IsThreadIdx(it->second)) {
-        thread_extents_[it->second] = a.extent();
+      if (it == s.annotations.end() || !ir::IsThreadBinding(it->second)) continue;
+      const ir::LoopKind kind = it->second;
+      const ir::Expr extent = ir::Simplify(layout->extent(a));
+      if (ir::IsThreadIdx(kind) && !ir::AsConstInt(extent)) {
+        return InvalidArgument(at_, ": stage '", s.name(), "' binds axis '", a.name(), "' to ",
+                               ir::LoopKindName(kind), " with extent ", ir::Print(extent),
+                               "; a thread axis needs a constant extent (split it first)");
       }
+      auto [known, inserted] = launch_extents_.try_emplace(kind, extent, &s);
+      if (!inserted && !ir::StructurallyEqual(known->second.first, extent)) {
+        return InvalidArgument(at_, ": stage '", s.name(), "' binds ", ir::LoopKindName(kind),
+                               " with extent ", ir::Print(extent), " but stage '",
+                               known->second.second->name(), "' of the same kernel with ",
+                               ir::Print(known->second.first));
+      }
+      if (ir::IsThreadIdx(kind)) thread_extents_[kind] = extent;
     }
+    return Status::Ok();
   }
 
   const StageState& StageNamed(const std::string& name) const { return *impl_.Find(name); }
@@ -553,6 +569,7 @@ class KernelLowering {
   std::unordered_map<const StageState*, Region> regions_;
   std::unordered_map<const ir::BufferNode*, Placement> placements_;
   std::map<ir::LoopKind, ir::Expr> thread_extents_;
+  std::map<ir::LoopKind, std::pair<ir::Expr, const StageState*>> launch_extents_;
   Status error_;
 };
 

@@ -249,29 +249,21 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         }
       }
       KILN_RETURN_IF_ERROR(not_annotated(axis));
-      if (ir::IsThreadIdx(kind) && !ConstInt(axis.extent()).has_value()) {
+      // A stage computed at another's loop gets its extents from its region:
+      // lowering checks those, and that the stages of one kernel bind each
+      // launch axis with one extent.
+      if (ir::IsThreadIdx(kind) && stage.is_output && !ConstInt(axis.extent()).has_value()) {
         return InvalidArgument(at, ": axis ", Quote(axis.name()), " has extent ",
                                ir::Print(axis.extent()), "; binding it", to,
                                " needs a constant extent (split it first)");
       }
-      for (const StageState& other : impl.stages) {
-        if (other.inlined) continue;
-        for (const auto& [node, bound] : other.annotations) {
-          if (bound != kind) continue;
-          const IterVar* prev = nullptr;
-          for (const IterVar& a : other.all_axes) {
-            if (a.get() == node) prev = &a;
-          }
-          if (&other == &stage) {
+      for (const auto& [node, bound] : stage.annotations) {
+        if (bound != kind) continue;
+        for (const IterVar& a : stage.all_axes) {
+          if (a.get() == node) {
             return InvalidArgument(at, ": ", p.thread, " is already bound to axis ",
-                                   Quote(prev->name()), "; axis ", Quote(axis.name()),
+                                   Quote(a.name()), "; axis ", Quote(axis.name()),
                                    " cannot be bound to it too");
-          }
-          if (!ir::StructurallyEqual(ir::Simplify(prev->extent()), ir::Simplify(axis.extent()))) {
-            return InvalidArgument(at, ": binding axis ", Quote(axis.name()), " (extent ",
-                                   ir::Print(axis.extent()), ")", to, ", which axis ",
-                                   Quote(prev->name()), " of stage ", Quote(other.name()),
-                                   " binds with extent ", ir::Print(prev->extent()));
           }
         }
       }

@@ -267,7 +267,8 @@ class Stage {
   Status Reorder(const std::vector<IterVar>& order);
   // A data axis to a launch axis; a reduction axis to threadIdx.x only (a
   // cross-thread reduction, one per stage, its reduction loops innermost).
-  // A launch axis has one extent across the schedule.
+  // The stages of one kernel bind a launch axis with one extent (checked
+  // when lowering, where computed-at stages have their regions' extents).
   Status Bind(const IterVar& axis, ThreadAxis thread);
   Status Unroll(const IterVar& axis);
   // A data-parallel leaf axis of constant extent 2, 3 or 4 becomes a

@@ -545,9 +545,10 @@ TEST_F(TeDeviceTest, SoftmaxAsThreeKernels) {
     Stage y = (*s)[Y];
     auto j = y.Split(y.axis(1), 64);
     ASSERT_TRUE(j.ok());
-    // A row per workgroup here too (a launch axis has one extent per
-    // schedule).
-    ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+    // Rows over blockIdx.y and column tiles over blockIdx.x: each kernel
+    // has launch axes of its own.
+    ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockY).ok());
+    ASSERT_TRUE(y.Bind(j->outer, ThreadAxis::kBlockX).ok());
     ASSERT_TRUE(y.Bind(j->inner, ThreadAxis::kThreadX).ok());
     auto kernels = LowerKernels(*s, {Y}, {X}, "softmax");
     ASSERT_TRUE(kernels.ok()) << kernels.status();

@@ -223,11 +223,15 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   auto zs = z.Split(z.axis(0), 64);
   ASSERT_TRUE(ys.ok() && zs.ok());
   ASSERT_TRUE(y.Bind(ys->inner, ThreadAxis::kThreadX).ok());
-  expect_error(z.Bind(zs->inner, ThreadAxis::kThreadX),
-               "bind of stage 'Z': binding axis 'z_inner' (extent 64) to threadIdx.x, which "
-               "axis 'i_inner' of stage 'Y' binds with extent 32");
+  ASSERT_TRUE(z.Bind(zs->inner, ThreadAxis::kThreadX).ok());
   expect_error(y.ComputeInline(),
                "compute_inline of stage 'Y': the stage already has loop primitives applied");
+  // As two kernels that is fine; in one kernel it is an error.
+  EXPECT_TRUE(LowerKernels(*s2, {Z}, {X}, "two").ok());
+  ASSERT_TRUE(y.ComputeAt(z, zs->outer).ok());
+  expect_error(Lower(*s2, {Z}, {X}, "one").status(),
+               "lowering 'one': stage 'Y' binds threadIdx.x with extent 32 but stage 'Z' of the "
+               "same kernel with 64");
   // Replaying a record whose stage does not exist.
   expect_error(s2->Apply(Primitive{Primitive::Kind::kUnroll, "Q", {"i"}, 0, ""}),
                "unroll: the schedule has no stage named 'Q'");
