@@ -450,6 +450,38 @@ TEST_F(TeDeviceTest, CrossThreadRowSumFromRfactor) {
   }
 }
 
+// Several rows per workgroup: rows over threadIdx.y, the reduction across
+// threadIdx.x, one tree per row in a [rows, threads] shared array.
+TEST_F(TeDeviceTest, CrossThreadSumsOfSeveralRowsPerWorkgroup) {
+  testing::RowSumProgram p;
+  auto s = Schedule::Create({p.Y});
+  ASSERT_TRUE(s.ok()) << s.status();
+  Stage y = (*s)[p.Y];
+  auto rows = y.Split(y.axis(0), 4);
+  auto kk = y.Split(y.reduce_axis(0), 32);
+  ASSERT_TRUE(rows.ok() && kk.ok());
+  auto rf = s->Rfactor(p.Y, kk->inner);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  ASSERT_TRUE(y.Bind(rows->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(y.Bind(rows->inner, ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(y.Bind(y.reduce_axis(0), ThreadAxis::kThreadX).ok());
+  ASSERT_TRUE((*s)[*rf].ComputeAt(y, y.reduce_axis(0)).ok());
+  auto f = Lower(*s, {p.Y}, {p.X}, "rows_sum");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NE(ir::Print(*f).find("Y_red: f32[4, 32] shared"), std::string::npos) << ir::Print(*f);
+  for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {9, 100}, {4, 32}}) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+    auto x = Random(sh.rows * sh.cols);
+    std::vector<float> want(sh.rows);
+    for (int r = 0; r < sh.rows; ++r) {
+      double acc = 0;
+      for (int q = 0; q < sh.cols; ++q) acc += x[r * sh.cols + q];
+      want[r] = static_cast<float>(acc);
+    }
+    ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 1e-5f, "Y");
+  }
+}
+
 // A producer computed per tile in shared memory, over the tile and its halo
 // (bounds inference), read three times by each thread.
 TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {
