@@ -278,6 +278,9 @@ class KernelLowering {
       KILN_RETURN_IF_ERROR(InferRegion(**it));
     }
     for (const StageState* s : attached) Place(*s);
+    // Every loop of the kernel over its extent, to prove regions in bounds.
+    for (const StageState* s : attached) NoteLoopRanges(*s);
+    NoteLoopRanges(root);
     // The launch axes of the kernel, one extent each.
     KILN_RETURN_IF_ERROR(NoteThreads(root));
     for (const StageState* s : attached) KILN_RETURN_IF_ERROR(NoteThreads(*s));
@@ -312,6 +315,27 @@ class KernelLowering {
   }
 
   const StageState& StageNamed(const std::string& name) const { return *impl_.Find(name); }
+
+  void NoteLoopRanges(const StageState& s) {
+    auto layout = Layout(s);
+    for (const IterVar& a : s.leaves) {
+      loop_ranges_[a.var().get()] = {ir::IntConst(ir::kI32, 0),
+                                     ir::Simplify(layout->extent(a) - 1)};
+    }
+  }
+
+  // Whether dimension `d` of placed stage `s`'s region lies inside the
+  // tensor for every iteration of the kernel's loops (constants decide).
+  bool RegionInBounds(const StageState& s, size_t d) const {
+    const Region& region = regions_.at(&s);
+    std::optional<Interval> origin = EvalInterval(region.min[d], loop_ranges_);
+    if (!origin) return false;
+    const std::optional<int64_t> lo = ir::AsConstInt(ir::Simplify(origin->min));
+    const std::optional<int64_t> hi =
+        ir::AsConstInt(ir::Simplify(origin->max + region.extent[d] - 1));
+    const std::optional<int64_t> size = ir::AsConstInt(ir::Simplify(s.tensor.buffer().shape()[d]));
+    return lo && hi && size && *lo >= 0 && *hi < *size;
+  }
 
   // The expressions of a stage with inlined producers expanded: its body
   // and, for a reduction, its source.
@@ -570,6 +594,7 @@ class KernelLowering {
   std::unordered_map<const ir::BufferNode*, Placement> placements_;
   std::map<ir::LoopKind, ir::Expr> thread_extents_;
   std::map<ir::LoopKind, std::pair<ir::Expr, const StageState*>> launch_extents_;
+  IntervalMap loop_ranges_;
   Status error_;
 };
 
@@ -685,6 +710,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
     if (region != nullptr && !reduce) {
       for (size_t d = 0; d < op->axis.size(); ++d) {
+        if (RegionInBounds(stage, d)) continue;
         const IterVar& a = op->axis[d];
         const ir::Expr local = hoisted ? lane_value(a) : ir::Expr(a.var());
         const ir::Expr at = region->min[d] + local;

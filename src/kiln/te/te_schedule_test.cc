@@ -47,6 +47,43 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   EXPECT_TRUE(Contains(compiled->wgsl, "workgroupBarrier();"));
 }
 
+// With constant sizes that the tiles divide, the copies into shared memory
+// need no bounds checks (bounds inference proves the regions inside the
+// tensors) and their innermost axis can be a vector; ragged sizes keep the
+// checks, and the vector lanes fall back to serial ones.
+TEST(TeScheduleTest, RegionsProvedInBoundsNeedNoGuards) {
+  for (int64_t size : {64, 33}) {
+    Tensor A = Placeholder("A", {size, size}, ir::kF32);
+    Tensor B = Placeholder("B", {size, size}, ir::kF32);
+    IterVar k = ReduceAxis(size, "k");
+    Tensor C = Compute("C", {size, size}, [&](const std::vector<Var>& i) {
+      return Sum(A(i[0], k) * B(k, i[1]), {k});
+    });
+    auto s = Schedule::Create({C});
+    ASSERT_TRUE(s.ok());
+    auto as = s->CacheRead(A, ir::MemoryScope::kShared, {C});
+    ASSERT_TRUE(as.ok());
+    Stage c = (*s)[C];
+    auto t = c.Tile(c.axis(0), c.axis(1), 32, 32);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(c.Bind(t->x_outer, ThreadAxis::kBlockY).ok());
+    ASSERT_TRUE(c.Bind(t->y_outer, ThreadAxis::kBlockX).ok());
+    ASSERT_TRUE(c.Bind(t->y_inner, ThreadAxis::kThreadX).ok());
+    Stage a = (*s)[*as];
+    ASSERT_TRUE(a.ComputeAt(c, t->y_inner).ok());
+    auto rows = a.Split(a.axis(1), 4);
+    ASSERT_TRUE(rows.ok());
+    ASSERT_TRUE(a.Vectorize(rows->inner).ok());
+    auto f = Lower(*s, {C}, {A, B}, "mm");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const std::string ir = ir::Print(*f);
+    SCOPED_TRACE(ir);
+    const bool divides = size == 64;
+    EXPECT_EQ(ir.find("in vectorize(0, 4)") != std::string::npos, divides);
+    EXPECT_EQ(ir.find("< " + std::to_string(size)) != std::string::npos, !divides);
+  }
+}
+
 TEST(TeScheduleTest, DoubleBufferAlternatesHalvesWithOneBarrierPerStage) {
   MatmulProgram p;
   testing::SharedMatmulOptions o;
