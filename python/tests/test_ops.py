@@ -162,23 +162,40 @@ def test_edge_values(device):
 
 
 @pytest.mark.parametrize("length", [1, 2, 300])
-def test_softmax_rows_with_nan_or_inf(device, length):
+def test_row_operators_with_nan_or_inf(device, length):
     """numpy's results at every row length (one element too, where a
-    compiler may fold x - max to 0): a row holding NaN or +inf, or holding
-    only -inf, gives NaN; -inf beside finite values gets weight 0."""
-    x = np.zeros((4, length), np.float32)
+    compiler may fold x - max or x - mean to 0): softmax gives NaN for a row
+    holding NaN or +inf, or holding only -inf (-inf beside finite values gets
+    weight 0); layer norm gives NaN for a row holding NaN or an infinity;
+    -0.0 is an ordinary zero."""
+    x = np.zeros((5, length), np.float32)
     x[0, -1] = np.nan
     x[1, 0] = np.inf
     x[2, 0] = -np.inf
+    x[3, 0] = -0.0
+    x[4] = np.linspace(-1, 1, length)
     t = kiln.tensor(x, device)
+    gamma, beta = np.ones(length, np.float32), np.zeros(length, np.float32)
     with np.errstate(all="ignore"):
         m = x.max(axis=1, keepdims=True)
         e = np.exp(x - m)
-        want = {"softmax": e / e.sum(axis=1, keepdims=True),
-                "log_softmax": x - m - np.log(e.sum(axis=1, keepdims=True))}
-    for fn in (kiln.ops.softmax, kiln.ops.log_softmax):
-        # NaN where numpy has NaN, -inf where it has -inf, close elsewhere.
-        np.testing.assert_allclose(fn(t).numpy(), want[fn.__name__], rtol=1e-5, atol=1e-6)
+        mean = x.mean(axis=1, keepdims=True)
+        centred = x - mean
+        want = {
+            "softmax": e / e.sum(axis=1, keepdims=True),
+            "log_softmax": x - m - np.log(e.sum(axis=1, keepdims=True)),
+            "layer_norm": centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-5),
+            "rms_norm": x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6),
+        }
+    got = {
+        "softmax": kiln.ops.softmax(t),
+        "log_softmax": kiln.ops.log_softmax(t),
+        "layer_norm": kiln.ops.layer_norm(t, gamma, beta),
+        "rms_norm": kiln.ops.rms_norm(t, gamma),
+    }
+    for name, y in got.items():
+        # NaN where numpy has NaN, an infinity where it has one, close elsewhere.
+        np.testing.assert_allclose(y.numpy(), want[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_kernels_are_cached_per_shape_and_dtype(device, rng):

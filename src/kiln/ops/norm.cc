@@ -50,12 +50,16 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
     k.Locals("acc", ir::kF32, 1, [&](const ir::Buffer& acc) {
       const ir::Expr a0 = ir::Load(acc, {I32(0)});
       ir::Expr center = ir::FloatConst(ir::kF32, 0.0);
+      ir::Expr poisoned;
       if (!rms) {
         // The mean, then the variance as the mean of squared deviations
         // (two passes: no cancellation for rows with a large mean).
         b.Store(acc, {I32(0)}, ir::FloatConst(ir::kF32, 0.0));
         k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) { b.Store(acc, {I32(0)}, a0 + v); });
         center = b.Let("mean", Sum1(k, a0) * inv_n);
+        // A row holding NaN or an infinity (or overflowing) has no finite
+        // mean, and IEEE arithmetic gives NaN throughout it.
+        poisoned = b.Let("poisoned", internal::IsNonFinite(center));
       }
       b.Store(acc, {I32(0)}, ir::FloatConst(ir::kF32, 0.0));
       k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
@@ -65,7 +69,7 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
       ir::Var rstd = b.Let("rstd", ir::Call(ir::Intrinsic::kRsqrt, {Sum1(k, a0) * inv_n + eps_c}));
       k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {
         ir::Expr out = (rms ? v : v - center) * rstd * f32(ir::Load(gamma, {r}));
-        if (!rms) out = out + f32(ir::Load(beta, {r}));
+        if (!rms) out = internal::NanIf(poisoned, out + f32(ir::Load(beta, {r})));
         b.Store(y, view.Index(k.output(), r), dtype == ir::kF32 ? out : ir::Cast(dtype, out));
       });
     });

@@ -166,7 +166,8 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
 // Softmax (exp(x - max) / sum) or log-softmax (x - max - log(sum)) along
 // `axis`, numerically stable, in one kernel. Parameters X, Y (X's shape).
 // A row holding NaN or +inf, or only -inf, gives NaN (IEEE arithmetic's
-// answer, kept where compilers assume no NaN or infinity).
+// answer, kept where compilers assume no NaN or infinity: row_kernel.h,
+// IsNonFinite).
 StatusOr<ir::Function> SoftmaxAxis(const TensorType& input, int axis, const Target& target,
                                    const std::string& name = "softmax");
 StatusOr<ir::Function> LogSoftmax(const TensorType& input, int axis, const Target& target,
@@ -176,7 +177,9 @@ StatusOr<ir::Function> LogSoftmax(const TensorType& input, int axis, const Targe
 //   layer_norm: Y = (X - mean) * rsqrt(var + eps) * Gamma + Beta, var the
 //               biased variance; parameters X, Gamma[D], Beta[D], Y
 //   rms_norm:   Y = X * rsqrt(mean(X^2) + eps) * Gamma; parameters X, Gamma[D], Y
-// Gamma and Beta have X's dtype; eps is finite and >= 0.
+// Gamma and Beta have X's dtype; eps is finite and >= 0. A layer-norm row
+// holding NaN or an infinity gives NaN (IEEE arithmetic's answer, kept for
+// one-element rows too).
 StatusOr<ir::Function> LayerNorm(const TensorType& input, double eps, const Target& target,
                                  const std::string& name = "layer_norm");
 StatusOr<ir::Function> RmsNorm(const TensorType& input, double eps, const Target& target,

@@ -253,17 +253,11 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
       ir::Var scale = b.Let(
           "scale", log ? ir::Call(ir::Intrinsic::kLog, {s}) : ir::FloatConst(ir::kF32, 1.0) / s);
       // A row holding NaN or +inf, or only -inf, gives NaN (as IEEE
-      // arithmetic on x - max does). WGSL lets compilers assume that NaN and
-      // infinities do not occur (x - max may fold to 0 for a one-element
-      // row), so the maximum's bits decide, not its arithmetic.
-      ir::Var bits = b.Let("max_bits", ir::Reinterpret(ir::kU32, m));
-      ir::Var poisoned =
-          b.Let("poisoned", internal::IsNan(m) || bits == ir::IntConst(ir::kU32, 0x7f800000) ||
-                                bits == ir::IntConst(ir::kU32, 0xff800000));
-      const ir::Expr nan = ir::FloatConst(ir::kF32, std::numeric_limits<double>::quiet_NaN());
+      // arithmetic on x - max does): the maximum is then not finite.
+      ir::Var poisoned = b.Let("poisoned", internal::IsNonFinite(m));
       k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {
         ir::Expr out = log ? v - m - scale : exp(v - m) * scale;
-        b.Store(y, view.Index(k.output(), r), ToDtype(ir::Select(poisoned, nan, out), input.dtype));
+        b.Store(y, view.Index(k.output(), r), ToDtype(internal::NanIf(poisoned, out), input.dtype));
       });
     });
   });

@@ -128,6 +128,17 @@ ir::Expr IsNan(const ir::Expr& x) {
          ir::IntConst(ir::kU32, 0x7f800000);
 }
 
+ir::Expr IsNonFinite(const ir::Expr& x) {
+  ir::Expr bits = ir::Reinterpret(ir::kU32, x);
+  return ir::Call(ir::Intrinsic::kBitwiseAnd, {bits, ir::IntConst(ir::kU32, 0x7fffffff)}) >=
+         ir::IntConst(ir::kU32, 0x7f800000);
+}
+
+ir::Expr NanIf(const ir::Expr& poisoned, const ir::Expr& value) {
+  return ir::Select(poisoned, ir::FloatConst(ir::kF32, std::numeric_limits<double>::quiet_NaN()),
+                    value);
+}
+
 ir::Expr ReduceIdentity(std::string_view op) {
   const double inf = std::numeric_limits<double>::infinity();
   if (op == "max") return ir::FloatConst(ir::kF32, -inf);
