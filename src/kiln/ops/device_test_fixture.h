@@ -45,15 +45,21 @@ class OpsDeviceFixture : public ::testing::Test {
     return v;
   }
 
+  // `functions` compiled as one module for the device and loaded.
+  StatusOr<std::unique_ptr<runtime::LoadedModule>> Load(
+      const std::vector<ir::Function>& functions) {
+    KILN_ASSIGN_OR_RETURN(
+        codegen::CompiledModule compiled,
+        codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_)));
+    return runtime::LoadedModule::Load(device_, std::move(compiled));
+  }
+
   // Compiles `functions` as one module and checks each against the
   // interpreter on the checker's random inputs (f16 kernels compute the
   // same way there).
   void CheckAgainstInterpreter(const std::vector<ir::Function>& functions,
                                const check::CheckOptions& options = {}) {
-    auto compiled =
-        codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    auto loaded = Load(functions);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     for (const ir::Function& f : functions) {
       SCOPED_TRACE(ir::Print(f));

@@ -47,10 +47,7 @@ class OpsDeviceTest : public testing::OpsDeviceFixture {
     std::string printed;
     for (const auto& f : functions) printed += ir::Print(f);
     SCOPED_TRACE(printed);
-    auto compiled =
-        codegen::CompileModule(ir::Module{functions}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    auto loaded = Load(functions);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
 
     std::map<std::string, hal::BufferRef> buffers;
@@ -545,21 +542,32 @@ TEST_F(MatmulDeviceTest, OddShapesWithTheDefaultSchedule) {
   }
 }
 
+// A spread of matmul schedules (tile shapes, k tiles, double buffering,
+// unrolling), those whose shared tiles fit the target; the others are named
+// as skipped.
+std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
+  std::vector<MatmulSchedule> out;
+  for (const MatmulSchedule& s :
+       {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
+        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
+        MatmulSchedule{1, 1, 16, false, true}}) {
+    if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
+      std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
+                  s.ToString().c_str(), target.limits.max_workgroup_storage_bytes);
+      continue;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
 TEST_F(MatmulDeviceTest, AlignedShapesTakeTheVectorPath) {
   Check({{64, 16}, {16, 64}, {}, {}}, /*differential=*/true);
   Check({{128, 64}, {64, 192}, {}, {}});
 }
 
 TEST_F(MatmulDeviceTest, EverySchedule) {
-  for (MatmulSchedule s :
-       {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
-        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
-        MatmulSchedule{1, 1, 16, false, true}}) {
-    if (s.SharedBytes() > target_.limits.max_workgroup_storage_bytes) {
-      std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
-                  s.ToString().c_str(), target_.limits.max_workgroup_storage_bytes);
-      continue;
-    }
+  for (const MatmulSchedule& s : SchedulesThatFit(target_)) {
     SCOPED_TRACE(s.ToString());
     // Aligned for the first schedule (the one large shapes get), ragged for the rest.
     if (s == MatmulSchedule{2, 2, 16, false, true}) {
@@ -659,10 +667,7 @@ fn dot4i8_probe(A: buffer<int8x4>[1], C: buffer<i32>[1]) {
   }
 })");
     ASSERT_TRUE(probe.ok()) << probe.status();
-    auto compiled =
-        codegen::CompileModule(ir::Module{{*probe}}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    auto loaded = Load({*probe});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     auto kernel = (*loaded)->Find("dot4i8_probe");
     if (!kernel.ok()) {
@@ -701,9 +706,7 @@ fn dot4i8_probe(A: buffer<int8x4>[1], C: buffer<i32>[1]) {
     std::vector<uint32_t> c_words(NumElements(out), kPoison);
     std::vector<uint32_t> a_words = PackInt8(a), b_words = PackInt8(b);
 
-    auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    auto loaded = Load({*f});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     auto kernel = (*loaded)->Find(f->name());
     ASSERT_TRUE(kernel.ok()) << kernel.status();
@@ -770,15 +773,7 @@ TEST_F(MatmulInt8DeviceTest, ExtremeValuesSumExactly) {
 }
 
 TEST_F(MatmulInt8DeviceTest, EverySchedule) {
-  for (MatmulSchedule s :
-       {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
-        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
-        MatmulSchedule{1, 1, 16, false, true}}) {
-    if (s.SharedBytes() > target_.limits.max_workgroup_storage_bytes) {
-      std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
-                  s.ToString().c_str(), target_.limits.max_workgroup_storage_bytes);
-      continue;
-    }
+  for (const MatmulSchedule& s : SchedulesThatFit(target_)) {
     if (s == MatmulSchedule{2, 2, 16, false, true}) {
       Check({{256, 64}, {256, 64}, s});
     } else {

@@ -79,9 +79,7 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
   void Run(const ir::Function& f, const std::vector<std::string>& inputs, Tensors& tensors,
            bool differential) {
     SCOPED_TRACE(ir::Print(f));
-    auto compiled = codegen::CompileModule(ir::Module{{f}}, check::CompileOptionsFor(*device_));
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    auto loaded = Load({f});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     auto is_input = [&](const std::string& n) {
       return std::find(inputs.begin(), inputs.end(), n) != inputs.end();
@@ -570,9 +568,7 @@ TEST_F(OpsCombineDeviceTest, SubgroupKernelsNeedTheFeature) {
   sg.subgroups = true;
   auto f = ReduceAxes("sum", {{7, 1000}}, {1}, false, sg);
   ASSERT_TRUE(f.ok()) << f.status();
-  auto compiled = codegen::CompileModule(ir::Module{{*f}}, check::CompileOptionsFor(*device_));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+  auto loaded = Load({*f});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto kernel = (*loaded)->Find(f->name());
   ASSERT_TRUE(kernel.ok()) << kernel.status();

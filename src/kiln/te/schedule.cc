@@ -495,8 +495,13 @@ std::vector<IterVar> CloneAxes(const std::vector<IterVar>& axes, ir::VarMap& map
   return out;
 }
 
-StageState NewStage(const Tensor& tensor) {
+// A stage with nothing applied; a cache's has its scope set.
+StageState NewStage(const Tensor& tensor, std::optional<ir::MemoryScope> scope = std::nullopt) {
   StageState stage;
+  if (scope) {
+    stage.scope = *scope;
+    stage.scope_set = true;
+  }
   stage.tensor = tensor;
   stage.op = tensor.op_ptr();
   stage.all_axes = tensor.op()->axis;
@@ -543,10 +548,7 @@ Status CacheRead(Schedule::Impl& impl, const Primitive& p) {
     }
     r.op = std::move(op);
   }
-  StageState stage = NewStage(cache);
-  stage.scope = scope;
-  stage.scope_set = true;
-  impl.stages.insert(impl.stages.begin() + first, std::move(stage));
+  impl.stages.insert(impl.stages.begin() + first, NewStage(cache, scope));
   return Status::Ok();
 }
 
@@ -587,10 +589,7 @@ Status CacheWrite(Schedule::Impl& impl, const Primitive& p) {
   stage.all_axes = old.axis;
   stage.leaves = old.axis;
 
-  StageState cache_stage = NewStage(cached);
-  cache_stage.scope = scope;
-  cache_stage.scope_set = true;
-  impl.stages.insert(impl.stages.begin() + index, std::move(cache_stage));
+  impl.stages.insert(impl.stages.begin() + index, NewStage(cached, scope));
   return Status::Ok();
 }
 

@@ -117,6 +117,25 @@ struct Shape2 {
 };
 const Shape2 kShapes[] = {{1, 1}, {7, 33}, {33, 100}, {100, 7}, {1, 100}};
 
+// Checks `got` against the sum of each row of x[rows, cols] (accumulated in
+// double). An f32 sum's rounding error grows with the sum of the magnitudes
+// it adds (a row of 1000 values summed by one thread is off by about 1e-5
+// where the sum itself is near 0), so each row's bound is 2^-16 of that sum
+// of magnitudes: still far below one element of the row left out or added
+// twice.
+void ExpectRowSums(const std::vector<float>& got, const std::vector<float>& x, int rows, int cols) {
+  ASSERT_EQ(got.size(), static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0, magnitude = 0;
+    for (int q = 0; q < cols; ++q) {
+      sum += x[r * cols + q];
+      magnitude += std::fabs(x[r * cols + q]);
+    }
+    ASSERT_LE(std::fabs(got[r] - sum), std::ldexp(1.0 + magnitude, -16))
+        << "Y [" << r << "]: " << got[r] << " vs " << sum;
+  }
+}
+
 // C[i, j] = A[i, j] + b[j]: b broadcast over the rows; j split by 32 over
 // threads, rows over blockIdx.y.
 TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
@@ -245,13 +264,7 @@ TEST_F(TeDeviceTest, RowSum) {
   for (Shape2 sh : kShapes) {
     SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
     auto x = Random(sh.rows * sh.cols);
-    std::vector<float> want(sh.rows);
-    for (int r = 0; r < sh.rows; ++r) {
-      float acc = 0;
-      for (int q = 0; q < sh.cols; ++q) acc += x[r * sh.cols + q];
-      want[r] = acc;
-    }
-    ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 1e-5f, "Y");
+    ExpectRowSums(Run(*f, {x}, sh.rows, {sh.rows, sh.cols}), x, sh.rows, sh.cols);
   }
 }
 
@@ -439,13 +452,7 @@ TEST_F(TeDeviceTest, CrossThreadRowSumFromRfactor) {
                    std::to_string(sh.cols));
       auto x = Random(sh.rows * sh.cols);
       x[0] = -0.0f;
-      std::vector<float> want(sh.rows);
-      for (int r = 0; r < sh.rows; ++r) {
-        double acc = 0;
-        for (int q = 0; q < sh.cols; ++q) acc += x[r * sh.cols + q];
-        want[r] = static_cast<float>(acc);
-      }
-      ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 1e-5f, "Y");
+      ExpectRowSums(Run(*f, {x}, sh.rows, {sh.rows, sh.cols}), x, sh.rows, sh.cols);
     }
   }
 }
@@ -472,13 +479,7 @@ TEST_F(TeDeviceTest, CrossThreadSumsOfSeveralRowsPerWorkgroup) {
   for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {9, 100}, {4, 32}}) {
     SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
     auto x = Random(sh.rows * sh.cols);
-    std::vector<float> want(sh.rows);
-    for (int r = 0; r < sh.rows; ++r) {
-      double acc = 0;
-      for (int q = 0; q < sh.cols; ++q) acc += x[r * sh.cols + q];
-      want[r] = static_cast<float>(acc);
-    }
-    ExpectNear(Run(*f, {x}, want.size(), {sh.rows, sh.cols}), want, 1e-5f, "Y");
+    ExpectRowSums(Run(*f, {x}, sh.rows, {sh.rows, sh.cols}), x, sh.rows, sh.cols);
   }
 }
 
