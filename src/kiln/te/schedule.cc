@@ -444,11 +444,8 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
 class ReplaceLoads : public ir::ExprMutator {
  public:
   ReplaceLoads(const ir::Buffer& from, const ir::Buffer& to) : from_(from), to_(to) {}
-  ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
-    ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
-    const auto* load = mutated.as<ir::LoadNode>();
-    if (!load->buffer.same_as(from_)) return mutated;
-    return ir::Load(to_, load->indices);
+  ir::Buffer MutateBuffer(const ir::Buffer& buffer) override {
+    return buffer.same_as(from_) ? to_ : buffer;
   }
   ir::Expr Apply(const ir::Expr& e) { return e.defined() ? MutateExpr(e) : e; }
 
