@@ -679,7 +679,8 @@ Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq
       return w;
     }
     w.functions = {*f};
-    w.kernels = StrCat("one kernel, ", ops::AttentionKeyBlock(d, target), " keys per block");
+    auto tile = ops::DefaultAttentionTile(d, target);
+    w.kernels = StrCat("one kernel, ", tile.ok() ? tile->ToString() : tile.status().message());
   } else {
     const ops::Shape ss = {batch, heads, seq, seq};
     ops::MatmulOptions nt;
@@ -734,7 +735,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   Runner runner(device, options);
   result.gpu_timestamps = runner.timestamps();
   ops::Target target{runtime::TargetLimitsOf(*device), device->HasFeature(hal::Feature::kShaderF16),
-                     device->HasFeature(hal::Feature::kSubgroups)};
+                     device->HasFeature(hal::Feature::kSubgroups) && !options.no_subgroups};
   const bool small = options.small;
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;

@@ -25,6 +25,8 @@ struct OpsBenchOptions {
   std::string wgsl_dir;  // where given, each workload's WGSL is written there
   // Build and compile every workload for the device's limits, run nothing.
   bool compile_only = false;
+  // Builds the operators as for a device without subgroups.
+  bool no_subgroups = false;
 };
 
 struct OpsTiming {

@@ -153,7 +153,7 @@ int BenchMatmul(const Args& args) {
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"repetitions", "filter", "matmul-schedule", "wgsl"});
-  auto flags = Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only"});
+  auto flags = Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(
@@ -163,6 +163,8 @@ int BenchOps(const Args& args) {
         "  --repetitions N  timed runs of each workload (default 20)\n"
         "  --wgsl DIR       write each workload's WGSL to DIR/<name>_<shape>.wgsl\n"
         "  --compile-only   build and compile every workload (CPU ms), run nothing\n"
+        "  --no-subgroups   build the operators as for a device without subgroups (the\n"
+        "                   shared-memory combines), to compare the two\n"
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL  the matmuls' schedule instead of\n"
         "                   the rule's (2,2,16,1,1: a 128x128 tile, k 16, double-buffered,\n"
         "                   unrolled; docs/ops.md)\n"
@@ -178,6 +180,7 @@ int BenchOps(const Args& args) {
   bench::OpsBenchOptions oo;
   oo.small = flags->Has("small");
   oo.compile_only = flags->Has("compile-only");
+  oo.no_subgroups = flags->Has("no-subgroups");
   auto repetitions = flags->GetUint("repetitions", oo.repetitions, 100000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
   if (*repetitions == 0) return Fail("flag --repetitions must be positive");

@@ -1,14 +1,18 @@
 // Fused scaled dot-product attention with an online softmax: the scores
 // never reach memory.
 //
-// One workgroup of 64 threads per 64 queries of one (batch, head); a thread
-// owns one query (its row of Q, pre-scaled, and its output accumulator in
-// registers). Keys and values pass through shared memory a block at a time;
-// for each block a thread computes its scores, the block's maximum, rescales
-// its running sum and accumulator to the new maximum, and adds
-// exp(score - max) * V for every key. The kernel is written with the IR
-// builder (the block loop carries state across a reduction, which tensor
-// expressions cannot express).
+// A workgroup computes a tile of queries of one (batch, head) against blocks
+// of keys, as two small matrix products per block with register tiles (the
+// way the GEMM template does): each thread owns 4 queries x 4 keys of the
+// block's scores S = Q K^T and 4 queries x (D / threads across) columns of
+// the output accumulator. Q (pre-scaled) stays in shared memory, k-major;
+// each block of K passes through shared memory k-major, then the block of V
+// takes its place. Per block: the scores, the new row maxima (partial maxima
+// combined through shared memory), P = exp(S - max) into shared memory, the
+// accumulator and the per-thread partial row sums rescaled (the online
+// softmax), then O += P V. The row sums are combined once at the end. The
+// kernel is written with the IR builder: the block loop carries state across
+// a reduction, which tensor expressions cannot express.
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -28,8 +32,8 @@ using ir::Buffer;
 using ir::Expr;
 using ir::Var;
 
-constexpr int kQueries = 64;  // threads and queries per workgroup
 constexpr int64_t kMaxHeadDim = 128;
+constexpr int kTile = 4;  // queries and keys of a thread's tile of scores
 
 Expr I32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
@@ -103,28 +107,370 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
     return InvalidArgument("attention needs ", buffers, " storage buffers; the target allows ",
                            target.limits.max_storage_buffers_per_stage, " per stage");
   }
-  if (target.limits.max_invocations_per_workgroup < kQueries ||
-      target.limits.max_workgroup_size_x < kQueries) {
-    return InvalidArgument("attention: the target cannot run workgroups of ", kQueries,
-                           " invocations");
-  }
   return s;
 }
 
+
+// Writes the kernel for one tile shape; see the comment at the top.
+class AttentionKernel {
+ public:
+  AttentionKernel(const Shapes& s, const AttentionTile& tile, const TensorType& q,
+                  const AttentionOptions& o, double scale, const std::string& name)
+      : s_(s),
+        o_(o),
+        dtype_(q.dtype),
+        scale_(scale),
+        b_(name),
+        bq_(static_cast<int>(tile.queries)),
+        bk_(static_cast<int>(tile.keys)),
+        ny_(bq_ / kTile),
+        nx_(bk_ / kTile),
+        threads_(ny_ * nx_),
+        d_(static_cast<int>(s.d)),
+        d4_(d_ / 4),
+        cols_((d4_ + nx_ - 1) / nx_),
+        pstride_(bq_ + 4),
+        q_blocks_((s.sq + bq_ - 1) / bq_),
+        k_blocks_((s.sk + bk_ - 1) / bk_) {}
+
+  ir::Function Build() {
+    Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
+    K_ = b_.BufferParam("K", dtype_, internal::Extents(KShape()));
+    V_ = b_.BufferParam("V", dtype_, internal::Extents(KShape()));
+    if (o_.mask) M_ = b_.BufferParam("mask", dtype_, internal::Extents(o_.mask->shape));
+    O_ = b_.BufferParam("O", dtype_, internal::Extents(QShape()));
+    b_.For("block", ir::LoopKind::kBlockX, 0, I32(s_.batch_count * q_blocks_),
+           [&](const Var& block) {
+             Shared("Qs", d_ * bq_, [&](const Buffer& qs) {
+               Shared("KVs", d_ * bk_, [&](const Buffer& kvs) {
+                 Shared("Ps", bk_ * pstride_, [&](const Buffer& ps) {
+                   Shared("Red", nx_ * pstride_, [&](const Buffer& red) {
+                     Qs_ = qs;
+                     KVs_ = kvs;
+                     Ps_ = ps;
+                     Red_ = red;
+                     b_.For("t", ir::LoopKind::kThreadX, 0, I32(threads_),
+                            [&](const Var& t) { Thread(block, t); });
+                   });
+                 });
+               });
+             });
+           });
+    return b_.Build();
+  }
+
+ private:
+  Shape QShape() const {
+    Shape shape = s_.batch;
+    shape.push_back(s_.sq);
+    shape.push_back(s_.d);
+    return shape;
+  }
+  Shape KShape() const {
+    Shape shape = s_.batch;
+    shape.push_back(s_.sk);
+    shape.push_back(s_.d);
+    return shape;
+  }
+  void Shared(const char* name, int64_t size, const std::function<void(const Buffer&)>& body) {
+    b_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kShared, body);
+  }
+  void Local(const char* name, int64_t size, const std::function<void(const Buffer&)>& body) {
+    b_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kLocal, body);
+  }
+  std::vector<Expr> At(const Expr& row, const Expr& col) const {
+    std::vector<Expr> index = coords_;
+    index.push_back(row);
+    index.push_back(col);
+    return index;
+  }
+  // The loop over `count` vectors of 4 moved by all threads: f(vector index),
+  // guarded on the last round where the threads do not divide `count`.
+  void Cooperative(int64_t count, const std::function<void(const Expr&)>& f) {
+    for (int64_t p = 0; p * threads_ < count; ++p) {
+      Expr idx = t_ + static_cast<int>(p * threads_);
+      if ((p + 1) * threads_ <= count) {
+        f(idx);
+      } else {
+        b_.If(idx < static_cast<int>(count), [&] { f(idx); });
+      }
+    }
+  }
+  // A vector of global memory stored k-major (transposed) into `shared`
+  // rows of `width`: element e of `v` at [(c + e) * width + r].
+  void StoreTransposed(const Buffer& shared, const Expr& v, const Expr& r, const Expr& c,
+                       int width) {
+    b_.Store(stage_, {Vec(0)}, v);
+    for (int e = 0; e < 4; ++e) {
+      b_.Store(shared, {(c + e) * width + r}, ir::Load(stage_, {I32(e)}));
+    }
+  }
+  // Column vector ci of the thread's accumulator columns, guarded where the
+  // threads across do not divide D / 4.
+  void OverColumns(const std::function<void(int, const Expr&)>& f) {
+    for (int ci = 0; ci < cols_; ++ci) {
+      Expr c4 = tx_ + ci * nx_;
+      if ((ci + 1) * nx_ <= d4_) {
+        f(ci, c4 * 4);
+      } else {
+        b_.If(c4 < d4_, [&] { f(ci, c4 * 4); });
+      }
+    }
+  }
+  Expr AccVec(int qi, int ci) const { return Vec((qi * cols_ + ci) * 4); }
+
+  void Thread(const Var& block, const Var& t) {
+    t_ = t;
+    ty_ = b_.Let("ty", t / nx_);
+    tx_ = b_.Let("tx", t % nx_);
+    Var batch = b_.Let("batch", block / static_cast<int>(q_blocks_));
+    Var q_block = b_.Let("q_block", block % static_cast<int>(q_blocks_));
+    q0_ = b_.Let("q0", q_block * bq_);
+    coords_.assign(s_.batch.size(), Expr());
+    int64_t stride = 1;
+    for (int i = static_cast<int>(s_.batch.size()) - 1; i >= 0; --i) {
+      coords_[i] = b_.Let(StrCat("b", i), (batch / static_cast<int>(stride)) %
+                                              static_cast<int>(s_.batch[i]));
+      stride *= s_.batch[i];
+    }
+    Local("stage", 4, [&](const Buffer& stage) {
+      stage_ = stage;
+      // Q, scaled, k-major: Qs[c * Bq + query].
+      Cooperative(bq_ * d4_, [&](const Expr& idx) {
+        Expr r = idx % bq_, c = (idx / bq_) * 4;
+        Expr row = ir::Min(q0_ + r, static_cast<int>(s_.sq) - 1);
+        StoreTransposed(Qs_, ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) *
+                                 ir::Broadcast(F32(scale_), 4),
+                        r, c, bq_);
+      });
+      Local("s", kTile * kTile, [&](const Buffer& sc) {
+        Local("acc", kTile * cols_ * 4, [&](const Buffer& acc) {
+          Local("m", kTile, [&](const Buffer& m) {
+            Local("l", kTile, [&](const Buffer& l) {
+              Local("af", 4, [&](const Buffer& af) {
+                Local("bf", 4, [&](const Buffer& bf) {
+                  Local("pt", kTile * kTile, [&](const Buffer& pt) {
+                    s_buf_ = sc;
+                    acc_ = acc;
+                    m_ = m;
+                    l_ = l;
+                    af_ = af;
+                    bf_ = bf;
+                    pt_ = pt;
+                    Body();
+                  });
+                });
+              });
+            });
+          });
+        });
+      });
+    });
+  }
+
+  void Body() {
+    for (int qi = 0; qi < kTile; ++qi) {
+      for (int ci = 0; ci < cols_; ++ci) b_.Store(acc_, {AccVec(qi, ci)}, ir::Broadcast(F32(0), 4));
+    }
+    b_.Store(m_, {Vec(0)}, ir::Broadcast(NegInf(), 4));
+    b_.Store(l_, {Vec(0)}, ir::Broadcast(F32(0), 4));
+    // Causal: blocks past the workgroup's last query hold no visible key.
+    Expr last_row = ir::Min(q0_ + bq_, static_cast<int>(s_.sq)) - 1;
+    Expr blocks = o_.causal ? ir::Min(last_row / bk_ + 1, static_cast<int>(k_blocks_))
+                            : I32(k_blocks_);
+    b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
+      Var k0 = b_.Let("k0", kb * bk_);
+      // K, k-major: KVs[c * Bk + key] (keys past Sk clamped, hidden below).
+      Cooperative(bk_ * d4_, [&](const Expr& idx) {
+        Expr r = idx % bk_, c = (idx / bk_) * 4;
+        Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
+        StoreTransposed(KVs_, ToF32(ir::Load(K_, At(key, ir::Ramp(c, 1, 4)))), r, c, bk_);
+      });
+      b_.Barrier();
+      Scores(k0);
+      b_.Barrier();
+      // V replaces K, row-major: KVs[key * D + c].
+      Cooperative(bk_ * d4_, [&](const Expr& idx) {
+        Expr r = idx / d4_, c = (idx % d4_) * 4;
+        Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
+        b_.Store(KVs_, {ir::Ramp(r * d_ + c, 1, 4)},
+                 ToF32(ir::Load(V_, At(key, ir::Ramp(c, 1, 4)))));
+      });
+      Softmax();
+      b_.Barrier();
+      Accumulate();
+      b_.Barrier();
+    });
+    Finish();
+  }
+
+  // s = Q K^T for the thread's 4 x 4 tile, masked; its partial row maxima
+  // (with the running maxima) into Red[tx][query].
+  void Scores(const Var& k0) {
+    for (int qi = 0; qi < kTile; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
+    b_.For("kc", ir::LoopKind::kSerial, 0, I32(d4_), [&](const Var& kc) {
+      for (int e = 0; e < 4; ++e) {
+        Expr k = kc * 4 + e;
+        b_.Store(af_, {Vec(0)}, ir::Load(Qs_, {ir::Ramp(k * bq_ + ty_ * kTile, 1, 4)}));
+        b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(k * bk_ + tx_ * kTile, 1, 4)}));
+        for (int qi = 0; qi < kTile; ++qi) {
+          b_.Store(s_buf_, {Vec(qi * 4)},
+                   ir::Load(s_buf_, {Vec(qi * 4)}) +
+                       ir::Broadcast(ir::Load(af_, {I32(qi)}), 4) * ir::Load(bf_, {Vec(0)}));
+        }
+      }
+    });
+    const bool ragged = s_.sk % bk_ != 0;
+    for (int qi = 0; qi < kTile; ++qi) {
+      Expr row = q0_ + ty_ * kTile + qi;
+      Expr mx = ir::Load(m_, {I32(qi)});
+      for (int kj = 0; kj < kTile; ++kj) {
+        Expr key = k0 + tx_ * kTile + kj;
+        Expr v = ir::Load(s_buf_, {I32(qi * 4 + kj)});
+        if (o_.mask) {
+          v = v + ToF32(ir::Load(M_, {ir::Min(row, static_cast<int>(s_.sq) - 1),
+                                      ir::Min(key, static_cast<int>(s_.sk) - 1)}));
+        }
+        Expr visible;
+        if (ragged) visible = key < static_cast<int>(s_.sk);
+        if (o_.causal) visible = visible.defined() ? (visible && key <= row) : key <= row;
+        if (visible.defined()) v = ir::Select(visible, v, NegInf());
+        b_.Store(s_buf_, {I32(qi * 4 + kj)}, v);
+        mx = ir::Max(mx, ir::Load(s_buf_, {I32(qi * 4 + kj)}));
+      }
+      b_.Store(pt_, {I32(qi)}, mx);
+    }
+    b_.Store(Red_, {ir::Ramp(tx_ * pstride_ + ty_ * kTile, 1, 4)}, ir::Load(pt_, {Vec(0)}));
+  }
+
+  // The new row maxima from every thread's partial ones; P = exp(s - max)
+  // into Ps[key][query]; the accumulator and partial sums rescaled.
+  void Softmax() {
+    b_.Store(af_, {Vec(0)}, ir::Load(Red_, {ir::Ramp(ty_ * kTile, 1, 4)}));
+    for (int x = 1; x < nx_; ++x) {
+      b_.Store(af_, {Vec(0)},
+               ir::Max(ir::Load(af_, {Vec(0)}),
+                       ir::Load(Red_, {ir::Ramp(x * pstride_ + ty_ * kTile, 1, 4)})));
+    }
+    for (int qi = 0; qi < kTile; ++qi) {
+      Var m_new = b_.Let(StrCat("m_new", qi), ir::Load(af_, {I32(qi)}));
+      // All scores so far -inf: keep exp() away from -inf - -inf.
+      Var m_safe = b_.Let(StrCat("m_safe", qi), ir::Select(m_new == NegInf(), F32(0.0), m_new));
+      Var corr = b_.Let(StrCat("corr", qi), Exp(ir::Load(m_, {I32(qi)}) - m_safe));
+      b_.Store(m_, {I32(qi)}, m_new);
+      b_.Store(s_buf_, {Vec(qi * 4)},
+               Exp(ir::Load(s_buf_, {Vec(qi * 4)}) - ir::Broadcast(m_safe, 4)));
+      auto p = [&](int kj) { return ir::Load(s_buf_, {I32(qi * 4 + kj)}); };
+      b_.Store(l_, {I32(qi)}, ir::Load(l_, {I32(qi)}) * corr + ((p(0) + p(1)) + (p(2) + p(3))));
+      for (int ci = 0; ci < cols_; ++ci) {
+        b_.Store(acc_, {AccVec(qi, ci)},
+                 ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(corr, 4));
+      }
+      for (int kj = 0; kj < kTile; ++kj) b_.Store(pt_, {I32(kj * 4 + qi)}, p(kj));
+    }
+    for (int kj = 0; kj < kTile; ++kj) {
+      b_.Store(Ps_, {ir::Ramp((tx_ * kTile + kj) * pstride_ + ty_ * kTile, 1, 4)},
+               ir::Load(pt_, {Vec(kj * 4)}));
+    }
+  }
+
+  // acc += P V over the block's keys.
+  void Accumulate() {
+    b_.For("jc", ir::LoopKind::kSerial, 0, I32(bk_ / 4), [&](const Var& jc) {
+      for (int e = 0; e < 4; ++e) {
+        Expr j = jc * 4 + e;
+        b_.Store(af_, {Vec(0)}, ir::Load(Ps_, {ir::Ramp(j * pstride_ + ty_ * kTile, 1, 4)}));
+        OverColumns([&](int ci, const Expr& c) {
+          b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(j * d_ + c, 1, 4)}));
+          for (int qi = 0; qi < kTile; ++qi) {
+            b_.Store(acc_, {AccVec(qi, ci)},
+                     ir::Load(acc_, {AccVec(qi, ci)}) +
+                         ir::Broadcast(ir::Load(af_, {I32(qi)}), 4) * ir::Load(bf_, {Vec(0)}));
+          }
+        });
+      }
+    });
+  }
+
+  // The row sums from every thread's partial ones, then O = acc / sum.
+  void Finish() {
+    b_.Store(Red_, {ir::Ramp(tx_ * pstride_ + ty_ * kTile, 1, 4)}, ir::Load(l_, {Vec(0)}));
+    b_.Barrier();
+    b_.Store(l_, {Vec(0)}, ir::Load(Red_, {ir::Ramp(ty_ * kTile, 1, 4)}));
+    for (int x = 1; x < nx_; ++x) {
+      b_.Store(l_, {Vec(0)},
+               ir::Load(l_, {Vec(0)}) +
+                   ir::Load(Red_, {ir::Ramp(x * pstride_ + ty_ * kTile, 1, 4)}));
+    }
+    for (int qi = 0; qi < kTile; ++qi) {
+      Var row = b_.Let(StrCat("row", qi), q0_ + ty_ * kTile + qi);
+      b_.If(row < static_cast<int>(s_.sq), [&] {
+        Var inv = b_.Let(StrCat("inv", qi), F32(1.0) / ir::Load(l_, {I32(qi)}));
+        OverColumns([&](int ci, const Expr& c) {
+          Expr out = ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(inv, 4);
+          if (dtype_ != ir::kF32) out = ir::Cast(dtype_.with_lanes(4), out);
+          b_.Store(O_, At(row, ir::Ramp(c, 1, 4)), out);
+        });
+      });
+    }
+  }
+
+  const Shapes& s_;
+  const AttentionOptions& o_;
+  const ir::DataType dtype_;
+  const double scale_;
+  ir::IRBuilder b_;
+  const int bq_, bk_;  // queries and keys per block
+  const int ny_, nx_;  // threads along queries and along keys (or output columns)
+  const int threads_, d_, d4_;
+  const int cols_;     // vectors of output columns per thread
+  const int pstride_;  // row stride of Ps and Red
+  const int64_t q_blocks_, k_blocks_;
+  Buffer Q_, K_, V_, M_, O_, Qs_, KVs_, Ps_, Red_;
+  Buffer stage_, s_buf_, acc_, m_, l_, af_, bf_, pt_;
+  Expr t_, ty_, tx_, q0_;
+  std::vector<Expr> coords_;
+};
+
+// The tiles tried, fastest first where they fit.
+constexpr AttentionTile kTiles[] = {{64, 32}, {32, 32}, {16, 32}, {32, 16},
+                                    {16, 16}, {16, 8},  {8, 8}};
+// Vectors of output columns per thread above which the accumulator no
+// longer fits registers well (and CPU drivers compile the kernel slowly).
+constexpr int64_t kMaxColumnVectors = 4;
+
 }  // namespace
 
-// Bytes of workgroup memory for blocks of kb keys: K and V (kb x D f32
-// each) and every thread's kb scores.
-int64_t AttentionSharedBytes(int64_t kb, int64_t head_dim) {
-  return (2 * kb * head_dim + kQueries * kb) * 4;
+std::string AttentionTile::ToString() const {
+  return StrCat(queries, " queries x ", keys, " keys per block, ", threads(), " threads");
 }
 
-int64_t AttentionKeyBlock(int64_t head_dim, const Target& target) {
-  int64_t kb = 32;
-  while (kb > 4 && AttentionSharedBytes(kb, head_dim) > target.limits.max_workgroup_storage_bytes) {
-    kb /= 2;
+int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim) {
+  const int64_t stride = tile.queries + 4;
+  return 4 * (head_dim * tile.queries + head_dim * tile.keys +
+              (tile.keys + tile.keys / kTile) * stride);
+}
+
+StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target) {
+  // First the tiles whose accumulators stay small, then any that fits.
+  for (bool small_accumulator : {true, false}) {
+    for (const AttentionTile& tile : kTiles) {
+      const int64_t across = tile.keys / kTile;
+      const int64_t column_vectors = (head_dim / 4 + across - 1) / across;
+      if (AttentionSharedBytes(tile, head_dim) <= target.limits.max_workgroup_storage_bytes &&
+          tile.threads() <= target.limits.max_invocations_per_workgroup &&
+          tile.threads() <= target.limits.max_workgroup_size_x &&
+          (!small_accumulator || column_vectors <= kMaxColumnVectors)) {
+        return tile;
+      }
+    }
   }
-  return kb;
+  const AttentionTile& last = kTiles[std::size(kTiles) - 1];
+  return InvalidArgument("attention: the target's workgroup storage (",
+                         target.limits.max_workgroup_storage_bytes, " bytes) and workgroup size (",
+                         target.limits.max_invocations_per_workgroup,
+                         " invocations) cannot hold the smallest tile (", last.ToString(), ", ",
+                         AttentionSharedBytes(last, head_dim), " bytes) for D = ", head_dim);
 }
 
 StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
@@ -132,170 +478,10 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
                                  std::string name) {
   KILN_ASSIGN_OR_RETURN(Shapes s, CheckAttention(q, k, v, target, o));
   if (name.empty()) name = "attention";
-  const int64_t d = s.d, d4 = d / 4;
-  const int64_t kb = AttentionKeyBlock(d, target);
-  if (AttentionSharedBytes(kb, d) > target.limits.max_workgroup_storage_bytes) {
-    return InvalidArgument("attention: the target's workgroup storage (",
-                           target.limits.max_workgroup_storage_bytes,
-                           " bytes) cannot hold key and value blocks of D = ", d);
-  }
-  const int64_t q_blocks = (s.sq + kQueries - 1) / kQueries;
-  const int64_t k_blocks = (s.sk + kb - 1) / kb;
-  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(d));
-  const int I_sq = static_cast<int>(s.sq), I_sk = static_cast<int>(s.sk);
-
-  ir::IRBuilder b(name);
-  Buffer Q = b.BufferParam("Q", q.dtype, internal::Extents(q.shape));
-  Buffer K = b.BufferParam("K", q.dtype, internal::Extents(k.shape));
-  Buffer V = b.BufferParam("V", q.dtype, internal::Extents(v.shape));
-  Buffer M;
-  if (o.mask) M = b.BufferParam("mask", q.dtype, internal::Extents(o.mask->shape));
-  Buffer O = b.BufferParam("O", q.dtype, internal::Extents(q.shape));
-
-  b.For("block", ir::LoopKind::kBlockX, 0, I32(s.batch_count * q_blocks), [&](const Var& block) {
-    b.Allocate("Ks", ir::kF32, {I32(kb * d)}, ir::MemoryScope::kShared, [&](const Buffer& Ks) {
-      b.Allocate("Vs", ir::kF32, {I32(kb * d)}, ir::MemoryScope::kShared, [&](const Buffer& Vs) {
-        b.Allocate(
-            "Ss", ir::kF32, {I32(kQueries * kb)}, ir::MemoryScope::kShared, [&](const Buffer& Ss) {
-              b.For("t", ir::LoopKind::kThreadX, 0, I32(kQueries), [&](const Var& t) {
-                Var batch = b.Let("batch", block / static_cast<int>(q_blocks));
-                Var row = b.Let("row", (block % static_cast<int>(q_blocks)) * kQueries + t);
-                Var qrow = b.Let("qrow", ir::Min(row, I_sq - 1));
-                std::vector<Expr> coords(s.batch.size());
-                int64_t stride = 1;
-                for (int i = static_cast<int>(s.batch.size()) - 1; i >= 0; --i) {
-                  coords[i] = b.Let(StrCat("b", i), (batch / static_cast<int>(stride)) %
-                                                        static_cast<int>(s.batch[i]));
-                  stride *= s.batch[i];
-                }
-                auto at = [&](const Expr& r, const Expr& c) {
-                  std::vector<Expr> index = coords;
-                  index.push_back(r);
-                  index.push_back(c);
-                  return index;
-                };
-                auto local = [&](const char* n, int64_t size,
-                                 const std::function<void(const Buffer&)>& f) {
-                  b.Allocate(n, ir::kF32, {I32(size)}, ir::MemoryScope::kLocal, f);
-                };
-                local("q", d, [&](const Buffer& qv) {
-                  local("acc", d, [&](const Buffer& acc) {
-                    {
-                      // Each thread's scores of the block, in shared memory (a row per
-                      // thread): a dynamically indexed local array would not stay in
-                      // registers anyway.
-                      const Buffer& score = Ss;
-                      const Expr score_base = t * static_cast<int>(kb);
-                      local("state", 8, [&](const Buffer& state) {
-                        // [0]: running max, [1]: running sum, [2]: the block's max,
-                        // [4..7]: a dot product's lanes.
-                        // D in steps of 4, unrolled: q and acc are indexed by constants only,
-                        // so they become registers (separate variables).
-                        auto over_d = [&](const char*, const std::function<void(const Expr&)>& f) {
-                          for (int64_t i = 0; i < d4; ++i) f(I32(4 * i));
-                        };
-                        over_d("i", [&](const Expr& c) {
-                          b.Store(qv, {ir::Ramp(c, 1, 4)},
-                                  ToF32(ir::Load(Q, at(qrow, ir::Ramp(c, 1, 4)))) *
-                                      ir::Broadcast(F32(scale), 4));
-                          b.Store(acc, {ir::Ramp(c, 1, 4)}, ir::Broadcast(F32(0.0), 4));
-                        });
-                        b.Store(state, {I32(0)}, NegInf());
-                        b.Store(state, {I32(1)}, F32(0.0));
-                        // Causal: blocks past the workgroup's last query hold no visible key.
-                        Expr last_row =
-                            ir::Min(((block % static_cast<int>(q_blocks)) + 1) * kQueries, I_sq) -
-                            1;
-                        Expr blocks = o.causal ? ir::Min(last_row / static_cast<int>(kb) + 1,
-                                                         static_cast<int>(k_blocks))
-                                               : I32(k_blocks);
-                        b.For("kblock", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kbv) {
-                          // Cooperative load of kb keys and values (rows past Sk clamped; masked
-                          // below).
-                          const int64_t vectors = kb * d4;
-                          for (int64_t p = 0; p < (vectors + kQueries - 1) / kQueries; ++p) {
-                            Expr idx = t + static_cast<int>(p * kQueries);
-                            auto load = [&] {
-                              Expr r = idx / static_cast<int>(d4),
-                                   c = (idx % static_cast<int>(d4)) * 4;
-                              Expr key = ir::Min(kbv * static_cast<int>(kb) + r, I_sk - 1);
-                              Expr slot = ir::Ramp(r * static_cast<int>(d) + c, 1, 4);
-                              b.Store(Ks, {slot}, ToF32(ir::Load(K, at(key, ir::Ramp(c, 1, 4)))));
-                              b.Store(Vs, {slot}, ToF32(ir::Load(V, at(key, ir::Ramp(c, 1, 4)))));
-                            };
-                            if ((p + 1) * kQueries <= vectors) {
-                              load();
-                            } else {
-                              b.If(idx < static_cast<int>(vectors), load);
-                            }
-                          }
-                          b.Barrier();
-                          // Scores, masked, and the block's maximum (state[2], from the running
-                          // max).
-                          b.Store(state, {I32(2)}, ir::Load(state, {I32(0)}));
-                          b.For("j", ir::LoopKind::kSerial, 0, I32(kb), [&](const Var& j) {
-                            b.Store(state, {Vec(4)}, ir::Broadcast(F32(0.0), 4));
-                            over_d("i", [&](const Expr& c) {
-                              b.Store(state, {Vec(4)},
-                                      ir::Load(state, {Vec(4)}) +
-                                          ir::Load(qv, {ir::Ramp(c, 1, 4)}) *
-                                              ir::Load(Ks, {ir::Ramp(j * static_cast<int>(d) + c, 1,
-                                                                     4)}));
-                            });
-                            Expr sum = (ir::Load(state, {I32(4)}) + ir::Load(state, {I32(5)})) +
-                                       (ir::Load(state, {I32(6)}) + ir::Load(state, {I32(7)}));
-                            Expr key = kbv * static_cast<int>(kb) + j;
-                            if (o.mask) {
-                              sum = sum + ToF32(ir::Load(M, {qrow, ir::Min(key, I_sk - 1)}));
-                            }
-                            Expr visible = key < I_sk;
-                            if (o.causal) visible = visible && key <= row;
-                            Var sj = b.Let("s", ir::Select(visible, sum, NegInf()));
-                            b.Store(score, {score_base + j}, sj);
-                            b.Store(state, {I32(2)}, ir::Max(ir::Load(state, {I32(2)}), sj));
-                          });
-                          Var m_new = b.Let("m_new", ir::Load(state, {I32(2)}));
-                          // All scores so far -inf: keep exp() away from -inf - -inf.
-                          Var m_safe =
-                              b.Let("m_safe", ir::Select(m_new == NegInf(), F32(0.0), m_new));
-                          Var corr = b.Let("corr", Exp(ir::Load(state, {I32(0)}) - m_safe));
-                          b.Store(state, {I32(0)}, m_new);
-                          over_d("i", [&](const Expr& c) {
-                            b.Store(acc, {ir::Ramp(c, 1, 4)},
-                                    ir::Load(acc, {ir::Ramp(c, 1, 4)}) * ir::Broadcast(corr, 4));
-                          });
-                          b.Store(state, {I32(1)}, ir::Load(state, {I32(1)}) * corr);
-                          b.For("j2", ir::LoopKind::kSerial, 0, I32(kb), [&](const Var& j) {
-                            Var p = b.Let("p", Exp(ir::Load(score, {score_base + j}) - m_safe));
-                            b.Store(state, {I32(1)}, ir::Load(state, {I32(1)}) + p);
-                            over_d("i", [&](const Expr& c) {
-                              b.Store(acc, {ir::Ramp(c, 1, 4)},
-                                      ir::Load(acc, {ir::Ramp(c, 1, 4)}) +
-                                          ir::Broadcast(p, 4) *
-                                              ir::Load(Vs, {ir::Ramp(j * static_cast<int>(d) + c, 1,
-                                                                     4)}));
-                            });
-                          });
-                          b.Barrier();
-                        });
-                        b.If(row < I_sq, [&] {
-                          Var inv = b.Let("inv", F32(1.0) / ir::Load(state, {I32(1)}));
-                          over_d("i", [&](const Expr& c) {
-                            Expr out = ir::Load(acc, {ir::Ramp(c, 1, 4)}) * ir::Broadcast(inv, 4);
-                            if (q.dtype != ir::kF32) out = ir::Cast(q.dtype.with_lanes(4), out);
-                            b.Store(O, at(row, ir::Ramp(c, 1, 4)), out);
-                          });
-                        });
-                      });
-                    }
-                  });
-                });
-              });
-            });
-      });
-    });
-  });
-  ir::Function f = b.Build();
+  KILN_ASSIGN_OR_RETURN(AttentionTile tile, DefaultAttentionTile(s.d, target));
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
+  AttentionKernel kernel(s, tile, q, o, scale, name);
+  ir::Function f = kernel.Build();
   ir::VerifyOptions verify;
   verify.limits = target.limits;
   Status verified = ir::Verify(f, verify);

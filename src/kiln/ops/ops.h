@@ -371,14 +371,32 @@ struct AttentionOptions {
 // K and V [..., Sk, D] with Q's batch dimensions (rank 2 to 4), D a multiple
 // of 4 up to 128; f32 or f16 (computes in f32). Parameters Q, K, V, mask
 // where given, O (Q's shape); `name` defaults to "attention". A query that
-// sees no key (all masked with -inf) gives NaN. Schedule: a workgroup of 64
-// threads per 64 queries, a thread per query, keys and values through
-// shared memory AttentionKeyBlock at a time with an online softmax.
+// sees no key (all masked with -inf) gives NaN. Schedule: a workgroup per
+// DefaultAttentionTile queries, keys and values through shared memory a
+// block at a time with an online softmax, each thread a 4 x 4 register tile
+// of the block's scores and 4 queries of the output.
 StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
                                  const Target& target, const AttentionOptions& options = {},
                                  std::string name = "");
-// Keys per block: 32, halved until the blocks of K and V (D f32 per key)
-// and the scores (64 threads x keys f32) fit the target's workgroup storage.
-int64_t AttentionKeyBlock(int64_t head_dim, const Target& target);
+
+// The fused attention kernel's blocking: a workgroup of (queries / 4) x
+// (keys / 4) threads computes `queries` queries against blocks of `keys`
+// keys.
+struct AttentionTile {
+  int64_t queries = 64;
+  int64_t keys = 32;
+  int64_t threads() const { return queries / 4 * (keys / 4); }
+  // "64 queries x 32 keys per block, 128 threads".
+  std::string ToString() const;
+};
+// Bytes of workgroup memory the kernel takes: Q (D x queries f32), a block
+// of K or V (D x keys), the block's probabilities and the partial row
+// statistics (keys + keys / 4 rows of queries + 4).
+int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim);
+// The first of 64x32, 32x32, 16x32, 32x16, 16x16, 16x8 and 8x8 (queries x
+// keys) that fits the target's workgroup storage and size and leaves each
+// thread at most 4 vectors of output columns (16 accumulators per query);
+// failing that, the first that fits.
+StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target);
 
 }  // namespace kiln::ops

@@ -1028,6 +1028,10 @@ TEST_F(AttentionDeviceTest, OddLengthsCausalAndMasked) {
   o = {};
   o.scale = 0.25;
   Check({1, 7, 8}, 1, o, /*differential=*/true);
+  // Head dims that leave some threads without output columns.
+  o = {};
+  Check({3, 4}, 9, o);
+  Check({2, 67, 12}, 37, o);
 }
 
 TEST_F(AttentionDeviceTest, HeadDim128) {

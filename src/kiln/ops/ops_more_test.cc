@@ -337,5 +337,51 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(Cast({{5}}, ir::kU32, t).status(), {"result type of cast", "u32"});
 }
 
+TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
+  auto tile = [](int64_t d, uint32_t storage, uint32_t invocations = 256) {
+    Target t;
+    t.limits.max_workgroup_storage_bytes = storage;
+    t.limits.max_invocations_per_workgroup = invocations;
+    auto chosen = DefaultAttentionTile(d, t);
+    return chosen.ok() ? StrCat(chosen->queries, "x", chosen->keys) : chosen.status().ToString();
+  };
+  EXPECT_EQ(tile(64, 48 << 10), "64x32");  // the H200's limit
+  EXPECT_EQ(tile(64, 48 << 10, 64), "32x32");
+  EXPECT_EQ(tile(64, 32 << 10), "32x32");
+  EXPECT_EQ(tile(128, 48 << 10), "32x32");
+  EXPECT_EQ(tile(128, 32 << 10), "16x32");  // not 32x16: 8 accumulator vectors per query
+  EXPECT_EQ(tile(128, 16 << 10), "16x8");   // WebGPU's default limit: only the small ones fit
+  EXPECT_EQ(tile(4, 16 << 10), "64x32");
+  for (int64_t d : {4, 64, 128}) {
+    Target t;
+    t.limits.max_workgroup_storage_bytes = 48 << 10;
+    auto chosen = DefaultAttentionTile(d, t);
+    ASSERT_TRUE(chosen.ok());
+    EXPECT_LE(AttentionSharedBytes(*chosen, d), 48 << 10);
+  }
+  ExpectError(Attention({{2, 9, 128}}, {{2, 9, 128}}, {{2, 9, 128}},
+                        [] {
+                          Target t;
+                          t.limits.max_workgroup_storage_bytes = 8192;
+                          return t;
+                        }())
+                  .status(),
+              {"attention", "8192 bytes", "D = 128"});
+  const Target t;
+  ExpectError(Attention({{2, 9, 6}}, {{2, 9, 6}}, {{2, 9, 6}}, t).status(),
+              {"D = 6", "multiple of 4"});
+  ExpectError(Attention({{2, 9, 8}}, {{2, 5, 4}}, {{2, 5, 4}}, t).status(),
+              {"K and V must be"});
+  ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}, ir::kF16}, t).status(), {"shader-f16"});
+  AttentionOptions masked;
+  masked.mask = TensorType{{9, 8}};
+  ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, masked).status(),
+              {"mask of attention", "[Sq, Sk] = [9, 9]"});
+  AttentionOptions scaled;
+  scaled.scale = std::numeric_limits<double>::infinity();
+  ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, scaled).status(), {"scale must be finite"});
+  EXPECT_TRUE(Attention({{1, 12, 512, 64}}, {{1, 12, 512, 64}}, {{1, 12, 512, 64}}, t).ok());
+}
+
 }  // namespace
 }  // namespace kiln::ops
