@@ -663,7 +663,8 @@ Workload Conv3x3(int64_t n, int64_t hw, int64_t c, int64_t f, const ops::Target&
 // Attention over [batch, heads, seq, d] f32: fused, or as the composition
 // matmul(Q, K^T) -> softmax -> matmul(P, V) through memory.
 Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq, int64_t d,
-                           const ops::Target& target) {
+                           const ops::Target& target,
+                           const std::optional<ops::AttentionTile>& tile) {
   const ops::Shape qs = {batch, heads, seq, d};
   Workload w{fused ? "attention fused f32" : "attention unfused f32",
              StrCat(batch, "x", heads, " x ", seq, "x", d), ""};
@@ -673,14 +674,16 @@ Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq
   w.bytes = 4.0 * 4 * batch * heads * seq * d;
   w.flops = 4.0 * batch * heads * seq * seq * d;
   if (fused) {
-    auto f = ops::Attention({qs}, {qs}, {qs}, target);
+    ops::AttentionOptions options;
+    options.tile = tile;
+    auto f = ops::Attention({qs}, {qs}, {qs}, target, options);
     if (!f.ok()) {
       w.error = f.status();
       return w;
     }
     w.functions = {*f};
-    auto tile = ops::DefaultAttentionTile(d, target);
-    w.kernels = StrCat("one kernel, ", tile.ok() ? tile->ToString() : tile.status().message());
+    auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
+    w.kernels = StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
   } else {
     const ops::Shape ss = {batch, heads, seq, seq};
     ops::MatmulOptions nt;
@@ -774,8 +777,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back(
         [&] { return MatmulInt8Workload(33, 129, 260, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
-    workloads.push_back([&] { return AttentionWorkload(true, 2, 3, 70, 16, target); });
-    workloads.push_back([&] { return AttentionWorkload(false, 2, 3, 70, 16, target); });
+    workloads.push_back([&] { return AttentionWorkload(true, 2, 3, 70, 16, target, options.attention_tile); });
+    workloads.push_back([&] { return AttentionWorkload(false, 2, 3, 70, 16, target, options.attention_tile); });
   } else {
     for (int64_t n : {4096, 8192}) {
       workloads.push_back([&, n] {
@@ -794,8 +797,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back(
         [&] { return MatmulInt8Workload(4096, 4096, 4096, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(32, 56, 256, 256, target); });
-    workloads.push_back([&] { return AttentionWorkload(true, 32, 12, 512, 64, target); });
-    workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target); });
+    workloads.push_back([&] { return AttentionWorkload(true, 32, 12, 512, 64, target, options.attention_tile); });
+    workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
   }
   for (const auto& make : workloads) {
     const auto built = std::chrono::steady_clock::now();

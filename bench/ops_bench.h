@@ -22,6 +22,8 @@ struct OpsBenchOptions {
   std::string filter;         // run only workloads whose name contains this
   // Replaces the default schedule rule of every matmul workload.
   std::optional<ops::MatmulSchedule> matmul_schedule;
+  // Replaces the default tile of the fused attention workloads.
+  std::optional<ops::AttentionTile> attention_tile;
   std::string wgsl_dir;  // where given, each workload's WGSL is written there
   // Build and compile every workload for the device's limits, run nothing.
   bool compile_only = false;

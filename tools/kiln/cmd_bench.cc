@@ -152,7 +152,7 @@ int BenchMatmul(const Args& args) {
 
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert({"repetitions", "filter", "matmul-schedule", "wgsl"});
+  valued.insert({"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl"});
   auto flags = Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
@@ -168,6 +168,8 @@ int BenchOps(const Args& args) {
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL  the matmuls' schedule instead of\n"
         "                   the rule's (2,2,16,1,1: a 128x128 tile, k 16, double-buffered,\n"
         "                   unrolled; docs/ops.md)\n"
+        "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
+        "                   (64,32 on the H200; docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
@@ -199,6 +201,14 @@ int BenchOps(const Args& args) {
           *text + "'");
     }
     oo.matmul_schedule = ops::MatmulSchedule{v[0], v[1], v[2], v[3] == 1, v[4] == 1};
+  }
+  if (auto text = flags->Get("attention-tile")) {
+    long v[2];
+    char tail = 0;
+    if (std::sscanf(text->c_str(), "%ld,%ld%c", &v[0], &v[1], &tail) != 2) {
+      return Fail("--attention-tile takes QUERIES,KEYS (two integers), got '" + *text + "'");
+    }
+    oo.attention_tile = ops::AttentionTile{v[0], v[1]};
   }
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());

@@ -5,14 +5,16 @@
 // of keys, as two small matrix products per block with register tiles (the
 // way the GEMM template does): each thread owns 4 queries x 4 keys of the
 // block's scores S = Q K^T and 4 queries x (D / threads across) columns of
-// the output accumulator. Q (pre-scaled) stays in shared memory, k-major;
-// each block of K passes through shared memory k-major, then the block of V
-// takes its place. Per block: the scores, the new row maxima (partial maxima
+// the output accumulator. Q
+// (pre-scaled) stays in shared memory, k-major; each block of K passes
+// through shared memory k-major, then the block of V takes its place; both
+// are read from device memory into registers one block ahead. Per block: the scores, the new row maxima (partial maxima
 // combined through shared memory), P = exp(S - max) into shared memory, the
 // accumulator and the per-thread partial row sums rescaled (the online
 // softmax), then O += P V. The row sums are combined once at the end. The
 // kernel is written with the IR builder: the block loop carries state across
 // a reduction, which tensor expressions cannot express.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -33,7 +35,11 @@ using ir::Expr;
 using ir::Var;
 
 constexpr int64_t kMaxHeadDim = 128;
-constexpr int kTile = 4;  // queries and keys of a thread's tile of scores
+constexpr int kQueries = 4;  // queries of a thread's tile of scores
+constexpr int kKeys = 4;     // keys of a thread's tile of scores
+// Vectors of a block of K (and of V) per thread up to which the next block
+// is read ahead into registers.
+constexpr int kMaxPrefetchRounds = 4;
 
 Expr I32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
@@ -123,8 +129,8 @@ class AttentionKernel {
         b_(name),
         bq_(static_cast<int>(tile.queries)),
         bk_(static_cast<int>(tile.keys)),
-        ny_(bq_ / kTile),
-        nx_(bk_ / kTile),
+        ny_(bq_ / kQueries),
+        nx_(bk_ / kKeys),
         threads_(ny_ * nx_),
         d_(static_cast<int>(s.d)),
         d4_(d_ / 4),
@@ -186,24 +192,43 @@ class AttentionKernel {
   }
   // The loop over `count` vectors of 4 moved by all threads: f(vector index),
   // guarded on the last round where the threads do not divide `count`.
-  void Cooperative(int64_t count, const std::function<void(const Expr&)>& f) {
+  void Cooperative(int64_t count, const std::function<void(const Expr&, int)>& f) {
     for (int64_t p = 0; p * threads_ < count; ++p) {
       Expr idx = t_ + static_cast<int>(p * threads_);
+      const int round = static_cast<int>(p);
       if ((p + 1) * threads_ <= count) {
-        f(idx);
+        f(idx, round);
       } else {
-        b_.If(idx < static_cast<int>(count), [&] { f(idx); });
+        b_.If(idx < static_cast<int>(count), [&] { f(idx, round); });
       }
     }
   }
-  // A vector of global memory stored k-major (transposed) into `shared`
-  // rows of `width`: element e of `v` at [(c + e) * width + r].
-  void StoreTransposed(const Buffer& shared, const Expr& v, const Expr& r, const Expr& c,
-                       int width) {
-    b_.Store(stage_, {Vec(0)}, v);
-    for (int e = 0; e < 4; ++e) {
-      b_.Store(shared, {(c + e) * width + r}, ir::Load(stage_, {I32(e)}));
-    }
+  int Rounds() const { return static_cast<int>((bk_ * d4_ + threads_ - 1) / threads_); }
+  // The block of K or V at key k0 into `stage` registers, a vector per round
+  // of the cooperative loop; Store* then moves them into KVs: K k-major
+  // (KVs[c * Bk + key]), V row-major (KVs[key * D + c]). Keys past Sk are
+  // clamped (hidden by the scores' mask).
+  void LoadBlock(const Buffer& global, const Expr& k0, const Buffer& stage, bool k_major) {
+    Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
+      Expr r = k_major ? idx % bk_ : idx / d4_;
+      Expr c = k_major ? (idx / bk_) * 4 : (idx % d4_) * 4;
+      Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
+      b_.Store(stage, {Vec(4 * p)}, ToF32(ir::Load(global, At(key, ir::Ramp(c, 1, 4)))));
+    });
+  }
+  void StoreK(const Buffer& stage) {
+    Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
+      Expr r = idx % bk_, c = (idx / bk_) * 4;
+      for (int e = 0; e < 4; ++e) {
+        b_.Store(KVs_, {(c + e) * bk_ + r}, ir::Load(stage, {I32(4 * p + e)}));
+      }
+    });
+  }
+  void StoreV(const Buffer& stage) {
+    Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
+      Expr r = idx / d4_, c = (idx % d4_) * 4;
+      b_.Store(KVs_, {ir::Ramp(r * d_ + c, 1, 4)}, ir::Load(stage, {Vec(4 * p)}));
+    });
   }
   // Column vector ci of the thread's accumulator columns, guarded where the
   // threads across do not divide D / 4.
@@ -236,20 +261,22 @@ class AttentionKernel {
     Local("stage", 4, [&](const Buffer& stage) {
       stage_ = stage;
       // Q, scaled, k-major: Qs[c * Bq + query].
-      Cooperative(bq_ * d4_, [&](const Expr& idx) {
+      Cooperative(bq_ * d4_, [&](const Expr& idx, int) {
         Expr r = idx % bq_, c = (idx / bq_) * 4;
         Expr row = ir::Min(q0_ + r, static_cast<int>(s_.sq) - 1);
-        StoreTransposed(Qs_, ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) *
-                                 ir::Broadcast(F32(scale_), 4),
-                        r, c, bq_);
+        b_.Store(stage_, {Vec(0)}, ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) *
+                                       ir::Broadcast(F32(scale_), 4));
+        for (int e = 0; e < 4; ++e) {
+          b_.Store(Qs_, {(c + e) * bq_ + r}, ir::Load(stage_, {I32(e)}));
+        }
       });
-      Local("s", kTile * kTile, [&](const Buffer& sc) {
-        Local("acc", kTile * cols_ * 4, [&](const Buffer& acc) {
-          Local("m", kTile, [&](const Buffer& m) {
-            Local("l", kTile, [&](const Buffer& l) {
-              Local("af", 4, [&](const Buffer& af) {
+      Local("s", kQueries * kKeys, [&](const Buffer& sc) {
+        Local("acc", kQueries * cols_ * 4, [&](const Buffer& acc) {
+          Local("m", kQueries, [&](const Buffer& m) {
+            Local("l", kQueries, [&](const Buffer& l) {
+              Local("af", kQueries, [&](const Buffer& af) {
                 Local("bf", 4, [&](const Buffer& bf) {
-                  Local("pt", kTile * kTile, [&](const Buffer& pt) {
+                  Local("pt", kQueries * kKeys, [&](const Buffer& pt) {
                     s_buf_ = sc;
                     acc_ = acc;
                     m_ = m;
@@ -268,52 +295,98 @@ class AttentionKernel {
     });
   }
 
+  // The thread's kQueries queries as vectors of 4: h-th at ty * kQueries + 4 h.
+  Expr QueryVec(const Expr& base, int h) const {
+    return ir::Ramp(base + ty_ * kQueries + 4 * h, 1, 4);
+  }
+  // Red[x][thread's queries] combined over x = 0..nx with `op` into `into`.
+  void CombineRed(const Buffer& into, bool max) {
+    for (int h = 0; h < kQueries / 4; ++h) {
+      b_.Store(into, {Vec(4 * h)}, ir::Load(Red_, {QueryVec(I32(0), h)}));
+      for (int x = 1; x < nx_; ++x) {
+        Expr other = ir::Load(Red_, {QueryVec(I32(x * pstride_), h)});
+        Expr mine = ir::Load(into, {Vec(4 * h)});
+        b_.Store(into, {Vec(4 * h)}, max ? ir::Max(mine, other) : mine + other);
+      }
+    }
+  }
+  void StoreRed(const Buffer& from) {
+    for (int h = 0; h < kQueries / 4; ++h) {
+      b_.Store(Red_, {QueryVec(tx_ * pstride_, h)}, ir::Load(from, {Vec(4 * h)}));
+    }
+  }
+
   void Body() {
-    for (int qi = 0; qi < kTile; ++qi) {
+    for (int qi = 0; qi < kQueries; ++qi) {
       for (int ci = 0; ci < cols_; ++ci) b_.Store(acc_, {AccVec(qi, ci)}, ir::Broadcast(F32(0), 4));
     }
-    b_.Store(m_, {Vec(0)}, ir::Broadcast(NegInf(), 4));
-    b_.Store(l_, {Vec(0)}, ir::Broadcast(F32(0), 4));
+    // As vectors: the code generator keeps them vectors (CPU drivers compile the kernel several
+    // times faster than with separate variables).
+    for (int h = 0; h < kQueries / 4; ++h) {
+      b_.Store(m_, {Vec(4 * h)}, ir::Broadcast(NegInf(), 4));
+      b_.Store(l_, {Vec(4 * h)}, ir::Broadcast(F32(0), 4));
+    }
     // Causal: blocks past the workgroup's last query hold no visible key.
     Expr last_row = ir::Min(q0_ + bq_, static_cast<int>(s_.sq)) - 1;
     Expr blocks = o_.causal ? ir::Min(last_row / bk_ + 1, static_cast<int>(k_blocks_))
                             : I32(k_blocks_);
-    b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
-      Var k0 = b_.Let("k0", kb * bk_);
-      // K, k-major: KVs[c * Bk + key] (keys past Sk clamped, hidden below).
-      Cooperative(bk_ * d4_, [&](const Expr& idx) {
-        Expr r = idx % bk_, c = (idx / bk_) * 4;
-        Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
-        StoreTransposed(KVs_, ToF32(ir::Load(K_, At(key, ir::Ramp(c, 1, 4)))), r, c, bk_);
+    // Where each thread moves at most kMaxPrefetchRounds vectors of a block,
+    // each block's K and V reach registers one block ahead (the last block
+    // loads itself again), so their global reads overlap the math; they are
+    // stored into shared memory where it is free: V once the scores are done
+    // with K, the next K once the output is done with V. Otherwise (more
+    // registers than that would hold, and CPU drivers compile the values
+    // kept across barriers slowly) each block is read when it is needed.
+    const bool prefetch = Rounds() <= kMaxPrefetchRounds;
+    Local("kn", 4 * Rounds(), [&](const Buffer& kn) {
+      Local("vn", 4 * Rounds(), [&](const Buffer& vn) {
+        if (prefetch) {
+          LoadBlock(K_, I32(0), kn, /*k_major=*/true);
+          StoreK(kn);
+          LoadBlock(V_, I32(0), vn, /*k_major=*/false);
+          b_.Barrier();
+        }
+        b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
+          Var k0 = b_.Let("k0", kb * bk_);
+          Var next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
+          if (prefetch) {
+            LoadBlock(K_, next, kn, /*k_major=*/true);
+          } else {
+            LoadBlock(K_, k0, kn, /*k_major=*/true);
+            StoreK(kn);
+            b_.Barrier();
+          }
+          Scores(k0);
+          b_.Barrier();
+          if (!prefetch) LoadBlock(V_, k0, vn, /*k_major=*/false);
+          StoreV(vn);  // V replaces K
+          if (prefetch) LoadBlock(V_, next, vn, /*k_major=*/false);
+          Softmax();
+          b_.Barrier();
+          Accumulate();
+          b_.Barrier();
+          if (prefetch) {
+            StoreK(kn);
+            b_.Barrier();
+          }
+        });
       });
-      b_.Barrier();
-      Scores(k0);
-      b_.Barrier();
-      // V replaces K, row-major: KVs[key * D + c].
-      Cooperative(bk_ * d4_, [&](const Expr& idx) {
-        Expr r = idx / d4_, c = (idx % d4_) * 4;
-        Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
-        b_.Store(KVs_, {ir::Ramp(r * d_ + c, 1, 4)},
-                 ToF32(ir::Load(V_, At(key, ir::Ramp(c, 1, 4)))));
-      });
-      Softmax();
-      b_.Barrier();
-      Accumulate();
-      b_.Barrier();
     });
     Finish();
   }
 
-  // s = Q K^T for the thread's 4 x 4 tile, masked; its partial row maxima
+  // s = Q K^T for the thread's tq x 4 tile, masked; its partial row maxima
   // (with the running maxima) into Red[tx][query].
   void Scores(const Var& k0) {
-    for (int qi = 0; qi < kTile; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
+    for (int qi = 0; qi < kQueries; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
     b_.For("kc", ir::LoopKind::kSerial, 0, I32(d4_), [&](const Var& kc) {
       for (int e = 0; e < 4; ++e) {
         Expr k = kc * 4 + e;
-        b_.Store(af_, {Vec(0)}, ir::Load(Qs_, {ir::Ramp(k * bq_ + ty_ * kTile, 1, 4)}));
-        b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(k * bk_ + tx_ * kTile, 1, 4)}));
-        for (int qi = 0; qi < kTile; ++qi) {
+        for (int h = 0; h < kQueries / 4; ++h) {
+          b_.Store(af_, {Vec(4 * h)}, ir::Load(Qs_, {QueryVec(k * bq_, h)}));
+        }
+        b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(k * bk_ + tx_ * kKeys, 1, 4)}));
+        for (int qi = 0; qi < kQueries; ++qi) {
           b_.Store(s_buf_, {Vec(qi * 4)},
                    ir::Load(s_buf_, {Vec(qi * 4)}) +
                        ir::Broadcast(ir::Load(af_, {I32(qi)}), 4) * ir::Load(bf_, {Vec(0)}));
@@ -321,11 +394,11 @@ class AttentionKernel {
       }
     });
     const bool ragged = s_.sk % bk_ != 0;
-    for (int qi = 0; qi < kTile; ++qi) {
-      Expr row = q0_ + ty_ * kTile + qi;
+    for (int qi = 0; qi < kQueries; ++qi) {
+      Expr row = q0_ + ty_ * kQueries + qi;
       Expr mx = ir::Load(m_, {I32(qi)});
-      for (int kj = 0; kj < kTile; ++kj) {
-        Expr key = k0 + tx_ * kTile + kj;
+      for (int kj = 0; kj < kKeys; ++kj) {
+        Expr key = k0 + tx_ * kKeys + kj;
         Expr v = ir::Load(s_buf_, {I32(qi * 4 + kj)});
         if (o_.mask) {
           v = v + ToF32(ir::Load(M_, {ir::Min(row, static_cast<int>(s_.sq) - 1),
@@ -340,19 +413,14 @@ class AttentionKernel {
       }
       b_.Store(pt_, {I32(qi)}, mx);
     }
-    b_.Store(Red_, {ir::Ramp(tx_ * pstride_ + ty_ * kTile, 1, 4)}, ir::Load(pt_, {Vec(0)}));
+    StoreRed(pt_);
   }
 
   // The new row maxima from every thread's partial ones; P = exp(s - max)
   // into Ps[key][query]; the accumulator and partial sums rescaled.
   void Softmax() {
-    b_.Store(af_, {Vec(0)}, ir::Load(Red_, {ir::Ramp(ty_ * kTile, 1, 4)}));
-    for (int x = 1; x < nx_; ++x) {
-      b_.Store(af_, {Vec(0)},
-               ir::Max(ir::Load(af_, {Vec(0)}),
-                       ir::Load(Red_, {ir::Ramp(x * pstride_ + ty_ * kTile, 1, 4)})));
-    }
-    for (int qi = 0; qi < kTile; ++qi) {
+    CombineRed(af_, /*max=*/true);
+    for (int qi = 0; qi < kQueries; ++qi) {
       Var m_new = b_.Let(StrCat("m_new", qi), ir::Load(af_, {I32(qi)}));
       // All scores so far -inf: keep exp() away from -inf - -inf.
       Var m_safe = b_.Let(StrCat("m_safe", qi), ir::Select(m_new == NegInf(), F32(0.0), m_new));
@@ -366,11 +434,13 @@ class AttentionKernel {
         b_.Store(acc_, {AccVec(qi, ci)},
                  ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(corr, 4));
       }
-      for (int kj = 0; kj < kTile; ++kj) b_.Store(pt_, {I32(kj * 4 + qi)}, p(kj));
+      for (int kj = 0; kj < kKeys; ++kj) b_.Store(pt_, {I32(kj * kQueries + qi)}, p(kj));
     }
-    for (int kj = 0; kj < kTile; ++kj) {
-      b_.Store(Ps_, {ir::Ramp((tx_ * kTile + kj) * pstride_ + ty_ * kTile, 1, 4)},
-               ir::Load(pt_, {Vec(kj * 4)}));
+    for (int kj = 0; kj < kKeys; ++kj) {
+      for (int h = 0; h < kQueries / 4; ++h) {
+        b_.Store(Ps_, {QueryVec((tx_ * kKeys + kj) * pstride_, h)},
+                 ir::Load(pt_, {Vec(kj * kQueries + 4 * h)}));
+      }
     }
   }
 
@@ -379,10 +449,12 @@ class AttentionKernel {
     b_.For("jc", ir::LoopKind::kSerial, 0, I32(bk_ / 4), [&](const Var& jc) {
       for (int e = 0; e < 4; ++e) {
         Expr j = jc * 4 + e;
-        b_.Store(af_, {Vec(0)}, ir::Load(Ps_, {ir::Ramp(j * pstride_ + ty_ * kTile, 1, 4)}));
+        for (int h = 0; h < kQueries / 4; ++h) {
+          b_.Store(af_, {Vec(4 * h)}, ir::Load(Ps_, {QueryVec(j * pstride_, h)}));
+        }
         OverColumns([&](int ci, const Expr& c) {
           b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(j * d_ + c, 1, 4)}));
-          for (int qi = 0; qi < kTile; ++qi) {
+          for (int qi = 0; qi < kQueries; ++qi) {
             b_.Store(acc_, {AccVec(qi, ci)},
                      ir::Load(acc_, {AccVec(qi, ci)}) +
                          ir::Broadcast(ir::Load(af_, {I32(qi)}), 4) * ir::Load(bf_, {Vec(0)}));
@@ -394,16 +466,11 @@ class AttentionKernel {
 
   // The row sums from every thread's partial ones, then O = acc / sum.
   void Finish() {
-    b_.Store(Red_, {ir::Ramp(tx_ * pstride_ + ty_ * kTile, 1, 4)}, ir::Load(l_, {Vec(0)}));
+    StoreRed(l_);
     b_.Barrier();
-    b_.Store(l_, {Vec(0)}, ir::Load(Red_, {ir::Ramp(ty_ * kTile, 1, 4)}));
-    for (int x = 1; x < nx_; ++x) {
-      b_.Store(l_, {Vec(0)},
-               ir::Load(l_, {Vec(0)}) +
-                   ir::Load(Red_, {ir::Ramp(x * pstride_ + ty_ * kTile, 1, 4)}));
-    }
-    for (int qi = 0; qi < kTile; ++qi) {
-      Var row = b_.Let(StrCat("row", qi), q0_ + ty_ * kTile + qi);
+    CombineRed(l_, /*max=*/false);
+    for (int qi = 0; qi < kQueries; ++qi) {
+      Var row = b_.Let(StrCat("row", qi), q0_ + ty_ * kQueries + qi);
       b_.If(row < static_cast<int>(s_.sq), [&] {
         Var inv = b_.Let(StrCat("inv", qi), F32(1.0) / ir::Load(l_, {I32(qi)}));
         OverColumns([&](int ci, const Expr& c) {
@@ -439,6 +506,12 @@ constexpr AttentionTile kTiles[] = {{64, 32}, {32, 32}, {16, 32}, {32, 16},
 // longer fits registers well (and CPU drivers compile the kernel slowly).
 constexpr int64_t kMaxColumnVectors = 4;
 
+bool Fits(const AttentionTile& tile, int64_t head_dim, const Target& target) {
+  return AttentionSharedBytes(tile, head_dim) <= target.limits.max_workgroup_storage_bytes &&
+         tile.threads() <= target.limits.max_invocations_per_workgroup &&
+         tile.threads() <= target.limits.max_workgroup_size_x;
+}
+
 }  // namespace
 
 std::string AttentionTile::ToString() const {
@@ -448,18 +521,16 @@ std::string AttentionTile::ToString() const {
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim) {
   const int64_t stride = tile.queries + 4;
   return 4 * (head_dim * tile.queries + head_dim * tile.keys +
-              (tile.keys + tile.keys / kTile) * stride);
+              (tile.keys + tile.keys / kKeys) * stride);
 }
 
 StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target) {
   // First the tiles whose accumulators stay small, then any that fits.
   for (bool small_accumulator : {true, false}) {
     for (const AttentionTile& tile : kTiles) {
-      const int64_t across = tile.keys / kTile;
+      const int64_t across = tile.keys / kKeys;
       const int64_t column_vectors = (head_dim / 4 + across - 1) / across;
-      if (AttentionSharedBytes(tile, head_dim) <= target.limits.max_workgroup_storage_bytes &&
-          tile.threads() <= target.limits.max_invocations_per_workgroup &&
-          tile.threads() <= target.limits.max_workgroup_size_x &&
+      if (Fits(tile, head_dim, target) &&
           (!small_accumulator || column_vectors <= kMaxColumnVectors)) {
         return tile;
       }
@@ -473,12 +544,39 @@ StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& tar
                          AttentionSharedBytes(last, head_dim), " bytes) for D = ", head_dim);
 }
 
+Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Target& target) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("attention tile ", tile.ToString(), ": ", why);
+  };
+  if (tile.queries < 4 || tile.queries > 256 || tile.queries % 4 != 0) {
+    return bad("queries must be a multiple of 4 from 4 to 256");
+  }
+  if (tile.keys < 4 || tile.keys > 128 || tile.keys % 4 != 0) {
+    return bad("keys must be a multiple of 4 from 4 to 128");
+  }
+  if (!Fits(tile, head_dim, target)) {
+    return bad(StrCat("for D = ", head_dim, " it takes ", AttentionSharedBytes(tile, head_dim),
+                      " bytes of workgroup storage and ", tile.threads(),
+                      " invocations; the target allows ",
+                      target.limits.max_workgroup_storage_bytes, " and ",
+                      std::min(target.limits.max_invocations_per_workgroup,
+                               target.limits.max_workgroup_size_x)));
+  }
+  return Status::Ok();
+}
+
 StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
                                  const Target& target, const AttentionOptions& o,
                                  std::string name) {
   KILN_ASSIGN_OR_RETURN(Shapes s, CheckAttention(q, k, v, target, o));
   if (name.empty()) name = "attention";
-  KILN_ASSIGN_OR_RETURN(AttentionTile tile, DefaultAttentionTile(s.d, target));
+  AttentionTile tile;
+  if (o.tile) {
+    KILN_RETURN_IF_ERROR(CheckAttentionTile(*o.tile, s.d, target));
+    tile = *o.tile;
+  } else {
+    KILN_ASSIGN_OR_RETURN(tile, DefaultAttentionTile(s.d, target));
+  }
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
   AttentionKernel kernel(s, tile, q, o, scale, name);
   ir::Function f = kernel.Build();

@@ -361,10 +361,24 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
 // ---------------------------------------------------------------------------
 // Attention (attention.cc)
 
+// The fused attention kernel's blocking: a workgroup of (queries / 4) x
+// (keys / 4) threads computes `queries` queries against blocks of `keys`
+// keys; each thread a 4 x 4 tile of the block's scores and 4 rows of the
+// output.
+struct AttentionTile {
+  int64_t queries = 64;
+  int64_t keys = 32;
+  int64_t threads() const { return queries / 4 * (keys / 4); }
+  // "64 queries x 32 keys per block, 128 threads".
+  std::string ToString() const;
+  friend bool operator==(const AttentionTile&, const AttentionTile&) = default;
+};
+
 struct AttentionOptions {
   bool causal = false;             // key j is visible to query i where j <= i
   std::optional<TensorType> mask;  // [Sq, Sk], added to the scores (Q's dtype)
   std::optional<double> scale;     // default 1 / sqrt(D)
+  std::optional<AttentionTile> tile;  // default DefaultAttentionTile
 };
 
 // O = softmax(Q K^T * scale + mask) V over the keys, fused: Q [..., Sq, D],
@@ -372,31 +386,25 @@ struct AttentionOptions {
 // of 4 up to 128; f32 or f16 (computes in f32). Parameters Q, K, V, mask
 // where given, O (Q's shape); `name` defaults to "attention". A query that
 // sees no key (all masked with -inf) gives NaN. Schedule: a workgroup per
-// DefaultAttentionTile queries, keys and values through shared memory a
-// block at a time with an online softmax, each thread a 4 x 4 register tile
-// of the block's scores and 4 queries of the output.
+// tile of queries (options.tile, else DefaultAttentionTile), keys and values
+// through shared memory a block at a time with an online softmax, each
+// thread a 4 x 4 register tile of the block's scores and 4 queries of the
+// output.
 StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
                                  const Target& target, const AttentionOptions& options = {},
                                  std::string name = "");
 
-// The fused attention kernel's blocking: a workgroup of (queries / 4) x
-// (keys / 4) threads computes `queries` queries against blocks of `keys`
-// keys.
-struct AttentionTile {
-  int64_t queries = 64;
-  int64_t keys = 32;
-  int64_t threads() const { return queries / 4 * (keys / 4); }
-  // "64 queries x 32 keys per block, 128 threads".
-  std::string ToString() const;
-};
 // Bytes of workgroup memory the kernel takes: Q (D x queries f32), a block
 // of K or V (D x keys), the block's probabilities and the partial row
 // statistics (keys + keys / 4 rows of queries + 4).
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim);
-// The first of 64x32, 32x32, 16x32, 32x16, 16x16, 16x8 and 8x8 (queries x
-// keys) that fits the target's workgroup storage and size and leaves each
-// thread at most 4 vectors of output columns (16 accumulators per query);
-// failing that, the first that fits.
+// The first of these tiles (queries x keys) that fits the target's
+// workgroup storage and size and leaves each thread at most 4 vectors of
+// output columns (failing that, the first that fits): 64x32, 32x32, 16x32,
+// 32x16, 16x16, 16x8, 8x8.
 StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target);
+// That `tile` is well formed (queries a multiple of 4 up to 256, keys a
+// multiple of 4 up to 128) and fits the target for this D.
+Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Target& target);
 
 }  // namespace kiln::ops

@@ -381,6 +381,19 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   scaled.scale = std::numeric_limits<double>::infinity();
   ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, scaled).status(), {"scale must be finite"});
   EXPECT_TRUE(Attention({{1, 12, 512, 64}}, {{1, 12, 512, 64}}, {{1, 12, 512, 64}}, t).ok());
+  AttentionOptions tiled;
+  for (const auto& [tile, why] : std::vector<std::pair<AttentionTile, std::string>>{
+           {{66, 32}, "queries must be a multiple of 4"},
+           {{0, 32}, "queries must be a multiple of 4 from 4 to 256"},
+           {{32, 30}, "keys must be a multiple of 4"},
+           {{32, 256}, "keys must be a multiple of 4 from 4 to 128"},
+           {{64, 64}, "256 invocations"},
+           {{256, 16}, "bytes of workgroup storage"}}) {
+    tiled.tile = tile;
+    ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).status(), {"attention tile", why});
+  }
+  tiled.tile = AttentionTile{16, 16};
+  EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
 }
 
 }  // namespace
