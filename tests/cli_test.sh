@@ -279,6 +279,15 @@ d = json.load(open(sys.argv[1]))
 assert d["benchmark"] == "ops" and len(d["ops"]) >= 10, d
 assert all(o.get("compile_ms", -1) >= 0 and "ms" not in o for o in d["ops"] if "skip" not in o), d
 ' "$tmp/ops.json" || fail "bench ops --compile-only --json: $(cat "$tmp/ops.json")"
+# The rules' attention tile and subgroup use replaced; malformed and unusable tiles.
+out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8 --no-subgroups \
+  --repetitions 1 2>&1) || fail "bench ops --attention-tile 16,8: $out"
+grep -Eq "16 queries x 8 keys per block, 8 threads" <<<"$out" || fail "attention tile: $out"
+grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "attention tile check: $out"
+expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS \(two integers\), got '16x8'" \
+  "$kiln" bench ops --small --filter attention --attention-tile 16x8
+expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \
+  "$kiln" bench ops --small --filter "attention fused" --attention-tile 256,128
 # The work a kernel declares: its "flops" attribute, evaluated with the --arg values.
 "$kiln" compile "$src/examples/matmul_tiled.kir" -o "$tmp/mm.kmod" >/dev/null || fail "compile mm"
 out=$("$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=2048 --arg N=1024 --arg K=1024 \
