@@ -683,7 +683,8 @@ Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq
     }
     w.functions = {*f};
     auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
-    w.kernels = StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
+    w.kernels =
+        StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
   } else {
     const ops::Shape ss = {batch, heads, seq, seq};
     ops::MatmulOptions nt;
@@ -777,8 +778,10 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back(
         [&] { return MatmulInt8Workload(33, 129, 260, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
-    workloads.push_back([&] { return AttentionWorkload(true, 2, 3, 70, 16, target, options.attention_tile); });
-    workloads.push_back([&] { return AttentionWorkload(false, 2, 3, 70, 16, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return AttentionWorkload(true, 2, 3, 70, 16, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return AttentionWorkload(false, 2, 3, 70, 16, target, options.attention_tile); });
   } else {
     for (int64_t n : {4096, 8192}) {
       workloads.push_back([&, n] {
@@ -797,8 +800,10 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back(
         [&] { return MatmulInt8Workload(4096, 4096, 4096, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(32, 56, 256, 256, target); });
-    workloads.push_back([&] { return AttentionWorkload(true, 32, 12, 512, 64, target, options.attention_tile); });
-    workloads.push_back([&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return AttentionWorkload(true, 32, 12, 512, 64, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
   }
   for (const auto& make : workloads) {
     const auto built = std::chrono::steady_clock::now();

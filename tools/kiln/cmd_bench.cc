@@ -153,7 +153,8 @@ int BenchMatmul(const Args& args) {
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl"});
-  auto flags = Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
+  auto flags =
+      Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) {
     return PrintUsage(

@@ -8,8 +8,8 @@
 // the output accumulator. Q
 // (pre-scaled) stays in shared memory, k-major; each block of K passes
 // through shared memory k-major, then the block of V takes its place; both
-// are read from device memory into registers one block ahead. Per block: the scores, the new row maxima (partial maxima
-// combined through shared memory), P = exp(S - max) into shared memory, the
+// are read from device memory into registers one block ahead. Per block: the scores, the new row
+// maxima (partial maxima combined through shared memory), P = exp(S - max) into shared memory, the
 // accumulator and the per-thread partial row sums rescaled (the online
 // softmax), then O += P V. The row sums are combined once at the end. The
 // kernel is written with the IR builder: the block loop carries state across
@@ -115,7 +115,6 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
   }
   return s;
 }
-
 
 // Writes the kernel for one tile shape; see the comment at the top.
 class AttentionKernel {
@@ -254,8 +253,8 @@ class AttentionKernel {
     coords_.assign(s_.batch.size(), Expr());
     int64_t stride = 1;
     for (int i = static_cast<int>(s_.batch.size()) - 1; i >= 0; --i) {
-      coords_[i] = b_.Let(StrCat("b", i), (batch / static_cast<int>(stride)) %
-                                              static_cast<int>(s_.batch[i]));
+      coords_[i] = b_.Let(StrCat("b", i),
+                          (batch / static_cast<int>(stride)) % static_cast<int>(s_.batch[i]));
       stride *= s_.batch[i];
     }
     Local("stage", 4, [&](const Buffer& stage) {
@@ -264,8 +263,8 @@ class AttentionKernel {
       Cooperative(bq_ * d4_, [&](const Expr& idx, int) {
         Expr r = idx % bq_, c = (idx / bq_) * 4;
         Expr row = ir::Min(q0_ + r, static_cast<int>(s_.sq) - 1);
-        b_.Store(stage_, {Vec(0)}, ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) *
-                                       ir::Broadcast(F32(scale_), 4));
+        b_.Store(stage_, {Vec(0)},
+                 ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) * ir::Broadcast(F32(scale_), 4));
         for (int e = 0; e < 4; ++e) {
           b_.Store(Qs_, {(c + e) * bq_ + r}, ir::Load(stage_, {I32(e)}));
         }
@@ -328,8 +327,8 @@ class AttentionKernel {
     }
     // Causal: blocks past the workgroup's last query hold no visible key.
     Expr last_row = ir::Min(q0_ + bq_, static_cast<int>(s_.sq)) - 1;
-    Expr blocks = o_.causal ? ir::Min(last_row / bk_ + 1, static_cast<int>(k_blocks_))
-                            : I32(k_blocks_);
+    Expr blocks =
+        o_.causal ? ir::Min(last_row / bk_ + 1, static_cast<int>(k_blocks_)) : I32(k_blocks_);
     // Where each thread moves at most kMaxPrefetchRounds vectors of a block,
     // each block's K and V reach registers one block ahead (the last block
     // loads itself again), so their global reads overlap the math; they are
@@ -431,8 +430,7 @@ class AttentionKernel {
       auto p = [&](int kj) { return ir::Load(s_buf_, {I32(qi * 4 + kj)}); };
       b_.Store(l_, {I32(qi)}, ir::Load(l_, {I32(qi)}) * corr + ((p(0) + p(1)) + (p(2) + p(3))));
       for (int ci = 0; ci < cols_; ++ci) {
-        b_.Store(acc_, {AccVec(qi, ci)},
-                 ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(corr, 4));
+        b_.Store(acc_, {AccVec(qi, ci)}, ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(corr, 4));
       }
       for (int kj = 0; kj < kKeys; ++kj) b_.Store(pt_, {I32(kj * kQueries + qi)}, p(kj));
     }
@@ -555,12 +553,11 @@ Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Tar
     return bad("keys must be a multiple of 4 from 4 to 128");
   }
   if (!Fits(tile, head_dim, target)) {
-    return bad(StrCat("for D = ", head_dim, " it takes ", AttentionSharedBytes(tile, head_dim),
-                      " bytes of workgroup storage and ", tile.threads(),
-                      " invocations; the target allows ",
-                      target.limits.max_workgroup_storage_bytes, " and ",
-                      std::min(target.limits.max_invocations_per_workgroup,
-                               target.limits.max_workgroup_size_x)));
+    return bad(StrCat(
+        "for D = ", head_dim, " it takes ", AttentionSharedBytes(tile, head_dim),
+        " bytes of workgroup storage and ", tile.threads(), " invocations; the target allows ",
+        target.limits.max_workgroup_storage_bytes, " and ",
+        std::min(target.limits.max_invocations_per_workgroup, target.limits.max_workgroup_size_x)));
   }
   return Status::Ok();
 }

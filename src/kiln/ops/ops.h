@@ -375,9 +375,9 @@ struct AttentionTile {
 };
 
 struct AttentionOptions {
-  bool causal = false;             // key j is visible to query i where j <= i
-  std::optional<TensorType> mask;  // [Sq, Sk], added to the scores (Q's dtype)
-  std::optional<double> scale;     // default 1 / sqrt(D)
+  bool causal = false;                // key j is visible to query i where j <= i
+  std::optional<TensorType> mask;     // [Sq, Sk], added to the scores (Q's dtype)
+  std::optional<double> scale;        // default 1 / sqrt(D)
   std::optional<AttentionTile> tile;  // default DefaultAttentionTile
 };
 

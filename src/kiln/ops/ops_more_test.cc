@@ -370,8 +370,7 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   const Target t;
   ExpectError(Attention({{2, 9, 6}}, {{2, 9, 6}}, {{2, 9, 6}}, t).status(),
               {"D = 6", "multiple of 4"});
-  ExpectError(Attention({{2, 9, 8}}, {{2, 5, 4}}, {{2, 5, 4}}, t).status(),
-              {"K and V must be"});
+  ExpectError(Attention({{2, 9, 8}}, {{2, 5, 4}}, {{2, 5, 4}}, t).status(), {"K and V must be"});
   ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}, ir::kF16}, t).status(), {"shader-f16"});
   AttentionOptions masked;
   masked.mask = TensorType{{9, 8}};
@@ -379,7 +378,8 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
               {"mask of attention", "[Sq, Sk] = [9, 9]"});
   AttentionOptions scaled;
   scaled.scale = std::numeric_limits<double>::infinity();
-  ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, scaled).status(), {"scale must be finite"});
+  ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, scaled).status(),
+              {"scale must be finite"});
   EXPECT_TRUE(Attention({{1, 12, 512, 64}}, {{1, 12, 512, 64}}, {{1, 12, 512, 64}}, t).ok());
   AttentionOptions tiled;
   for (const auto& [tile, why] : std::vector<std::pair<AttentionTile, std::string>>{
@@ -390,7 +390,8 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
            {{64, 64}, "256 invocations"},
            {{256, 16}, "bytes of workgroup storage"}}) {
     tiled.tile = tile;
-    ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).status(), {"attention tile", why});
+    ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).status(),
+                {"attention tile", why});
   }
   tiled.tile = AttentionTile{16, 16};
   EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
