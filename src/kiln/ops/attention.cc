@@ -298,7 +298,7 @@ class AttentionKernel {
   Expr QueryVec(const Expr& base, int h) const {
     return ir::Ramp(base + ty_ * kQueries + 4 * h, 1, 4);
   }
-  // Red[x][thread's queries] combined over x = 0..nx with `op` into `into`.
+  // Red[x][thread's queries] combined over x = 0..nx (max, or sum) into `into`.
   void CombineRed(const Buffer& into, bool max) {
     for (int h = 0; h < kQueries / 4; ++h) {
       b_.Store(into, {Vec(4 * h)}, ir::Load(Red_, {QueryVec(I32(0), h)}));
@@ -319,8 +319,6 @@ class AttentionKernel {
     for (int qi = 0; qi < kQueries; ++qi) {
       for (int ci = 0; ci < cols_; ++ci) b_.Store(acc_, {AccVec(qi, ci)}, ir::Broadcast(F32(0), 4));
     }
-    // As vectors: the code generator keeps them vectors (CPU drivers compile the kernel several
-    // times faster than with separate variables).
     for (int h = 0; h < kQueries / 4; ++h) {
       b_.Store(m_, {Vec(4 * h)}, ir::Broadcast(NegInf(), 4));
       b_.Store(l_, {Vec(4 * h)}, ir::Broadcast(F32(0), 4));
@@ -347,8 +345,9 @@ class AttentionKernel {
         }
         b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
           Var k0 = b_.Let("k0", kb * bk_);
-          Var next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
+          Expr next;
           if (prefetch) {
+            next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
             LoadBlock(K_, next, kn, /*k_major=*/true);
           } else {
             LoadBlock(K_, k0, kn, /*k_major=*/true);
