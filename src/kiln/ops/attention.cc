@@ -373,7 +373,7 @@ class AttentionKernel {
     Finish();
   }
 
-  // s = Q K^T for the thread's tq x 4 tile, masked; its partial row maxima
+  // s = Q K^T for the thread's 4 x 4 tile, masked; its partial row maxima
   // (with the running maxima) into Red[tx][query].
   void Scores(const Var& k0) {
     for (int qi = 0; qi < kQueries; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
