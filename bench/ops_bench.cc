@@ -740,6 +740,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   result.gpu_timestamps = runner.timestamps();
   ops::Target target{runtime::TargetLimitsOf(*device), device->HasFeature(hal::Feature::kShaderF16),
                      device->HasFeature(hal::Feature::kSubgroups) && !options.no_subgroups};
+  result.subgroups = target.subgroups;
   const bool small = options.small;
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;

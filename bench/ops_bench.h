@@ -56,6 +56,9 @@ struct OpsTiming {
 struct OpsBenchResult {
   std::string device;
   bool gpu_timestamps = false;
+  // The reductions, softmax and norms combine through subgroup operations
+  // (the device has subgroups and they were not turned off).
+  bool subgroups = false;
   double copy_gb_per_s = 0;  // the ceiling: bytes read + written by the copy / time
   // Peers measured the same way: hand-written vec4 kernels with two input
   // streams (x + b1) and three ((x + b1) * b2), as the add and the chain.

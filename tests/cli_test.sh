@@ -277,6 +277,7 @@ python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["benchmark"] == "ops" and len(d["ops"]) >= 10, d
+assert isinstance(d["subgroups"], bool), d
 assert all(o.get("compile_ms", -1) >= 0 and "ms" not in o for o in d["ops"] if "skip" not in o), d
 ' "$tmp/ops.json" || fail "bench ops --compile-only --json: $(cat "$tmp/ops.json")"
 # The rules' attention tile and subgroup use replaced; malformed and unusable tiles.
@@ -284,6 +285,7 @@ out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8
   --repetitions 1 2>&1) || fail "bench ops --attention-tile 16,8: $out"
 grep -Eq "16 queries x 8 keys per block, 8 threads" <<<"$out" || fail "attention tile: $out"
 grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "attention tile check: $out"
+grep -Eq "^row combines: shared-memory tree \(--no-subgroups\)" <<<"$out" || fail "no-subgroups: $out"
 expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS \(two integers\), got '16x8'" \
   "$kiln" bench ops --small --filter attention --attention-tile 16x8
 expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \

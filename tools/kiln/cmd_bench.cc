@@ -223,6 +223,7 @@ int BenchOps(const Args& args) {
     JsonWriter w;
     w.BeginObject().Key("benchmark").String("ops").Key("device").String(r->device);
     w.Key("small").Bool(oo.small).Key("timing").String(timing);
+    w.Key("subgroups").Bool(r->subgroups);
     w.Key("copy_gb_per_s").Number(r->copy_gb_per_s);
     w.Key("hand_written_add_gb_per_s").Number(r->add_gb_per_s);
     w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s).Key("ops").BeginArray();
@@ -263,6 +264,9 @@ int BenchOps(const Args& args) {
   }
   std::printf("device: %s\n%s; ceiling: hand-written vec4 copy %.1f GB/s (read + write)\n",
               r->device.c_str(), timing, r->copy_gb_per_s);
+  std::printf("row combines: %s\n", r->subgroups      ? "subgroup operations"
+                                    : oo.no_subgroups ? "shared-memory tree (--no-subgroups)"
+                                                      : "shared-memory tree (no subgroups)");
   std::printf(
       "peers, hand-written the same way: x + b1 %.1f GB/s (%.0f%% of copy), "
       "(x + b1) * b2 %.1f GB/s (%.0f%%)\n\n",
