@@ -250,13 +250,7 @@ class AttentionKernel {
     Var batch = b_.Let("batch", block / static_cast<int>(q_blocks_));
     Var q_block = b_.Let("q_block", block % static_cast<int>(q_blocks_));
     q0_ = b_.Let("q0", q_block * bq_);
-    coords_.assign(s_.batch.size(), Expr());
-    int64_t stride = 1;
-    for (int i = static_cast<int>(s_.batch.size()) - 1; i >= 0; --i) {
-      coords_[i] = b_.Let(StrCat("b", i),
-                          (batch / static_cast<int>(stride)) % static_cast<int>(s_.batch[i]));
-      stride *= s_.batch[i];
-    }
+    coords_ = internal::UnflattenIndex(b_, batch, s_.batch, "b");
     Local("stage", 4, [&](const Buffer& stage) {
       stage_ = stage;
       // Q, scaled, k-major: Qs[c * Bq + query].

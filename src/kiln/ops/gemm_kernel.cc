@@ -6,6 +6,7 @@
 
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/ops/internal.h"
 
 namespace kiln::ops::internal {
 namespace {
@@ -166,13 +167,7 @@ class GemmKernel {
     Var rest = B_.Let("rest", block / static_cast<int>(tiles_n_));
     Var tile_m = B_.Let("tile_m", rest % static_cast<int>(tiles_m_));
     Var batch = B_.Let("batch", rest / static_cast<int>(tiles_m_));
-    coords_.assign(spec_.batch.size(), Expr());
-    int64_t stride = 1;
-    for (int d = static_cast<int>(spec_.batch.size()) - 1; d >= 0; --d) {
-      coords_[d] = B_.Let(StrCat("b", d),
-                          (batch / static_cast<int>(stride)) % static_cast<int>(spec_.batch[d]));
-      stride *= spec_.batch[d];
-    }
+    coords_ = UnflattenIndex(B_, batch, spec_.batch, "b");
     m0_ = B_.Let("m0", tile_m * bm_);
     n0_ = B_.Let("n0", tile_n * bn_);
     Var tid = B_.Let("tid", ty_ * kThreads + tx_);

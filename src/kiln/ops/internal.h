@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/ir/builder.h"
 #include "kiln/ops/ops.h"
 #include "kiln/te/te.h"
 
@@ -18,6 +19,12 @@ Status CheckTensor(const TensorType& t, const Target& target, std::string_view w
 
 // The shape as te extents (i32 constants).
 std::vector<ir::Expr> Extents(const Shape& shape);
+
+// The coordinates of row-major flat index `flat` over `dims`, each let-bound
+// in `b` as <prefix><d> (coordinate d = flat / (product of later dims) %
+// dims[d]).
+std::vector<ir::Expr> UnflattenIndex(ir::IRBuilder& b, const ir::Expr& flat, const Shape& dims,
+                                     std::string_view prefix);
 
 // The indices into a tensor of `shape` for the output element at
 // `out_index` of `out_shape`, which `shape` broadcasts to: aligned on the

@@ -115,6 +115,18 @@ std::vector<ir::Expr> Extents(const Shape& shape) {
   return out;
 }
 
+std::vector<ir::Expr> UnflattenIndex(ir::IRBuilder& b, const ir::Expr& flat, const Shape& dims,
+                                     std::string_view prefix) {
+  std::vector<ir::Expr> coords(dims.size());
+  int64_t stride = 1;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    coords[d] =
+        b.Let(StrCat(prefix, d), (flat / static_cast<int>(stride)) % static_cast<int>(dims[d]));
+    stride *= dims[d];
+  }
+  return coords;
+}
+
 std::vector<ir::Expr> BroadcastIndex(const Shape& shape, const Shape& out_shape,
                                      const std::vector<ir::Var>& out_index) {
   std::vector<ir::Expr> index;

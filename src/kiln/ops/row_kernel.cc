@@ -122,16 +122,21 @@ RowSchedule ChooseRowSchedule(const RowView& view, const Target& target, int pas
   return s;
 }
 
+namespace {
+// |x|'s bits as u32 (the sign cleared), against which 0x7f800000 separates
+// the finite values, the infinities and NaN.
+ir::Expr MagnitudeBits(const ir::Expr& x) {
+  return ir::Call(ir::Intrinsic::kBitwiseAnd,
+                  {ir::Reinterpret(ir::kU32, x), ir::IntConst(ir::kU32, 0x7fffffff)});
+}
+}  // namespace
+
 ir::Expr IsNan(const ir::Expr& x) {
-  ir::Expr bits = ir::Reinterpret(ir::kU32, x);
-  return ir::Call(ir::Intrinsic::kBitwiseAnd, {bits, ir::IntConst(ir::kU32, 0x7fffffff)}) >
-         ir::IntConst(ir::kU32, 0x7f800000);
+  return MagnitudeBits(x) > ir::IntConst(ir::kU32, 0x7f800000);
 }
 
 ir::Expr IsNonFinite(const ir::Expr& x) {
-  ir::Expr bits = ir::Reinterpret(ir::kU32, x);
-  return ir::Call(ir::Intrinsic::kBitwiseAnd, {bits, ir::IntConst(ir::kU32, 0x7fffffff)}) >=
-         ir::IntConst(ir::kU32, 0x7f800000);
+  return MagnitudeBits(x) >= ir::IntConst(ir::kU32, 0x7f800000);
 }
 
 ir::Expr NanIf(const ir::Expr& poisoned, const ir::Expr& value) {
@@ -238,41 +243,33 @@ void RowKernel::Pass(const ir::Buffer& x,
     ir::Expr v = ir::Load(x, view_.Index(o_, r));
     return x.dtype() == ir::kF32 ? v : ir::Cast(ir::kF32, v);
   };
+  // Element v of every thread, one statement each: guarded where the last
+  // ones fall past the row (every thread's element v is in the row when
+  // (v + 1) * t <= n).
+  auto steps = [&](int64_t count, const std::function<void(int64_t, const ir::Expr&)>& step) {
+    for (int64_t v = 0; v < count; ++v) {
+      const ir::Expr r = schedule_.cooperative ? tx_ + I32(v * t) : I32(v);
+      if ((v + 1) * t <= n) {
+        step(v, r);
+      } else {
+        b_.If(r < I32(n), [&] { step(v, r); });
+      }
+    }
+  };
   if (schedule_.cached > 0) {
     const bool fill = !cache_filled_;
     cache_filled_ = true;
-    for (int64_t v = 0; v < schedule_.cached; ++v) {
-      ir::Expr r = schedule_.cooperative ? tx_ + I32(v * t) : I32(v);
-      auto step = [&, v, r]() {
-        ir::Expr value;
-        if (fill) {
-          b_.Store(cache_, {I32(v)}, load(r));
-        }
-        value = ir::Load(cache_, {I32(v)});
-        fn(r, value);
-      };
-      // Every thread's element v is in the row when (v + 1) * t <= n.
-      if ((v + 1) * t <= n) {
-        step();
-      } else {
-        b_.If(r < I32(n), step);
-      }
-    }
+    steps(schedule_.cached, [&](int64_t v, const ir::Expr& r) {
+      if (fill) b_.Store(cache_, {I32(v)}, load(r));
+      fn(r, ir::Load(cache_, {I32(v)}));
+    });
     return;
   }
   if (schedule_.cooperative && (n + t - 1) / t <= kUnrolledPass) {
     // Few elements per thread: each one a step of its own, so that their
     // loads are all in flight at once (a loop with a trip count computed
     // per thread is not unrolled by every compiler).
-    for (int64_t v = 0; v * t < n; ++v) {
-      const ir::Expr r = tx_ + I32(v * t);
-      auto step = [&, r]() { fn(r, load(r)); };
-      if ((v + 1) * t <= n) {
-        step();
-      } else {
-        b_.If(r < I32(n), step);
-      }
-    }
+    steps((n + t - 1) / t, [&](int64_t, const ir::Expr& r) { fn(r, load(r)); });
   } else if (schedule_.cooperative) {
     b_.For(
         "r", ir::LoopKind::kSerial, tx_, I32(n) - tx_, [&](const ir::Var& r) { fn(r, load(r)); },
