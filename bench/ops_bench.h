@@ -39,6 +39,11 @@ struct OpsTiming {
   // The wall time of the timed submission (all repetitions back to back)
   // per repetition: launch gaps included, overlap of consecutive runs too.
   double wall_ms = 0;
+  // Back to back: the median wall time per run of batches of runs (about
+  // 50 ms each) recorded in one command buffer without timestamps, after
+  // the warm-up. Dispatch overheads between runs are included, as a
+  // program issuing the operator repeatedly sees them.
+  double back_to_back_ms = 0;
   // CPU time to build the workload's kernels (the operators' lowering) and
   // compile them to WGSL; not the implementation's pipeline creation.
   double compile_ms = 0;
@@ -47,6 +52,12 @@ struct OpsTiming {
   bool integer_ops = false;  // `flops` counts integer operations instead (int8 matmul: TOPS)
   double gb_per_s() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
   double tflops() const { return ms > 0 ? flops / (ms * 1e9) : 0; }
+  double back_to_back_gb_per_s() const {
+    return back_to_back_ms > 0 ? bytes / (back_to_back_ms * 1e6) : 0;
+  }
+  double back_to_back_tflops() const {
+    return back_to_back_ms > 0 ? flops / (back_to_back_ms * 1e9) : 0;
+  }
   double max_error = 0;  // against the reference, over the checked elements
   int64_t checked = 0;   // elements compared with the reference
   bool pass = false;
@@ -60,6 +71,7 @@ struct OpsBenchResult {
   // (the device has subgroups and they were not turned off).
   bool subgroups = false;
   double copy_gb_per_s = 0;  // the ceiling: bytes read + written by the copy / time
+  double copy_back_to_back_gb_per_s = 0;  // the same, timed back to back
   // Peers measured the same way: hand-written vec4 kernels with two input
   // streams (x + b1) and three ((x + b1) * b2), as the add and the chain.
   double add_gb_per_s = 0, mul_add_gb_per_s = 0;

@@ -20,11 +20,16 @@ commands:
   bench dispatch [--json]       HAL dispatch cost against raw webgpu.h
   bench matmul [--size N]       kiln's tiled matmul against the same in hand-written WGSL
   bench compile [DIR...]        time to compile each kernel of the corpus to WGSL
+  bench kernel K.kmod --fn NAME GPU time of one kernel of a module, with its GB/s or FLOP/s
+  bench ops [--small] [--json]  the operator library at its judged shapes, each checked,
+                                beside a copy ceiling measured in the same run
 
 device flags (all commands that use a device):
   --impl dawn|wgpu              WebGPU implementation ($KILN_IMPL)
   --backend vulkan|opengl|...   backend ($KILN_BACKEND)
   --feature-level core|compatibility
+  --trusted                     no robustness transform or workgroup zeroing: for kernels
+                                proven in bounds only ($KILN_TRUSTED=1; docs/hal.md)
 
 every command:
   --help, -h                    its usage and flags

@@ -614,6 +614,41 @@ TEST(CompileTest, CompileFunctionLowersAndKeepsSourceShapes) {
   EXPECT_TRUE(Contains(f->wgsl, "A[bx] = A[bx] + vec4<f32>(1f);")) << f->wgsl;
 }
 
+// Indices written through let-bound variables still prove alignment: the
+// lets are followed (integer arithmetic is split into its quotient, a value
+// that loads is divided exactly), and a let that is not a multiple of the
+// width leaves its array plain (tests/corpus/packed_through_lets.kir runs
+// the same on every device).
+TEST(CompileTest, IndicesThroughLetsArePackedWhereAligned) {
+  StatusOr<Function> f = ParseFunction(R"(
+fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[n], n: i32) {
+  for b in blockIdx.x(0, n / 64) {
+    alloc T: f32[64] shared {
+      for t in threadIdx.x(0, 16) {
+        let base: i32 = t * 4
+        let row = b * 64 + base
+        T[ramp(base, 1, 4)] = X[ramp(row, 1, 4)]
+        workgroup_barrier()
+        let off: i32 = ((O[row] % 8 + 8) % 8) * 4 + 9
+        Y[ramp(row, 1, 4)] = T[ramp(off - 1, 1, 4)] + broadcast(T[off + 2], 4)
+        let odd = row + 1
+        Z[ramp(odd, 1, 4)] = T[ramp(base, 1, 4)]
+      }
+    }
+  }
+})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  StatusOr<CompiledFunction> c = CompileFunction(*f);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& w = c->wgsl;
+  EXPECT_TRUE(Contains(w, "var<storage, read> X : array<vec4<f32>>;")) << w;
+  EXPECT_TRUE(Contains(w, "var<storage, read_write> Y : array<vec4<f32>>;")) << w;
+  EXPECT_TRUE(Contains(w, "var<storage, read_write> Z : array<f32>;")) << w;
+  EXPECT_TRUE(Contains(w, "var<workgroup> T : array<vec4<f32>, 16>;")) << w;
+  EXPECT_TRUE(Contains(w, "T[t] = X[b * 16i + t];")) << w;
+  EXPECT_TRUE(Contains(w, "T[(off - 1i) / 4i] + vec4<f32>(T[(off - 1i) / 4i].w)")) << w;
+}
+
 TEST(CompileTest, CompileModuleCompilesEveryFunctionAndRoundTrips) {
   IRBuilder b1("first");
   Buffer A = b1.BufferParam("A", kF32, {1});

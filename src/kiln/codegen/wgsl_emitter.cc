@@ -135,7 +135,7 @@ std::string FunctionEmitter::PackedAccess(const PackedArray& array, const ir::Ex
   ir::Expr index = ir::Simplify(raw_index);
   const auto* ramp = index.as<ir::RampNode>();
   // ChoosePacking admits only ramps of the packing's width at multiples of it.
-  std::optional<LaneSplit> split = SplitByLanes(ramp ? ramp->base : index, lanes);
+  std::optional<LaneSplit> split = SplitByLanes(ramp ? ramp->base : index, lanes, &lets_);
   if (array.packing.split_vars) {
     // Every index is a constant (ChoosePacking), so the quotient is one too.
     auto group = split ? ir::AsConstInt(split->quotient) : std::nullopt;

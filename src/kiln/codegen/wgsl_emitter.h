@@ -63,6 +63,11 @@ class FunctionEmitter {
     packed_[buffer] = PackedArray{ArrayPacking{lanes, false}, buffers_.at(buffer), {}};
   }
 
+  // Records the let-bound values of the kernel's body, through which packed
+  // array indices are split (SplitByLanes); before DeclareParams and EmitBody.
+  void CollectLets(const ir::Stmt& body) { lets_ = CollectLetValues(body); }
+  const LetValues& lets() const { return lets_; }
+
   // Emits the statement at indentation `indent` (in units of two spaces).
   void EmitBody(const ir::Stmt& body, int indent);
 
@@ -163,6 +168,7 @@ class FunctionEmitter {
   std::unordered_map<const ir::VarNode*, std::string> vars_;
   std::unordered_map<const ir::BufferNode*, std::string> buffers_;
   std::unordered_map<const ir::BufferNode*, PackedArray> packed_;
+  LetValues lets_;
   std::unordered_set<const ir::BufferNode*> stored_;
   // Set while emitting a constant subtree: literals go through
   // WgslHelpers::RunTime.

@@ -69,6 +69,7 @@ StatusOr<CompiledFunction> KernelGenerator::Generate() {
   KILN_RETURN_IF_ERROR(CheckWorkgroupSize(launch_.workgroup_size, options_.limits));
   result_.metadata.name = function_.name();
   result_.metadata.entry_point = entry_point_;
+  emitter_.CollectLets(function_.body());
   KILN_RETURN_IF_ERROR(DeclareParams());
 
   emitter_.EmitBody(function_.body(), 1);
@@ -113,7 +114,7 @@ Status KernelGenerator::DeclareParams() {
       emitter_.BindBuffer(buffer.get(), buffer_names_.back());
       // Accessed only by aligned vectors: an array of vectors, one load or
       // store per access (docs/kernel-abi.md).
-      const int lanes = ChooseParamPacking(buffer, function_.body()).lanes;
+      const int lanes = ChooseParamPacking(buffer, function_.body(), &emitter_.lets()).lanes;
       buffer_lanes_.push_back(lanes);
       if (lanes > 1) emitter_.PackBuffer(buffer.get(), lanes);
     } else {

@@ -26,19 +26,44 @@ LaneSplit Normalize(const ir::Expr& quotient, int64_t remainder, int lanes) {
   return {AddConst(quotient, carry), remainder - carry * lanes};
 }
 
-std::optional<LaneSplit> Split(const ir::Expr& e, int lanes) {
+// Whether `e` is integer arithmetic on variables and constants, which can
+// be evaluated again wherever those variables are in scope.
+bool IsPureArithmetic(const ir::Expr& e) {
+  if (e.as<ir::IntImmNode>() || e.as<ir::VarNode>()) return true;
+  if (const auto* bin = e.as<ir::BinaryNode>()) {
+    return IsPureArithmetic(bin->a) && IsPureArithmetic(bin->b);
+  }
+  if (const auto* cast = e.as<ir::CastNode>()) {
+    return cast->value.dtype().is_int() && IsPureArithmetic(cast->value);
+  }
+  return false;
+}
+
+// Nesting of let-bound variables followed through, at most.
+constexpr int kMaxLetDepth = 16;
+
+std::optional<LaneSplit> Split(const ir::Expr& e, int lanes, const LetValues* lets, int depth) {
   ir::DataType type = e.dtype();
   if (const auto* imm = e.as<ir::IntImmNode>()) {
     int64_t q = FloorDivInt(imm->value, lanes);
     return LaneSplit{ir::IntConst(type, q), imm->value - q * lanes};
+  }
+  if (const auto* var = e.as<ir::VarNode>()) {
+    if (lets == nullptr || depth >= kMaxLetDepth) return std::nullopt;
+    auto it = lets->find(var);
+    if (it == lets->end() || !it->second.dtype().is_int()) return std::nullopt;
+    auto split = Split(it->second, lanes, lets, depth + 1);
+    if (!split || IsPureArithmetic(it->second)) return split;
+    return LaneSplit{(e - ir::IntConst(type, split->remainder)) / ir::IntConst(type, lanes),
+                     split->remainder};
   }
   const auto* bin = e.as<ir::BinaryNode>();
   if (bin == nullptr) return std::nullopt;
   switch (bin->op) {
     case ir::BinaryOp::kAdd:
     case ir::BinaryOp::kSub: {
-      auto a = Split(bin->a, lanes);
-      auto b = Split(bin->b, lanes);
+      auto a = Split(bin->a, lanes, lets, depth);
+      auto b = Split(bin->b, lanes, lets, depth);
       if (!a || !b) return std::nullopt;
       bool add = bin->op == ir::BinaryOp::kAdd;
       ir::Expr q = add ? a->quotient + b->quotient : a->quotient - b->quotient;
@@ -53,7 +78,7 @@ std::optional<LaneSplit> Split(const ir::Expr& e, int lanes) {
       if (c->value % lanes == 0) {
         return LaneSplit{*other * ir::IntConst(type, c->value / lanes), 0};
       }
-      auto o = Split(*other, lanes);
+      auto o = Split(*other, lanes, lets, depth);
       if (!o) return std::nullopt;
       // (lanes * q + r) * c = lanes * (q * c) + r * c.
       return Normalize(o->quotient * ir::IntConst(type, c->value), o->remainder * c->value, lanes);
@@ -94,10 +119,25 @@ class AccessCollector : public ir::StmtVisitor {
 // The largest number of separate variables an array becomes.
 constexpr int64_t kMaxSplitVariables = 256;
 
+class LetCollector : public ir::StmtVisitor {
+ public:
+  LetValues values;
+  void VisitLetStmt(const ir::LetStmtNode* op) override {
+    values.emplace(op->var.get(), op->value);
+    ir::StmtVisitor::VisitLetStmt(op);
+  }
+};
+
 }  // namespace
 
-std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes) {
-  auto split = Split(index, lanes);
+LetValues CollectLetValues(const ir::Stmt& body) {
+  LetCollector collector;
+  collector.VisitStmt(body);
+  return std::move(collector.values);
+}
+
+std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes, const LetValues* lets) {
+  auto split = Split(index, lanes, lets, 0);
   if (!split) return std::nullopt;
   split->quotient = ir::Simplify(split->quotient);
   return split;
@@ -109,7 +149,7 @@ namespace {
 // array's length is a known constant (else the split into variables is off).
 // `vectors_only`: any scalar access leaves the array unpacked.
 ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::optional<int64_t> size,
-                     bool vectors_only) {
+                     bool vectors_only, const LetValues* lets) {
   ir::DataType type = buffer.dtype();
   bool packable = !type.is_bool() && type.lanes == 1 && (type.bits == 32 || type.bits == 16);
   if (!packable) return {};
@@ -133,7 +173,7 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
         (lanes != 1 && lanes != n)) {
       return {};
     }
-    auto split = SplitByLanes(ramp->base, n);
+    auto split = SplitByLanes(ramp->base, n, lets);
     if (!split || split->remainder != 0) return {};
     lanes = n;
     const auto* imm = ramp->base.as<ir::IntImmNode>();
@@ -148,14 +188,15 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
 
 }  // namespace
 
-ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size) {
+ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size, const LetValues* lets) {
   if (op->buffer.scope() == ir::MemoryScope::kGlobal) return {};
-  return Analyze(op->buffer, op->body, size, /*vectors_only=*/false);
+  return Analyze(op->buffer, op->body, size, /*vectors_only=*/false, lets);
 }
 
-ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body) {
+ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body,
+                                const LetValues* lets) {
   // Only vectors: a scalar access would pick a component of a storage vector.
-  return Analyze(buffer, body, std::nullopt, /*vectors_only=*/true);
+  return Analyze(buffer, body, std::nullopt, /*vectors_only=*/true, lets);
 }
 
 }  // namespace kiln::codegen

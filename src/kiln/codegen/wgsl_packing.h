@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
 
 #include "kiln/ir/expr.h"
 #include "kiln/ir/stmt.h"
@@ -24,10 +25,19 @@ struct LaneSplit {
   int64_t remainder = 0;
 };
 
-// Splits an integer index expression by `lanes` through sums, differences
-// and multiplications by constants; nullopt where a term is not provably
-// a multiple of `lanes` plus a constant.
-std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes);
+// The values of a kernel's let-bound variables (each is bound once), so an
+// index written through them (`let base = tx * 4; B[base + 1]`) splits.
+using LetValues = std::unordered_map<const ir::VarNode*, ir::Expr>;
+LetValues CollectLetValues(const ir::Stmt& body);
+
+// Splits an integer index expression by `lanes` through sums, differences,
+// multiplications by constants and let-bound variables (`lets`); nullopt
+// where a term is not provably a multiple of `lanes` plus a constant. A
+// variable whose value is integer arithmetic on variables splits into that
+// arithmetic's quotient; any other (a value that loads, say) into
+// `(var - remainder) / lanes`, exact by construction.
+std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes,
+                                      const LetValues* lets = nullptr);
 
 struct ArrayPacking {
   int lanes = 1;            // elements per declared array element (1, 2 or 4)
@@ -36,11 +46,13 @@ struct ArrayPacking {
 
 // The layout of the flattened (rank 1) array `op` allocates, of `size`
 // elements, from every access in its body.
-ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size);
+ArrayPacking ChoosePacking(const ir::AllocateNode* op, int64_t size,
+                           const LetValues* lets = nullptr);
 
 // The layout of a (flattened) buffer parameter read and written in `body`:
 // an array of vecL where every access is a vector of width L at a provable
 // multiple of L, else plain. Its binding holds the same bytes either way.
-ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body);
+ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body,
+                                const LetValues* lets = nullptr);
 
 }  // namespace kiln::codegen

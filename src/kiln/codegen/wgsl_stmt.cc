@@ -91,7 +91,7 @@ void FunctionEmitter::Allocate(const ir::AllocateNode* op) {
     return;
   }
   std::string name = names_.Fresh(buffer.name());
-  ArrayPacking packing = ChoosePacking(op, *size);
+  ArrayPacking packing = ChoosePacking(op, *size, &lets_);
   std::string element = StorageType(buffer.dtype());
   if (packing.lanes > 1) element = StrCat("vec", packing.lanes, "<", element, ">");
   if (packing.split_vars) {
