@@ -649,6 +649,43 @@ fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[
   EXPECT_TRUE(Contains(w, "T[(off - 1i) / 4i] + vec4<f32>(T[(off - 1i) / 4i].w)")) << w;
 }
 
+// Workgroup arrays whose every index is a row plus a column the loop bounds
+// keep within the row are declared as rows: a constant row needs no clamp
+// under robustness, and a column that does not change in a loop is clamped
+// once (tests/corpus/workgroup_rows.kir runs such arrays on every device).
+TEST(CompileTest, WorkgroupArraysAreLaidOutInRowsWhereColumnsStayInside) {
+  StatusOr<Function> f = ParseFunction(R"(
+fn rows(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
+  for b in blockIdx.x(0, n / 128) {
+    alloc T: f32[128] shared {
+      alloc U: f32[32] shared {
+        for t in threadIdx.x(0, 8) {
+          for k in unroll(0, 4) {
+            T[ramp(k * 32 + t * 4, 1, 4)] = X[ramp(b * 128 + k * 32 + t * 4, 1, 4)]
+          }
+          U[t * 4] = 1.0
+          workgroup_barrier()
+          for k in unroll(0, 4) {
+            let col = t * 4
+            Y[ramp(b * 128 + k * 32 + col, 1, 4)] = T[ramp((3 - k) * 32 + col, 1, 4)] + broadcast(T[k * 32 + col + 1] + U[t + 3], 4)
+          }
+        }
+      }
+    }
+  }
+})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  StatusOr<CompiledFunction> c = CompileFunction(*f);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& w = c->wgsl;
+  EXPECT_TRUE(Contains(w, "var<workgroup> T : array<array<vec4<f32>, 8>, 4>;")) << w;
+  EXPECT_TRUE(Contains(w, "T[2i][t] = X[b * 32i + 16i + t];")) << w;
+  EXPECT_TRUE(Contains(w, "T[0i][t] + vec4<f32>(T[3i][t].y + U[t + 3i])")) << w;
+  // U[t * 4] reaches 28 and U[t + 3] 10: no row shorter than the array
+  // holds both, so U stays flat.
+  EXPECT_TRUE(Contains(w, "var<workgroup> U : array<f32, 32>;")) << w;
+}
+
 TEST(CompileTest, CompileModuleCompilesEveryFunctionAndRoundTrips) {
   IRBuilder b1("first");
   Buffer A = b1.BufferParam("A", kF32, {1});

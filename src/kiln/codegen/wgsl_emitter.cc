@@ -134,10 +134,11 @@ std::string FunctionEmitter::PackedAccess(const PackedArray& array, const ir::Ex
   const int lanes = array.packing.lanes;
   ir::Expr index = ir::Simplify(raw_index);
   const auto* ramp = index.as<ir::RampNode>();
-  // ChoosePacking admits only ramps of the packing's width at multiples of it.
-  std::optional<LaneSplit> split = SplitByLanes(ramp ? ramp->base : index, lanes, &lets_);
+  // The element's index (a vector's first), in elements of the IR buffer.
+  ir::Expr flat = ramp ? ramp->base : index;
   if (array.packing.split_vars) {
     // Every index is a constant (ChoosePacking), so the quotient is one too.
+    std::optional<LaneSplit> split = SplitByLanes(flat, lanes, &lets_);
     auto group = split ? ir::AsConstInt(split->quotient) : std::nullopt;
     if (!group || *group < 0 || *group >= static_cast<int64_t>(array.vars.size())) {
       return Fail("internal: index out of the split array '", array.name, "'");
@@ -146,19 +147,29 @@ std::string FunctionEmitter::PackedAccess(const PackedArray& array, const ir::Ex
     if (ramp || lanes == 1) return var;
     return StrCat(var, ".", kComponents[split->remainder]);
   }
+  std::string name = array.name;
+  if (array.packing.row_width > 0) {
+    // ChooseRows proved the column within its row for every access.
+    RowSplit rows = SplitByRow(flat, array.packing.row_width * lanes, &lets_);
+    name = StrCat(array.name, "[", StripParens(Expr(rows.row)), "]");
+    flat = rows.column;
+    if (lanes == 1) return StrCat(name, "[", StripParens(Expr(flat)), "]");
+  }
+  // ChoosePacking admits only ramps of the packing's width at multiples of it.
+  std::optional<LaneSplit> split = SplitByLanes(flat, lanes, &lets_);
   if (ramp) {
     if (!split || split->remainder != 0) {
       return Fail("internal: unaligned vector access to packed array '", array.name, "'");
     }
-    return StrCat(array.name, "[", StripParens(Expr(split->quotient)), "]");
+    return StrCat(name, "[", StripParens(Expr(split->quotient)), "]");
   }
   if (split) {
-    return StrCat(array.name, "[", StripParens(Expr(split->quotient)), "].",
+    return StrCat(name, "[", StripParens(Expr(split->quotient)), "].",
                   kComponents[split->remainder]);
   }
-  std::string i = Reusable(index, "index");
-  std::string n = WgslIntLiteral(lanes, index.dtype().is_int());
-  return StrCat(array.name, "[", i, " / ", n, "][", i, " % ", n, "]");
+  std::string i = Reusable(flat, "index");
+  std::string n = WgslIntLiteral(lanes, flat.dtype().is_int());
+  return StrCat(name, "[", i, " / ", n, "][", i, " % ", n, "]");
 }
 
 }  // namespace kiln::codegen

@@ -65,7 +65,10 @@ class FunctionEmitter {
 
   // Records the let-bound values of the kernel's body, through which packed
   // array indices are split (SplitByLanes); before DeclareParams and EmitBody.
-  void CollectLets(const ir::Stmt& body) { lets_ = CollectLetValues(body); }
+  void CollectLets(const ir::Stmt& body) {
+    lets_ = CollectLetValues(body);
+    root_ = body;
+  }
   const LetValues& lets() const { return lets_; }
 
   // Emits the statement at indentation `indent` (in units of two spaces).
@@ -169,6 +172,7 @@ class FunctionEmitter {
   std::unordered_map<const ir::BufferNode*, std::string> buffers_;
   std::unordered_map<const ir::BufferNode*, PackedArray> packed_;
   LetValues lets_;
+  ir::Stmt root_;  // the kernel's body (the loop bounds ChooseRows uses)
   std::unordered_set<const ir::BufferNode*> stored_;
   // Set while emitting a constant subtree: literals go through
   // WgslHelpers::RunTime.

@@ -4,6 +4,7 @@
 
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/mutator.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/visitor.h"
 
@@ -197,6 +198,186 @@ ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body,
                                 const LetValues* lets) {
   // Only vectors: a scalar access would pick a component of a storage vector.
   return Analyze(buffer, body, std::nullopt, /*vectors_only=*/true, lets);
+}
+
+namespace {
+
+// One term of an integer sum: coefficient * atom.
+struct Term {
+  int64_t coefficient;
+  ir::Expr atom;
+};
+
+// Flattens `e` * scale into terms and a constant through sums, differences,
+// products with constants and pure let-bound arithmetic; other
+// subexpressions are atoms. False where a coefficient would leave i32.
+bool Flatten(const ir::Expr& e, int64_t scale, const LetValues* lets, int depth,
+             std::vector<Term>& terms, int64_t& constant) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  if (scale <= -kLimit || scale >= kLimit) return false;
+  if (const auto* imm = e.as<ir::IntImmNode>()) {
+    constant += scale * imm->value;
+    return true;
+  }
+  if (const auto* bin = e.as<ir::BinaryNode>()) {
+    switch (bin->op) {
+      case ir::BinaryOp::kAdd:
+      case ir::BinaryOp::kSub:
+        return Flatten(bin->a, scale, lets, depth, terms, constant) &&
+               Flatten(bin->b, bin->op == ir::BinaryOp::kAdd ? scale : -scale, lets, depth, terms,
+                       constant);
+      case ir::BinaryOp::kMul:
+        if (auto c = ir::AsConstInt(bin->b)) {
+          return Flatten(bin->a, scale * *c, lets, depth, terms, constant);
+        }
+        if (auto c = ir::AsConstInt(bin->a)) {
+          return Flatten(bin->b, scale * *c, lets, depth, terms, constant);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (const auto* var = e.as<ir::VarNode>(); var && lets && depth < kMaxLetDepth) {
+    auto it = lets->find(var);
+    if (it != lets->end() && IsPureArithmetic(it->second)) {
+      return Flatten(it->second, scale, lets, depth + 1, terms, constant);
+    }
+  }
+  terms.push_back({scale, e});
+  return true;
+}
+
+ir::Expr SumOf(const std::vector<Term>& terms, int64_t constant, ir::DataType type) {
+  ir::Expr sum = ir::IntConst(type, constant);
+  for (const Term& t : terms) {
+    const int64_t magnitude = t.coefficient < 0 ? -t.coefficient : t.coefficient;
+    ir::Expr term = magnitude == 1 ? t.atom : t.atom * ir::IntConst(type, magnitude);
+    sum = t.coefficient < 0 ? sum - term : sum + term;
+  }
+  return ir::Simplify(sum);
+}
+
+// The accesses of one buffer, each with the bounds of the loops around it.
+class RangedAccessCollector : public ir::StmtVisitor {
+ public:
+  explicit RangedAccessCollector(const ir::BufferNode* buffer) : buffer_(buffer) {}
+  struct Access {
+    ir::Expr index;
+    ir::RangeMap ranges;
+  };
+  std::vector<Access> accesses;
+  bool unflattened = false;
+
+  void VisitFor(const ir::ForNode* op) override {
+    auto min = ir::AsConstInt(ir::Simplify(op->min));
+    auto extent = ir::AsConstInt(ir::Simplify(op->extent));
+    auto step = ir::AsConstInt(ir::Simplify(op->step));
+    const bool bounded = min && extent && step && *extent > 0 && *step > 0;
+    if (bounded) ranges_[op->loop_var.get()] = ir::IntRange{*min, *min + *extent - 1};
+    ir::StmtVisitor::VisitFor(op);
+    if (bounded) ranges_.erase(op->loop_var.get());
+  }
+  void VisitLoad(const ir::LoadNode* op) override {
+    Record(op->buffer, op->indices);
+    ir::StmtVisitor::VisitLoad(op);
+  }
+  void VisitStore(const ir::StoreNode* op) override {
+    Record(op->buffer, op->indices);
+    ir::StmtVisitor::VisitStore(op);
+  }
+
+ private:
+  void Record(const ir::Buffer& buffer, const std::vector<ir::Expr>& idx) {
+    if (buffer.get() != buffer_) return;
+    if (idx.size() != 1) {
+      unflattened = true;
+      return;
+    }
+    accesses.push_back({idx[0], ranges_});
+  }
+  const ir::BufferNode* buffer_;
+  ir::RangeMap ranges_;
+};
+
+// `e` with pure let-bound variables replaced by their values, so the range
+// analysis sees the loop variables they are made of.
+ir::Expr InlinePureLets(ir::Expr e, const LetValues* lets) {
+  if (lets == nullptr) return e;
+  ir::VarMap pure;
+  for (const auto& [var, value] : *lets) {
+    if (IsPureArithmetic(value)) pure.emplace(var, value);
+  }
+  for (int i = 0; i < kMaxLetDepth; ++i) {
+    ir::Expr next = ir::Substitute(e, pure);
+    if (next.get() == e.get()) break;
+    e = next;
+  }
+  return e;
+}
+
+bool ProvenWithin(const ir::Expr& column, int64_t extent, const ir::RangeMap& ranges,
+                  const LetValues* lets) {
+  const ir::Expr c = InlinePureLets(column, lets);
+  const ir::Expr inside = ir::Simplify(c >= 0 && c < ir::IntConst(c.dtype(), extent), ranges);
+  const auto* b = inside.as<ir::BoolImmNode>();
+  return b != nullptr && b->value;
+}
+
+}  // namespace
+
+RowSplit SplitByRow(const ir::Expr& index, int64_t row_elements, const LetValues* lets) {
+  std::vector<Term> terms;
+  int64_t constant = 0;
+  const ir::DataType type = index.dtype();
+  if (!Flatten(index, 1, lets, 0, terms, constant)) {
+    return {ir::IntConst(type, 0), index};
+  }
+  std::vector<Term> row, column;
+  for (const Term& t : terms) {
+    if (t.coefficient % row_elements == 0) {
+      row.push_back({t.coefficient / row_elements, t.atom});
+    } else {
+      column.push_back(t);
+    }
+  }
+  const int64_t q = FloorDivInt(constant, row_elements);
+  return {SumOf(row, q, type), SumOf(column, constant - q * row_elements, type)};
+}
+
+int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
+                   const ArrayPacking& packing, const LetValues* lets) {
+  if (buffer.scope() != ir::MemoryScope::kShared || packing.split_vars) return 0;
+  RangedAccessCollector collector(buffer.get());
+  collector.VisitStmt(root);
+  if (collector.unflattened || collector.accesses.empty()) return 0;
+  for (const auto& a : collector.accesses) {
+    const int n = a.index.dtype().lanes;
+    if (n > 1 && n != packing.lanes) return 0;  // lane by lane: not through the rows
+  }
+  const int64_t declared = size / packing.lanes;
+  for (int64_t width = 2; width <= declared / 2; width *= 2) {
+    if (declared % width != 0) break;
+    const int64_t row_elements = width * packing.lanes;
+    bool all = true;
+    for (const auto& a : collector.accesses) {
+      ir::Expr index = ir::Simplify(a.index);
+      const auto* ramp = index.as<ir::RampNode>();
+      const RowSplit split = SplitByRow(ramp ? ramp->base : index, row_elements, lets);
+      bool fits = ProvenWithin(split.column, row_elements, a.ranges, lets);
+      if (fits && ramp) {
+        // The vector stays whole and aligned within its row.
+        auto lanes = SplitByLanes(split.column, packing.lanes, lets);
+        fits = lanes && lanes->remainder == 0;
+      }
+      if (!fits) {
+        all = false;
+        break;
+      }
+    }
+    if (all) return width;
+  }
+  return 0;
 }
 
 }  // namespace kiln::codegen

@@ -42,7 +42,34 @@ std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes,
 struct ArrayPacking {
   int lanes = 1;            // elements per declared array element (1, 2 or 4)
   bool split_vars = false;  // separate variables instead of an array
+  // Where > 0, a workgroup array declared as rows of this many declared
+  // elements, `array<array<vec4<f32>, W>, N / W>` (ChooseRows).
+  int64_t row_width = 0;
 };
+
+// index == row * row_elements + column (ChooseRows proves 0 <= column <
+// row_elements for every access of the arrays it lays out in rows).
+struct RowSplit {
+  ir::Expr row;
+  ir::Expr column;
+};
+
+// Splits `index` into the terms whose constant coefficients are multiples of
+// `row_elements` (the row, with the constant's quotient) and the rest (the
+// column), through let-bound integer arithmetic.
+RowSplit SplitByRow(const ir::Expr& index, int64_t row_elements, const LetValues* lets);
+
+// The row width (in declared elements, a power of two from 2 to half the
+// array) for the workgroup array `buffer` of `size` elements packed as
+// `packing`, such that every access's column provably lies within its row,
+// given the bounds of the loops around it in `root` (the kernel's body):
+// the smallest such width, 0 where there is none or the array is not
+// workgroup memory. Under robustness (Dawn's index clamping), a row that is
+// a constant after unrolling needs no clamp and a column that does not
+// change in the loop is clamped once, where a flat index is clamped at every
+// access. Plain (unpacked) arrays qualify only if no access is a vector.
+int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
+                   const ArrayPacking& packing, const LetValues* lets);
 
 // The layout of the flattened (rank 1) array `op` allocates, of `size`
 // elements, from every access in its body.

@@ -103,8 +103,15 @@ void FunctionEmitter::Allocate(const ir::AllocateNode* op) {
     Stmt(op->body);
     return;
   }
-  if (packing.lanes > 1) packed_[buffer.get()] = PackedArray{packing, name, {}};
+  packing.row_width = ChooseRows(buffer, root_, *size, packing, &lets_);
+  if (packing.lanes > 1 || packing.row_width > 0) {
+    packed_[buffer.get()] = PackedArray{packing, name, {}};
+  }
   std::string decl = StrCat("array<", element, ", ", *size / packing.lanes, ">");
+  if (packing.row_width > 0) {
+    decl = StrCat("array<array<", element, ", ", packing.row_width, ">, ",
+                  *size / packing.lanes / packing.row_width, ">");
+  }
   switch (buffer.scope()) {
     case ir::MemoryScope::kShared:
       // Workgroup memory lives at module scope in WGSL.
