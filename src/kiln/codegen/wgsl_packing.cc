@@ -89,13 +89,27 @@ std::optional<LaneSplit> Split(const ir::Expr& e, int lanes, const LetValues* le
   }
 }
 
-// Every index a load or store of one buffer uses.
+// Every load and store of one buffer: its index, and the bounds of the
+// constant loops around it.
 class AccessCollector : public ir::StmtVisitor {
  public:
   explicit AccessCollector(const ir::BufferNode* buffer) : buffer_(buffer) {}
-  std::vector<ir::Expr> indices;
+  struct Access {
+    ir::Expr index;
+    ir::RangeMap ranges;
+  };
+  std::vector<Access> accesses;
   bool unflattened = false;
 
+  void VisitFor(const ir::ForNode* op) override {
+    auto min = ir::AsConstInt(ir::Simplify(op->min));
+    auto extent = ir::AsConstInt(ir::Simplify(op->extent));
+    auto step = ir::AsConstInt(ir::Simplify(op->step));
+    const bool bounded = min && extent && step && *extent > 0 && *step > 0;
+    if (bounded) ranges_[op->loop_var.get()] = ir::IntRange{*min, *min + *extent - 1};
+    ir::StmtVisitor::VisitFor(op);
+    if (bounded) ranges_.erase(op->loop_var.get());
+  }
   void VisitLoad(const ir::LoadNode* op) override {
     Record(op->buffer, op->indices);
     ir::StmtVisitor::VisitLoad(op);
@@ -112,9 +126,10 @@ class AccessCollector : public ir::StmtVisitor {
       unflattened = true;
       return;
     }
-    indices.push_back(idx[0]);
+    accesses.push_back({idx[0], ranges_});
   }
   const ir::BufferNode* buffer_;
+  ir::RangeMap ranges_;
 };
 
 // The largest number of separate variables an array becomes.
@@ -156,12 +171,12 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
   if (!packable) return {};
   AccessCollector collector(buffer.get());
   collector.VisitStmt(body);
-  if (collector.unflattened || collector.indices.empty()) return {};
+  if (collector.unflattened || collector.accesses.empty()) return {};
 
   int lanes = 1;
   bool all_constant = size.has_value();
-  for (const ir::Expr& raw : collector.indices) {
-    ir::Expr index = ir::Simplify(raw);
+  for (const auto& access : collector.accesses) {
+    ir::Expr index = ir::Simplify(access.index);
     int n = index.dtype().lanes;
     if (n == 1) {
       if (vectors_only) return {};
@@ -258,47 +273,6 @@ ir::Expr SumOf(const std::vector<Term>& terms, int64_t constant, ir::DataType ty
   return ir::Simplify(sum);
 }
 
-// The accesses of one buffer, each with the bounds of the loops around it.
-class RangedAccessCollector : public ir::StmtVisitor {
- public:
-  explicit RangedAccessCollector(const ir::BufferNode* buffer) : buffer_(buffer) {}
-  struct Access {
-    ir::Expr index;
-    ir::RangeMap ranges;
-  };
-  std::vector<Access> accesses;
-  bool unflattened = false;
-
-  void VisitFor(const ir::ForNode* op) override {
-    auto min = ir::AsConstInt(ir::Simplify(op->min));
-    auto extent = ir::AsConstInt(ir::Simplify(op->extent));
-    auto step = ir::AsConstInt(ir::Simplify(op->step));
-    const bool bounded = min && extent && step && *extent > 0 && *step > 0;
-    if (bounded) ranges_[op->loop_var.get()] = ir::IntRange{*min, *min + *extent - 1};
-    ir::StmtVisitor::VisitFor(op);
-    if (bounded) ranges_.erase(op->loop_var.get());
-  }
-  void VisitLoad(const ir::LoadNode* op) override {
-    Record(op->buffer, op->indices);
-    ir::StmtVisitor::VisitLoad(op);
-  }
-  void VisitStore(const ir::StoreNode* op) override {
-    Record(op->buffer, op->indices);
-    ir::StmtVisitor::VisitStore(op);
-  }
-
- private:
-  void Record(const ir::Buffer& buffer, const std::vector<ir::Expr>& idx) {
-    if (buffer.get() != buffer_) return;
-    if (idx.size() != 1) {
-      unflattened = true;
-      return;
-    }
-    accesses.push_back({idx[0], ranges_});
-  }
-  const ir::BufferNode* buffer_;
-  ir::RangeMap ranges_;
-};
 
 // `e` with pure let-bound variables replaced by their values, so the range
 // analysis sees the loop variables they are made of.
@@ -348,7 +322,7 @@ RowSplit SplitByRow(const ir::Expr& index, int64_t row_elements, const LetValues
 int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
                    const ArrayPacking& packing, const LetValues* lets) {
   if (buffer.scope() != ir::MemoryScope::kShared || packing.split_vars) return 0;
-  RangedAccessCollector collector(buffer.get());
+  AccessCollector collector(buffer.get());
   collector.VisitStmt(root);
   if (collector.unflattened || collector.accesses.empty()) return 0;
   for (const auto& a : collector.accesses) {
