@@ -453,7 +453,8 @@ std::string Dims(const ops::Shape& s) {
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
                         ir::DataType dtype, const ops::Target& target,
-                        const std::optional<ops::MatmulSchedule>& schedule) {
+                        const std::optional<ops::MatmulSchedule>& schedule,
+                        ir::DataType accumulate = ir::kF32) {
   Workload w;
   w.name = name;
   const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
@@ -464,13 +465,15 @@ Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops:
     w.skip = "the device has no shader-f16";
     return w;
   }
-  auto f = ops::Matmul({a, dtype}, {b, dtype}, target, {}, "", schedule);
+  ops::MatmulOptions options;
+  options.accumulate = accumulate;
+  auto f = ops::Matmul({a, dtype}, {b, dtype}, target, options, "", schedule);
   if (!f.ok()) {
     w.error = f.status();
     return w;
   }
   auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(batch, m, n, target);
-  w.kernels = s.ok() ? s->ToString() : "";
+  w.kernels = s.ok() ? s->ToString() + (accumulate == ir::kF16 ? ", f16 accumulators" : "") : "";
   w.functions = {*f};
   w.inputs = {{"A", {a, dtype}}, {"B", {b, dtype}}};
   ops::Shape out(a.begin(), a.end() - 2);
@@ -481,7 +484,9 @@ Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops:
   const double esize = dtype == ir::kF16 ? 2 : 4;
   w.bytes = esize * (batch * (m * k + k * n + m * n));
   w.flops = 2.0 * batch * m * n * k;
-  w.tolerance = dtype == ir::kF16 ? 2e-3 : 1e-5;
+  // f16 sums round at every step: 8 units of f16's rounding (2^-11) of the
+  // sum of magnitudes, where random data errs by about one.
+  w.tolerance = accumulate == ir::kF16 ? 8.0 / 2048 : dtype == ir::kF16 ? 2e-3 : 1e-5;
   w.reference = [=](const Tensors& t, int64_t i) {
     const int64_t bi = i / (m * n), row = (i / n) % m, col = i % n;
     const float* A = t.at("A").data() + bi * m * k;
@@ -807,6 +812,10 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       return MatmulWorkload("matmul f16", {64, 64}, {64, 128}, ir::kF16, target,
                             options.matmul_schedule);
     });
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f16 (f16 accumulation)", {33, 70}, {70, 129}, ir::kF16,
+                            target, options.matmul_schedule, ir::kF16);
+    });
     workloads.push_back(
         [&] { return MatmulInt8Workload(33, 129, 260, target, options.matmul_schedule); });
     workloads.push_back([&] { return Conv3x3(2, 9, 16, 64, target); });
@@ -828,6 +837,10 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back([&] {
       return MatmulWorkload("matmul f16", {4096, 4096}, {4096, 4096}, ir::kF16, target,
                             options.matmul_schedule);
+    });
+    workloads.push_back([&] {
+      return MatmulWorkload("matmul f16 (f16 accumulation)", {4096, 4096}, {4096, 4096},
+                            ir::kF16, target, options.matmul_schedule, ir::kF16);
     });
     workloads.push_back(
         [&] { return MatmulInt8Workload(4096, 4096, 4096, target, options.matmul_schedule); });

@@ -347,15 +347,19 @@ def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
 
 
 def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = False,
-           bias: Any = None, activation: Optional[str] = None, residual: Any = None) -> Tensor:
+           bias: Any = None, activation: Optional[str] = None, residual: Any = None,
+           accumulate: str = "float32") -> Tensor:
     """activation(a @ b + bias) + residual, as numpy's matmul: a is
     [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K]
     with transpose_b), rank 1 to 4, their batch axes broadcast; a 1-D a or
     b is a row or column vector whose axis is dropped from the result.
     bias is [N]; activation a unary op name (relu, gelu, tanh, ...);
     residual has the result's shape. One kernel with the default tiling
-    (ops::DefaultMatmulSchedule); float32 or float16 (accumulating in
-    float32)."""
+    (ops::DefaultMatmulSchedule); float32 or float16, accumulating in
+    float32, or for float16 inputs with accumulate="float16" in float16
+    (packed half-precision FMAs: faster where the device has them, with
+    float16 rounding at every step of the sum; the epilogue still computes
+    in float32)."""
     device = _device_of(a, b)
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
@@ -372,6 +376,9 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
             drop.append(-1)
         if residual is not None:
             raise _kiln.InvalidArgument("matmul: a residual needs operands of rank 2 or more")
+    if accumulate not in ("float32", "float16"):
+        raise _kiln.InvalidArgument(
+            f"matmul: accumulate must be 'float32' or 'float16'; got {accumulate!r}")
     if activation is not None and not isinstance(activation, str):
         raise _kiln.InvalidArgument(
             f"matmul: activation must be a unary op name or None; got {activation!r}")
@@ -384,7 +391,8 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
     if not a.size or not b.size:
         y = _empty_matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t)
     else:
-        y = _matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t)
+        y = _matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t,
+                    accumulate)
     if drop:
         shape = list(y.shape)
         for d in sorted(drop):
@@ -415,15 +423,16 @@ def _empty_matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
 
 
 def _matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
-            bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor]) -> Tensor:
+            bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor],
+            accumulate: str = "float32") -> Tensor:
     inputs = [a, b] + [t for t in (bias_t, residual_t) if t is not None]
     key = ("matmul", a._sig, b._sig, bool(transpose_a), bool(transpose_b),
            bias_t._sig if bias_t is not None else None, act,
-           residual_t._sig if residual_t is not None else None)
+           residual_t._sig if residual_t is not None else None, accumulate)
     y = run(key, lambda d: _kiln.ops.matmul(
         d, a._type, b._type, bool(transpose_a), bool(transpose_b),
         bias_t._type if bias_t is not None else None, act,
-        residual_t._type if residual_t is not None else None), *inputs)
+        residual_t._type if residual_t is not None else None, accumulate), *inputs)
     return y
 
 
@@ -793,6 +802,9 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
     filters and 16 reduction terms, else one thread per output element."""
     if layout not in ("NHWC", "NCHW"):
         raise _kiln.InvalidArgument(f"conv2d: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+    if accumulate not in ("float32", "float16"):
+        raise _kiln.InvalidArgument(
+            f"matmul: accumulate must be 'float32' or 'float16'; got {accumulate!r}")
     if activation is not None and not isinstance(activation, str):
         raise _kiln.InvalidArgument(
             f"conv2d: activation must be a unary op name or None; got {activation!r}")

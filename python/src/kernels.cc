@@ -462,19 +462,20 @@ void BindOps(nb::module_& m) {
       "matmul",
       [](const DevicePtr& d, const TensorTypeArg& a, const TensorTypeArg& b, bool transpose_a,
          bool transpose_b, const std::optional<TensorTypeArg>& bias, const std::string& activation,
-         const std::optional<TensorTypeArg>& residual) {
+         const std::optional<TensorTypeArg>& residual, const std::string& accumulate) {
         ops::MatmulOptions options;
         options.transpose_a = transpose_a;
         options.transpose_b = transpose_b;
         if (bias) options.bias = ToTensorType(*bias);
         options.activation = activation;
         if (residual) options.residual = ToTensorType(*residual);
+        options.accumulate = Check(IrTypeOf(Check(ParseDType(accumulate))));
         return FromFunction(d, ops::Matmul(ToTensorType(a), ToTensorType(b), d->target(), options));
       },
       "device"_a, "a"_a, "b"_a, "transpose_a"_a, "transpose_b"_a, "bias"_a.none(), "activation"_a,
-      "residual"_a.none(),
+      "residual"_a.none(), "accumulate"_a = "float32",
       "The default schedule (ops::DefaultMatmulSchedule). Inputs: A, B, then bias and residual "
-      "where given.");
+      "where given; accumulate is float32 or float16 (float16 inputs only).");
   o.def(
       "matmul_int8",
       [](const DevicePtr& d, const TensorTypeArg& a, const TensorTypeArg& b) {

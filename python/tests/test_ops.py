@@ -388,6 +388,25 @@ def test_matmul_transposes_and_epilogue(device, rng):
     _close(y.numpy(), np.tanh(prod), 1e-5)
 
 
+def test_matmul_f16_accumulation(device, rng):
+    a = rng.uniform(-1, 1, (33, 70)).astype(np.float32)
+    b = rng.uniform(-1, 1, (70, 129)).astype(np.float32)
+    with pytest.raises(kiln.InvalidArgument, match="accumulate must be"):
+        kiln.ops.matmul(a, b, accumulate="float64")
+    with pytest.raises(kiln.InvalidArgument, match="f16 accumulation needs f16 inputs"):
+        kiln.ops.matmul(kiln.tensor(a, device), b, accumulate="float16")
+    require_feature(device, "shader-f16")
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    y = kiln.ops.matmul(kiln.tensor(a16, device), kiln.tensor(b16, device), accumulate="float16")
+    assert y.dtype == np.float16
+    exact = np.matmul(a16.astype(np.float64), b16.astype(np.float64))
+    magnitude = np.matmul(np.abs(a16.astype(np.float64)), np.abs(b16.astype(np.float64)))
+    # f16 rounding at each of the 70 steps: within 8 units (2^-11) of the
+    # sum of magnitudes, where one product left out would be about 0.25.
+    err = np.abs(y.numpy().astype(np.float64) - exact)
+    assert np.all(err <= 8 / 2048 * magnitude + np.abs(exact) / 1024), err.max()
+
+
 def _int8(rng, shape):
     x = rng.integers(-128, 128, shape, dtype=np.int8)
     x.flat[0], x.flat[-1] = -128, 127

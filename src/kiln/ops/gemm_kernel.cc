@@ -117,8 +117,10 @@ class GemmKernel {
         tiles_n_(CeilDiv(spec.n, bn_)),
         tiles_k_(CeilDiv(spec.k, bk_)),
         int8_(spec.math == GemmMath::kDot4I8),
-        word_(int8_ ? ir::kU32 : ir::kF32),
-        acc_type_(int8_ ? ir::kI32 : ir::kF32) {}
+        word_(int8_                          ? ir::kU32
+              : spec.math == GemmMath::kF16 ? ir::kF16
+                                            : ir::kF32),
+        acc_type_(int8_ ? ir::kI32 : word_) {}
 
   StatusOr<ir::Function> Build(const Target& target) {
     int64_t batch_count = 1;
@@ -282,8 +284,14 @@ class GemmKernel {
   void Finish(Expr v, const Expr& row, const Expr& col) {
     const int lanes = v.dtype().lanes;
     Expr col_index = lanes == 1 ? col : ir::Ramp(col, 1, lanes);
-    if (spec_.epilogue) v = spec_.epilogue(v, coords_, row, col_index);
-    Expr out = spec_.dtype == acc_type_ ? v : ir::Cast(spec_.dtype.with_lanes(lanes), v);
+    if (spec_.epilogue) {
+      // f16 sums are widened: the epilogue computes in f32.
+      if (acc_type_ == ir::kF16) v = ir::Cast(ir::kF32.with_lanes(lanes), v);
+      v = spec_.epilogue(v, coords_, row, col_index);
+    }
+    Expr out = spec_.dtype.with_lanes(lanes) == v.dtype()
+                   ? v
+                   : ir::Cast(spec_.dtype.with_lanes(lanes), v);
     B_.Store(C_, spec_.out_index(coords_, row, col_index), out);
   }
 
@@ -358,6 +366,9 @@ StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& sch
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
   if (spec.math == GemmMath::kDot4I8 && (spec.epilogue || spec.dtype != ir::kI32)) {
     return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
+  }
+  if (spec.math == GemmMath::kF16 && !target.shader_f16) {
+    return InvalidArgument(spec.name, ": f16 accumulation needs shader-f16, which the target lacks");
   }
   GemmKernel kernel(spec, schedule);
   return kernel.Build(target);

@@ -35,10 +35,14 @@ enum class GemmMath {
   // Operands read as u32 words, each four i8 along k (k counts words);
   // accumulated in i32 by dot4i8. No epilogue.
   kDot4I8,
+  // Operands read as f16, multiplied and accumulated in f16 by vector FMAs
+  // (packed half-precision math where the device has it); the epilogue
+  // runs in f32 on the widened sums.
+  kF16,
 };
 
-// How one operand of a GEMM is read, as the math's word (f32, or u32 of four
-// packed i8). `outer` is the row of A (m) or the column of B (n).
+// How one operand of a GEMM is read, as the math's word (f32, f16, or u32 of
+// four packed i8). `outer` is the row of A (m) or the column of B (n).
 struct OperandSource {
   // Vectors of the operand's shared tile run along k (else along m or n).
   bool k_contiguous = true;

@@ -106,6 +106,14 @@ StatusOr<Shapes> CheckShapes(const TensorType& a, const TensorType& b, const Tar
   if (!o.activation.empty() && !internal::IsUnary(o.activation)) {
     return internal::UnknownOp("activation", o.activation, UnaryOpNames());
   }
+  if (o.accumulate != ir::kF32 && o.accumulate != ir::kF16) {
+    return InvalidArgument("matmul: accumulate is ", o.accumulate.ToString(),
+                           "; it must be f32 or f16");
+  }
+  if (o.accumulate == ir::kF16 && a.dtype != ir::kF16) {
+    return InvalidArgument("matmul: f16 accumulation needs f16 inputs; A and B are ",
+                           a.dtype.ToString());
+  }
   const uint32_t buffers = 3 + (o.bias ? 1 : 0) + (o.residual ? 1 : 0);
   if (buffers > target.limits.max_storage_buffers_per_stage) {
     return InvalidArgument("matmul needs ", buffers, " storage buffers; the target allows ",
@@ -130,18 +138,20 @@ std::vector<Expr> OperandIndex(const Shape& shape, const std::vector<Expr>& coor
 }
 
 // An operand read from a tensor: (outer, k) at [.., outer, k] where the
-// tensor is contiguous in k, else at [.., k, outer]. f32 and f16 tensors
-// are read as f32 (with vector loads on whole tiles); int8x4 tensors as u32
-// words, one at a time (vectors of int8x4 have no WGSL type).
+// tensor is contiguous in k, else at [.., k, outer]. Float tensors are read
+// as `word` (f32, or f16 for f16 accumulation; with vector loads on whole
+// tiles); int8x4 tensors as u32 words, one at a time (vectors of int8x4
+// have no WGSL type).
 internal::OperandSource TensorOperand(const Buffer& buffer, const Shape& shape, bool k_contiguous,
-                                      int64_t extent, int64_t k, const std::vector<Expr>& coords) {
+                                      int64_t extent, int64_t k, const std::vector<Expr>& coords,
+                                      ir::DataType word = ir::kF32) {
   const bool packed = buffer.dtype() == ir::kInt8x4;
   auto at = [=](const Expr& outer, const Expr& kk) {
     Expr v = ir::Load(buffer, OperandIndex(shape, coords,
                                            k_contiguous ? std::vector<Expr>{outer, kk}
                                                         : std::vector<Expr>{kk, outer}));
     if (packed) return ir::Reinterpret(ir::kU32, v);
-    return buffer.dtype() == ir::kF32 ? v : ir::Cast(ir::kF32.with_lanes(v.dtype().lanes), v);
+    return buffer.dtype() == word ? v : ir::Cast(word.with_lanes(v.dtype().lanes), v);
   };
   internal::OperandSource s;
   s.k_contiguous = k_contiguous;
@@ -149,7 +159,7 @@ internal::OperandSource TensorOperand(const Buffer& buffer, const Shape& shape, 
     Expr in = (outer < static_cast<int>(extent)) && (kk < static_cast<int>(k));
     return ir::Select(
         in, at(ir::Min(outer, static_cast<int>(extent - 1)), ir::Min(kk, static_cast<int>(k - 1))),
-        packed ? ir::IntConst(ir::kU32, 0) : ir::FloatConst(ir::kF32, 0.0));
+        packed ? ir::IntConst(ir::kU32, 0) : ir::FloatConst(word, 0.0));
   };
   if (packed) {
     s.unguarded = at;
@@ -260,11 +270,14 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
     }
     return builder.BufferParam("C", a.dtype, internal::Extents(sh.out));
   };
+  const bool f16_sums = options.accumulate == ir::kF16;
+  if (f16_sums) spec.math = internal::GemmMath::kF16;
+  const ir::DataType word = f16_sums ? ir::kF16 : ir::kF32;
   spec.a = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(A, a.shape, !options.transpose_a, sh.m, sh.k, coords);
+    return TensorOperand(A, a.shape, !options.transpose_a, sh.m, sh.k, coords, word);
   };
   spec.b = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(B, b.shape, options.transpose_b, sh.n, sh.k, coords);
+    return TensorOperand(B, b.shape, options.transpose_b, sh.n, sh.k, coords, word);
   };
   spec.out_index = OutputIndex;
   spec.scalar_epilogue = !options.activation.empty();

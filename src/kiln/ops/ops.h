@@ -254,6 +254,11 @@ struct MatmulOptions {
   std::optional<TensorType> bias;      // [N], added to every row
   std::string activation;              // "" or a unary op name, applied after the bias
   std::optional<TensorType> residual;  // the output's shape, added last
+  // What the products are summed in: f32 (the default, for every input
+  // dtype), or f16 for f16 inputs (packed half-precision FMAs, about twice
+  // the arithmetic rate where the device has it, with f16's rounding at every
+  // step: the sums of K products carry errors that grow with K; docs/ops.md).
+  ir::DataType accumulate = ir::kF32;
 };
 
 // How one matmul kernel is tiled. A workgroup of 16 x 16 threads computes

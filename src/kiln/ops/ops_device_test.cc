@@ -632,6 +632,35 @@ TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
   CheckAgainstInterpreter(functions);
 }
 
+// f16 accumulation: the products summed in f16 (packed half FMAs), against
+// the interpreter running the same kernel with f16 rounding at every step;
+// ragged and aligned tiles, a transposed batched operand, and an epilogue
+// computed in f32 on the widened sums.
+TEST_F(MatmulDeviceTest, F16AccumulationAgainstTheInterpreter) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  MatmulOptions f16_sums;
+  f16_sums.accumulate = ir::kF16;
+  MatmulOptions epilogue = f16_sums;
+  epilogue.bias = TensorType{{64}, ir::kF16};
+  epilogue.activation = "relu";
+  MatmulOptions transposed = f16_sums;
+  transposed.transpose_a = true;
+  std::vector<ir::Function> functions;
+  auto odd = Matmul({{7, 33}, ir::kF16}, {{33, 20}, ir::kF16}, target_, f16_sums, "mm_odd");
+  auto aligned =
+      Matmul({{64, 16}, ir::kF16}, {{16, 64}, ir::kF16}, target_, epilogue, "mm_aligned");
+  auto batched = Matmul({{2, 24, 40}, ir::kF16}, {{24, 36}, ir::kF16}, target_, transposed,
+                        "mm_batched");
+  for (auto* f : {&odd, &aligned, &batched}) {
+    ASSERT_TRUE(f->ok()) << f->status();
+    functions.push_back(**f);
+  }
+  // The accumulators are f16.
+  const std::string ir_text = ir::Print(functions[0]);
+  EXPECT_NE(ir_text.find("acc: f16["), std::string::npos) << ir_text;
+  CheckAgainstInterpreter(functions);
+}
+
 // ---------------------------------------------------------------------------
 // Int8 matmul
 

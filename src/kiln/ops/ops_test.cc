@@ -212,6 +212,20 @@ TEST(OpsTest, MatmulErrors) {
   o = {};
   o.activation = "relux";
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"unknown activation op 'relux'"});
+  o = {};
+  o.accumulate = ir::kF16;
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(),
+              {"f16 accumulation needs f16 inputs", "A and B are f32"});
+  o.accumulate = ir::kI32;
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"accumulate is i32", "f32 or f16"});
+  Target f16 = t;
+  f16.shader_f16 = true;
+  o.accumulate = ir::kF16;
+  auto f16_sums = Matmul({{7, 5}, ir::kF16}, {{5, 3}, ir::kF16}, f16, o);
+  ASSERT_TRUE(f16_sums.ok()) << f16_sums.status();
+  EXPECT_NE(ir::Print(*f16_sums).find("acc: f16["), std::string::npos);
+  ExpectError(Matmul({{7, 5}, ir::kF16}, {{5, 3}, ir::kF16}, t, o).status(),
+              {"input A of matmul", "shader-f16"});
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{3, 1, 16, false, true}).status(),
               {"schedule", "rows must be 1 or 2"});
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{1, 1, 8, false, true}).status(),
