@@ -813,8 +813,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
                             options.matmul_schedule);
     });
     workloads.push_back([&] {
-      return MatmulWorkload("matmul f16 (f16 accumulation)", {33, 70}, {70, 129}, ir::kF16,
-                            target, options.matmul_schedule, ir::kF16);
+      return MatmulWorkload("matmul f16 (f16 accumulation)", {33, 70}, {70, 129}, ir::kF16, target,
+                            options.matmul_schedule, ir::kF16);
     });
     workloads.push_back(
         [&] { return MatmulInt8Workload(33, 129, 260, target, options.matmul_schedule); });
@@ -839,8 +839,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
                             options.matmul_schedule);
     });
     workloads.push_back([&] {
-      return MatmulWorkload("matmul f16 (f16 accumulation)", {4096, 4096}, {4096, 4096},
-                            ir::kF16, target, options.matmul_schedule, ir::kF16);
+      return MatmulWorkload("matmul f16 (f16 accumulation)", {4096, 4096}, {4096, 4096}, ir::kF16,
+                            target, options.matmul_schedule, ir::kF16);
     });
     workloads.push_back(
         [&] { return MatmulInt8Workload(4096, 4096, 4096, target, options.matmul_schedule); });

@@ -117,7 +117,7 @@ class GemmKernel {
         tiles_n_(CeilDiv(spec.n, bn_)),
         tiles_k_(CeilDiv(spec.k, bk_)),
         int8_(spec.math == GemmMath::kDot4I8),
-        word_(int8_                          ? ir::kU32
+        word_(int8_                         ? ir::kU32
               : spec.math == GemmMath::kF16 ? ir::kF16
                                             : ir::kF32),
         acc_type_(int8_ ? ir::kI32 : word_) {}
@@ -289,9 +289,8 @@ class GemmKernel {
       if (acc_type_ == ir::kF16) v = ir::Cast(ir::kF32.with_lanes(lanes), v);
       v = spec_.epilogue(v, coords_, row, col_index);
     }
-    Expr out = spec_.dtype.with_lanes(lanes) == v.dtype()
-                   ? v
-                   : ir::Cast(spec_.dtype.with_lanes(lanes), v);
+    Expr out =
+        spec_.dtype.with_lanes(lanes) == v.dtype() ? v : ir::Cast(spec_.dtype.with_lanes(lanes), v);
     B_.Store(C_, spec_.out_index(coords_, row, col_index), out);
   }
 
@@ -368,7 +367,8 @@ StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& sch
     return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
   }
   if (spec.math == GemmMath::kF16 && !target.shader_f16) {
-    return InvalidArgument(spec.name, ": f16 accumulation needs shader-f16, which the target lacks");
+    return InvalidArgument(spec.name,
+                           ": f16 accumulation needs shader-f16, which the target lacks");
   }
   GemmKernel kernel(spec, schedule);
   return kernel.Build(target);
