@@ -286,6 +286,17 @@ out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8
 grep -Eq "16 queries x 8 keys per block, 8 threads" <<<"$out" || fail "attention tile: $out"
 grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "attention tile check: $out"
 grep -Eq "^row combines: shared-memory tree \(--no-subgroups\)" <<<"$out" || fail "no-subgroups: $out"
+# Timed back to back too: the workload's time per run and the copy's, in the JSON.
+"$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --json > "$tmp/b2b.json" ||
+  fail "bench ops --json back to back"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["copy_back_to_back_gb_per_s"] > 0, d
+(o,) = d["ops"]
+assert o["back_to_back_ms"] > 0 and o["back_to_back_fraction_of_copy"] > 0, o
+assert o["check"] == "PASS", o
+' "$tmp/b2b.json" || fail "bench ops back to back: $(cat "$tmp/b2b.json")"
 expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS \(two integers\), got '16x8'" \
   "$kiln" bench ops --small --filter attention --attention-tile 16x8
 expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \
