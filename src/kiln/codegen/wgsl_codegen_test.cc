@@ -649,6 +649,31 @@ fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[
   EXPECT_TRUE(Contains(w, "T[(off - 1i) / 4i] + vec4<f32>(T[(off - 1i) / 4i].w)")) << w;
 }
 
+// A remainder by a multiple of the width keeps the dividend's alignment
+// (truncating or flooring alike): the fused index of a vectorized
+// elementwise kernel, `(f * 4) % 256`, is a vector access.
+TEST(CompileTest, RemaindersByMultiplesOfTheWidthStayAligned) {
+  StatusOr<Function> f = ParseFunction(R"(
+fn rows(X: buffer<f32>[n], B: buffer<f32>[256], Y: buffer<f32>[n], n: i32) {
+  for b in blockIdx.x(0, n / 1024) {
+    for t in threadIdx.x(0, 256) {
+      let f = b * 256 + t
+      Y[ramp(f * 4, 1, 4)] = X[ramp(f * 4, 1, 4)] + B[ramp((f * 4) % 256, 1, 4)]
+      Y[ramp(floor_mod(f * 4 + 8, 256) + 1, 1, 4)] = X[ramp(f * 4 + 2, 1, 4)]
+    }
+  }
+})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  StatusOr<CompiledFunction> c = CompileFunction(*f);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& w = c->wgsl;
+  EXPECT_TRUE(Contains(w, "var<storage, read> B : array<vec4<f32>>;")) << w;
+  EXPECT_TRUE(Contains(w, "B[kiln_rem_i32(f * 4i, 256i) / 4i]")) << w;
+  // X is also read at f * 4 + 2 and Y written at an odd offset: plain.
+  EXPECT_TRUE(Contains(w, "var<storage, read> X : array<f32>;")) << w;
+  EXPECT_TRUE(Contains(w, "var<storage, read_write> Y : array<f32>;")) << w;
+}
+
 // Workgroup arrays whose every index is a row plus a column the loop bounds
 // keep within the row are declared as rows: a constant row needs no clamp
 // under robustness, and a column that does not change in a loop is clamped

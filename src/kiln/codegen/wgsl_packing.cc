@@ -84,6 +84,18 @@ std::optional<LaneSplit> Split(const ir::Expr& e, int lanes, const LetValues* le
       // (lanes * q + r) * c = lanes * (q * c) + r * c.
       return Normalize(o->quotient * ir::IntConst(type, c->value), o->remainder * c->value, lanes);
     }
+    case ir::BinaryOp::kMod:
+    case ir::BinaryOp::kFloorMod: {
+      // a % c with c a multiple of lanes differs from a by a multiple of c,
+      // so it keeps a's remainder (truncating or flooring alike); its
+      // quotient is the exact (e - r) / lanes.
+      const auto* c = bin->b.as<ir::IntImmNode>();
+      if (c == nullptr || c->value <= 0 || c->value % lanes != 0) return std::nullopt;
+      auto a = Split(bin->a, lanes, lets, depth);
+      if (!a) return std::nullopt;
+      const ir::Expr rest = a->remainder == 0 ? e : e - ir::IntConst(type, a->remainder);
+      return LaneSplit{rest / ir::IntConst(type, lanes), a->remainder};
+    }
     default:
       return std::nullopt;
   }
@@ -272,7 +284,6 @@ ir::Expr SumOf(const std::vector<Term>& terms, int64_t constant, ir::DataType ty
   }
   return ir::Simplify(sum);
 }
-
 
 // `e` with pure let-bound variables replaced by their values, so the range
 // analysis sees the loop variables they are made of.

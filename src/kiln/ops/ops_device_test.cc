@@ -385,9 +385,12 @@ TEST_F(OpsDeviceTest, ElementwiseKernelsAreVectorized) {
   ASSERT_TRUE(chain.ok()) << chain.status();
   auto chain_wgsl = codegen::CompileFunction(*chain, check::CompileOptionsFor(*device_));
   ASSERT_TRUE(chain_wgsl.ok()) << chain_wgsl.status();
-  // The row of 256 is a multiple of the lanes: the lanes stay in one row.
-  EXPECT_NE(chain_wgsl->wgsl.find("X[base], X[base + 1i], X[base + 2i], X[base + 3i]"),
-            std::string::npos)
+  // The row of 256 is a multiple of the lanes: the lanes stay in one row,
+  // at a multiple of four (through the `%` of the fuse), so X and the
+  // broadcast row are read as vectors.
+  EXPECT_NE(chain_wgsl->wgsl.find("var<storage, read> X : array<vec4<f32>>;"), std::string::npos)
+      << chain_wgsl->wgsl;
+  EXPECT_NE(chain_wgsl->wgsl.find("var<storage, read> B1 : array<vec4<f32>>;"), std::string::npos)
       << chain_wgsl->wgsl;
   // Below the threshold: one element per thread.
   auto small = Elementwise("add", {{{1000}}, {{1000}}}, target_);

@@ -132,11 +132,15 @@ struct Placement {
 };
 
 // Replaces loads of placed tensors by loads of their buffers, relative to
-// the region's origin.
+// the region's origin. `roots` gives the values of the reading stage's
+// let-bound root axes in its loop variables: an index written with a root
+// axis (`k`) is expanded before the origin is subtracted, so the terms they
+// share cancel (`k - (k_outer * 16 + k_inner)` is `k_inner`, a constant
+// once the loop is unrolled).
 class Relocate : public ir::ExprMutator {
  public:
-  explicit Relocate(const std::unordered_map<const ir::BufferNode*, Placement>& placements)
-      : placements_(placements) {}
+  Relocate(const std::unordered_map<const ir::BufferNode*, Placement>& placements, ir::VarMap roots)
+      : placements_(placements), roots_(std::move(roots)) {}
   ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
     ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
     const auto* load = mutated.as<ir::LoadNode>();
@@ -148,14 +152,30 @@ class Relocate : public ir::ExprMutator {
     for (size_t d = 0; d < load->indices.size(); ++d) {
       const ir::Expr& index = load->indices[d];
       const int lanes = index.dtype().lanes;
-      indices.push_back(lanes > 1 ? index - ir::Broadcast(p.min[d], lanes)
-                                  : internal::CancelTerms(index - p.min[d]));
+      if (lanes > 1) {
+        indices.push_back(index - ir::Broadcast(p.min[d], lanes));
+        continue;
+      }
+      const ir::Expr relative = internal::CancelTerms(index - p.min[d]);
+      const ir::Expr expanded =
+          roots_.empty() ? relative
+                         : internal::CancelTerms(ir::Substitute(index, roots_) - p.min[d]);
+      // The expansion only where it leaves fewer terms.
+      indices.push_back(TermCount(expanded) < TermCount(relative) ? expanded : relative);
     }
     return ir::Load(p.buffer, indices);
   }
 
  private:
+  static int TermCount(const ir::Expr& e) {
+    const auto* b = e.as<ir::BinaryNode>();
+    if (b != nullptr && (b->op == ir::BinaryOp::kAdd || b->op == ir::BinaryOp::kSub)) {
+      return TermCount(b->a) + TermCount(b->b);
+    }
+    return ir::AsConstInt(e) ? 0 : 1;
+  }
   const std::unordered_map<const ir::BufferNode*, Placement>& placements_;
+  const ir::VarMap roots_;
 };
 
 // Every load of `buffer` in an expression.
@@ -618,7 +638,24 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
   }
   Inliner inliner(impl_);
-  Relocate relocate(placements_);
+  // The let-bound root axes' values (vectorized stages keep their lane forms).
+  ir::VarMap roots;
+  {
+    bool vectorized = false;
+    for (const IterVar& a : stage.leaves) {
+      vectorized = vectorized || layout.loop_kind(a) == ir::LoopKind::kVectorized;
+    }
+    auto leaf = [&](const IterVar& axis) {
+      return std::any_of(stage.leaves.begin(), stage.leaves.end(),
+                         [&](const IterVar& a) { return a.same_as(axis); });
+    };
+    for (const auto* axes : {&op->axis, &op->reduce_axis}) {
+      for (const IterVar& a : *axes) {
+        if (!vectorized && !leaf(a)) roots[a.var().get()] = value(a);
+      }
+    }
+  }
+  Relocate relocate(placements_, std::move(roots));
   auto prepare = [&](const ir::Expr& e) {
     return relocate.MutateExpr(inliner.MutateExpr(global.empty() ? e : ir::Substitute(e, global)));
   };

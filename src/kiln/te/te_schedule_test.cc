@@ -36,9 +36,13 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   EXPECT_TRUE(Contains(ir, "alloc B_shared_buf: f32[8, 32] strides [33, 1] shared"));
   EXPECT_TRUE(Contains(ir, "alloc C_local_buf: f32[4, 4] local"));
   // The copies into shared memory run on the consumer's threads, between
-  // barriers; the tile is read relative to its origin.
+  // barriers; the tile is read relative to its origin, the reduction axis
+  // `k = k_outer * 8 + k_inner` expanded so the origin cancels to `k_inner`
+  // (a constant once that loop is unrolled).
   EXPECT_TRUE(Contains(ir, "A_shared_buf[i_1, j_1] = A[i_outer * 32 + i_1, k_outer * 8 + j_1]"));
-  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_inner_outer * 4 + i_3, k - k_outer * 8]"));
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
+                           "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
+      << ir;
   EXPECT_EQ(ir.find("threadIdx.x", ir.find("threadIdx.x") + 1), std::string::npos)
       << "one thread loop per axis:\n"
       << ir;
