@@ -438,6 +438,34 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   }
 }
 
+// The register-tiled schedule (A transposed through a shared stage, vector
+// fragments in registers, every loop of a thread unrolled) at constant
+// sizes its tiles divide, with 128 x 128 tiles of 8 x 8 per thread and
+// 64 x 64 tiles of 4 x 4; the kernel's WGSL holds its accumulators in
+// separate variables and reads its fragments as vectors.
+TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
+  for (auto [tile, per] : {std::pair<int64_t, int64_t>{128, 8}, {64, 4}}) {
+    for (auto [m, n, kk] : {std::tuple{128, 128, 16}, {256, 128, 48}}) {
+      SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
+                   ", tile " + std::to_string(tile));
+      testing::TransposedAMatmulProgram p(m, n, kk);
+      auto s = testing::ScheduleRegisterTiledMatmul(p, {tile, per, 16});
+      ASSERT_TRUE(s.ok()) << s.status();
+      auto f = Lower(*s, {p.C}, {p.A, p.B}, "tiled_matmul");
+      ASSERT_TRUE(f.ok()) << f.status();
+      auto wgsl = codegen::CompileFunction(*f);
+      ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+      EXPECT_NE(wgsl->wgsl.find("var C_local_buf_0 : f32;"), std::string::npos) << wgsl->wgsl;
+      EXPECT_NE(wgsl->wgsl.find("var AT_local_buf_0 : vec4<f32>;"), std::string::npos)
+          << wgsl->wgsl;
+      EXPECT_NE(wgsl->wgsl.find("var<storage, read> A : array<vec4<f32>>;"), std::string::npos)
+          << wgsl->wgsl;
+      auto a = Random(m * kk), b = Random(kk * n);
+      ExpectNear(Run(*f, {a, b}, size_t(m) * n, {}), MatmulReference(a, b, m, n, kk), 1e-4f, "C");
+    }
+  }
+}
+
 // rfactor, then the reduction bound to threadIdx.x: partial sums per thread
 // and a tree in shared memory; widths that are and are not powers of two.
 TEST_F(TeDeviceTest, CrossThreadRowSumFromRfactor) {

@@ -56,7 +56,7 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
 // tensors) and their innermost axis can be a vector; ragged sizes keep the
 // checks, and the vector lanes fall back to serial ones.
 TEST(TeScheduleTest, RegionsProvedInBoundsNeedNoGuards) {
-  for (int64_t size : {64, 33}) {
+  for (int size : {64, 33}) {
     Tensor A = Placeholder("A", {size, size}, ir::kF32);
     Tensor B = Placeholder("B", {size, size}, ir::kF32);
     IterVar k = ReduceAxis(size, "k");

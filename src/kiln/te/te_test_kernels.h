@@ -72,6 +72,98 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
   return s;
 }
 
+// The matmul with A read through a transposing stage (k-major in shared
+// memory, as the library's GEMM template keeps it), at constant sizes.
+struct TransposedAMatmulProgram {
+  TransposedAMatmulProgram(int64_t m, int64_t n, int64_t k_extent)
+      : A(Placeholder("A", {ir::IntConst(ir::kI32, m), ir::IntConst(ir::kI32, k_extent)},
+                      ir::kF32)),
+        B(Placeholder("B", {ir::IntConst(ir::kI32, k_extent), ir::IntConst(ir::kI32, n)},
+                      ir::kF32)),
+        k(ReduceAxis(ir::IntConst(ir::kI32, k_extent), "k")),
+        AT(Compute("AT", {ir::IntConst(ir::kI32, k_extent), ir::IntConst(ir::kI32, m)},
+                   [this](const std::vector<Var>& i) { return A(i[1], i[0]); })),
+        C(Compute(
+            "C", {ir::IntConst(ir::kI32, m), ir::IntConst(ir::kI32, n)},
+            [this](const std::vector<Var>& i) { return Sum(AT(k, i[0]) * B(k, i[1]), {k}); })) {}
+  Tensor A, B;
+  IterVar k;
+  Tensor AT, C;
+};
+
+struct RegisterTiledMatmulOptions {
+  int64_t tile = 128;      // of C per workgroup (tile x tile)
+  int64_t per_thread = 8;  // of C per thread (per_thread x per_thread)
+  int64_t k_tile = 16;
+};
+
+// A register-tiled matmul in TE primitives alone: the schedule of
+// ScheduleSharedMatmul, plus A transposed into shared memory by its own
+// stage (loaded along k, four elements at a time), each thread's rows of
+// A and columns of B for one k-step copied into registers as 4-lane
+// vectors (cache_read into local, computed at the k-step, vectorized), and
+// every loop inside a thread unrolled, so its accumulators, fragments and
+// indices are constants (separate registers in WGSL). The sizes must be
+// constants that the tiles divide (the vector copies need whole tiles).
+inline StatusOr<Schedule> ScheduleRegisterTiledMatmul(const TransposedAMatmulProgram& p,
+                                                      const RegisterTiledMatmulOptions& o = {}) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({p.C}));
+  KILN_RETURN_IF_ERROR(s[p.AT].SetScope(ir::MemoryScope::kShared));
+  KILN_ASSIGN_OR_RETURN(Tensor bs, s.CacheRead(p.B, ir::MemoryScope::kShared, {p.C}));
+  KILN_ASSIGN_OR_RETURN(Tensor cl, s.CacheWrite(p.C, ir::MemoryScope::kLocal));
+  KILN_ASSIGN_OR_RETURN(Tensor al, s.CacheRead(p.AT, ir::MemoryScope::kLocal, {cl}));
+  KILN_ASSIGN_OR_RETURN(Tensor bl, s.CacheRead(bs, ir::MemoryScope::kLocal, {cl}));
+  Stage c = s[p.C];
+  KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), o.tile, o.tile));
+  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, o.per_thread));
+  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, o.per_thread));
+  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
+  KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
+  KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
+  KILN_RETURN_IF_ERROR(c.Bind(tj.outer, ThreadAxis::kThreadX));
+  KILN_RETURN_IF_ERROR(c.Unroll(ti.inner));
+  KILN_RETURN_IF_ERROR(c.Unroll(tj.inner));
+
+  Stage l = s[cl];
+  KILN_RETURN_IF_ERROR(l.ComputeAt(c, tj.outer));
+  KILN_ASSIGN_OR_RETURN(SplitResult kk, l.Split(l.reduce_axis(0), o.k_tile));
+  KILN_RETURN_IF_ERROR(l.Reorder({kk.outer, kk.inner, l.axis(0), l.axis(1)}));
+  KILN_RETURN_IF_ERROR(l.Unroll(kk.inner));
+  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(0)));
+  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(1)));
+
+  const int64_t side = o.tile / o.per_thread;
+  const int64_t threads = side * side;
+  for (const Tensor& shared : {p.AT, bs}) {
+    Stage st = s[shared];
+    KILN_RETURN_IF_ERROR(st.ComputeAt(l, kk.outer));
+    IterVar fused;
+    if (shared.same_as(p.AT)) {
+      // m outer and k inner: each thread loads four consecutive k of A.
+      KILN_RETURN_IF_ERROR(st.Reorder({st.axis(1), st.axis(0)}));
+      KILN_ASSIGN_OR_RETURN(fused, st.Fuse(st.axis(1), st.axis(0)));
+    } else {
+      KILN_ASSIGN_OR_RETURN(fused, st.Fuse(st.axis(0), st.axis(1)));
+    }
+    KILN_ASSIGN_OR_RETURN(SplitResult lanes, st.Split(fused, 4));
+    KILN_ASSIGN_OR_RETURN(SplitResult f, st.Split(lanes.outer, threads));
+    KILN_ASSIGN_OR_RETURN(SplitResult fy, st.Split(f.inner, side));
+    KILN_RETURN_IF_ERROR(st.Bind(fy.outer, ThreadAxis::kThreadY));
+    KILN_RETURN_IF_ERROR(st.Bind(fy.inner, ThreadAxis::kThreadX));
+    KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
+  }
+  for (const Tensor& fragment : {al, bl}) {
+    Stage st = s[fragment];
+    KILN_RETURN_IF_ERROR(st.ComputeAt(l, kk.inner));
+    KILN_ASSIGN_OR_RETURN(SplitResult lanes, st.Split(st.axis(1), 4));
+    KILN_RETURN_IF_ERROR(st.Unroll(st.axis(0)));
+    KILN_RETURN_IF_ERROR(st.Unroll(lanes.outer));
+    KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
+  }
+  return s;
+}
+
 struct RowSumProgram {
   Var rows = SizeVar("rows"), cols = SizeVar("cols");
   Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
