@@ -406,7 +406,15 @@ std::string FunctionEmitter::Ramp(const ir::RampNode* op) {
 std::string FunctionEmitter::Load(const ir::LoadNode* op) {
   const ir::Expr* index = FlatIndex(op->buffer, op->indices);
   if (index == nullptr) return "<error>";
-  if (const PackedArray* packed = Packed(op->buffer)) return PackedAccess(*packed, *index);
+  if (const PackedArray* packed = Packed(op->buffer)) {
+    std::vector<ir::Expr> lanes = StridedLanes(*index);
+    if (lanes.empty()) return PackedAccess(*packed, *index);
+    std::string out = Type(op->dtype) + "(";
+    for (size_t k = 0; k < lanes.size(); ++k) {
+      out += (k > 0 ? ", " : "") + PackedAccess(*packed, lanes[k]);
+    }
+    return out + ")";
+  }
   std::string buffer = BufferName(op->buffer);
   bool is_bool = op->buffer.dtype().is_bool();
   // bool elements are stored as i32.

@@ -164,6 +164,19 @@ LetValues CollectLetValues(const ir::Stmt& body) {
   return std::move(collector.values);
 }
 
+std::vector<ir::Expr> StridedLanes(const ir::Expr& index) {
+  const ir::Expr simplified = ir::Simplify(index);
+  const auto* ramp = simplified.as<ir::RampNode>();
+  if (ramp == nullptr || ir::IsConstInt(ramp->stride, 1) || !ir::AsConstInt(ramp->stride)) {
+    return {};
+  }
+  std::vector<ir::Expr> lanes;
+  for (int k = 0; k < ramp->lanes; ++k) {
+    lanes.push_back(ir::Simplify(ramp->base + ramp->stride * ir::IntConst(ramp->base.dtype(), k)));
+  }
+  return lanes;
+}
+
 std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes, const LetValues* lets) {
   auto split = Split(index, lanes, lets, 0);
   if (!split) return std::nullopt;
@@ -194,6 +207,11 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
       if (vectors_only) return {};
       const auto* imm = index.as<ir::IntImmNode>();
       if (imm == nullptr || !size || imm->value < 0 || imm->value >= *size) all_constant = false;
+      continue;
+    }
+    if (!vectors_only && !StridedLanes(index).empty()) {
+      // Lane by lane: scalar accesses, whatever the packing.
+      all_constant = false;
       continue;
     }
     const auto* ramp = index.as<ir::RampNode>();
@@ -336,21 +354,33 @@ int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
   AccessCollector collector(buffer.get());
   collector.VisitStmt(root);
   if (collector.unflattened || collector.accesses.empty()) return 0;
+  // Every access as the indices the rows must hold: a strided ramp lane by
+  // lane, any other vector whole (only the packing's width gets here).
+  struct Checked {
+    ir::Expr index;
+    bool vector;
+    const ir::RangeMap* ranges;
+  };
+  std::vector<Checked> checked;
   for (const auto& a : collector.accesses) {
+    std::vector<ir::Expr> lanes = StridedLanes(a.index);
+    for (const ir::Expr& lane : lanes) checked.push_back({lane, false, &a.ranges});
+    if (!lanes.empty()) continue;
     const int n = a.index.dtype().lanes;
     if (n > 1 && n != packing.lanes) return 0;  // lane by lane: not through the rows
+    ir::Expr index = ir::Simplify(a.index);
+    const auto* ramp = index.as<ir::RampNode>();
+    checked.push_back({ramp ? ramp->base : index, ramp != nullptr, &a.ranges});
   }
   const int64_t declared = size / packing.lanes;
   for (int64_t width = 2; width <= declared / 2; width *= 2) {
     if (declared % width != 0) break;
     const int64_t row_elements = width * packing.lanes;
     bool all = true;
-    for (const auto& a : collector.accesses) {
-      ir::Expr index = ir::Simplify(a.index);
-      const auto* ramp = index.as<ir::RampNode>();
-      const RowSplit split = SplitByRow(ramp ? ramp->base : index, row_elements, lets);
-      bool fits = ProvenWithin(split.column, row_elements, a.ranges, lets);
-      if (fits && ramp) {
+    for (const Checked& c : checked) {
+      const RowSplit split = SplitByRow(c.index, row_elements, lets);
+      bool fits = ProvenWithin(split.column, row_elements, *c.ranges, lets);
+      if (fits && c.vector) {
         // The vector stays whole and aligned within its row.
         auto lanes = SplitByLanes(split.column, packing.lanes, lets);
         fits = lanes && lanes->remainder == 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/ir/expr.h"
 #include "kiln/ir/stmt.h"
@@ -38,6 +39,11 @@ LetValues CollectLetValues(const ir::Stmt& body);
 // `(var - remainder) / lanes`, exact by construction.
 std::optional<LaneSplit> SplitByLanes(const ir::Expr& index, int lanes,
                                       const LetValues* lets = nullptr);
+
+// The lane indices of a ramp whose stride is a constant other than 1
+// (base + k * stride, simplified); empty for any other index. Such an access
+// reads or writes a packed array lane by lane.
+std::vector<ir::Expr> StridedLanes(const ir::Expr& index);
 
 struct ArrayPacking {
   int lanes = 1;            // elements per declared array element (1, 2 or 4)

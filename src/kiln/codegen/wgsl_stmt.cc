@@ -53,6 +53,15 @@ void FunctionEmitter::Store(const ir::StoreNode* op) {
   if (index == nullptr) return;
   if (const PackedArray* packed = Packed(op->buffer)) {
     stored_.insert(op->buffer.get());
+    std::vector<ir::Expr> lanes = StridedLanes(*index);
+    if (!lanes.empty()) {
+      // Lane by lane, each a component of the packed array.
+      std::string value = Reusable(op->value, "value");
+      for (size_t k = 0; k < lanes.size(); ++k) {
+        Line(StrCat(PackedAccess(*packed, lanes[k]), " = ", value, "[", k, "];"));
+      }
+      return;
+    }
     std::string value = Expr(op->value);
     Line(StrCat(PackedAccess(*packed, *index), " = ", StripParens(value), ";"));
     return;

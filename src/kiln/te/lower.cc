@@ -336,6 +336,16 @@ class KernelLowering {
 
   const StageState& StageNamed(const std::string& name) const { return *impl_.Find(name); }
 
+  // Whether stage `s` reads tensor `t`, directly or through inlined stages.
+  bool Reads(const StageState& s, const Tensor& t) const {
+    for (const Tensor& in : s.op->inputs) {
+      if (in.same_as(t)) return true;
+      const StageState* producer = impl_.Find(in.name());
+      if (producer != nullptr && producer->inlined && Reads(*producer, t)) return true;
+    }
+    return false;
+  }
+
   void NoteLoopRanges(const StageState& s) {
     auto layout = Layout(s);
     for (const IterVar& a : s.leaves) {
@@ -536,13 +546,20 @@ class KernelLowering {
     }
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
-    // One barrier between two shared stages, not two.
+    // One barrier between two shared stages, not two; none between two
+    // single-buffered shared stages where the second does not read the
+    // first (the barrier before the first also orders the second's writes).
     bool after_barrier = false;
-    for (const StageState* p : here) {
+    for (size_t i = 0; i < here.size(); ++i) {
+      const StageState* p = here[i];
       const bool shared = p->scope == ir::MemoryScope::kShared;
       if (shared && !p->double_buffer && !after_barrier) seq.push_back(ir::BarrierNode::make());
       seq.push_back(LowerStage(*p, ctx));
-      if (shared) seq.push_back(ir::BarrierNode::make());
+      const StageState* next = i + 1 < here.size() ? here[i + 1] : nullptr;
+      const bool independent_next = shared && !p->double_buffer && next != nullptr &&
+                                    next->scope == ir::MemoryScope::kShared &&
+                                    !next->double_buffer && !Reads(*next, p->tensor);
+      if (shared && !independent_next) seq.push_back(ir::BarrierNode::make());
       after_barrier = shared;
     }
     seq.push_back(body);

@@ -43,6 +43,10 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   EXPECT_TRUE(Contains(ir, "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
                            "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
       << ir;
+  // The tiles of A and B are independent: one barrier before both copies,
+  // one after.
+  EXPECT_TRUE(Contains(ir, "workgroup_barrier()\n                  for i_j_fused_outer"))
+      << ir;
   EXPECT_EQ(ir.find("threadIdx.x", ir.find("threadIdx.x") + 1), std::string::npos)
       << "one thread loop per axis:\n"
       << ir;
@@ -106,6 +110,45 @@ TEST(TeScheduleTest, DoubleBufferAlternatesHalvesWithOneBarrierPerStage) {
     ++barriers;
   }
   EXPECT_EQ(barriers, 2u) << ir;
+}
+
+// Shared stages computed at one loop: a barrier before them and after
+// them, and between two of them only where the second reads the first.
+TEST(TeScheduleTest, BarriersBetweenSharedStagesOnlyWhereOneReadsTheOther) {
+  for (bool chained : {false, true}) {
+    const int n = 256;
+    Tensor A = Placeholder("A", {n}, ir::kF32);
+    Tensor B = Placeholder("B", {n}, ir::kF32);
+    Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+    Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) {
+      return chained ? P(i[0]) + 1.0f : B(i[0]) + 1.0f;
+    });
+    Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return P(i[0]) * Q(i[0]); });
+    auto s = Schedule::Create({C});
+    ASSERT_TRUE(s.ok()) << s.status();
+    Stage c = (*s)[C];
+    auto split = c.Split(c.axis(0), 64);
+    ASSERT_TRUE(split.ok()) << split.status();
+    ASSERT_TRUE(c.Bind(split->outer, ThreadAxis::kBlockX).ok());
+    ASSERT_TRUE(c.Bind(split->inner, ThreadAxis::kThreadX).ok());
+    for (const Tensor& t : {P, Q}) {
+      Stage st = (*s)[t];
+      ASSERT_TRUE(st.SetScope(ir::MemoryScope::kShared).ok());
+      ASSERT_TRUE(st.ComputeAt(c, split->outer).ok());
+      auto inner = st.Split(st.axis(0), 64);
+      ASSERT_TRUE(inner.ok()) << inner.status();
+      ASSERT_TRUE(st.Bind(inner->inner, ThreadAxis::kThreadX).ok());
+    }
+    auto f = Lower(*s, {C}, {A, B}, "two_stages");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const std::string ir = ir::Print(*f);
+    size_t barriers = 0;
+    for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
+         at = ir.find("workgroup_barrier", at + 1)) {
+      ++barriers;
+    }
+    EXPECT_EQ(barriers, chained ? 3u : 2u) << ir;
+  }
 }
 
 TEST(TeScheduleTest, RfactorMakesACrossThreadTree) {
