@@ -4,6 +4,7 @@
 
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/linear.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/visitor.h"
@@ -247,60 +248,13 @@ ArrayPacking ChooseParamPacking(const ir::Buffer& buffer, const ir::Stmt& body,
 
 namespace {
 
-// One term of an integer sum: coefficient * atom.
-struct Term {
-  int64_t coefficient;
-  ir::Expr atom;
-};
-
-// Flattens `e` * scale into terms and a constant through sums, differences,
-// products with constants and pure let-bound arithmetic; other
-// subexpressions are atoms. False where a coefficient would leave i32.
-bool Flatten(const ir::Expr& e, int64_t scale, const LetValues* lets, int depth,
-             std::vector<Term>& terms, int64_t& constant) {
-  constexpr int64_t kLimit = int64_t{1} << 31;
-  if (scale <= -kLimit || scale >= kLimit) return false;
-  if (const auto* imm = e.as<ir::IntImmNode>()) {
-    constant += scale * imm->value;
-    return true;
-  }
-  if (const auto* bin = e.as<ir::BinaryNode>()) {
-    switch (bin->op) {
-      case ir::BinaryOp::kAdd:
-      case ir::BinaryOp::kSub:
-        return Flatten(bin->a, scale, lets, depth, terms, constant) &&
-               Flatten(bin->b, bin->op == ir::BinaryOp::kAdd ? scale : -scale, lets, depth, terms,
-                       constant);
-      case ir::BinaryOp::kMul:
-        if (auto c = ir::AsConstInt(bin->b)) {
-          return Flatten(bin->a, scale * *c, lets, depth, terms, constant);
-        }
-        if (auto c = ir::AsConstInt(bin->a)) {
-          return Flatten(bin->b, scale * *c, lets, depth, terms, constant);
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  if (const auto* var = e.as<ir::VarNode>(); var && lets && depth < kMaxLetDepth) {
+// Pure let-bound integer arithmetic, read in place of its variable.
+ir::ExpandVar PureLets(const LetValues* lets) {
+  if (lets == nullptr) return {};
+  return [lets](const ir::VarNode* var) -> ir::Expr {
     auto it = lets->find(var);
-    if (it != lets->end() && IsPureArithmetic(it->second)) {
-      return Flatten(it->second, scale, lets, depth + 1, terms, constant);
-    }
-  }
-  terms.push_back({scale, e});
-  return true;
-}
-
-ir::Expr SumOf(const std::vector<Term>& terms, int64_t constant, ir::DataType type) {
-  ir::Expr sum = ir::IntConst(type, constant);
-  for (const Term& t : terms) {
-    const int64_t magnitude = t.coefficient < 0 ? -t.coefficient : t.coefficient;
-    ir::Expr term = magnitude == 1 ? t.atom : t.atom * ir::IntConst(type, magnitude);
-    sum = t.coefficient < 0 ? sum - term : sum + term;
-  }
-  return ir::Simplify(sum);
+    return it != lets->end() && IsPureArithmetic(it->second) ? it->second : ir::Expr();
+  };
 }
 
 // `e` with pure let-bound variables replaced by their values, so the range
@@ -330,22 +284,20 @@ bool ProvenWithin(const ir::Expr& column, int64_t extent, const ir::RangeMap& ra
 }  // namespace
 
 RowSplit SplitByRow(const ir::Expr& index, int64_t row_elements, const LetValues* lets) {
-  std::vector<Term> terms;
-  int64_t constant = 0;
   const ir::DataType type = index.dtype();
-  if (!Flatten(index, 1, lets, 0, terms, constant)) {
-    return {ir::IntConst(type, 0), index};
-  }
-  std::vector<Term> row, column;
-  for (const Term& t : terms) {
-    if (t.coefficient % row_elements == 0) {
-      row.push_back({t.coefficient / row_elements, t.atom});
+  ir::LinearSum sum;
+  if (!ir::AddLinear(index, 1, sum, PureLets(lets))) return {ir::IntConst(type, 0), index};
+  ir::LinearSum row, column;
+  for (const auto& [term, c] : sum.terms) {
+    if (c % row_elements == 0) {
+      row.Add(term, c / row_elements);
     } else {
-      column.push_back(t);
+      column.Add(term, c);
     }
   }
-  const int64_t q = FloorDivInt(constant, row_elements);
-  return {SumOf(row, q, type), SumOf(column, constant - q * row_elements, type)};
+  row.constant = FloorDivInt(sum.constant, row_elements);
+  column.constant = sum.constant - row.constant * row_elements;
+  return {row.ToExpr(type), column.ToExpr(type)};
 }
 
 int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/linear.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
@@ -250,6 +252,23 @@ TEST(SimplifyStmtTest, CorpusStaysValid) {
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(Print(*again), Print(simplified));
   }
+}
+
+// Linear sums: equal terms merge and cancel, a let's value is read where the
+// caller expands it, and coefficients that leave i32 are refused.
+TEST(LinearSumTest, MergesExpandsAndRefusesHugeCoefficients) {
+  Var a("a", kI32), b("b", kI32), k("k", kI32);
+  LinearSum sum;
+  ASSERT_TRUE(AddLinear(a * 32 + b - (a * 32 + 7) + (a / 4) * 2, 1, sum));
+  EXPECT_EQ(Print(sum.ToExpr(kI32)), "b - 7 + a / 4 * 2");
+  // k = a * 16 + b, expanded: k - a * 16 is b.
+  const Expr k_value = a * 16 + b;
+  LinearSum expanded;
+  ASSERT_TRUE(AddLinear(k - a * 16, 1, expanded,
+                        [&](const VarNode* v) { return v == k.get() ? k_value : Expr(); }));
+  EXPECT_EQ(Print(expanded.ToExpr(kI32)), "b");
+  LinearSum huge;
+  EXPECT_FALSE(AddLinear(a * 65536 * 65536, 1, huge));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/linear.h"
 #include "kiln/ir/simplifier.h"
-#include "kiln/ir/structural_equal.h"
 #include "kiln/ir/visitor.h"
 
 namespace kiln::te::internal {
@@ -42,60 +42,13 @@ Expr Upper(const Expr& a, const Expr& b) {
   return ir::Max(a, b);
 }
 
-// A linear sum: constant + sum of coefficient * term.
-struct Linear {
-  int64_t constant = 0;
-  std::vector<std::pair<Expr, int64_t>> terms;
-
-  void Add(const Expr& term, int64_t coefficient) {
-    for (auto& [t, c] : terms) {
-      if (ir::StructurallyEqual(t, term)) {
-        c += coefficient;
-        return;
-      }
-    }
-    terms.emplace_back(term, coefficient);
-  }
-};
-
-void Decompose(const Expr& e, int64_t scale, Linear& out) {
-  if (std::optional<int64_t> c = ir::AsConstInt(e)) {
-    out.constant += scale * *c;
-    return;
-  }
-  if (const auto* b = e.as<ir::BinaryNode>()) {
-    switch (b->op) {
-      case BinaryOp::kAdd:
-        Decompose(b->a, scale, out);
-        Decompose(b->b, scale, out);
-        return;
-      case BinaryOp::kSub:
-        Decompose(b->a, scale, out);
-        Decompose(b->b, -scale, out);
-        return;
-      case BinaryOp::kMul:
-        if (std::optional<int64_t> c = ir::AsConstInt(b->b)) {
-          Decompose(b->a, scale * *c, out);
-          return;
-        }
-        if (std::optional<int64_t> c = ir::AsConstInt(b->a)) {
-          Decompose(b->b, scale * *c, out);
-          return;
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  out.Add(e, scale);
-}
-
 }  // namespace
 
 std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
-  Linear linear;
-  Decompose(ir::Simplify(a), 1, linear);
-  Decompose(ir::Simplify(b), -1, linear);
+  ir::LinearSum linear;
+  if (!ir::AddLinear(ir::Simplify(a), 1, linear) || !ir::AddLinear(ir::Simplify(b), -1, linear)) {
+    return std::nullopt;
+  }
   for (const auto& [term, c] : linear.terms) {
     if (c != 0) return std::nullopt;
   }
@@ -104,22 +57,9 @@ std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
 
 Expr CancelTerms(const Expr& e) {
   if (e.dtype() != ir::kI32) return e;
-  Linear linear;
-  Decompose(ir::Simplify(e), 1, linear);
-  Expr out;
-  for (const auto& [term, c] : linear.terms) {
-    if (c == 0) continue;
-    const int64_t magnitude = c < 0 ? -c : c;
-    const Expr scaled = magnitude == 1 ? term : term * static_cast<int>(magnitude);
-    if (!out.defined()) {
-      out = c < 0 ? ir::IntConst(e.dtype(), 0) - scaled : scaled;
-    } else {
-      out = c < 0 ? out - scaled : out + scaled;
-    }
-  }
-  const Expr constant = ir::IntConst(e.dtype(), linear.constant);
-  out = out.defined() ? out + constant : constant;
-  return ir::Simplify(out);
+  ir::LinearSum linear;
+  if (!ir::AddLinear(ir::Simplify(e), 1, linear)) return ir::Simplify(e);
+  return linear.ToExpr(e.dtype());
 }
 
 Interval Union(const Interval& a, const Interval& b) {

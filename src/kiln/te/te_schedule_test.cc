@@ -40,13 +40,13 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   // `k = k_outer * 8 + k_inner` expanded so the origin cancels to `k_inner`
   // (a constant once that loop is unrolled).
   EXPECT_TRUE(Contains(ir, "A_shared_buf[i_1, j_1] = A[i_outer * 32 + i_1, k_outer * 8 + j_1]"));
-  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
-                           "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
+  EXPECT_TRUE(Contains(ir,
+                       "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
+                       "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
       << ir;
   // The tiles of A and B are independent: one barrier before both copies,
   // one after.
-  EXPECT_TRUE(Contains(ir, "workgroup_barrier()\n                  for i_j_fused_outer"))
-      << ir;
+  EXPECT_TRUE(Contains(ir, "workgroup_barrier()\n                  for i_j_fused_outer")) << ir;
   EXPECT_EQ(ir.find("threadIdx.x", ir.find("threadIdx.x") + 1), std::string::npos)
       << "one thread loop per axis:\n"
       << ir;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/te/te.h"
@@ -29,6 +30,22 @@ struct SharedMatmulOptions {
   bool double_buffer = false;
 };
 
+// C's tiles: a tile x tile block per workgroup (blockIdx.y, blockIdx.x),
+// per_thread x per_thread of it per thread (threadIdx.y, threadIdx.x);
+// returns the per-thread splits (outer: the thread, inner: its elements).
+inline StatusOr<std::pair<SplitResult, SplitResult>> TileOverThreads(Stage c, int64_t tile,
+                                                                     int64_t per_thread) {
+  KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), tile, tile));
+  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, per_thread));
+  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, per_thread));
+  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
+  KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
+  KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
+  KILN_RETURN_IF_ERROR(c.Bind(tj.outer, ThreadAxis::kThreadX));
+  return std::pair{ti, tj};
+}
+
 // The classic GPU matmul schedule: a workgroup per tile of C, each thread a
 // register tile (C cached locally, computed at the thread loop and reduced
 // with k outside its data loops), and tiles of A and B staged in shared
@@ -40,14 +57,8 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
   KILN_ASSIGN_OR_RETURN(Tensor bs, s.CacheRead(p.B, ir::MemoryScope::kShared, {p.C}));
   KILN_ASSIGN_OR_RETURN(Tensor cl, s.CacheWrite(p.C, ir::MemoryScope::kLocal));
   Stage c = s[p.C];
-  KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), o.tile, o.tile));
-  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, o.per_thread));
-  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, o.per_thread));
-  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
-  KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
-  KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
-  KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
-  KILN_RETURN_IF_ERROR(c.Bind(tj.outer, ThreadAxis::kThreadX));
+  KILN_ASSIGN_OR_RETURN(auto threads_split, TileOverThreads(c, o.tile, o.per_thread));
+  const auto& [ti, tj] = threads_split;
 
   Stage l = s[cl];
   KILN_RETURN_IF_ERROR(l.ComputeAt(c, tj.outer));
@@ -114,14 +125,8 @@ inline StatusOr<Schedule> ScheduleRegisterTiledMatmul(const TransposedAMatmulPro
   KILN_ASSIGN_OR_RETURN(Tensor al, s.CacheRead(p.AT, ir::MemoryScope::kLocal, {cl}));
   KILN_ASSIGN_OR_RETURN(Tensor bl, s.CacheRead(bs, ir::MemoryScope::kLocal, {cl}));
   Stage c = s[p.C];
-  KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), o.tile, o.tile));
-  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, o.per_thread));
-  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, o.per_thread));
-  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
-  KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
-  KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
-  KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
-  KILN_RETURN_IF_ERROR(c.Bind(tj.outer, ThreadAxis::kThreadX));
+  KILN_ASSIGN_OR_RETURN(auto threads_split, TileOverThreads(c, o.tile, o.per_thread));
+  const auto& [ti, tj] = threads_split;
   KILN_RETURN_IF_ERROR(c.Unroll(ti.inner));
   KILN_RETURN_IF_ERROR(c.Unroll(tj.inner));
 
