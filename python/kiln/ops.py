@@ -802,9 +802,6 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
     filters and 16 reduction terms, else one thread per output element."""
     if layout not in ("NHWC", "NCHW"):
         raise _kiln.InvalidArgument(f"conv2d: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
-    if accumulate not in ("float32", "float16"):
-        raise _kiln.InvalidArgument(
-            f"matmul: accumulate must be 'float32' or 'float16'; got {accumulate!r}")
     if activation is not None and not isinstance(activation, str):
         raise _kiln.InvalidArgument(
             f"conv2d: activation must be a unary op name or None; got {activation!r}")
