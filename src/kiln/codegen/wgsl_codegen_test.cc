@@ -649,6 +649,32 @@ fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[
   EXPECT_TRUE(Contains(w, "T[(off - 1i) / 4i] + vec4<f32>(T[(off - 1i) / 4i].w)")) << w;
 }
 
+// A vector stored with a stride (a transposed tile) goes lane by lane into
+// the vec4 elements of a packed array, which its unit-stride reads keep
+// (tests/corpus/strided_lanes.kir runs it on every device).
+TEST(CompileTest, StridedVectorAccessesGoLaneByLaneIntoPackedArrays) {
+  StatusOr<Function> f = ParseFunction(R"(
+fn transpose(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
+  for b in blockIdx.x(0, n / 64) {
+    alloc T: f32[64] shared {
+      for t in threadIdx.x(0, 16) {
+        T[ramp(t * 4, 16, 4)] = X[ramp(b * 64 + t * 4, 1, 4)]
+        workgroup_barrier()
+        Y[ramp(b * 64 + t * 4, 1, 4)] = T[ramp(t * 4, 1, 4)] + T[ramp(t * 4, 16, 4)]
+      }
+    }
+  }
+})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  StatusOr<CompiledFunction> c = CompileFunction(*f);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& w = c->wgsl;
+  EXPECT_TRUE(Contains(w, "var<workgroup> T : array<vec4<f32>, 16>;")) << w;
+  EXPECT_TRUE(Contains(w, "T[t].x = value[0];")) << w;
+  EXPECT_TRUE(Contains(w, "T[t + 12i].x = value[3];")) << w;
+  EXPECT_TRUE(Contains(w, "T[t] + vec4<f32>(T[t].x, T[t + 4i].x, T[t + 8i].x, T[t + 12i].x)")) << w;
+}
+
 // A remainder by a multiple of the width keeps the dividend's alignment
 // (truncating or flooring alike): the fused index of a vectorized
 // elementwise kernel, `(f * 4) % 256`, is a vector access.
