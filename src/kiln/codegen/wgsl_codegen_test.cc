@@ -614,13 +614,29 @@ TEST(CompileTest, CompileFunctionLowersAndKeepsSourceShapes) {
   EXPECT_TRUE(Contains(f->wgsl, "A[bx] = A[bx] + vec4<f32>(1f);")) << f->wgsl;
 }
 
+// The WGSL of the kernel in IR text `text`; a test failure (and "") where it
+// does not parse or compile.
+std::string WgslOf(std::string_view text) {
+  StatusOr<Function> f = ParseFunction(text);
+  if (!f.ok()) {
+    ADD_FAILURE() << f.status();
+    return "";
+  }
+  StatusOr<CompiledFunction> c = CompileFunction(*f);
+  if (!c.ok()) {
+    ADD_FAILURE() << c.status();
+    return "";
+  }
+  return c->wgsl;
+}
+
 // Indices written through let-bound variables still prove alignment: the
 // lets are followed (integer arithmetic is split into its quotient, a value
 // that loads is divided exactly), and a let that is not a multiple of the
 // width leaves its array plain (tests/corpus/packed_through_lets.kir runs
 // the same on every device).
 TEST(CompileTest, IndicesThroughLetsArePackedWhereAligned) {
-  StatusOr<Function> f = ParseFunction(R"(
+  const std::string w = WgslOf(R"(
 fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[n], n: i32) {
   for b in blockIdx.x(0, n / 64) {
     alloc T: f32[64] shared {
@@ -637,10 +653,7 @@ fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[
     }
   }
 })");
-  ASSERT_TRUE(f.ok()) << f.status();
-  StatusOr<CompiledFunction> c = CompileFunction(*f);
-  ASSERT_TRUE(c.ok()) << c.status();
-  const std::string& w = c->wgsl;
+  ASSERT_FALSE(w.empty());
   EXPECT_TRUE(Contains(w, "var<storage, read> X : array<vec4<f32>>;")) << w;
   EXPECT_TRUE(Contains(w, "var<storage, read_write> Y : array<vec4<f32>>;")) << w;
   EXPECT_TRUE(Contains(w, "var<storage, read_write> Z : array<f32>;")) << w;
@@ -653,7 +666,7 @@ fn lets(X: buffer<f32>[n], O: buffer<i32>[n], Y: buffer<f32>[n], Z: buffer<f32>[
 // the vec4 elements of a packed array, which its unit-stride reads keep
 // (tests/corpus/strided_lanes.kir runs it on every device).
 TEST(CompileTest, StridedVectorAccessesGoLaneByLaneIntoPackedArrays) {
-  StatusOr<Function> f = ParseFunction(R"(
+  const std::string w = WgslOf(R"(
 fn transpose(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
   for b in blockIdx.x(0, n / 64) {
     alloc T: f32[64] shared {
@@ -665,10 +678,7 @@ fn transpose(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
     }
   }
 })");
-  ASSERT_TRUE(f.ok()) << f.status();
-  StatusOr<CompiledFunction> c = CompileFunction(*f);
-  ASSERT_TRUE(c.ok()) << c.status();
-  const std::string& w = c->wgsl;
+  ASSERT_FALSE(w.empty());
   EXPECT_TRUE(Contains(w, "var<workgroup> T : array<vec4<f32>, 16>;")) << w;
   EXPECT_TRUE(Contains(w, "T[t].x = value[0];")) << w;
   EXPECT_TRUE(Contains(w, "T[t + 12i].x = value[3];")) << w;
@@ -679,7 +689,7 @@ fn transpose(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
 // (truncating or flooring alike): the fused index of a vectorized
 // elementwise kernel, `(f * 4) % 256`, is a vector access.
 TEST(CompileTest, RemaindersByMultiplesOfTheWidthStayAligned) {
-  StatusOr<Function> f = ParseFunction(R"(
+  const std::string w = WgslOf(R"(
 fn rows(X: buffer<f32>[n], B: buffer<f32>[256], Y: buffer<f32>[n], n: i32) {
   for b in blockIdx.x(0, n / 1024) {
     for t in threadIdx.x(0, 256) {
@@ -689,10 +699,7 @@ fn rows(X: buffer<f32>[n], B: buffer<f32>[256], Y: buffer<f32>[n], n: i32) {
     }
   }
 })");
-  ASSERT_TRUE(f.ok()) << f.status();
-  StatusOr<CompiledFunction> c = CompileFunction(*f);
-  ASSERT_TRUE(c.ok()) << c.status();
-  const std::string& w = c->wgsl;
+  ASSERT_FALSE(w.empty());
   EXPECT_TRUE(Contains(w, "var<storage, read> B : array<vec4<f32>>;")) << w;
   EXPECT_TRUE(Contains(w, "B[kiln_rem_i32(f * 4i, 256i) / 4i]")) << w;
   // X is also read at f * 4 + 2 and Y written at an odd offset: plain.
@@ -705,7 +712,7 @@ fn rows(X: buffer<f32>[n], B: buffer<f32>[256], Y: buffer<f32>[n], n: i32) {
 // under robustness, and a column that does not change in a loop is clamped
 // once (tests/corpus/workgroup_rows.kir runs such arrays on every device).
 TEST(CompileTest, WorkgroupArraysAreLaidOutInRowsWhereColumnsStayInside) {
-  StatusOr<Function> f = ParseFunction(R"(
+  const std::string w = WgslOf(R"(
 fn rows(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
   for b in blockIdx.x(0, n / 128) {
     alloc T: f32[128] shared {
@@ -725,10 +732,7 @@ fn rows(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32) {
     }
   }
 })");
-  ASSERT_TRUE(f.ok()) << f.status();
-  StatusOr<CompiledFunction> c = CompileFunction(*f);
-  ASSERT_TRUE(c.ok()) << c.status();
-  const std::string& w = c->wgsl;
+  ASSERT_FALSE(w.empty());
   EXPECT_TRUE(Contains(w, "var<workgroup> T : array<array<vec4<f32>, 8>, 4>;")) << w;
   EXPECT_TRUE(Contains(w, "T[2i][t] = X[b * 32i + 16i + t];")) << w;
   EXPECT_TRUE(Contains(w, "T[0i][t] + vec4<f32>(T[3i][t].y + U[t + 3i])")) << w;

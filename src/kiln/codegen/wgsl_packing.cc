@@ -106,7 +106,9 @@ std::optional<LaneSplit> Split(const ir::Expr& e, int lanes, const LetValues* le
 // constant loops around it.
 class AccessCollector : public ir::StmtVisitor {
  public:
-  explicit AccessCollector(const ir::BufferNode* buffer) : buffer_(buffer) {}
+  // `with_ranges`: record the loop bounds around each access (ChooseRows).
+  AccessCollector(const ir::BufferNode* buffer, bool with_ranges)
+      : buffer_(buffer), with_ranges_(with_ranges) {}
   struct Access {
     ir::Expr index;
     ir::RangeMap ranges;
@@ -115,6 +117,7 @@ class AccessCollector : public ir::StmtVisitor {
   bool unflattened = false;
 
   void VisitFor(const ir::ForNode* op) override {
+    if (!with_ranges_) return ir::StmtVisitor::VisitFor(op);
     auto min = ir::AsConstInt(ir::Simplify(op->min));
     auto extent = ir::AsConstInt(ir::Simplify(op->extent));
     auto step = ir::AsConstInt(ir::Simplify(op->step));
@@ -142,6 +145,7 @@ class AccessCollector : public ir::StmtVisitor {
     accesses.push_back({idx[0], ranges_});
   }
   const ir::BufferNode* buffer_;
+  const bool with_ranges_;
   ir::RangeMap ranges_;
 };
 
@@ -195,7 +199,7 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
   ir::DataType type = buffer.dtype();
   bool packable = !type.is_bool() && type.lanes == 1 && (type.bits == 32 || type.bits == 16);
   if (!packable) return {};
-  AccessCollector collector(buffer.get());
+  AccessCollector collector(buffer.get(), /*with_ranges=*/false);
   collector.VisitStmt(body);
   if (collector.unflattened || collector.accesses.empty()) return {};
 
@@ -257,25 +261,27 @@ ir::ExpandVar PureLets(const LetValues* lets) {
   };
 }
 
-// `e` with pure let-bound variables replaced by their values, so the range
-// analysis sees the loop variables they are made of.
-ir::Expr InlinePureLets(ir::Expr e, const LetValues* lets) {
-  if (lets == nullptr) return e;
+// The pure let-bound values as a substitution.
+ir::VarMap PureLetMap(const LetValues* lets) {
   ir::VarMap pure;
+  if (lets == nullptr) return pure;
   for (const auto& [var, value] : *lets) {
     if (IsPureArithmetic(value)) pure.emplace(var, value);
   }
-  for (int i = 0; i < kMaxLetDepth; ++i) {
-    ir::Expr next = ir::Substitute(e, pure);
-    if (next.get() == e.get()) break;
-    e = next;
-  }
-  return e;
+  return pure;
 }
 
+// Whether 0 <= column < extent for every value of the loops in `ranges`,
+// with the pure lets substituted so the range analysis sees the loop
+// variables they are made of.
 bool ProvenWithin(const ir::Expr& column, int64_t extent, const ir::RangeMap& ranges,
-                  const LetValues* lets) {
-  const ir::Expr c = InlinePureLets(column, lets);
+                  const ir::VarMap& pure) {
+  ir::Expr c = column;
+  for (int i = 0; i < kMaxLetDepth && !pure.empty(); ++i) {
+    ir::Expr next = ir::Substitute(c, pure);
+    if (next.get() == c.get()) break;
+    c = next;
+  }
   const ir::Expr inside = ir::Simplify(c >= 0 && c < ir::IntConst(c.dtype(), extent), ranges);
   const auto* b = inside.as<ir::BoolImmNode>();
   return b != nullptr && b->value;
@@ -303,7 +309,7 @@ RowSplit SplitByRow(const ir::Expr& index, int64_t row_elements, const LetValues
 int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
                    const ArrayPacking& packing, const LetValues* lets) {
   if (buffer.scope() != ir::MemoryScope::kShared || packing.split_vars) return 0;
-  AccessCollector collector(buffer.get());
+  AccessCollector collector(buffer.get(), /*with_ranges=*/true);
   collector.VisitStmt(root);
   if (collector.unflattened || collector.accesses.empty()) return 0;
   // Every access as the indices the rows must hold: a strided ramp lane by
@@ -324,6 +330,7 @@ int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
     const auto* ramp = index.as<ir::RampNode>();
     checked.push_back({ramp ? ramp->base : index, ramp != nullptr, &a.ranges});
   }
+  const ir::VarMap pure = PureLetMap(lets);
   const int64_t declared = size / packing.lanes;
   for (int64_t width = 2; width <= declared / 2; width *= 2) {
     if (declared % width != 0) break;
@@ -331,7 +338,7 @@ int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
     bool all = true;
     for (const Checked& c : checked) {
       const RowSplit split = SplitByRow(c.index, row_elements, lets);
-      bool fits = ProvenWithin(split.column, row_elements, *c.ranges, lets);
+      bool fits = ProvenWithin(split.column, row_elements, *c.ranges, pure);
       if (fits && c.vector) {
         // The vector stays whole and aligned within its row.
         auto lanes = SplitByLanes(split.column, packing.lanes, lets);

@@ -637,8 +637,8 @@ TEST_F(MatmulDeviceTest, F16AgainstTheInterpreter) {
 
 // f16 accumulation: the products summed in f16 (packed half FMAs), against
 // the interpreter running the same kernel with f16 rounding at every step;
-// ragged and aligned tiles, a transposed batched operand, and an epilogue
-// computed in f32 on the widened sums.
+// ragged and aligned tiles, 1 x 1 x 1, 4097 rows, a transposed batched
+// operand, and an epilogue computed in f32 on the widened sums.
 TEST_F(MatmulDeviceTest, F16AccumulationAgainstTheInterpreter) {
   if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
   MatmulOptions f16_sums;
@@ -654,7 +654,9 @@ TEST_F(MatmulDeviceTest, F16AccumulationAgainstTheInterpreter) {
       Matmul({{64, 16}, ir::kF16}, {{16, 64}, ir::kF16}, target_, epilogue, "mm_aligned");
   auto batched = Matmul({{2, 24, 40}, ir::kF16}, {{24, 36}, ir::kF16}, target_, transposed,
                         "mm_batched");
-  for (auto* f : {&odd, &aligned, &batched}) {
+  auto one = Matmul({{1, 1}, ir::kF16}, {{1, 1}, ir::kF16}, target_, f16_sums, "mm_one");
+  auto tall = Matmul({{4097, 8}, ir::kF16}, {{8, 3}, ir::kF16}, target_, f16_sums, "mm_tall");
+  for (auto* f : {&odd, &aligned, &batched, &one, &tall}) {
     ASSERT_TRUE(f->ok()) << f->status();
     functions.push_back(**f);
   }

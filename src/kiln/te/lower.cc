@@ -157,10 +157,13 @@ class Relocate : public ir::ExprMutator {
         continue;
       }
       const ir::Expr relative = internal::CancelTerms(index - p.min[d]);
-      const ir::Expr expanded =
-          roots_.empty() ? relative
-                         : internal::CancelTerms(ir::Substitute(index, roots_) - p.min[d]);
+      const ir::Expr substituted = roots_.empty() ? index : ir::Substitute(index, roots_);
+      if (substituted.get() == index.get()) {
+        indices.push_back(relative);
+        continue;
+      }
       // The expansion only where it leaves fewer terms.
+      const ir::Expr expanded = internal::CancelTerms(substituted - p.min[d]);
       indices.push_back(TermCount(expanded) < TermCount(relative) ? expanded : relative);
     }
     return ir::Load(p.buffer, indices);
@@ -655,27 +658,6 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
   }
   Inliner inliner(impl_);
-  // The let-bound root axes' values (vectorized stages keep their lane forms).
-  ir::VarMap roots;
-  {
-    bool vectorized = false;
-    for (const IterVar& a : stage.leaves) {
-      vectorized = vectorized || layout.loop_kind(a) == ir::LoopKind::kVectorized;
-    }
-    auto leaf = [&](const IterVar& axis) {
-      return std::any_of(stage.leaves.begin(), stage.leaves.end(),
-                         [&](const IterVar& a) { return a.same_as(axis); });
-    };
-    for (const auto* axes : {&op->axis, &op->reduce_axis}) {
-      for (const IterVar& a : *axes) {
-        if (!vectorized && !leaf(a)) roots[a.var().get()] = value(a);
-      }
-    }
-  }
-  Relocate relocate(placements_, std::move(roots));
-  auto prepare = [&](const ir::Expr& e) {
-    return relocate.MutateExpr(inliner.MutateExpr(global.empty() ? e : ir::Substitute(e, global)));
-  };
 
   // The vectorized leaf, if any, and its lane count.
   IterVar vec;
@@ -745,6 +727,17 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       if (a.same_as(axis)) return true;
     }
     return false;
+  };
+  // The let-bound root axes' values (vectorized stages keep their lane forms).
+  ir::VarMap roots;
+  for (const auto* axes : {&op->axis, &op->reduce_axis}) {
+    for (const IterVar& a : *axes) {
+      if (!vec.defined() && !is_leaf(a)) roots[a.var().get()] = value(a);
+    }
+  }
+  Relocate relocate(placements_, std::move(roots));
+  auto prepare = [&](const ir::Expr& e) {
+    return relocate.MutateExpr(inliner.MutateExpr(global.empty() ? e : ir::Substitute(e, global)));
   };
   // The guard of the splits that do not divide, for data or reduction axes,
   // and for a placed stage the tensor's own bounds (undefined: none).
