@@ -473,7 +473,10 @@ void BindTe(nb::module_& m) {
           "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
       .def(
           "double_buffer", [](const StageRef& s) { Check(s.Get().DoubleBuffer()); },
-          "Alternates two halves of a shared stage computed at a serial loop.");
+          "Alternates two halves of a shared stage computed at a serial loop.")
+      .def(
+          "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
+          "Combines the stage's cross-thread reduction through subgroup operations.");
 
   nb::class_<ScheduleHolder>(te_m, "Schedule",
                              "How the computes of a tensor program run: primitives applied to "

@@ -1,6 +1,7 @@
 // Lowering a schedule to one ir::Function.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -289,6 +290,22 @@ class StageLayout {
 };
 
 // The region of each attached stage, and the statements of the kernel.
+// The subgroup's reduction of `v` by `kind` (sum, max or min), the same in
+// each of its threads. Float max and min propagate NaN: subgroup max/min
+// leave it unspecified, so a NaN anywhere in the subgroup (counted with an
+// integer subgroup max) gives NaN.
+ir::Expr SubgroupCombine(ReducerKind kind, const ir::Expr& v) {
+  if (kind == ReducerKind::kSum) return ir::Call(ir::Intrinsic::kSubgroupAdd, {v});
+  const bool max = kind == ReducerKind::kMax;
+  ir::Expr m = ir::Call(max ? ir::Intrinsic::kSubgroupMax : ir::Intrinsic::kSubgroupMin, {v});
+  if (!v.dtype().is_float()) return m;
+  const ir::Expr nan_seen =
+      ir::Call(ir::Intrinsic::kSubgroupMax,
+               {ir::Select(v != v, ir::IntConst(ir::kI32, 1), ir::IntConst(ir::kI32, 0))});
+  return ir::Select(nan_seen > 0,
+                    ir::FloatConst(v.dtype(), std::numeric_limits<double>::quiet_NaN()), m);
+}
+
 class KernelLowering {
  public:
   KernelLowering(const Schedule::Impl& impl, std::string at) : impl_(impl), at_(std::move(at)) {}
@@ -622,6 +639,12 @@ class KernelLowering {
   }
 
   Stmt LowerStage(const StageState& stage, const ThreadContext& outer_ctx);
+  // That `stage`'s cross-thread reduction over `width` threads can combine
+  // through subgroups: the reduction axis is the workgroup's only thread
+  // axis (a subgroup then never holds threads of two reductions, whatever
+  // the device's subgroup size) and the values are 32-bit or f16 numbers.
+  Status CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
+                             ir::DataType dtype) const;
 
   const Schedule::Impl& impl_;
   std::string at_;
@@ -637,6 +660,30 @@ class KernelLowering {
   IntervalMap loop_ranges_;
   Status error_;
 };
+
+Status KernelLowering::CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
+                                           ir::DataType dtype) const {
+  auto error = [&](const auto&... why) {
+    return InvalidArgument(at_, ": stage '", stage.name(), "' asks for subgroup_reduce, but ",
+                           why...);
+  };
+  bool alone = only_axis;
+  for (const auto& [kind, extent] : thread_extents_) {
+    const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(extent));
+    if (kind == ir::LoopKind::kThreadX ? e != width : e != 1) alone = false;
+  }
+  if (!alone) {
+    return error(
+        "its reduction axis is not the workgroup's only thread axis (a subgroup would "
+        "mix threads of several reductions); combine through the shared-memory tree");
+  }
+  if (dtype.lanes != 1 ||
+      !(dtype == ir::kF32 || dtype == ir::kI32 || dtype == ir::kU32 || dtype == ir::kF16)) {
+    return error("it reduces ", dtype.ToString(),
+                 " values; subgroups combine f32, f16, i32 and u32");
+  }
+  return Status::Ok();
+}
 
 Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& outer_ctx) {
   const OperationNode* op = stage.op.get();
@@ -832,61 +879,102 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   const ThreadContext data_ctx = context_at(data_loops);
 
   if (op->has_reduction) {
-    const ir::DataType acc_type = op->reduce_source.dtype();
-    ir::Buffer acc(op->name + "_acc", acc_type, {1}, {}, ir::MemoryScope::kLocal);
-    const ir::Expr acc0 = ir::Load(acc, {0});
-    const ir::Expr source = prepare(op->reduce_source);
-    auto result = [&](const ir::Expr& value) {
-      return prepare(ir::Substitute(op->body, {{op->reduce_var.get(), value}}));
+    // The reducer as n values (one for sum/prod/max/min, one per value of
+    // a user-defined tuple reducer): types, identities, prepared sources,
+    // and combine(a, b) giving new values from two sets of them.
+    const bool custom = op->reducer == ReducerKind::kCustom;
+    const size_t n = custom ? op->reduce_sources.size() : 1;
+    std::vector<ir::DataType> types;
+    std::vector<ir::Expr> identity, sources;
+    for (size_t k = 0; k < n; ++k) {
+      const ir::Expr& src = custom ? op->reduce_sources[k] : op->reduce_source;
+      types.push_back(src.dtype());
+      identity.push_back(custom ? op->custom_identity[k]
+                                : ReducerIdentity(op->reducer, src.dtype()));
+      sources.push_back(prepare(src));
+    }
+    using Values = std::vector<ir::Expr>;
+    auto combine = [&](const Values& a, const Values& b) -> Values {
+      if (!custom) return {ReducerCombine(op->reducer, a[0], b[0])};
+      ir::VarMap m;
+      for (size_t k = 0; k < n; ++k) {
+        m[op->custom_acc[k].get()] = a[k];
+        m[op->custom_next[k].get()] = b[k];
+      }
+      Values out;
+      for (size_t k = 0; k < n; ++k) out.push_back(ir::Substitute(op->custom_combine[k], m));
+      return out;
     };
+    // One buffer per value ("<stage><suffix>", with the value's number for
+    // a tuple reducer).
+    auto buffers = [&](const std::string& suffix, const std::vector<ir::Expr>& shape,
+                       ir::MemoryScope scope) {
+      std::vector<ir::Buffer> out;
+      for (size_t k = 0; k < n; ++k) {
+        out.emplace_back(op->name + suffix + (custom ? std::to_string(k) : ""), types[k], shape,
+                         std::vector<ir::Expr>{}, scope);
+      }
+      return out;
+    };
+    auto loads = [&](const std::vector<ir::Buffer>& bufs, const std::vector<ir::Expr>& idx) {
+      Values out;
+      for (const ir::Buffer& buf : bufs) out.push_back(ir::Load(buf, idx));
+      return out;
+    };
+    // Stores values[k] into bufs[k] at idx, every value computed before any
+    // store (a tuple reducer's new values read the old ones).
+    auto store_all = [&](const std::vector<ir::Buffer>& bufs, const std::vector<ir::Expr>& idx,
+                         const Values& values) -> Stmt {
+      if (n == 1) return ir::StoreNode::make(bufs[0], idx, values[0]);
+      std::vector<ir::Var> fresh;
+      std::vector<Stmt> stores;
+      for (size_t k = 0; k < n; ++k) {
+        fresh.emplace_back(op->custom_name + "_new" + std::to_string(k), types[k]);
+        stores.push_back(ir::StoreNode::make(bufs[k], idx, fresh[k]));
+      }
+      Stmt s = ir::MakeSeq(stores);
+      for (size_t k = n; k-- > 0;) s = ir::LetStmtNode::make(fresh[k], values[k], s);
+      return s;
+    };
+    auto allocate_all = [](const std::vector<ir::Buffer>& bufs, Stmt body) {
+      for (auto it = bufs.rbegin(); it != bufs.rend(); ++it) {
+        body = ir::AllocateNode::make(*it, body);
+      }
+      return body;
+    };
+    auto result = [&](const Values& values) {
+      ir::VarMap m;
+      for (size_t k = 0; k < n; ++k) {
+        m[(custom ? op->reduce_vars[k] : op->reduce_var).get()] = values[k];
+      }
+      return prepare(ir::Substitute(op->body, m));
+    };
+    const std::vector<ir::Buffer> accs =
+        buffers("_acc", {ir::IntConst(ir::kI32, 1)}, ir::MemoryScope::kLocal);
+    const std::vector<ir::Expr> at0 = {ir::IntConst(ir::kI32, 0)};
+    const Values acc0 = loads(accs, at0);
+    const Stmt update = store_all(accs, at0, combine(acc0, sources));
+    const Stmt init = store_all(accs, at0, identity);
+
     std::vector<IterVar> reduce_loops = layout.reduce_loops;
     IterVar across;  // a reduction leaf bound to threadIdx.x
     for (const IterVar& a : reduce_loops) {
       if (ir::IsThreadIdx(layout.loop_kind(a))) across = a;
     }
-    if (op->reducer == ReducerKind::kCustom && (layout.mixed || across.defined())) {
+    if (stage.subgroup_reduce && !across.defined()) {
+      error_ = InvalidArgument(at_, ": stage '", stage.name(),
+                               "' asks for subgroup_reduce but binds no reduction axis to "
+                               "threadIdx.x");
+      return ir::MakeSeq({});
+    }
+    if (custom && layout.mixed) {
       error_ = InvalidArgument(at_, ": stage '", stage.name(),
                                "' reduces with user-defined "
                                "reducer '",
                                op->custom_name,
                                "', which keeps its reduction loops "
-                               "innermost and serial (no in-place or cross-thread reduction)");
+                               "innermost (no in-place reduction)");
       return ir::MakeSeq({});
-    }
-    if (op->reducer == ReducerKind::kCustom) {
-      // One accumulator per value; each step computes every new value from
-      // the old ones before storing any.
-      const size_t n = op->reduce_sources.size();
-      std::vector<ir::Buffer> accs;
-      ir::VarMap results, olds;
-      std::vector<Stmt> init, stores;
-      for (size_t k = 0; k < n; ++k) {
-        accs.emplace_back(op->name + "_acc" + std::to_string(k), op->reduce_sources[k].dtype(),
-                          std::vector<ir::Expr>{ir::IntConst(ir::kI32, 1)}, std::vector<ir::Expr>{},
-                          ir::MemoryScope::kLocal);
-        results[op->reduce_vars[k].get()] = ir::Load(accs[k], {0});
-        olds[op->custom_acc[k].get()] = ir::Load(accs[k], {0});
-        olds[op->custom_next[k].get()] = prepare(op->reduce_sources[k]);
-        init.push_back(ir::StoreNode::make(accs[k], {0}, op->custom_identity[k]));
-      }
-      std::vector<ir::Var> fresh;
-      for (size_t k = 0; k < n; ++k) {
-        fresh.emplace_back(op->custom_name + "_new" + std::to_string(k),
-                           op->reduce_sources[k].dtype());
-        stores.push_back(ir::StoreNode::make(accs[k], {0}, fresh[k]));
-      }
-      Stmt update = ir::MakeSeq(stores);
-      for (size_t k = n; k-- > 0;) {
-        update =
-            ir::LetStmtNode::make(fresh[k], ir::Substitute(op->custom_combine[k], olds), update);
-      }
-      const ThreadContext store_ctx = context_at(data_loops);
-      init.push_back(nest(reduce_loops, wrap(true, update), data_ctx));
-      init.push_back(
-          single_store(make_store(prepare(ir::Substitute(op->body, results))), store_ctx));
-      Stmt inner = ir::MakeSeq(init);
-      for (size_t k = n; k-- > 0;) inner = ir::AllocateNode::make(accs[k], inner);
-      return nest(data_loops, wrap(false, inner), outer_ctx);
     }
     if (layout.mixed && across.defined()) {
       error_ =
@@ -912,30 +1000,28 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
         if (p.half.defined()) indices.insert(indices.begin(), p.half);
         return ir::Load(p.buffer, indices);
       };
-      Stmt init =
-          wrap(false, single_store(make_store(ReducerIdentity(op->reducer, acc_type)), store_ctx));
+      Stmt init_in_place = wrap(false, single_store(make_store(identity[0]), store_ctx));
       for (auto it = inner_data.rbegin(); it != inner_data.rend(); ++it) {
-        init = ir::ForNode::make(it->var(), 0, layout.extent(*it), layout.loop_kind(*it), init);
+        init_in_place = ir::ForNode::make(it->var(), 0, layout.extent(*it), layout.loop_kind(*it),
+                                          init_in_place);
       }
-      Stmt update = wrap(
-          false, wrap(true, single_store(make_store(ReducerCombine(op->reducer, current(), source)),
-                                         store_ctx)));
-      Stmt body =
-          ir::MakeSeq({RenewBindings().MutateStmt(init), nest(reduce_loops, update, data_ctx)});
+      Stmt step = wrap(
+          false, wrap(true, single_store(make_store(combine({current()}, sources)[0]), store_ctx)));
+      Stmt body = ir::MakeSeq(
+          {RenewBindings().MutateStmt(init_in_place), nest(reduce_loops, step, data_ctx)});
       return nest(data_loops, body, outer_ctx);
     }
     if (!across.defined()) {
-      Stmt update = ir::StoreNode::make(acc, {0}, ReducerCombine(op->reducer, acc0, source));
       const ThreadContext store_ctx = context_at(data_loops);
-      Stmt inner = ir::AllocateNode::make(
-          acc, ir::MakeSeq({ir::StoreNode::make(acc, {0}, ReducerIdentity(op->reducer, acc_type)),
-                            nest(reduce_loops, wrap(true, update), data_ctx),
-                            single_store(make_store(result(acc0)), store_ctx)}));
+      Stmt inner =
+          allocate_all(accs, ir::MakeSeq({init, nest(reduce_loops, wrap(true, update), data_ctx),
+                                          single_store(make_store(result(acc0)), store_ctx)}));
       return nest(data_loops, wrap(false, inner), outer_ctx);
     }
     // A cross-thread reduction: each thread reduces its share into acc, the
-    // partials meet in shared memory, and a tree combines them, halving the
-    // active threads with a barrier between levels. Barriers are reached by
+    // partials meet in shared memory, and either a tree combines them,
+    // halving the active threads with a barrier between levels, or
+    // (subgroup_reduce) subgroup operations do. Barriers are reached by
     // every thread: the data guard holds only the update and the store.
     const int64_t width = *ir::AsConstInt(ir::Simplify(layout.extent(across)));
     std::vector<ir::Expr> slot_prefix;
@@ -947,7 +1033,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       }
     }
     red_shape.push_back(ir::IntConst(ir::kI32, width));
-    ir::Buffer red(op->name + "_red", acc_type, red_shape, {}, ir::MemoryScope::kShared);
+    const std::vector<ir::Buffer> reds = buffers("_red", red_shape, ir::MemoryScope::kShared);
     auto slot = [&](const ir::Expr& t) {
       std::vector<ir::Expr> idx = slot_prefix;
       idx.push_back(t);
@@ -964,44 +1050,85 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     if (across_ctx.count(ir::LoopKind::kThreadX) == 0) {
       across_ctx[ir::LoopKind::kThreadX] = across.var();
     }
-    Stmt update = ir::StoreNode::make(acc, {0}, ReducerCombine(op->reducer, acc0, source));
     // ctx_inside for the serial reduction loops: inside `across`.
     for (const IterVar& a : serial) ctx_inside[a.get()] = across_ctx;
     ctx_inside[across.get()] = across_ctx;
-    Stmt partial = ir::AllocateNode::make(
-        acc, ir::MakeSeq({ir::StoreNode::make(acc, {0}, ReducerIdentity(op->reducer, acc_type)),
-                          nest(serial, guarded(wrap(true, update)), across_ctx),
-                          ir::StoreNode::make(red, slot(across.var()), acc0)}));
-    partial = EmitAttached(stage, across, across_ctx, partial);
-    std::vector<Stmt> seq = {
-        MakeLoop(across.var(), width, ir::LoopKind::kThreadX, data_ctx, partial),
-        ir::BarrierNode::make()};
-    int half = 1;
-    while (half * 2 < width) half *= 2;
-    for (; half >= 1; half /= 2) {
-      ir::Var t(across.name() + "_t" + std::to_string(half), ir::kI32);
-      const ir::Expr combined =
-          ReducerCombine(op->reducer, ir::Load(red, slot(t)), ir::Load(red, slot(t + half)));
-      Stmt level = ir::IfNode::make(t < half && t + half < static_cast<int>(width),
-                                    ir::StoreNode::make(red, slot(t), combined));
-      seq.push_back(MakeLoop(t, width, ir::LoopKind::kThreadX, data_ctx, level));
-      seq.push_back(ir::BarrierNode::make());
-    }
-    ir::Var t0(across.name() + "_t0", ir::kI32);
-    ThreadContext final_ctx = data_ctx;
-    if (final_ctx.count(ir::LoopKind::kThreadX) == 0) final_ctx[ir::LoopKind::kThreadX] = t0;
-    Stmt store = guarded(make_store(result(ir::Load(red, slot(ir::IntConst(ir::kI32, 0))))));
-    if (data_ctx.count(ir::LoopKind::kThreadX) != 0) {
-      store = ir::IfNode::make(ir::Expr(data_ctx.at(ir::LoopKind::kThreadX)) == 0, store);
+    std::vector<Stmt> partial_seq = {init, nest(serial, guarded(wrap(true, update)), across_ctx)};
+    std::vector<Stmt> seq;
+    ir::Expr total_at_0;  // the reduction, read by the storing thread
+    if (stage.subgroup_reduce) {
+      if (Status checked = CheckSubgroupReduce(stage, width, slot_prefix.empty(), types[0]);
+          !checked.ok()) {
+        error_ = checked;
+        return ir::MakeSeq({});
+      }
+      // Each subgroup reduces its threads' partials; lane 0 leaves the
+      // result in its thread's slot, the others the identity. After one
+      // barrier every subgroup gathers all `width` slots (lane l: l,
+      // l + size, ...) and reduces them across its lanes again, so the
+      // workgroup's first thread holds the whole reduction.
+      const std::string base = across.name();
+      const ir::Expr tx = across_ctx.at(ir::LoopKind::kThreadX);
+      ir::Var lane(base + "_lane", ir::kI32), size(base + "_sg_size", ir::kI32);
+      ir::Var sg(base + "_sg", types[0]), total(base + "_total", types[0]);
+      const std::vector<ir::Buffer> gather =
+          buffers("_gather", {ir::IntConst(ir::kI32, 1)}, ir::MemoryScope::kLocal);
+      ir::Var kk(base + "_g", ir::kI32);
+      ir::Var j(base + "_j", ir::kI32);
+      const ir::Expr trips = (ir::IntConst(ir::kI32, width) + size - 1) / size;
+      Stmt gather_loop = ir::ForNode::make(
+          kk, 0, trips, ir::LoopKind::kSerial,
+          ir::LetStmtNode::make(
+              j, kk * size + lane,
+              ir::IfNode::make(
+                  j < static_cast<int>(width),
+                  store_all(gather, at0, combine(loads(gather, at0), loads(reds, slot(j)))))));
+      Stmt store = guarded(make_store(result({total})));
+      store = ir::IfNode::make(tx == 0, store);
+      Stmt tail =
+          ir::LetStmtNode::make(total, SubgroupCombine(op->reducer, loads(gather, at0)[0]), store);
+      partial_seq.push_back(ir::LetStmtNode::make(
+          sg, SubgroupCombine(op->reducer, acc0[0]),
+          ir::LetStmtNode::make(
+              lane, ir::Call(ir::Intrinsic::kSubgroupInvocationId, {}),
+              ir::LetStmtNode::make(
+                  size, ir::Call(ir::Intrinsic::kSubgroupSize, {}),
+                  ir::MakeSeq({store_all(reds, slot(tx), {ir::Select(lane == 0, sg, identity[0])}),
+                               ir::BarrierNode::make(),
+                               allocate_all(gather, ir::MakeSeq({store_all(gather, at0, identity),
+                                                                 gather_loop, tail}))})))));
+      Stmt partial = allocate_all(accs, ir::MakeSeq(partial_seq));
+      partial = EmitAttached(stage, across, across_ctx, partial);
+      seq.push_back(MakeLoop(across.var(), width, ir::LoopKind::kThreadX, data_ctx, partial));
     } else {
-      store = ir::ForNode::make(t0, 0, ir::IntConst(ir::kI32, width), ir::LoopKind::kThreadX,
-                                ir::IfNode::make(t0 == 0, store));
+      partial_seq.push_back(store_all(reds, slot(across.var()), acc0));
+      Stmt partial = allocate_all(accs, ir::MakeSeq(partial_seq));
+      partial = EmitAttached(stage, across, across_ctx, partial);
+      seq = {MakeLoop(across.var(), width, ir::LoopKind::kThreadX, data_ctx, partial),
+             ir::BarrierNode::make()};
+      int half = 1;
+      while (half * 2 < width) half *= 2;
+      for (; half >= 1; half /= 2) {
+        ir::Var t(across.name() + "_t" + std::to_string(half), ir::kI32);
+        Stmt level = ir::IfNode::make(
+            t < half && t + half < static_cast<int>(width),
+            store_all(reds, slot(t), combine(loads(reds, slot(t)), loads(reds, slot(t + half)))));
+        seq.push_back(MakeLoop(t, width, ir::LoopKind::kThreadX, data_ctx, level));
+        seq.push_back(ir::BarrierNode::make());
+      }
+      ir::Var t0(across.name() + "_t0", ir::kI32);
+      Stmt store = guarded(make_store(result(loads(reds, slot(ir::IntConst(ir::kI32, 0))))));
+      if (data_ctx.count(ir::LoopKind::kThreadX) != 0) {
+        store = ir::IfNode::make(ir::Expr(data_ctx.at(ir::LoopKind::kThreadX)) == 0, store);
+      } else {
+        store = ir::ForNode::make(t0, 0, ir::IntConst(ir::kI32, width), ir::LoopKind::kThreadX,
+                                  ir::IfNode::make(t0 == 0, store));
+      }
+      seq.push_back(store);
     }
-    seq.push_back(store);
-    // The tree's last barrier also keeps the next use of the slots after
-    // this read.
+    // The last barrier keeps the next use of the slots after this read.
     seq.push_back(ir::BarrierNode::make());
-    Stmt body = ir::AllocateNode::make(red, ir::MakeSeq(seq));
+    Stmt body = allocate_all(reds, ir::MakeSeq(seq));
     return nest(data_loops, wrap(false, body, /*guarded=*/false), outer_ctx);
   }
 

@@ -49,6 +49,8 @@ std::string_view KindName(Kind kind) {
       return "double_buffer";
     case Kind::kRfactor:
       return "rfactor";
+    case Kind::kSubgroupReduce:
+      return "subgroup_reduce";
   }
   return "?";
 }
@@ -428,6 +430,22 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                "a loop double-buffer");
       }
       stage.double_buffer = true;
+      break;
+    }
+    case Kind::kSubgroupReduce: {
+      if (!p.axes.empty()) return InvalidArgument(at, ": subgroup_reduce takes no axis");
+      const ReducerKind r = stage.op->reducer;
+      if (!stage.op->has_reduction) {
+        return InvalidArgument(at, ": the stage is not a reduction");
+      }
+      if (r != ReducerKind::kSum && r != ReducerKind::kMax && r != ReducerKind::kMin) {
+        return InvalidArgument(
+            at, ": the stage reduces with ",
+            r == ReducerKind::kCustom ? stage.op->custom_name : std::string(ReducerName(r)),
+            "; subgroups combine sum, max and min only (the others combine "
+            "through the shared-memory tree)");
+      }
+      stage.subgroup_reduce = true;
       break;
     }
     case Kind::kCacheRead:
@@ -1071,6 +1089,10 @@ Status Stage::StorageAlign(const IterVar& axis, int64_t factor, int64_t offset) 
 
 Status Stage::DoubleBuffer() {
   return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
+}
+
+Status Stage::SubgroupReduce() {
+  return schedule_->Apply(Primitive{Kind::kSubgroupReduce, name_});
 }
 
 }  // namespace kiln::te

@@ -215,9 +215,14 @@ Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
     case ReducerKind::kProd:
       return acc * value;
     case ReducerKind::kMax:
-      return ir::Max(acc, value);
-    case ReducerKind::kMin:
-      return ir::Min(acc, value);
+    case ReducerKind::kMin: {
+      const bool max = kind == ReducerKind::kMax;
+      if (!value.dtype().is_float()) return max ? ir::Max(acc, value) : ir::Min(acc, value);
+      // NaN propagates: `value` wins where it is NaN or strictly better, so
+      // a NaN accumulator stays (ir's min/max leave NaN to the device).
+      const Expr better = max ? value > acc : value < acc;
+      return ir::Select(better || value != value, value, acc);
+    }
     case ReducerKind::kCustom:
       break;
   }

@@ -79,7 +79,7 @@ IterVar ReduceAxis(Expr extent, const std::string& name);
 
 // Commutative, associative reductions with an identity. Each returns a
 // placeholder expression that Compute recognises; use it only inside a
-// compute body, at most once per body.
+// compute body, at most once per body. Float Max and Min propagate NaN.
 Expr Sum(Expr source, const std::vector<IterVar>& axes);
 Expr Prod(Expr source, const std::vector<IterVar>& axes);
 Expr Max(Expr source, const std::vector<IterVar>& axes);
@@ -94,7 +94,10 @@ Expr Min(Expr source, std::initializer_list<IterVar> axes);
 // (a tuple reducer when more than one, like argmax's (index, value)):
 // `combine` maps the accumulated values and the next values to the new
 // accumulated values, and `identity` gives each value's start. Lowering
-// evaluates combine once per step; it must not depend on the order in which
+// evaluates combine once per step, and a cross-thread reduction also
+// combines two partial results with it (combine(partial, partial)): it must
+// be associative and commutative, ties included (argmax breaks equal values
+// by the smaller index, as below), or results depend on the order in which
 // steps are combined.
 struct CommReducer {
   std::string name;
@@ -105,9 +108,9 @@ struct CommReducer {
 // One expression per value of the reduction of `sources` (one per value of
 // the reducer) over `axes`; use them in a compute body (at most one
 // reduction per body). E.g. an argmax:
-//   CommReducer argmax{"argmax", {IntConst(kI32, -1), FloatConst(kF32, -inf)},
+//   CommReducer argmax{"argmax", {IntConst(kI32, 2147483647), FloatConst(kF32, -inf)},
 //       [](auto& acc, auto& next) {
-//         Expr take = next[1] > acc[1];
+//         Expr take = next[1] > acc[1] || (next[1] == acc[1] && next[0] < acc[0]);
 //         return std::vector<Expr>{Select(take, next[0], acc[0]),
 //                                  Select(take, next[1], acc[1])}; }};
 //   Compute("Y", {n}, [&](auto& i) { return Reduce(argmax, {k, X(i[0], k)}, {k})[0]; });
@@ -120,7 +123,8 @@ enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin, kCustom };
 std::string_view ReducerName(ReducerKind kind);
 // The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
 Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
-// combine(acc, value).
+// combine(acc, value). Float max and min propagate NaN (a NaN anywhere in
+// the reduction gives NaN), unlike ir's min/max.
 Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value);
 
 class Tensor;
@@ -214,6 +218,7 @@ struct Primitive {
     kStorageAlign,
     kDoubleBuffer,
     kRfactor,
+    kSubgroupReduce,
   };
   Kind kind = Kind::kSplit;
   std::string stage;              // cache_read: the tensor read
@@ -229,7 +234,7 @@ struct Primitive {
   // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
   // "A.cache_read(shared, C)", "C.cache_write(local)",
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
-  // "C.rfactor(k_inner)".
+  // "C.rfactor(k_inner)", "C.subgroup_reduce()".
   std::string ToString() const;
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
@@ -311,6 +316,14 @@ class Stage {
   // alternates between them by the loop's parity, so the next iteration's
   // writes need no barrier after this iteration's reads.
   Status DoubleBuffer();
+  // The stage's cross-thread reduction (a reduction axis bound to
+  // threadIdx.x) combines through subgroup operations instead of a
+  // shared-memory tree: each subgroup reduces its threads' partials, one
+  // barrier, then every subgroup reduces the subgroups' results. For sum,
+  // max and min (float max/min still propagate NaN); the kernel then needs
+  // the device's subgroups feature. Lowering checks that the reduction axis
+  // is the workgroup's only thread axis.
+  Status SubgroupReduce();
 
  private:
   friend class Schedule;

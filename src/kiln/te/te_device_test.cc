@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -531,47 +532,136 @@ TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {
 }
 
 // A tuple reducer: argmax over (index, value), the first index of the
-// largest value; rows with ties and with infinities.
+// largest value; rows with ties and with infinities. Reduced by one thread
+// per row, and by 64 threads per row combining (index, value) pairs in
+// shared memory.
 TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
-  testing::ArgmaxProgram p;
-  auto s = Schedule::Create({p.Y});
-  ASSERT_TRUE(s.ok()) << s.status();
-  Stage y = (*s)[p.Y];
-  auto r = y.Split(y.axis(0), 32);
-  ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(y.Bind(r->outer, ThreadAxis::kBlockX).ok());
-  ASSERT_TRUE(y.Bind(r->inner, ThreadAxis::kThreadX).ok());
-  auto f = Lower(*s, {p.Y}, {p.X}, "argmax");
-  ASSERT_TRUE(f.ok()) << f.status();
-  for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {33, 100}, {100, 7}}) {
-    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
-    auto x = Random(sh.rows * sh.cols);
-    if (sh.cols > 3) {
-      x[1] = x[3] = 5.0f;                              // a tie: index 1 wins
-      x[sh.cols] = INFINITY;                           // row 1 (if any)
-      x[sh.cols * (sh.rows > 2 ? 2 : 0) + 2] = -0.0f;  // no effect on the order
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across ? "across threads" : "a thread per row");
+    testing::ArgmaxProgram p;
+    auto s = Schedule::Create({p.Y});
+    ASSERT_TRUE(s.ok()) << s.status();
+    Stage y = (*s)[p.Y];
+    if (across) {
+      auto k = y.Split(y.reduce_axis(0), 64);
+      ASSERT_TRUE(k.ok());
+      ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+      ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
+    } else {
+      auto r = y.Split(y.axis(0), 32);
+      ASSERT_TRUE(r.ok());
+      ASSERT_TRUE(y.Bind(r->outer, ThreadAxis::kBlockX).ok());
+      ASSERT_TRUE(y.Bind(r->inner, ThreadAxis::kThreadX).ok());
     }
-    std::vector<float> want(sh.rows);
-    for (int row = 0; row < sh.rows; ++row) {
-      int best = -1;
-      float value = -INFINITY;
-      for (int q = 0; q < sh.cols; ++q) {
-        if (x[row * sh.cols + q] > value) {
-          value = x[row * sh.cols + q];
-          best = q;
+    auto f = Lower(*s, {p.Y}, {p.X}, "argmax");
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (const Shape2& sh : {Shape2{1, 1}, {7, 33}, {33, 100}, {100, 7}, {3, 1000}}) {
+      SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+      auto x = Random(sh.rows * sh.cols);
+      if (sh.cols > 3) {
+        x[1] = x[3] = 5.0f;                              // a tie: index 1 wins
+        x[sh.cols] = INFINITY;                           // row 1 (if any)
+        x[sh.cols * (sh.rows > 2 ? 2 : 0) + 2] = -0.0f;  // no effect on the order
+      }
+      if (sh.cols > 900) x[sh.cols * 2 + 900] = x[sh.cols * 2 + 901] = 7.0f;  // a late tie
+      std::vector<float> want(sh.rows);
+      for (int row = 0; row < sh.rows; ++row) {
+        int best = -1;
+        float value = -INFINITY;
+        for (int q = 0; q < sh.cols; ++q) {
+          if (best < 0 || x[row * sh.cols + q] > value) {
+            value = x[row * sh.cols + q];
+            best = q;
+          }
+        }
+        want[row] = static_cast<float>(best);
+      }
+      std::vector<float> got = Run(*f, {x}, want.size(), {sh.rows, sh.cols});
+      // The output is i32: read its words as integers.
+      std::vector<float> as_index(got.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        int32_t v;
+        std::memcpy(&v, &got[i], 4);
+        as_index[i] = static_cast<float>(v);
+      }
+      ExpectNear(as_index, want, 0, "Y");
+    }
+  }
+}
+
+// Row sums, maxima and minima across 128 threads combined through
+// subgroups (where the device has them) and through the shared tree: NaN
+// propagates through max and min either way; rows shorter than the
+// workgroup leave threads with nothing but the identity.
+TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
+  const bool has_subgroups = device_->HasFeature(hal::Feature::kSubgroups);
+  if (!has_subgroups) {
+    std::printf("[ INFO     ] %s does not offer subgroups: only the shared tree runs\n",
+                device_->Describe().c_str());
+  }
+  for (const ReducerKind kind : {ReducerKind::kSum, ReducerKind::kMax, ReducerKind::kMin}) {
+    for (const bool subgroups : {false, true}) {
+      if (subgroups && !has_subgroups) continue;
+      SCOPED_TRACE(std::string(ReducerName(kind)) + (subgroups ? " through subgroups" : " tree"));
+      Var rows = SizeVar("rows"), cols = SizeVar("cols");
+      Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
+      IterVar k = ReduceAxis(cols, "k");
+      Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
+        const Expr x = X(i[0], k);
+        return kind == ReducerKind::kSum   ? Sum(x, {k})
+               : kind == ReducerKind::kMax ? Max(x, {k})
+                                           : Min(x, {k});
+      });
+      auto s = Schedule::Create({Y});
+      ASSERT_TRUE(s.ok()) << s.status();
+      Stage y = (*s)[Y];
+      auto kk = y.Split(y.reduce_axis(0), 128);
+      ASSERT_TRUE(kk.ok());
+      ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+      ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
+      if (subgroups) ASSERT_TRUE(y.SubgroupReduce().ok());
+      auto f = Lower(*s, {Y}, {X}, "rows");
+      ASSERT_TRUE(f.ok()) << f.status();
+      const std::string printed = ir::Print(*f);
+      EXPECT_EQ(printed.find(kind == ReducerKind::kSum ? "subgroup_add" : "subgroup_m") !=
+                    std::string::npos,
+                subgroups)
+          << printed;
+      for (const Shape2& sh : {Shape2{1, 1}, {3, 7}, {5, 128}, {4, 1000}, {2, 4097}}) {
+        SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+        auto x = Random(sh.rows * sh.cols);
+        // Row 1: a NaN late in the row; row 2: -0.0 and an infinity.
+        if (sh.rows > 1) x[sh.cols + sh.cols - 1] = NAN;
+        if (sh.rows > 2) {
+          x[2 * sh.cols] = -0.0f;
+          x[2 * sh.cols + sh.cols / 2] = kind == ReducerKind::kMin ? -INFINITY : INFINITY;
+        }
+        std::vector<float> want(sh.rows);
+        for (int row = 0; row < sh.rows; ++row) {
+          double acc = kind == ReducerKind::kSum ? 0.0 : x[row * sh.cols];
+          for (int q = 0; q < sh.cols; ++q) {
+            const float v = x[row * sh.cols + q];
+            if (kind == ReducerKind::kSum) {
+              acc += v;
+            } else if (std::isnan(v) || std::isnan(acc)) {
+              acc = NAN;
+            } else {
+              acc = kind == ReducerKind::kMax ? std::max<double>(acc, v) : std::min<double>(acc, v);
+            }
+          }
+          want[row] = static_cast<float>(acc);
+        }
+        std::vector<float> got = Run(*f, {x}, want.size(), {sh.rows, sh.cols});
+        for (int row = 0; row < sh.rows; ++row) {
+          if (std::isnan(want[row]) || std::isinf(want[row])) {
+            EXPECT_EQ(std::isnan(got[row]), std::isnan(want[row])) << "row " << row;
+            if (std::isinf(want[row])) EXPECT_EQ(got[row], want[row]) << "row " << row;
+          } else {
+            EXPECT_NEAR(got[row], want[row], 1e-4f * (1 + sh.cols)) << "row " << row;
+          }
         }
       }
-      want[row] = static_cast<float>(best);
     }
-    std::vector<float> got = Run(*f, {x}, want.size(), {sh.rows, sh.cols});
-    // The output is i32: read its words as integers.
-    std::vector<float> as_index(got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      int32_t v;
-      std::memcpy(&v, &got[i], 4);
-      as_index[i] = static_cast<float>(v);
-    }
-    ExpectNear(as_index, want, 0, "Y");
   }
 }
 

@@ -284,16 +284,47 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
   EXPECT_TRUE(Contains(ir, "alloc Y_acc0: i32[1] local"));
   EXPECT_TRUE(Contains(ir, "alloc Y_acc1: f32[1] local"));
   EXPECT_TRUE(Contains(ir, "Y[i] = Y_acc0[0]"));
-  // No in-place, cross-thread or factored use.
+  // No factoring, no subgroups; across threads, one shared array per value.
   Stage y = (*s)[p.Y];
   auto k = y.Split(y.reduce_axis(0), 32);
   ASSERT_TRUE(k.ok());
   ExpectError(s->Rfactor(p.Y, k->inner).status(),
               "rfactor of stage 'Y': the stage reduces with user-defined reducer 'argmax'");
+  ExpectError(y.SubgroupReduce(),
+              "the stage reduces with argmax; subgroups combine sum, max and min only");
   ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
-  ExpectError(Lower(*s, {p.Y}, {p.X}, "argmax").status(),
-              "reduces with user-defined reducer 'argmax', which keeps its reduction loops "
-              "innermost and serial");
+  auto across = Lower(*s, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(across.ok()) << across.status();
+  const std::string tree = ir::Print(*across);
+  EXPECT_TRUE(Contains(tree, "alloc Y_red0: i32[32] shared")) << tree;
+  EXPECT_TRUE(Contains(tree, "alloc Y_red1: f32[32] shared")) << tree;
+}
+
+TEST(TeScheduleTest, SubgroupReduceChecksItsStage) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n, n}, ir::kF32);
+  IterVar k = ReduceAxis(n, "k");
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) { return Max(X(i[0], k), {k}); });
+  Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return X(i[0], 0) * 2.0f; });
+  auto s = Schedule::Create({Y, P});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ExpectError((*s)[P].SubgroupReduce(),
+              "subgroup_reduce of stage 'P': the stage is not a reduction");
+  Stage y = (*s)[Y];
+  ASSERT_TRUE(y.SubgroupReduce().ok());
+  EXPECT_EQ(s->primitives().back().ToString(), "Y.subgroup_reduce()");
+  // Lowering needs a reduction axis bound to threadIdx.x ...
+  ExpectError(Lower(*s, {Y}, {X}, "m").status(),
+              "stage 'Y' asks for subgroup_reduce but binds no reduction axis to threadIdx.x");
+  // ... that is the workgroup's only thread axis.
+  auto kk = y.Split(y.reduce_axis(0), 64);
+  auto rr = y.Split(y.axis(0), 2);
+  ASSERT_TRUE(kk.ok() && rr.ok());
+  ASSERT_TRUE(y.Bind(rr->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(y.Bind(rr->inner, ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
+  ExpectError(Lower(*s, {Y}, {X}, "m").status(),
+              "its reduction axis is not the workgroup's only thread axis");
 }
 
 TEST(TeScheduleTest, MalformedReducersAreErrors) {

@@ -216,10 +216,13 @@ inline StatusOr<Schedule> ScheduleStencil(const StencilProgram& p, int64_t tile)
 // Argmax along rows with a tuple reducer over (index, value): the first
 // index of the largest value.
 inline CommReducer ArgmaxReducer() {
+  // The larger value, then on equal values the smaller index: associative
+  // and commutative, so partial results combine in any order.
   return CommReducer{"argmax",
-                     {ir::IntConst(ir::kI32, -1), ir::FloatConst(ir::kF32, -INFINITY)},
+                     {ir::IntConst(ir::kI32, 2147483647), ir::FloatConst(ir::kF32, -INFINITY)},
                      [](const std::vector<Expr>& acc, const std::vector<Expr>& next) {
-                       const Expr take = next[1] > acc[1];
+                       const Expr take =
+                           next[1] > acc[1] || (next[1] == acc[1] && next[0] < acc[0]);
                        return std::vector<Expr>{ir::Select(take, next[0], acc[0]),
                                                 ir::Select(take, next[1], acc[1])};
                      }};
