@@ -89,8 +89,9 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
 }
 
 // ---------------------------------------------------------------------------
-// Reductions over any axes, arg-reductions, softmax and log-softmax over an
-// axis: kernels of the row template (row_kernel.h).
+// Reductions over any axes and arg-reductions: TE computes scheduled by the
+// row rule (ChooseRowSchedule). Softmax and log-softmax over an axis: kernels
+// of the row template (row_kernel.h).
 
 namespace {
 
@@ -103,6 +104,67 @@ ir::Expr I32(int64_t v) {
 
 ir::Expr ToDtype(const ir::Expr& v, ir::DataType dtype) {
   return dtype == ir::kF32 ? v : ir::Cast(dtype, v);
+}
+
+// The reduced dimensions of extent other than 1, one reduction axis each
+// ("k<dim>"), in dimension order.
+std::vector<te::IterVar> RowReduceAxes(const RowView& view) {
+  std::vector<te::IterVar> axes;
+  for (int d : view.reduced) {
+    if (view.shape[d] != 1) axes.push_back(te::ReduceAxis(I32(view.shape[d]), StrCat("k", d)));
+  }
+  return axes;
+}
+
+// The indices into X of the element that output index `i` (over
+// view.OutputShape(keepdims)) reads at reduction axes `k` (RowReduceAxes).
+std::vector<ir::Expr> RowInputIndex(const RowView& view, bool keepdims,
+                                    const std::vector<ir::Var>& i,
+                                    const std::vector<te::IterVar>& k) {
+  std::vector<ir::Expr> index(view.shape.size());
+  size_t next_out = 0, next_k = 0;
+  for (int d = 0; d < static_cast<int>(view.shape.size()); ++d) {
+    const bool reduced =
+        std::find(view.reduced.begin(), view.reduced.end(), d) != view.reduced.end();
+    if (reduced) {
+      index[d] = view.shape[d] == 1 ? I32(0) : ir::Expr(k[next_k++].var());
+      if (keepdims) ++next_out;
+    } else {
+      index[d] = i[keepdims ? d : next_out++];
+    }
+  }
+  return index;
+}
+
+// The row rule as a schedule of Y (rank `rank`): a workgroup per output
+// where ChooseRowSchedule makes the reduction cooperative (its data axes
+// fused and bound to blockIdx.x, its reduction axes fused, split by the
+// threads and the inner part bound to threadIdx.x; the outer part unrolled
+// when each thread takes at most 16 elements; subgroups combine where the
+// target has them and `subgroups` allows), else a thread per output
+// (ScheduleFlat).
+Status ScheduleRows(te::Schedule& s, const te::Tensor& Y, int rank, const RowView& view,
+                    const internal::RowSchedule& rule, bool subgroups, const Target& target) {
+  if (!rule.cooperative) return internal::ScheduleFlat(s, Y, rank, view.outputs, target);
+  te::Stage y = s[Y];
+  te::IterVar o = y.axis(0);
+  for (int d = 1; d < rank; ++d) {
+    KILN_ASSIGN_OR_RETURN(o, y.Fuse(o, y.axis(d)));
+  }
+  KILN_RETURN_IF_ERROR(y.Bind(o, te::ThreadAxis::kBlockX));
+  const std::vector<te::IterVar> reduce = y.reduce_axes();
+  te::IterVar r = reduce[0];
+  for (size_t d = 1; d < reduce.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(r, y.Fuse(r, reduce[d]));
+  }
+  KILN_ASSIGN_OR_RETURN(te::SplitResult parts, y.Split(r, rule.threads));
+  KILN_RETURN_IF_ERROR(y.Bind(parts.inner, te::ThreadAxis::kThreadX));
+  constexpr int64_t kUnrolledSteps = 16;
+  if ((view.length + rule.threads - 1) / rule.threads <= kUnrolledSteps) {
+    KILN_RETURN_IF_ERROR(y.Unroll(parts.outer));
+  }
+  if (rule.subgroups && subgroups) KILN_RETURN_IF_ERROR(y.SubgroupReduce());
+  return Status::Ok();
 }
 
 }  // namespace
@@ -132,29 +194,33 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
   if (name.empty()) name = StrCat("reduce_", op);
   const RowView view = RowView::Make(input.shape, reduced);
   const Shape out_shape = view.OutputShape(keepdims);
-  internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
-  // No subgroup product in the IR: prod combines through the tree.
-  if (op == "prod") schedule.subgroups = false;
 
-  ir::IRBuilder b(name);
-  ir::Buffer x = b.BufferParam("X", input.dtype, internal::Extents(input.shape));
-  ir::Buffer y = b.BufferParam("Y", input.dtype, internal::Extents(out_shape));
-  RowKernel k(b, view, schedule, {ir::kF32});
-  k.Emit([&]() {
-    k.Locals("acc", ir::kF32, 1, [&](const ir::Buffer& acc) {
-      b.Store(acc, {I32(0)}, internal::ReduceIdentity(op));
-      k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
-        b.Store(acc, {I32(0)}, internal::ReduceCombine(op, ir::Load(acc, {I32(0)}), v));
-      });
-      // mean: the sum, divided.
-      ir::Expr value = k.Reduce(op == "mean" ? "sum" : op, ir::Load(acc, {I32(0)}));
-      if (op == "mean") value = value / ir::FloatConst(ir::kF32, static_cast<double>(view.length));
-      b.If(k.IsWriter(), [&]() {
-        b.Store(y, view.OutputIndex(k.output(), keepdims), ToDtype(value, input.dtype));
-      });
-    });
+  // Y[o] = op over the reduced axes of f32(X): sums, products, maxima and
+  // minima accumulate in f32 (max and min propagate NaN); mean is the sum
+  // divided by the count.
+  te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
+  const std::vector<te::IterVar> k = RowReduceAxes(view);
+  te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
+    ir::Expr x = X(RowInputIndex(view, keepdims, i, k));
+    if (input.dtype != ir::kF32) x = ir::Cast(ir::kF32, x);
+    ir::Expr v = x;
+    if (!k.empty()) {
+      v = op == "max"    ? te::Max(x, k)
+          : op == "min"  ? te::Min(x, k)
+          : op == "prod" ? te::Prod(x, k)
+                         : te::Sum(x, k);
+    }
+    if (op == "mean") v = v / ir::FloatConst(ir::kF32, static_cast<double>(view.length));
+    return ToDtype(v, input.dtype);
   });
-  return internal::FinishKernel(b, target);
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target, 1);
+  // Without a reduction axis (every reduced extent 1) Y is a copy.
+  if (k.empty()) rule.cooperative = false;
+  // No subgroup product: prod combines through the tree.
+  KILN_RETURN_IF_ERROR(
+      ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, op != "prod", target));
+  return te::Lower(s, {Y}, {X}, name);
 }
 
 const std::vector<std::string_view>& ArgReduceOpNames() {
@@ -175,48 +241,41 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   const bool is_max = op == "argmax";
   const RowView view = RowView::Make(input.shape, {a});
   const Shape out_shape = view.OutputShape(keepdims);
-  internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 1);
-  // The (value, index) pairs combine through the tree, subgroups or not.
-  schedule.subgroups = false;
 
-  // (value, index) pairs: the better of two is the NaN (NaN counts as
+  // (index, value) pairs: the better of two is the NaN (NaN counts as
   // beyond every number), then the strictly larger (argmax) or smaller
   // (argmin) value, then on equal values (or two NaNs) the smaller index.
-  auto better = [&](const ir::Expr& xv, const ir::Expr& xi, const ir::Expr& bv,
-                    const ir::Expr& bi) {
+  // The order is total, so the reducer is associative and commutative and
+  // partial results combine across threads.
+  auto better = [&](const ir::Expr& xi, const ir::Expr& xv, const ir::Expr& bi,
+                    const ir::Expr& bv) {
     ir::Expr xn = internal::IsNan(xv), bn = internal::IsNan(bv);
     ir::Expr strictly = is_max ? xv > bv : xv < bv;
     return (xn && (!bn || xi < bi)) || (!xn && !bn && (strictly || (xv == bv && xi < bi)));
   };
   const double inf = std::numeric_limits<double>::infinity();
-  ir::IRBuilder b(name);
-  ir::Buffer x = b.BufferParam("X", input.dtype, internal::Extents(input.shape));
-  ir::Buffer y = b.BufferParam("Y", ir::kI32, internal::Extents(out_shape));
-  RowKernel k(b, view, schedule, {ir::kF32, ir::kI32});
-  k.Emit([&]() {
-    k.Locals("best", ir::kF32, 1, [&](const ir::Buffer& bv) {
-      k.Locals("best_index", ir::kI32, 1, [&](const ir::Buffer& bi) {
-        b.Store(bv, {I32(0)}, ir::FloatConst(ir::kF32, is_max ? -inf : inf));
-        b.Store(bi, {I32(0)}, I32(std::numeric_limits<int32_t>::max()));
-        k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {
-          ir::Var xv = b.Let("v", v);
-          ir::Var take =
-              b.Let("take", better(xv, r, ir::Load(bv, {I32(0)}), ir::Load(bi, {I32(0)})));
-          b.If(take, [&]() {
-            b.Store(bv, {I32(0)}, xv);
-            b.Store(bi, {I32(0)}, r);
-          });
-        });
-        RowKernel::Values res = k.Combine(
-            {ir::Load(bv, {I32(0)}), ir::Load(bi, {I32(0)})}, [&](const auto& p, const auto& q) {
-              ir::Expr t = better(q[0], q[1], p[0], p[1]);
-              return RowKernel::Values{ir::Select(t, q[0], p[0]), ir::Select(t, q[1], p[1])};
-            });
-        b.If(k.IsWriter(), [&]() { b.Store(y, view.OutputIndex(k.output(), keepdims), res[1]); });
-      });
-    });
+  te::CommReducer reducer{
+      std::string(op),
+      {I32(std::numeric_limits<int32_t>::max()), ir::FloatConst(ir::kF32, is_max ? -inf : inf)},
+      [&](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
+        ir::Expr take = better(next[0], next[1], acc[0], acc[1]);
+        return std::vector<ir::Expr>{ir::Select(take, next[0], acc[0]),
+                                     ir::Select(take, next[1], acc[1])};
+      }};
+  te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
+  const std::vector<te::IterVar> k = RowReduceAxes(view);
+  te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
+    if (k.empty()) return I32(0);  // one element along the axis
+    ir::Expr x = X(RowInputIndex(view, keepdims, i, k));
+    if (input.dtype != ir::kF32) x = ir::Cast(ir::kF32, x);
+    return te::Reduce(reducer, {k[0].var(), x}, k)[0];
   });
-  return internal::FinishKernel(b, target);
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target, 1);
+  if (k.empty()) rule.cooperative = false;
+  KILN_RETURN_IF_ERROR(ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule,
+                                    /*subgroups=*/false, target));
+  return te::Lower(s, {Y}, {X}, name);
 }
 
 namespace {
