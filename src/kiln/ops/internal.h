@@ -43,6 +43,9 @@ bool IsBinary(std::string_view op);
 Status UnknownOp(std::string_view kind, std::string_view op,
                  const std::vector<std::string_view>& known);
 
+// `axis` in [-rank, rank) made non-negative; errors name `what`.
+StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what);
+
 // Elements per thread in the vectorized flat schedule.
 inline constexpr int64_t kFlatVectorLanes = 4;
 

@@ -10,7 +10,7 @@
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
-#include "kiln/ops/row_kernel.h"
+#include "kiln/ops/rows.h"
 #include "kiln/te/te.h"
 
 namespace kiln::ops {

@@ -1,28 +1,30 @@
-// Layer normalisation and RMS normalisation over the last axis: one kernel
-// of the row template (row_kernel.h) each.
+// Layer normalisation and RMS normalisation over the last axis: one TE
+// kernel each, scheduled by the row-wise rule (rows.h).
 #include <string>
 #include <vector>
 
-#include "kiln/ir/builder.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
-#include "kiln/ops/row_kernel.h"
+#include "kiln/ops/rows.h"
+#include "kiln/te/te.h"
 
 namespace kiln::ops {
 namespace {
 
-using internal::RowKernel;
 using internal::RowView;
 
 ir::Expr I32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
 }
 
-ir::Expr Sum1(RowKernel& k, const ir::Expr& v) {
-  return k.Reduce("sum", v);
-}
-
+// Layer or RMS norm over the last axis as TE: per row, layer norm's mean
+// (Mean) and both norms' reciprocal standard deviation (R, from the mean
+// of squared deviations: two passes, no cancellation for rows with a large
+// mean) are reductions with keepdims shapes, computed per row by the
+// row-wise rule (ScheduleRowwise); Y reads them with Gamma and Beta. A row
+// holding NaN or an infinity (or overflowing) has no finite mean, and IEEE
+// arithmetic gives NaN throughout it: layer norm tests the mean for that.
 StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
                                   const Target& target, const std::string& name) {
   const std::string op = rms ? "rms_norm" : "layer_norm";
@@ -31,50 +33,64 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
     return InvalidArgument(op, ": eps is ", eps, "; it must be finite and at least 0");
   }
   const int rank = static_cast<int>(input.shape.size());
+  const int last = rank - 1;
   const int64_t cols = input.shape.back();
-  const RowView view = RowView::Make(input.shape, {rank - 1});
-  const internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, rms ? 2 : 3);
+  const RowView view = RowView::Make(input.shape, {last});
   const ir::DataType dtype = input.dtype;
   auto f32 = [&](const ir::Expr& e) { return dtype == ir::kF32 ? e : ir::Cast(ir::kF32, e); };
   const ir::Expr inv_n = ir::FloatConst(ir::kF32, 1.0 / static_cast<double>(cols));
   const ir::Expr eps_c = ir::FloatConst(ir::kF32, eps);
 
-  ir::IRBuilder b(name);
-  ir::Buffer x = b.BufferParam("X", dtype, internal::Extents(input.shape));
-  ir::Buffer gamma = b.BufferParam("Gamma", dtype, {I32(cols)});
-  ir::Buffer beta;
-  if (!rms) beta = b.BufferParam("Beta", dtype, {I32(cols)});
-  ir::Buffer y = b.BufferParam("Y", dtype, internal::Extents(input.shape));
-  RowKernel k(b, view, schedule, {ir::kF32});
-  k.Emit([&]() {
-    k.Locals("acc", ir::kF32, 1, [&](const ir::Buffer& acc) {
-      const ir::Expr a0 = ir::Load(acc, {I32(0)});
-      ir::Expr center = ir::FloatConst(ir::kF32, 0.0);
-      ir::Expr poisoned;
-      if (!rms) {
-        // The mean, then the variance as the mean of squared deviations
-        // (two passes: no cancellation for rows with a large mean).
-        b.Store(acc, {I32(0)}, ir::FloatConst(ir::kF32, 0.0));
-        k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) { b.Store(acc, {I32(0)}, a0 + v); });
-        center = b.Let("mean", Sum1(k, a0) * inv_n);
-        // A row holding NaN or an infinity (or overflowing) has no finite
-        // mean, and IEEE arithmetic gives NaN throughout it.
-        poisoned = b.Let("poisoned", internal::IsNonFinite(center));
-      }
-      b.Store(acc, {I32(0)}, ir::FloatConst(ir::kF32, 0.0));
-      k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
-        ir::Expr d = rms ? v : v - center;
-        b.Store(acc, {I32(0)}, a0 + d * d);
-      });
-      ir::Var rstd = b.Let("rstd", ir::Call(ir::Intrinsic::kRsqrt, {Sum1(k, a0) * inv_n + eps_c}));
-      k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {
-        ir::Expr out = (rms ? v : v - center) * rstd * f32(ir::Load(gamma, {r}));
-        if (!rms) out = internal::NanIf(poisoned, out + f32(ir::Load(beta, {r})));
-        b.Store(y, view.Index(k.output(), r), dtype == ir::kF32 ? out : ir::Cast(dtype, out));
-      });
+  te::Tensor X = te::Placeholder("X", internal::Extents(input.shape), dtype);
+  te::Tensor gamma = te::Placeholder("Gamma", {I32(cols)}, dtype);
+  te::Tensor beta = te::Placeholder("Beta", {I32(cols)}, dtype);
+  Shape stat_shape = input.shape;
+  stat_shape[last] = 1;
+  auto x_at = [&](const std::vector<ir::Var>& i, const ir::Expr& at) {
+    std::vector<ir::Expr> index(i.begin(), i.end());
+    index[last] = at;
+    return f32(X(index));
+  };
+  auto row_of = [&](const std::vector<ir::Var>& i) {
+    std::vector<ir::Expr> index(i.begin(), i.end());
+    index[last] = I32(0);
+    return index;
+  };
+  std::vector<te::Tensor> stats;
+  te::Tensor mean;
+  if (!rms) {
+    te::IterVar k = te::ReduceAxis(I32(cols), "k");
+    mean = te::Compute("Mean", internal::Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+      return te::Sum(x_at(i, k), {k}) * inv_n;
     });
-  });
-  return internal::FinishKernel(b, target);
+    stats.push_back(mean);
+  }
+  // The value a row's statistics center x at.
+  auto centered = [&](const std::vector<ir::Var>& i, const ir::Expr& x) {
+    return rms ? x : x - mean(row_of(i));
+  };
+  te::IterVar k = te::ReduceAxis(I32(cols), "k");
+  te::Tensor R =
+      te::Compute("R", internal::Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+        const ir::Expr d = centered(i, x_at(i, k));
+        return ir::Call(ir::Intrinsic::kRsqrt, {te::Sum(d * d, {k}) * inv_n + eps_c});
+      });
+  stats.push_back(R);
+  te::Tensor Y =
+      te::Compute("Y", internal::Extents(input.shape), [&](const std::vector<ir::Var>& i) {
+        const ir::Expr& c = i[last];
+        ir::Expr out = centered(i, x_at(i, c)) * R(row_of(i)) * f32(gamma(c));
+        if (!rms) {
+          out = internal::NanIf(internal::IsNonFinite(mean(row_of(i))), out + f32(beta(c)));
+        }
+        return dtype == ir::kF32 ? out : ir::Cast(dtype, out);
+      });
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, last, stats, view, rule));
+  std::vector<te::Tensor> inputs = {X, gamma};
+  if (!rms) inputs.push_back(beta);
+  return te::Lower(s, {Y}, inputs, name);
 }
 
 }  // namespace

@@ -243,6 +243,14 @@ bool HasIfThenElse(const te::Tensor& t) {
 
 }  // namespace
 
+StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what) {
+  if (axis < -rank || axis >= rank) {
+    return InvalidArgument(what, " is ", axis, "; for a tensor of rank ", rank, " it must be in [",
+                           -rank, ", ", rank, ")");
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
 Status ScheduleFlat(te::Schedule& schedule, const te::Tensor& t, int rank, int64_t elements,
                     const Target& target) {
   te::Stage stage = schedule[t];

@@ -652,8 +652,8 @@ TEST_F(MatmulDeviceTest, F16AccumulationAgainstTheInterpreter) {
   auto odd = Matmul({{7, 33}, ir::kF16}, {{33, 20}, ir::kF16}, target_, f16_sums, "mm_odd");
   auto aligned =
       Matmul({{64, 16}, ir::kF16}, {{16, 64}, ir::kF16}, target_, epilogue, "mm_aligned");
-  auto batched = Matmul({{2, 24, 40}, ir::kF16}, {{24, 36}, ir::kF16}, target_, transposed,
-                        "mm_batched");
+  auto batched =
+      Matmul({{2, 24, 40}, ir::kF16}, {{24, 36}, ir::kF16}, target_, transposed, "mm_batched");
   auto one = Matmul({{1, 1}, ir::kF16}, {{1, 1}, ir::kF16}, target_, f16_sums, "mm_one");
   auto tall = Matmul({{4097, 8}, ir::kF16}, {{8, 3}, ir::kF16}, target_, f16_sums, "mm_tall");
   for (auto* f : {&odd, &aligned, &batched, &one, &tall}) {

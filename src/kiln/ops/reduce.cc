@@ -5,11 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/ir/builder.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
-#include "kiln/ops/row_kernel.h"
+#include "kiln/ops/rows.h"
 #include "kiln/te/te.h"
 
 namespace kiln::ops {
@@ -89,13 +88,11 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
 }
 
 // ---------------------------------------------------------------------------
-// Reductions over any axes and arg-reductions: TE computes scheduled by the
-// row rule (ChooseRowSchedule). Softmax and log-softmax over an axis: kernels
-// of the row template (row_kernel.h).
+// Reductions over any axes, arg-reductions, softmax and log-softmax over an
+// axis: TE computes scheduled by the row rules (rows.h).
 
 namespace {
 
-using internal::RowKernel;
 using internal::RowView;
 
 ir::Expr I32(int64_t v) {
@@ -134,37 +131,6 @@ std::vector<ir::Expr> RowInputIndex(const RowView& view, bool keepdims,
     }
   }
   return index;
-}
-
-// The row rule as a schedule of Y (rank `rank`): a workgroup per output
-// where ChooseRowSchedule makes the reduction cooperative (its data axes
-// fused and bound to blockIdx.x, its reduction axes fused, split by the
-// threads and the inner part bound to threadIdx.x; the outer part unrolled
-// when each thread takes at most 16 elements; subgroups combine where the
-// target has them and `subgroups` allows), else a thread per output
-// (ScheduleFlat).
-Status ScheduleRows(te::Schedule& s, const te::Tensor& Y, int rank, const RowView& view,
-                    const internal::RowSchedule& rule, bool subgroups, const Target& target) {
-  if (!rule.cooperative) return internal::ScheduleFlat(s, Y, rank, view.outputs, target);
-  te::Stage y = s[Y];
-  te::IterVar o = y.axis(0);
-  for (int d = 1; d < rank; ++d) {
-    KILN_ASSIGN_OR_RETURN(o, y.Fuse(o, y.axis(d)));
-  }
-  KILN_RETURN_IF_ERROR(y.Bind(o, te::ThreadAxis::kBlockX));
-  const std::vector<te::IterVar> reduce = y.reduce_axes();
-  te::IterVar r = reduce[0];
-  for (size_t d = 1; d < reduce.size(); ++d) {
-    KILN_ASSIGN_OR_RETURN(r, y.Fuse(r, reduce[d]));
-  }
-  KILN_ASSIGN_OR_RETURN(te::SplitResult parts, y.Split(r, rule.threads));
-  KILN_RETURN_IF_ERROR(y.Bind(parts.inner, te::ThreadAxis::kThreadX));
-  constexpr int64_t kUnrolledSteps = 16;
-  if ((view.length + rule.threads - 1) / rule.threads <= kUnrolledSteps) {
-    KILN_RETURN_IF_ERROR(y.Unroll(parts.outer));
-  }
-  if (rule.subgroups && subgroups) KILN_RETURN_IF_ERROR(y.SubgroupReduce());
-  return Status::Ok();
 }
 
 }  // namespace
@@ -214,7 +180,7 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
     return ToDtype(v, input.dtype);
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target, 1);
+  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
   // Without a reduction axis (every reduced extent 1) Y is a copy.
   if (k.empty()) rule.cooperative = false;
   // No subgroup product: prod combines through the tree.
@@ -271,15 +237,21 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
     return te::Reduce(reducer, {k[0].var(), x}, k)[0];
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target, 1);
+  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
   if (k.empty()) rule.cooperative = false;
-  KILN_RETURN_IF_ERROR(ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule,
-                                    /*subgroups=*/false, target));
+  KILN_RETURN_IF_ERROR(internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule,
+                                              /*subgroups=*/false, target));
   return te::Lower(s, {Y}, {X}, name);
 }
 
 namespace {
 
+// Softmax or log-softmax along `axis` as TE: the row statistics M (the
+// maximum; NaN propagates) and S (the sum of exp(x - M)) are reductions
+// with keepdims shapes, computed per row by the row-wise rule
+// (ScheduleRowwise); Y reads them. A row holding NaN or +inf, or only -inf,
+// gives NaN (as IEEE arithmetic on x - max does): its maximum is then not
+// finite, which Y tests.
 StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t axis,
                                      const Target& target, const std::string& name) {
   const std::string op = log ? "log_softmax" : "softmax";
@@ -287,40 +259,39 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   const int rank = static_cast<int>(input.shape.size());
   KILN_ASSIGN_OR_RETURN(int a, internal::NormalizeAxis(axis, rank, StrCat(op, ": axis")));
   const RowView view = RowView::Make(input.shape, {a});
-  const internal::RowSchedule schedule = internal::ChooseRowSchedule(view, target, 3);
-  const ir::Expr zero = ir::FloatConst(ir::kF32, 0.0);
-
-  ir::IRBuilder b(name);
-  ir::Buffer x = b.BufferParam("X", input.dtype, internal::Extents(input.shape));
-  ir::Buffer y = b.BufferParam("Y", input.dtype, internal::Extents(input.shape));
-  RowKernel k(b, view, schedule, {ir::kF32});
   auto exp = [](const ir::Expr& e) { return ir::Call(ir::Intrinsic::kExp, {e}); };
-  k.Emit([&]() {
-    k.Locals("acc", ir::kF32, 1, [&](const ir::Buffer& acc) {
-      // The row's maximum (NaN propagates).
-      b.Store(acc, {I32(0)}, internal::ReduceIdentity("max"));
-      k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
-        b.Store(acc, {I32(0)}, internal::ReduceCombine("max", ir::Load(acc, {I32(0)}), v));
-      });
-      ir::Expr m = k.Reduce("max", ir::Load(acc, {I32(0)}));
-      // The sum of exp(x - max).
-      b.Store(acc, {I32(0)}, zero);
-      k.Pass(x, [&](const ir::Expr&, const ir::Expr& v) {
-        b.Store(acc, {I32(0)}, ir::Load(acc, {I32(0)}) + exp(v - m));
-      });
-      ir::Expr s = k.Reduce("sum", ir::Load(acc, {I32(0)}));
-      ir::Var scale = b.Let(
-          "scale", log ? ir::Call(ir::Intrinsic::kLog, {s}) : ir::FloatConst(ir::kF32, 1.0) / s);
-      // A row holding NaN or +inf, or only -inf, gives NaN (as IEEE
-      // arithmetic on x - max does): the maximum is then not finite.
-      ir::Var poisoned = b.Let("poisoned", internal::IsNonFinite(m));
-      k.Pass(x, [&](const ir::Expr& r, const ir::Expr& v) {
-        ir::Expr out = log ? v - m - scale : exp(v - m) * scale;
-        b.Store(y, view.Index(k.output(), r), ToDtype(internal::NanIf(poisoned, out), input.dtype));
-      });
-    });
+  auto f32 = [&](const ir::Expr& e) { return input.dtype == ir::kF32 ? e : ir::Cast(ir::kF32, e); };
+  te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
+  Shape stat_shape = input.shape;
+  stat_shape[a] = 1;
+  // X at index i with axis a at `at`; a statistic at the row of i.
+  auto x_at = [&](const std::vector<ir::Var>& i, const ir::Expr& at) {
+    std::vector<ir::Expr> index(i.begin(), i.end());
+    index[a] = at;
+    return f32(X(index));
+  };
+  auto row_of = [&](const std::vector<ir::Var>& i) {
+    std::vector<ir::Expr> index(i.begin(), i.end());
+    index[a] = I32(0);
+    return index;
+  };
+  te::IterVar k1 = te::ReduceAxis(I32(view.length), "k");
+  te::Tensor M = te::Compute("M", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+    return te::Max(x_at(i, k1), {k1});
   });
-  return internal::FinishKernel(b, target);
+  te::IterVar k2 = te::ReduceAxis(I32(view.length), "k");
+  te::Tensor S = te::Compute("S", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+    return te::Sum(exp(x_at(i, k2) - M(row_of(i))), {k2});
+  });
+  te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {
+    const ir::Expr m = M(row_of(i)), sum = S(row_of(i)), x = x_at(i, i[a]);
+    const ir::Expr out = log ? x - m - ir::Call(ir::Intrinsic::kLog, {sum}) : exp(x - m) / sum;
+    return ToDtype(internal::NanIf(internal::IsNonFinite(m), out), input.dtype);
+  });
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, a, {M, S}, view, rule));
+  return te::Lower(s, {Y}, {X}, name);
 }
 
 }  // namespace

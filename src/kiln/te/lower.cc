@@ -290,6 +290,23 @@ class StageLayout {
 };
 
 // The region of each attached stage, and the statements of the kernel.
+// Whether `s` ends with a barrier that every thread reaches once: its last
+// statement, through allocations, lets and loops that run at least once.
+bool EndsWithBarrier(const Stmt& s) {
+  if (s.as<ir::BarrierNode>() != nullptr) return true;
+  if (const auto* seq = s.as<ir::SeqNode>()) {
+    return !seq->stmts.empty() && EndsWithBarrier(seq->stmts.back());
+  }
+  if (const auto* a = s.as<ir::AllocateNode>()) return EndsWithBarrier(a->body);
+  if (const auto* l = s.as<ir::LetStmtNode>()) return EndsWithBarrier(l->body);
+  if (const auto* f = s.as<ir::ForNode>()) {
+    const std::optional<int64_t> extent = ir::AsConstInt(ir::Simplify(f->extent));
+    return !ir::IsThreadBinding(f->kind) && ir::AsConstInt(f->min) == 0 && extent.has_value() &&
+           *extent >= 1 && EndsWithBarrier(f->body);
+  }
+  return false;
+}
+
 // The subgroup's reduction of `v` by `kind` (sum, max or min), the same in
 // each of its threads. Float max and min propagate NaN: subgroup max/min
 // leave it unspecified, so a NaN anywhere in the subgroup (counted with an
@@ -301,7 +318,8 @@ ir::Expr SubgroupCombine(ReducerKind kind, const ir::Expr& v) {
   if (!v.dtype().is_float()) return m;
   const ir::Expr nan_seen =
       ir::Call(ir::Intrinsic::kSubgroupMax,
-               {ir::Select(v != v, ir::IntConst(ir::kI32, 1), ir::IntConst(ir::kI32, 0))});
+               {ir::Select(v != v,  // NOLINT(misc-redundant-expression): the IR's NaN test
+                           ir::IntConst(ir::kI32, 1), ir::IntConst(ir::kI32, 0))});
   return ir::Select(nan_seen > 0,
                     ir::FloatConst(v.dtype(), std::numeric_limits<double>::quiet_NaN()), m);
 }
@@ -553,6 +571,11 @@ class KernelLowering {
       auto it = ctx.find(kind);
       if (it != ctx.end()) return ir::LetStmtNode::make(var, it->second, body);
     }
+    // A loop of one iteration is its index, 0.
+    if ((kind == ir::LoopKind::kSerial || kind == ir::LoopKind::kUnrolled) &&
+        ir::AsConstInt(ir::Simplify(extent)) == 1) {
+      return ir::LetStmtNode::make(var, ir::IntConst(var.dtype(), 0), body);
+    }
     return ir::ForNode::make(var, 0, extent, kind, body);
   }
 
@@ -568,18 +591,26 @@ class KernelLowering {
     std::vector<Stmt> seq;
     // One barrier between two shared stages, not two; none between two
     // single-buffered shared stages where the second does not read the
-    // first (the barrier before the first also orders the second's writes).
-    bool after_barrier = false;
+    // first (the barrier before the first also orders the second's writes);
+    // none after a stage whose lowering ends with one (a cross-thread
+    // reduction). At a launch loop, which a workgroup runs once, no earlier
+    // iteration reads the buffers: no barrier before the first stage.
+    const auto kind = s.annotations.find(axis.get());
+    bool after_barrier = kind != s.annotations.end() && ir::IsBlockIdx(kind->second);
     for (size_t i = 0; i < here.size(); ++i) {
       const StageState* p = here[i];
       const bool shared = p->scope == ir::MemoryScope::kShared;
       if (shared && !p->double_buffer && !after_barrier) seq.push_back(ir::BarrierNode::make());
-      seq.push_back(LowerStage(*p, ctx));
+      Stmt lowered = LowerStage(*p, ctx);
+      const bool ends_with_barrier = EndsWithBarrier(lowered);
+      seq.push_back(std::move(lowered));
       const StageState* next = i + 1 < here.size() ? here[i + 1] : nullptr;
       const bool independent_next = shared && !p->double_buffer && next != nullptr &&
                                     next->scope == ir::MemoryScope::kShared &&
                                     !next->double_buffer && !Reads(*next, p->tensor);
-      if (shared && !independent_next) seq.push_back(ir::BarrierNode::make());
+      if (shared && !independent_next && !ends_with_barrier) {
+        seq.push_back(ir::BarrierNode::make());
+      }
       after_barrier = shared;
     }
     seq.push_back(body);
@@ -1067,7 +1098,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       // barrier every subgroup gathers all `width` slots (lane l: l,
       // l + size, ...) and reduces them across its lanes again, so the
       // workgroup's first thread holds the whole reduction.
-      const std::string base = across.name();
+      const std::string& base = across.name();
       const ir::Expr tx = across_ctx.at(ir::LoopKind::kThreadX);
       ir::Var lane(base + "_lane", ir::kI32), size(base + "_sg_size", ir::kI32);
       ir::Var sg(base + "_sg", types[0]), total(base + "_total", types[0]);

@@ -221,7 +221,8 @@ Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
       // NaN propagates: `value` wins where it is NaN or strictly better, so
       // a NaN accumulator stays (ir's min/max leave NaN to the device).
       const Expr better = max ? value > acc : value < acc;
-      return ir::Select(better || value != value, value, acc);
+      return ir::Select(better || value != value,  // NOLINT(misc-redundant-expression): NaN test
+                        value, acc);
     }
     case ReducerKind::kCustom:
       break;
