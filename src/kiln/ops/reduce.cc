@@ -285,7 +285,9 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   });
   te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {
     const ir::Expr m = M(row_of(i)), sum = S(row_of(i)), x = x_at(i, i[a]);
-    const ir::Expr out = log ? x - m - ir::Call(ir::Intrinsic::kLog, {sum}) : exp(x - m) / sum;
+    // One reciprocal per row (a loop invariant), not a division per element.
+    const ir::Expr out = log ? x - m - ir::Call(ir::Intrinsic::kLog, {sum})
+                             : exp(x - m) * (ir::FloatConst(ir::kF32, 1.0) / sum);
     return ToDtype(internal::NanIf(internal::IsNonFinite(m), out), input.dtype);
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));

@@ -984,7 +984,15 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
         buffers("_acc", {ir::IntConst(ir::kI32, 1)}, ir::MemoryScope::kLocal);
     const std::vector<ir::Expr> at0 = {ir::IntConst(ir::kI32, 0)};
     const Values acc0 = loads(accs, at0);
-    const Stmt update = store_all(accs, at0, combine(acc0, sources));
+    Stmt update;
+    if (!custom && (op->reducer == ReducerKind::kMax || op->reducer == ReducerKind::kMin) &&
+        types[0].is_float()) {
+      // The NaN-propagating combine reads the value three times: bind it once.
+      ir::Var v(op->name + "_v", types[0]);
+      update = ir::LetStmtNode::make(v, sources[0], store_all(accs, at0, combine(acc0, {v})));
+    } else {
+      update = store_all(accs, at0, combine(acc0, sources));
+    }
     const Stmt init = store_all(accs, at0, identity);
 
     std::vector<IterVar> reduce_loops = layout.reduce_loops;
