@@ -139,10 +139,11 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
 
 // ===========================================================================
 // Reductions over any axes, arg-reductions, softmax and log-softmax over an
-// axis, layer and RMS norm (reduce.cc, norm.cc). Each is one kernel of the
-// row template: a workgroup per output with a tree reduction in shared
-// memory where the reduction is long (and rows contiguous), else a thread per
-// output; docs/ops.md gives the rule. f16 inputs compute in f32.
+// axis, layer and RMS norm (reduce.cc, norm.cc). Each is one TE kernel
+// scheduled by the row rules (rows.h): a workgroup per output with a
+// cross-thread reduction (subgroups where the target has them, else a tree
+// in shared memory) where the reduction is long (and rows contiguous), else
+// a thread per output; docs/ops.md gives the rule. f16 inputs compute in f32.
 
 // sum, mean, max, min or prod over `axes` (each in [-rank, rank), distinct,
 // at least one) of X; Y drops the reduced axes, or keeps them as 1 with
@@ -166,7 +167,7 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
 // Softmax (exp(x - max) / sum) or log-softmax (x - max - log(sum)) along
 // `axis`, numerically stable, in one kernel. Parameters X, Y (X's shape).
 // A row holding NaN or +inf, or only -inf, gives NaN (IEEE arithmetic's
-// answer, kept where compilers assume no NaN or infinity: row_kernel.h,
+// answer, kept where compilers assume no NaN or infinity: rows.h,
 // IsNonFinite).
 StatusOr<ir::Function> SoftmaxAxis(const TensorType& input, int axis, const Target& target,
                                    const std::string& name = "softmax");
