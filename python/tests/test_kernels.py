@@ -309,6 +309,54 @@ def test_te_rfactor_and_tuple_reducer(device, rng):
     np.testing.assert_array_equal(am.numpy(), np.argmax(x, axis=1))
 
 
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_te_row_reduction_across_threads(device, rng, op):
+    """A row per workgroup, 64 threads each: through subgroups where the
+    device has them (a NaN in one row propagates through max), else the tree;
+    and an argmax whose (index, value) pairs meet in shared memory."""
+    X = te.placeholder((6, 1000), "float32", name="X")
+    k = te.reduce_axis(1000, "k")
+    Y = te.compute((6,), lambda i: getattr(te, op)(X[i, k], k), name="Y")
+    s = te.create_schedule(Y)
+    ko, ki = s[Y].split(s[Y].reduce_axis[0], 64)
+    s[Y].bind(s[Y].axis[0], "blockIdx.x")
+    s[Y].bind(ki, "threadIdx.x")
+    subgroups = device.has_feature("subgroups")
+    if subgroups:
+        s[Y].subgroup_reduce()
+        assert "Y.subgroup_reduce()" in str(s)
+        assert "subgroup_" in te.lower(s, [Y], [X], "rows")
+    else:
+        print(f"{device} has no subgroups: the shared-memory tree only")
+    kern = kiln.build(s, [Y], [X], "rows", device)
+    x = rng.standard_normal((6, 1000)).astype(np.float32)
+    x[3, 999] = np.nan
+    y = _poisoned(6, np.float32, device)
+    kern(kiln.tensor(x, device), y)
+    want = getattr(np, op)(x, axis=1)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
+
+    def better(acc, nxt):
+        take = (nxt[1] > acc[1]) | ((nxt[1] == acc[1]) & (nxt[0] < acc[0]))
+        return [te.select(take, nxt[0], acc[0]), te.select(take, nxt[1], acc[1])]
+
+    k2 = te.reduce_axis(1000, "k2")
+    Am = te.compute((6,), lambda i: te.reduce("argmax", better, [2**31 - 1, -np.inf],
+                                              [k2, X[i, k2]], k2)[0], name="Am")
+    s = te.create_schedule(Am)
+    ko, ki = s[Am].split(s[Am].reduce_axis[0], 64)
+    s[Am].bind(s[Am].axis[0], "blockIdx.x")
+    s[Am].bind(ki, "threadIdx.x")
+    with pytest.raises(kiln.InvalidArgument, match="subgroups combine sum, max and min only"):
+        s[Am].subgroup_reduce()
+    kern = kiln.build(s, [Am], [X], "argmax", device)
+    x = rng.standard_normal((6, 1000)).astype(np.float32)
+    x[1, 700] = x[1, 900] = 9.0  # a tie across threads: the first wins
+    am = _poisoned(6, np.int32, device)
+    kern(kiln.tensor(x, device), am)
+    np.testing.assert_array_equal(am.numpy(), np.argmax(x, axis=1))
+
+
 def test_te_staging_errors(device):
     A = te.placeholder((8, 8), "float32", name="A")
     B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
