@@ -487,10 +487,9 @@ TEST_F(OpsCombineDeviceTest, ReductionsOnBothCombines) {
         auto f = ReduceAxes(op, {shape}, {1}, false, combine.target);
         ASSERT_TRUE(f.ok()) << f.status();
         // The subgroup combine where it was asked for, on cooperative
-        // kernels, for every op but prod.
+        // kernels (prod through shuffles).
         const bool cooperative = ir::Print(*f).find("workgroup_barrier") != std::string::npos;
-        EXPECT_EQ(NeedsSubgroups(*device_, *f),
-                  combine.target.subgroups && cooperative && op != "prod");
+        EXPECT_EQ(NeedsSubgroups(*device_, *f), combine.target.subgroups && cooperative);
         const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
         std::vector<float> x = op == "prod" ? Random(n, 0.99f, 1.01f) : Random(n);
         if (op == "max" || op == "min") AddEdgeValues(x, rows, cols);
@@ -499,6 +498,30 @@ TEST_F(OpsCombineDeviceTest, ReductionsOnBothCombines) {
         Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows)}};
         ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
         ExpectNear(Floats(t["Y"]), want, op == "max" || op == "min" ? 0.0f : 1e-4f, "Y");
+      }
+    }
+  }
+}
+
+TEST_F(OpsCombineDeviceTest, ArgReductionsOnBothCombines) {
+  for (const Combine& combine : Combines()) {
+    for (const Shape& shape : kCombineShapes) {
+      for (std::string_view name : ArgReduceOpNames()) {
+        const std::string op(name);
+        SCOPED_TRACE(combine.name + " " + op + " " + ShapeToString(shape));
+        auto f = ArgReduce(op, {shape}, 1, false, combine.target);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const bool cooperative = ir::Print(*f).find("workgroup_barrier") != std::string::npos;
+        EXPECT_EQ(NeedsSubgroups(*device_, *f), combine.target.subgroups && cooperative);
+        const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+        // Few distinct values (ties across threads), and the edge values.
+        std::vector<float> x = Random(n);
+        for (float& v : x) v = std::round(v * 2);
+        AddEdgeValues(x, rows, cols);
+        std::vector<int32_t> want = RefArg(op == "argmax", x, shape, 1);
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows)}};
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+        EXPECT_EQ(Ints(t["Y"]), want);
       }
     }
   }

@@ -97,14 +97,20 @@ TEST(OpsMoreTest, CooperativeReductionsUseSubgroupsWhereTheTargetHasThem) {
   auto mn = ReduceAxes("min", {{33, 1000}}, {1}, false, sg);
   ASSERT_TRUE(mn.ok());
   EXPECT_EQ(Count(*mn, "subgroup_max("), 2u) << ir::Print(*mn);
-  // prod and the arg-reductions keep the tree; a thread per output needs
-  // no combine at all.
-  for (const auto& f : {ReduceAxes("prod", {{33, 1000}}, {1}, false, sg),
-                        ArgReduce("argmax", {{33, 1000}}, 1, false, sg),
-                        ReduceAxes("sum", {{1000, 7}}, {1}, false, sg)}) {
-    ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_EQ(Count(*f, "subgroup"), 0u) << ir::Print(*f);
-  }
+  // prod and the arg-reductions combine through a butterfly of shuffles
+  // (offsets 64 .. 1 below the 256 threads, twice; one shuffle per value of
+  // the (index, value) pairs), two barriers.
+  auto prod = ReduceAxes("prod", {{33, 1000}}, {1}, false, sg);
+  ASSERT_TRUE(prod.ok()) << prod.status();
+  EXPECT_EQ(Count(*prod, "subgroup_shuffle("), 14u) << ir::Print(*prod);
+  EXPECT_EQ(Count(*prod, "workgroup_barrier()"), 2u) << ir::Print(*prod);
+  auto arg = ArgReduce("argmax", {{33, 1000}}, 1, false, sg);
+  ASSERT_TRUE(arg.ok()) << arg.status();
+  EXPECT_EQ(Count(*arg, "subgroup_shuffle("), 28u) << ir::Print(*arg);
+  // A thread per output needs no combine at all.
+  auto serial = ReduceAxes("sum", {{1000, 7}}, {1}, false, sg);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  EXPECT_EQ(Count(*serial, "subgroup"), 0u) << ir::Print(*serial);
   // Softmax and the norms: one subgroup combine per reduction.
   auto softmax = SoftmaxAxis({{33, 1000}}, 1, sg);
   ASSERT_TRUE(softmax.ok()) << softmax.status();
@@ -203,6 +209,76 @@ TEST(OpsMoreTest, SubgroupCombineIsRightForEverySubgroupSize) {
             EXPECT_EQ(got[i], want[i]) << i;
           } else {
             EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The shuffled combines (prod, argmax, argmin) on the interpreter, for
+// subgroup sizes from 4 to 128, rows of 33 (64 threads) and 1000 (256): the
+// products of values near 1, and the arg-reductions with ties across
+// threads, NaN (its first index wins) and infinities.
+TEST(OpsMoreTest, ShuffledCombinesAreRightForEverySubgroupSize) {
+  Target sg;
+  sg.subgroups = true;
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 29);
+  std::uniform_real_distribution<float> dist(0.98f, 1.02f);
+  for (const Shape& shape : {Shape{4, 33}, Shape{4, 1000}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = dist(rng);
+    x[0 * cols + cols - 1] = x[0 * cols + 1] = 1.5f;  // a tie: index 1
+    x[1 * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[1 * cols + cols - 2] = std::numeric_limits<float>::quiet_NaN();
+    x[2 * cols + 5] = std::numeric_limits<float>::infinity();
+    x[3 * cols + cols - 1] = -std::numeric_limits<float>::infinity();
+    for (const char* op : {"prod", "argmax", "argmin"}) {
+      const std::string name(op);
+      const bool arg = name != "prod";
+      StatusOr<ir::Function> f =
+          arg ? ArgReduce(name, {shape}, 1, false, sg) : ReduceAxes(name, {shape}, {1}, false, sg);
+      ASSERT_TRUE(f.ok()) << f.status();
+      ASSERT_GT(Count(*f, "subgroup_shuffle("), 0u) << ir::Print(*f);
+      std::vector<double> want(rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        double prod = 1;
+        int64_t best = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          prod *= row[c];
+          const bool nan = std::isnan(row[c]), best_nan = std::isnan(row[best]);
+          const bool better = name == "argmax" ? row[c] > row[best] : row[c] < row[best];
+          if (!best_nan && (nan || better)) best = c;
+        }
+        want[r] = arg ? static_cast<double>(best) : prod;
+      }
+      for (int size : {4, 8, 16, 32, 64, 128}) {
+        SCOPED_TRACE(name + " " + ShapeToString(shape) + " subgroup size " + std::to_string(size));
+        std::vector<interp::ArgValue> args;
+        args.push_back(interp::HostBuffer::FromVector(ir::kF32, shape, x));
+        if (arg) {
+          args.push_back(
+              interp::HostBuffer::FromVector(ir::kI32, {rows}, std::vector<int32_t>(rows, -7)));
+        } else {
+          args.push_back(interp::HostBuffer::FromVector(
+              ir::kF32, {rows}, std::vector<float>(rows, std::numeric_limits<float>::quiet_NaN())));
+        }
+        interp::RunOptions options;
+        options.subgroup_size = size;
+        Status run = interp::Run(*f, args, options);
+        ASSERT_TRUE(run.ok()) << run;
+        const auto& out = std::get<interp::HostBuffer>(args.back());
+        for (int64_t r = 0; r < rows; ++r) {
+          if (arg) {
+            EXPECT_EQ(out.ToVector<int32_t>()[r], static_cast<int32_t>(want[r])) << "row " << r;
+          } else if (std::isnan(want[r]) || std::isinf(want[r])) {
+            const float got = out.ToVector<float>()[r];
+            EXPECT_TRUE(std::isnan(want[r]) ? std::isnan(got) : got == want[r]) << "row " << r;
+          } else {
+            EXPECT_NEAR(out.ToVector<float>()[r], want[r], 1e-4 * std::fabs(want[r]))
+                << "row " << r;
           }
         }
       }

@@ -183,9 +183,8 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
   internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
   // Without a reduction axis (every reduced extent 1) Y is a copy.
   if (k.empty()) rule.cooperative = false;
-  // No subgroup product: prod combines through the tree.
   KILN_RETURN_IF_ERROR(
-      ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, op != "prod", target));
+      internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
   return te::Lower(s, {Y}, {X}, name);
 }
 
@@ -239,8 +238,8 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
   if (k.empty()) rule.cooperative = false;
-  KILN_RETURN_IF_ERROR(internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule,
-                                              /*subgroups=*/false, target));
+  KILN_RETURN_IF_ERROR(
+      internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
   return te::Lower(s, {Y}, {X}, name);
 }
 

@@ -86,7 +86,7 @@ Status SplitAcrossThreads(te::Stage& stage, const te::IterVar& axis, int64_t len
 }  // namespace
 
 Status ScheduleRows(te::Schedule& s, const te::Tensor& Y, int rank, const RowView& view,
-                    const RowSchedule& rule, bool subgroups, const Target& target) {
+                    const RowSchedule& rule, const Target& target) {
   if (!rule.cooperative) return ScheduleFlat(s, Y, rank, view.outputs, target);
   te::Stage y = s[Y];
   te::IterVar o = y.axis(0);
@@ -100,7 +100,7 @@ Status ScheduleRows(te::Schedule& s, const te::Tensor& Y, int rank, const RowVie
     KILN_ASSIGN_OR_RETURN(r, y.Fuse(r, reduce[d]));
   }
   KILN_RETURN_IF_ERROR(SplitAcrossThreads(y, r, view.length, rule));
-  if (rule.subgroups && subgroups) KILN_RETURN_IF_ERROR(y.SubgroupReduce());
+  if (rule.subgroups) KILN_RETURN_IF_ERROR(y.SubgroupReduce());
   return Status::Ok();
 }
 
@@ -137,9 +137,7 @@ Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
       KILN_RETURN_IF_ERROR(st.ComputeAt(y, o));
       KILN_RETURN_IF_ERROR(st.SetScope(ir::MemoryScope::kShared));
       KILN_RETURN_IF_ERROR(SplitAcrossThreads(st, st.reduce_axis(0), view.length, rule));
-      const te::ReducerKind r = t.op()->reducer;
-      if (rule.subgroups && (r == te::ReducerKind::kSum || r == te::ReducerKind::kMax ||
-                             r == te::ReducerKind::kMin)) {
+      if (rule.subgroups) {
         KILN_RETURN_IF_ERROR(st.SubgroupReduce());
       }
     }

@@ -38,8 +38,8 @@ struct RowView {
 struct RowSchedule {
   bool cooperative = false;  // a workgroup per output (else a thread per output)
   int64_t threads = 1;       // per workgroup
-  // Cooperative reductions by sum, max and min combine through subgroup
-  // operations (the target has subgroups), else a shared tree.
+  // Cooperative reductions combine through subgroups (the target has
+  // subgroups), else a shared tree.
   bool subgroups = false;
 };
 
@@ -53,10 +53,11 @@ RowSchedule ChooseRowSchedule(const RowView& view, const Target& target);
 // RowView's reduced ones): cooperative, Y's data axes fused and bound to
 // blockIdx.x, its reduction axes fused, split by the threads, the inner
 // part bound to threadIdx.x and the outer part unrolled when it takes at
-// most 16 steps, combined through subgroups where the rule and `subgroups`
-// allow; otherwise a thread per output (ScheduleFlat).
+// most 16 steps, combined through subgroups where the rule has them (sum,
+// max and min by subgroup operations, other reducers by shuffles);
+// otherwise a thread per output (ScheduleFlat).
 Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const RowView& view,
-                    const RowSchedule& rule, bool subgroups, const Target& target);
+                    const RowSchedule& rule, const Target& target);
 
 // The row-wise rule for a TE stage Y (the shape of view.shape) that reads
 // row statistics `stats` (reductions along `axis`, keepdims shapes, in the
@@ -64,7 +65,7 @@ Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const
 // `axis` innermost. Cooperative: o bound to blockIdx.x, `axis` split across
 // the threads as in ScheduleRows; each statistic computed at o in shared
 // memory, its reduction split the same way and combined through subgroups
-// where the rule has them (sum, max and min). Otherwise o split by the
+// where the rule has them. Otherwise o split by the
 // threads and bound, `axis` serial, each statistic computed at the thread's
 // loop in registers. The statistics read X again from memory (in practice
 // from the caches: a row is read three times in a row).

@@ -673,9 +673,11 @@ class KernelLowering {
   // That `stage`'s cross-thread reduction over `width` threads can combine
   // through subgroups: the reduction axis is the workgroup's only thread
   // axis (a subgroup then never holds threads of two reductions, whatever
-  // the device's subgroup size) and the values are 32-bit or f16 numbers.
+  // the device's subgroup size), the values are 32-bit or f16 numbers, and
+  // for a butterfly of shuffles (reducers other than sum, max and min) the
+  // width is a power of two (no subgroup is partly filled but the only one).
   Status CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
-                             ir::DataType dtype) const;
+                             const std::vector<ir::DataType>& types, bool butterfly) const;
 
   const Schedule::Impl& impl_;
   std::string at_;
@@ -693,7 +695,8 @@ class KernelLowering {
 };
 
 Status KernelLowering::CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
-                                           ir::DataType dtype) const {
+                                           const std::vector<ir::DataType>& types,
+                                           bool butterfly) const {
   auto error = [&](const auto&... why) {
     return InvalidArgument(at_, ": stage '", stage.name(), "' asks for subgroup_reduce, but ",
                            why...);
@@ -708,10 +711,17 @@ Status KernelLowering::CheckSubgroupReduce(const StageState& stage, int64_t widt
         "its reduction axis is not the workgroup's only thread axis (a subgroup would "
         "mix threads of several reductions); combine through the shared-memory tree");
   }
-  if (dtype.lanes != 1 ||
-      !(dtype == ir::kF32 || dtype == ir::kI32 || dtype == ir::kU32 || dtype == ir::kF16)) {
-    return error("it reduces ", dtype.ToString(),
-                 " values; subgroups combine f32, f16, i32 and u32");
+  for (const ir::DataType& dtype : types) {
+    if (dtype.lanes != 1 ||
+        !(dtype == ir::kF32 || dtype == ir::kI32 || dtype == ir::kU32 || dtype == ir::kF16)) {
+      return error("it reduces ", dtype.ToString(),
+                   " values; subgroups combine f32, f16, i32 and u32");
+    }
+  }
+  if (butterfly && (width & (width - 1)) != 0) {
+    return error("its reduction runs over ", width,
+                 " threads; a reducer other than sum, max and min combines through shuffles, "
+                 "which need a power of two");
   }
   return Status::Ok();
 }
@@ -1096,7 +1106,10 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     std::vector<Stmt> seq;
     ir::Expr total_at_0;  // the reduction, read by the storing thread
     if (stage.subgroup_reduce) {
-      if (Status checked = CheckSubgroupReduce(stage, width, slot_prefix.empty(), types[0]);
+      const bool builtin = op->reducer == ReducerKind::kSum || op->reducer == ReducerKind::kMax ||
+                           op->reducer == ReducerKind::kMin;
+      if (Status checked =
+              CheckSubgroupReduce(stage, width, slot_prefix.empty(), types, /*butterfly=*/!builtin);
           !checked.ok()) {
         error_ = checked;
         return ir::MakeSeq({});
@@ -1109,7 +1122,45 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       const std::string& base = across.name();
       const ir::Expr tx = across_ctx.at(ir::LoopKind::kThreadX);
       ir::Var lane(base + "_lane", ir::kI32), size(base + "_sg_size", ir::kI32);
-      ir::Var sg(base + "_sg", types[0]), total(base + "_total", types[0]);
+      // The subgroup's reduction of the values in `bufs`, left in them in
+      // every lane: sum, max and min through the subgroup operations; any
+      // other reducer by a butterfly of shuffles (lane l combines with lane
+      // l ^ offset, offsets halving from the subgroup's size, or the
+      // width's where the workgroup is one partial subgroup).
+      auto in_subgroup = [&](const std::vector<ir::Buffer>& bufs) -> Stmt {
+        if (builtin) {
+          return store_all(bufs, at0, {SubgroupCombine(op->reducer, loads(bufs, at0)[0])});
+        }
+        const ir::Expr lanes = ir::Min(size, ir::IntConst(ir::kI32, width));
+        std::vector<Stmt> steps;
+        for (int64_t offset = 64; offset >= 1; offset /= 2) {
+          if (offset >= width) continue;
+          // Every lane shuffles (the calls stay in uniform control flow);
+          // where the partner would lie past the subgroup, a lane reads its
+          // own values and keeps them.
+          const ir::Expr inside = ir::IntConst(ir::kI32, offset) < lanes;
+          const ir::Expr partner =
+              ir::Cast(ir::kU32, ir::Select(inside,
+                                            ir::Call(ir::Intrinsic::kBitwiseXor,
+                                                     {lane, ir::IntConst(ir::kI32, offset)}),
+                                            lane));
+          std::vector<ir::Var> shuffled;
+          for (const ir::Buffer& buf : bufs) {
+            shuffled.emplace_back(buf.name() + "_from" + std::to_string(offset), buf.dtype());
+          }
+          const Values old = loads(bufs, at0);
+          const Values combined = combine(old, Values(shuffled.begin(), shuffled.end()));
+          Values kept;
+          for (size_t k = 0; k < n; ++k) kept.push_back(ir::Select(inside, combined[k], old[k]));
+          Stmt step = store_all(bufs, at0, kept);
+          for (size_t k = n; k-- > 0;) {
+            step = ir::LetStmtNode::make(
+                shuffled[k], ir::Call(ir::Intrinsic::kSubgroupShuffle, {old[k], partner}), step);
+          }
+          steps.push_back(step);
+        }
+        return ir::MakeSeq(steps);
+      };
       const std::vector<ir::Buffer> gather =
           buffers("_gather", {ir::IntConst(ir::kI32, 1)}, ir::MemoryScope::kLocal);
       ir::Var kk(base + "_g", ir::kI32);
@@ -1122,20 +1173,19 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
               ir::IfNode::make(
                   j < static_cast<int>(width),
                   store_all(gather, at0, combine(loads(gather, at0), loads(reds, slot(j)))))));
-      Stmt store = guarded(make_store(result({total})));
-      store = ir::IfNode::make(tx == 0, store);
-      Stmt tail =
-          ir::LetStmtNode::make(total, SubgroupCombine(op->reducer, loads(gather, at0)[0]), store);
+      Values lane0;
+      for (size_t k = 0; k < n; ++k) {
+        lane0.push_back(ir::Select(lane == 0, ir::Load(accs[k], at0), identity[k]));
+      }
+      Stmt store = ir::IfNode::make(tx == 0, guarded(make_store(result(loads(gather, at0)))));
       partial_seq.push_back(ir::LetStmtNode::make(
-          sg, SubgroupCombine(op->reducer, acc0[0]),
+          lane, ir::Call(ir::Intrinsic::kSubgroupInvocationId, {}),
           ir::LetStmtNode::make(
-              lane, ir::Call(ir::Intrinsic::kSubgroupInvocationId, {}),
-              ir::LetStmtNode::make(
-                  size, ir::Call(ir::Intrinsic::kSubgroupSize, {}),
-                  ir::MakeSeq({store_all(reds, slot(tx), {ir::Select(lane == 0, sg, identity[0])}),
-                               ir::BarrierNode::make(),
-                               allocate_all(gather, ir::MakeSeq({store_all(gather, at0, identity),
-                                                                 gather_loop, tail}))})))));
+              size, ir::Call(ir::Intrinsic::kSubgroupSize, {}),
+              ir::MakeSeq(
+                  {in_subgroup(accs), store_all(reds, slot(tx), lane0), ir::BarrierNode::make(),
+                   allocate_all(gather, ir::MakeSeq({store_all(gather, at0, identity), gather_loop,
+                                                     in_subgroup(gather), store}))}))));
       Stmt partial = allocate_all(accs, ir::MakeSeq(partial_seq));
       partial = EmitAttached(stage, across, across_ctx, partial);
       seq.push_back(MakeLoop(across.var(), width, ir::LoopKind::kThreadX, data_ctx, partial));

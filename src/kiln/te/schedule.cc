@@ -434,16 +434,8 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
     }
     case Kind::kSubgroupReduce: {
       if (!p.axes.empty()) return InvalidArgument(at, ": subgroup_reduce takes no axis");
-      const ReducerKind r = stage.op->reducer;
       if (!stage.op->has_reduction) {
         return InvalidArgument(at, ": the stage is not a reduction");
-      }
-      if (r != ReducerKind::kSum && r != ReducerKind::kMax && r != ReducerKind::kMin) {
-        return InvalidArgument(
-            at, ": the stage reduces with ",
-            r == ReducerKind::kCustom ? stage.op->custom_name : std::string(ReducerName(r)),
-            "; subgroups combine sum, max and min only (the others combine "
-            "through the shared-memory tree)");
       }
       stage.subgroup_reduce = true;
       break;

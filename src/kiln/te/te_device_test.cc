@@ -534,10 +534,17 @@ TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {
 // A tuple reducer: argmax over (index, value), the first index of the
 // largest value; rows with ties and with infinities. Reduced by one thread
 // per row, and by 64 threads per row combining (index, value) pairs in
-// shared memory.
+// shared memory or, where the device has subgroups, through shuffles.
 TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
-  for (const bool across : {false, true}) {
-    SCOPED_TRACE(across ? "across threads" : "a thread per row");
+  const bool has_subgroups = device_->HasFeature(hal::Feature::kSubgroups);
+  for (const int mode : {0, 1, 2}) {
+    const bool across = mode > 0, subgroups = mode == 2;
+    if (subgroups && !has_subgroups) {
+      std::printf("[ INFO     ] %s does not offer subgroups: no shuffled argmax\n",
+                  device_->Describe().c_str());
+      continue;
+    }
+    SCOPED_TRACE(subgroups ? "through subgroups" : across ? "across threads" : "a thread per row");
     testing::ArgmaxProgram p;
     auto s = Schedule::Create({p.Y});
     ASSERT_TRUE(s.ok()) << s.status();
@@ -547,6 +554,7 @@ TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
       ASSERT_TRUE(k.ok());
       ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
       ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
+      if (subgroups) ASSERT_TRUE(y.SubgroupReduce().ok());
     } else {
       auto r = y.Split(y.axis(0), 32);
       ASSERT_TRUE(r.ok());

@@ -293,14 +293,40 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
   ASSERT_TRUE(k.ok());
   ExpectError(s->Rfactor(p.Y, k->inner).status(),
               "rfactor of stage 'Y': the stage reduces with user-defined reducer 'argmax'");
-  ExpectError(y.SubgroupReduce(),
-              "the stage reduces with argmax; subgroups combine sum, max and min only");
   ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
   auto across = Lower(*s, {p.Y}, {p.X}, "argmax");
   ASSERT_TRUE(across.ok()) << across.status();
   const std::string tree = ir::Print(*across);
   EXPECT_TRUE(Contains(tree, "alloc Y_red0: i32[32] shared")) << tree;
   EXPECT_TRUE(Contains(tree, "alloc Y_red1: f32[32] shared")) << tree;
+  // Through subgroups: a butterfly of shuffles, each value shuffled, with
+  // offsets below the width (16 .. 1), twice (the lanes, then the slots).
+  ASSERT_TRUE(y.SubgroupReduce().ok());
+  auto shuffled = Lower(*s, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(shuffled.ok()) << shuffled.status();
+  const std::string butterfly = ir::Print(*shuffled);
+  size_t shuffles = 0;
+  for (size_t at = butterfly.find("subgroup_shuffle("); at != std::string::npos;
+       at = butterfly.find("subgroup_shuffle(", at + 1)) {
+    ++shuffles;
+  }
+  EXPECT_EQ(shuffles, 2u * 2u * 5u) << butterfly;
+  EXPECT_FALSE(Contains(butterfly, "bitwise_xor(Y_lane, 32)")) << butterfly;
+}
+
+TEST(TeScheduleTest, SubgroupShufflesNeedAPowerOfTwoWidth) {
+  testing::ArgmaxProgram p;
+  auto s = Schedule::Create({p.Y});
+  ASSERT_TRUE(s.ok()) << s.status();
+  Stage y = (*s)[p.Y];
+  auto k = y.Split(y.reduce_axis(0), 48);
+  ASSERT_TRUE(k.ok());
+  ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
+  ASSERT_TRUE(y.SubgroupReduce().ok());
+  ExpectError(Lower(*s, {p.Y}, {p.X}, "argmax").status(),
+              "its reduction runs over 48 threads; a reducer other than sum, max and min "
+              "combines through shuffles, which need a power of two");
 }
 
 TEST(TeScheduleTest, SubgroupReduceChecksItsStage) {
