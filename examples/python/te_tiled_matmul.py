@@ -10,7 +10,8 @@ loops unrolled); A transposed into shared memory by its own stage (AT, read
 from A four elements along k at a time) and B copied into shared memory
 (cache_read), both at each step of 16 along k by all the threads; each
 thread's column of AT and row of B for one k-step copied into registers as
-4-lane vectors (cache_read into local, vectorized). With --kir the lowered
+4-lane vectors (cache_read into local, vectorized); C stored from the
+registers four elements at a time (vectorized). With --kir the lowered
 kernel is written as a kiln IR module, for `kiln compile` and `kiln bench
 kernel` (BENCHMARKS.md has its H200 figures at N = 4096).
 """
@@ -53,7 +54,9 @@ c.bind(yo, "blockIdx.x")
 c.bind(tio, "threadIdx.y")
 c.bind(tjo, "threadIdx.x")
 c.unroll(tii)
-c.unroll(tji)
+tjv, lanes_c = c.split(tji, 4)  # C stored as 4-lane vectors
+c.unroll(tjv)
+c.vectorize(lanes_c)
 
 acc = s[Cl]
 acc.compute_at(c, tjo)

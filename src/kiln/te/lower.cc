@@ -816,11 +816,17 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
     return false;
   };
-  // The let-bound root axes' values (vectorized stages keep their lane forms).
+  // The let-bound root axes' values (in their lane forms in a vectorized
+  // stage; none where the lanes enter otherwise).
   ir::VarMap roots;
   for (const auto* axes : {&op->axis, &op->reduce_axis}) {
     for (const IterVar& a : *axes) {
-      if (!vec.defined() && !is_leaf(a)) roots[a.var().get()] = value(a);
+      if (is_leaf(a)) continue;
+      if (!vec.defined()) {
+        roots[a.var().get()] = value(a);
+      } else if (std::optional<LaneForm> f = lane_form(a)) {
+        roots[a.var().get()] = f->lane ? f->base + vec.var() : f->base;
+      }
     }
   }
   Relocate relocate(placements_, std::move(roots));

@@ -443,7 +443,8 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
 // fragments in registers, every loop of a thread unrolled) at constant
 // sizes its tiles divide, with 128 x 128 tiles of 8 x 8 per thread and
 // 64 x 64 tiles of 4 x 4; the kernel's WGSL holds its accumulators in
-// separate variables and reads its fragments as vectors.
+// separate variables, reads its fragments as vectors and stores C as
+// vectors.
 TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
   for (auto [tile, per] : {std::pair<int64_t, int64_t>{128, 8}, {64, 4}}) {
     for (auto [m, n, kk] : {std::tuple{128, 128, 16}, {256, 128, 48}}) {
@@ -456,11 +457,18 @@ TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
       ASSERT_TRUE(f.ok()) << f.status();
       auto wgsl = codegen::CompileFunction(*f);
       ASSERT_TRUE(wgsl.ok()) << wgsl.status();
-      EXPECT_NE(wgsl->wgsl.find("var C_local_buf_0 : f32;"), std::string::npos) << wgsl->wgsl;
+      // Accumulators in registers, four columns to a vector (C is read from
+      // them as vectors).
+      EXPECT_NE(wgsl->wgsl.find("var C_local_buf_0 : vec4<f32>;"), std::string::npos) << wgsl->wgsl;
       EXPECT_NE(wgsl->wgsl.find("var AT_local_buf_0 : vec4<f32>;"), std::string::npos)
           << wgsl->wgsl;
       EXPECT_NE(wgsl->wgsl.find("var<storage, read> A : array<vec4<f32>>;"), std::string::npos)
           << wgsl->wgsl;
+      // C stored as vectors straight from the accumulator registers.
+      EXPECT_NE(wgsl->wgsl.find("var<storage, read_write> C : array<vec4<f32>>;"),
+                std::string::npos)
+          << wgsl->wgsl;
+      EXPECT_EQ(wgsl->wgsl.find("C_local_buf["), std::string::npos) << wgsl->wgsl;
       auto a = Random(m * kk), b = Random(kk * n);
       ExpectNear(Run(*f, {a, b}, size_t(m) * n, {}), MatmulReference(a, b, m, n, kk), 1e-4f, "C");
     }

@@ -128,7 +128,10 @@ inline StatusOr<Schedule> ScheduleRegisterTiledMatmul(const TransposedAMatmulPro
   KILN_ASSIGN_OR_RETURN(auto threads_split, TileOverThreads(c, o.tile, o.per_thread));
   const auto& [ti, tj] = threads_split;
   KILN_RETURN_IF_ERROR(c.Unroll(ti.inner));
-  KILN_RETURN_IF_ERROR(c.Unroll(tj.inner));
+  // C stored from the registers four elements at a time.
+  KILN_ASSIGN_OR_RETURN(SplitResult cv, c.Split(tj.inner, 4));
+  KILN_RETURN_IF_ERROR(c.Unroll(cv.outer));
+  KILN_RETURN_IF_ERROR(c.Vectorize(cv.inner));
 
   Stage l = s[cl];
   KILN_RETURN_IF_ERROR(l.ComputeAt(c, tj.outer));
