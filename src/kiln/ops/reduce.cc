@@ -245,14 +245,12 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
 
 namespace {
 
-// Softmax or log-softmax along `axis` as TE: one row statistic, the
-// log-sum-exp L = m + log(s) of an online softmax (a tuple reduction to the
-// running maximum m and the sum s of exp(x - m), rescaled whenever m grows),
-// so the row is read twice, once for L and once for Y = exp(x - L) (or
-// x - L), with one exp per element in each pass. L has a keepdims shape and
-// is computed per row by the row-wise rule (ScheduleRowwise). A row holding
-// NaN or +inf, or only -inf, gives NaN (as IEEE arithmetic on x - max
-// does): its L is then not finite, which Y tests.
+// Softmax or log-softmax along `axis` as TE: the row statistics M (the
+// maximum; NaN propagates) and S (the sum of exp(x - M)) are reductions
+// with keepdims shapes, computed per row by the row-wise rule
+// (ScheduleRowwise); Y reads them. A row holding NaN or +inf, or only -inf,
+// gives NaN (as IEEE arithmetic on x - max does): its maximum is then not
+// finite, which Y tests.
 StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t axis,
                                      const Target& target, const std::string& name) {
   const std::string op = log ? "log_softmax" : "softmax";
@@ -265,7 +263,7 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   Shape stat_shape = input.shape;
   stat_shape[a] = 1;
-  // X at index i with axis a at `at`; the statistic at the row of i.
+  // X at index i with axis a at `at`; a statistic at the row of i.
   auto x_at = [&](const std::vector<ir::Var>& i, const ir::Expr& at) {
     std::vector<ir::Expr> index(i.begin(), i.end());
     index[a] = at;
@@ -276,38 +274,24 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
     index[a] = I32(0);
     return index;
   };
-  // (m, s) pairs: the larger m wins (NaN propagates), and the other pair's
-  // sum joins scaled by exp(its m - the larger m); equal maxima (both -inf
-  // included) add with scale 1, which a later finite maximum rescales to 0.
-  const te::CommReducer online{
-      "online_softmax",
-      {ir::FloatConst(ir::kF32, -std::numeric_limits<double>::infinity()),
-       ir::FloatConst(ir::kF32, 0.0)},
-      [](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
-        const ir::Expr take = next[0] > acc[0] || internal::IsNan(next[0]);
-        const ir::Expr m = ir::Select(take, next[0], acc[0]);
-        const ir::Expr low_m = ir::Select(take, acc[0], next[0]);
-        const ir::Expr low_s = ir::Select(take, acc[1], next[1]);
-        const ir::Expr high_s = ir::Select(take, next[1], acc[1]);
-        const ir::Expr scale =
-            ir::Call(ir::Intrinsic::kExp,
-                     {ir::Select(low_m == m, ir::FloatConst(ir::kF32, 0.0), low_m - m)});
-        return std::vector<ir::Expr>{m, high_s + low_s * scale};
-      }};
-  te::IterVar k = te::ReduceAxis(I32(view.length), "k");
-  te::Tensor L = te::Compute("L", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
-    const std::vector<ir::Expr> ms =
-        te::Reduce(online, {x_at(i, k), ir::FloatConst(ir::kF32, 1.0)}, {k});
-    return ms[0] + ir::Call(ir::Intrinsic::kLog, {ms[1]});
+  te::IterVar k1 = te::ReduceAxis(I32(view.length), "k");
+  te::Tensor M = te::Compute("M", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+    return te::Max(x_at(i, k1), {k1});
+  });
+  te::IterVar k2 = te::ReduceAxis(I32(view.length), "k");
+  te::Tensor S = te::Compute("S", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
+    return te::Sum(exp(x_at(i, k2) - M(row_of(i))), {k2});
   });
   te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {
-    const ir::Expr lse = L(row_of(i)), x = x_at(i, i[a]);
-    const ir::Expr out = log ? x - lse : exp(x - lse);
-    return ToDtype(internal::NanIf(internal::IsNonFinite(lse), out), input.dtype);
+    const ir::Expr m = M(row_of(i)), sum = S(row_of(i)), x = x_at(i, i[a]);
+    // One reciprocal per row (a loop invariant), not a division per element.
+    const ir::Expr out = log ? x - m - ir::Call(ir::Intrinsic::kLog, {sum})
+                             : exp(x - m) * (ir::FloatConst(ir::kF32, 1.0) / sum);
+    return ToDtype(internal::NanIf(internal::IsNonFinite(m), out), input.dtype);
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, a, {L}, view, rule));
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, a, {M, S}, view, rule));
   return te::Lower(s, {Y}, {X}, name);
 }
 
