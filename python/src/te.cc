@@ -569,7 +569,8 @@ void BindTe(nb::module_& m) {
          const std::vector<te::Tensor>& inputs, const std::string& name,
          std::optional<DevicePtr> device) {
         DevicePtr dev = device && *device ? *device : DefaultDevice();
-        te::Kernels k = Check(te::LowerKernels(s.schedule, outputs, inputs, name));
+        te::Kernels k =
+            Check(te::LowerKernels(s.schedule, outputs, inputs, name, dev->target().limits));
         auto module = CompileFunctions(dev, k.functions);
         std::vector<nb::object> kernels;
         for (const ir::Function& f : k.functions)
@@ -586,7 +587,7 @@ void BindTe(nb::module_& m) {
          const std::vector<te::Tensor>& inputs, const std::string& name,
          std::optional<DevicePtr> device) {
         DevicePtr dev = device && *device ? *device : DefaultDevice();
-        ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name));
+        ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name, dev->target().limits));
         return FindKernel(CompileFunctions(dev, {f}), f.name());
       },
       "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel", "device"_a = nb::none(),

@@ -351,7 +351,7 @@ StatusOr<ir::Function> ConvDirect(const TensorType& x, const TensorType& w, cons
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, Y, 4, NumElements(g.out), target));
-  return te::Lower(s, {Y}, inputs, name);
+  return te::Lower(s, {Y}, inputs, name, target.limits);
 }
 
 }  // namespace
@@ -446,7 +446,7 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, Y, 4, NumElements(g.out), target));
-  return te::Lower(s, {Y}, {X}, name);
+  return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 
 }  // namespace kiln::ops

@@ -27,7 +27,7 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
                                  const Target& target, const std::string& name) {
   KILN_RETURN_IF_ERROR(internal::ScheduleFlat(schedule, out, static_cast<int>(out_shape.size()),
                                               NumElements(out_shape), target));
-  return te::Lower(schedule, {out}, inputs, name);
+  return te::Lower(schedule, {out}, inputs, name, target.limits);
 }
 
 }  // namespace

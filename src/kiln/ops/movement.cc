@@ -44,7 +44,7 @@ StatusOr<ir::Function> LowerFlat(const te::Tensor& out, const std::vector<te::Te
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({out}));
   KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, out, static_cast<int>(out_shape.size()),
                                               NumElements(out_shape), target));
-  return te::Lower(s, {out}, inputs, name);
+  return te::Lower(s, {out}, inputs, name, target.limits);
 }
 
 std::vector<ir::Expr> AsExprs(const std::vector<ir::Var>& v) {

@@ -57,7 +57,7 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
     });
     KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({M}));
     KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, M, 1, rows, target));
-    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {M}, {X}, name + "_max"));
+    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {M}, {X}, name + "_max", target.limits));
     seq.functions.push_back(std::move(f));
   }
   te::Tensor M = te::Placeholder("M", Extents({rows}), f32);
@@ -69,7 +69,7 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
     });
     KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({S}));
     KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, S, 1, rows, target));
-    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {S}, {X, M}, name + "_sum"));
+    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {S}, {X, M}, name + "_sum", target.limits));
     seq.functions.push_back(std::move(f));
   }
   te::Tensor S = te::Placeholder("S", Extents({rows}), f32);
@@ -80,7 +80,7 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
     });
     KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
     KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, Y, 2, rows * cols, target));
-    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {Y}, {X, M, S}, name + "_normalize"));
+    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {Y}, {X, M, S}, name + "_normalize", target.limits));
     seq.functions.push_back(std::move(f));
   }
   seq.intermediates = {{"M", {rows}, f32}, {"S", {rows}, f32}};
@@ -185,7 +185,7 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
   if (k.empty()) rule.cooperative = false;
   KILN_RETURN_IF_ERROR(
       internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
-  return te::Lower(s, {Y}, {X}, name);
+  return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 
 const std::vector<std::string_view>& ArgReduceOpNames() {
@@ -240,7 +240,7 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   if (k.empty()) rule.cooperative = false;
   KILN_RETURN_IF_ERROR(
       internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
-  return te::Lower(s, {Y}, {X}, name);
+  return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 
 namespace {
@@ -291,8 +291,8 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, a, {M, S}, view, rule));
-  return te::Lower(s, {Y}, {X}, name);
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, X, a, {M, S}, view, rule, target));
+  return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 
 }  // namespace

@@ -69,9 +69,9 @@ Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const
 // threads and bound, `axis` serial, each statistic computed at the thread's
 // loop in registers. The statistics read X again from memory (in practice
 // from the caches: a row is read three times in a row).
-Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
+Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, const te::Tensor& X, int axis,
                        const std::vector<te::Tensor>& stats, const RowView& view,
-                       const RowSchedule& rule);
+                       const RowSchedule& rule, const Target& target);
 
 // f32 NaN test on the bits (safe from fast-math folding of x != x).
 ir::Expr IsNan(const ir::Expr& x);

@@ -1377,7 +1377,7 @@ class LoadedBuffers : public ir::StmtVisitor {
 StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState& root,
                                    const std::vector<const StageState*>& attached,
                                    const std::vector<ir::Buffer>& readable, const std::string& name,
-                                   bool every_input) {
+                                   bool every_input, const TargetLimits& limits) {
   const std::string at = "lowering '" + name + "'";
   std::vector<const StageState*> mine;
   for (const StageState* s : attached) {
@@ -1413,7 +1413,9 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
     params.push_back(ir::Param::FromVar(v));
   }
   ir::Function f = ir::Simplify(ir::Function(name, params, body));
-  Status verified = ir::Verify(f);
+  ir::VerifyOptions options;
+  options.limits = limits;
+  Status verified = ir::Verify(f, options);
   if (!verified.ok()) {
     return Status(verified.code(), at + ": the lowered function does not verify: " +
                                        verified.message() + "\n" + ir::Print(f));
@@ -1424,7 +1426,8 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
 }  // namespace
 
 StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
-                             const std::vector<Tensor>& inputs, const std::string& name) {
+                             const std::vector<Tensor>& inputs, const std::string& name,
+                             const TargetLimits& limits) {
   const Schedule::Impl& impl = schedule.impl();
   const std::string at = "lowering '" + name + "'";
   KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/false));
@@ -1439,11 +1442,12 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
   std::vector<ir::Buffer> readable;
   readable.reserve(inputs.size());
   for (const Tensor& t : inputs) readable.push_back(t.buffer());
-  return LowerKernel(impl, *g.roots[0], g.attached, readable, name, /*every_input=*/true);
+  return LowerKernel(impl, *g.roots[0], g.attached, readable, name, /*every_input=*/true, limits);
 }
 
 StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tensor>& outputs,
-                               const std::vector<Tensor>& inputs, const std::string& name) {
+                               const std::vector<Tensor>& inputs, const std::string& name,
+                               const TargetLimits& limits) {
   const Schedule::Impl& impl = schedule.impl();
   const std::string at = "lowering '" + name + "'";
   KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/true));
@@ -1454,7 +1458,7 @@ StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tenso
   for (const StageState* root : g.roots) {
     KILN_ASSIGN_OR_RETURN(ir::Function f,
                           LowerKernel(impl, *root, g.attached, readable, name + "_" + root->name(),
-                                      /*every_input=*/false));
+                                      /*every_input=*/false, limits));
     out.functions.push_back(std::move(f));
     bool is_output = false;
     for (const Tensor& o : outputs) is_output |= o.same_as(root->tensor);

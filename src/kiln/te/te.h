@@ -36,6 +36,7 @@
 #include "kiln/ir/function.h"
 #include "kiln/ir/types.h"
 #include "kiln/support/status.h"
+#include "kiln/support/target_limits.h"
 
 namespace kiln::te {
 
@@ -400,9 +401,12 @@ class Schedule {
 // passes ir::Verify. Errors: a placeholder read but not in `inputs`, a
 // compute read that is neither inlined, computed at another stage nor an
 // output, more than one root stage (see LowerKernels), a vectorized axis
-// that is no longer the innermost data-parallel leaf.
+// that is no longer the innermost data-parallel leaf. The function is
+// verified against `limits` (workgroup size and shared memory; WebGPU's
+// defaults unless given).
 StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>& outputs,
-                             const std::vector<Tensor>& inputs, const std::string& name);
+                             const std::vector<Tensor>& inputs, const std::string& name,
+                             const TargetLimits& limits = TargetLimits{});
 
 // Several launches: every stage that is neither inlined nor computed at
 // another stage's loop becomes a kernel of its own, `<name>_<stage>`, in
@@ -417,6 +421,7 @@ struct Kernels {
   std::vector<Tensor> intermediates;
 };
 StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tensor>& outputs,
-                               const std::vector<Tensor>& inputs, const std::string& name);
+                               const std::vector<Tensor>& inputs, const std::string& name,
+                               const TargetLimits& limits = TargetLimits{});
 
 }  // namespace kiln::te

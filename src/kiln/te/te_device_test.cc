@@ -562,7 +562,9 @@ TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
       ASSERT_TRUE(k.ok());
       ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
       ASSERT_TRUE(y.Bind(k->inner, ThreadAxis::kThreadX).ok());
-      if (subgroups) ASSERT_TRUE(y.SubgroupReduce().ok());
+      if (subgroups) {
+        ASSERT_TRUE(y.SubgroupReduce().ok());
+      }
     } else {
       auto r = y.Split(y.axis(0), 32);
       ASSERT_TRUE(r.ok());
@@ -635,7 +637,9 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
       ASSERT_TRUE(kk.ok());
       ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
       ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
-      if (subgroups) ASSERT_TRUE(y.SubgroupReduce().ok());
+      if (subgroups) {
+        ASSERT_TRUE(y.SubgroupReduce().ok());
+      }
       auto f = Lower(*s, {Y}, {X}, "rows");
       ASSERT_TRUE(f.ok()) << f.status();
       const std::string printed = ir::Print(*f);
@@ -671,7 +675,9 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
         for (int row = 0; row < sh.rows; ++row) {
           if (std::isnan(want[row]) || std::isinf(want[row])) {
             EXPECT_EQ(std::isnan(got[row]), std::isnan(want[row])) << "row " << row;
-            if (std::isinf(want[row])) EXPECT_EQ(got[row], want[row]) << "row " << row;
+            if (std::isinf(want[row])) {
+              EXPECT_EQ(got[row], want[row]) << "row " << row;
+            }
           } else {
             EXPECT_NEAR(got[row], want[row], 1e-4f * (1 + sh.cols)) << "row " << row;
           }

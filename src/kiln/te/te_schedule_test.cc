@@ -421,5 +421,28 @@ TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
 }
 
+
+// Lowering verifies shared memory against the limits it is given (WebGPU's
+// 16 KiB by default): a 5000-element f32 stage fits in 32 KiB only.
+TEST(TeScheduleTest, LoweringChecksTheGivenLimits) {
+  const int n = 5000;
+  Tensor A = Placeholder("A", {n}, ir::kF32);
+  Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok()) << s.status();
+  Stage c = (*s)[C];
+  auto whole = c.Split(c.axis(0), n);
+  ASSERT_TRUE(whole.ok());
+  ASSERT_TRUE(c.Bind(whole->outer, ThreadAxis::kBlockX).ok());
+  Stage p = (*s)[P];
+  ASSERT_TRUE(p.SetScope(ir::MemoryScope::kShared).ok());
+  ASSERT_TRUE(p.ComputeAt(c, whole->outer).ok());
+  ExpectError(Lower(*s, {C}, {A}, "big").status(), "more than the limit of 16384");
+  TargetLimits larger;
+  larger.max_workgroup_storage_bytes = 32768;
+  EXPECT_TRUE(Lower(*s, {C}, {A}, "big", larger).ok());
+}
+
 }  // namespace
 }  // namespace kiln::te
