@@ -87,7 +87,7 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
       });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, X, last, stats, view, rule, target));
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, last, stats, view, rule));
   std::vector<te::Tensor> inputs = {X, gamma};
   if (!rms) inputs.push_back(beta);
   return te::Lower(s, {Y}, inputs, name, target.limits);

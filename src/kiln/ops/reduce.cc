@@ -80,7 +80,8 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
     });
     KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
     KILN_RETURN_IF_ERROR(internal::ScheduleFlat(s, Y, 2, rows * cols, target));
-    KILN_ASSIGN_OR_RETURN(ir::Function f, te::Lower(s, {Y}, {X, M, S}, name + "_normalize", target.limits));
+    KILN_ASSIGN_OR_RETURN(ir::Function f,
+                          te::Lower(s, {Y}, {X, M, S}, name + "_normalize", target.limits));
     seq.functions.push_back(std::move(f));
   }
   seq.intermediates = {{"M", {rows}, f32}, {"S", {rows}, f32}};
@@ -291,7 +292,7 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   });
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   const internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, X, a, {M, S}, view, rule, target));
+  KILN_RETURN_IF_ERROR(internal::ScheduleRowwise(s, Y, a, {M, S}, view, rule));
   return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 

@@ -104,9 +104,9 @@ Status ScheduleRows(te::Schedule& s, const te::Tensor& Y, int rank, const RowVie
   return Status::Ok();
 }
 
-Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, const te::Tensor& X, int axis,
+Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
                        const std::vector<te::Tensor>& stats, const RowView& view,
-                       const RowSchedule& rule, const Target& target) {
+                       const RowSchedule& rule) {
   te::Stage y = schedule[Y];
   const int rank = static_cast<int>(view.shape.size());
   std::vector<te::IterVar> others;
@@ -132,26 +132,6 @@ Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, const te::Te
   if (rule.cooperative) {
     KILN_RETURN_IF_ERROR(y.Bind(o, te::ThreadAxis::kBlockX));
     KILN_RETURN_IF_ERROR(SplitAcrossThreads(y, along, view.length, rule));
-    // A contiguous row that fits in shared memory beside the statistics'
-    // slots is staged there once, read as vectors, for every pass.
-    const int64_t row_bytes = view.length * X.dtype().bits / 8;
-    const int64_t slot_bytes = 4 * rule.threads * static_cast<int64_t>(stats.size() + 1);
-    if (!others.empty() && view.trailing && view.length % 4 == 0 &&
-        row_bytes + slot_bytes <= target.limits.max_workgroup_storage_bytes) {
-      std::vector<te::Tensor> readers = stats;
-      readers.push_back(Y);
-      KILN_ASSIGN_OR_RETURN(te::Tensor staged,
-                            schedule.CacheRead(X, ir::MemoryScope::kShared, readers));
-      te::Stage st = schedule[staged];
-      KILN_RETURN_IF_ERROR(st.ComputeAt(y, o));
-      te::IterVar all = st.axis(0);
-      for (int d = 1; d < rank; ++d) {
-        KILN_ASSIGN_OR_RETURN(all, st.Fuse(all, st.axis(d)));
-      }
-      KILN_ASSIGN_OR_RETURN(te::SplitResult lanes, st.Split(all, 4));
-      KILN_RETURN_IF_ERROR(SplitAcrossThreads(st, lanes.outer, view.length / 4, rule));
-      KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
-    }
     for (const te::Tensor& t : stats) {
       te::Stage st = schedule[t];
       KILN_RETURN_IF_ERROR(st.ComputeAt(y, o));

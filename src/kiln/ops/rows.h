@@ -68,10 +68,11 @@ Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const
 // where the rule has them. Otherwise o split by the
 // threads and bound, `axis` serial, each statistic computed at the thread's
 // loop in registers. The statistics read X again from memory (in practice
-// from the caches: a row is read three times in a row).
-Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, const te::Tensor& X, int axis,
+// from the caches: a row is read three times in a row); staging the row in
+// shared memory measured slower on the H200 (BENCHMARKS.md).
+Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
                        const std::vector<te::Tensor>& stats, const RowView& view,
-                       const RowSchedule& rule, const Target& target);
+                       const RowSchedule& rule);
 
 // f32 NaN test on the bits (safe from fast-math folding of x != x).
 ir::Expr IsNan(const ir::Expr& x);
