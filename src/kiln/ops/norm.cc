@@ -47,14 +47,10 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
   Shape stat_shape = input.shape;
   stat_shape[last] = 1;
   auto x_at = [&](const std::vector<ir::Var>& i, const ir::Expr& at) {
-    std::vector<ir::Expr> index(i.begin(), i.end());
-    index[last] = at;
-    return f32(X(index));
+    return f32(X(internal::WithAxisAt(i, last, at)));
   };
   auto row_of = [&](const std::vector<ir::Var>& i) {
-    std::vector<ir::Expr> index(i.begin(), i.end());
-    index[last] = I32(0);
-    return index;
+    return internal::WithAxisAt(i, last, I32(0));
   };
   std::vector<te::Tensor> stats;
   te::Tensor mean;

@@ -180,13 +180,8 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
     if (op == "mean") v = v / ir::FloatConst(ir::kF32, static_cast<double>(view.length));
     return ToDtype(v, input.dtype);
   });
-  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  // Without a reduction axis (every reduced extent 1) Y is a copy.
-  if (k.empty()) rule.cooperative = false;
-  KILN_RETURN_IF_ERROR(
-      internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
-  return te::Lower(s, {Y}, {X}, name, target.limits);
+  return internal::LowerRows(Y, X, static_cast<int>(out_shape.size()), view, !k.empty(), target,
+                             name);
 }
 
 const std::vector<std::string_view>& ArgReduceOpNames() {
@@ -236,12 +231,8 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
     if (input.dtype != ir::kF32) x = ir::Cast(ir::kF32, x);
     return te::Reduce(reducer, {k[0].var(), x}, k)[0];
   });
-  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-  internal::RowSchedule rule = internal::ChooseRowSchedule(view, target);
-  if (k.empty()) rule.cooperative = false;
-  KILN_RETURN_IF_ERROR(
-      internal::ScheduleRows(s, Y, static_cast<int>(out_shape.size()), view, rule, target));
-  return te::Lower(s, {Y}, {X}, name, target.limits);
+  return internal::LowerRows(Y, X, static_cast<int>(out_shape.size()), view, !k.empty(), target,
+                             name);
 }
 
 namespace {
@@ -266,15 +257,9 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   stat_shape[a] = 1;
   // X at index i with axis a at `at`; a statistic at the row of i.
   auto x_at = [&](const std::vector<ir::Var>& i, const ir::Expr& at) {
-    std::vector<ir::Expr> index(i.begin(), i.end());
-    index[a] = at;
-    return f32(X(index));
+    return f32(X(internal::WithAxisAt(i, a, at)));
   };
-  auto row_of = [&](const std::vector<ir::Var>& i) {
-    std::vector<ir::Expr> index(i.begin(), i.end());
-    index[a] = I32(0);
-    return index;
-  };
+  auto row_of = [&](const std::vector<ir::Var>& i) { return internal::WithAxisAt(i, a, I32(0)); };
   te::IterVar k1 = te::ReduceAxis(I32(view.length), "k");
   te::Tensor M = te::Compute("M", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
     return te::Max(x_at(i, k1), {k1});

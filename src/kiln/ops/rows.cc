@@ -152,6 +152,21 @@ Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
   return Status::Ok();
 }
 
+std::vector<ir::Expr> WithAxisAt(const std::vector<ir::Var>& i, int axis, const ir::Expr& at) {
+  std::vector<ir::Expr> index(i.begin(), i.end());
+  index[axis] = at;
+  return index;
+}
+
+StatusOr<ir::Function> LowerRows(te::Tensor Y, te::Tensor X, int rank, const RowView& view,
+                                 bool reduces, const Target& target, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  RowSchedule rule = ChooseRowSchedule(view, target);
+  if (!reduces) rule.cooperative = false;
+  KILN_RETURN_IF_ERROR(ScheduleRows(s, Y, rank, view, rule, target));
+  return te::Lower(s, {Y}, {X}, name, target.limits);
+}
+
 namespace {
 // |x|'s bits as u32 (the sign cleared), against which 0x7f800000 separates
 // the finite values, the infinities and NaN.

@@ -7,6 +7,7 @@
 // target's limits; ScheduleRows and ScheduleRowwise apply the choice.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -73,6 +74,16 @@ Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const
 Status ScheduleRowwise(te::Schedule& schedule, const te::Tensor& Y, int axis,
                        const std::vector<te::Tensor>& stats, const RowView& view,
                        const RowSchedule& rule);
+
+// Index `i` with its `axis` entry replaced by `at`: the element of a row at
+// `at`, or with `at` 0 the index of the row's statistic (keepdims shape).
+std::vector<ir::Expr> WithAxisAt(const std::vector<ir::Var>& i, int axis, const ir::Expr& at);
+
+// Schedules the reduction Y (rank `rank`) of X by the row rule, a thread
+// per output when `reduces` is false (every reduced extent 1: a copy), and
+// lowers it against the target's limits.
+StatusOr<ir::Function> LowerRows(te::Tensor Y, te::Tensor X, int rank, const RowView& view,
+                                 bool reduces, const Target& target, const std::string& name);
 
 // f32 NaN test on the bits (safe from fast-math folding of x != x).
 ir::Expr IsNan(const ir::Expr& x);

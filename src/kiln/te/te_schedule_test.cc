@@ -311,7 +311,8 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
     ++shuffles;
   }
   EXPECT_EQ(shuffles, 2u * 2u * 5u) << butterfly;
-  EXPECT_FALSE(Contains(butterfly, "bitwise_xor(Y_lane, 32)")) << butterfly;
+  EXPECT_TRUE(Contains(butterfly, "bitwise_xor(k_inner_lane, 16)")) << butterfly;
+  EXPECT_FALSE(Contains(butterfly, "bitwise_xor(k_inner_lane, 32)")) << butterfly;
 }
 
 TEST(TeScheduleTest, SubgroupShufflesNeedAPowerOfTwoWidth) {
