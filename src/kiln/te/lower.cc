@@ -580,15 +580,52 @@ class KernelLowering {
   }
 
   // The attached stages emitted at the top of loop `axis` of stage `s`,
-  // around `body`.
+  // around `body`. Double-buffered stages are software-pipelined: their
+  // copy for the loop's first iteration runs before the loop (AroundLoop),
+  // and each iteration, after one barrier, copies for the next iteration
+  // (`axis` + 1, while below `extent`) into the other half while the body
+  // reads this iteration's half.
   Stmt EmitAttached(const StageState& s, const IterVar& axis, const ThreadContext& ctx,
-                    const Stmt& body) {
+                    const Stmt& body, const ir::Expr& extent = ir::Expr()) {
     std::vector<const StageState*> here;
     for (const StageState* a : attached_) {
       if (a->attach_stage == s.name() && a->attach_axis.same_as(axis)) here.push_back(a);
     }
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
+    std::vector<Stmt> next_copies;
+    for (const StageState* p : here) {
+      if (!p->double_buffer) continue;
+      KILN_CHECK(extent.defined());
+      for (const StageState* q : here) {
+        if (!q->double_buffer && Reads(*p, q->tensor) && error_.ok()) {
+          error_ = InvalidArgument(at_, ": double-buffered stage '", p->name(), "' reads stage '",
+                                   q->name(),
+                                   "', computed at the same loop without double "
+                                   "buffering: its copy for the next iteration would read "
+                                   "this iteration's values; double-buffer both or neither");
+        }
+      }
+      // A copy that reads an earlier double-buffered stage of this loop
+      // waits for that stage's copy.
+      bool reads_earlier = false;
+      for (const StageState* q : here) {
+        if (q == p) break;
+        reads_earlier = reads_earlier || (q->double_buffer && Reads(*p, q->tensor));
+      }
+      if (reads_earlier) {
+        prologues_[axis.get()].push_back(ir::BarrierNode::make());
+        next_copies.push_back(ir::BarrierNode::make());
+      }
+      const Stmt lowered = LowerStage(*p, ctx);
+      prologues_[axis.get()].push_back(RenewBindings().MutateStmt(
+          ir::Substitute(lowered, {{axis.var().get(), ir::IntConst(axis.var().dtype(), 0)}})));
+      next_copies.push_back(ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}}));
+    }
+    if (!next_copies.empty()) {
+      seq.push_back(ir::BarrierNode::make());
+      seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_copies)));
+    }
     // One barrier between two shared stages, not two; none between two
     // single-buffered shared stages where the second does not read the
     // first (the barrier before the first also orders the second's writes);
@@ -596,18 +633,23 @@ class KernelLowering {
     // reduction). At a launch loop, which a workgroup runs once, no earlier
     // iteration reads the buffers: no barrier before the first stage.
     const auto kind = s.annotations.find(axis.get());
-    bool after_barrier = kind != s.annotations.end() && ir::IsBlockIdx(kind->second);
-    for (size_t i = 0; i < here.size(); ++i) {
-      const StageState* p = here[i];
+    bool after_barrier =
+        !next_copies.empty() || (kind != s.annotations.end() && ir::IsBlockIdx(kind->second));
+    std::vector<const StageState*> single;
+    for (const StageState* p : here) {
+      if (!p->double_buffer) single.push_back(p);
+    }
+    for (size_t i = 0; i < single.size(); ++i) {
+      const StageState* p = single[i];
       const bool shared = p->scope == ir::MemoryScope::kShared;
-      if (shared && !p->double_buffer && !after_barrier) seq.push_back(ir::BarrierNode::make());
+      if (shared && !after_barrier) seq.push_back(ir::BarrierNode::make());
       Stmt lowered = LowerStage(*p, ctx);
       const bool ends_with_barrier = EndsWithBarrier(lowered);
       seq.push_back(std::move(lowered));
-      const StageState* next = i + 1 < here.size() ? here[i + 1] : nullptr;
-      const bool independent_next = shared && !p->double_buffer && next != nullptr &&
+      const StageState* next = i + 1 < single.size() ? single[i + 1] : nullptr;
+      const bool independent_next = shared && next != nullptr &&
                                     next->scope == ir::MemoryScope::kShared &&
-                                    !next->double_buffer && !Reads(*next, p->tensor);
+                                    !Reads(*next, p->tensor);
       if (shared && !independent_next && !ends_with_barrier) {
         seq.push_back(ir::BarrierNode::make());
       }
@@ -615,16 +657,22 @@ class KernelLowering {
     }
     seq.push_back(body);
     Stmt out = ir::MakeSeq(seq);
-    for (auto it = here.rbegin(); it != here.rend(); ++it) {
-      if ((*it)->double_buffer) continue;  // allocated around the loop: AroundLoop
+    for (auto it = single.rbegin(); it != single.rend(); ++it) {
       out = ir::AllocateNode::make(placements_.at((*it)->tensor.buffer().get()).buffer, out);
     }
     return out;
   }
 
   // The double buffers of the stages attached at loop `axis` of `s`, around
-  // the loop: each half lives from one iteration to the next.
+  // the loop (each half lives from one iteration to the next), with the
+  // copies for the loop's first iteration before it.
   Stmt AroundLoop(const StageState& s, const IterVar& axis, Stmt loop) {
+    if (auto it = prologues_.find(axis.get()); it != prologues_.end()) {
+      std::vector<Stmt> seq = it->second;
+      seq.push_back(loop);
+      loop = ir::MakeSeq(seq);
+      prologues_.erase(it);
+    }
     for (auto it = attached_.rbegin(); it != attached_.rend(); ++it) {
       const StageState* a = *it;
       if (a->double_buffer && a->attach_stage == s.name() && a->attach_axis.same_as(axis)) {
@@ -689,6 +737,9 @@ class KernelLowering {
   std::unordered_map<const StageState*, Region> regions_;
   std::unordered_map<const ir::BufferNode*, Placement> placements_;
   std::map<ir::LoopKind, ir::Expr> thread_extents_;
+  // The first iteration's copies of the double-buffered stages at a loop,
+  // from EmitAttached to AroundLoop.
+  std::unordered_map<const IterVarNode*, std::vector<Stmt>> prologues_;
   std::map<ir::LoopKind, std::pair<ir::Expr, const StageState*>> launch_extents_;
   IntervalMap loop_ranges_;
   Status error_;
@@ -889,7 +940,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   auto nest = [&](const std::vector<IterVar>& loops, Stmt body, const ThreadContext& ctx0) {
     for (int k = static_cast<int>(loops.size()) - 1; k >= 0; --k) {
       const IterVar& a = loops[k];
-      body = EmitAttached(stage, a, ctx_inside.at(a.get()), body);
+      body = EmitAttached(stage, a, ctx_inside.at(a.get()), body, layout.extent(a));
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
       body =
           AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), layout.loop_kind(a), ctx, body));

@@ -313,9 +313,12 @@ class Stage {
   // data axis) is `offset` modulo `factor` (e.g. 32, 1: rows of a shared
   // tile start in different banks). Only for shared and local stages.
   Status StorageAlign(const IterVar& axis, int64_t factor, int64_t offset);
-  // A shared stage computed at a serial loop keeps two buffers and
-  // alternates between them by the loop's parity, so the next iteration's
-  // writes need no barrier after this iteration's reads.
+  // A shared stage computed at a serial loop keeps two buffers, alternating
+  // by the loop's parity, and the loop is software-pipelined: the first
+  // iteration's copy runs before the loop, and each iteration, after one
+  // barrier, copies the next iteration's values into the other buffer while
+  // computing from its own. Lowering rejects a double-buffered stage that
+  // reads a single-buffered one computed at the same loop.
   Status DoubleBuffer();
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a

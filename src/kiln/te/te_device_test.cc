@@ -520,6 +520,53 @@ TEST_F(TeDeviceTest, CrossThreadSumsOfSeveralRowsPerWorkgroup) {
   }
 }
 
+// A chain of two shared stages computed at a serial loop, each step's
+// values copied one step ahead (double buffering): neither, the last, or
+// both double-buffered, at sizes the steps do and do not divide.
+TEST_F(TeDeviceTest, PipelinedChainOfSharedStages) {
+  for (int buffered : {0, 1, 2}) {
+    Var n = SizeVar("n");
+    Tensor A = Placeholder("A", {n}, ir::kF32);
+    Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+    Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
+    Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return Q(i[0]) * 3.0f; });
+    auto s = Schedule::Create({C});
+    ASSERT_TRUE(s.ok()) << s.status();
+    Stage c = (*s)[C];
+    auto blocks = c.Split(c.axis(0), 64);
+    ASSERT_TRUE(blocks.ok());
+    auto steps = c.Split(blocks->inner, 8);
+    ASSERT_TRUE(steps.ok());
+    ASSERT_TRUE(c.Bind(blocks->outer, ThreadAxis::kBlockX).ok());
+    ASSERT_TRUE(c.Bind(steps->inner, ThreadAxis::kThreadX).ok());
+    for (const Tensor& t : {P, Q}) {
+      Stage st = (*s)[t];
+      ASSERT_TRUE(st.SetScope(ir::MemoryScope::kShared).ok());
+      ASSERT_TRUE(st.ComputeAt(c, steps->outer).ok());
+      auto lanes = st.Split(st.axis(0), 8);
+      ASSERT_TRUE(lanes.ok());
+      ASSERT_TRUE(st.Bind(lanes->inner, ThreadAxis::kThreadX).ok());
+    }
+    // P double-buffered and Q not is allowed (only a double-buffered reader
+    // of a single-buffered stage at its loop is an error).
+    if (buffered >= 1) {
+      ASSERT_TRUE((*s)[P].DoubleBuffer().ok());
+    }
+    if (buffered >= 2) {
+      ASSERT_TRUE((*s)[Q].DoubleBuffer().ok());
+    }
+    auto f = Lower(*s, {C}, {A}, "chain");
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (int size : {1, 7, 64, 100, 1000}) {
+      SCOPED_TRACE(std::to_string(buffered) + " double-buffered, n = " + std::to_string(size));
+      auto a = Random(size);
+      std::vector<float> want(size);
+      for (int i = 0; i < size; ++i) want[i] = (2 * a[i] + 1) * 3;
+      ExpectNear(Run(*f, {a}, want.size(), {size}), want, 1e-5f, "C");
+    }
+  }
+}
+
 // A producer computed per tile in shared memory, over the tile and its halo
 // (bounds inference), read three times by each thread.
 TEST_F(TeDeviceTest, StencilProducerComputedAtTheBlock) {

@@ -92,7 +92,11 @@ TEST(TeScheduleTest, RegionsProvedInBoundsNeedNoGuards) {
   }
 }
 
-TEST(TeScheduleTest, DoubleBufferAlternatesHalvesWithOneBarrierPerStage) {
+// Double buffering pipelines the k loop: the first step's tiles are copied
+// before the loop into half 0, and each step, after one barrier, copies the
+// next step's tiles into the other half (while there is one) and computes
+// from its own half.
+TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
   MatmulProgram p;
   testing::SharedMatmulOptions o;
   o.double_buffer = true;
@@ -102,14 +106,28 @@ TEST(TeScheduleTest, DoubleBufferAlternatesHalvesWithOneBarrierPerStage) {
   auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string ir = ir::Print(*f);
-  EXPECT_TRUE(Contains(ir, "alloc A_shared_buf: f32[2, 32, 8] shared"));
-  EXPECT_TRUE(Contains(ir, "A_shared_buf[k_outer % 2, i_1, j_1] ="));
+  EXPECT_TRUE(Contains(ir, "alloc A_shared_buf: f32[2, 32, 8] shared")) << ir;
+  // The prologue, before the loop.
+  const size_t prologue = ir.find("A_shared_buf[0, i_1, j_1] = A[i_outer * 32 + i_1, j_1]");
+  const size_t loop = ir.find("for k_outer in serial(0, (K + 7) / 8)");
+  ASSERT_NE(prologue, std::string::npos) << ir;
+  ASSERT_NE(loop, std::string::npos) << ir;
+  EXPECT_LT(prologue, loop);
+  // The next step's copy, guarded, into the other half; reads of this half.
+  const size_t next = ir.find("if (k_outer + 1 < (K + 7) / 8)");
+  ASSERT_NE(next, std::string::npos) << ir;
+  EXPECT_GT(next, loop);
+  EXPECT_TRUE(Contains(ir,
+                       "A_shared_buf[(k_outer + 1) % 2, i_3, j_3] = A[i_outer * 32 + i_3, "
+                       "(k_outer + 1) * 8 + j_3]"))
+      << ir;
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[k_outer % 2,")) << ir;
   size_t barriers = 0;
   for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
        at = ir.find("workgroup_barrier", at + 1)) {
     ++barriers;
   }
-  EXPECT_EQ(barriers, 2u) << ir;
+  EXPECT_EQ(barriers, 1u) << ir;
 }
 
 // Shared stages computed at a block loop: a barrier after them (none
@@ -422,9 +440,49 @@ TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
 }
 
-
 // Lowering verifies shared memory against the limits it is given (WebGPU's
 // 16 KiB by default): a 5000-element f32 stage fits in 32 KiB only.
+// A double-buffered stage copies the next step's values ahead, so it may not
+// read a single-buffered stage computed at the same loop (whose values are
+// this step's).
+TEST(TeScheduleTest, DoubleBufferedStagesDoNotReadSingleBufferedOnesAtTheirLoop) {
+  const int n = 256;
+  Tensor A = Placeholder("A", {n}, ir::kF32);
+  Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+  Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return Q(i[0]) * 3.0f; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok()) << s.status();
+  Stage c = (*s)[C];
+  auto blocks = c.Split(c.axis(0), 64);
+  ASSERT_TRUE(blocks.ok());
+  auto steps = c.Split(blocks->inner, 8);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_TRUE(c.Bind(blocks->outer, ThreadAxis::kBlockX).ok());
+  ASSERT_TRUE(c.Bind(steps->inner, ThreadAxis::kThreadX).ok());
+  for (const Tensor& t : {P, Q}) {
+    Stage st = (*s)[t];
+    ASSERT_TRUE(st.SetScope(ir::MemoryScope::kShared).ok());
+    ASSERT_TRUE(st.ComputeAt(c, steps->outer).ok());
+  }
+  ASSERT_TRUE((*s)[Q].DoubleBuffer().ok());
+  ExpectError(Lower(*s, {C}, {A}, "chain").status(),
+              "double-buffered stage 'Q' reads stage 'P', computed at the same loop without "
+              "double buffering");
+  // Both double-buffered: Q's copies wait for P's (a barrier between them
+  // before the loop and in each step), one barrier at the top of each step.
+  ASSERT_TRUE((*s)[P].DoubleBuffer().ok());
+  auto both = Lower(*s, {C}, {A}, "chain");
+  ASSERT_TRUE(both.ok()) << both.status();
+  const std::string ir = ir::Print(*both);
+  size_t barriers = 0;
+  for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
+       at = ir.find("workgroup_barrier", at + 1)) {
+    ++barriers;
+  }
+  EXPECT_EQ(barriers, 3u) << ir;
+}
+
 TEST(TeScheduleTest, LoweringChecksTheGivenLimits) {
   const int n = 5000;
   Tensor A = Placeholder("A", {n}, ir::kF32);
