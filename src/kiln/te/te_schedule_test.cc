@@ -331,6 +331,15 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
   EXPECT_EQ(shuffles, 2u * 2u * 5u) << butterfly;
   EXPECT_TRUE(Contains(butterfly, "bitwise_xor(k_inner_lane, 16)")) << butterfly;
   EXPECT_FALSE(Contains(butterfly, "bitwise_xor(k_inner_lane, 32)")) << butterfly;
+  // The record, replayed on a fresh schedule: equal, same kernel.
+  EXPECT_EQ(s->primitives().back().ToString(), "Y.subgroup_reduce()");
+  auto fresh = Schedule::Create({p.Y});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_TRUE(fresh->Apply(s->primitives()).ok());
+  EXPECT_TRUE(*fresh == *s);
+  auto again = Lower(*fresh, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ir::Print(*again), butterfly);
 }
 
 TEST(TeScheduleTest, SubgroupShufflesNeedAPowerOfTwoWidth) {
