@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -525,37 +526,18 @@ TEST_F(TeDeviceTest, CrossThreadSumsOfSeveralRowsPerWorkgroup) {
 // both double-buffered, at sizes the steps do and do not divide.
 TEST_F(TeDeviceTest, PipelinedChainOfSharedStages) {
   for (int buffered : {0, 1, 2}) {
-    Var n = SizeVar("n");
-    Tensor A = Placeholder("A", {n}, ir::kF32);
-    Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
-    Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
-    Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return Q(i[0]) * 3.0f; });
-    auto s = Schedule::Create({C});
+    testing::SharedChainProgram p(SizeVar("n"));
+    auto s = testing::ScheduleSharedChain(p, /*spread=*/true);
     ASSERT_TRUE(s.ok()) << s.status();
-    Stage c = (*s)[C];
-    auto blocks = c.Split(c.axis(0), 64);
-    ASSERT_TRUE(blocks.ok());
-    auto steps = c.Split(blocks->inner, 8);
-    ASSERT_TRUE(steps.ok());
-    ASSERT_TRUE(c.Bind(blocks->outer, ThreadAxis::kBlockX).ok());
-    ASSERT_TRUE(c.Bind(steps->inner, ThreadAxis::kThreadX).ok());
-    for (const Tensor& t : {P, Q}) {
-      Stage st = (*s)[t];
-      ASSERT_TRUE(st.SetScope(ir::MemoryScope::kShared).ok());
-      ASSERT_TRUE(st.ComputeAt(c, steps->outer).ok());
-      auto lanes = st.Split(st.axis(0), 8);
-      ASSERT_TRUE(lanes.ok());
-      ASSERT_TRUE(st.Bind(lanes->inner, ThreadAxis::kThreadX).ok());
-    }
     // P double-buffered and Q not is allowed (only a double-buffered reader
     // of a single-buffered stage at its loop is an error).
     if (buffered >= 1) {
-      ASSERT_TRUE((*s)[P].DoubleBuffer().ok());
+      ASSERT_TRUE((*s)[p.P].DoubleBuffer().ok());
     }
     if (buffered >= 2) {
-      ASSERT_TRUE((*s)[Q].DoubleBuffer().ok());
+      ASSERT_TRUE((*s)[p.Q].DoubleBuffer().ok());
     }
-    auto f = Lower(*s, {C}, {A}, "chain");
+    auto f = Lower(*s, {p.C}, {p.A}, "chain");
     ASSERT_TRUE(f.ok()) << f.status();
     for (int size : {1, 7, 64, 100, 1000}) {
       SCOPED_TRACE(std::to_string(buffered) + " double-buffered, n = " + std::to_string(size));
@@ -650,6 +632,65 @@ TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
         as_index[i] = static_cast<float>(v);
       }
       ExpectNear(as_index, want, 0, "Y");
+    }
+  }
+}
+
+// i32 row sums and minima (at the type's limits) across 64 threads, through
+// subgroups where the device has them and through the tree: integer
+// subgroup operations, exact results.
+TEST_F(TeDeviceTest, IntegerCrossThreadReductions) {
+  const bool has_subgroups = device_->HasFeature(hal::Feature::kSubgroups);
+  for (const ReducerKind kind : {ReducerKind::kSum, ReducerKind::kMin}) {
+    for (const bool subgroups : {false, true}) {
+      if (subgroups && !has_subgroups) continue;
+      SCOPED_TRACE(std::string(ReducerName(kind)) + (subgroups ? " through subgroups" : " tree"));
+      Var rows = SizeVar("rows"), cols = SizeVar("cols");
+      Tensor X = Placeholder("X", {rows, cols}, ir::kI32);
+      IterVar k = ReduceAxis(cols, "k");
+      Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
+        return kind == ReducerKind::kSum ? Sum(X(i[0], k), {k}) : Min(X(i[0], k), {k});
+      });
+      auto s = Schedule::Create({Y});
+      ASSERT_TRUE(s.ok()) << s.status();
+      Stage y = (*s)[Y];
+      auto kk = y.Split(y.reduce_axis(0), 64);
+      ASSERT_TRUE(kk.ok());
+      ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
+      ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
+      if (subgroups) {
+        ASSERT_TRUE(y.SubgroupReduce().ok());
+      }
+      auto f = Lower(*s, {Y}, {X}, "int_rows");
+      ASSERT_TRUE(f.ok()) << f.status();
+      for (const Shape2& sh : {Shape2{1, 1}, {3, 7}, {4, 1000}}) {
+        SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
+        std::vector<int32_t> x(sh.rows * sh.cols);
+        std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 41);
+        std::uniform_int_distribution<int32_t> dist(-1000, 1000);
+        for (int32_t& v : x) v = dist(rng);
+        // Row 1 holds the lowest i32 (min's answer; sums stay in range).
+        if (sh.rows > 1 && kind == ReducerKind::kMin) x[sh.cols + sh.cols - 1] = INT32_MIN;
+        std::vector<float> words(x.size()), want(sh.rows);
+        std::memcpy(words.data(), x.data(), x.size() * 4);
+        for (int row = 0; row < sh.rows; ++row) {
+          int64_t acc = kind == ReducerKind::kSum ? 0 : INT32_MAX;
+          for (int q = 0; q < sh.cols; ++q) {
+            const int32_t v = x[row * sh.cols + q];
+            acc = kind == ReducerKind::kSum ? acc + v : std::min<int64_t>(acc, v);
+          }
+          const int32_t w = static_cast<int32_t>(acc);
+          std::memcpy(&want[row], &w, 4);
+        }
+        std::vector<float> got = Run(*f, {words}, want.size(), {sh.rows, sh.cols});
+        ASSERT_EQ(got.size(), want.size());
+        for (int row = 0; row < sh.rows; ++row) {
+          int32_t g, w;
+          std::memcpy(&g, &got[row], 4);
+          std::memcpy(&w, &want[row], 4);
+          EXPECT_EQ(g, w) << "row " << row;
+        }
+      }
     }
   }
 }

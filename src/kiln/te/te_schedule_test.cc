@@ -18,6 +18,13 @@ using testing::MatmulProgram;
   return ::testing::AssertionFailure() << "\"" << part << "\" not in:\n" << text;
 }
 
+// How many times `part` occurs in `text`.
+size_t Occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 void ExpectError(const Status& st, const std::string& text) {
   EXPECT_FALSE(st.ok()) << text;
   EXPECT_TRUE(Contains(st.message(), text));
@@ -122,11 +129,7 @@ TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
                        "(k_outer + 1) * 8 + j_3]"))
       << ir;
   EXPECT_TRUE(Contains(ir, "A_shared_buf[k_outer % 2,")) << ir;
-  size_t barriers = 0;
-  for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
-       at = ir.find("workgroup_barrier", at + 1)) {
-    ++barriers;
-  }
+  const size_t barriers = Occurrences(ir, "workgroup_barrier");
   EXPECT_EQ(barriers, 1u) << ir;
 }
 
@@ -161,11 +164,7 @@ TEST(TeScheduleTest, BarriersBetweenSharedStagesOnlyWhereOneReadsTheOther) {
     auto f = Lower(*s, {C}, {A, B}, "two_stages");
     ASSERT_TRUE(f.ok()) << f.status();
     const std::string ir = ir::Print(*f);
-    size_t barriers = 0;
-    for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
-         at = ir.find("workgroup_barrier", at + 1)) {
-      ++barriers;
-    }
+    const size_t barriers = Occurrences(ir, "workgroup_barrier");
     // None before the stages (a workgroup runs its block loop once), one
     // between P and Q where Q reads P, one before C reads them.
     EXPECT_EQ(barriers, chained ? 2u : 1u) << ir;
@@ -323,11 +322,7 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
   auto shuffled = Lower(*s, {p.Y}, {p.X}, "argmax");
   ASSERT_TRUE(shuffled.ok()) << shuffled.status();
   const std::string butterfly = ir::Print(*shuffled);
-  size_t shuffles = 0;
-  for (size_t at = butterfly.find("subgroup_shuffle("); at != std::string::npos;
-       at = butterfly.find("subgroup_shuffle(", at + 1)) {
-    ++shuffles;
-  }
+  const size_t shuffles = Occurrences(butterfly, "subgroup_shuffle(");
   EXPECT_EQ(shuffles, 2u * 2u * 5u) << butterfly;
   EXPECT_TRUE(Contains(butterfly, "bitwise_xor(k_inner_lane, 16)")) << butterfly;
   EXPECT_FALSE(Contains(butterfly, "bitwise_xor(k_inner_lane, 32)")) << butterfly;
@@ -449,49 +444,29 @@ TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
 }
 
-// Lowering verifies shared memory against the limits it is given (WebGPU's
-// 16 KiB by default): a 5000-element f32 stage fits in 32 KiB only.
 // A double-buffered stage copies the next step's values ahead, so it may not
 // read a single-buffered stage computed at the same loop (whose values are
 // this step's).
 TEST(TeScheduleTest, DoubleBufferedStagesDoNotReadSingleBufferedOnesAtTheirLoop) {
-  const int n = 256;
-  Tensor A = Placeholder("A", {n}, ir::kF32);
-  Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
-  Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
-  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return Q(i[0]) * 3.0f; });
-  auto s = Schedule::Create({C});
+  testing::SharedChainProgram p(ir::IntConst(ir::kI32, 256));
+  auto s = testing::ScheduleSharedChain(p, /*spread=*/false);
   ASSERT_TRUE(s.ok()) << s.status();
-  Stage c = (*s)[C];
-  auto blocks = c.Split(c.axis(0), 64);
-  ASSERT_TRUE(blocks.ok());
-  auto steps = c.Split(blocks->inner, 8);
-  ASSERT_TRUE(steps.ok());
-  ASSERT_TRUE(c.Bind(blocks->outer, ThreadAxis::kBlockX).ok());
-  ASSERT_TRUE(c.Bind(steps->inner, ThreadAxis::kThreadX).ok());
-  for (const Tensor& t : {P, Q}) {
-    Stage st = (*s)[t];
-    ASSERT_TRUE(st.SetScope(ir::MemoryScope::kShared).ok());
-    ASSERT_TRUE(st.ComputeAt(c, steps->outer).ok());
-  }
-  ASSERT_TRUE((*s)[Q].DoubleBuffer().ok());
-  ExpectError(Lower(*s, {C}, {A}, "chain").status(),
+  ASSERT_TRUE((*s)[p.Q].DoubleBuffer().ok());
+  ExpectError(Lower(*s, {p.C}, {p.A}, "chain").status(),
               "double-buffered stage 'Q' reads stage 'P', computed at the same loop without "
               "double buffering");
   // Both double-buffered: Q's copies wait for P's (a barrier between them
   // before the loop and in each step), one barrier at the top of each step.
-  ASSERT_TRUE((*s)[P].DoubleBuffer().ok());
-  auto both = Lower(*s, {C}, {A}, "chain");
+  ASSERT_TRUE((*s)[p.P].DoubleBuffer().ok());
+  auto both = Lower(*s, {p.C}, {p.A}, "chain");
   ASSERT_TRUE(both.ok()) << both.status();
   const std::string ir = ir::Print(*both);
-  size_t barriers = 0;
-  for (size_t at = ir.find("workgroup_barrier"); at != std::string::npos;
-       at = ir.find("workgroup_barrier", at + 1)) {
-    ++barriers;
-  }
+  const size_t barriers = Occurrences(ir, "workgroup_barrier");
   EXPECT_EQ(barriers, 3u) << ir;
 }
 
+// Lowering verifies shared memory against the limits it is given (WebGPU's
+// 16 KiB by default): a 5000-element f32 stage fits in 32 KiB only.
 TEST(TeScheduleTest, LoweringChecksTheGivenLimits) {
   const int n = 5000;
   Tensor A = Placeholder("A", {n}, ir::kF32);

@@ -192,6 +192,38 @@ inline StatusOr<Schedule> ScheduleRowSumAcrossThreads(const RowSumProgram& p, in
   return s;
 }
 
+// A chain C = (2 A + 1) * 3 through two computes P = 2 A and Q = P + 1.
+struct SharedChainProgram {
+  explicit SharedChainProgram(Expr n) : n(std::move(n)) {}
+  Expr n;
+  Tensor A = Placeholder("A", {n}, ir::kF32);
+  Tensor P = Compute("P", {n}, [&](const std::vector<Var>& i) { return A(i[0]) * 2.0f; });
+  Tensor Q = Compute("Q", {n}, [&](const std::vector<Var>& i) { return P(i[0]) + 1.0f; });
+  Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) { return Q(i[0]) * 3.0f; });
+};
+
+// C in blocks of 64 over blockIdx.x, each block in 8 serial steps of 8
+// threads; P and Q in shared memory, computed at the step loop (by 8
+// threads each when `spread`, else by the first thread).
+inline StatusOr<Schedule> ScheduleSharedChain(const SharedChainProgram& p, bool spread) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({p.C}));
+  Stage c = s[p.C];
+  KILN_ASSIGN_OR_RETURN(SplitResult blocks, c.Split(c.axis(0), 64));
+  KILN_ASSIGN_OR_RETURN(SplitResult steps, c.Split(blocks.inner, 8));
+  KILN_RETURN_IF_ERROR(c.Bind(blocks.outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(c.Bind(steps.inner, ThreadAxis::kThreadX));
+  for (const Tensor& t : {p.P, p.Q}) {
+    Stage st = s[t];
+    KILN_RETURN_IF_ERROR(st.SetScope(ir::MemoryScope::kShared));
+    KILN_RETURN_IF_ERROR(st.ComputeAt(c, steps.outer));
+    if (spread) {
+      KILN_ASSIGN_OR_RETURN(SplitResult lanes, st.Split(st.axis(0), 8));
+      KILN_RETURN_IF_ERROR(st.Bind(lanes.inner, ThreadAxis::kThreadX));
+    }
+  }
+  return s;
+}
+
 // A stencil whose producer is computed per tile in shared memory: the
 // region of P each tile reads is the tile plus a halo of 2.
 struct StencilProgram {
