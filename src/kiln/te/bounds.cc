@@ -1,6 +1,7 @@
 // Interval evaluation of index expressions.
 #include "kiln/te/bounds.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,13 @@ Expr Lower(const Expr& a, const Expr& b) {
 Expr Upper(const Expr& a, const Expr& b) {
   if (std::optional<int64_t> d = ConstantDifference(a, b)) return *d >= 0 ? a : b;
   return ir::Max(a, b);
+}
+
+// The constant `v` in the type of `like` (broadcast for a vector).
+Expr Constant(const Expr& like, int64_t v) {
+  const int lanes = like.dtype().lanes;
+  const Expr c = ir::IntConst(like.dtype().with_lanes(1), v);
+  return lanes == 1 ? c : ir::Broadcast(c, lanes);
 }
 
 }  // namespace
@@ -134,6 +142,64 @@ std::optional<Interval> EvalInterval(const Expr& e, const IntervalMap& ranges) {
     default:
       return std::nullopt;
   }
+}
+
+std::optional<Digits> NormalizeDigits(Digits digits) {
+  std::erase_if(digits, [](const Digit& d) { return d.extent == 1; });
+  std::sort(digits.begin(), digits.end(),
+            [](const Digit& a, const Digit& b) { return a.stride < b.stride; });
+  Digits out;
+  for (const Digit& d : digits) {
+    if (d.stride <= 0 || d.extent <= 0) return std::nullopt;
+    if (!out.empty()) {
+      Digit& below = out.back();
+      if (below.stride * below.extent > d.stride) return std::nullopt;
+      if (below.stride * below.extent == d.stride) {
+        below.extent *= d.extent;
+        continue;
+      }
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+int64_t DigitCount(const Digits& digits) {
+  int64_t n = 1;
+  for (const Digit& d : digits) n *= d.extent;
+  return n;
+}
+
+int64_t DigitSpan(const Digits& digits) {
+  int64_t last = 0;
+  for (const Digit& d : digits) last += d.stride * (d.extent - 1);
+  return last + 1;
+}
+
+Expr Spread(const Expr& position, const Digits& digits) {
+  Expr out = Constant(position, 0);
+  int64_t below = 1;  // positions per step of this digit
+  for (size_t i = 0; i < digits.size(); ++i) {
+    Expr digit = position;
+    if (below != 1) digit = digit / Constant(position, below);
+    if (i + 1 < digits.size()) digit = digit % Constant(position, digits[i].extent);
+    out = out + digit * Constant(position, digits[i].stride);
+    below *= digits[i].extent;
+  }
+  return out;
+}
+
+Expr Compact(const Expr& offset, const Digits& digits) {
+  Expr out = Constant(offset, 0);
+  int64_t below = 1;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    Expr digit = offset;
+    if (i + 1 < digits.size()) digit = digit % Constant(offset, digits[i + 1].stride);
+    if (digits[i].stride != 1) digit = digit / Constant(offset, digits[i].stride);
+    out = out + digit * Constant(offset, below);
+    below *= digits[i].extent;
+  }
+  return out;
 }
 
 }  // namespace kiln::te::internal

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/ir/expr.h"
 
@@ -34,5 +35,28 @@ ir::Expr CancelTerms(const ir::Expr& e);
 
 // The smallest interval holding both.
 Interval Union(const Interval& a, const Interval& b);
+
+// One digit of a strided region: `extent` positions `stride` apart.
+struct Digit {
+  int64_t stride = 1, extent = 1;
+};
+// The offsets {sum_i d_i * stride_i : 0 <= d_i < extent_i} of a strided
+// region from its origin, digits in ascending stride, none overlapping the
+// next (stride_i * extent_i <= stride_i+1). A thread's columns tx * 4 + j +
+// 64 * c (j < 4, c < 2) are the digits {1 x 4, 64 x 2} from tx * 4: eight
+// elements stored compactly, where their interval would take 68.
+using Digits = std::vector<Digit>;
+
+// Digits of extent 1 dropped, sorted by stride, a digit merged into the one
+// below where they are contiguous (1 x 4 and 4 x 2 are 1 x 8); nullopt
+// where two overlap.
+std::optional<Digits> NormalizeDigits(Digits digits);
+// How many offsets (the compact size), and the last one plus 1 (the span).
+int64_t DigitCount(const Digits& digits);
+int64_t DigitSpan(const Digits& digits);
+// The offset at compact position `position`, and the compact position of
+// `offset` (one of the region's offsets).
+ir::Expr Spread(const ir::Expr& position, const Digits& digits);
+ir::Expr Compact(const ir::Expr& offset, const Digits& digits);
 
 }  // namespace kiln::te::internal

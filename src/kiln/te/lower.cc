@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/linear.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
@@ -118,6 +119,111 @@ class RenewBindings : public ir::StmtMutator {
   std::unordered_map<const ir::VarNode*, ir::Expr> vars_;
 };
 
+// A double buffer's copy for the next iteration in two halves, so that the
+// latency of its global loads hides behind the loop's body: `load` reads
+// the values into registers (`staging`, one per value the thread copies),
+// `store` writes them into the buffer's other half after the body.
+struct StagedCopy {
+  ir::Buffer staging;
+  Stmt load, store;
+};
+
+class CopyStager {
+ public:
+  static constexpr int64_t kMaxValues = 64;
+
+  // nullopt where `copy` is not a nest of lets, guards and loops of
+  // constant extent (serial, unrolled or vectorized) around stores to
+  // `target`, or copies more than kMaxValues values per thread.
+  static std::optional<StagedCopy> Stage(const Stmt& copy, const ir::Buffer& target) {
+    CopyStager stager(target);
+    const std::optional<int64_t> count = stager.Count(copy);
+    if (!count || *count == 0 || *count > kMaxValues) return std::nullopt;
+    stager.staging_ = ir::Buffer(target.name() + "_staged", target.dtype(),
+                                 {ir::IntConst(ir::kI32, *count)}, {}, ir::MemoryScope::kLocal);
+    auto [load, store] = stager.Build(copy, ir::IntConst(ir::kI32, 0));
+    return StagedCopy{stager.staging_, load, RenewBindings().MutateStmt(store)};
+  }
+
+ private:
+  explicit CopyStager(ir::Buffer target) : target_(std::move(target)) {}
+
+  // The values `s` copies per thread.
+  std::optional<int64_t> Count(const Stmt& s) const {
+    if (const auto* f = s.as<ir::ForNode>()) {
+      const std::optional<int64_t> min = ir::AsConstInt(ir::Simplify(f->min));
+      const std::optional<int64_t> extent = ir::AsConstInt(ir::Simplify(f->extent));
+      const std::optional<int64_t> step = ir::AsConstInt(ir::Simplify(f->step));
+      if (min != 0 || !extent || step != 1 ||
+          (f->kind != ir::LoopKind::kSerial && f->kind != ir::LoopKind::kUnrolled &&
+           f->kind != ir::LoopKind::kVectorized)) {
+        return std::nullopt;
+      }
+      const std::optional<int64_t> body = Count(f->body);
+      if (!body) return std::nullopt;
+      return *body * *extent;
+    }
+    if (const auto* let = s.as<ir::LetStmtNode>()) return Count(let->body);
+    if (const auto* branch = s.as<ir::IfNode>()) {
+      if (branch->else_case.defined()) return std::nullopt;
+      return Count(branch->then_case);
+    }
+    if (const auto* seq = s.as<ir::SeqNode>()) {
+      int64_t n = 0;
+      for (const Stmt& st : seq->stmts) {
+        const std::optional<int64_t> c = Count(st);
+        if (!c) return std::nullopt;
+        n += *c;
+      }
+      return n;
+    }
+    if (const auto* store = s.as<ir::StoreNode>()) {
+      if (!store->buffer.same_as(target_) || store->value.dtype().lanes != 1) return std::nullopt;
+      return 1;
+    }
+    return std::nullopt;
+  }
+
+  // The two halves of `s`, whose first value goes to register `slot`.
+  std::pair<Stmt, Stmt> Build(const Stmt& s, const ir::Expr& slot) const {
+    if (const auto* f = s.as<ir::ForNode>()) {
+      const ir::Expr per = ir::IntConst(ir::kI32, *Count(f->body));
+      auto [load, store] = Build(f->body, ir::Simplify(slot + f->loop_var * per));
+      // Unrolled, so the registers are indexed by constants.
+      const ir::LoopKind kind =
+          f->kind == ir::LoopKind::kVectorized ? f->kind : ir::LoopKind::kUnrolled;
+      return {ir::ForNode::make(f->loop_var, f->min, f->extent, kind, load),
+              ir::ForNode::make(f->loop_var, f->min, f->extent, kind, store)};
+    }
+    if (const auto* let = s.as<ir::LetStmtNode>()) {
+      auto [load, store] = Build(let->body, slot);
+      return {ir::LetStmtNode::make(let->var, let->value, load),
+              ir::LetStmtNode::make(let->var, let->value, store)};
+    }
+    if (const auto* branch = s.as<ir::IfNode>()) {
+      auto [load, store] = Build(branch->then_case, slot);
+      return {ir::IfNode::make(branch->cond, load), ir::IfNode::make(branch->cond, store)};
+    }
+    if (const auto* seq = s.as<ir::SeqNode>()) {
+      std::vector<Stmt> loads, stores;
+      ir::Expr at = slot;
+      for (const Stmt& st : seq->stmts) {
+        auto [load, store] = Build(st, at);
+        loads.push_back(load);
+        stores.push_back(store);
+        at = ir::Simplify(at + static_cast<int>(*Count(st)));
+      }
+      return {ir::MakeSeq(loads), ir::MakeSeq(stores)};
+    }
+    const auto* store = s.as<ir::StoreNode>();
+    return {ir::StoreNode::make(staging_, {slot}, store->value),
+            ir::StoreNode::make(store->buffer, store->indices, ir::Load(staging_, {slot}))};
+  }
+
+  ir::Buffer target_;
+  ir::Buffer staging_;
+};
+
 bool IsTrue(const ir::Expr& e) {
   const auto* b = e.as<ir::BoolImmNode>();
   return b != nullptr && b->value;
@@ -129,7 +235,8 @@ bool IsTrue(const ir::Expr& e) {
 struct Placement {
   ir::Buffer buffer;
   std::vector<ir::Expr> min;
-  ir::Expr half;  // undefined: single buffer
+  std::vector<internal::Digits> digits;  // per dimension; empty: contiguous
+  ir::Expr half;                         // undefined: single buffer
 };
 
 // Replaces loads of placed tensors by loads of their buffers, relative to
@@ -140,8 +247,9 @@ struct Placement {
 // once the loop is unrolled).
 class Relocate : public ir::ExprMutator {
  public:
-  Relocate(const std::unordered_map<const ir::BufferNode*, Placement>& placements, ir::VarMap roots)
-      : placements_(placements), roots_(std::move(roots)) {}
+  Relocate(const std::unordered_map<const ir::BufferNode*, Placement>& placements, ir::VarMap roots,
+           const ir::RangeMap& ranges)
+      : placements_(placements), roots_(std::move(roots)), ranges_(ranges) {}
   ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
     ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
     const auto* load = mutated.as<ir::LoadNode>();
@@ -152,19 +260,29 @@ class Relocate : public ir::ExprMutator {
     if (p.half.defined()) indices.push_back(p.half);
     for (size_t d = 0; d < load->indices.size(); ++d) {
       const ir::Expr& index = load->indices[d];
+      const internal::Digits& digits = p.digits[d];
       const int lanes = index.dtype().lanes;
       if (lanes > 1) {
-        indices.push_back(index - ir::Broadcast(p.min[d], lanes));
+        const ir::Expr offset = index - ir::Broadcast(p.min[d], lanes);
+        indices.push_back(
+            digits.empty() ? offset : ir::Simplify(internal::Compact(offset, digits), ranges_));
         continue;
       }
       const ir::Expr relative = internal::CancelTerms(index - p.min[d]);
       const ir::Expr substituted = roots_.empty() ? index : ir::Substitute(index, roots_);
       if (substituted.get() == index.get()) {
-        indices.push_back(relative);
+        indices.push_back(
+            digits.empty() ? relative : ir::Simplify(internal::Compact(relative, digits), ranges_));
+        continue;
+      }
+      const ir::Expr expanded = internal::CancelTerms(substituted - p.min[d]);
+      if (!digits.empty()) {
+        // A strided region's position, in the leaf loops' vars, where the
+        // ranges of the loops take its divisions apart.
+        indices.push_back(ir::Simplify(internal::Compact(expanded, digits), ranges_));
         continue;
       }
       // The expansion only where it leaves fewer terms.
-      const ir::Expr expanded = internal::CancelTerms(substituted - p.min[d]);
       indices.push_back(TermCount(expanded) < TermCount(relative) ? expanded : relative);
     }
     return ir::Load(p.buffer, indices);
@@ -180,6 +298,7 @@ class Relocate : public ir::ExprMutator {
   }
   const std::unordered_map<const ir::BufferNode*, Placement>& placements_;
   const ir::VarMap roots_;
+  const ir::RangeMap& ranges_;
 };
 
 // Every load of `buffer` in an expression.
@@ -339,6 +458,9 @@ class KernelLowering {
     // Every loop of the kernel over its extent, to prove regions in bounds.
     for (const StageState* s : attached) NoteLoopRanges(*s);
     NoteLoopRanges(root);
+    for (const auto& [var, range] : loop_ranges_) {
+      if (std::optional<int64_t> max = ir::AsConstInt(range.max)) int_ranges_[var] = {0, *max};
+    }
     // The launch axes of the kernel, one extent each.
     KILN_RETURN_IF_ERROR(NoteThreads(root));
     for (const StageState* s : attached) KILN_RETURN_IF_ERROR(NoteThreads(*s));
@@ -400,7 +522,7 @@ class KernelLowering {
     if (!origin) return false;
     const std::optional<int64_t> lo = ir::AsConstInt(ir::Simplify(origin->min));
     const std::optional<int64_t> hi =
-        ir::AsConstInt(ir::Simplify(origin->max + region.extent[d] - 1));
+        ir::AsConstInt(ir::Simplify(origin->max + region.span[d] - 1));
     const std::optional<int64_t> size = ir::AsConstInt(ir::Simplify(s.tensor.buffer().shape()[d]));
     return lo && hi && size && *lo >= 0 && *hi < *size;
   }
@@ -436,7 +558,7 @@ class KernelLowering {
     auto region = regions_.find(&s);
     for (size_t d = 0; d < s.op->axis.size(); ++d) {
       ir::Expr v = layout.value(s.op->axis[d]);
-      if (region != regions_.end()) v = region->second.min[d] + v;
+      if (region != regions_.end()) v = region->second.At(d, v);
       out[s.op->axis[d].var().get()] = *EvalInterval(v, leaf_ranges);
     }
     for (const IterVar& r : s.op->reduce_axis) {
@@ -489,6 +611,11 @@ class KernelLowering {
     c_leaf_ranges.insert(outer_threads.begin(), outer_threads.end());
     const ir::Buffer& buffer = p.tensor.buffer();
     std::vector<std::optional<Interval>> region(buffer.rank());
+    // A local stage read by its consumer alone at strided positions (a
+    // thread's columns tx * 4 + 64 * c + j) is stored compactly: per
+    // dimension the digit form every read shares, while there is one.
+    std::vector<std::optional<DigitForm>> forms(buffer.rank());
+    std::vector<bool> formable(buffer.rank(), p.scope == ir::MemoryScope::kLocal);
     bool read = false;
     std::vector<const StageState*> readers = {&c};
     for (const StageState* s : attached_) {
@@ -519,7 +646,7 @@ class KernelLowering {
         for (size_t d = 0; d < r->op->axis.size(); ++d) {
           std::optional<Interval> lo = EvalInterval(rr.min[d], c_leaf_ranges);
           std::optional<Interval> hi =
-              EvalInterval(ir::Simplify(rr.min[d] + rr.extent[d] - 1), c_leaf_ranges);
+              EvalInterval(ir::Simplify(rr.min[d] + rr.span[d] - 1), c_leaf_ranges);
           if (!lo || !hi)
             return InvalidArgument(at, ": cannot bound the region of stage '", r->name(), "'");
           ranges[r->op->axis[d].var().get()] = {lo->min, hi->max};
@@ -536,6 +663,17 @@ class KernelLowering {
                                    " of its read in stage '", r->name(), "'");
           }
           region[d] = region[d] ? Union(*region[d], *i) : *i;
+          if (!formable[d]) continue;
+          std::optional<DigitForm> f =
+              r == &c ? DigitFormOf(load->indices[d], c, *c_layout, relaxed) : std::nullopt;
+          const bool same = f && (!forms[d] || (forms[d]->digits.size() == f->digits.size() &&
+                                                ConstantDifference(forms[d]->base, f->base) == 0));
+          for (size_t g = 0; same && forms[d] && g < f->digits.size(); ++g) {
+            formable[d] = formable[d] && forms[d]->digits[g].stride == f->digits[g].stride &&
+                          forms[d]->digits[g].extent == f->digits[g].extent;
+          }
+          formable[d] = formable[d] && same;
+          if (formable[d] && !forms[d]) forms[d] = std::move(f);
         }
         read = true;
       }
@@ -551,8 +689,19 @@ class KernelLowering {
                                "], whose size is not a constant; split the consumer's loops "
                                "by constants");
       }
+      if (formable[d] &&
+          internal::DigitSpan(forms[d]->digits) > internal::DigitCount(forms[d]->digits)) {
+        const internal::Digits& digits = forms[d]->digits;
+        out.min.push_back(ir::Simplify(forms[d]->base));
+        out.extent.push_back(ir::IntConst(ir::kI32, internal::DigitCount(digits)));
+        out.span.push_back(ir::IntConst(ir::kI32, internal::DigitSpan(digits)));
+        out.digits.push_back(digits);
+        continue;
+      }
       out.min.push_back(ir::Simplify(i.min));
       out.extent.push_back(ir::IntConst(ir::kI32, *diff + 1));
+      out.span.push_back(out.extent.back());
+      out.digits.emplace_back();
     }
     regions_[&p] = std::move(out);
     return Status::Ok();
@@ -593,7 +742,8 @@ class KernelLowering {
     }
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
-    std::vector<Stmt> next_copies;
+    std::vector<Stmt> next_copies, next_loads, next_stores;
+    std::vector<ir::Buffer> staging;
     for (const StageState* p : here) {
       if (!p->double_buffer) continue;
       KILN_CHECK(extent.defined());
@@ -620,10 +770,32 @@ class KernelLowering {
       const Stmt lowered = LowerStage(*p, ctx);
       prologues_[axis.get()].push_back(RenewBindings().MutateStmt(
           ir::Substitute(lowered, {{axis.var().get(), ir::IntConst(axis.var().dtype(), 0)}})));
-      next_copies.push_back(ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}}));
+      const Stmt next = ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}});
+      // Through registers where it can: not where another double-buffered
+      // stage of this loop reads this one or is read by it (the reader's
+      // copy needs the values stored first).
+      bool read_later = false;
+      for (const StageState* q : here) {
+        read_later = read_later || (q != p && q->double_buffer && Reads(*q, p->tensor));
+      }
+      std::optional<StagedCopy> staged;
+      if (!reads_earlier && !read_later) {
+        staged = CopyStager::Stage(next, placements_.at(p->tensor.buffer().get()).buffer);
+      }
+      if (!staged) {
+        next_copies.push_back(next);
+        continue;
+      }
+      next_loads.push_back(staged->load);
+      next_stores.push_back(staged->store);
+      staging.push_back(staged->staging);
+    }
+    const bool pipelined = !next_copies.empty() || !next_loads.empty();
+    if (pipelined) seq.push_back(ir::BarrierNode::make());
+    if (!next_loads.empty()) {
+      seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_loads)));
     }
     if (!next_copies.empty()) {
-      seq.push_back(ir::BarrierNode::make());
       seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_copies)));
     }
     // One barrier between two shared stages, not two; none between two
@@ -633,8 +805,7 @@ class KernelLowering {
     // reduction). At a launch loop, which a workgroup runs once, no earlier
     // iteration reads the buffers: no barrier before the first stage.
     const auto kind = s.annotations.find(axis.get());
-    bool after_barrier =
-        !next_copies.empty() || (kind != s.annotations.end() && ir::IsBlockIdx(kind->second));
+    bool after_barrier = pipelined || (kind != s.annotations.end() && ir::IsBlockIdx(kind->second));
     std::vector<const StageState*> single;
     for (const StageState* p : here) {
       if (!p->double_buffer) single.push_back(p);
@@ -656,9 +827,15 @@ class KernelLowering {
       after_barrier = shared;
     }
     seq.push_back(body);
+    if (!next_stores.empty()) {
+      seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_stores)));
+    }
     Stmt out = ir::MakeSeq(seq);
     for (auto it = single.rbegin(); it != single.rend(); ++it) {
       out = ir::AllocateNode::make(placements_.at((*it)->tensor.buffer().get()).buffer, out);
+    }
+    for (auto it = staging.rbegin(); it != staging.rend(); ++it) {
+      out = ir::AllocateNode::make(*it, out);
     }
     return out;
   }
@@ -706,6 +883,7 @@ class KernelLowering {
     for (int64_t st : strides) stride_exprs.push_back(ir::IntConst(ir::kI32, st));
     Placement placement;
     placement.min = region.min;
+    placement.digits = region.digits;
     if (p.double_buffer) {
       shape.insert(shape.begin(), ir::IntConst(ir::kI32, 2));
       stride_exprs.insert(stride_exprs.begin(), ir::IntConst(ir::kI32, stride));
@@ -731,11 +909,28 @@ class KernelLowering {
   std::string at_;
   const StageState* root_ = nullptr;
   std::vector<const StageState*> attached_;
+  // An attached stage's region: per dimension its origin, its size as
+  // stored (`extent`) and the positions it covers from the origin (`span`,
+  // the extent unless the dimension is strided, `digits` not empty).
   struct Region {
-    std::vector<ir::Expr> min, extent;
+    std::vector<ir::Expr> min, extent, span;
+    std::vector<internal::Digits> digits;
+    // The tensor index at stored position `position` along `d`.
+    ir::Expr At(size_t d, const ir::Expr& position) const {
+      return min[d] + (digits[d].empty() ? position : internal::Spread(position, digits[d]));
+    }
   };
+  // An index as an origin plus digits over the relaxed loops.
+  struct DigitForm {
+    ir::Expr base;
+    internal::Digits digits;
+  };
+  std::optional<DigitForm> DigitFormOf(const ir::Expr& index, const StageState& c,
+                                       const StageLayout& layout,
+                                       const std::unordered_set<const IterVarNode*>& relaxed) const;
   std::unordered_map<const StageState*, Region> regions_;
   std::unordered_map<const ir::BufferNode*, Placement> placements_;
+  ir::RangeMap int_ranges_;  // the kernel's loops of constant extent
   std::map<ir::LoopKind, ir::Expr> thread_extents_;
   // The first iteration's copies of the double-buffered stages at a loop,
   // from EmitAttached to AroundLoop.
@@ -744,6 +939,91 @@ class KernelLowering {
   IntervalMap loop_ranges_;
   Status error_;
 };
+
+// `index` (read by consumer `c`) as a base plus digits: each relaxed loop of
+// `c` a digit of its constant coefficient and extent, and each root axis of
+// `c` stored strided (its loops all relaxed) the digits of that axis scaled
+// by its coefficient. nullopt where the index is not such a sum.
+std::optional<KernelLowering::DigitForm> KernelLowering::DigitFormOf(
+    const ir::Expr& index, const StageState& c, const StageLayout& layout,
+    const std::unordered_set<const IterVarNode*>& relaxed) const {
+  if (index.dtype() != ir::kI32) return std::nullopt;
+  std::unordered_map<const ir::VarNode*, int64_t> loop_extent;
+  for (const IterVar& a : c.leaves) {
+    if (relaxed.count(a.get()) == 0) continue;
+    const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(layout.extent(a)));
+    if (!e) return std::nullopt;
+    loop_extent[a.var().get()] = *e;
+  }
+  struct Uses : ir::ExprVisitor {
+    const std::unordered_map<const ir::VarNode*, int64_t>* vars;
+    const std::unordered_map<const ir::VarNode*, const internal::Digits*>* holders;
+    bool relaxed = false, fixed = false;
+    void VisitVar(const ir::VarNode* op) override {
+      (vars->count(op) != 0 || holders->count(op) != 0 ? relaxed : fixed) = true;
+    }
+  };
+  // The consumer's root axes in its loop vars; a strided one as a stand-in
+  // var for its stored position.
+  std::unordered_map<const ir::VarNode*, ir::Expr> expand;
+  std::unordered_map<const ir::VarNode*, const internal::Digits*> holders;
+  std::vector<ir::Var> stand_ins;
+  const auto c_region = regions_.find(&c);
+  for (size_t d = 0; d < c.op->axis.size(); ++d) {
+    ir::Expr v = layout.value(c.op->axis[d]);
+    if (c_region != regions_.end()) {
+      const internal::Digits& digits = c_region->second.digits[d];
+      if (!digits.empty()) {
+        Uses uses;
+        uses.vars = &loop_extent;
+        uses.holders = &holders;
+        uses.VisitExpr(v);
+        if (uses.fixed) return std::nullopt;
+        stand_ins.emplace_back(c.op->axis[d].name() + "_position", ir::kI32);
+        holders[stand_ins.back().get()] = &digits;
+        v = stand_ins.back();
+      }
+      v = c_region->second.min[d] + v;
+    }
+    expand[c.op->axis[d].var().get()] = v;
+  }
+  for (const IterVar& r : c.op->reduce_axis) expand[r.var().get()] = layout.value(r);
+  ir::LinearSum sum;
+  const bool linear = ir::AddLinear(index, 1, sum, [&](const ir::VarNode* v) -> ir::Expr {
+    auto it = expand.find(v);
+    return it == expand.end() ? ir::Expr() : it->second;
+  });
+  if (!linear) return std::nullopt;
+  internal::Digits digits;
+  ir::LinearSum base;
+  base.constant = sum.constant;
+  for (const auto& [term, coefficient] : sum.terms) {
+    if (coefficient == 0) continue;
+    if (const auto* v = term.as<ir::VarNode>()) {
+      if (auto it = loop_extent.find(v); it != loop_extent.end()) {
+        if (coefficient < 0) return std::nullopt;
+        digits.push_back(internal::Digit{coefficient, it->second});
+        continue;
+      }
+      if (auto it = holders.find(v); it != holders.end()) {
+        if (coefficient < 0) return std::nullopt;
+        for (const internal::Digit& g : *it->second) {
+          digits.push_back(internal::Digit{coefficient * g.stride, g.extent});
+        }
+        continue;
+      }
+    }
+    Uses uses;
+    uses.vars = &loop_extent;
+    uses.holders = &holders;
+    uses.VisitExpr(term);
+    if (uses.relaxed) return std::nullopt;
+    base.Add(term, coefficient);
+  }
+  std::optional<internal::Digits> normal = internal::NormalizeDigits(std::move(digits));
+  if (!normal) return std::nullopt;
+  return DigitForm{base.ToExpr(ir::kI32), *normal};
+}
 
 Status KernelLowering::CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
                                            const std::vector<ir::DataType>& types,
@@ -793,7 +1073,9 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   ir::VarMap global;
   if (region != nullptr) {
     for (size_t d = 0; d < op->axis.size(); ++d) {
-      global[op->axis[d].var().get()] = region->min[d] + op->axis[d].var();
+      if (region->digits[d].empty()) {
+        global[op->axis[d].var().get()] = region->min[d] + op->axis[d].var();
+      }
     }
   }
   Inliner inliner(impl_);
@@ -880,7 +1162,18 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       }
     }
   }
-  Relocate relocate(placements_, std::move(roots));
+  // A strided dimension's index in the tensor, in the leaf loops' vars,
+  // where the loops' ranges take the spreading divisions apart.
+  if (region != nullptr) {
+    for (size_t d = 0; d < op->axis.size(); ++d) {
+      if (region->digits[d].empty()) continue;
+      const IterVar& a = op->axis[d];
+      const ir::Expr position = is_leaf(a) ? ir::Expr(a.var()) : lane_value(a);
+      global[a.var().get()] =
+          region->min[d] + ir::Simplify(internal::Spread(position, region->digits[d]), int_ranges_);
+    }
+  }
+  Relocate relocate(placements_, std::move(roots), int_ranges_);
   auto prepare = [&](const ir::Expr& e) {
     return relocate.MutateExpr(inliner.MutateExpr(global.empty() ? e : ir::Substitute(e, global)));
   };
@@ -905,7 +1198,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
         if (RegionInBounds(stage, d)) continue;
         const IterVar& a = op->axis[d];
         const ir::Expr local = hoisted ? lane_value(a) : ir::Expr(a.var());
-        const ir::Expr at = region->min[d] + local;
+        const ir::Expr at = region->At(d, local);
         const ir::Expr lo = ir::Simplify(at >= 0), hi = ir::Simplify(at < op->buffer.shape()[d]);
         if (!IsTrue(lo)) add(lo);
         if (!IsTrue(hi)) add(hi);
@@ -1202,6 +1495,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
                                                      {lane, ir::IntConst(ir::kI32, offset)}),
                                             lane));
           std::vector<ir::Var> shuffled;
+          shuffled.reserve(bufs.size());
           for (const ir::Buffer& buf : bufs) {
             shuffled.emplace_back(buf.name() + "_from" + std::to_string(offset), buf.dtype());
           }

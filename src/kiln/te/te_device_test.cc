@@ -417,21 +417,31 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 
 // Shared-memory tiles of A and B loaded cooperatively at each k step, a
 // register tile of C per thread: with and without padding the tiles' rows
-// and double buffering, at sizes that leave every tile ragged.
+// and double buffering (its copies through registers), and with each
+// thread's 8 x 8 elements spread over the tile in groups of 4 (strided
+// regions), at sizes that leave every tile ragged.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (bool align : {false, true}) {
-    for (bool twice : {false, true}) {
+  for (int variant = 0; variant < 5; ++variant) {
+    const bool strided = variant == 4;
+    const bool align = variant % 2 == 1 || strided, twice = variant / 2 == 1 || strided;
+    {
       testing::SharedMatmulOptions o;
       o.storage_align = align;
       o.double_buffer = twice;
+      if (strided) {
+        o.strided = true;
+        o.tile = 64;
+        o.per_thread = 8;
+      }
       auto s = testing::ScheduleSharedMatmul(p, o);
       ASSERT_TRUE(s.ok()) << s.status();
       auto f = Lower(*s, {p.C}, {p.A, p.B}, "shared_matmul");
       ASSERT_TRUE(f.ok()) << f.status();
       for (auto [m, n, kk] : {std::tuple{1, 1, 1}, {33, 7, 100}, {64, 64, 64}, {70, 45, 17}}) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
-                     (align ? " aligned" : "") + (twice ? " double-buffered" : ""));
+                     (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
+                     (strided ? " strided" : ""));
         auto a = Random(m * kk), b = Random(kk * n);
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");

@@ -120,17 +120,52 @@ TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
   ASSERT_NE(prologue, std::string::npos) << ir;
   ASSERT_NE(loop, std::string::npos) << ir;
   EXPECT_LT(prologue, loop);
-  // The next step's copy, guarded, into the other half; reads of this half.
+  // The next step's copy, guarded, through registers: loaded before the
+  // math on this half, stored into the other half after it.
   const size_t next = ir.find("if (k_outer + 1 < (K + 7) / 8)");
   ASSERT_NE(next, std::string::npos) << ir;
   EXPECT_GT(next, loop);
-  EXPECT_TRUE(Contains(ir,
-                       "A_shared_buf[(k_outer + 1) % 2, i_3, j_3] = A[i_outer * 32 + i_3, "
-                       "(k_outer + 1) * 8 + j_3]"))
-      << ir;
-  EXPECT_TRUE(Contains(ir, "A_shared_buf[k_outer % 2,")) << ir;
+  EXPECT_TRUE(Contains(ir, "alloc A_shared_buf_staged: f32[4] local")) << ir;
+  const size_t load = ir.find(
+      "A_shared_buf_staged[i_j_fused_outer_2] = A[i_outer * 32 + i_3, (k_outer + 1) * 8 + j_3]");
+  const size_t math = ir.find("A_shared_buf[k_outer % 2,");
+  const size_t store =
+      ir.find("A_shared_buf[(k_outer + 1) % 2, i_6, j_6] = A_shared_buf_staged[i_j_fused_outer_4]");
+  ASSERT_NE(load, std::string::npos) << ir;
+  ASSERT_NE(math, std::string::npos) << ir;
+  ASSERT_NE(store, std::string::npos) << ir;
+  EXPECT_LT(next, load);
+  EXPECT_LT(load, math);
+  EXPECT_LT(math, store);
   const size_t barriers = Occurrences(ir, "workgroup_barrier");
   EXPECT_EQ(barriers, 1u) << ir;
+}
+
+// A thread's 8 x 8 elements of C in groups of 4 spread 32 apart over the
+// 64 x 64 tile: its accumulators are stored compactly (8 x 8, not the 36 x
+// 36 their interval spans), each read of them at the compact position.
+TEST(TeScheduleTest, StridedThreadTilesAreStoredCompactly) {
+  MatmulProgram p;
+  testing::SharedMatmulOptions o;
+  o.tile = 64;
+  o.per_thread = 8;
+  o.strided = true;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "alloc C_local_buf: f32[8, 8] local")) << ir;
+  // C's element (group g, lane i) of the thread is at 4 * g + i.
+  EXPECT_TRUE(Contains(ir,
+                       "C_local_buf[i_inner_inner + i_inner_outer_outer * 4, "
+                       "j_inner_inner + j_inner_outer_outer * 4]"))
+      << ir;
+  // The accumulator at compact position i is row i % 4 + i / 4 * 32 of the
+  // thread's origin.
+  EXPECT_TRUE(
+      Contains(ir, "A_shared_buf[i_inner_outer_inner * 4 + i_2 % 4 + i_2 / 4 * 32, k_inner]"))
+      << ir;
 }
 
 // Shared stages computed at a block loop: a barrier after them (none

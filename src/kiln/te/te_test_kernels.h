@@ -28,17 +28,35 @@ struct SharedMatmulOptions {
   int64_t k_tile = 8;
   bool storage_align = true;
   bool double_buffer = false;
+  // A thread's elements as groups of 4 spread across the tile (rows
+  // 4 * ty + (tile / per_thread * 4) * g + i), not per_thread adjacent rows:
+  // its registers and fragments are then strided regions.
+  bool strided = false;
 };
 
 // C's tiles: a tile x tile block per workgroup (blockIdx.y, blockIdx.x),
-// per_thread x per_thread of it per thread (threadIdx.y, threadIdx.x);
-// returns the per-thread splits (outer: the thread, inner: its elements).
+// per_thread x per_thread of it per thread (threadIdx.y, threadIdx.x), or
+// where `strided` groups of 4 of it tile / per_thread * 4 apart; returns the
+// per-thread splits (outer: the thread, inner: its elements).
 inline StatusOr<std::pair<SplitResult, SplitResult>> TileOverThreads(Stage c, int64_t tile,
-                                                                     int64_t per_thread) {
+                                                                     int64_t per_thread,
+                                                                     bool strided = false) {
   KILN_ASSIGN_OR_RETURN(Stage::TileResult t, c.Tile(c.axis(0), c.axis(1), tile, tile));
-  KILN_ASSIGN_OR_RETURN(SplitResult ti, c.Split(t.x_inner, per_thread));
-  KILN_ASSIGN_OR_RETURN(SplitResult tj, c.Split(t.y_inner, per_thread));
-  KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
+  SplitResult ti, tj;
+  if (strided) {
+    // x = group * (threads * 4) + thread * 4 + lane.
+    KILN_ASSIGN_OR_RETURN(SplitResult xi, c.Split(t.x_inner, 4));
+    KILN_ASSIGN_OR_RETURN(SplitResult xg, c.Split(xi.outer, tile / per_thread));
+    KILN_ASSIGN_OR_RETURN(SplitResult yi, c.Split(t.y_inner, 4));
+    KILN_ASSIGN_OR_RETURN(SplitResult yg, c.Split(yi.outer, tile / per_thread));
+    KILN_RETURN_IF_ERROR(c.Reorder({xg.inner, yg.inner, xg.outer, xi.inner, yg.outer, yi.inner}));
+    ti = {xg.inner, xi.inner};
+    tj = {yg.inner, yi.inner};
+  } else {
+    KILN_ASSIGN_OR_RETURN(ti, c.Split(t.x_inner, per_thread));
+    KILN_ASSIGN_OR_RETURN(tj, c.Split(t.y_inner, per_thread));
+    KILN_RETURN_IF_ERROR(c.Reorder({ti.outer, tj.outer, ti.inner, tj.inner}));
+  }
   KILN_RETURN_IF_ERROR(c.Bind(t.x_outer, ThreadAxis::kBlockY));
   KILN_RETURN_IF_ERROR(c.Bind(t.y_outer, ThreadAxis::kBlockX));
   KILN_RETURN_IF_ERROR(c.Bind(ti.outer, ThreadAxis::kThreadY));
@@ -57,7 +75,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
   KILN_ASSIGN_OR_RETURN(Tensor bs, s.CacheRead(p.B, ir::MemoryScope::kShared, {p.C}));
   KILN_ASSIGN_OR_RETURN(Tensor cl, s.CacheWrite(p.C, ir::MemoryScope::kLocal));
   Stage c = s[p.C];
-  KILN_ASSIGN_OR_RETURN(auto threads_split, TileOverThreads(c, o.tile, o.per_thread));
+  KILN_ASSIGN_OR_RETURN(auto threads_split, TileOverThreads(c, o.tile, o.per_thread, o.strided));
   const auto& [ti, tj] = threads_split;
 
   Stage l = s[cl];
