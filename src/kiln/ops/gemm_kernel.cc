@@ -335,31 +335,6 @@ class GemmKernel {
 
 }  // namespace
 
-Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what) {
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument(what, " schedule ", s.ToString(), ": ", why);
-  };
-  if (s.rows != 1 && s.rows != 2) return bad("rows must be 1 or 2");
-  if (s.cols != 1 && s.cols != 2) return bad("cols must be 1 or 2");
-  if (s.k_tile != 8 && s.k_tile != 16) return bad("k_tile must be 8 or 16");
-  if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
-    return bad(
-        "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "
-        "vectors of both tiles)");
-  }
-  if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
-    return bad(StrCat("its shared tiles take ", s.SharedBytes(),
-                      " bytes; the target's workgroup storage is ",
-                      target.limits.max_workgroup_storage_bytes));
-  }
-  if (target.limits.max_invocations_per_workgroup < kInvocations ||
-      target.limits.max_workgroup_size_x < kThreads ||
-      target.limits.max_workgroup_size_y < kThreads) {
-    return bad("the target cannot run workgroups of 16 x 16 invocations");
-  }
-  return Status::Ok();
-}
-
 StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& schedule,
                                  const Target& target) {
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));

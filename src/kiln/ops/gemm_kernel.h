@@ -22,24 +22,10 @@
 #include "kiln/ir/buffer.h"
 #include "kiln/ir/builder.h"
 #include "kiln/ir/expr.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln::ops::internal {
-
-inline constexpr int64_t kEnoughWorkgroups = 128;
-
-// How a GEMM multiplies and accumulates.
-enum class GemmMath {
-  // Operands read as f32, accumulated in f32 by vector FMAs.
-  kF32,
-  // Operands read as u32 words, each four i8 along k (k counts words);
-  // accumulated in i32 by dot4i8. No epilogue.
-  kDot4I8,
-  // Operands read as f16, multiplied and accumulated in f16 by vector FMAs
-  // (packed half-precision math where the device has it); the epilogue
-  // runs in f32 on the widened sums.
-  kF16,
-};
 
 // How one operand of a GEMM is read, as the math's word (f32, f16, or u32 of
 // four packed i8). `outer` is the row of A (m) or the column of B (n).
@@ -85,9 +71,6 @@ struct GemmSpec {
       epilogue;
   bool scalar_epilogue = false;
 };
-
-// The schedule's validity for `target` (tile sizes, workgroup storage).
-Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what);
 
 // The verified kernel.
 StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& schedule,

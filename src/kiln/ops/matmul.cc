@@ -8,7 +8,7 @@
 
 #include "kiln/ir/builder.h"
 #include "kiln/ir/expr_ops.h"
-#include "kiln/ops/gemm_kernel.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
 
@@ -16,7 +16,6 @@ namespace kiln::ops {
 namespace {
 
 using internal::kEnoughWorkgroups;
-using ir::Buffer;
 using ir::Expr;
 
 int64_t CeilDiv(int64_t a, int64_t b) {
@@ -137,48 +136,6 @@ std::vector<Expr> OperandIndex(const Shape& shape, const std::vector<Expr>& coor
   return index;
 }
 
-// An operand read from a tensor: (outer, k) at [.., outer, k] where the
-// tensor is contiguous in k, else at [.., k, outer]. Float tensors are read
-// as `word` (f32, or f16 for f16 accumulation; with vector loads on whole
-// tiles); int8x4 tensors as u32 words, one at a time (vectors of int8x4
-// have no WGSL type).
-internal::OperandSource TensorOperand(const Buffer& buffer, const Shape& shape, bool k_contiguous,
-                                      int64_t extent, int64_t k, const std::vector<Expr>& coords,
-                                      ir::DataType word = ir::kF32) {
-  const bool packed = buffer.dtype() == ir::kInt8x4;
-  auto at = [=](const Expr& outer, const Expr& kk) {
-    Expr v = ir::Load(buffer, OperandIndex(shape, coords,
-                                           k_contiguous ? std::vector<Expr>{outer, kk}
-                                                        : std::vector<Expr>{kk, outer}));
-    if (packed) return ir::Reinterpret(ir::kU32, v);
-    return buffer.dtype() == word ? v : ir::Cast(word.with_lanes(v.dtype().lanes), v);
-  };
-  internal::OperandSource s;
-  s.k_contiguous = k_contiguous;
-  s.element = [=](const Expr& outer, const Expr& kk) {
-    Expr in = (outer < static_cast<int>(extent)) && (kk < static_cast<int>(k));
-    return ir::Select(
-        in, at(ir::Min(outer, static_cast<int>(extent - 1)), ir::Min(kk, static_cast<int>(k - 1))),
-        packed ? ir::IntConst(ir::kU32, 0) : ir::FloatConst(word, 0.0));
-  };
-  if (packed) {
-    s.unguarded = at;
-  } else {
-    s.vector = [=](const Expr& outer, const Expr& kk) {
-      return k_contiguous ? at(outer, ir::Ramp(kk, 1, 4)) : at(ir::Ramp(outer, 1, 4), kk);
-    };
-  }
-  return s;
-}
-
-// C[coords..., row, col].
-std::vector<Expr> OutputIndex(const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
-  std::vector<Expr> index = coords;
-  index.push_back(row);
-  index.push_back(col);
-  return index;
-}
-
 // An operand of MatmulInt8: int8x4, rank 2 to 4 (checked with the shapes).
 Status CheckInt8Operand(const TensorType& t, std::string_view what, std::string_view layout) {
   if (t.dtype != ir::kInt8x4) {
@@ -251,49 +208,60 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
                               std::optional<MatmulSchedule> schedule) {
   KILN_ASSIGN_OR_RETURN(Shapes sh, CheckShapes(a, b, target, options));
   KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
-  internal::GemmSpec spec;
+  internal::TeGemmSpec spec;
   spec.name = name.empty() ? "matmul" : std::move(name);
-  spec.dtype = a.dtype;
+  spec.out_dtype = a.dtype;
   spec.batch = sh.batch;
   spec.m = sh.m;
   spec.n = sh.n;
   spec.k = sh.k;
-  Buffer A, B, bias, residual;
-  spec.declare = [&](ir::IRBuilder& builder) {
-    A = builder.BufferParam("A", a.dtype, internal::Extents(a.shape));
-    B = builder.BufferParam("B", a.dtype, internal::Extents(b.shape));
-    if (options.bias)
-      bias = builder.BufferParam("bias", a.dtype, internal::Extents(options.bias->shape));
-    if (options.residual) {
-      residual =
-          builder.BufferParam("residual", a.dtype, internal::Extents(options.residual->shape));
-    }
-    return builder.BufferParam("C", a.dtype, internal::Extents(sh.out));
-  };
+  const te::Tensor A = te::Placeholder("A", internal::Extents(a.shape), a.dtype);
+  const te::Tensor B = te::Placeholder("B", internal::Extents(b.shape), a.dtype);
+  spec.inputs = {A, B};
+  te::Tensor bias, residual;
+  if (options.bias) {
+    bias = te::Placeholder("bias", internal::Extents(options.bias->shape), a.dtype);
+    spec.inputs.push_back(bias);
+  }
+  if (options.residual) {
+    residual = te::Placeholder("residual", internal::Extents(options.residual->shape), a.dtype);
+    spec.inputs.push_back(residual);
+  }
   const bool f16_sums = options.accumulate == ir::kF16;
   if (f16_sums) spec.math = internal::GemmMath::kF16;
   const ir::DataType word = f16_sums ? ir::kF16 : ir::kF32;
-  spec.a = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(A, a.shape, !options.transpose_a, sh.m, sh.k, coords, word);
+  auto as_word = [word](const ir::Expr& v) { return v.dtype() == word ? v : ir::Cast(word, v); };
+  const Shape out_batch = sh.batch;
+  spec.a = [&, A](const std::vector<te::Var>& coords, const te::Var& k, const te::Var& i) {
+    const std::vector<ir::Expr> at =
+        options.transpose_a ? std::vector<ir::Expr>{k, i} : std::vector<ir::Expr>{i, k};
+    return as_word(A(OperandIndex(a.shape, {coords.begin(), coords.end()}, at)));
   };
-  spec.b = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(B, b.shape, options.transpose_b, sh.n, sh.k, coords, word);
+  spec.b = [&, B](const std::vector<te::Var>& coords, const te::Var& k, const te::Var& j) {
+    const std::vector<ir::Expr> at =
+        options.transpose_b ? std::vector<ir::Expr>{j, k} : std::vector<ir::Expr>{k, j};
+    return as_word(B(OperandIndex(b.shape, {coords.begin(), coords.end()}, at)));
   };
-  spec.out_index = OutputIndex;
-  spec.scalar_epilogue = !options.activation.empty();
+  spec.a_k_contiguous = !options.transpose_a;
+  spec.b_k_contiguous = options.transpose_b;
   if (options.bias || options.residual || !options.activation.empty()) {
-    spec.epilogue = [&](Expr v, const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
-      const int lanes = v.dtype().lanes;
-      auto as_f32 = [&](const Expr& x) {
-        return a.dtype == ir::kF32 ? x : ir::Cast(ir::kF32.with_lanes(lanes), x);
+    spec.epilogue = [&](ir::Expr v, const std::vector<te::Var>& coords, const te::Var& i,
+                        const te::Var& j) {
+      auto as_f32 = [](const ir::Expr& x) {
+        return x.dtype() == ir::kF32 ? x : ir::Cast(ir::kF32, x);
       };
-      if (options.bias) v = v + as_f32(ir::Load(bias, {col}));
+      if (options.bias) v = v + as_f32(bias(j));
       if (!options.activation.empty()) v = internal::ApplyUnary(options.activation, v);
-      if (options.residual) v = v + as_f32(ir::Load(residual, OutputIndex(coords, row, col)));
+      if (options.residual) {
+        std::vector<ir::Expr> at(coords.begin(), coords.end());
+        at.push_back(i);
+        at.push_back(j);
+        v = v + as_f32(residual(at));
+      }
       return v;
     };
   }
-  return internal::BuildGemm(spec, s, target);
+  return internal::BuildTeGemm(spec, s, target);
 }
 
 StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, const Target& target,
@@ -303,28 +271,29 @@ StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, cons
   KILN_ASSIGN_OR_RETURN(
       Shapes sh, ContractionShapes("matmul_int8", a.shape, b.shape, false, true, " int8x4 words"));
   KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
-  internal::GemmSpec spec;
+  internal::TeGemmSpec spec;
   spec.name = name.empty() ? "matmul_int8" : std::move(name);
   spec.math = internal::GemmMath::kDot4I8;
-  spec.dtype = ir::kI32;
+  spec.out_dtype = ir::kI32;
   spec.batch = sh.batch;
   spec.m = sh.m;
   spec.n = sh.n;
   spec.k = sh.k;  // in words
-  Buffer A, B;
-  spec.declare = [&](ir::IRBuilder& builder) {
-    A = builder.BufferParam("A", ir::kInt8x4, internal::Extents(a.shape));
-    B = builder.BufferParam("B", ir::kInt8x4, internal::Extents(b.shape));
-    return builder.BufferParam("C", ir::kI32, internal::Extents(sh.out));
+  const te::Tensor A = te::Placeholder("A", internal::Extents(a.shape), ir::kInt8x4);
+  const te::Tensor B = te::Placeholder("B", internal::Extents(b.shape), ir::kInt8x4);
+  spec.inputs = {A, B};
+  // Packed words one at a time: vectors of int8x4 have no WGSL type.
+  spec.a = [&, A](const std::vector<te::Var>& coords, const te::Var& k, const te::Var& i) {
+    return ir::Reinterpret(ir::kU32,
+                           A(OperandIndex(a.shape, {coords.begin(), coords.end()}, {i, k})));
   };
-  spec.a = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(A, a.shape, true, sh.m, sh.k, coords);
+  spec.b = [&, B](const std::vector<te::Var>& coords, const te::Var& k, const te::Var& j) {
+    return ir::Reinterpret(ir::kU32,
+                           B(OperandIndex(b.shape, {coords.begin(), coords.end()}, {j, k})));
   };
-  spec.b = [&](const std::vector<Expr>& coords) {
-    return TensorOperand(B, b.shape, true, sh.n, sh.k, coords);
-  };
-  spec.out_index = OutputIndex;
-  return internal::BuildGemm(spec, s, target);
+  spec.a_k_contiguous = spec.b_k_contiguous = true;
+  spec.a_vectors = spec.b_vectors = false;
+  return internal::BuildTeGemm(spec, s, target);
 }
 
 }  // namespace kiln::ops

@@ -662,7 +662,7 @@ TEST_F(MatmulDeviceTest, F16AccumulationAgainstTheInterpreter) {
   }
   // The accumulators are f16.
   const std::string ir_text = ir::Print(functions[0]);
-  EXPECT_NE(ir_text.find("acc: f16["), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("acc_buf: f16["), std::string::npos) << ir_text;
   CheckAgainstInterpreter(functions);
 }
 

@@ -223,7 +223,7 @@ TEST(OpsTest, MatmulErrors) {
   o.accumulate = ir::kF16;
   auto f16_sums = Matmul({{7, 5}, ir::kF16}, {{5, 3}, ir::kF16}, f16, o);
   ASSERT_TRUE(f16_sums.ok()) << f16_sums.status();
-  EXPECT_NE(ir::Print(*f16_sums).find("acc: f16["), std::string::npos);
+  EXPECT_NE(ir::Print(*f16_sums).find("acc_buf: f16["), std::string::npos);
   ExpectError(Matmul({{7, 5}, ir::kF16}, {{5, 3}, ir::kF16}, t, o).status(),
               {"input A of matmul", "shader-f16"});
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{3, 1, 16, false, true}).status(),

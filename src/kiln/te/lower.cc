@@ -1230,13 +1230,18 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   auto context_at = [&](const std::vector<IterVar>& loops) {
     return loops.empty() ? outer_ctx : ctx_inside.at(loops.back().get());
   };
+  // A vectorized reduction's lanes run unrolled where a guard depends on
+  // them (vector_lanes false).
+  bool vector_lanes = true;
   auto nest = [&](const std::vector<IterVar>& loops, Stmt body, const ThreadContext& ctx0) {
     for (int k = static_cast<int>(loops.size()) - 1; k >= 0; --k) {
       const IterVar& a = loops[k];
       body = EmitAttached(stage, a, ctx_inside.at(a.get()), body, layout.extent(a));
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
-      body =
-          AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), layout.loop_kind(a), ctx, body));
+      const ir::LoopKind kind = !vector_lanes && vec.defined() && a.same_as(vec)
+                                    ? ir::LoopKind::kUnrolled
+                                    : layout.loop_kind(a);
+      body = AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), kind, ctx, body));
     }
     return body;
   };
@@ -1269,6 +1274,21 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   std::vector<IterVar> data_loops = layout.data_loops;
   const ThreadContext data_ctx = context_at(data_loops);
 
+  if (op->has_reduction && vec.defined() &&
+      !(layout.mixed && op->reducer != ReducerKind::kCustom &&
+        layout.order().back().same_as(vec))) {
+    if (error_.ok()) {
+      error_ = InvalidArgument(
+          at_, ": stage '", stage.name(), "' is a reduction and vectorizes axis '", vec.name(),
+          "': a reduction's data axis vectorizes only as its innermost loop with every reduction "
+          "loop outside it (the result then accumulates in place, a vector at a time), and not "
+          "with a user-defined reducer");
+    }
+    return ir::MakeSeq({});
+  }
+  if (op->has_reduction && vec.defined()) {
+    vector_lanes = !guard_of(false, true).defined() && !guard_of(true, true).defined();
+  }
   if (op->has_reduction) {
     // The reducer as n values (one for sum/prod/max/min, one per value of
     // a user-defined tuple reducer): types, identities, prepared sources,
@@ -1401,8 +1421,9 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       };
       Stmt init_in_place = wrap(false, single_store(make_store(identity[0]), store_ctx));
       for (auto it = inner_data.rbegin(); it != inner_data.rend(); ++it) {
-        init_in_place = ir::ForNode::make(it->var(), 0, layout.extent(*it), layout.loop_kind(*it),
-                                          init_in_place);
+        const ir::LoopKind kind =
+            !vector_lanes && it->same_as(vec) ? ir::LoopKind::kUnrolled : layout.loop_kind(*it);
+        init_in_place = ir::ForNode::make(it->var(), 0, layout.extent(*it), kind, init_in_place);
       }
       Stmt step = wrap(
           false, wrap(true, single_store(make_store(combine({current()}, sources)[0]), store_ctx)));

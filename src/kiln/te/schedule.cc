@@ -294,11 +294,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                " cannot be vectorized; reduction axes stay serial in this "
                                "version");
       }
-      if (stage.op->has_reduction) {
-        return InvalidArgument(at, ": axis ", Quote(axis.name()),
-                               " cannot be vectorized because the stage is a reduction (its "
-                               "accumulator would sit inside the vector loop)");
-      }
+      // A reduction stage's data axis vectorizes where the result
+      // accumulates in place with every reduction loop outside the vector
+      // loop; lowering checks the loop order.
       KILN_RETURN_IF_ERROR(not_annotated(axis));
       const std::optional<int64_t> extent = ConstInt(axis.extent());
       if (!extent.has_value()) {

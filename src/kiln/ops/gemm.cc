@@ -1,0 +1,242 @@
+#include "kiln/ops/gemm.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ops/internal.h"
+
+namespace kiln::ops::internal {
+namespace {
+
+constexpr int kThreads = 16;           // per side of the workgroup
+constexpr int kInvocations = 16 * 16;  // per workgroup
+constexpr int kLanes = 4;
+
+std::vector<te::Var> Prefix(const std::vector<te::Var>& v, size_t n) {
+  return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+// An index (coords..., x, y).
+std::vector<ir::Expr> Index(const std::vector<te::Var>& coords, const ir::Expr& x,
+                            const ir::Expr& y) {
+  std::vector<ir::Expr> index(coords.begin(), coords.end());
+  index.push_back(x);
+  index.push_back(y);
+  return index;
+}
+
+// The stages and the schedule.
+class TeGemm {
+ public:
+  TeGemm(const TeGemmSpec& spec, const MatmulSchedule& schedule)
+      : spec_(spec), s_(schedule), batch_rank_(spec.batch.size()) {}
+
+  StatusOr<ir::Function> Build(const Target& target) {
+    Define();
+    KILN_ASSIGN_OR_RETURN(te::Schedule schedule, te::Schedule::Create({c_}));
+    KILN_RETURN_IF_ERROR(Apply(schedule));
+    return te::Lower(schedule, {c_}, spec_.inputs, spec_.name, target.limits);
+  }
+
+ private:
+  void Define() {
+    std::vector<ir::Expr> tile_a = Extents(spec_.batch), tile_b = tile_a, out = tile_a;
+    const int64_t m = spec_.m, n = spec_.n, k = spec_.k;
+    for (auto [shape, x, y] : {std::tuple{&tile_a, k, m}, {&tile_b, k, n}, {&out, m, n}}) {
+      shape->push_back(ir::IntConst(ir::kI32, x));
+      shape->push_back(ir::IntConst(ir::kI32, y));
+    }
+    const size_t r = batch_rank_;
+    a_tile_ = te::Compute("A_tile", tile_a, [&](const std::vector<te::Var>& i) {
+      return spec_.a(Prefix(i, r), i[r], i[r + 1]);
+    });
+    b_tile_ = te::Compute("B_tile", tile_b, [&](const std::vector<te::Var>& i) {
+      return spec_.b(Prefix(i, r), i[r], i[r + 1]);
+    });
+    te::IterVar kk = te::ReduceAxis(ir::IntConst(ir::kI32, k), "k");
+    acc_ = te::Compute("acc", out, [&](const std::vector<te::Var>& i) {
+      const std::vector<te::Var> coords = Prefix(i, r);
+      ir::Expr x = a_tile_(Index(coords, kk.var(), i[r]));
+      ir::Expr y = b_tile_(Index(coords, kk.var(), i[r + 1]));
+      if (spec_.math == GemmMath::kDot4I8) {
+        return te::Sum(ir::Call(ir::Intrinsic::kDot4I8,
+                                {ir::Reinterpret(ir::kInt8x4, x), ir::Reinterpret(ir::kInt8x4, y)}),
+                       {kk});
+      }
+      return te::Sum(x * y, {kk});
+    });
+    c_ = te::Compute("C", out, [&](const std::vector<te::Var>& i) {
+      const std::vector<te::Var> coords = Prefix(i, r);
+      ir::Expr sum = acc_(Index(coords, i[r], i[r + 1]));
+      if (!spec_.epilogue) {
+        return sum.dtype() == spec_.out_dtype ? sum : ir::Cast(spec_.out_dtype, sum);
+      }
+      if (sum.dtype() == ir::kF16) sum = ir::Cast(ir::kF32, sum);
+      ir::Expr v = spec_.epilogue(sum, coords, i[r], i[r + 1]);
+      return v.dtype() == spec_.out_dtype ? v : ir::Cast(spec_.out_dtype, v);
+    });
+  }
+
+  // C's tile axis `x` (of block extent `block`) split into (tile, group,
+  // thread, lane): x = tile * block + group * 64 + thread * 4 + lane.
+  struct Split4 {
+    te::IterVar tile, group, thread, lane;
+  };
+  static StatusOr<Split4> SplitTile(te::Stage& st, const te::IterVar& x, int64_t block) {
+    Split4 out;
+    KILN_ASSIGN_OR_RETURN(te::SplitResult t, st.Split(x, block));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult l, st.Split(t.inner, kLanes));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult g, st.Split(l.outer, kThreads));
+    return Split4{t.outer, g.outer, g.inner, l.inner};
+  }
+
+  Status Apply(te::Schedule& sch) {
+    const int64_t bm = s_.block_m(), bn = s_.block_n();
+    const bool whole = spec_.m % bm == 0 && spec_.n % bn == 0 && spec_.k % s_.k_tile == 0;
+    const size_t r = batch_rank_;
+
+    // C: blocks, threads, each thread's strided 4 x 4 blocks.
+    te::Stage c = sch[c_];
+    KILN_ASSIGN_OR_RETURN(Split4 i, SplitTile(c, c.axis(static_cast<int>(r)), bm));
+    KILN_ASSIGN_OR_RETURN(Split4 j, SplitTile(c, c.axis(static_cast<int>(r + 1)), bn));
+    std::vector<te::IterVar> order;
+    for (size_t d = 0; d < r; ++d) order.push_back(c.axis(static_cast<int>(d)));
+    for (const te::IterVar& a :
+         {i.tile, j.tile, i.thread, j.thread, i.group, i.lane, j.group, j.lane}) {
+      order.push_back(a);
+    }
+    KILN_RETURN_IF_ERROR(c.Reorder(order));
+    te::IterVar block = order[0];
+    for (size_t d = 1; d < r + 2; ++d) {
+      KILN_ASSIGN_OR_RETURN(block, c.Fuse(block, order[d]));
+    }
+    KILN_RETURN_IF_ERROR(c.Bind(block, te::ThreadAxis::kBlockX));
+    KILN_RETURN_IF_ERROR(c.Bind(i.thread, te::ThreadAxis::kThreadY));
+    KILN_RETURN_IF_ERROR(c.Bind(j.thread, te::ThreadAxis::kThreadX));
+    for (const te::IterVar& a : {i.group, i.lane, j.group}) KILN_RETURN_IF_ERROR(c.Unroll(a));
+    if (whole) {
+      KILN_RETURN_IF_ERROR(c.Vectorize(j.lane));
+    } else {
+      KILN_RETURN_IF_ERROR(c.Unroll(j.lane));
+    }
+
+    // The accumulators, at the thread, k outside their loops.
+    KILN_ASSIGN_OR_RETURN(te::Tensor a_frag,
+                          sch.CacheRead(a_tile_, ir::MemoryScope::kLocal, {acc_}));
+    KILN_ASSIGN_OR_RETURN(te::Tensor b_frag,
+                          sch.CacheRead(b_tile_, ir::MemoryScope::kLocal, {acc_}));
+    te::Stage acc = sch[acc_];
+    KILN_RETURN_IF_ERROR(acc.SetScope(ir::MemoryScope::kLocal));
+    KILN_RETURN_IF_ERROR(acc.ComputeAt(c, j.thread));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult ks, acc.Split(acc.reduce_axis(0), s_.k_tile));
+    order = {ks.outer, ks.inner};
+    for (const te::IterVar& a : acc.axes()) order.push_back(a);
+    KILN_RETURN_IF_ERROR(acc.Reorder(order));
+    if (s_.unroll_k) KILN_RETURN_IF_ERROR(acc.Unroll(ks.inner));
+    KILN_RETURN_IF_ERROR(acc.Unroll(acc.axis(static_cast<int>(r))));
+    // Four columns at a time: a vector FMA of a broadcast A element and a
+    // B fragment (dot4i8 takes scalar words).
+    KILN_ASSIGN_OR_RETURN(te::SplitResult acc_lanes,
+                          acc.Split(acc.axis(static_cast<int>(r + 1)), kLanes));
+    KILN_RETURN_IF_ERROR(acc.Unroll(acc_lanes.outer));
+    if (spec_.math == GemmMath::kDot4I8) {
+      KILN_RETURN_IF_ERROR(acc.Unroll(acc_lanes.inner));
+    } else {
+      KILN_RETURN_IF_ERROR(acc.Vectorize(acc_lanes.inner));
+    }
+
+    // The operands' tiles in shared memory at each step of k.
+    for (auto [tile, k_contiguous, vectors] :
+         {std::tuple{a_tile_, spec_.a_k_contiguous, spec_.a_vectors},
+          {b_tile_, spec_.b_k_contiguous, spec_.b_vectors}}) {
+      te::Stage st = sch[tile];
+      KILN_RETURN_IF_ERROR(st.SetScope(ir::MemoryScope::kShared));
+      KILN_RETURN_IF_ERROR(st.ComputeAt(acc, ks.outer));
+      if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+      const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
+      if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));
+      KILN_ASSIGN_OR_RETURN(te::IterVar fused, k_contiguous ? st.Fuse(x, kx) : st.Fuse(kx, x));
+      const bool vector_copy = vectors && whole;
+      if (vector_copy) {
+        KILN_ASSIGN_OR_RETURN(te::SplitResult lanes, st.Split(fused, kLanes));
+        KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
+        fused = lanes.outer;
+      }
+      KILN_ASSIGN_OR_RETURN(te::SplitResult per, st.Split(fused, kInvocations));
+      KILN_ASSIGN_OR_RETURN(te::SplitResult t, st.Split(per.inner, kThreads));
+      KILN_RETURN_IF_ERROR(st.Bind(t.outer, te::ThreadAxis::kThreadY));
+      KILN_RETURN_IF_ERROR(st.Bind(t.inner, te::ThreadAxis::kThreadX));
+      if (per.outer.defined()) KILN_RETURN_IF_ERROR(st.Unroll(per.outer));
+    }
+
+    // Each k-step's fragments, as vectors.
+    for (const te::Tensor& frag : {a_frag, b_frag}) {
+      te::Stage st = sch[frag];
+      KILN_RETURN_IF_ERROR(st.ComputeAt(acc, ks.inner));
+      KILN_ASSIGN_OR_RETURN(te::SplitResult lanes,
+                            st.Split(st.axis(static_cast<int>(r + 1)), kLanes));
+      KILN_RETURN_IF_ERROR(st.Unroll(lanes.outer));
+      KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
+    }
+    return Status::Ok();
+  }
+
+  const TeGemmSpec& spec_;
+  const MatmulSchedule s_;
+  const size_t batch_rank_;
+  te::Tensor a_tile_, b_tile_, acc_, c_;
+};
+
+}  // namespace
+
+Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(what, " schedule ", s.ToString(), ": ", why);
+  };
+  if (s.rows != 1 && s.rows != 2) return bad("rows must be 1 or 2");
+  if (s.cols != 1 && s.cols != 2) return bad("cols must be 1 or 2");
+  if (s.k_tile != 8 && s.k_tile != 16) return bad("k_tile must be 8 or 16");
+  if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
+    return bad(
+        "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "
+        "vectors of both tiles)");
+  }
+  if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
+    return bad(StrCat("its shared tiles take ", s.SharedBytes(),
+                      " bytes; the target's workgroup storage is ",
+                      target.limits.max_workgroup_storage_bytes));
+  }
+  if (target.limits.max_invocations_per_workgroup < kInvocations ||
+      target.limits.max_workgroup_size_x < kThreads ||
+      target.limits.max_workgroup_size_y < kThreads) {
+    return bad("the target cannot run workgroups of 16 x 16 invocations");
+  }
+  return Status::Ok();
+}
+
+StatusOr<ir::Function> BuildTeGemm(const TeGemmSpec& spec, const MatmulSchedule& schedule,
+                                   const Target& target) {
+  KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
+  if (spec.math == GemmMath::kDot4I8 && (spec.epilogue || spec.out_dtype != ir::kI32)) {
+    return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
+  }
+  if (spec.math == GemmMath::kF16 && !target.shader_f16) {
+    return InvalidArgument(spec.name,
+                           ": f16 accumulation needs shader-f16, which the target lacks");
+  }
+  int64_t batch_count = 1;
+  for (int64_t d : spec.batch) batch_count *= d;
+  const int64_t blocks = batch_count * ((spec.m + schedule.block_m() - 1) / schedule.block_m()) *
+                         ((spec.n + schedule.block_n() - 1) / schedule.block_n());
+  if (blocks > (int64_t{1} << 31) - 1) {
+    return InvalidArgument(spec.name, ": ", blocks, " workgroups is more than 2^31 - 1");
+  }
+  TeGemm gemm(spec, schedule);
+  StatusOr<ir::Function> f = gemm.Build(target);
+  if (!f.ok()) return Internal(spec.name, ": the GEMM's schedule failed: ", f.status().message());
+  return f;
+}
+
+}  // namespace kiln::ops::internal
