@@ -216,16 +216,22 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
   return Status::Ok();
 }
 
+Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::DataType out,
+                     const Target& target) {
+  if (math == GemmMath::kDot4I8 && (epilogue || out != ir::kI32)) {
+    return Internal(name, ": the int8 GEMM writes i32 with no epilogue");
+  }
+  if (math == GemmMath::kF16 && !target.shader_f16) {
+    return InvalidArgument(name, ": f16 accumulation needs shader-f16, which the target lacks");
+  }
+  return Status::Ok();
+}
+
 StatusOr<ir::Function> BuildTeGemm(const TeGemmSpec& spec, const MatmulSchedule& schedule,
                                    const Target& target) {
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
-  if (spec.math == GemmMath::kDot4I8 && (spec.epilogue || spec.out_dtype != ir::kI32)) {
-    return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
-  }
-  if (spec.math == GemmMath::kF16 && !target.shader_f16) {
-    return InvalidArgument(spec.name,
-                           ": f16 accumulation needs shader-f16, which the target lacks");
-  }
+  KILN_RETURN_IF_ERROR(
+      CheckGemmMath(spec.name, spec.math, bool(spec.epilogue), spec.out_dtype, target));
   int64_t batch_count = 1;
   for (int64_t d : spec.batch) batch_count *= d;
   const int64_t blocks = batch_count * ((spec.m + schedule.block_m() - 1) / schedule.block_m()) *

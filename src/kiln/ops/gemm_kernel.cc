@@ -338,13 +338,8 @@ class GemmKernel {
 StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& schedule,
                                  const Target& target) {
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
-  if (spec.math == GemmMath::kDot4I8 && (spec.epilogue || spec.dtype != ir::kI32)) {
-    return Internal(spec.name, ": the int8 GEMM writes i32 with no epilogue");
-  }
-  if (spec.math == GemmMath::kF16 && !target.shader_f16) {
-    return InvalidArgument(spec.name,
-                           ": f16 accumulation needs shader-f16, which the target lacks");
-  }
+  KILN_RETURN_IF_ERROR(
+      CheckGemmMath(spec.name, spec.math, bool(spec.epilogue), spec.dtype, target));
   GemmKernel kernel(spec, schedule);
   return kernel.Build(target);
 }

@@ -1,17 +1,18 @@
-// The register-tiled GEMM kernel behind Matmul, MatmulInt8 and Conv2d
-// (internal to ops).
+// The register-tiled GEMM kernel behind Conv2d's implicit GEMM (internal
+// to ops), written with the IR builder; Matmul and MatmulInt8 are tensor
+// expressions (gemm.h) with the same schedule.
 //
 // C[batch][m, n] = epilogue(sum_k A[batch](m, k) * B[batch](k, n)), where a
-// GemmSpec says how the operands are read (plain tensors for Matmul, an
-// implicit im2col gather for convolution), what the products are (f32
-// FMAs, or dot4i8 of packed int8 words) and where each result goes. The
-// schedule is MatmulSchedule (ops.h): a 16 x 16 workgroup per
-// (64 * rows) x (64 * cols) tile of C, shared tiles of A and B stored
-// k-major, each thread's accumulators as 4-lane vectors that the code
-// generator keeps as separate variables, the k-steps of a tile unrolled,
-// and optionally double-buffered tiles. It is written with the IR builder:
-// TE's cache_read/compute_at express the staging, but not yet the vector
-// loads, vector accumulators and guard-free whole tiles that make it fast.
+// GemmSpec says how the operands are read (an implicit im2col gather for
+// convolution), what the products are and where each result goes: a
+// convolution's output pixels and filters are the GEMM's rows and columns
+// of another tensor's layout, which the TE definition (whose C is the
+// output tensor itself) does not express yet. The schedule is
+// MatmulSchedule (ops.h): a 16 x 16 workgroup per (64 * rows) x (64 * cols)
+// tile of C, shared tiles of A and B stored k-major, each thread's
+// accumulators as 4-lane vectors that the code generator keeps as separate
+// variables, the k-steps of a tile unrolled, and optionally double-buffered
+// tiles.
 #pragma once
 
 #include <cstdint>
