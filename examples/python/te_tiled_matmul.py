@@ -4,8 +4,10 @@ primitives, built into a kernel and checked against numpy.
     python te_tiled_matmul.py [N] [--kir FILE]
 
 N (default 256) must be a multiple of 128. The schedule: a 128 x 128 tile
-of C per workgroup of 16 x 16 threads, 8 x 8 of it per thread, accumulated
-in registers (cache_write into local memory, computed at the thread, its
+of C per workgroup of 16 x 16 threads, 8 x 8 of it per thread as 2 x 2
+groups of 4 x 4 elements 64 apart (so a warp's vector reads of the shared
+tiles are contiguous; TE stores these strided registers compactly),
+accumulated in registers (cache_write into local memory, computed at the thread, its
 loops unrolled); A transposed into shared memory by its own stage (AT, read
 from A four elements along k at a time) and B copied into shared memory
 (cache_read), both at each step of 16 along k by all the threads; each
@@ -46,17 +48,20 @@ Bl = s.cache_read(Bs, "local", [Cl])
 
 c = s[C]
 xo, yo, xi, yi = c.tile(c.axis[0], c.axis[1], TILE, TILE)
-tio, tii = c.split(xi, PER)
-tjo, tji = c.split(yi, PER)
-c.reorder(tio, tjo, tii, tji)
+# x = group * 64 + thread * 4 + lane, for rows and columns alike.
+xq, tii = c.split(xi, 4)
+tr, tio = c.split(xq, TILE // PER)
+yq, tji = c.split(yi, 4)
+tc, tjo = c.split(yq, TILE // PER)
+c.reorder(tio, tjo, tr, tii, tc, tji)
 c.bind(xo, "blockIdx.y")
 c.bind(yo, "blockIdx.x")
 c.bind(tio, "threadIdx.y")
 c.bind(tjo, "threadIdx.x")
+c.unroll(tr)
 c.unroll(tii)
-tjv, lanes_c = c.split(tji, 4)  # C stored as 4-lane vectors
-c.unroll(tjv)
-c.vectorize(lanes_c)
+c.unroll(tc)
+c.vectorize(tji)  # C stored as 4-lane vectors
 
 acc = s[Cl]
 acc.compute_at(c, tjo)
