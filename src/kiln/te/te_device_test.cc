@@ -433,6 +433,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
         o.strided = true;
         o.tile = 64;
         o.per_thread = 8;
+        o.vector_accumulators = true;  // guarded (symbolic sizes): lanes unrolled
       }
       auto s = testing::ScheduleSharedMatmul(p, o);
       ASSERT_TRUE(s.ok()) << s.status();
@@ -457,12 +458,13 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
 // separate variables, reads its fragments as vectors and stores C as
 // vectors.
 TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
-  for (auto [tile, per] : {std::pair<int64_t, int64_t>{128, 8}, {64, 4}}) {
+  for (auto [tile, per, vectors] :
+       {std::tuple<int64_t, int64_t, bool>{128, 8, false}, {64, 4, false}, {128, 8, true}}) {
     for (auto [m, n, kk] : {std::tuple{128, 128, 16}, {256, 128, 48}}) {
       SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
-                   ", tile " + std::to_string(tile));
+                   ", tile " + std::to_string(tile) + (vectors ? ", vector accumulators" : ""));
       testing::TransposedAMatmulProgram p(m, n, kk);
-      auto s = testing::ScheduleRegisterTiledMatmul(p, {tile, per, 16});
+      auto s = testing::ScheduleRegisterTiledMatmul(p, {tile, per, 16, vectors});
       ASSERT_TRUE(s.ok()) << s.status();
       auto f = Lower(*s, {p.C}, {p.A, p.B}, "tiled_matmul");
       ASSERT_TRUE(f.ok()) << f.status();
@@ -480,6 +482,13 @@ TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
                 std::string::npos)
           << wgsl->wgsl;
       EXPECT_EQ(wgsl->wgsl.find("C_local_buf["), std::string::npos) << wgsl->wgsl;
+      if (vectors) {
+        // One vector FMA per four accumulators: a broadcast A element times
+        // a B fragment.
+        EXPECT_NE(wgsl->wgsl.find("C_local_buf_0 = C_local_buf_0 + vec4<f32>(AT_local_buf_0"),
+                  std::string::npos)
+            << wgsl->wgsl;
+      }
       auto a = Random(m * kk), b = Random(kk * n);
       ExpectNear(Run(*f, {a, b}, size_t(m) * n, {}), MatmulReference(a, b, m, n, kk), 1e-4f, "C");
     }

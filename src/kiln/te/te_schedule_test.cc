@@ -166,6 +166,17 @@ TEST(TeScheduleTest, StridedThreadTilesAreStoredCompactly) {
   EXPECT_TRUE(
       Contains(ir, "A_shared_buf[i_inner_outer_inner * 4 + i_2 % 4 + i_2 / 4 * 32, k_inner]"))
       << ir;
+
+  // Its accumulators' columns vectorized: the sizes are symbolic, so every
+  // update is guarded and the lanes run unrolled instead.
+  o.vector_accumulators = true;
+  auto v = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto g = Lower(*v, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string guarded = ir::Print(*g);
+  EXPECT_EQ(Occurrences(guarded, "vectorize("), 0u) << guarded;
+  EXPECT_TRUE(Contains(guarded, "for j_inner in unroll(0, 4)")) << guarded;
 }
 
 // Shared stages computed at a block loop: a barrier after them (none

@@ -32,7 +32,19 @@ struct SharedMatmulOptions {
   // 4 * ty + (tile / per_thread * 4) * g + i), not per_thread adjacent rows:
   // its registers and fragments are then strided regions.
   bool strided = false;
+  // The accumulators' columns four at a time, a vector per update (a
+  // reduction's data axis vectorized inside the reduction loops).
+  bool vector_accumulators = false;
 };
+
+// The local accumulator stage's column axis `j` unrolled, or split by 4 with
+// the lanes vectorized.
+inline Status ScheduleAccumulatorColumns(Stage l, const IterVar& j, bool vectors) {
+  if (!vectors) return l.Unroll(j);
+  KILN_ASSIGN_OR_RETURN(SplitResult lanes, l.Split(j, 4));
+  KILN_RETURN_IF_ERROR(l.Unroll(lanes.outer));
+  return l.Vectorize(lanes.inner);
+}
 
 // C's tiles: a tile x tile block per workgroup (blockIdx.y, blockIdx.x),
 // per_thread x per_thread of it per thread (threadIdx.y, threadIdx.x), or
@@ -83,7 +95,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
   KILN_ASSIGN_OR_RETURN(SplitResult kk, l.Split(l.reduce_axis(0), o.k_tile));
   KILN_RETURN_IF_ERROR(l.Reorder({kk.outer, kk.inner, l.axis(0), l.axis(1)}));
   KILN_RETURN_IF_ERROR(l.Unroll(l.axis(0)));
-  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(1)));
+  KILN_RETURN_IF_ERROR(ScheduleAccumulatorColumns(l, l.axis(1), o.vector_accumulators));
 
   const int64_t threads = (o.tile / o.per_thread) * (o.tile / o.per_thread);
   for (const Tensor& t_shared : {as, bs}) {
@@ -124,6 +136,7 @@ struct RegisterTiledMatmulOptions {
   int64_t tile = 128;      // of C per workgroup (tile x tile)
   int64_t per_thread = 8;  // of C per thread (per_thread x per_thread)
   int64_t k_tile = 16;
+  bool vector_accumulators = false;  // as in SharedMatmulOptions
 };
 
 // A register-tiled matmul in TE primitives alone: the schedule of
@@ -157,7 +170,7 @@ inline StatusOr<Schedule> ScheduleRegisterTiledMatmul(const TransposedAMatmulPro
   KILN_RETURN_IF_ERROR(l.Reorder({kk.outer, kk.inner, l.axis(0), l.axis(1)}));
   KILN_RETURN_IF_ERROR(l.Unroll(kk.inner));
   KILN_RETURN_IF_ERROR(l.Unroll(l.axis(0)));
-  KILN_RETURN_IF_ERROR(l.Unroll(l.axis(1)));
+  KILN_RETURN_IF_ERROR(ScheduleAccumulatorColumns(l, l.axis(1), o.vector_accumulators));
 
   const int64_t side = o.tile / o.per_thread;
   const int64_t threads = side * side;
