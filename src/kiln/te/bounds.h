@@ -39,6 +39,7 @@ Interval Union(const Interval& a, const Interval& b);
 // One digit of a strided region: `extent` positions `stride` apart.
 struct Digit {
   int64_t stride = 1, extent = 1;
+  friend bool operator==(const Digit&, const Digit&) = default;
 };
 // The offsets {sum_i d_i * stride_i : 0 <= d_i < extent_i} of a strided
 // region from its origin, digits in ascending stride, none overlapping the

@@ -666,13 +666,9 @@ class KernelLowering {
           if (!formable[d]) continue;
           std::optional<DigitForm> f =
               r == &c ? DigitFormOf(load->indices[d], c, *c_layout, relaxed) : std::nullopt;
-          const bool same = f && (!forms[d] || (forms[d]->digits.size() == f->digits.size() &&
-                                                ConstantDifference(forms[d]->base, f->base) == 0));
-          for (size_t g = 0; same && forms[d] && g < f->digits.size(); ++g) {
-            formable[d] = formable[d] && forms[d]->digits[g].stride == f->digits[g].stride &&
-                          forms[d]->digits[g].extent == f->digits[g].extent;
-          }
-          formable[d] = formable[d] && same;
+          formable[d] =
+              f.has_value() && (!forms[d] || (forms[d]->digits == f->digits &&
+                                              ConstantDifference(forms[d]->base, f->base) == 0));
           if (formable[d] && !forms[d]) forms[d] = std::move(f);
         }
         read = true;

@@ -4,6 +4,7 @@
 
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/simplifier.h"
 #include "kiln/te/bounds.h"
 #include "kiln/te/te.h"
 #include "kiln/te/te_test_kernels.h"
@@ -488,6 +489,34 @@ TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   ASSERT_TRUE(i.has_value());
   EXPECT_EQ(internal::ConstantDifference(i->max, i->min), 7);
   EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
+}
+
+// Digits: normalised (sorted, merged where contiguous, rejected where they
+// overlap), and Spread / Compact inverse on the region's positions.
+TEST(TeScheduleTest, DigitsSpreadAndCompactTheirPositions) {
+  using internal::Digit;
+  using internal::Digits;
+  EXPECT_EQ(internal::NormalizeDigits({Digit{4, 2}, Digit{1, 4}}), (Digits{Digit{1, 8}}));
+  EXPECT_EQ(internal::NormalizeDigits({Digit{32, 2}, Digit{7, 1}, Digit{1, 4}}),
+            (Digits{Digit{1, 4}, Digit{32, 2}}));
+  EXPECT_FALSE(internal::NormalizeDigits({Digit{1, 8}, Digit{4, 2}}).has_value());
+  const Digits digits = {Digit{1, 4}, Digit{32, 2}, Digit{128, 3}};
+  EXPECT_EQ(internal::DigitCount(digits), 24);
+  EXPECT_EQ(internal::DigitSpan(digits), 256 + 32 + 3 + 1);
+  std::vector<int64_t> offsets;
+  for (int64_t p = 0; p < internal::DigitCount(digits); ++p) {
+    const auto offset =
+        ir::AsConstInt(ir::Simplify(internal::Spread(ir::IntConst(ir::kI32, p), digits)));
+    ASSERT_TRUE(offset.has_value());
+    offsets.push_back(*offset);
+    const auto back =
+        ir::AsConstInt(ir::Simplify(internal::Compact(ir::IntConst(ir::kI32, *offset), digits)));
+    EXPECT_EQ(back, p) << *offset;
+  }
+  EXPECT_EQ(offsets[3], 3);
+  EXPECT_EQ(offsets[4], 32);
+  EXPECT_EQ(offsets[8], 128);
+  EXPECT_EQ(offsets[23], 256 + 32 + 3);
 }
 
 // A double-buffered stage copies the next step's values ahead, so it may not
