@@ -142,6 +142,43 @@ def test_te_matmul_scheduled(device, rng, mnk):
     np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mnk", [(16, 32, 8), (7, 33, 5)], ids=str)
+def test_te_register_tile_with_vector_accumulators(device, rng, mnk):
+    # Each thread's 2 x 8 elements of C as two groups of 4 columns 16 apart
+    # (a strided local region), accumulated in place with k outside, four
+    # columns per vector update; at ragged sizes the lanes run unrolled.
+    M, N, K = mnk
+    A, B, C = _matmul(M, N, K)
+    s = te.create_schedule(C)
+    Cl = s.cache_write(C, "local")
+    c = s[C]
+    i, j = c.axis
+    io, ii = c.split(i, 2)
+    jq, jl = c.split(j, 4)
+    jo, jr = c.split(jq, 8)
+    jg, jt = c.split(jr, 4)
+    c.reorder(io, jo, jt, ii, jg, jl)
+    c.bind(io, "blockIdx.y")
+    c.bind(jo, "blockIdx.x")
+    c.bind(jt, "threadIdx.x")
+    acc = s[Cl]
+    acc.compute_at(c, jt)
+    ci, cj = acc.axis
+    acc.reorder(acc.reduce_axis[0], ci, cj)
+    cjo, cjl = acc.split(cj, 4)
+    acc.vectorize(cjl)
+    text = te.lower(s, [C], [A, B], "mm")
+    assert "C_local_buf: f32[2, 8] local" in text, text
+    whole = M % 2 == 0 and N % 32 == 0
+    assert ("in vectorize(0, 4)" in text) == whole, text
+    kern = kiln.build(s, [C], [A, B], "mm", device)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c_out = _poisoned((M, N), np.float32, device)
+    kern(kiln.tensor(a, device), kiln.tensor(b, device), c_out)
+    np.testing.assert_allclose(c_out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_te_symbolic_size_fuse_unroll_inline(device, rng):
     n = te.size_var("n")
     X = te.placeholder((n, 4), "float32", name="X")
