@@ -1209,7 +1209,13 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     if (guard.defined()) body = ir::IfNode::make(guard, body);
     const auto& roots = reduce ? op->reduce_axis : op->axis;
     for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
-      if (!is_leaf(*it)) body = ir::LetStmtNode::make(it->var(), lane_value(*it), body);
+      if (is_leaf(*it)) continue;
+      // None where nothing reads it (its uses expanded into the loop vars).
+      FreeVars free;
+      free.VisitStmt(body);
+      const bool used = std::any_of(free.vars.begin(), free.vars.end(),
+                                    [&](const ir::Var& v) { return v.same_as(it->var()); });
+      if (used) body = ir::LetStmtNode::make(it->var(), lane_value(*it), body);
     }
     return body;
   };
