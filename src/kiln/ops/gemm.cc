@@ -189,6 +189,19 @@ class TeGemm {
   te::Tensor a_tile_, b_tile_, acc_, c_;
 };
 
+// That the math suits the spec and the target: the int8 GEMM writes i32
+// with no epilogue; f16 math needs shader-f16.
+Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::DataType out,
+                     const Target& target) {
+  if (math == GemmMath::kDot4I8 && (epilogue || out != ir::kI32)) {
+    return Internal(name, ": the int8 GEMM writes i32 with no epilogue");
+  }
+  if (math == GemmMath::kF16 && !target.shader_f16) {
+    return InvalidArgument(name, ": f16 accumulation needs shader-f16, which the target lacks");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what) {
@@ -212,17 +225,6 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
       target.limits.max_workgroup_size_x < kThreads ||
       target.limits.max_workgroup_size_y < kThreads) {
     return bad("the target cannot run workgroups of 16 x 16 invocations");
-  }
-  return Status::Ok();
-}
-
-Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::DataType out,
-                     const Target& target) {
-  if (math == GemmMath::kDot4I8 && (epilogue || out != ir::kI32)) {
-    return Internal(name, ": the int8 GEMM writes i32 with no epilogue");
-  }
-  if (math == GemmMath::kF16 && !target.shader_f16) {
-    return InvalidArgument(name, ": f16 accumulation needs shader-f16, which the target lacks");
   }
   return Status::Ok();
 }

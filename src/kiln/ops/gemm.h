@@ -74,11 +74,6 @@ struct TeGemmSpec {
 // The schedule's validity for `target` (tile sizes, workgroup storage).
 Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what);
 
-// That the math suits the spec and the target: the int8 GEMM writes i32
-// with no epilogue; f16 math needs shader-f16.
-Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::DataType out,
-                     const Target& target);
-
 // The verified kernel: parameters spec.inputs, then C.
 StatusOr<ir::Function> BuildTeGemm(const TeGemmSpec& spec, const MatmulSchedule& schedule,
                                    const Target& target);

@@ -67,9 +67,8 @@ class OperandTile {
         b_.Store(stage, {Vec(4 * q)}, src_.vector(outer, kk));
         continue;
       }
-      const auto& element = whole_ && src_.unguarded ? src_.unguarded : src_.element;
       for (int e = 0; e < 4; ++e) {
-        b_.Store(stage, {I32(4 * q + e)}, element(kc ? outer : outer + e, kc ? kk + e : kk));
+        b_.Store(stage, {I32(4 * q + e)}, src_.element(kc ? outer : outer + e, kc ? kk + e : kk));
       }
     }
   }
@@ -115,12 +114,7 @@ class GemmKernel {
         bk_(schedule.k_tile),
         tiles_m_(CeilDiv(spec.m, bm_)),
         tiles_n_(CeilDiv(spec.n, bn_)),
-        tiles_k_(CeilDiv(spec.k, bk_)),
-        int8_(spec.math == GemmMath::kDot4I8),
-        word_(int8_                         ? ir::kU32
-              : spec.math == GemmMath::kF16 ? ir::kF16
-                                            : ir::kF32),
-        acc_type_(int8_ ? ir::kI32 : word_) {}
+        tiles_k_(CeilDiv(spec.k, bk_)) {}
 
   StatusOr<ir::Function> Build(const Target& target) {
     int64_t batch_count = 1;
@@ -132,10 +126,10 @@ class GemmKernel {
     C_ = spec_.declare(B_);
     const int64_t stages = s_.double_buffer ? 2 : 1;
     B_.For("block", ir::LoopKind::kBlockX, 0, I32(blocks), [&](const Var& block) {
-      B_.Allocate("As", word_, {I32(stages * bk_ * bm_)}, ir::MemoryScope::kShared,
+      B_.Allocate("As", ir::kF32, {I32(stages * bk_ * bm_)}, ir::MemoryScope::kShared,
                   [&](const Buffer& As) {
                     As_ = As;
-                    B_.Allocate("Bs", word_, {I32(stages * bk_ * bn_)}, ir::MemoryScope::kShared,
+                    B_.Allocate("Bs", ir::kF32, {I32(stages * bk_ * bn_)}, ir::MemoryScope::kShared,
                                 [&](const Buffer& Bs) {
                                   Bs_ = Bs;
                                   Threads(block);
@@ -182,17 +176,16 @@ class GemmKernel {
                      const std::function<void(const Buffer&)>& body) {
       B_.Allocate(name, dtype, {I32(size)}, ir::MemoryScope::kLocal, body);
     };
-    local("acc", acc_type_, accumulators, [&](const Buffer& acc) {
-      local("a_frag", word_, 4 * s_.rows, [&](const Buffer& a_frag) {
-        local("b_frag", word_, 4 * s_.cols, [&](const Buffer& b_frag) {
-          local("a_next", word_, 4 * a_tile.vectors(), [&](const Buffer& a_next) {
-            local("b_next", word_, 4 * b_tile.vectors(), [&](const Buffer& b_next) {
+    local("acc", ir::kF32, accumulators, [&](const Buffer& acc) {
+      local("a_frag", ir::kF32, 4 * s_.rows, [&](const Buffer& a_frag) {
+        local("b_frag", ir::kF32, 4 * s_.cols, [&](const Buffer& b_frag) {
+          local("a_next", ir::kF32, 4 * a_tile.vectors(), [&](const Buffer& a_next) {
+            local("b_next", ir::kF32, 4 * b_tile.vectors(), [&](const Buffer& b_next) {
               acc_ = acc;
               a_frag_ = a_frag;
               b_frag_ = b_frag;
               for (int g = 0; g < accumulators / 4; ++g) {
-                Expr zero = int8_ ? ir::IntConst(acc_type_, 0) : ir::FloatConst(acc_type_, 0.0);
-                B_.Store(acc, {Vec(4 * g)}, ir::Broadcast(zero, 4));
+                B_.Store(acc, {Vec(4 * g)}, ir::Broadcast(ir::FloatConst(ir::kF32, 0.0), 4));
               }
               MainLoop(a_tile, b_tile, a_next, b_next);
               Epilogue();
@@ -243,8 +236,7 @@ class GemmKernel {
   }
 
   // The k-steps of one shared tile: a thread's rows of A and columns of B
-  // as vectors, then rows x cols outer products into the accumulators (for
-  // packed int8, each product of two words a dot4i8 of their four lanes).
+  // as vectors, then rows x cols outer products into the accumulators.
   void Math(const Expr& a_base, const Expr& b_base) {
     const ir::LoopKind kind = s_.unroll_k ? ir::LoopKind::kUnrolled : ir::LoopKind::kSerial;
     B_.For("kk", kind, 0, I32(bk_), [&](const Var& kk) {
@@ -260,16 +252,6 @@ class GemmKernel {
         for (int i = 0; i < 4; ++i) {
           for (int c = 0; c < s_.cols; ++c) {
             const int g = (r * 4 + i) * s_.cols + c;
-            if (int8_) {
-              Expr a_word = ir::Reinterpret(ir::kInt8x4, ir::Load(a_frag_, {I32(4 * r + i)}));
-              for (int j = 0; j < 4; ++j) {
-                Expr b_word = ir::Reinterpret(ir::kInt8x4, ir::Load(b_frag_, {I32(4 * c + j)}));
-                B_.Store(acc_, {I32(4 * g + j)},
-                         ir::Load(acc_, {I32(4 * g + j)}) +
-                             ir::Call(ir::Intrinsic::kDot4I8, {a_word, b_word}));
-              }
-              continue;
-            }
             Expr a_value = ir::Broadcast(ir::Load(a_frag_, {I32(4 * r + i)}), 4);
             B_.Store(acc_, {Vec(4 * g)},
                      ir::Load(acc_, {Vec(4 * g)}) + a_value * ir::Load(b_frag_, {Vec(4 * c)}));
@@ -284,11 +266,7 @@ class GemmKernel {
   void Finish(Expr v, const Expr& row, const Expr& col) {
     const int lanes = v.dtype().lanes;
     Expr col_index = lanes == 1 ? col : ir::Ramp(col, 1, lanes);
-    if (spec_.epilogue) {
-      // f16 sums are widened: the epilogue computes in f32.
-      if (acc_type_ == ir::kF16) v = ir::Cast(ir::kF32.with_lanes(lanes), v);
-      v = spec_.epilogue(v, coords_, row, col_index);
-    }
+    if (spec_.epilogue) v = spec_.epilogue(v, coords_, row, col_index);
     Expr out =
         spec_.dtype.with_lanes(lanes) == v.dtype() ? v : ir::Cast(spec_.dtype.with_lanes(lanes), v);
     B_.Store(C_, spec_.out_index(coords_, row, col_index), out);
@@ -325,8 +303,6 @@ class GemmKernel {
   ir::IRBuilder B_;
   const int bm_, bn_, bk_;
   const int64_t tiles_m_, tiles_n_, tiles_k_;
-  const bool int8_;                     // GemmMath::kDot4I8
-  const ir::DataType word_, acc_type_;  // of the tiles; of the accumulators
   Buffer C_, As_, Bs_, acc_, a_frag_, b_frag_;
   Var ty_, tx_;
   Expr m0_, n0_;
@@ -338,8 +314,6 @@ class GemmKernel {
 StatusOr<ir::Function> BuildGemm(const GemmSpec& spec, const MatmulSchedule& schedule,
                                  const Target& target) {
   KILN_RETURN_IF_ERROR(CheckGemmSchedule(schedule, target, spec.name));
-  KILN_RETURN_IF_ERROR(
-      CheckGemmMath(spec.name, spec.math, bool(spec.epilogue), spec.dtype, target));
   GemmKernel kernel(spec, schedule);
   return kernel.Build(target);
 }

@@ -28,8 +28,8 @@
 
 namespace kiln::ops::internal {
 
-// How one operand of a GEMM is read, as the math's word (f32, f16, or u32 of
-// four packed i8). `outer` is the row of A (m) or the column of B (n).
+// How one operand of a GEMM is read, as f32. `outer` is the row of A (m) or
+// the column of B (n).
 struct OperandSource {
   // Vectors of the operand's shared tile run along k (else along m or n).
   bool k_contiguous = true;
@@ -40,15 +40,11 @@ struct OperandSource {
   // 4-lane vector. Used only when every tile is whole (no index beyond the
   // extents), so it needs no guard against them.
   std::function<ir::Expr(const ir::Expr& outer, const ir::Expr& k)> vector;
-  // Where set, and `vector` is not: the element at (outer, k) without the
-  // guard, used (one element at a time) when every tile is whole.
-  std::function<ir::Expr(const ir::Expr& outer, const ir::Expr& k)> unguarded;
 };
 
 struct GemmSpec {
   std::string name;
-  GemmMath math = GemmMath::kF32;
-  ir::DataType dtype = ir::kF32;  // of the output (i32 for kDot4I8)
+  ir::DataType dtype = ir::kF32;  // of the output; the math is f32
   Shape batch;                    // the batch dimensions (coords passed below)
   int64_t m = 0, n = 0, k = 0;
   // Declares the kernel's parameters on the builder, in order, and returns
@@ -64,7 +60,7 @@ struct GemmSpec {
   // Whether 4 adjacent columns of C are adjacent in the output buffer, so
   // whole tiles can store vectors.
   bool vector_store = true;
-  // The epilogue after the accumulation (f32 only): v (1 or 4 lanes) at
+  // The epilogue after the accumulation: v (1 or 4 lanes) at
   // (coords, row, col) -> v. Unset: v unchanged. Activations are applied per
   // lane (the kernel asks for scalars when `scalar_epilogue`).
   std::function<ir::Expr(const ir::Expr& v, const std::vector<ir::Expr>& coords,
