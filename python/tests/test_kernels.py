@@ -120,6 +120,19 @@ def _matmul(M, N, K):
     return A, B, C
 
 
+def _check_matmul(s, tensors, mnk, device, rng):
+    # Builds the schedule, runs it on fresh inputs into a poisoned C and
+    # compares with numpy.
+    A, B, C = tensors
+    M, N, K = mnk
+    kern = kiln.build(s, [C], [A, B], "mm", device)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = _poisoned((M, N), np.float32, device)
+    kern(kiln.tensor(a, device), kiln.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (7, 33, 5), (33, 40, 17)], ids=str)
 def test_te_matmul_scheduled(device, rng, mnk):
     M, N, K = mnk
@@ -134,12 +147,7 @@ def test_te_matmul_scheduled(device, rng, mnk):
     s[C].bind(ii, "threadIdx.y")
     s[C].bind(ji, "threadIdx.x")
     assert str(s).splitlines()[0] == "C.split(i, 4)"
-    kern = kiln.build(s, [C], [A, B], "mm", device)
-    a = rng.standard_normal((M, K)).astype(np.float32)
-    b = rng.standard_normal((K, N)).astype(np.float32)
-    c = _poisoned((M, N), np.float32, device)
-    kern(kiln.tensor(a, device), kiln.tensor(b, device), c)
-    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
 @pytest.mark.parametrize("mnk", [(16, 32, 8), (7, 33, 5)], ids=str)
@@ -171,12 +179,7 @@ def test_te_register_tile_with_vector_accumulators(device, rng, mnk):
     assert "C_local_buf: f32[2, 8] local" in text, text
     whole = M % 2 == 0 and N % 32 == 0
     assert ("in vectorize(0, 4)" in text) == whole, text
-    kern = kiln.build(s, [C], [A, B], "mm", device)
-    a = rng.standard_normal((M, K)).astype(np.float32)
-    b = rng.standard_normal((K, N)).astype(np.float32)
-    c_out = _poisoned((M, N), np.float32, device)
-    kern(kiln.tensor(a, device), kiln.tensor(b, device), c_out)
-    np.testing.assert_allclose(c_out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
 def test_te_symbolic_size_fuse_unroll_inline(device, rng):
