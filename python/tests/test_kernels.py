@@ -309,12 +309,7 @@ def test_te_shared_memory_matmul(device, rng, mnk):
         s[T].bind(x, "threadIdx.x")
     assert "A.cache_read(shared, C)" in str(s)
     assert "shared" in te.lower(s, [C], [A, B], "mm")
-    kern = kiln.build(s, [C], [A, B], "mm", device)
-    a = rng.standard_normal((M, K)).astype(np.float32)
-    b = rng.standard_normal((K, N)).astype(np.float32)
-    c = _poisoned((M, N), np.float32, device)
-    kern(kiln.tensor(a, device), kiln.tensor(b, device), c)
-    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
 def test_te_rfactor_and_tuple_reducer(device, rng):

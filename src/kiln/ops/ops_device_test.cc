@@ -538,8 +538,13 @@ class MatmulDeviceTest : public OpsDeviceTest {
 };
 
 TEST_F(MatmulDeviceTest, OddShapesWithTheDefaultSchedule) {
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {7, 33, 5}, {33, 7, 1000}, {65, 129, 17}, {130, 257, 33}}) {
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},
+                                                            {7, 33, 5},
+                                                            {33, 7, 1000},
+                                                            {65, 129, 17},
+                                                            {130, 257, 33},
+                                                            {4097, 5, 7},
+                                                            {3, 4097, 4}}) {
     SCOPED_TRACE(StrCat(m, "x", n, "x", k));
     Check({{m, k}, {k, n}, {}, {}});
   }

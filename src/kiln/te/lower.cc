@@ -1208,11 +1208,12 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     const ir::Expr guard = guarded ? guard_of(reduce, false) : ir::Expr();
     if (guard.defined()) body = ir::IfNode::make(guard, body);
     const auto& roots = reduce ? op->reduce_axis : op->axis;
+    // None where nothing reads it (its uses expanded into the loop vars); the
+    // values are in loop vars, so the lets add no use of another root.
+    FreeVars free;
+    free.VisitStmt(body);
     for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
       if (is_leaf(*it)) continue;
-      // None where nothing reads it (its uses expanded into the loop vars).
-      FreeVars free;
-      free.VisitStmt(body);
       const bool used = std::any_of(free.vars.begin(), free.vars.end(),
                                     [&](const ir::Var& v) { return v.same_as(it->var()); });
       if (used) body = ir::LetStmtNode::make(it->var(), lane_value(*it), body);

@@ -655,6 +655,29 @@ TEST_F(TeDeviceTest, ArgmaxWithATupleReducer) {
   }
 }
 
+// Y[row] = the `kind` reduction (sum, max or min) of X[row, :] (`dtype`), a
+// row per workgroup across `threads` threads, combined through subgroups
+// or the shared tree.
+StatusOr<ir::Function> LowerRowReduction(ReducerKind kind, ir::DataType dtype, int64_t threads,
+                                         bool subgroups) {
+  Var rows = SizeVar("rows"), cols = SizeVar("cols");
+  Tensor X = Placeholder("X", {rows, cols}, dtype);
+  IterVar k = ReduceAxis(cols, "k");
+  Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
+    const Expr x = X(i[0], k);
+    return kind == ReducerKind::kSum   ? Sum(x, {k})
+           : kind == ReducerKind::kMax ? Max(x, {k})
+                                       : Min(x, {k});
+  });
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({Y}));
+  Stage y = s[Y];
+  KILN_ASSIGN_OR_RETURN(SplitResult kk, y.Split(y.reduce_axis(0), threads));
+  KILN_RETURN_IF_ERROR(y.Bind(y.axis(0), ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(y.Bind(kk.inner, ThreadAxis::kThreadX));
+  if (subgroups) KILN_RETURN_IF_ERROR(y.SubgroupReduce());
+  return Lower(s, {Y}, {X}, "rows");
+}
+
 // i32 row sums and minima (at the type's limits) across 64 threads, through
 // subgroups where the device has them and through the tree: integer
 // subgroup operations, exact results.
@@ -664,23 +687,7 @@ TEST_F(TeDeviceTest, IntegerCrossThreadReductions) {
     for (const bool subgroups : {false, true}) {
       if (subgroups && !has_subgroups) continue;
       SCOPED_TRACE(std::string(ReducerName(kind)) + (subgroups ? " through subgroups" : " tree"));
-      Var rows = SizeVar("rows"), cols = SizeVar("cols");
-      Tensor X = Placeholder("X", {rows, cols}, ir::kI32);
-      IterVar k = ReduceAxis(cols, "k");
-      Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
-        return kind == ReducerKind::kSum ? Sum(X(i[0], k), {k}) : Min(X(i[0], k), {k});
-      });
-      auto s = Schedule::Create({Y});
-      ASSERT_TRUE(s.ok()) << s.status();
-      Stage y = (*s)[Y];
-      auto kk = y.Split(y.reduce_axis(0), 64);
-      ASSERT_TRUE(kk.ok());
-      ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
-      ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
-      if (subgroups) {
-        ASSERT_TRUE(y.SubgroupReduce().ok());
-      }
-      auto f = Lower(*s, {Y}, {X}, "int_rows");
+      auto f = LowerRowReduction(kind, ir::kI32, 64, subgroups);
       ASSERT_TRUE(f.ok()) << f.status();
       for (const Shape2& sh : {Shape2{1, 1}, {3, 7}, {4, 1000}}) {
         SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
@@ -728,26 +735,7 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
     for (const bool subgroups : {false, true}) {
       if (subgroups && !has_subgroups) continue;
       SCOPED_TRACE(std::string(ReducerName(kind)) + (subgroups ? " through subgroups" : " tree"));
-      Var rows = SizeVar("rows"), cols = SizeVar("cols");
-      Tensor X = Placeholder("X", {rows, cols}, ir::kF32);
-      IterVar k = ReduceAxis(cols, "k");
-      Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
-        const Expr x = X(i[0], k);
-        return kind == ReducerKind::kSum   ? Sum(x, {k})
-               : kind == ReducerKind::kMax ? Max(x, {k})
-                                           : Min(x, {k});
-      });
-      auto s = Schedule::Create({Y});
-      ASSERT_TRUE(s.ok()) << s.status();
-      Stage y = (*s)[Y];
-      auto kk = y.Split(y.reduce_axis(0), 128);
-      ASSERT_TRUE(kk.ok());
-      ASSERT_TRUE(y.Bind(y.axis(0), ThreadAxis::kBlockX).ok());
-      ASSERT_TRUE(y.Bind(kk->inner, ThreadAxis::kThreadX).ok());
-      if (subgroups) {
-        ASSERT_TRUE(y.SubgroupReduce().ok());
-      }
-      auto f = Lower(*s, {Y}, {X}, "rows");
+      auto f = LowerRowReduction(kind, ir::kF32, 128, subgroups);
       ASSERT_TRUE(f.ok()) << f.status();
       const std::string printed = ir::Print(*f);
       EXPECT_EQ(printed.find(kind == ReducerKind::kSum ? "subgroup_add" : "subgroup_m") !=

@@ -31,6 +31,14 @@ void ExpectError(const Status& st, const std::string& text) {
   EXPECT_TRUE(Contains(st.message(), text));
 }
 
+// The shared-memory matmul under `o`, lowered and printed.
+StatusOr<std::string> LowerSharedMatmul(const testing::SharedMatmulOptions& o) {
+  MatmulProgram p;
+  KILN_ASSIGN_OR_RETURN(Schedule s, testing::ScheduleSharedMatmul(p, o));
+  KILN_ASSIGN_OR_RETURN(ir::Function f, Lower(s, {p.C}, {p.A, p.B}, "mm"));
+  return ir::Print(f);
+}
+
 TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   MatmulProgram p;
   auto s = testing::ScheduleSharedMatmul(p);
@@ -105,15 +113,12 @@ TEST(TeScheduleTest, RegionsProvedInBoundsNeedNoGuards) {
 // next step's tiles into the other half (while there is one) and computes
 // from its own half.
 TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
-  MatmulProgram p;
   testing::SharedMatmulOptions o;
   o.double_buffer = true;
   o.storage_align = false;
-  auto s = testing::ScheduleSharedMatmul(p, o);
-  ASSERT_TRUE(s.ok()) << s.status();
-  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
-  ASSERT_TRUE(f.ok()) << f.status();
-  const std::string ir = ir::Print(*f);
+  auto lowered = LowerSharedMatmul(o);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string& ir = *lowered;
   EXPECT_TRUE(Contains(ir, "alloc A_shared_buf: f32[2, 32, 8] shared")) << ir;
   // The prologue, before the loop.
   const size_t prologue = ir.find("A_shared_buf[0, i_1, j_1] = A[i_outer * 32 + i_1, j_1]");
@@ -146,16 +151,13 @@ TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
 // 64 x 64 tile: its accumulators are stored compactly (8 x 8, not the 36 x
 // 36 their interval spans), each read of them at the compact position.
 TEST(TeScheduleTest, StridedThreadTilesAreStoredCompactly) {
-  MatmulProgram p;
   testing::SharedMatmulOptions o;
   o.tile = 64;
   o.per_thread = 8;
   o.strided = true;
-  auto s = testing::ScheduleSharedMatmul(p, o);
-  ASSERT_TRUE(s.ok()) << s.status();
-  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
-  ASSERT_TRUE(f.ok()) << f.status();
-  const std::string ir = ir::Print(*f);
+  auto lowered = LowerSharedMatmul(o);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string& ir = *lowered;
   EXPECT_TRUE(Contains(ir, "alloc C_local_buf: f32[8, 8] local")) << ir;
   // C's element (group g, lane i) of the thread is at 4 * g + i.
   EXPECT_TRUE(Contains(ir,
@@ -171,11 +173,9 @@ TEST(TeScheduleTest, StridedThreadTilesAreStoredCompactly) {
   // Its accumulators' columns vectorized: the sizes are symbolic, so every
   // update is guarded and the lanes run unrolled instead.
   o.vector_accumulators = true;
-  auto v = testing::ScheduleSharedMatmul(p, o);
-  ASSERT_TRUE(v.ok()) << v.status();
-  auto g = Lower(*v, {p.C}, {p.A, p.B}, "mm");
-  ASSERT_TRUE(g.ok()) << g.status();
-  const std::string guarded = ir::Print(*g);
+  auto vectors = LowerSharedMatmul(o);
+  ASSERT_TRUE(vectors.ok()) << vectors.status();
+  const std::string& guarded = *vectors;
   EXPECT_EQ(Occurrences(guarded, "vectorize("), 0u) << guarded;
   EXPECT_TRUE(Contains(guarded, "for j_inner in unroll(0, 4)")) << guarded;
 }
