@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <random>
@@ -19,6 +20,7 @@
 #include "kiln/interp/half.h"
 #include "kiln/ops/ops.h"
 #include "kiln/runtime/module.h"
+#include "kiln/support/file.h"
 
 namespace kiln::bench {
 namespace {
@@ -234,12 +236,13 @@ class Runner {
       std::string file = StrCat(options_.wgsl_dir, "/", base, ".wgsl");
       std::string text;
       for (const codegen::CompiledFunction& f : compiled.functions) text += f.wgsl + "\n";
-      if (FILE* out = std::fopen(file.c_str(), "w")) {
-        std::fwrite(text.data(), 1, text.size(), out);
-        std::fclose(out);
-      } else {
-        return InvalidArgument("cannot write ", file);
+      std::error_code error;
+      std::filesystem::create_directories(options_.wgsl_dir, error);
+      if (error) {
+        return InvalidArgument("--wgsl: cannot create the directory '", options_.wgsl_dir,
+                               "': ", error.message());
       }
+      KILN_RETURN_IF_ERROR(WriteFileAtomically(file, text));
     }
     if (options_.compile_only) {
       t.pass = true;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "kiln/ir/const_fold.h"
 #include "kiln/ir/expr_nodes.h"
@@ -198,6 +199,14 @@ class Simplifier : public StmtMutator {
     bool empty = n.has_value() && (extent.dtype().is_int() ? *n <= 0 : *n == 0);
     if (empty && !IsThreadBinding(op->kind)) {
       return NoOp();
+    }
+    // A serial or unrolled loop over one value is its body with the loop var
+    // bound to it (so that, say, a local array indexed by it and constants
+    // is indexed by constants alone).
+    std::optional<int64_t> stride = AsConstInt(step);
+    if (n == 1 && stride && *stride >= 1 &&
+        (op->kind == LoopKind::kSerial || op->kind == LoopKind::kUnrolled)) {
+      return MutateStmt(LetStmtNode::make(op->loop_var, min, op->body));
     }
     // The loop var lies in [min, min + extent - 1] (a positive step only skips values).
     std::optional<IntRange> var_range;
@@ -515,7 +524,61 @@ class Simplifier : public StmtMutator {
       return RampNode::make(simplified(op, ra->base, bb->value),
                             simplified(op, ra->stride, bb->value), ra->lanes);
     }
+    if (ra && bb) return SimplifyRampDivMod(op, *ra, bb->value);
     return Expr();
+  }
+
+  // ramp(b, s, n) / c -> broadcast(b / c, n) and ramp(b, s, n) % c ->
+  // ramp(b % c, s, n) where no two lanes lie on either side of a multiple
+  // of c: b is a multiple of g, g divides c and s * (n - 1) < g (so b % c
+  // is at most c - g and the last lane's remainder at most c - 1), b's
+  // range is known, and for truncating / and % b >= 0 (so the first lane's
+  // remainder is not negative).
+  Expr SimplifyRampDivMod(BinaryOp op, const RampNode& ramp, const Expr& divisor) {
+    const bool is_div = op == BinaryOp::kDiv || op == BinaryOp::kFloorDiv;
+    if (!is_div && op != BinaryOp::kMod && op != BinaryOp::kFloorMod) return Expr();
+    std::optional<int64_t> c = AsConstInt(divisor), s = AsConstInt(ramp.stride);
+    if (!c || !s || *c <= 0 || *s < 0 || *c > (int64_t{1} << 30)) return Expr();
+    const int64_t g = std::gcd(KnownMultiple(ramp.base), *c);
+    if (*s * (ramp.lanes - 1) >= g) return Expr();
+    // A known range also rules out wrap-around in b (which would break b's
+    // divisibility by g).
+    std::optional<IntRange> r = Bound(ramp.base);
+    if (!r) return Expr();
+    if ((op == BinaryOp::kDiv || op == BinaryOp::kMod) && r->min < 0) return Expr();
+    Expr scalar = SimplifyBinary(op, ramp.base, divisor);
+    if (!scalar.defined()) scalar = BinaryNode::make(op, ramp.base, divisor);
+    if (is_div) return BroadcastNode::make(scalar, ramp.lanes);
+    return RampNode::make(scalar, ramp.stride, ramp.lanes);
+  }
+
+  // A positive integer that provably divides the integer scalar e (0: e is
+  // 0, a multiple of everything; 1 where nothing is known).
+  static int64_t KnownMultiple(const Expr& e) {
+    constexpr int64_t kCap = int64_t{1} << 30;
+    if (const auto* imm = e.as<IntImmNode>()) {
+      const int64_t v = imm->value < 0 ? -imm->value : imm->value;
+      return v > kCap ? 1 : v;
+    }
+    const auto* bin = e.as<BinaryNode>();
+    if (bin == nullptr) return 1;
+    const int64_t a = KnownMultiple(bin->a), b = KnownMultiple(bin->b);
+    switch (bin->op) {
+      case BinaryOp::kAdd:
+      case BinaryOp::kSub:
+      case BinaryOp::kMin:
+      case BinaryOp::kMax:
+        return std::gcd(a, b) == 0 ? 0 : std::gcd(a, b);
+      case BinaryOp::kMul:
+        if (a == 0 || b == 0) return 0;
+        return a > kCap / b ? 1 : a * b;
+      case BinaryOp::kMod:
+      case BinaryOp::kFloorMod:
+        // a - c * q: a multiple of whatever divides both a and c.
+        return b == 0 ? 1 : std::gcd(a, b);
+      default:
+        return 1;
+    }
   }
 
   RangeMap ranges_;

@@ -19,12 +19,18 @@
 //    y present that the dividend is not negative; a / c -> 0 and a % c -> a
 //    when 0 <= a < c. Ranges come from constants, loop variables (thread
 //    indices included) with known bounds, lets, and the caller's RangeMap;
+//  * ramp(b, s, n) / c -> broadcast(b / c, n) and ramp(b, s, n) % c ->
+//    ramp(b % c, s, n) (all four roundings) where b is provably a multiple
+//    of some g that divides c with s * (n - 1) < g, b's range is known, and
+//    for truncating / and % b >= 0: no two lanes straddle a multiple of c
+//    (four channels of an NHWC tap stay one vector load);
 //  * comparisons decided by ranges (tx < 64 inside threadIdx.x(0, 64));
 //  * select / if_then_else with a constant condition or equal sides;
 //    broadcasts and ramps combined lane-wise;
 //  * statements: if (true) / if (false), while (false), assert(true), loops
-//    of zero extent, empty allocations and branches removed; lets of
-//    constants and variables inlined.
+//    of zero extent, empty allocations and branches removed; serial and
+//    unrolled loops of extent 1 replaced by their body (the loop var bound
+//    to the loop's min); lets of constants and variables inlined.
 // Simplify never changes a type and returns the very same handle when
 // nothing changed.
 #pragma once

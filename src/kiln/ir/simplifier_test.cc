@@ -182,6 +182,27 @@ TEST_F(SimplifierTest, SelectsAndVectors) {
   });
 }
 
+TEST_F(SimplifierTest, RampsDivideWhereNoLaneCrossesAMultiple) {
+  ExpectRewrites({
+      // tx * 4 is a multiple of 4 in [0, 252]; 4 lanes stay within one
+      // multiple of 16 (or 4).
+      {"ramp(tx * 4, 1, 4) % broadcast(16, 4)", "ramp(tx * 4 % 16, 1, 4)"},
+      {"ramp(tx * 4, 1, 4) / broadcast(16, 4)", "broadcast(tx * 4 / 16, 4)"},
+      {"ramp(tx * 4, 1, 4) / broadcast(4, 4)", "broadcast(tx, 4)"},
+      {"ramp(k * 8 + tx % 2 * 4, 1, 4) % broadcast(8, 4)", "ramp(tx % 2 * 4, 1, 4)"},
+      {"floor_mod(ramp(s * 4, 1, 4), broadcast(12, 4))", "ramp(floor_mod(s * 4, 12), 1, 4)"},
+      {"ramp(r * 8, 2, 4) / broadcast(8, 4)", "broadcast(r, 4)"},
+      // Left alone: lanes that may cross a multiple (no alignment, stride
+      // too large, a divisor the alignment does not divide), a dividend
+      // that may be negative for truncating division, an unknown range.
+      {"ramp(tx, 1, 4) % broadcast(16, 4)", "ramp(tx, 1, 4) % broadcast(16, 4)"},
+      {"ramp(tx * 4, 2, 4) / broadcast(16, 4)", "ramp(tx * 4, 2, 4) / broadcast(16, 4)"},
+      {"ramp(tx * 4, 1, 4) % broadcast(6, 4)", "ramp(tx * 4, 1, 4) % broadcast(6, 4)"},
+      {"ramp(s * 4, 1, 4) % broadcast(8, 4)", "ramp(s * 4, 1, 4) % broadcast(8, 4)"},
+      {"ramp(x * 4, 1, 4) / broadcast(8, 4)", "ramp(x * 4, 1, 4) / broadcast(8, 4)"},
+  });
+}
+
 TEST(SimplifyStmtTest, RemovesDeadControlFlowAndUsesLoopRanges) {
   StatusOr<Function> f = ParseFunction(R"(fn f(A: buffer<f32>[64], n: i32) {
   if (true) {

@@ -3,7 +3,7 @@
 //
 // A workgroup computes a tile of queries of one (batch, head) against blocks
 // of keys, as two small matrix products per block with register tiles (the
-// way the GEMM template does): each thread owns 4 queries x 4 keys of the
+// way the GEMM's schedule does): each thread owns 4 queries x 4 keys of the
 // block's scores S = Q K^T and 4 queries x (D / threads across) columns of
 // the output accumulator. Q
 // (pre-scaled) stays in shared memory, k-major; each block of K passes

@@ -1,6 +1,6 @@
-// 2-D convolution (as an implicit GEMM on the register-tiled kernel, or
-// directly in tensor expressions where the GEMM would be too thin) and 2-D
-// pooling.
+// 2-D convolution (as an implicit GEMM, the GEMM family's tensor
+// expressions and schedule, or directly where the GEMM would be too thin)
+// and 2-D pooling, all tensor expressions.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/ir/expr_ops.h"
-#include "kiln/ops/gemm_kernel.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
 #include "kiln/te/te.h"
@@ -16,7 +16,6 @@
 namespace kiln::ops {
 namespace {
 
-using ir::Buffer;
 using ir::Expr;
 
 Expr I32(int64_t v) {
@@ -163,27 +162,21 @@ Expr ReadTap(const te::Tensor& X, const Geometry& g, bool nhwc, const Expr& n, c
               : X(n, ch, Clamp(t.ih, g.h), Clamp(t.iw, g.w));
 }
 
-// offset + index, where index may be a ramp (the offset joins its base).
-Expr Offset(const Expr& offset, const Expr& index) {
-  if (const auto* ramp = index.as<ir::RampNode>()) {
-    return ir::Ramp(offset + ramp->base, ramp->stride, ramp->lanes);
-  }
-  return offset + index;
-}
-
-// The implicit GEMM. NHWC: per group, M = N*OH*OW output pixels, N = the
-// group's filters, K = KH*KW*C/groups (kh, kw, c with c fastest), so A is a
-// gather from X (contiguous in c) and B is W read as [K, F]. NCHW: per
-// (image, group), M = the group's filters, N = OH*OW, K = C/groups*KH*KW
-// (c, kh, kw with kw fastest), so A is W read as [F, K] and B a gather.
+// The implicit GEMM as tensor expressions (gemm.h), its C the output
+// tensor's elements in the GEMM's order. NHWC: per group, M = N*OH*OW
+// output pixels, N = the group's filters, K = KH*KW*C/groups (kh, kw, c
+// with c fastest), so A is a gather from X (four consecutive k one vector
+// of X where C/groups % 4 == 0) and B is W read as [K, F]; C is [groups,
+// pixels, filters]. NCHW: per (image, group), M = the group's filters, N =
+// OH*OW, K = C/groups*KH*KW (c, kh, kw with kw fastest), so A is W read as
+// [F, K] and B a gather from X; C is [images, groups, filters, pixels].
 StatusOr<ir::Function> ConvGemm(const TensorType& x, const TensorType& w, const Geometry& g,
                                 const Conv2dOptions& o, const Target& target,
                                 const std::string& name) {
-  internal::GemmSpec spec;
+  internal::TeGemmSpec spec;
   spec.name = name;
-  spec.dtype = x.dtype;
+  spec.out_dtype = x.dtype;
   const int64_t pixels = g.oh * g.ow;
-  const int64_t k = g.kh * g.kw * g.cg;
   if (o.nhwc) {
     spec.batch = {g.groups};
     spec.m = g.n * pixels;
@@ -193,123 +186,77 @@ StatusOr<ir::Function> ConvGemm(const TensorType& x, const TensorType& w, const 
     spec.m = g.fg;
     spec.n = pixels;
   }
-  spec.k = k;
-  Buffer X, W, bias;
-  spec.declare = [&](ir::IRBuilder& b) {
-    X = b.BufferParam("X", x.dtype, internal::Extents(x.shape));
-    W = b.BufferParam("W", x.dtype, internal::Extents(w.shape));
-    if (o.bias) bias = b.BufferParam("bias", x.dtype, {I32(g.f)});
-    return b.BufferParam("Y", x.dtype, internal::Extents(g.out));
-  };
+  spec.k = g.kh * g.kw * g.cg;
+  const te::Tensor X = te::Placeholder("X", internal::Extents(x.shape), x.dtype);
+  const te::Tensor W = te::Placeholder("W", internal::Extents(w.shape), x.dtype);
+  spec.inputs = {X, W};
+  te::Tensor bias;
+  if (o.bias) {
+    bias = te::Placeholder("bias", {I32(g.f)}, x.dtype);
+    spec.inputs.push_back(bias);
+  }
   // k -> (kh, kw, c) for NHWC (c fastest), (c, kh, kw) for NCHW (kw fastest).
   struct KIndex {
     Expr kh, kw, c;
   };
   auto split_k = [&](const Expr& kk) {
-    if (o.nhwc) {
-      return KIndex{kk / I(g.kw * g.cg), (kk / I(g.cg)) % I(g.kw), kk % I(g.cg)};
-    }
+    if (o.nhwc) return KIndex{kk / I(g.kw * g.cg), (kk / I(g.cg)) % I(g.kw), kk % I(g.cg)};
     return KIndex{(kk / I(g.kw)) % I(g.kh), kk % I(g.kw), kk / I(g.kh * g.kw)};
   };
-  auto zero = ir::FloatConst(ir::kF32, 0.0);
-  auto in_k = [&](const Expr& kk) { return kk < I(k); };
+  const Expr zero = ir::FloatConst(ir::kF32, 0.0);
+  // The input element that output pixel `p` (of image `image`, or of the
+  // fused N*OH*OW where image is unset) reads at k, in group `group`.
+  auto tap = [&, zero](Expr image, const Expr& p, const Expr& kk, const Expr& group) {
+    const bool fused = !image.defined();
+    if (fused) image = p / I(pixels);
+    const Expr q = fused ? p % I(pixels) : p;
+    const KIndex ki = split_k(kk);
+    const Tap t = TapAt(g, o, q / I(g.ow), q % I(g.ow), ki.kh, ki.kw);
+    return ir::Select(t.inside, ToF32(ReadTap(X, g, o.nhwc, image, group * I(g.cg) + ki.c, t)),
+                      zero);
+  };
   if (o.nhwc) {
-    spec.a = [&](const std::vector<Expr>& coords) {
-      const Expr& group = coords[0];
-      internal::OperandSource s;
-      s.k_contiguous = true;
-      auto read = [&, group](const Expr& m, const Expr& kk, int lanes) {
-        Expr mc = ir::Min(m, I(spec.m - 1));
-        Expr n = mc / I(pixels), p = mc % I(pixels);
-        KIndex ki = split_k(ir::Min(kk, I(k - 1)));
-        Tap t = TapAt(g, o, p / I(g.ow), p % I(g.ow), ki.kh, ki.kw);
-        Expr ch = group * I(g.cg) + ki.c;
-        Expr v = ToF32(ir::Load(
-            X, {n, Clamp(t.ih, g.h), Clamp(t.iw, g.w), lanes == 1 ? ch : ir::Ramp(ch, 1, lanes)}));
-        return std::pair{v, t.inside};
-      };
-      s.element = [=](const Expr& m, const Expr& kk) {
-        auto [v, inside] = read(m, kk, 1);
-        return ir::Select(inside && m < I(spec.m) && in_k(kk), v, zero);
-      };
-      if (g.cg % 4 == 0) {
-        // Four consecutive k share one tap (c is fastest and C/groups % 4 == 0).
-        s.vector = [=](const Expr& m, const Expr& kk) {
-          auto [v, inside] = read(m, kk, 4);
-          return ir::Select(inside, v, ir::Broadcast(zero, 4));
-        };
-      }
-      return s;
+    spec.a = [=](const std::vector<te::Var>& coords, const te::Var& kk, const te::Var& p) {
+      return tap(Expr(), p, kk, coords[0]);
     };
-    spec.b = [&](const std::vector<Expr>& coords) {
-      const Expr& group = coords[0];
-      internal::OperandSource s;
-      s.k_contiguous = false;
-      auto at = [=](const Expr& fcol, const Expr& kk) {
-        KIndex ki = split_k(kk);
-        return ToF32(ir::Load(W, {ki.kh, ki.kw, ki.c, Offset(group * I(g.fg), fcol)}));
-      };
-      s.element = [=](const Expr& fcol, const Expr& kk) {
-        return ir::Select(fcol < I(g.fg) && in_k(kk),
-                          at(ir::Min(fcol, I(g.fg - 1)), ir::Min(kk, I(k - 1))), zero);
-      };
-      if (g.fg % 4 == 0) {
-        s.vector = [=](const Expr& fcol, const Expr& kk) { return at(ir::Ramp(fcol, 1, 4), kk); };
-      }
-      return s;
+    spec.b = [=, &g](const std::vector<te::Var>& coords, const te::Var& kk, const te::Var& j) {
+      const KIndex ki = split_k(kk);
+      return ToF32(W(ki.kh, ki.kw, ki.c, coords[0] * I(g.fg) + j));
     };
-    spec.out_index = [&](const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
-      Expr p = row % I(pixels);
-      return std::vector<Expr>{row / I(pixels), p / I(g.ow), p % I(g.ow),
-                               Offset(coords[0] * I(g.fg), col)};
+    spec.a_k_contiguous = true;
+    spec.a_vectors = g.cg % 4 == 0;
+    spec.b_k_contiguous = false;
+    spec.out_index = [&g, pixels](const std::vector<Expr>& coords, const Expr& p, const Expr& j) {
+      const Expr q = p % I(pixels);
+      return std::vector<Expr>{p / I(pixels), q / I(g.ow), q % I(g.ow), coords[0] * I(g.fg) + j};
     };
-    spec.vector_store = g.fg % 4 == 0;
   } else {
-    spec.a = [&](const std::vector<Expr>& coords) {
-      const Expr& group = coords[1];
-      internal::OperandSource s;
-      s.k_contiguous = true;
-      s.element = [=](const Expr& frow, const Expr& kk) {
-        KIndex ki = split_k(ir::Min(kk, I(k - 1)));
-        Expr v =
-            ToF32(ir::Load(W, {group * I(g.fg) + ir::Min(frow, I(g.fg - 1)), ki.c, ki.kh, ki.kw}));
-        return ir::Select(frow < I(g.fg) && in_k(kk), v, zero);
-      };
-      return s;
+    spec.a = [=, &g](const std::vector<te::Var>& coords, const te::Var& kk, const te::Var& i) {
+      const KIndex ki = split_k(kk);
+      return ToF32(W(coords[1] * I(g.fg) + i, ki.c, ki.kh, ki.kw));
     };
-    spec.b = [&](const std::vector<Expr>& coords) {
-      const Expr image = coords[0], group = coords[1];
-      internal::OperandSource s;
-      s.k_contiguous = false;
-      s.element = [=](const Expr& p, const Expr& kk) {
-        Expr pc = ir::Min(p, I(pixels - 1));
-        KIndex ki = split_k(ir::Min(kk, I(k - 1)));
-        Tap t = TapAt(g, o, pc / I(g.ow), pc % I(g.ow), ki.kh, ki.kw);
-        Expr v =
-            ToF32(ir::Load(X, {image, group * I(g.cg) + ki.c, Clamp(t.ih, g.h), Clamp(t.iw, g.w)}));
-        return ir::Select(t.inside && p < I(pixels) && in_k(kk), v, zero);
-      };
-      return s;
+    spec.b = [=](const std::vector<te::Var>& coords, const te::Var& kk, const te::Var& p) {
+      return tap(coords[0], p, kk, coords[1]);
     };
-    spec.out_index = [&](const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
-      // col runs over the pixels; a ramp stays within one output row (OW % 4 == 0).
-      Expr base = col.as<ir::RampNode>() ? col.as<ir::RampNode>()->base : col;
-      Expr oh = base / I(g.ow), ow = base % I(g.ow);
-      return std::vector<Expr>{coords[0], coords[1] * I(g.fg) + row, oh,
-                               col.as<ir::RampNode>() ? ir::Ramp(ow, 1, 4) : ow};
+    // Neither operand is contiguous along its tile's axes (kw, then ow
+    // with the window's offset): scalar copies.
+    spec.a_k_contiguous = true;
+    spec.b_k_contiguous = false;
+    spec.a_vectors = spec.b_vectors = false;
+    spec.out_index = [&g](const std::vector<Expr>& coords, const Expr& i, const Expr& p) {
+      return std::vector<Expr>{coords[0], coords[1] * I(g.fg) + i, p / I(g.ow), p % I(g.ow)};
     };
-    spec.vector_store = g.ow % 4 == 0;
+    // Four pixels from a multiple of 4 share an output row where OW % 4 == 0.
+    spec.out_vectors = g.ow % 4 == 0;
   }
-  spec.scalar_epilogue = !o.activation.empty();
+  spec.out_name = "Y";
+  spec.out_shape = g.out;
   if (o.bias || !o.activation.empty()) {
-    spec.epilogue = [&](Expr v, const std::vector<Expr>& coords, const Expr& row, const Expr& col) {
+    spec.epilogue = [&, bias](Expr v, const std::vector<te::Var>& coords, const te::Var& i,
+                              const te::Var& j) {
       if (o.bias) {
         // The filter: the column (NHWC) or the row (NCHW) within the group.
-        const Expr group = o.nhwc ? coords[0] : coords[1];
-        Expr filter = o.nhwc ? Offset(group * I(g.fg), col) : group * I(g.fg) + row;
-        Expr b = ToF32(ir::Load(bias, {filter}));
-        if (v.dtype().lanes > 1 && b.dtype().lanes == 1) b = ir::Broadcast(b, v.dtype().lanes);
-        v = v + b;
+        v = v + ToF32(o.nhwc ? bias(coords[0] * I(g.fg) + j) : bias(coords[1] * I(g.fg) + i));
       }
       if (!o.activation.empty()) v = internal::ApplyUnary(o.activation, v);
       return v;
@@ -317,7 +264,7 @@ StatusOr<ir::Function> ConvGemm(const TensorType& x, const TensorType& w, const 
   }
   KILN_ASSIGN_OR_RETURN(MatmulSchedule s, DefaultMatmulSchedule(o.nhwc ? g.groups : g.n * g.groups,
                                                                 spec.m, spec.n, target));
-  return internal::BuildGemm(spec, s, target);
+  return internal::BuildTeGemm(spec, s, target);
 }
 
 // The direct form: one thread per output element, the window and the

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/mutator.h"
+#include "kiln/ir/verifier.h"
 #include "kiln/ops/internal.h"
 
 namespace kiln::ops::internal {
@@ -37,7 +39,10 @@ class TeGemm {
     Define();
     KILN_ASSIGN_OR_RETURN(te::Schedule schedule, te::Schedule::Create({c_}));
     KILN_RETURN_IF_ERROR(Apply(schedule));
-    return te::Lower(schedule, {c_}, spec_.inputs, spec_.name, target.limits);
+    KILN_ASSIGN_OR_RETURN(ir::Function f,
+                          te::Lower(schedule, {c_}, spec_.inputs, spec_.name, target.limits));
+    if (!spec_.out_index) return f;
+    return StoreToOutput(f, target);
   }
 
  private:
@@ -79,6 +84,46 @@ class TeGemm {
     });
   }
 
+  // The function with C's stores sent to the output tensor (spec.out_index)
+  // and C's parameter replaced by it.
+  StatusOr<ir::Function> StoreToOutput(const ir::Function& f, const Target& target) const {
+    const ir::Buffer c = f.params().back().buffer();
+    const ir::Buffer out(spec_.out_name, spec_.out_dtype, Extents(spec_.out_shape));
+    class Redirect : public ir::StmtMutator {
+     public:
+      Redirect(const TeGemmSpec& spec, ir::Buffer c, ir::Buffer out)
+          : spec_(spec), c_(std::move(c)), out_(std::move(out)) {}
+      ir::Stmt MutateStore(const ir::StoreNode* op, const ir::Stmt& s) override {
+        if (!op->buffer.same_as(c_)) return ir::StmtMutator::MutateStore(op, s);
+        const size_t r = op->indices.size() - 2;
+        std::vector<ir::Expr> coords(op->indices.begin(),
+                                     op->indices.begin() + static_cast<std::ptrdiff_t>(r));
+        return ir::StoreNode::make(out_,
+                                   spec_.out_index(coords, op->indices[r], op->indices[r + 1]),
+                                   MutateExpr(op->value));
+      }
+      ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
+        if (op->buffer.same_as(c_)) read_c = true;
+        return ir::StmtMutator::MutateLoad(op, e);
+      }
+      bool read_c = false;
+
+     private:
+      const TeGemmSpec& spec_;
+      const ir::Buffer c_, out_;
+    };
+    Redirect redirect(spec_, c, out);
+    ir::Stmt body = redirect.MutateStmt(f.body());
+    if (redirect.read_c) return Internal(spec_.name, ": the GEMM's kernel reads C");
+    std::vector<ir::Param> params = f.params();
+    params.back() = ir::Param::FromBuffer(out);
+    ir::Function g = f.WithBody(body).WithParams(params);
+    ir::VerifyOptions options;
+    options.limits = target.limits;
+    KILN_RETURN_IF_ERROR(ir::Verify(g, options));
+    return g;
+  }
+
   // C's tile axis `x` (of block extent `block`) split into (tile, group,
   // thread, lane): x = tile * block + group * 64 + thread * 4 + lane.
   struct Split4 {
@@ -94,7 +139,10 @@ class TeGemm {
 
   Status Apply(te::Schedule& sch) {
     const int64_t bm = s_.block_m(), bn = s_.block_n();
-    const bool whole = spec_.m % bm == 0 && spec_.n % bn == 0 && spec_.k % s_.k_tile == 0;
+    // Which tiles are whole (no guard against the extents): C's, and each
+    // operand's.
+    const bool whole_m = spec_.m % bm == 0, whole_n = spec_.n % bn == 0;
+    const bool whole_k = spec_.k % s_.k_tile == 0;
     const size_t r = batch_rank_;
 
     // C: blocks, threads, each thread's strided 4 x 4 blocks.
@@ -116,7 +164,7 @@ class TeGemm {
     KILN_RETURN_IF_ERROR(c.Bind(i.thread, te::ThreadAxis::kThreadY));
     KILN_RETURN_IF_ERROR(c.Bind(j.thread, te::ThreadAxis::kThreadX));
     for (const te::IterVar& a : {i.group, i.lane, j.group}) KILN_RETURN_IF_ERROR(c.Unroll(a));
-    if (whole) {
+    if (whole_m && whole_n && spec_.out_vectors) {
       KILN_RETURN_IF_ERROR(c.Vectorize(j.lane));
     } else {
       KILN_RETURN_IF_ERROR(c.Unroll(j.lane));
@@ -149,8 +197,8 @@ class TeGemm {
 
     // The operands' tiles in shared memory at each step of k.
     for (auto [tile, k_contiguous, vectors] :
-         {std::tuple{a_tile_, spec_.a_k_contiguous, spec_.a_vectors},
-          {b_tile_, spec_.b_k_contiguous, spec_.b_vectors}}) {
+         {std::tuple{a_tile_, spec_.a_k_contiguous, spec_.a_vectors && whole_m && whole_k},
+          {b_tile_, spec_.b_k_contiguous, spec_.b_vectors && whole_n && whole_k}}) {
       te::Stage st = sch[tile];
       KILN_RETURN_IF_ERROR(st.SetScope(ir::MemoryScope::kShared));
       KILN_RETURN_IF_ERROR(st.ComputeAt(acc, ks.outer));
@@ -158,8 +206,7 @@ class TeGemm {
       const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
       if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));
       KILN_ASSIGN_OR_RETURN(te::IterVar fused, k_contiguous ? st.Fuse(x, kx) : st.Fuse(kx, x));
-      const bool vector_copy = vectors && whole;
-      if (vector_copy) {
+      if (vectors) {
         KILN_ASSIGN_OR_RETURN(te::SplitResult lanes, st.Split(fused, kLanes));
         KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
         fused = lanes.outer;

@@ -15,11 +15,12 @@
 // tiles are contiguous), accumulated in registers (acc local, computed at
 // the thread); A_tile and B_tile k-major in shared memory at each step of
 // k_tile, copied by all the threads as 4-lane vectors along the operand's
-// contiguous axis where every tile is whole, double-buffered when asked
-// (the next step's values loaded into registers before the math, stored
-// after it); each k-step's fragments of A_tile and B_tile read into
-// registers as vectors; the k-steps unrolled when asked; C stored as
-// vectors where the tiles are whole.
+// contiguous axis where the operand's tiles are whole (along k and its
+// own axis), double-buffered when asked (the next step's values loaded
+// into registers before the math, stored after it); each k-step's
+// fragments of A_tile and B_tile read into registers as vectors; the
+// k-steps unrolled when asked; C stored as vectors where C's tiles are
+// whole.
 #pragma once
 
 #include <functional>
@@ -69,6 +70,19 @@ struct TeGemmSpec {
   std::function<ir::Expr(const ir::Expr& sum, const std::vector<te::Var>& coords, const te::Var& i,
                          const te::Var& j)>
       epilogue;
+  // Where the output is not C itself (C[batch..., m, n], row-major): the
+  // output tensor's name and shape, and the output element that C's element
+  // (coords, i, j) is stored to, each element exactly once (a convolution's
+  // pixels and filters are the GEMM's rows and columns of an NHWC or NCHW
+  // tensor). C's stores are rewritten after lowering; C itself is never read.
+  std::string out_name;
+  Shape out_shape;
+  std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>& coords, const ir::Expr& i,
+                                      const ir::Expr& j)>
+      out_index;
+  // Whether four adjacent columns j (from a multiple of 4) of a whole tile
+  // are four adjacent output elements, so C stores vectors.
+  bool out_vectors = true;
 };
 
 // The schedule's validity for `target` (tile sizes, workgroup storage).

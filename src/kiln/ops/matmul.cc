@@ -1,5 +1,5 @@
-// Matmul and MatmulInt8: shapes, the schedule rule, and the GEMM kernel
-// (gemm_kernel.h) reading plain tensors.
+// Matmul and MatmulInt8: shapes, the schedule rule, and the GEMM's tensor
+// expressions (gemm.h) reading plain tensors.
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -839,7 +839,8 @@ class ConvDeviceTest : public OpsDeviceTest {
  protected:
   // Runs the case on fresh random inputs with Y poisoned and compares every
   // element with a double-precision reference.
-  void Check(const ConvCase& c, bool expect_gemm) {
+  // `wgsl_has`: what the compiled kernel must contain.
+  void Check(const ConvCase& c, bool expect_gemm, const std::vector<std::string>& wgsl_has = {}) {
     SCOPED_TRACE(StrCat(c.o.nhwc ? "NHWC " : "NCHW ", ShapeToString(c.x), " * ", ShapeToString(c.w),
                         " stride ", c.o.stride_h, "x", c.o.stride_w, " pad ", c.o.pad_h, "x",
                         c.o.pad_w, " dilation ", c.o.dilation_h, "x", c.o.dilation_w, " groups ",
@@ -847,6 +848,13 @@ class ConvDeviceTest : public OpsDeviceTest {
     EXPECT_EQ(ConvUsesGemm({c.x}, {c.w}, c.o), expect_gemm);
     auto f = Conv2d({c.x}, {c.w}, target_, c.o);
     ASSERT_TRUE(f.ok()) << f.status();
+    if (!wgsl_has.empty()) {
+      auto wgsl = codegen::CompileFunction(*f, check::CompileOptionsFor(*device_));
+      ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+      for (const std::string& s : wgsl_has) {
+        EXPECT_NE(wgsl->wgsl.find(s), std::string::npos) << s << " in\n" << wgsl->wgsl;
+      }
+    }
     Shape out;
     for (const ir::Expr& e : f->params().back().buffer().shape()) out.push_back(*ir::AsConstInt(e));
     Tensors t;
@@ -906,7 +914,7 @@ class ConvDeviceTest : public OpsDeviceTest {
 
 TEST_F(ConvDeviceTest, DenseAsImplicitGemm) {
   Conv2dOptions o;
-  Check({{2, 7, 9, 8}, {3, 3, 8, 20}, o}, true);  // NHWC, ragged tiles, vector loads of X
+  Check({{2, 7, 9, 8}, {3, 3, 8, 20}, o}, true);  // NHWC, ragged tiles
   o.stride_h = 2;
   o.pad_h = o.pad_w = 1;
   o.dilation_w = 2;
@@ -915,7 +923,11 @@ TEST_F(ConvDeviceTest, DenseAsImplicitGemm) {
   o.pad_h = o.pad_w = 1;
   o.bias = TensorType{{64}};
   o.activation = "relu";
-  Check({{2, 8, 8, 16}, {3, 3, 16, 64}, o}, true);  // whole tiles, epilogue
+  // Whole tiles, epilogue: four channels of a tap are one vector of X.
+  Check({{2, 8, 8, 16}, {3, 3, 16, 64}, o}, true,
+        {"X : array<vec4<f32>>", "W : array<vec4<f32>>", "Y : array<vec4<f32>>"});
+  // Whole rows and filters, ragged k (3 * 3 * 12 = 108): vector stores.
+  Check({{1, 16, 8, 12}, {3, 3, 12, 64}, o}, true, {"Y : array<vec4<f32>>"});
   o = {};
   o.nhwc = false;
   o.pad_h = 2;
@@ -924,7 +936,9 @@ TEST_F(ConvDeviceTest, DenseAsImplicitGemm) {
   o.bias = TensorType{{64}};
   o.stride_w = 1;
   o.pad_h = o.pad_w = 1;
-  Check({{1, 4, 8, 16}, {64, 4, 3, 3}, o}, true);  // NCHW, vector stores of rows
+  Check({{1, 4, 8, 16}, {64, 4, 3, 3}, o}, true,
+        {"Y : array<vec4<f32>>"});                 // NCHW, vector stores of rows
+  Check({{2, 4, 8, 14}, {64, 4, 3, 3}, o}, true);  // rows of 14: scalar stores
 }
 
 TEST_F(ConvDeviceTest, GroupsAndDepthwise) {

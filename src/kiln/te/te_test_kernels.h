@@ -114,7 +114,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
 }
 
 // The matmul with A read through a transposing stage (k-major in shared
-// memory, as the library's GEMM template keeps it), at constant sizes.
+// memory, as the library's GEMM keeps it), at constant sizes.
 struct TransposedAMatmulProgram {
   TransposedAMatmulProgram(int64_t m, int64_t n, int64_t k_extent)
       : A(Placeholder("A", {ir::IntConst(ir::kI32, m), ir::IntConst(ir::kI32, k_extent)},
