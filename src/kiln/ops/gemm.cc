@@ -255,8 +255,8 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
   auto bad = [&](const std::string& why) {
     return InvalidArgument(what, " schedule ", s.ToString(), ": ", why);
   };
-  if (s.rows != 1 && s.rows != 2) return bad("rows must be 1 or 2");
-  if (s.cols != 1 && s.cols != 2) return bad("cols must be 1 or 2");
+  if (s.rows != 1 && s.rows != 2 && s.rows != 4) return bad("rows must be 1, 2 or 4");
+  if (s.cols != 1 && s.cols != 2 && s.cols != 4) return bad("cols must be 1, 2 or 4");
   if (s.k_tile != 8 && s.k_tile != 16) return bad("k_tile must be 8 or 16");
   if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
     return bad(

@@ -270,8 +270,8 @@ struct MatmulOptions {
 // double-buffered (the next tile loaded into registers during the math, one
 // barrier per step) or not (two barriers per step).
 struct MatmulSchedule {
-  int rows = 2;     // 1 or 2
-  int cols = 2;     // 1 or 2
+  int rows = 2;     // 1, 2 or 4
+  int cols = 2;     // 1, 2 or 4
   int k_tile = 16;  // 8 or 16; rows * k_tile and cols * k_tile multiples of 16
   bool double_buffer = true;
   bool unroll_k = true;  // the k-steps of a shared tile unrolled (a larger, faster kernel)

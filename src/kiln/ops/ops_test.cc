@@ -227,7 +227,7 @@ TEST(OpsTest, MatmulErrors) {
   ExpectError(Matmul({{7, 5}, ir::kF16}, {{5, 3}, ir::kF16}, t, o).status(),
               {"input A of matmul", "shader-f16"});
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{3, 1, 16, false, true}).status(),
-              {"schedule", "rows must be 1 or 2"});
+              {"schedule", "rows must be 1, 2 or 4"});
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", MatmulSchedule{1, 1, 8, false, true}).status(),
               {"multiples of 16"});
   // 128x128 double-buffered tiles take 32 KiB; WebGPU's default limit is 16 KiB.
