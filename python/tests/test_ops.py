@@ -690,6 +690,9 @@ def _conv_ref(x, w, stride, pad, dil, groups):
     dict(x=(2, 7, 9, 8), w=(3, 3, 8, 20), stride=1, padding=1, dilation=1, groups=1),
     dict(x=(1, 11, 10, 5), w=(3, 2, 5, 33), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=1),
     dict(x=(2, 6, 5, 6), w=(3, 3, 1, 12), stride=2, padding=1, dilation=1, groups=6),
+    # Whole tiles (X gathered four channels at a time), and two groups of 16 filters.
+    dict(x=(2, 8, 8, 16), w=(3, 3, 16, 64), stride=1, padding=1, dilation=1, groups=1),
+    dict(x=(1, 5, 6, 8), w=(3, 3, 4, 32), stride=1, padding=0, dilation=1, groups=2),
 ])
 def test_conv2d(device, rng, case):
     x = rng.uniform(-1, 1, case["x"]).astype(np.float32)
@@ -708,6 +711,18 @@ def test_conv2d(device, rng, case):
                         layout="NCHW", stride=case["stride"], padding=case["padding"],
                         dilation=case["dilation"], groups=case["groups"])
     _close(y.numpy(), (want - bias).transpose(0, 3, 1, 2), 1e-4)
+
+
+def test_conv2d_float16(device, rng):
+    """f16 in and out, summed in f32: compared with the float64 convolution of the
+    same f16 values."""
+    require_feature(device, "shader-f16")
+    x = rng.uniform(-1, 1, (2, 8, 8, 16)).astype(np.float16)
+    w = rng.uniform(-1, 1, (3, 3, 16, 64)).astype(np.float16)
+    y = kiln.ops.conv2d(kiln.tensor(x, device), kiln.tensor(w, device), padding=1)
+    assert y.dtype == np.float16
+    want = _conv_ref(x.astype(np.float64), w.astype(np.float64), (1, 1), (1, 1), (1, 1), 1)
+    _close(y.numpy(), want, 2e-3)
 
 
 def test_conv2d_errors(device):
