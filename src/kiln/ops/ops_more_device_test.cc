@@ -357,9 +357,19 @@ TEST_F(OpsMoreDeviceTest, SoftmaxAndLogSoftmaxAlongAnAxis) {
     Shape shape;
     int axis;
   };
-  const Case cases[] = {{{1, 1}, 1},      {{7, 33}, 1},   {{33, 1000}, -1},
-                        {{2, 4097}, 1},   {{1000, 7}, 1}, {{33, 1000}, 0},
-                        {{5, 300, 3}, 1}, {{1000}, 0},    {{4, 5, 6, 7}, 2}};
+  const Case cases[] = {{{1, 1}, 1},
+                        {{7, 33}, 1},
+                        {{33, 1000}, -1},
+                        {{2, 4097}, 1},
+                        {{1000, 7}, 1},
+                        {{33, 1000}, 0},
+                        {{5, 300, 3}, 1},
+                        {{1000}, 0},
+                        {{4, 5, 6, 7}, 2},
+                        // Four adjacent elements per thread and step (rows of a
+                        // multiple of 4, at least 4 per thread), whole and ragged.
+                        {{3, 1024}, 1},
+                        {{2, 4100}, -1}};
   for (const Case& c : cases) {
     for (bool log : {false, true}) {
       SCOPED_TRACE(std::string(log ? "log_softmax " : "softmax ") + ShapeToString(c.shape) +
@@ -394,8 +404,26 @@ TEST_F(OpsMoreDeviceTest, SoftmaxAndLogSoftmaxAlongAnAxis) {
 // ---------------------------------------------------------------------------
 // Norms
 
+// Rows of a multiple of 4 with at least four elements per thread: Y is
+// written (and X read for it) four adjacent elements at a time.
+TEST_F(OpsMoreDeviceTest, LongRowsTakeFourElementsPerThread) {
+  for (auto f : {SoftmaxAxis({{3, 1024}}, 1, target_), LayerNorm({{3, 1024}}, 1e-5, target_)}) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto wgsl = codegen::CompileFunction(*f, check::CompileOptionsFor(*device_));
+    ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+    EXPECT_NE(wgsl->wgsl.find("Y : array<vec4<f32>>"), std::string::npos) << wgsl->wgsl;
+  }
+  // Rows of 1000 (not four per thread of 256) keep one element per step.
+  auto f = SoftmaxAxis({{3, 1000}}, 1, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto wgsl = codegen::CompileFunction(*f, check::CompileOptionsFor(*device_));
+  ASSERT_TRUE(wgsl.ok()) << wgsl.status();
+  EXPECT_NE(wgsl->wgsl.find("Y : array<f32>"), std::string::npos) << wgsl->wgsl;
+}
+
 TEST_F(OpsMoreDeviceTest, LayerNormAndRmsNorm) {
-  const Shape shapes[] = {{1, 1}, {7, 33}, {33, 1000}, {2, 4097}, {1000, 7}, {2, 3, 100}, {1000}};
+  const Shape shapes[] = {{1, 1},      {7, 33}, {33, 1000}, {2, 4097}, {1000, 7},
+                          {2, 3, 100}, {1000},  {3, 1024},  {2, 4100}};
   for (const Shape& shape : shapes) {
     for (bool rms : {false, true}) {
       SCOPED_TRACE(std::string(rms ? "rms_norm " : "layer_norm ") + ShapeToString(shape));

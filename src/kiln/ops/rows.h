@@ -66,7 +66,10 @@ Status ScheduleRows(te::Schedule& schedule, const te::Tensor& Y, int rank, const
 // `axis` innermost. Cooperative: o bound to blockIdx.x, `axis` split across
 // the threads as in ScheduleRows; each statistic computed at o in shared
 // memory, its reduction split the same way and combined through subgroups
-// where the rule has them. Otherwise o split by the
+// where the rule has them; where the row's length is a multiple of 4 and at
+// least 4 * threads, `axis` and the statistics' reductions are first split
+// by 4 (Y's four lanes vectorized, the statistics' unrolled). Otherwise o
+// split by the
 // threads and bound, `axis` serial, each statistic computed at the thread's
 // loop in registers. The statistics read X again from memory (in practice
 // from the caches: a row is read three times in a row); staging the row in
