@@ -503,8 +503,8 @@ class OpsCombineDeviceTest : public OpsMoreDeviceTest {
 };
 
 // Rows and columns of 1, 7, 33, 1000 and 4097.
-const Shape kCombineShapes[] = {{1, 1},     {7, 1},    {1, 33},   {7, 1000}, {33, 4097},
-                                {1000, 33}, {4097, 7}, {1, 4097}, {33, 7},   {5, 1000}};
+const Shape kCombineShapes[] = {{1, 1},    {7, 1},    {1, 33}, {7, 1000}, {33, 4097}, {1000, 33},
+                                {4097, 7}, {1, 4097}, {33, 7}, {5, 1000}, {2, 4096}};
 
 TEST_F(OpsCombineDeviceTest, ReductionsOnBothCombines) {
   for (const Combine& combine : Combines()) {
