@@ -317,6 +317,8 @@ TEST(SimplifyStmtTest, RemovesDeadControlFlowAndUsesLoopRanges) {
 }
 
 TEST(SimplifyStmtTest, LoopsOfOneValueBecomeTheirBody) {
+  // The serial and unrolled loops go (j bound to n, a let then inlined);
+  // the thread loop, which sizes the workgroup, stays.
   StatusOr<Function> f = ParseFunction(R"(fn f(A: buffer<f32>[64], n: i32) {
   for i in serial(0, 1) {
     A[i * 4 + 1] = 1.0
@@ -332,17 +334,16 @@ TEST(SimplifyStmtTest, LoopsOfOneValueBecomeTheirBody) {
   }
 })");
   ASSERT_TRUE(f.ok()) << f.status();
-  // The serial and unrolled loops go (j bound to n, a let then inlined);
-  // the thread loop, which sizes the workgroup, stays.
-  EXPECT_EQ(Print(Simplify(*f)),
-            "fn f(A: buffer<f32>[64], n: i32) {\n"
-            "  A[1] = 1.0\n"
-            "  A[n] = 2.0\n"
-            "  for tx in threadIdx.x(0, 1) {\n"
-            "    A[tx] = 3.0\n"
-            "  }\n"
-            "  A[5] = 4.0\n"
-            "}\n");
+  const char* want = R"(fn f(A: buffer<f32>[64], n: i32) {
+  A[1] = 1.0
+  A[n] = 2.0
+  for tx in threadIdx.x(0, 1) {
+    A[tx] = 3.0
+  }
+  A[5] = 4.0
+}
+)";
+  EXPECT_EQ(Print(Simplify(*f)), want);
 }
 
 TEST(SimplifyStmtTest, LeavesSimpleCodeAlone) {
