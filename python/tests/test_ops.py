@@ -713,6 +713,31 @@ def test_conv2d(device, rng, case):
     _close(y.numpy(), (want - bias).transpose(0, 3, 1, 2), 1e-4)
 
 
+def test_conv2d_random_geometries(device, rng):
+    """Ten geometries drawn from a fixed seed (strides, dilations, padding,
+    groups, channel counts that do and do not allow vector gathers), on fresh
+    random data, in both layouts, against the float64 reference."""
+    shapes = np.random.default_rng(8)
+    for _ in range(10):
+        groups = int(shapes.choice([1, 1, 2, 4]))
+        cg, fg = int(shapes.choice([1, 3, 4, 8, 12])), int(shapes.choice([16, 20, 32, 48]))
+        kh, kw = int(shapes.integers(1, 4)), int(shapes.integers(1, 4))
+        st = (int(shapes.integers(1, 3)), int(shapes.integers(1, 3)))
+        dil = (int(shapes.integers(1, 3)), int(shapes.integers(1, 3)))
+        pad = (int(shapes.integers(0, 3)), int(shapes.integers(0, 3)))
+        n = int(shapes.integers(1, 3))
+        h, w = int(shapes.integers(kh * dil[0], 12)), int(shapes.integers(kw * dil[1], 12))
+        x = rng.uniform(-1, 1, (n, h, w, cg * groups)).astype(np.float32)
+        wt = rng.uniform(-1, 1, (kh, kw, cg, fg * groups)).astype(np.float32)
+        want = _conv_ref(x.astype(np.float64), wt, st, pad, dil, groups)
+        y = kiln.ops.conv2d(kiln.tensor(x, device), wt, stride=st, padding=pad, dilation=dil,
+                            groups=groups)
+        _close(y.numpy(), want, 1e-4)
+        y = kiln.ops.conv2d(kiln.tensor(x.transpose(0, 3, 1, 2), device), wt.transpose(3, 2, 0, 1),
+                            layout="NCHW", stride=st, padding=pad, dilation=dil, groups=groups)
+        _close(y.numpy(), want.transpose(0, 3, 1, 2), 1e-4)
+
+
 def test_conv2d_float16(device, rng):
     """f16 in and out, summed in f32: compared with the float64 convolution of the
     same f16 values."""
