@@ -27,6 +27,8 @@ Empty tensors (a dimension of 0) work as in numpy wherever numpy gives a
 result: the result depends on the shapes alone (an empty tensor, a
 reduction's identity, a matmul's epilogue over zeros when K is 0), so no
 kernel is built; a max, min or arg-reduction over nothing is an error.
+conv2d and pooling take a batch of 0 images (an empty result, every other
+argument checked); other empty dimensions there are errors.
 """
 
 from __future__ import annotations
@@ -89,6 +91,20 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
         raise _kiln.InvalidArgument(f"{what}: {e}") from None
     from ._tensor import tensor
     return tensor(np.ascontiguousarray(out), inputs[0].device)
+
+
+def _empty_batch(x: Tensor, build: Callable[[_kiln.Device, Any], Program]) -> Tensor:
+    """A convolution's or pooling's result for a batch of 0 images (x's first
+    dimension): the program for one image checks every other argument (and
+    is built, not run), and its output's shape with a batch of 0 is the
+    result's, with no elements."""
+    shape, dtype = x._type
+    if 0 in shape[1:]:
+        build(x.device, x._type)  # raises, naming the empty dimension
+    program = build(x.device, ([1] + list(shape[1:]), dtype))
+    _, out_shape, out_dtype = program.outputs[0]
+    from ._tensor import tensor
+    return tensor(np.zeros([0] + list(out_shape[1:]), np.dtype(out_dtype)), x.device)
 
 
 def _broadcast_zeros(*arrays: np.ndarray) -> np.ndarray:
@@ -819,11 +835,16 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
         bias_t = _as_tensor(bias, x.device)
         inputs.append(bias_t)
     act = activation or ""
+
+    def build(d: _kiln.Device, x_type: Any) -> Program:
+        return _kiln.ops.conv2d(d, x_type, w._type, layout == "NHWC", st, pad, dil, int(groups),
+                                bias_t._type if bias_t is not None else None, act)
+
+    if x.ndim == 4 and x.shape[0] == 0:
+        return _empty_batch(x, build)
     key = ("conv2d", x._sig, w._sig, layout, st, pad, dil, int(groups),
            bias_t._sig if bias_t is not None else None, act)
-    return run(key, lambda d: _kiln.ops.conv2d(
-        d, x._type, w._type, layout == "NHWC", st, pad, dil, int(groups),
-        bias_t._type if bias_t is not None else None, act), *inputs)
+    return run(key, lambda d: build(d, x._type), *inputs)
 
 
 def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) -> Tensor:
@@ -834,8 +855,14 @@ def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) 
     st = ks if stride is None else _pair(stride, "stride", what)
     pad = _pair(padding, "padding", what)
     x = _as_tensor(x, None)
+
+    def build(d: _kiln.Device, x_type: Any) -> Program:
+        return _kiln.ops.pool2d(d, op, x_type, layout == "NHWC", ks, st, pad)
+
+    if x.ndim == 4 and x.shape[0] == 0:
+        return _empty_batch(x, build)
     key = (what, x._sig, layout, ks, st, pad)
-    return run(key, lambda d: _kiln.ops.pool2d(d, op, x._type, layout == "NHWC", ks, st, pad), x)
+    return run(key, lambda d: build(d, x._type), x)
 
 
 def max_pool2d(x: Any, kernel: Any = 2, stride: Any = None, padding: Any = 0,

@@ -750,6 +750,27 @@ def test_conv2d_float16(device, rng):
     _close(y.numpy(), want, 2e-3)
 
 
+def test_conv2d_and_pooling_of_no_images(device):
+    """A batch of 0 gives an empty result of the right shape, every other
+    argument still checked; other empty dimensions are errors."""
+    x = kiln.tensor(np.zeros((0, 5, 5, 4), np.float32), device)
+    y = kiln.ops.conv2d(x, np.ones((3, 3, 4, 16), np.float32), bias=np.ones(16, np.float32),
+                        activation="relu")
+    assert y.shape == (0, 3, 3, 16) and y.dtype == np.float32 and y.numpy().shape == (0, 3, 3, 16)
+    nchw = kiln.tensor(np.zeros((0, 4, 5, 5), np.float32), device)
+    y = kiln.ops.conv2d(nchw, np.ones((16, 4, 3, 3), np.float32), layout="NCHW", stride=2)
+    assert y.shape == (0, 16, 2, 2)
+    assert kiln.ops.max_pool2d(x, 2).shape == (0, 2, 2, 4)
+    assert kiln.ops.avg_pool2d(nchw, 2, layout="NCHW").shape == (0, 4, 2, 2)
+    with pytest.raises(kiln.InvalidArgument, match="W needs 4"):
+        kiln.ops.conv2d(x, np.ones((3, 3, 3, 16), np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="the window spans 7"):
+        kiln.ops.conv2d(x, np.ones((7, 7, 4, 16), np.float32))
+    with pytest.raises(kiln.InvalidArgument, match=r"\[0, 5, 5, 0\]"):
+        kiln.ops.conv2d(kiln.tensor(np.zeros((0, 5, 5, 0), np.float32), device),
+                        np.ones((3, 3, 1, 16), np.float32))
+
+
 def test_conv2d_errors(device):
     x = kiln.tensor(np.zeros((1, 5, 5, 4), np.float32), device)
     with pytest.raises(kiln.InvalidArgument, match="needs 4"):
