@@ -168,7 +168,7 @@ int BenchOps(const Args& args) {
         "                   shared-memory combines), to compare the two\n"
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL  the matmuls' schedule instead of\n"
         "                   the rule's (2,2,16,1,1: a 128x128 tile, k 16, double-buffered,\n"
-        "                   unrolled; docs/ops.md)\n"
+        "                   unrolled; ROWS and COLS 1, 2 or 4, K_TILE 8 or 16; docs/ops.md)\n"
         "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
         "                   (64,32 on the H200; docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
