@@ -716,7 +716,8 @@ def test_conv2d(device, rng, case):
 def test_conv2d_random_geometries(device, rng):
     """Ten geometries drawn from a fixed seed (strides, dilations, padding,
     groups, channel counts that do and do not allow vector gathers), on fresh
-    random data, in both layouts, against the float64 reference."""
+    random data with a NaN and a -0.0, in both layouts, against the float64
+    reference."""
     shapes = np.random.default_rng(8)
     for _ in range(10):
         groups = int(shapes.choice([1, 1, 2, 4]))
@@ -729,6 +730,10 @@ def test_conv2d_random_geometries(device, rng):
         h, w = int(shapes.integers(kh * dil[0], 12)), int(shapes.integers(kw * dil[1], 12))
         x = rng.uniform(-1, 1, (n, h, w, cg * groups)).astype(np.float32)
         wt = rng.uniform(-1, 1, (kh, kw, cg, fg * groups)).astype(np.float32)
+        # A NaN reaches exactly the outputs whose windows hold it (its group's
+        # filters); -0.0 is an ordinary zero.
+        x[0, h - 1, 0, 0] = np.nan
+        x[-1, 0, w - 1, -1] = -0.0
         want = _conv_ref(x.astype(np.float64), wt, st, pad, dil, groups)
         y = kiln.ops.conv2d(kiln.tensor(x, device), wt, stride=st, padding=pad, dilation=dil,
                             groups=groups)

@@ -1236,15 +1236,16 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
   // A vectorized reduction's lanes run unrolled where a guard depends on
   // them (vector_lanes false).
   bool vector_lanes = true;
+  auto kind_of = [&](const IterVar& a) {
+    return !vector_lanes && vec.defined() && a.same_as(vec) ? ir::LoopKind::kUnrolled
+                                                            : layout.loop_kind(a);
+  };
   auto nest = [&](const std::vector<IterVar>& loops, Stmt body, const ThreadContext& ctx0) {
     for (int k = static_cast<int>(loops.size()) - 1; k >= 0; --k) {
       const IterVar& a = loops[k];
       body = EmitAttached(stage, a, ctx_inside.at(a.get()), body, layout.extent(a));
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
-      const ir::LoopKind kind = !vector_lanes && vec.defined() && a.same_as(vec)
-                                    ? ir::LoopKind::kUnrolled
-                                    : layout.loop_kind(a);
-      body = AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), kind, ctx, body));
+      body = AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), kind_of(a), ctx, body));
     }
     return body;
   };
@@ -1424,9 +1425,8 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       };
       Stmt init_in_place = wrap(false, single_store(make_store(identity[0]), store_ctx));
       for (auto it = inner_data.rbegin(); it != inner_data.rend(); ++it) {
-        const ir::LoopKind kind =
-            !vector_lanes && it->same_as(vec) ? ir::LoopKind::kUnrolled : layout.loop_kind(*it);
-        init_in_place = ir::ForNode::make(it->var(), 0, layout.extent(*it), kind, init_in_place);
+        init_in_place =
+            ir::ForNode::make(it->var(), 0, layout.extent(*it), kind_of(*it), init_in_place);
       }
       Stmt step = wrap(
           false, wrap(true, single_store(make_store(combine({current()}, sources)[0]), store_ctx)));
