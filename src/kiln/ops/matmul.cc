@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/ir/builder.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/ops/internal.h"
@@ -231,7 +230,6 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
   if (f16_sums) spec.math = internal::GemmMath::kF16;
   const ir::DataType word = f16_sums ? ir::kF16 : ir::kF32;
   auto as_word = [word](const ir::Expr& v) { return v.dtype() == word ? v : ir::Cast(word, v); };
-  const Shape out_batch = sh.batch;
   spec.a = [&, A](const std::vector<te::Var>& coords, const te::Var& k, const te::Var& i) {
     const std::vector<ir::Expr> at =
         options.transpose_a ? std::vector<ir::Expr>{k, i} : std::vector<ir::Expr>{i, k};
