@@ -853,6 +853,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     workloads.push_back(
         [&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
   }
+  std::map<int64_t, Runner::Rates> same_bytes;  // copies by element count
   for (const auto& make : workloads) {
     const auto built = std::chrono::steady_clock::now();
     Workload w = make();
@@ -863,6 +864,16 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     auto t = runner.Run(w);
     if (t.ok()) t->compile_ms += build_ms;
     if (!t.ok()) return t.status().WithContext(StrCat(w.name, " ", w.shape));
+    if (!options.compile_only && t->skip.empty() && t->flops == 0 && t->bytes >= 64) {
+      // The copy of the same bytes: elements / 2 read and written, in vec4s.
+      const int64_t elements = static_cast<int64_t>(t->bytes / 8) / 4 * 4;
+      auto& copy = same_bytes[elements];
+      if (copy.gb_per_s == 0) {
+        KILN_ASSIGN_OR_RETURN(copy, runner.StreamRate("copy", 1, elements));
+      }
+      t->same_bytes_copy_gb_per_s = copy.gb_per_s;
+      t->same_bytes_copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
+    }
     result.ops.push_back(*t);
   }
   return result;

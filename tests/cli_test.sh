@@ -296,7 +296,22 @@ assert d["copy_back_to_back_gb_per_s"] > 0, d
 (o,) = d["ops"]
 assert o["back_to_back_ms"] > 0 and o["back_to_back_fraction_of_copy"] > 0, o
 assert o["check"] == "PASS", o
+# A memory-bound workload also has the copy of its own bytes, a different
+# ceiling from the big copy, and its ratio to it.
+assert o["same_bytes_copy_gb_per_s"] > 0, o
+assert o["same_bytes_copy_gb_per_s"] != d["copy_gb_per_s"], o
+r = o["gb_per_s"] / o["same_bytes_copy_gb_per_s"]
+assert abs(o["fraction_of_same_bytes_copy"] - r) < 1e-6 * r, o
+assert o["back_to_back_fraction_of_same_bytes_copy"] > 0, o
 ' "$tmp/b2b.json" || fail "bench ops back to back: $(cat "$tmp/b2b.json")"
+# A workload with flops has no same-bytes copy.
+"$kiln" bench ops --small --filter "matmul int8" --repetitions 1 --json > "$tmp/mm.json" ||
+  fail "bench ops --json int8"
+python3 -c '
+import json, sys
+(o,) = json.load(open(sys.argv[1]))["ops"]
+assert "same_bytes_copy_gb_per_s" not in o and o["check"] == "PASS", o
+' "$tmp/mm.json" || fail "bench ops int8: $(cat "$tmp/mm.json")"
 expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS \(two integers\), got '16x8'" \
   "$kiln" bench ops --small --filter attention --attention-tile 16x8
 expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \

@@ -175,7 +175,8 @@ int BenchOps(const Args& args) {
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
         "input read once, each output written once) over that time, beside the bandwidth of a\n"
-        "hand-written vec4 copy measured in the same run; TFLOP/s counts 2 M N K for a matmul\n"
+        "hand-written vec4 copy measured in the same run, and for memory-bound operators of\n"
+        "that copy moving the same bytes; TFLOP/s counts 2 M N K for a matmul\n"
         "(TOPS for the int8 matmul, whose check is exact). \"Back to back\" is the wall time per\n"
         "run of batches of runs in one command buffer without timestamps (the copy too): the\n"
         "throughput a program issuing the operator repeatedly sees. Exits 1 if any check fails.");
@@ -248,6 +249,12 @@ int BenchOps(const Args& args) {
       w.Key("back_to_back_ms").Number(t.back_to_back_ms);
       w.Key("back_to_back_fraction_of_copy")
           .Number(t.back_to_back_gb_per_s() / r->copy_back_to_back_gb_per_s);
+      if (t.same_bytes_copy_gb_per_s > 0) {
+        w.Key("same_bytes_copy_gb_per_s").Number(t.same_bytes_copy_gb_per_s);
+        w.Key("fraction_of_same_bytes_copy").Number(t.gb_per_s() / t.same_bytes_copy_gb_per_s);
+        w.Key("back_to_back_fraction_of_same_bytes_copy")
+            .Number(t.back_to_back_gb_per_s() / t.same_bytes_copy_back_to_back_gb_per_s);
+      }
       if (t.flops > 0 && t.integer_ops) {
         w.Key("int_ops").Number(t.flops).Key("tops").Number(t.tflops());
         w.Key("back_to_back_tops").Number(t.back_to_back_tflops());
@@ -312,6 +319,13 @@ int BenchOps(const Args& args) {
         "", t.kernels.c_str(), t.back_to_back_ms,
         100 * t.back_to_back_gb_per_s() / r->copy_back_to_back_gb_per_s, back_to_back_rate.c_str(),
         t.wall_ms, t.compile_ms);
+    if (t.same_bytes_copy_gb_per_s > 0) {
+      std::printf(
+          "%-32s   a copy of the same bytes: %.1f GB/s, so %.0f%% of it per dispatch, %.0f%% back "
+          "to back\n",
+          "", t.same_bytes_copy_gb_per_s, 100 * t.gb_per_s() / t.same_bytes_copy_gb_per_s,
+          100 * t.back_to_back_gb_per_s() / t.same_bytes_copy_back_to_back_gb_per_s);
+    }
   }
   return all_pass ? 0 : 1;
 }
