@@ -77,7 +77,7 @@ struct OpsBenchResult {
   // The reductions, softmax and norms combine through subgroup operations
   // (the device has subgroups and they were not turned off).
   bool subgroups = false;
-  double copy_gb_per_s = 0;  // the ceiling: bytes read + written by the copy / time
+  double copy_gb_per_s = 0;               // the ceiling: bytes read + written by the copy / time
   double copy_back_to_back_gb_per_s = 0;  // the same, timed back to back
   // Peers measured the same way: hand-written vec4 kernels with two input
   // streams (x + b1) and three ((x + b1) * b2), as the add and the chain.

@@ -475,6 +475,9 @@ void BindTe(nb::module_& m) {
           "double_buffer", [](const StageRef& s) { Check(s.Get().DoubleBuffer()); },
           "Alternates two halves of a shared stage computed at a serial loop.")
       .def(
+          "copy_ahead", [](const StageRef& s) { Check(s.Get().CopyAhead()); },
+          "Copies a single-buffered shared stage at a serial loop one iteration ahead.")
+      .def(
           "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
           "Combines the stage's cross-thread reduction through subgroup operations.");
 

@@ -278,8 +278,9 @@ def test_te_errors(device):
 
 
 
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)
-def test_te_shared_memory_matmul(device, rng, mnk):
+def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     M, N, K = mnk
     A, B, C = _matmul(M, N, K)
     s = te.create_schedule(C)
@@ -301,14 +302,18 @@ def test_te_shared_memory_matmul(device, rng, mnk):
     for T in (As, Bs):
         s[T].compute_at(s[Cl], ko)
         s[T].storage_align(s[T].axis[0], 8, 1)
-        s[T].double_buffer()
+        getattr(s[T], pipelining)()
         f = s[T].fuse(*s[T].axis)
         rest, lanes = s[T].split(f, 64)
         y, x = s[T].split(lanes, 8)
         s[T].bind(y, "threadIdx.y")
         s[T].bind(x, "threadIdx.x")
     assert "A.cache_read(shared, C)" in str(s)
+    assert f"A_shared.{pipelining}()" in str(s)
     assert "shared" in te.lower(s, [C], [A, B], "mm")
+    if pipelining == "copy_ahead":
+        with pytest.raises(kiln.InvalidArgument, match="double-buffered or copied ahead, not both"):
+            s[As].double_buffer()
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 

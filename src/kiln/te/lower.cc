@@ -736,6 +736,7 @@ class KernelLowering {
     for (const StageState* a : attached_) {
       if (a->attach_stage == s.name() && a->attach_axis.same_as(axis)) here.push_back(a);
     }
+    if (CopiesAhead(s, axis, here, extent)) return Rotated(axis, ctx, here, body, extent);
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
     std::vector<Stmt> next_copies, next_loads, next_stores;
@@ -836,9 +837,63 @@ class KernelLowering {
     return out;
   }
 
-  // The double buffers of the stages attached at loop `axis` of `s`, around
-  // the loop (each half lives from one iteration to the next), with the
-  // copies for the loop's first iteration before it.
+  // Whether the stages `here` attached at loop `axis` of `s` are copied
+  // one iteration ahead (Rotated): they all are (copy_ahead); an error where
+  // only some are. (CollectStages checks that each is shared, reads only the
+  // kernel's inputs, so none reads another, and sits at a serial loop.)
+  bool CopiesAhead(const StageState& s, const IterVar& axis,
+                   const std::vector<const StageState*>& here, const ir::Expr& extent) {
+    const auto ahead =
+        std::count_if(here.begin(), here.end(), [](const StageState* p) { return p->copy_ahead; });
+    if (ahead == 0) return false;
+    for (const StageState* p : here) {
+      if (p->copy_ahead && extent.defined()) continue;
+      if (error_.ok()) {
+        error_ = InvalidArgument(at_, ": stage '", p->name(), "' is computed at loop '",
+                                 axis.name(), "' of stage '", s.name(), "'",
+                                 p->copy_ahead ? ", which is not a loop that can be copied ahead"
+                                               : " without copy_ahead, where other stages are "
+                                                 "copied ahead; copy all of a loop's stages "
+                                                 "ahead or none");
+      }
+      return false;
+    }
+    return true;
+  }
+
+  // Single-buffered copies loaded one iteration ahead: the copies for the
+  // loop's first iteration run before it (AroundLoop, under `0 < extent`
+  // where that is not known), and each iteration runs `body`, a barrier
+  // (the body's reads are done), the copies for the next iteration (while
+  // below `extent`) and a barrier (they are visible). The same barriers as
+  // copies at the top of each iteration, in the order the H200's shader
+  // compilers schedule better: 2-8% on the f32 matmul (BENCHMARKS.md).
+  Stmt Rotated(const IterVar& axis, const ThreadContext& ctx,
+               const std::vector<const StageState*>& here, const Stmt& body,
+               const ir::Expr& extent) {
+    std::vector<Stmt> first, next;
+    for (const StageState* p : here) {
+      const Stmt lowered = LowerStage(*p, ctx);
+      first.push_back(RenewBindings().MutateStmt(
+          ir::Substitute(lowered, {{axis.var().get(), ir::IntConst(axis.var().dtype(), 0)}})));
+      next.push_back(ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}}));
+      rotated_[axis.get()].push_back(placements_.at(p->tensor.buffer().get()).buffer);
+    }
+    Stmt prologue = ir::MakeSeq(first);
+    const ir::Expr runs = ir::Simplify(ir::IntConst(extent.dtype(), 0) < extent);
+    const auto* known = runs.as<ir::BoolImmNode>();
+    if (known == nullptr || !known->value) prologue = ir::IfNode::make(runs, prologue);
+    prologues_[axis.get()].push_back(prologue);
+    prologues_[axis.get()].push_back(ir::BarrierNode::make());
+    return ir::MakeSeq({body, ir::BarrierNode::make(),
+                        ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next)),
+                        ir::BarrierNode::make()});
+  }
+
+  // The double buffers of the stages attached at loop `axis` of `s`, and
+  // the buffers of its rotated stages, around the loop (each lives from one
+  // iteration to the next), with the copies for the loop's first iteration
+  // before it.
   Stmt AroundLoop(const StageState& s, const IterVar& axis, Stmt loop) {
     if (auto it = prologues_.find(axis.get()); it != prologues_.end()) {
       std::vector<Stmt> seq = it->second;
@@ -851,6 +906,12 @@ class KernelLowering {
       if (a->double_buffer && a->attach_stage == s.name() && a->attach_axis.same_as(axis)) {
         loop = ir::AllocateNode::make(placements_.at(a->tensor.buffer().get()).buffer, loop);
       }
+    }
+    if (auto it = rotated_.find(axis.get()); it != rotated_.end()) {
+      for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) {
+        loop = ir::AllocateNode::make(*b, loop);
+      }
+      rotated_.erase(it);
     }
     return loop;
   }
@@ -931,6 +992,9 @@ class KernelLowering {
   // The first iteration's copies of the double-buffered stages at a loop,
   // from EmitAttached to AroundLoop.
   std::unordered_map<const IterVarNode*, std::vector<Stmt>> prologues_;
+  // The buffers of the stages loaded one iteration ahead at a loop, from
+  // Rotated to AroundLoop.
+  std::unordered_map<const IterVarNode*, std::vector<ir::Buffer>> rotated_;
   std::map<ir::LoopKind, std::pair<ir::Expr, const StageState*>> launch_extents_;
   IntervalMap loop_ranges_;
   Status error_;
@@ -1646,6 +1710,18 @@ struct Graph {
   std::vector<const StageState*> roots, attached;
 };
 
+// The first tensor stage `s` reads, directly or through inlined stages,
+// that is not a placeholder; "" where it reads only the kernel's inputs.
+std::string ReadOtherThanInputs(const Schedule::Impl& impl, const StageState& s) {
+  for (const Tensor& in : s.op->inputs) {
+    if (in.op()->is_placeholder) continue;
+    const StageState* producer = impl.Find(in.name());
+    if (producer == nullptr || !producer->inlined) return in.name();
+    if (std::string read = ReadOtherThanInputs(impl, *producer); !read.empty()) return read;
+  }
+  return "";
+}
+
 StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tensor>& outputs,
                               const std::vector<Tensor>& inputs, const std::string& at,
                               bool split) {
@@ -1715,11 +1791,31 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
                                "loop");
       }
     }
+    if (s->copy_ahead) {
+      if (s->scope != ir::MemoryScope::kShared) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead but not shared");
+      }
+      auto kind = consumer->annotations.find(s->attach_axis.get());
+      if (kind != consumer->annotations.end() && ir::IsThreadBinding(kind->second)) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead at loop '",
+                               s->attach_axis.name(),
+                               "', which is a launch axis; copy_ahead needs a serial loop");
+      }
+      if (const std::string read = ReadOtherThanInputs(impl, *s); !read.empty()) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead but reads '", read,
+                               "', which is not an input of the kernel: its values for the "
+                               "next iteration may not be ready");
+      }
+    }
   }
   for (const StageState* r : g.roots) {
     if (r->double_buffer) {
       return InvalidArgument(at, ": stage '", r->name(),
                              "' is double-buffered but not computed at a loop");
+    }
+    if (r->copy_ahead) {
+      return InvalidArgument(at, ": stage '", r->name(),
+                             "' is copied ahead but not computed at a loop");
     }
   }
   return g;

@@ -51,6 +51,8 @@ std::string_view KindName(Kind kind) {
       return "rfactor";
     case Kind::kSubgroupReduce:
       return "subgroup_reduce";
+    case Kind::kCopyAhead:
+      return "copy_ahead";
   }
   return "?";
 }
@@ -427,7 +429,27 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                ": the stage is an output; only shared stages computed at "
                                "a loop double-buffer");
       }
+      if (stage.copy_ahead) {
+        return InvalidArgument(at,
+                               ": the stage is copied ahead; a stage is double-buffered "
+                               "or copied ahead, not both");
+      }
       stage.double_buffer = true;
+      break;
+    }
+    case Kind::kCopyAhead: {
+      if (!p.axes.empty()) return InvalidArgument(at, ": copy_ahead takes no axis");
+      if (stage.is_output) {
+        return InvalidArgument(at,
+                               ": the stage is an output; only shared stages computed at "
+                               "a loop are copied ahead");
+      }
+      if (stage.double_buffer) {
+        return InvalidArgument(at,
+                               ": the stage is double-buffered, which already copies "
+                               "ahead; a stage is double-buffered or copied ahead, not both");
+      }
+      stage.copy_ahead = true;
       break;
     }
     case Kind::kSubgroupReduce: {
@@ -1079,6 +1101,10 @@ Status Stage::StorageAlign(const IterVar& axis, int64_t factor, int64_t offset) 
 
 Status Stage::DoubleBuffer() {
   return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
+}
+
+Status Stage::CopyAhead() {
+  return schedule_->Apply(Primitive{Kind::kCopyAhead, name_});
 }
 
 Status Stage::SubgroupReduce() {

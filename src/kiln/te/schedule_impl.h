@@ -46,6 +46,7 @@ struct StageState {
   bool scope_set = false;
   std::vector<StorageAlignment> alignments;
   bool double_buffer = false;
+  bool copy_ahead = false;
   bool subgroup_reduce = false;  // its cross-thread reduction combines through subgroups
 
   const std::string& name() const { return tensor.name(); }

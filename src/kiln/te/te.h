@@ -220,6 +220,7 @@ struct Primitive {
     kDoubleBuffer,
     kRfactor,
     kSubgroupReduce,
+    kCopyAhead,
   };
   Kind kind = Kind::kSplit;
   std::string stage;              // cache_read: the tensor read
@@ -235,7 +236,7 @@ struct Primitive {
   // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
   // "A.cache_read(shared, C)", "C.cache_write(local)",
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
-  // "C.rfactor(k_inner)", "C.subgroup_reduce()".
+  // "A_shared.copy_ahead()", "C.rfactor(k_inner)", "C.subgroup_reduce()".
   std::string ToString() const;
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
@@ -320,6 +321,15 @@ class Stage {
   // computing from its own. Lowering rejects a double-buffered stage that
   // reads a single-buffered one computed at the same loop.
   Status DoubleBuffer();
+  // A single-buffered shared stage computed at a serial loop is copied one
+  // iteration ahead: the first iteration's copy runs before the loop, and
+  // each iteration computes, then (after a barrier) copies the next
+  // iteration's values, then a barrier. The same copies and barriers as at
+  // the top of each iteration, in another order, which some shader
+  // compilers schedule better. Every stage computed at that loop must be
+  // copied ahead, and each may read only the kernel's inputs (lowering
+  // checks both).
+  Status CopyAhead();
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a
   // shared-memory tree: each subgroup reduces its threads' partials, one

@@ -417,18 +417,21 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 
 // Shared-memory tiles of A and B loaded cooperatively at each k step, a
 // register tile of C per thread: with and without padding the tiles' rows
-// and double buffering (its copies through registers), and with each
-// thread's 8 x 8 elements spread over the tile in groups of 4 (strided
-// regions), at sizes that leave every tile ragged.
+// and double buffering (its copies through registers) or copying one k
+// step ahead, and with each thread's 8 x 8 elements spread over the tile in
+// groups of 4 (strided regions), at sizes that leave every tile ragged.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (int variant = 0; variant < 5; ++variant) {
-    const bool strided = variant == 4;
-    const bool align = variant % 2 == 1 || strided, twice = variant / 2 == 1 || strided;
+  for (int variant = 0; variant < 7; ++variant) {
+    // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead.
+    const bool ahead = variant >= 5;
+    const bool strided = variant == 4 || variant == 6;
+    const bool align = variant % 2 == 1 || strided, twice = (variant / 2 == 1 || strided) && !ahead;
     {
       testing::SharedMatmulOptions o;
       o.storage_align = align;
       o.double_buffer = twice;
+      o.copy_ahead = ahead;
       if (strided) {
         o.strided = true;
         o.tile = 64;
@@ -439,11 +442,14 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
       ASSERT_TRUE(s.ok()) << s.status();
       auto f = Lower(*s, {p.C}, {p.A, p.B}, "shared_matmul");
       ASSERT_TRUE(f.ok()) << f.status();
-      for (auto [m, n, kk] : {std::tuple{1, 1, 1}, {33, 7, 100}, {64, 64, 64}, {70, 45, 17}}) {
+      // K = 0: no k step, C all zeros (the inputs hold one value that is
+      // never read: a binding is never empty).
+      for (auto [m, n, kk] :
+           {std::tuple{1, 1, 1}, {33, 7, 100}, {64, 64, 64}, {70, 45, 17}, {5, 3, 0}}) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
                      (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
-                     (strided ? " strided" : ""));
-        auto a = Random(m * kk), b = Random(kk * n);
+                     (ahead ? " copied ahead" : "") + (strided ? " strided" : ""));
+        auto a = Random(std::max(m * kk, 1)), b = Random(std::max(kk * n, 1));
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");
       }

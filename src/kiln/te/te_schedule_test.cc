@@ -71,6 +71,47 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   EXPECT_TRUE(Contains(compiled->wgsl, "workgroupBarrier();"));
 }
 
+// copy_ahead: the copies into shared memory for the first k step run before
+// the loop (where it runs at all), the next step's after each step's math,
+// between the same two barriers.
+TEST(TeScheduleTest, CopyAheadCopiesTheNextStepAfterTheMath) {
+  testing::SharedMatmulOptions o;
+  o.copy_ahead = true;
+  MatmulProgram p;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(Contains(s->ToString(), "A_shared.copy_ahead()\n")) << s->ToString();
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir, "if (0 < (K + 7) / 8) {\n                  for i_j_fused_outer in"))
+      << ir;
+  EXPECT_TRUE(Contains(ir, "A_shared_buf[i_1, j_1] = A[i_outer * 32 + i_1, j_1]")) << ir;
+  EXPECT_TRUE(
+      Contains(ir, "A_shared_buf[i_4, j_4] = A[i_outer * 32 + i_4, (k_outer + 1) * 8 + j_4]"))
+      << ir;
+  // The buffers live around the loop; one barrier after the first copies,
+  // and in each step one after the math and one after the next copies.
+  EXPECT_TRUE(Contains(ir,
+                       "alloc A_shared_buf: f32[32, 8] strides [33, 1] shared {\n"
+                       "              alloc B_shared_buf: f32[8, 32] strides [33, 1] shared {\n"
+                       "                if (0 < (K + 7) / 8)"))
+      << ir;
+  EXPECT_TRUE(
+      Contains(ir, "}\n                workgroup_barrier()\n                for k_outer in"))
+      << ir;
+  EXPECT_TRUE(Contains(ir,
+                       "  workgroup_barrier()\n                  if (k_outer + 1 < (K + 7) / 8) {\n"
+                       "                    for i_j_fused_outer_2 in"))
+      << ir;
+  EXPECT_EQ(Occurrences(ir, "workgroup_barrier()"), 3u) << ir;
+  // The math reads the tiles as without copy_ahead.
+  EXPECT_TRUE(Contains(ir,
+                       "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
+                       "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
+      << ir;
+}
+
 // With constant sizes that the tiles divide, the copies into shared memory
 // need no bounds checks (bounds inference proves the regions inside the
 // tensors) and their innermost axis can be a vector; ragged sizes keep the
@@ -339,6 +380,46 @@ TEST(TeScheduleTest, DoubleBufferNeedsASharedStageAtASerialLoop) {
   ASSERT_TRUE((*s)[p.P].DoubleBuffer().ok());
   ExpectError(Lower(*s, {p.C}, {p.A}, "st").status(),
               "stage 'P' is double-buffered at loop 'i_outer', which is a launch axis");
+}
+
+TEST(TeScheduleTest, CopyAheadNeedsSharedCopiesOfInputsAtASerialLoop) {
+  {
+    testing::StencilProgram p;
+    auto s = testing::ScheduleStencil(p, 64);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)[p.P].CopyAhead().ok());
+    ExpectError(Lower(*s, {p.C}, {p.A}, "st").status(),
+                "stage 'P' is copied ahead at loop 'i_outer', which is a launch axis; "
+                "copy_ahead needs a serial loop");
+    ExpectError((*s)[p.P].DoubleBuffer(), "a stage is double-buffered or copied ahead, not both");
+    ExpectError((*s)[p.C].CopyAhead(), "the stage is an output");
+  }
+  {
+    testing::StencilProgram p;
+    auto s = testing::ScheduleStencil(p, 64);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)[p.P].DoubleBuffer().ok());
+    ExpectError((*s)[p.P].CopyAhead(), "the stage is double-buffered, which already copies ahead");
+  }
+  testing::SharedChainProgram p(ir::IntConst(ir::kI32, 256));
+  {
+    // Q reads P, computed at the same loop: its next step's values are not
+    // there when Q would copy them.
+    auto s = testing::ScheduleSharedChain(p, /*spread=*/false);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)[p.Q].CopyAhead().ok());
+    ExpectError(Lower(*s, {p.C}, {p.A}, "chain").status(),
+                "stage 'Q' is copied ahead but reads 'P', which is not an input of the kernel");
+  }
+  {
+    // P alone (it reads the input A), with Q at the same loop not.
+    auto s = testing::ScheduleSharedChain(p, /*spread=*/false);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)[p.P].CopyAhead().ok());
+    ExpectError(Lower(*s, {p.C}, {p.A}, "chain").status(),
+                "stage 'Q' is computed at loop 'i_inner_outer' of stage 'C' without copy_ahead, "
+                "where other stages are copied ahead; copy all of a loop's stages ahead or none");
+  }
 }
 
 TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
