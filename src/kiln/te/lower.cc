@@ -1779,28 +1779,23 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
       return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
                              s->attach_stage, "', which is not part of this kernel");
     }
-    if (s->double_buffer) {
+    // A pipelined stage (its copy for the next iteration made during this
+    // one): shared, at a loop that is not a launch axis.
+    auto pipelined = [&](const char* is, const char* primitive) -> Status {
       if (s->scope != ir::MemoryScope::kShared) {
-        return InvalidArgument(at, ": stage '", s->name(), "' is double-buffered but not shared");
+        return InvalidArgument(at, ": stage '", s->name(), "' is ", is, " but not shared");
       }
       auto kind = consumer->annotations.find(s->attach_axis.get());
       if (kind != consumer->annotations.end() && ir::IsThreadBinding(kind->second)) {
-        return InvalidArgument(at, ": stage '", s->name(), "' is double-buffered at loop '",
-                               s->attach_axis.name(),
-                               "', which is a launch axis; double buffering needs a serial "
-                               "loop");
+        return InvalidArgument(at, ": stage '", s->name(), "' is ", is, " at loop '",
+                               s->attach_axis.name(), "', which is a launch axis; ", primitive,
+                               " needs a serial loop");
       }
-    }
+      return Status::Ok();
+    };
+    if (s->double_buffer) KILN_RETURN_IF_ERROR(pipelined("double-buffered", "double buffering"));
     if (s->copy_ahead) {
-      if (s->scope != ir::MemoryScope::kShared) {
-        return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead but not shared");
-      }
-      auto kind = consumer->annotations.find(s->attach_axis.get());
-      if (kind != consumer->annotations.end() && ir::IsThreadBinding(kind->second)) {
-        return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead at loop '",
-                               s->attach_axis.name(),
-                               "', which is a launch axis; copy_ahead needs a serial loop");
-      }
+      KILN_RETURN_IF_ERROR(pipelined("copied ahead", "copy_ahead"));
       if (const std::string read = ReadOtherThanInputs(impl, *s); !read.empty()) {
         return InvalidArgument(at, ": stage '", s->name(), "' is copied ahead but reads '", read,
                                "', which is not an input of the kernel: its values for the "
