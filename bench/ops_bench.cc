@@ -454,10 +454,9 @@ std::string Dims(const ops::Shape& s) {
 
 // ---- the workloads
 
-// The GEMM rule copies single-buffered tiles one k-step ahead (all but the
-// int8 GEMM's): said after the schedule.
-std::string CopiedAhead(const ops::MatmulSchedule& s) {
-  return s.double_buffer ? "" : ", copied ahead";
+// ", copied ahead" where the GEMM copies its tiles one k-step ahead.
+std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
+  return s.CopiesAhead(int8) ? ", copied ahead" : "";
 }
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
@@ -526,7 +525,9 @@ Workload MatmulInt8Workload(int64_t m, int64_t n, int64_t k, const ops::Target& 
     return w;
   }
   auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(1, m, n, target);
-  w.kernels = s.ok() ? StrCat(s->ToString(), " (k in int8x4 words), dot4I8Packed") : "";
+  w.kernels = s.ok() ? StrCat(s->ToString(), CopiedAhead(*s, /*int8=*/true),
+                              " (k in int8x4 words), dot4I8Packed")
+                     : "";
   w.functions = {*f};
   w.inputs = {{"A", {a, ir::kInt8x4}}, {"B", {b, ir::kInt8x4}}};
   w.buffers = {{"C", {{m, n}, ir::kI32}}};

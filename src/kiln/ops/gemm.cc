@@ -203,13 +203,10 @@ class TeGemm {
       KILN_RETURN_IF_ERROR(st.SetScope(ir::MemoryScope::kShared));
       KILN_RETURN_IF_ERROR(st.ComputeAt(acc, ks.outer));
       // Single-buffered tiles are copied one k step ahead: 2-11% faster on
-      // the H200 for f32, f16 and the convolution, but 20% slower for the
-      // int8 GEMM (BENCHMARKS.md, "Copies one iteration ahead").
-      if (s_.double_buffer) {
-        KILN_RETURN_IF_ERROR(st.DoubleBuffer());
-      } else if (spec_.math != GemmMath::kDot4I8) {
-        KILN_RETURN_IF_ERROR(st.CopyAhead());
-      }
+      // the H200 for f32, f16 and the convolution (BENCHMARKS.md, "Copies
+      // one iteration ahead").
+      if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+      if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) KILN_RETURN_IF_ERROR(st.CopyAhead());
       const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
       if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));
       KILN_ASSIGN_OR_RETURN(te::IterVar fused, k_contiguous ? st.Fuse(x, kx) : st.Fuse(kx, x));

@@ -282,6 +282,10 @@ struct MatmulSchedule {
   int64_t SharedBytes() const;
   // "128x128 tile, k 16, double-buffered".
   std::string ToString() const;
+  // Whether a GEMM under this schedule copies its single-buffered tiles one
+  // k-step ahead (te::Stage::CopyAhead): every GEMM but the int8 one, which
+  // that order made 20% slower on the H200 (BENCHMARKS.md).
+  bool CopiesAhead(bool int8) const { return !double_buffer && !int8; }
   friend bool operator==(const MatmulSchedule&, const MatmulSchedule&) = default;
 };
 
