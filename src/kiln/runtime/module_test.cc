@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include <unistd.h>
+
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/device.h"
@@ -301,7 +303,9 @@ TEST_F(RuntimeTest, EmptyLaunchDispatchesNothing) {
 
 TEST_F(RuntimeTest, ModuleFilesRoundTripAndBadFilesAreClearErrors) {
   const std::string bytes = codegen::SerializeModule(compiled_);
-  const std::string path = ::testing::TempDir() + "/kiln_runtime_test.kmod";
+  // One file per process: ctest runs this suite on several devices at once.
+  const std::string path =
+      ::testing::TempDir() + "/kiln_runtime_test_" + std::to_string(::getpid()) + ".kmod";
   auto write = [&](const std::string& content) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
