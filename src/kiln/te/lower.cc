@@ -544,9 +544,12 @@ class KernelLowering {
 
   // The range of each root axis var of `s` (data, then reduction) while the
   // leaves in `relaxed` run over their loops, the others fixed.
-  IntervalMap RootRanges(const StageState& s, const StageLayout& layout,
-                         const std::unordered_set<const IterVarNode*>& relaxed,
-                         const IntervalMap& outer) const {
+  // The ranges of `s`'s root axes while its `relaxed` leaves (and the
+  // `outer` vars) run over their extents. Errors (under `at`): an axis whose
+  // value in its leaves has no bounds (a fuse with a symbolic extent).
+  StatusOr<IntervalMap> RootRanges(const StageState& s, const StageLayout& layout,
+                                   const std::unordered_set<const IterVarNode*>& relaxed,
+                                   const IntervalMap& outer, const std::string& at) const {
     IntervalMap leaf_ranges = outer;
     for (const IterVar& a : s.leaves) {
       if (relaxed.count(a.get()) != 0) {
@@ -556,14 +559,23 @@ class KernelLowering {
     }
     IntervalMap out;
     auto region = regions_.find(&s);
+    auto bound = [&](const IterVar& axis, const ir::Expr& v) -> Status {
+      std::optional<Interval> i = EvalInterval(v, leaf_ranges);
+      if (!i) {
+        return InvalidArgument(at, ": cannot bound axis '", axis.name(), "' of stage '", s.name(),
+                               "', ", ir::Print(ir::Simplify(v)),
+                               " in its loops (fuse or split only axes of constant extent "
+                               "inside the loop)");
+      }
+      out[axis.var().get()] = *i;
+      return Status::Ok();
+    };
     for (size_t d = 0; d < s.op->axis.size(); ++d) {
       ir::Expr v = layout.value(s.op->axis[d]);
       if (region != regions_.end()) v = region->second.At(d, v);
-      out[s.op->axis[d].var().get()] = *EvalInterval(v, leaf_ranges);
+      KILN_RETURN_IF_ERROR(bound(s.op->axis[d], v));
     }
-    for (const IterVar& r : s.op->reduce_axis) {
-      out[r.var().get()] = *EvalInterval(layout.value(r), leaf_ranges);
-    }
+    for (const IterVar& r : s.op->reduce_axis) KILN_RETURN_IF_ERROR(bound(r, layout.value(r)));
     return out;
   }
 
@@ -628,7 +640,7 @@ class KernelLowering {
       if (finder.loads.empty()) continue;
       IntervalMap ranges;
       if (r == &c) {
-        ranges = RootRanges(c, *c_layout, relaxed, outer_threads);
+        KILN_ASSIGN_OR_RETURN(ranges, RootRanges(c, *c_layout, relaxed, outer_threads, at));
       } else {
         // A reader computed inside the consumer: where, and over what region.
         int rpos = -1;
@@ -1292,6 +1304,28 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       const ir::LoopKind kind = layout.loop_kind(a);
       if (ir::IsThreadBinding(kind) && ctx.count(kind) == 0) ctx[kind] = a.var();
       ctx_inside[a.get()] = ctx;
+    }
+  }
+  // A stage computed at another's loop runs in each workgroup and thread
+  // that reach the loop. Its loops may bind threads only where those share
+  // a shared stage's work: never a workgroup (each computes the region it
+  // reads itself), nor a thread in a local stage (one copy per thread, which
+  // each thread computes whole).
+  if (stage.attached() && error_.ok()) {
+    for (const IterVar& a : stage.leaves) {
+      const ir::LoopKind kind = layout.loop_kind(a);
+      if (!ir::IsThreadBinding(kind)) continue;
+      const bool block = !ir::IsThreadIdx(kind);
+      if (!block && stage.scope != ir::MemoryScope::kLocal) continue;
+      error_ = InvalidArgument(
+          at_, ": stage '", stage.name(), "' is computed at '", stage.attach_stage, "', loop '",
+          stage.attach_axis.name(), "', and binds axis '", a.name(), "' to ",
+          ir::LoopKindName(kind), ": ",
+          block ? "a stage computed at another's loop cannot bind a workgroup axis (each "
+                  "workgroup computes the part it reads)"
+                : "a local stage is one copy per thread, which each thread computes whole; "
+                  "only a shared stage spreads its work over the threads");
+      break;
     }
   }
   auto context_at = [&](const std::vector<IterVar>& loops) {

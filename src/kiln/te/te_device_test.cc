@@ -23,6 +23,7 @@
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
 #include "kiln/te/te.h"
+#include "kiln/te/te_random_schedules.h"
 #include "kiln/te/te_test_kernels.h"
 
 namespace kiln::te {
@@ -848,6 +849,61 @@ TEST_F(TeDeviceTest, SoftmaxAsThreeKernels) {
     }
     ExpectNear(got, want, 1e-5f, "Y");
   }
+}
+
+// Random schedules (te_random_schedules.h) on the device: every kernel of
+// the first 60 cases that lower runs on fresh random inputs, its outputs
+// poisoned, against the interpreter running the same IR. kiln_te_fuzz_test
+// checks that IR against the unscheduled program; this checks what the
+// device makes of it (barriers, shared memory, launch shapes, vectors).
+TEST_F(TeDeviceTest, RandomSchedulesMatchTheInterpreter) {
+  const bool has_subgroups = device_->HasFeature(hal::Feature::kSubgroups);
+  int checked = 0, without_subgroups = 0;
+  for (uint64_t c = 1; checked < 60 && c < 1000; ++c) {
+    const testing::FuzzProgram p =
+        testing::MakeFuzzProgram(static_cast<int>(c % testing::kFuzzPrograms));
+    auto s = testing::DrawSchedule(p, c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto kernels = LowerKernels(*s, p.outputs, p.inputs, "fuzz");
+    if (!kernels.ok()) continue;  // kiln_te_fuzz_test checks the errors
+    const auto& prims = s->primitives();
+    if (!has_subgroups && std::any_of(prims.begin(), prims.end(), [](const Primitive& prim) {
+          return prim.kind == Primitive::Kind::kSubgroupReduce;
+        })) {
+      ++without_subgroups;
+      continue;
+    }
+    SCOPED_TRACE(p.name + ", case " + std::to_string(c) + ", schedule:\n" + s->ToString());
+    auto compiled =
+        codegen::CompileModule(ir::Module{kernels->functions}, check::CompileOptionsFor(*device_));
+    if (!compiled.ok()) {
+      ASSERT_EQ(compiled.status().code(), StatusCode::kInvalidArgument) << compiled.status();
+      continue;
+    }
+    auto loaded = runtime::LoadedModule::Load(device_, *compiled);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    for (const ir::Function& f : kernels->functions) {
+      SCOPED_TRACE(ir::Print(f));
+      auto kernel = (*loaded)->Find(f.name());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      check::CheckOptions options;
+      for (const ir::Param& param : f.params()) {
+        if (param.is_scalar())
+          options.scalar_args[param.name()] = std::to_string(p.sizes.at(param.name()));
+      }
+      auto result = check::RunAndCheck(**kernel, f, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_TRUE(result->pass) << "seed " << result->seed << "\n" << result->Summary();
+    }
+    ++checked;
+  }
+  std::printf("[ INFO     ] %d random schedules checked on %s", checked,
+              device_->Describe().c_str());
+  if (without_subgroups > 0) {
+    std::printf(" (%d more need subgroups, which it lacks)", without_subgroups);
+  }
+  std::printf("\n");
+  EXPECT_EQ(checked, 60);
 }
 
 }  // namespace

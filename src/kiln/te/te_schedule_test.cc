@@ -286,6 +286,37 @@ TEST(TeScheduleTest, ComputeAtInfersTheHalo) {
   EXPECT_TRUE(Contains(ir, "i_outer * 64 + i < n + 2"));
 }
 
+// A stage computed at another's loop binds threads only to share a shared
+// stage's work: a local stage's threads would each hold part of it, and a
+// workgroup axis would leave each workgroup computing part of what it reads.
+TEST(TeScheduleTest, AttachedStagesBindOnlyThreadsOfSharedWork) {
+  for (const char* thread : {"threadIdx.y", "blockIdx.y"}) {
+    SCOPED_TRACE(thread);
+    testing::StencilProgram p;
+    auto s = Schedule::Create({p.C});
+    ASSERT_TRUE(s.ok());
+    Stage c = (*s)[p.C], producer = (*s)[p.P];
+    auto i = c.Split(c.axis(0), 8);
+    ASSERT_TRUE(i.ok());
+    ASSERT_TRUE(c.Bind(i->outer, ThreadAxis::kBlockX).ok());
+    ASSERT_TRUE(c.Bind(i->inner, ThreadAxis::kThreadX).ok());
+    ASSERT_TRUE(producer.ComputeAt(c, i->inner).ok());
+    auto pi = producer.Split(producer.axis(0), 4);
+    ASSERT_TRUE(pi.ok());
+    ASSERT_TRUE(producer.Bind(pi->inner, *ThreadAxisFromName(thread)).ok());
+    ExpectError(Lower(*s, {p.C}, {p.A}, "st").status(),
+                std::string("stage 'P' is computed at 'C', loop 'i_inner', and binds axis "
+                            "'i_inner' to ") +
+                    thread);
+    if (std::string(thread) == "threadIdx.y") {
+      // Shared, the threads share its work.
+      ASSERT_TRUE(producer.SetScope(ir::MemoryScope::kShared).ok());
+      auto f = Lower(*s, {p.C}, {p.A}, "st");
+      EXPECT_TRUE(f.ok()) << f.status();
+    }
+  }
+}
+
 TEST(TeScheduleTest, StagingSchedulesPrintCompareAndReplay) {
   MatmulProgram p;
   testing::SharedMatmulOptions o;

@@ -66,6 +66,22 @@ class RenewBindings : public ir::StmtMutator {
   std::unordered_map<const ir::BufferNode*, ir::Buffer> buffers_;
 };
 
+// Removes the shared allocations of a statement, keeping their bodies, and
+// collects their buffers. Unrolled copies then share each buffer, allocated
+// once around them: the copies run one after another, as the loop's
+// iterations did, and shared memory is not multiplied by the trip count
+// (WGSL allocates workgroup memory per kernel, not per scope).
+class StripSharedAllocs : public ir::StmtMutator {
+ public:
+  Stmt MutateAllocate(const ir::AllocateNode* op, const Stmt& s) override {
+    if (op->buffer.scope() != ir::MemoryScope::kShared)
+      return ir::StmtMutator::MutateAllocate(op, s);
+    buffers.push_back(op->buffer);
+    return MutateStmt(op->body);
+  }
+  std::vector<ir::Buffer> buffers;
+};
+
 class Unroller : public FallibleMutator {
  public:
   explicit Unroller(const UnrollOptions& options) : options_(options) {}
@@ -94,13 +110,19 @@ class Unroller : public FallibleMutator {
     // The loop runs ceil(extent / step) times; v wraps in its type
     // (IntConst wraps).
     const int64_t trips = *extent <= 0 ? 0 : *extent / *step + (*extent % *step != 0);
+    StripSharedAllocs shared;
+    if (trips > 1) body = shared.MutateStmt(body);
     for (int64_t k = 0; k < trips; ++k) {
       const auto v = static_cast<int64_t>(static_cast<uint64_t>(*min) +
                                           static_cast<uint64_t>(k) * static_cast<uint64_t>(*step));
       ir::VarMap map{{op->loop_var.get(), ir::IntConst(op->loop_var.dtype(), v)}};
       copies.push_back(RenewBindings().MutateStmt(ir::Substitute(body, map)));
     }
-    return ir::MakeSeq(std::move(copies));
+    Stmt out = ir::MakeSeq(std::move(copies));
+    for (auto it = shared.buffers.rbegin(); it != shared.buffers.rend(); ++it) {
+      out = ir::AllocateNode::make(*it, out);
+    }
+    return out;
   }
 
  private:

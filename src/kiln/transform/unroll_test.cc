@@ -72,6 +72,31 @@ TEST(UnrollTest, EachCopyBindsItsOwnVariablesAndBuffers) {
 )");
 }
 
+// Shared memory is not multiplied by the trip count: the copies share one
+// allocation around them, where local buffers stay one per copy.
+TEST(UnrollTest, CopiesShareOneSharedAllocation) {
+  IRBuilder b("staged");
+  Buffer A = b.BufferParam("A", kI32, {4});
+  b.For("k", LoopKind::kUnrolled, 0, 2, [&](Var k) {
+    b.Allocate("tile", kI32, {64}, MemoryScope::kShared, [&](Buffer tile) {
+      b.Store(tile, {k}, Load(A, {k}));
+      b.Store(A, {k + 2}, Load(tile, {k}));
+    });
+  });
+  StatusOr<Function> f = Unroll(b.Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(Verify(*f).ok()) << Verify(*f) << "\n" << Print(*f);
+  EXPECT_EQ(Print(*f), R"(fn staged(A: buffer<i32>[4]) {
+  alloc tile: i32[64] shared {
+    tile[0] = A[0]
+    A[0 + 2] = tile[0]
+    tile[1] = A[1]
+    A[1 + 2] = tile[1]
+  }
+}
+)");
+}
+
 TEST(UnrollTest, NonConstantExtentIsAnError) {
   IRBuilder b("dyn");
   Var n = b.ScalarParam("n", kI32);

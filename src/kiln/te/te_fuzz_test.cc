@@ -1,0 +1,170 @@
+// Random schedules against the unscheduled program, in the interpreter.
+//
+// Every case draws primitives at random for one of the small programs of
+// te_random_schedules.h and applies them one by one. A rejected primitive
+// must leave the schedule exactly as it was and say why; the schedule must
+// replay on a fresh Schedule to an equal one; and where the result lowers,
+// it must verify, generate WGSL and compute, on random inputs with the
+// outputs poisoned, what the unscheduled program computes.
+//
+// KILN_TE_FUZZ_CASES sets the number of cases (default 3000) and
+// KILN_TE_FUZZ_SEED the first case's seed, for longer runs by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "kiln/codegen/wgsl_codegen.h"
+#include "kiln/ir/printer.h"
+#include "kiln/ir/verifier.h"
+#include "kiln/te/te_random_schedules.h"
+
+namespace kiln::te {
+namespace {
+
+using testing::FuzzProgram;
+using testing::HostBuffers;
+
+int64_t EnvOr(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? fallback : std::atoll(v);
+}
+
+// The kernels of a schedule (one per root stage).
+StatusOr<std::vector<ir::Function>> LowerAll(const Schedule& s, const FuzzProgram& p) {
+  KILN_ASSIGN_OR_RETURN(Kernels k, LowerKernels(s, p.outputs, p.inputs, "fuzz"));
+  return k.functions;
+}
+
+std::string Dump(const std::vector<ir::Function>& functions) {
+  std::string out;
+  for (const ir::Function& f : functions) out += ir::Print(f);
+  return out;
+}
+
+// Whether `got` matches `want` on every output of `p`: floats within
+// 1e-4 * (1 + |want|) (NaN equal to NaN), integers exactly.
+::testing::AssertionResult SameOutputs(const FuzzProgram& p, const HostBuffers& want,
+                                       const HostBuffers& got) {
+  for (const Tensor& out : p.outputs) {
+    const interp::HostBuffer& w = want.at(out.name());
+    const interp::HostBuffer& g = got.at(out.name());
+    for (int64_t i = 0; i < w.num_elements(); ++i) {
+      if (out.dtype() == ir::kF32) {
+        const float a = w.At<float>(i), b = g.At<float>(i);
+        if ((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-4 * (1 + std::fabs(a))) {
+          continue;
+        }
+        return ::testing::AssertionFailure()
+               << out.name() << "[" << i << "] is " << b << ", want " << a;
+      }
+      if (w.At<int32_t>(i) != g.At<int32_t>(i)) {
+        return ::testing::AssertionFailure() << out.name() << "[" << i << "] is "
+                                             << g.At<int32_t>(i) << ", want " << w.At<int32_t>(i);
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(TeFuzzTest, RandomSchedulesComputeWhatTheProgramComputes) {
+  const int64_t cases = EnvOr("KILN_TE_FUZZ_CASES", 3000);
+  const int64_t first = EnvOr("KILN_TE_FUZZ_SEED", 1);
+  const bool verbose = EnvOr("KILN_TE_FUZZ_VERBOSE", 0) != 0;  // print each lowering error
+  std::map<std::string, int> applied, lowered_by_program, lowered_with;
+  int lowered = 0, rejected = 0, lowering_errors = 0, codegen_errors = 0;
+  for (int64_t c = first; c < first + cases; ++c) {
+    const FuzzProgram p = testing::MakeFuzzProgram(static_cast<int>(c % testing::kFuzzPrograms));
+    SCOPED_TRACE(p.name + ", case " + std::to_string(c));
+    auto s = testing::DrawSchedule(
+        p, static_cast<uint64_t>(c),
+        [&](const Primitive& prim, const Status& status, const std::string& before,
+            const std::string& after) {
+          ++rejected;
+          // Rejected: the same schedule, and an error that names the stage.
+          EXPECT_EQ(after, before) << prim.ToString();
+          EXPECT_FALSE(status.message().empty()) << prim.ToString();
+          EXPECT_NE(status.message().find(prim.stage), std::string::npos)
+              << prim.ToString() << ": " << status;
+        },
+        &applied);
+    ASSERT_TRUE(s.ok()) << s.status();
+    SCOPED_TRACE("schedule:\n" + s->ToString());
+
+    // The records replay to an equal schedule.
+    auto replay = Schedule::Create(p.outputs);
+    ASSERT_TRUE(replay.ok());
+    const Status replayed = replay->Apply(s->primitives());
+    ASSERT_TRUE(replayed.ok()) << replayed;
+    EXPECT_TRUE(*replay == *s);
+
+    if (verbose) {
+      std::printf("case %lld:\n%s", static_cast<long long>(c), s->ToString().c_str());
+      std::fflush(stdout);
+    }
+    auto kernels = LowerAll(*s, p);
+    if (!kernels.ok()) {
+      ++lowering_errors;
+      EXPECT_FALSE(kernels.status().message().empty());
+      if (verbose) std::printf("%s\n", kernels.status().ToString().c_str());
+      continue;
+    }
+    ++lowered;
+    ++lowered_by_program[p.name];
+    for (const Primitive& prim : s->primitives()) ++lowered_with[testing::KindOf(prim)];
+    SCOPED_TRACE("lowered:\n" + Dump(*kernels));
+    auto again = LowerAll(*replay, p);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(Dump(*again), Dump(*kernels));
+    bool compiles = true;
+    for (const ir::Function& f : *kernels) {
+      const Status verified = ir::Verify(f);
+      ASSERT_TRUE(verified.ok()) << verified;
+      // The code generator may refuse what WGSL cannot hold (an unrolled
+      // loop past its limit): an argument error, never an internal one.
+      auto wgsl = codegen::CompileFunction(f);
+      if (!wgsl.ok()) {
+        ASSERT_EQ(wgsl.status().code(), StatusCode::kInvalidArgument) << wgsl.status();
+        ASSERT_NE(wgsl.status().message().find(f.name()), std::string::npos) << wgsl.status();
+        compiles = false;
+      }
+    }
+    if (!compiles) {
+      ++codegen_errors;
+      continue;
+    }
+
+    // The reference: the unscheduled program.
+    auto plain_schedule = Schedule::Create(p.outputs);
+    ASSERT_TRUE(plain_schedule.ok());
+    auto plain = LowerAll(*plain_schedule, p);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto inputs = testing::RandomInputs(*plain, p, static_cast<uint64_t>(c) * 7919);
+    ASSERT_TRUE(inputs.ok()) << inputs.status();
+    HostBuffers want = *inputs, got = *inputs;
+    const Status ran_plain = testing::RunInInterpreter(*plain, p, want);
+    ASSERT_TRUE(ran_plain.ok()) << ran_plain;
+    const Status ran = testing::RunInInterpreter(*kernels, p, got);
+    ASSERT_TRUE(ran.ok()) << ran;
+    ASSERT_TRUE(SameOutputs(p, want, got));
+  }
+  std::printf(
+      "[ INFO     ] %lld cases: %d lowered (%d of them refused by the code generator), %d did "
+      "not lower; %d primitives rejected\n",
+      static_cast<long long>(cases), lowered, codegen_errors, lowering_errors, rejected);
+  std::printf("[ INFO     ] applied:");
+  for (const auto& [kind, n] : applied) std::printf(" %s %d", kind.c_str(), n);
+  std::printf("\n[ INFO     ] primitives of the schedules that lowered:");
+  for (const auto& [kind, n] : lowered_with) std::printf(" %s %d", kind.c_str(), n);
+  std::printf("\n[ INFO     ] lowered per program:");
+  for (const auto& [name, n] : lowered_by_program) std::printf(" %s %d", name.c_str(), n);
+  std::printf("\n");
+  // The cases must exercise the lowering, not only the errors.
+  EXPECT_GE(lowered - codegen_errors, cases / 4);
+}
+
+}  // namespace
+}  // namespace kiln::te
