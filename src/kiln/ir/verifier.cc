@@ -203,10 +203,10 @@ class FunctionVerifier {
     int64_t storage_buffers = 0;
     for (const Param& p : f_.params()) storage_buffers += p.is_buffer() ? 1 : 0;
     if (storage_buffers > options_.limits.max_storage_buffers_per_stage) {
-      return ErrorAtFunction(StrCat(
-          "the kernel has ", storage_buffers, " buffer parameters, more than the target's ",
-          options_.limits.max_storage_buffers_per_stage,
-          " storage buffers per shader stage (maxStorageBuffersPerShaderStage)"));
+      return ErrorAtFunction(
+          StrCat("the kernel has ", storage_buffers, " buffer parameters, more than the target's ",
+                 options_.limits.max_storage_buffers_per_stage,
+                 " storage buffers per shader stage (maxStorageBuffersPerShaderStage)"));
     }
     KILN_RETURN_IF_ERROR(CheckStmt(f_.body()));
     return Status::Ok();
@@ -594,6 +594,22 @@ class FunctionVerifier {
                               Quote(extent), "; expected a positive constant"));
         }
         elements = *c > (int64_t{1} << 40) / elements ? (int64_t{1} << 40) : elements * *c;
+      }
+      // With strides the buffer spans 1 + sum((extent - 1) * stride) elements
+      // (padded rows take their padding).
+      if (!b.strides().empty()) {
+        int64_t span = 1;
+        for (size_t d = 0; d < b.strides().size(); ++d) {
+          std::optional<int64_t> stride = AsConstInt(b.strides()[d]);
+          if (!stride.has_value() || *stride <= 0) {
+            return Error(StrCat(MemoryScopeName(b.scope()), " buffer '", b.name(), "' has stride ",
+                                Quote(b.strides()[d]), "; expected a positive constant"));
+          }
+          constexpr int64_t kCap = int64_t{1} << 40;
+          const int64_t steps = *AsConstInt(b.shape()[d]) - 1;
+          span = steps > (kCap - span) / *stride ? kCap : span + steps * *stride;
+        }
+        elements = std::max(elements, span);
       }
       if (b.scope() == MemoryScope::kShared) {
         shared_bytes_ += elements * b.dtype().StorageBytes();

@@ -258,6 +258,16 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16388 bytes in all, "
      "more than the limit of 16384"},
+    {"SharedPaddedTooLarge",  // 12 rows of 20, padded to a stride of 640: 7060 elements
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  alloc a: f32[12, 20] strides [640, 1] shared {\n"
+     "    A[0] = a[0, 0]\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `alloc a: f32[12, 20] strides [640, 1] shared`: shared buffers need "
+     "28240 bytes in all, more than the limit of 16384"},
     {"SharedExtentNotConstant",
      "module {\n"
      "fn f(A: buffer<f32>[n], n: i32) {\n"

@@ -1460,7 +1460,9 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       for (size_t k = 0; k < n; ++k) {
         m[(custom ? op->reduce_vars[k] : op->reduce_var).get()] = values[k];
       }
-      return prepare(ir::Substitute(op->body, m));
+      // The body in the tensor's coordinates first, then the values: they
+      // are loads of this stage's own buffers, indexed by its loop vars.
+      return ir::Substitute(prepare(op->body), m);
     };
     const std::vector<ir::Buffer> accs =
         buffers("_acc", {ir::IntConst(ir::kI32, 1)}, ir::MemoryScope::kLocal);

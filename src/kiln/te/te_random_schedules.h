@@ -39,7 +39,7 @@ inline ir::Expr C32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
 }
 
-inline constexpr int kFuzzPrograms = 9;
+inline constexpr int kFuzzPrograms = 13;
 
 // Program `which` (0 .. kFuzzPrograms - 1), built with fresh tensors.
 inline FuzzProgram MakeFuzzProgram(int which) {
@@ -110,9 +110,38 @@ inline FuzzProgram MakeFuzzProgram(int which) {
       });
       return {"softmax", {X}, {Y}, {}};
     }
-    default: {  // argmax: a tuple reducer
+    case 8: {  // argmax: a tuple reducer
       ArgmaxProgram p;
       return {"argmax", {p.X}, {p.Y}, {{"rows", 4}, {"cols", 29}}};
+    }
+    case 9: {  // a stencil over a symbolic size
+      StencilProgram p;
+      return {"stencil_n", {p.A}, {p.C}, {{"n", 45}}};
+    }
+    case 10: {  // i32 sums of the positive elements of each row, chosen lazily
+      Tensor X = Placeholder("X", {C32(9), C32(21)}, ir::kI32);
+      IterVar k = ReduceAxis(C32(21), "k");
+      Tensor Y = Compute("Y", {C32(9)}, [&](const std::vector<Var>& i) {
+        const Expr x = X(i[0], k);
+        return Sum(ir::IfThenElse(x > 0, x, ir::IntConst(ir::kI32, 0)), {k});
+      });
+      return {"positive_sums", {X}, {Y}, {}};
+    }
+    case 11: {  // f16 in, scaled and cast, three axes
+      Tensor A = Placeholder("A", {C32(3), C32(5), C32(8)}, ir::kF16);
+      Tensor B = Placeholder("B", {C32(5), C32(8)}, ir::kF16);
+      Tensor C = Compute("C", {C32(3), C32(5), C32(8)}, [&](const std::vector<Var>& i) {
+        return ir::Cast(ir::kF32, A(i[0], i[1], i[2]) * B(i[1], i[2])) * 0.25;
+      });
+      return {"f16_scale", {A, B}, {C}, {}};
+    }
+    default: {  // a select of two inputs at symbolic sizes
+      Var n = SizeVar("n");
+      Tensor A = Placeholder("A", {n}, ir::kF32), B = Placeholder("B", {n}, ir::kF32);
+      Tensor C = Compute("C", {n}, [&](const std::vector<Var>& i) {
+        return ir::Select(A(i[0]) > B(i[0]), A(i[0]) - B(i[0]), B(i[0]) * 3.0);
+      });
+      return {"select", {A, B}, {C}, {{"n", 1000}}};
     }
   }
 }
@@ -383,11 +412,13 @@ inline Status RunInInterpreter(const std::vector<ir::Function>& functions,
   return Status::Ok();
 }
 
-// The program's inputs, random, at the shapes `functions` give them.
+// The program's inputs, random (floats in [-1, 1], integers in [-100, 100]),
+// at the shapes `functions` give them.
 inline StatusOr<HostBuffers> RandomInputs(const std::vector<ir::Function>& functions,
                                           const FuzzProgram& program, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ints(-100, 100);
   HostBuffers buffers;
   std::map<const ir::VarNode*, interp::Value> bindings;
   for (const ir::Function& f : functions) bindings.merge(SizeBindings(f, program));
@@ -400,7 +431,10 @@ inline StatusOr<HostBuffers> RandomInputs(const std::vector<ir::Function>& funct
       n *= v.AsInt();
     }
     interp::HostBuffer b(t.dtype(), shape);
-    for (int64_t i = 0; i < n; ++i) b.SetAt<float>(i, dist(rng));
+    for (int64_t i = 0; i < n; ++i) {
+      b.Set(i, t.dtype().is_float() ? interp::Value::Float(t.dtype(), dist(rng))
+                                    : interp::Value::Int(t.dtype(), ints(rng)));
+    }
     buffers.emplace(t.name(), std::move(b));
   }
   return buffers;

@@ -7,6 +7,7 @@
 #include "kiln/ir/simplifier.h"
 #include "kiln/te/bounds.h"
 #include "kiln/te/te.h"
+#include "kiln/te/te_random_schedules.h"
 #include "kiln/te/te_test_kernels.h"
 
 namespace kiln::te {
@@ -315,6 +316,26 @@ TEST(TeScheduleTest, AttachedStagesBindOnlyThreadsOfSharedWork) {
       EXPECT_TRUE(f.ok()) << f.status();
     }
   }
+}
+
+// A cross-thread reduction computed at another stage's loop reads its
+// result from its own slots, not at the tensor's coordinates.
+TEST(TeScheduleTest, AttachedCrossThreadReductionReadsItsOwnSlot) {
+  testing::FuzzProgram p = testing::MakeFuzzProgram(7);  // softmax: M, S, Y
+  ASSERT_EQ(p.name, "softmax");
+  auto s = Schedule::Create(p.outputs);
+  ASSERT_TRUE(s.ok());
+  Stage y = (*s)[p.outputs[0]];
+  auto st = s->FindStage("S");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(st->ComputeAt(y, y.axis(1)).ok());
+  ASSERT_TRUE(st->Bind(st->axis(0), ThreadAxis::kThreadY).ok());
+  ASSERT_TRUE(st->SetScope(ir::MemoryScope::kShared).ok());
+  ASSERT_TRUE(st->Bind(st->reduce_axis(0), ThreadAxis::kThreadX).ok());
+  auto k = LowerKernels(*s, p.outputs, p.inputs, "softmax");
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string ir = ir::Print(k->functions.back());
+  EXPECT_TRUE(Contains(ir, "S_buf[i_1] = S_red[i_1, 0]"));
 }
 
 TEST(TeScheduleTest, StagingSchedulesPrintCompareAndReplay) {
