@@ -1039,7 +1039,8 @@ std::optional<KernelLowering::DigitForm> KernelLowering::DigitFormOf(
   // var for its stored position.
   std::unordered_map<const ir::VarNode*, ir::Expr> expand;
   std::unordered_map<const ir::VarNode*, const internal::Digits*> holders;
-  std::vector<ir::Var> stand_ins;
+  std::vector<ir::Var> stand_ins, alias_vars;  // alias_vars keep the aliases alive
+  ir::VarMap aliases;
   const auto c_region = regions_.find(&c);
   for (size_t d = 0; d < c.op->axis.size(); ++d) {
     ir::Expr v = layout.value(c.op->axis[d]);
@@ -1054,6 +1055,26 @@ std::optional<KernelLowering::DigitForm> KernelLowering::DigitFormOf(
         stand_ins.emplace_back(c.op->axis[d].name() + "_position", ir::kI32);
         holders[stand_ins.back().get()] = &digits;
         v = stand_ins.back();
+      }
+      // The axis at the region's origin plus its loop value. Where that
+      // value is the axis's own var (a leaf), the var stands for the loop
+      // under an alias, so that the expansion does not expand it again.
+      const ir::Var& self = c.op->axis[d].var();
+      struct Mentions : ir::ExprVisitor {
+        const ir::VarNode* var = nullptr;
+        bool found = false;
+        void VisitVar(const ir::VarNode* op) override { found = found || op == var; }
+      } mentions;
+      mentions.var = self.get();
+      mentions.VisitExpr(v);
+      if (mentions.found) {
+        ir::Var alias(self.name(), self.dtype());
+        if (auto it = loop_extent.find(self.get()); it != loop_extent.end()) {
+          loop_extent[alias.get()] = it->second;
+        }
+        aliases[alias.get()] = self;
+        v = ir::Substitute(v, ir::VarMap{{self.get(), alias}});
+        alias_vars.push_back(alias);
       }
       v = c_region->second.min[d] + v;
     }
@@ -1094,7 +1115,7 @@ std::optional<KernelLowering::DigitForm> KernelLowering::DigitFormOf(
   }
   std::optional<internal::Digits> normal = internal::NormalizeDigits(std::move(digits));
   if (!normal) return std::nullopt;
-  return DigitForm{base.ToExpr(ir::kI32), *normal};
+  return DigitForm{ir::Substitute(base.ToExpr(ir::kI32), aliases), *normal};
 }
 
 Status KernelLowering::CheckSubgroupReduce(const StageState& stage, int64_t width, bool only_axis,
@@ -1829,7 +1850,18 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
       }
       return Status::Ok();
     };
-    if (s->double_buffer) KILN_RETURN_IF_ERROR(pipelined("double-buffered", "double buffering"));
+    if (s->double_buffer) {
+      KILN_RETURN_IF_ERROR(pipelined("double-buffered", "double buffering"));
+      // The next iteration's copy is staged through registers one store at a
+      // time, which a reduction (whose stores read its own accumulator)
+      // cannot be.
+      if (s->op->has_reduction) {
+        return InvalidArgument(at, ": stage '", s->name(),
+                               "' is double-buffered but is a reduction: only a copy or an "
+                               "elementwise stage is staged through registers for the next "
+                               "iteration (copy_ahead computes a reduction whole)");
+      }
+    }
     if (s->copy_ahead) {
       KILN_RETURN_IF_ERROR(pipelined("copied ahead", "copy_ahead"));
       if (const std::string read = ReadOtherThanInputs(impl, *s); !read.empty()) {

@@ -70,6 +70,134 @@ std::string Dump(const std::vector<ir::Function>& functions) {
   return ::testing::AssertionSuccess();
 }
 
+// Checks kernels lowered from a schedule of `p`: each verifies and
+// generates WGSL (or is refused with an argument error naming it), and in
+// the interpreter they compute what the unscheduled program computes, on
+// inputs drawn from `seed`. Sets `compiled` to whether every kernel
+// generated WGSL (nothing ran otherwise).
+void ExpectSameAsUnscheduled(const FuzzProgram& p, const std::vector<ir::Function>& kernels,
+                             uint64_t seed, bool& compiled) {
+  compiled = true;
+  for (const ir::Function& f : kernels) {
+    const Status verified = ir::Verify(f);
+    ASSERT_TRUE(verified.ok()) << verified;
+    // The code generator may refuse what WGSL cannot hold (an unrolled
+    // loop past its limit): an argument error, never an internal one.
+    auto wgsl = codegen::CompileFunction(f);
+    if (!wgsl.ok()) {
+      ASSERT_EQ(wgsl.status().code(), StatusCode::kInvalidArgument) << wgsl.status();
+      ASSERT_NE(wgsl.status().message().find(f.name()), std::string::npos) << wgsl.status();
+      compiled = false;
+    }
+  }
+  if (!compiled) return;
+  auto plain_schedule = Schedule::Create(p.outputs);
+  ASSERT_TRUE(plain_schedule.ok());
+  auto plain = LowerAll(*plain_schedule, p);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto inputs = testing::RandomInputs(*plain, p, seed);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+  HostBuffers want = *inputs, got = *inputs;
+  const Status ran_plain = testing::RunInInterpreter(*plain, p, want);
+  ASSERT_TRUE(ran_plain.ok()) << ran_plain;
+  const Status ran = testing::RunInInterpreter(kernels, p, got);
+  ASSERT_TRUE(ran.ok()) << ran;
+  ASSERT_TRUE(SameOutputs(p, want, got));
+}
+
+// Schedules the random cases found wrong once, each kept as a regression:
+// they lower to kernels that compute the right values, or are errors.
+TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
+  using K = Primitive::Kind;
+  struct Case {
+    int program;
+    std::vector<Primitive> records;
+    std::string error;  // empty: lowers and computes the program
+  };
+  const std::vector<Case> cases = {
+      // A local stage bound to threads its consumer does not bind.
+      {4,
+       {{K::kSplit, "B", {"i"}, 4},
+        {K::kComputeAt, "B", {"i"}, 0, "", "C"},
+        {K::kBind, "C", {"i"}, 0, "blockIdx.y"},
+        {K::kBind, "B", {"i_inner"}, 0, "threadIdx.y"}},
+       "a local stage is one copy per thread"},
+      // An attached stage bound to a workgroup axis its consumer binds.
+      {4,
+       {{K::kSplit, "C", {"i"}, 8},
+        {K::kBind, "C", {"i_outer"}, 0, "blockIdx.x"},
+        {K::kBind, "C", {"i_inner"}, 0, "threadIdx.x"},
+        {K::kSplit, "B", {"i"}, 5},
+        {K::kBind, "B", {"i_inner"}, 0, "blockIdx.x"},
+        {K::kComputeAt, "B", {"i_inner"}, 0, "", "C"}},
+       "cannot bind a workgroup axis"},
+      // A compute_at inside a fuse of symbolic extents (was a crash).
+      {1,
+       {{K::kFuse, "C", {"i", "j"}},
+        {K::kSplit, "C", {"i_j_fused"}, 3},
+        {K::kSplit, "C", {"i_j_fused_inner"}, 2},
+        {K::kCacheRead, "B", {"C"}, 0, "", "", "shared"},
+        {K::kComputeAt, "B_shared", {"i_j_fused_inner_outer"}, 0, "", "C"}},
+       "cannot bound axis 'i' of stage 'C'"},
+      // A cross-thread reduction computed at another stage's loop.
+      {7,
+       {{K::kComputeAt, "S", {"j"}, 0, "", "Y"},
+        {K::kBind, "S", {"i"}, 0, "threadIdx.y"},
+        {K::kSetScope, "S", {}, 0, "", "", "shared"},
+        {K::kBind, "S", {"k"}, 0, "threadIdx.x"}},
+       ""},
+      // A reduction accumulated in place, double-buffered, then copied ahead.
+      {2,
+       {{K::kCacheWrite, "C", {}, 0, "", "", "shared"},
+        {K::kBind, "C", {"i"}, 0, "blockIdx.x"},
+        {K::kReorder, "C", {"j", "i"}},
+        {K::kComputeAt, "C_shared", {"j"}, 0, "", "C"},
+        {K::kDoubleBuffer, "C_shared"},
+        {K::kReorder, "C_shared", {"k", "i", "j"}}},
+       "is double-buffered but is a reduction"},
+      {2,
+       {{K::kCacheWrite, "C", {}, 0, "", "", "shared"},
+        {K::kBind, "C", {"i"}, 0, "blockIdx.x"},
+        {K::kReorder, "C", {"j", "i"}},
+        {K::kComputeAt, "C_shared", {"j"}, 0, "", "C"},
+        {K::kCopyAhead, "C_shared"},
+        {K::kReorder, "C_shared", {"k", "i", "j"}}},
+       ""},
+      // A local stage read at strided positions by an rfactor stage computed
+      // at a thread loop (the compact storage's origin was wrong).
+      {10,
+       {{K::kSplit, "Y", {"k"}, 4},
+        {K::kRfactor, "Y", {"k_inner"}},
+        {K::kBind, "Y", {"i"}, 0, "blockIdx.x"},
+        {K::kBind, "Y", {"k_inner_r"}, 0, "threadIdx.x"},
+        {K::kComputeAt, "Y_rf", {"k_inner_r"}, 0, "", "Y"},
+        {K::kCacheRead, "X", {"Y_rf"}, 0, "", "", "local"},
+        {K::kSplit, "X_local", {"i"}, 64},
+        {K::kComputeAt, "X_local", {"i"}, 0, "", "Y_rf"},
+        {K::kSplit, "X_local", {"j"}, 4}},
+       ""},
+  };
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const Case& c = cases[n];
+    const FuzzProgram p = testing::MakeFuzzProgram(c.program);
+    auto s = Schedule::Create(p.outputs);
+    ASSERT_TRUE(s.ok());
+    const Status applied = s->Apply(c.records);
+    ASSERT_TRUE(applied.ok()) << applied;
+    SCOPED_TRACE(p.name + ", case " + std::to_string(n) + ":\n" + s->ToString());
+    auto kernels = LowerAll(*s, p);
+    if (!c.error.empty()) {
+      ASSERT_FALSE(kernels.ok());
+      EXPECT_NE(kernels.status().message().find(c.error), std::string::npos) << kernels.status();
+      continue;
+    }
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    bool compiled = false;
+    ExpectSameAsUnscheduled(p, *kernels, 7 + n, compiled);
+    EXPECT_TRUE(compiled);
+  }
+}
+
 TEST(TeFuzzTest, RandomSchedulesComputeWhatTheProgramComputes) {
   const int64_t cases = EnvOr("KILN_TE_FUZZ_CASES", 3000);
   const int64_t first = EnvOr("KILN_TE_FUZZ_SEED", 1);
@@ -119,37 +247,10 @@ TEST(TeFuzzTest, RandomSchedulesComputeWhatTheProgramComputes) {
     auto again = LowerAll(*replay, p);
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(Dump(*again), Dump(*kernels));
-    bool compiles = true;
-    for (const ir::Function& f : *kernels) {
-      const Status verified = ir::Verify(f);
-      ASSERT_TRUE(verified.ok()) << verified;
-      // The code generator may refuse what WGSL cannot hold (an unrolled
-      // loop past its limit): an argument error, never an internal one.
-      auto wgsl = codegen::CompileFunction(f);
-      if (!wgsl.ok()) {
-        ASSERT_EQ(wgsl.status().code(), StatusCode::kInvalidArgument) << wgsl.status();
-        ASSERT_NE(wgsl.status().message().find(f.name()), std::string::npos) << wgsl.status();
-        compiles = false;
-      }
-    }
-    if (!compiles) {
-      ++codegen_errors;
-      continue;
-    }
-
-    // The reference: the unscheduled program.
-    auto plain_schedule = Schedule::Create(p.outputs);
-    ASSERT_TRUE(plain_schedule.ok());
-    auto plain = LowerAll(*plain_schedule, p);
-    ASSERT_TRUE(plain.ok()) << plain.status();
-    auto inputs = testing::RandomInputs(*plain, p, static_cast<uint64_t>(c) * 7919);
-    ASSERT_TRUE(inputs.ok()) << inputs.status();
-    HostBuffers want = *inputs, got = *inputs;
-    const Status ran_plain = testing::RunInInterpreter(*plain, p, want);
-    ASSERT_TRUE(ran_plain.ok()) << ran_plain;
-    const Status ran = testing::RunInInterpreter(*kernels, p, got);
-    ASSERT_TRUE(ran.ok()) << ran;
-    ASSERT_TRUE(SameOutputs(p, want, got));
+    bool compiled = false;
+    ExpectSameAsUnscheduled(p, *kernels, static_cast<uint64_t>(c) * 7919, compiled);
+    if (::testing::Test::HasFatalFailure()) return;
+    if (!compiled) ++codegen_errors;
   }
   std::printf(
       "[ INFO     ] %lld cases: %d lowered (%d of them refused by the code generator), %d did "

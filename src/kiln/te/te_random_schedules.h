@@ -291,6 +291,35 @@ inline StatusOr<int64_t> GuidedStart(Schedule& s, const FuzzProgram& program,
   return threads;
 }
 
+// Other usual starts, for some of the cases: a reduction across threads (its
+// axis split, the inner part bound to threadIdx.x, the rows to blockIdx.x,
+// sometimes through subgroups or an rfactor stage), or the innermost data
+// axis split by a vector width and vectorized. Best effort.
+inline void GuidedAcross(Schedule& s, const FuzzProgram& program, RandomPrimitives& draw) {
+  Stage out = s[program.outputs[0]];
+  if (!out.reduce_axes().empty()) {
+    static const int64_t kWidths[] = {4, 8, 16, 32, 64};
+    StatusOr<SplitResult> k = out.Split(out.reduce_axis(0), kWidths[draw.Below(5)]);
+    if (!k.ok()) return;
+    if (draw.Chance(0.3)) {
+      StatusOr<Tensor> rf = s.Rfactor(program.outputs[0], k->inner);
+      if (!rf.ok()) return;
+      Stage y = s[program.outputs[0]];
+      if (!y.Bind(y.leaf_axes()[0], ThreadAxis::kBlockX).ok()) return;
+      (void)y.Bind(y.leaf_axes().back(), ThreadAxis::kThreadX);
+      (void)s[*rf].ComputeAt(y, y.leaf_axes().back());
+      return;
+    }
+    if (!out.Bind(out.leaf_axes()[0], ThreadAxis::kBlockX).ok()) return;
+    if (!out.Bind(k->inner, ThreadAxis::kThreadX).ok()) return;
+    if (draw.Chance(0.4)) (void)out.SubgroupReduce();
+    return;
+  }
+  const std::vector<IterVar> leaves = out.leaf_axes();
+  StatusOr<SplitResult> lanes = out.Split(leaves.back(), 2 + draw.Below(3));
+  if (lanes.ok()) (void)out.Vectorize(lanes->inner);
+}
+
 // Staging, for some of the cases whose output reduces: the reduction split,
 // one input cached in shared or local memory at the outer reduction loop,
 // a shared copy spread over the `threads` threads (where the start bound
@@ -336,16 +365,20 @@ inline std::string KindOf(const Primitive& p) {
 using OnRejected = std::function<void(const Primitive&, const Status&, const std::string& before,
                                       const std::string& after)>;
 
-// Case `seed`'s schedule of `program`: half of the cases start guided, some
-// stage an input, then 1 to 16 random primitives, each applied or rejected.
+// Case `seed`'s schedule of `program`: half of the cases start with blocks
+// and threads, a fifth across threads or with vectors, some stage an input,
+// then 1 to 16 random primitives, each applied or rejected.
 inline StatusOr<Schedule> DrawSchedule(const FuzzProgram& program, uint64_t seed,
                                        const OnRejected& on_rejected = nullptr,
                                        std::map<std::string, int>* applied = nullptr) {
   KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create(program.outputs));
   RandomPrimitives draw(seed);
   int64_t threads = 0;
-  if (draw.Chance(0.5)) {
+  const int start = draw.Below(10);  // 0-4: blocks and threads; 5-6: across or vectors
+  if (start < 5) {
     KILN_ASSIGN_OR_RETURN(threads, GuidedStart(s, program, draw));
+  } else if (start < 7) {
+    GuidedAcross(s, program, draw);
   }
   if (draw.Chance(0.4)) GuidedStaging(s, program, draw, threads);
   const int steps = 1 + draw.Below(16);
