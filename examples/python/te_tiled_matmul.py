@@ -10,7 +10,9 @@ tiles are contiguous; TE stores these strided registers compactly),
 accumulated in registers (cache_write into local memory, computed at the thread, its
 loops unrolled); A transposed into shared memory by its own stage (AT, read
 from A four elements along k at a time) and B copied into shared memory
-(cache_read), both at each step of 16 along k by all the threads; each
+(cache_read), both at each step of 16 along k by all the threads, one
+step ahead (copy_ahead: the next step's tiles copied after this step's
+math); each
 thread's column of AT and row of B for one k-step copied into registers as
 4-lane vectors (cache_read into local, vectorized); C stored from the
 registers four elements at a time (vectorized). With --kir the lowered
@@ -86,6 +88,7 @@ for shared in (AT, Bs):
     st.bind(ty, "threadIdx.y")
     st.bind(tx, "threadIdx.x")
     st.vectorize(lanes)
+    st.copy_ahead()  # the next step's tile copied after this step's math
 for fragment in (Al, Bl):
     st = s[fragment]
     st.compute_at(acc, ki)
