@@ -543,10 +543,9 @@ class KernelLowering {
   }
 
   // The range of each root axis var of `s` (data, then reduction) while the
-  // leaves in `relaxed` run over their loops, the others fixed.
-  // The ranges of `s`'s root axes while its `relaxed` leaves (and the
-  // `outer` vars) run over their extents. Errors (under `at`): an axis whose
-  // value in its leaves has no bounds (a fuse with a symbolic extent).
+  // leaves in `relaxed` (and the `outer` vars) run over their extents, the
+  // others fixed. Errors (under `at`): an axis whose value in its leaves has
+  // no bounds (a fuse of symbolic extents).
   StatusOr<IntervalMap> RootRanges(const StageState& s, const StageLayout& layout,
                                    const std::unordered_set<const IterVarNode*>& relaxed,
                                    const IntervalMap& outer, const std::string& at) const {

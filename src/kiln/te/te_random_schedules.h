@@ -10,9 +10,11 @@
 // lower to a correct kernel or fail with an error, never crash.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>

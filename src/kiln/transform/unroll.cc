@@ -74,8 +74,9 @@ class RenewBindings : public ir::StmtMutator {
 class StripSharedAllocs : public ir::StmtMutator {
  public:
   Stmt MutateAllocate(const ir::AllocateNode* op, const Stmt& s) override {
-    if (op->buffer.scope() != ir::MemoryScope::kShared)
+    if (op->buffer.scope() != ir::MemoryScope::kShared) {
       return ir::StmtMutator::MutateAllocate(op, s);
+    }
     buffers.push_back(op->buffer);
     return MutateStmt(op->body);
   }
