@@ -41,7 +41,7 @@ inline ir::Expr C32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
 }
 
-inline constexpr int kFuzzPrograms = 13;
+inline constexpr int kFuzzPrograms = 17;
 
 // Program `which` (0 .. kFuzzPrograms - 1), built with fresh tensors.
 inline FuzzProgram MakeFuzzProgram(int which) {
@@ -136,6 +136,36 @@ inline FuzzProgram MakeFuzzProgram(int which) {
         return ir::Cast(ir::kF32, A(i[0], i[1], i[2]) * B(i[1], i[2])) * 0.25;
       });
       return {"f16_scale", {A, B}, {C}, {}};
+    }
+    case 13: {  // matmul reading A through a transposing stage (as the library's GEMM)
+      TransposedAMatmulProgram p(12, 20, 9);
+      return {"matmul_at", {p.A, p.B}, {p.C}, {}};
+    }
+    case 14: {  // a 2-D stencil: a producer read at three neighbours
+      Tensor A = Placeholder("A", {C32(11), C32(14)}, ir::kF32);
+      Tensor B = Compute("B", {C32(11), C32(14)},
+                         [&](const std::vector<Var>& i) { return A(i[0], i[1]) - 0.5; });
+      Tensor C = Compute("C", {C32(10), C32(13)}, [&](const std::vector<Var>& i) {
+        return B(i[0], i[1]) + B(i[0] + 1, i[1]) * 2.0 + B(i[0], i[1] + 1);
+      });
+      return {"stencil_2d", {A}, {C}, {}};
+    }
+    case 15: {  // reads at divided and remaindered indices
+      Tensor A = Placeholder("A", {C32(20)}, ir::kF32);
+      Tensor C = Compute("C", {C32(37)}, [&](const std::vector<Var>& i) {
+        return A(i[0] / 2) * A(i[0] % 3 + 4) + A(19 - i[0] / 3);
+      });
+      return {"div_mod", {A}, {C}, {}};
+    }
+    case 16: {  // the minimum and the product of each row (two reductions, two kernels)
+      Tensor X = Placeholder("X", {C32(6), C32(10)}, ir::kF32);
+      IterVar k1 = ReduceAxis(C32(10), "k"), k2 = ReduceAxis(C32(10), "k");
+      Tensor M = Compute("M", {C32(6)},
+                         [&](const std::vector<Var>& i) { return Min(X(i[0], k1), {k1}); });
+      Tensor P = Compute("P", {C32(6)}, [&](const std::vector<Var>& i) {
+        return Prod(X(i[0], k2) + 1.5, {k2}) + M(i[0]);
+      });
+      return {"min_prod", {X}, {P}, {}};
     }
     default: {  // a select of two inputs at symbolic sizes
       Var n = SizeVar("n");
