@@ -1059,14 +1059,10 @@ std::optional<KernelLowering::DigitForm> KernelLowering::DigitFormOf(
       // value is the axis's own var (a leaf), the var stands for the loop
       // under an alias, so that the expansion does not expand it again.
       const ir::Var& self = c.op->axis[d].var();
-      struct Mentions : ir::ExprVisitor {
-        const ir::VarNode* var = nullptr;
-        bool found = false;
-        void VisitVar(const ir::VarNode* op) override { found = found || op == var; }
-      } mentions;
-      mentions.var = self.get();
-      mentions.VisitExpr(v);
-      if (mentions.found) {
+      FreeVars used;
+      used.VisitExpr(v);
+      if (std::any_of(used.vars.begin(), used.vars.end(),
+                      [&](const ir::Var& u) { return u.same_as(self); })) {
         ir::Var alias(self.name(), self.dtype());
         if (auto it = loop_extent.find(self.get()); it != loop_extent.end()) {
           loop_extent[alias.get()] = it->second;

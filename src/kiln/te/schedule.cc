@@ -799,6 +799,10 @@ StatusOr<ir::MemoryScope> ScopeFromName(std::string_view name) {
   return InvalidArgument("'", name, "' is not a memory scope (global, shared, local)");
 }
 
+std::string_view Primitive::KindName(Kind kind) {
+  return te::KindName(kind);
+}
+
 std::string Primitive::ToString() const {
   std::ostringstream os;
   os << stage << "." << KindName(kind) << "(";

@@ -28,6 +28,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ir/buffer.h"
@@ -238,6 +239,8 @@ struct Primitive {
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
   // "A_shared.copy_ahead()", "C.rfactor(k_inner)", "C.subgroup_reduce()".
   std::string ToString() const;
+  // The kind as records print it: "split", "compute_at", ...
+  static std::string_view KindName(Kind kind);
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -160,8 +161,8 @@ inline FuzzProgram MakeFuzzProgram(int which) {
     case 16: {  // the minimum and the product of each row (two reductions, two kernels)
       Tensor X = Placeholder("X", {C32(6), C32(10)}, ir::kF32);
       IterVar k1 = ReduceAxis(C32(10), "k"), k2 = ReduceAxis(C32(10), "k");
-      Tensor M = Compute("M", {C32(6)},
-                         [&](const std::vector<Var>& i) { return Min(X(i[0], k1), {k1}); });
+      Tensor M =
+          Compute("M", {C32(6)}, [&](const std::vector<Var>& i) { return Min(X(i[0], k1), {k1}); });
       Tensor P = Compute("P", {C32(6)}, [&](const std::vector<Var>& i) {
         return Prod(X(i[0], k2) + 1.5, {k2}) + M(i[0]);
       });
@@ -385,13 +386,6 @@ inline void GuidedStaging(Schedule& s, const FuzzProgram& program, RandomPrimiti
   if (shared && draw.Chance(0.3)) (void)c.CopyAhead();
 }
 
-// A primitive's kind as its record prints it ("split", "compute_at").
-inline std::string KindOf(const Primitive& p) {
-  const std::string text = p.ToString();
-  const size_t at = p.stage.size() + 1;
-  return text.substr(at, text.find('(', at) - at);
-}
-
 // Called with each primitive Schedule::Apply rejects, its error, and the
 // schedule's text before and after it.
 using OnRejected = std::function<void(const Primitive&, const Status&, const std::string& before,
@@ -419,7 +413,7 @@ inline StatusOr<Schedule> DrawSchedule(const FuzzProgram& program, uint64_t seed
     const std::string before = s.ToString();
     const Status status = s.Apply(p);
     if (status.ok()) {
-      if (applied != nullptr) ++(*applied)[KindOf(p)];
+      if (applied != nullptr) ++(*applied)[std::string(Primitive::KindName(p.kind))];
     } else if (on_rejected) {
       on_rejected(p, status, before, s.ToString());
     }
@@ -427,8 +421,7 @@ inline StatusOr<Schedule> DrawSchedule(const FuzzProgram& program, uint64_t seed
   return s;
 }
 
-// Host data for one run of a program: each input filled from `seed` with
-// values in [-1, 1], each output poisoned.
+// A run's buffers, by parameter name.
 using HostBuffers = std::map<std::string, interp::HostBuffer>;
 
 inline std::map<const ir::VarNode*, interp::Value> SizeBindings(const ir::Function& f,
@@ -478,7 +471,9 @@ inline Status RunInInterpreter(const std::vector<ir::Function>& functions,
 }
 
 // The program's inputs, random (floats in [-1, 1], integers in [-100, 100]),
-// at the shapes `functions` give them.
+// at the shapes `functions` give them. In a third of the seeds a few
+// elements of each input are edge values instead: NaN, -0.0 and infinities
+// for floats, the type's limits for integers.
 inline StatusOr<HostBuffers> RandomInputs(const std::vector<ir::Function>& functions,
                                           const FuzzProgram& program, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -499,6 +494,17 @@ inline StatusOr<HostBuffers> RandomInputs(const std::vector<ir::Function>& funct
     for (int64_t i = 0; i < n; ++i) {
       b.Set(i, t.dtype().is_float() ? interp::Value::Float(t.dtype(), dist(rng))
                                     : interp::Value::Int(t.dtype(), ints(rng)));
+    }
+    if (seed % 3 == 0 && n > 0) {
+      const double inf = std::numeric_limits<double>::infinity();
+      const double floats[] = {std::nan(""), -0.0, inf, -inf};
+      const int64_t limits[] = {std::numeric_limits<int32_t>::max(),
+                                std::numeric_limits<int32_t>::min(), 0};
+      for (int k = 0; k < 3; ++k) {
+        const int64_t at = std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
+        b.Set(at, t.dtype().is_float() ? interp::Value::Float(t.dtype(), floats[rng() % 4])
+                                       : interp::Value::Int(t.dtype(), limits[rng() % 3]));
+      }
     }
     buffers.emplace(t.name(), std::move(b));
   }
