@@ -8,11 +8,21 @@ attributes), and queues them; the result is a new tensor. Operands that are
 numpy arrays are copied to the other operand's device first.
 
 Unary (x -> y, same shape): neg abs exp exp2 log log2 sqrt rsqrt sin cos
-tanh sigmoid erf floor ceil round trunc relu gelu.
-Binary with numpy broadcasting (a, b -> c): add sub mul div max min pow
-(maximum, minimum are aliases of max, min); a Python number as either
-operand becomes a constant in the kernel. elementwise_chain(x, steps):
-several elementwise steps fused into one kernel.
+tanh sigmoid erf floor ceil round trunc relu gelu bitwise_not popcount.
+Binary with numpy broadcasting (a, b -> c): add sub mul div floor_div
+floor_mod max min pow bitwise_and bitwise_or bitwise_xor shift_left
+shift_right (maximum, minimum, floor_divide, mod are aliases of max, min,
+floor_div, floor_mod); a Python number as either operand becomes a
+constant in the kernel. Comparisons eq ne lt le gt ge (bool results;
+equal, not_equal, less, less_equal, greater, greater_equal as in numpy).
+Ternary: fma(a, b, c) = a * b + c, clamp(x, lo, hi) (numpy's clip; also
+clip). elementwise_chain(x, steps): several unary and binary steps fused
+into one kernel. The float math takes float32 and float16; neg abs relu,
+add sub mul div floor_div floor_mod max min, the comparisons and clamp
+also int32 (kiln's integer arithmetic: it wraps, div truncates toward zero,
+x / 0 = x, floor_div(x, 0) = x, floor_mod(x, 0) = 0); the bit operations
+take int32 only (shift amounts modulo 32, shift_right arithmetic). A bool
+tensor is an int32 0 or 1 there.
 Reductions over any axes, numpy style: sum mean prod amax amin (x, axis=None,
 keepdims=False), also max and min called with one tensor; argmax argmin;
 reduce(op, x, keepdims) over the last axis of a 2-D tensor.
@@ -21,8 +31,9 @@ matmul (batched, broadcasting, with a fused bias, activation and residual);
 matmul_int8 (int8 operands, b transposed, exact int32 results).
 Data movement: permute transpose reshape concat slice gather pad where cast
 (and Tensor.astype, Tensor[...] with ints and slices).
-dtypes: float32, and float16 where the device has shader-f16; data movement,
-where and cast also take int32; matmul_int8 takes int8.
+dtypes: float32, and float16 where the device has shader-f16; the integer
+elementwise ops above, data movement, where and cast also take int32;
+matmul_int8 takes int8.
 Empty tensors (a dimension of 0) work as in numpy wherever numpy gives a
 result: the result depends on the shapes alone (an empty tensor, a
 reduction's identity, a matmul's epilogue over zeros when K is 0), so no
@@ -111,9 +122,45 @@ def _broadcast_zeros(*arrays: np.ndarray) -> np.ndarray:
     return np.zeros(np.broadcast_shapes(*[a.shape for a in arrays]), arrays[0].dtype)
 
 
+def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
+    """The number v as a one-element tensor of like's dtype, exactly."""
+    from ._tensor import tensor
+    dtype = np.int32 if like.dtype == np.bool_ else like.dtype
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = np.array([v], dtype)
+    if isinstance(v, bool) or not (t[0] == v or (np.isnan(t[0]) and np.isnan(v))):
+        raise _kiln.InvalidArgument(
+            f"{op}: the number {v!r} is not exactly a {np.dtype(dtype).name} value (the "
+            f"tensor operand's dtype)")
+    return tensor(t, like.device)
+
+
+def _operand(x: Any, device: Optional[_kiln.Device]) -> Tensor:
+    """x as a tensor; a bool tensor as its int32 0 or 1."""
+    t = _as_tensor(x, device)
+    return _view(t, t.shape, np.int32) if t.dtype == np.bool_ else t
+
+
+_COMPARE_OPS = frozenset(_kiln.ops.compare_names())
+
+
 def elementwise(op: str, *operands: Any) -> Tensor:
-    """The elementwise operator `op` on one or two operands (binary ops
-    broadcast like numpy; a number operand becomes a kernel constant)."""
+    """The elementwise operator `op` on one, two or three operands (they
+    broadcast like numpy; a number operand of a binary op becomes a kernel
+    constant, of a comparison or ternary op a one-element tensor of the
+    other operands' dtype). A comparison returns a bool tensor."""
+    numbers = (int, float, np.integer, np.floating)
+    if op in _COMPARE_OPS or op in _kiln.ops.ternary_names():
+        device = _device_of(*operands)
+        like = next((x for x in operands if not isinstance(x, numbers)), None)
+        if like is None:
+            raise _kiln.InvalidArgument(f"{op}: at least one operand must be a tensor")
+        like = _operand(like, device)
+        ts = [_number_as_tensor(x, like, op) if isinstance(x, numbers) else _operand(x, like.device)
+              for x in operands]
+        out = _elementwise_tensors(op, ts)
+        return _view(out, out.shape, np.bool_) if op in _COMPARE_OPS else out
     if len(operands) == 2 and isinstance(operands[1], (int, float)) and \
             not isinstance(operands[0], (int, float)):
         return elementwise_chain(operands[0], [(op, operands[1])])
@@ -123,7 +170,15 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     if not operands:
         raise _kiln.InvalidArgument(f"{op} takes operands")
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
-    ts = [_as_tensor(x, device) for x in operands]
+    return _elementwise_tensors(op, [_operand(x, device) for x in operands])
+
+
+def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
+    if op in _COMPARE_OPS:
+        empty = _empty_result(op, ts, lambda *v: np.zeros(np.broadcast_shapes(
+            *[a.shape for a in v]), np.int32))
+        if empty is not None:
+            return empty
     empty = _empty_result(op, ts, _broadcast_zeros)
     if empty is not None:
         return empty
@@ -136,7 +191,7 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     kernel. Each step is an op name (a unary op), or (op, operand) with a
     tensor or number operand (v = v op operand), or (op, operand, True)
     (v = operand op v)."""
-    x = _as_tensor(x, None)
+    x = _operand(x, None)
     spec = []
     tensors = [x]
     key: list = ["chain", x._sig]
@@ -155,7 +210,7 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
             spec.append((op, None, float(operand), first))
             key.append((op, float(operand), first))
         else:
-            t = _as_tensor(operand, x.device)
+            t = _operand(operand, x.device)
             tensors.append(t)
             spec.append((op, t._type, None, first))
             key.append((op, t._sig, first))
@@ -699,7 +754,7 @@ def _from_host(array: np.ndarray, like: Tensor) -> Tensor:
 
 def _unary(name: str) -> Callable[[Any], Tensor]:
     def op(x: Any) -> Tensor:
-        x = _as_tensor(x, None)
+        x = _operand(x, None)
         if not x.size:
             return _from_host(np.zeros(x.shape, x.dtype), x)
         key = ("elementwise", name, x._sig)
@@ -711,7 +766,8 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
 
 def _binary(name: str) -> Callable[[Any, Any], Tensor]:
     def op(a: Any, b: Any) -> Tensor:
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size:
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
+                np.bool_ not in (a.dtype, b.dtype):
             key = ("elementwise", name, a._sig, b._sig)
             return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b)
         return elementwise(name, a, b)
@@ -786,6 +842,50 @@ minimum = _binary("min")
 maximum.__name__ = maximum.__qualname__ = "maximum"
 minimum.__name__ = minimum.__qualname__ = "minimum"
 pow = _binary("pow")  # noqa: A001
+floor_div = _binary("floor_div")
+floor_mod = _binary("floor_mod")
+floor_divide = _binary("floor_div")
+mod = _binary("floor_mod")
+for _f, _name in ((floor_divide, "floor_divide"), (mod, "mod")):
+    _f.__name__ = _f.__qualname__ = _name
+bitwise_not = _unary("bitwise_not")
+invert = _unary("bitwise_not")
+popcount = _unary("popcount")
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+shift_left = _binary("shift_left")
+shift_right = _binary("shift_right")
+left_shift = _binary("shift_left")
+right_shift = _binary("shift_right")
+for _f, _name in ((invert, "invert"), (left_shift, "left_shift"),
+                  (right_shift, "right_shift")):
+    _f.__name__ = _f.__qualname__ = _name
+
+
+def _nary(name: str, doc: str) -> Callable[..., Tensor]:
+    def op(*operands: Any) -> Tensor:
+        return elementwise(name, *operands)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+COMPARE_OPS: Tuple[str, ...] = tuple(_kiln.ops.compare_names())
+TERNARY_OPS: Tuple[str, ...] = tuple(_kiln.ops.ternary_names())
+for _name, _alias in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
+                      ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
+    globals()[_name] = _nary(_name, f"a {_name} b elementwise, broadcasting like numpy "
+                                    f"(numpy's {_alias}): a bool tensor. NaN compares as "
+                                    f"IEEE says (unequal to everything).")
+    globals()[_alias] = _nary(_name, globals()[_name].__doc__)
+    globals()[_alias].__name__ = globals()[_alias].__qualname__ = _alias
+fma = _nary("fma", "fma(a, b, c) = a * b + c elementwise (float32 or float16), broadcasting "
+                   "like numpy; the device may round once or twice.")
+clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broadcasting like "
+                       "numpy (numpy's clip); NaN in any operand gives NaN.")
+clip = _nary("clamp", clamp.__doc__)
+clip.__name__ = clip.__qualname__ = "clip"
 
 sum = _reduction("sum", "sum")  # noqa: A001
 mean = _reduction("mean", "mean")
@@ -794,7 +894,8 @@ amax = _reduction("amax", "max")
 amin = _reduction("amin", "min")
 ARG_REDUCE_OPS: Tuple[str, ...] = tuple(_kiln.ops.arg_reduce_names())
 
-_missing = (set(UNARY_OPS) | set(BINARY_OPS)) - set(globals())
+_missing = (set(UNARY_OPS) | set(BINARY_OPS) | set(COMPARE_OPS) | set(TERNARY_OPS)) - \
+    set(globals())
 assert not _missing, f"operators without a Python function: {_missing}"
 
 

@@ -320,6 +320,8 @@ void BindOps(nb::module_& m) {
   nb::module_ o = m.def_submodule("ops", "Builders of the operator library's programs.");
   o.def("unary_names", []() { return Names(ops::UnaryOpNames()); });
   o.def("binary_names", []() { return Names(ops::BinaryOpNames()); });
+  o.def("compare_names", []() { return Names(ops::CompareOpNames()); });
+  o.def("ternary_names", []() { return Names(ops::TernaryOpNames()); });
   o.def("reduce_names", []() { return Names(ops::ReduceOpNames()); });
   o.def(
       "elementwise",

@@ -18,9 +18,52 @@ NUMPY_UNARY = {
 }
 NUMPY_BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "floor_div": np.floor_divide, "floor_mod": np.mod,
     "max": np.maximum, "min": np.minimum, "pow": np.power,
 }
 POSITIVE = {"log", "log2", "sqrt", "rsqrt"}
+
+
+def _wrap(v):
+    return np.asarray(np.asarray(v, np.int64) & 0xFFFFFFFF, np.uint32).view(np.int32)
+
+
+def _int_div(a, b):
+    # Truncating division in exact int64 arithmetic, x / 0 = x; MIN / -1
+    # wraps to MIN.
+    a64, b64 = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+    d = np.where(b64 == 0, 1, b64)
+    return _wrap(np.where(b64 == 0, a64, np.sign(a64) * np.sign(d) * (np.abs(a64) // np.abs(d))))
+
+
+def _int_floor(a, b):
+    # floor_div and floor_mod, exact; x // 0 = x and x % 0 = 0.
+    a64, b64 = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+    d = np.where(b64 == 0, 1, b64)
+    return _wrap(np.where(b64 == 0, a64, a64 // d)), _wrap(np.where(b64 == 0, 0, a64 % d))
+
+
+# kiln's i32 arithmetic: wrapping, truncating division with x / 0 = x,
+# shift amounts modulo 32, arithmetic shift right.
+NUMPY_INT_UNARY = {
+    "neg": lambda x: _wrap(-np.asarray(x, np.int64)),
+    "abs": lambda x: _wrap(np.abs(np.asarray(x, np.int64))),
+    "relu": lambda x: np.maximum(x, 0),
+    "bitwise_not": np.invert,
+    "popcount": lambda x: np.array([bin(int(v) & 0xFFFFFFFF).count("1") for v in np.ravel(x)],
+                                   np.int32).reshape(np.shape(x)),
+}
+NUMPY_INT_BINARY = {
+    "add": lambda a, b: _wrap(np.int64(1) * a + b), "sub": lambda a, b: _wrap(np.int64(1) * a - b),
+    "mul": lambda a, b: _wrap(np.asarray(a, np.int64) * b), "div": _int_div,
+    "floor_div": lambda a, b: _int_floor(a, b)[0], "floor_mod": lambda a, b: _int_floor(a, b)[1],
+    "max": np.maximum, "min": np.minimum,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "shift_left": lambda a, b: _wrap(np.asarray(a, np.int64) << (np.asarray(b) & 31)),
+    "shift_right": lambda a, b: np.right_shift(a, np.asarray(b) & 31),
+}
+NUMPY_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                 "gt": np.greater, "ge": np.greater_equal}
 
 
 def _close(got, want, tol=2e-5):
@@ -33,8 +76,10 @@ def _close(got, want, tol=2e-5):
 
 
 def test_every_operator_has_a_function():
-    assert set(kiln.ops.UNARY_OPS) == set(NUMPY_UNARY)
-    assert set(kiln.ops.BINARY_OPS) == set(NUMPY_BINARY)
+    assert set(kiln.ops.UNARY_OPS) == set(NUMPY_UNARY) | set(NUMPY_INT_UNARY)
+    assert set(kiln.ops.BINARY_OPS) == set(NUMPY_BINARY) | set(NUMPY_INT_BINARY)
+    assert set(kiln.ops.COMPARE_OPS) == set(NUMPY_COMPARE)
+    assert set(kiln.ops.TERNARY_OPS) == {"fma", "clamp"}
     assert set(kiln.ops.REDUCE_OPS) == {"sum", "mean", "max", "min", "prod"}
     assert set(kiln.ops.ARG_REDUCE_OPS) == {"argmax", "argmin"}
     for name in ("matmul", "matmul_int8", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
@@ -65,10 +110,116 @@ def test_binary_broadcasting(device, rng, op, shapes):
     b = rng.uniform(-2, 2, shapes[1]).astype(np.float32)
     if op == "pow":
         a = np.abs(a) + 0.1
-    if op == "div":
+    if op in ("div", "floor_div", "floor_mod"):
         b = np.where(np.abs(b) < 0.1, 0.5, b).astype(np.float32)
+    if op in ("floor_div", "floor_mod"):
+        # Quotients away from integers, where the device's division floors
+        # as numpy's does.
+        q = a.astype(np.float64) / b
+        a = np.where(np.abs(q - np.round(q)) < 1e-3, a + 0.0123 * b, a).astype(np.float32)
     c = getattr(kiln.ops, op)(kiln.tensor(a, device), kiln.tensor(b, device))
     _close(c.numpy(), NUMPY_BINARY[op](a.astype(np.float64), b), 1e-5 if op != "pow" else 1e-4)
+
+
+def _edgy_ints(rng, shape, lo=-2**31, hi=2**31 - 1):
+    x = rng.integers(lo, hi, shape, dtype=np.int64, endpoint=True).astype(np.int32)
+    flat = x.reshape(-1)
+    edges = [-2**31, 2**31 - 1, 0, -1, 1, 31, 32, 33]
+    flat[:len(edges)] = np.array(edges, np.int64)[:flat.size].astype(np.int32)
+    return x
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_INT_UNARY) + sorted(NUMPY_INT_BINARY))
+@pytest.mark.parametrize("shapes", [((7, 1), (1, 33)), ((1000,), (1000,)), ((1,), (7,)),
+                                    ((64, 33), (33,))], ids=str)
+def test_integer_ops(device, rng, op, shapes):
+    a = _edgy_ints(rng, shapes[0])
+    if op in NUMPY_INT_UNARY:
+        got = getattr(kiln.ops, op)(kiln.tensor(a, device)).numpy()
+        want = NUMPY_INT_UNARY[op](a)
+    else:
+        small = op in ("div", "floor_div", "floor_mod", "shift_left", "shift_right")
+        b = _edgy_ints(rng, shapes[1], -40, 40) if small else _edgy_ints(rng, shapes[1])
+        got = getattr(kiln.ops, op)(kiln.tensor(a, device), kiln.tensor(b, device)).numpy()
+        want = NUMPY_INT_BINARY[op](a, b)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_COMPARE))
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
+def test_comparisons(device, rng, op, dtype):
+    a = np.round(rng.uniform(-2, 2, (7, 1)) * 2) / 2
+    b = np.round(rng.uniform(-2, 2, (33,)) * 2) / 2
+    a, b = a.astype(dtype), b.astype(dtype)
+    if dtype == np.float32:
+        a[:4, 0] = [np.nan, np.inf, -0.0, -np.inf]
+        b[:3] = [0.0, np.nan, np.inf]
+    got = getattr(kiln.ops, op)(kiln.tensor(a, device), kiln.tensor(b, device)).numpy()
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, NUMPY_COMPARE[op](a, b))
+    # A number operand is a one-element tensor of the tensor's dtype.
+    np.testing.assert_array_equal(getattr(kiln.ops, op)(kiln.tensor(a, device), 1).numpy(),
+                                  NUMPY_COMPARE[op](a, dtype(1)))
+    np.testing.assert_array_equal(getattr(kiln.ops, op)(1, kiln.tensor(b, device)).numpy(),
+                                  NUMPY_COMPARE[op](dtype(1), b))
+
+
+def test_clamp_and_fma(device, rng):
+    x = rng.uniform(-2, 2, (5, 1, 64)).astype(np.float32)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    lo = rng.uniform(-1.5, 0.5, (7, 1)).astype(np.float32)
+    hi = rng.uniform(-0.5, 1.5, (64,)).astype(np.float32)
+    lo[3, 0] = np.nan
+    got = kiln.ops.clamp(kiln.tensor(x, device), lo, hi).numpy()
+    np.testing.assert_array_equal(got, np.clip(x, lo, hi))  # lo > hi gives hi, as numpy
+    np.testing.assert_array_equal(kiln.ops.clip(kiln.tensor(x, device), 0, 1).numpy(),
+                                  np.clip(x, 0, 1))
+    xi = _edgy_ints(rng, (1000,))
+    np.testing.assert_array_equal(kiln.ops.clamp(kiln.tensor(xi, device), -5, 7).numpy(),
+                                  np.clip(xi, -5, 7))
+    a = rng.standard_normal((7, 33)).astype(np.float32)
+    b = rng.standard_normal((33,)).astype(np.float32)
+    c = rng.standard_normal((7, 1)).astype(np.float32)
+    _close(kiln.ops.fma(kiln.tensor(a, device), b, c).numpy(),
+           a.astype(np.float64) * b + c, 1e-6)
+    _close(kiln.ops.fma(kiln.tensor(a, device), 2.0, 1.0).numpy(), a * 2.0 + 1.0, 1e-6)
+
+
+def test_bool_tensors_and_integer_chains(device, rng):
+    x = rng.uniform(-1, 1, 100).astype(np.float32)
+    mask = kiln.ops.gt(kiln.tensor(x, device), 0.0)
+    np.testing.assert_array_equal(kiln.ops.where(mask, x, 0.0).numpy(), np.where(x > 0, x, 0))
+    np.testing.assert_array_equal(kiln.ops.bitwise_and(mask, kiln.ops.lt(mask, 1)).numpy(),
+                                  np.zeros(100, np.int32))
+    xi = _edgy_ints(rng, (7, 33))
+    y = kiln.ops.elementwise_chain(kiln.tensor(xi, device),
+                                   [("shift_left", 3), ("bitwise_xor", xi[0]), ("sub", 7), "abs"])
+    v = _wrap(np.asarray(xi, np.int64) << 3) ^ xi[0]
+    v = _wrap(np.asarray(v, np.int64) - 7)
+    want = _wrap(np.abs(np.asarray(v, np.int64)))
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_integer_and_comparison_errors(device):
+    xi = kiln.tensor(np.ones(3, np.int32), device)
+    f = kiln.tensor(np.ones(3, np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="exp takes f32 or f16"):
+        kiln.ops.exp(xi)
+    with pytest.raises(kiln.InvalidArgument, match="bitwise_and takes i32"):
+        kiln.ops.bitwise_and(f, f)
+    with pytest.raises(kiln.InvalidArgument, match="0.5 is not exactly a int32|0.5 is not an i32"):
+        kiln.ops.lt(xi, 0.5)
+    with pytest.raises(kiln.InvalidArgument, match="0.5 is not an i32"):
+        kiln.ops.add(xi, 0.5)
+    with pytest.raises(kiln.InvalidArgument, match="dtype mismatch"):
+        kiln.ops.clamp(f, xi, f)
+    with pytest.raises(kiln.InvalidArgument, match="fma takes f32 or f16"):
+        kiln.ops.fma(xi, xi, xi)
+    with pytest.raises(kiln.InvalidArgument, match="at least one operand must be a tensor"):
+        kiln.ops.lt(1, 2)
+    with pytest.raises(kiln.InvalidArgument, match="not a chain step"):
+        kiln.ops.elementwise_chain(f, [("lt", f)])
 
 
 def test_number_and_numpy_operands(device, rng):

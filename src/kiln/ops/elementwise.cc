@@ -1,4 +1,5 @@
 // Elementwise operators and fused elementwise chains.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -35,47 +36,58 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
 StatusOr<ir::Function> Elementwise(std::string_view op, const std::vector<TensorType>& inputs,
                                    const Target& target, std::string name) {
   if (name.empty()) name = StrCat("elementwise_", op);
-  const bool unary = internal::IsUnary(op), binary = internal::IsBinary(op);
-  if (!unary && !binary) {
-    std::vector<std::string_view> known = UnaryOpNames();
-    known.insert(known.end(), BinaryOpNames().begin(), BinaryOpNames().end());
-    return internal::UnknownOp("elementwise", op, known);
+  const bool unary = internal::IsUnary(op), binary = internal::IsBinary(op),
+             compare = internal::IsCompare(op), ternary = internal::IsTernary(op);
+  if (!unary && !binary && !compare && !ternary) {
+    return internal::UnknownOp("elementwise", op, internal::ElementwiseOpNames());
   }
-  const size_t arity = unary ? 1 : 2;
+  const size_t arity = unary ? 1 : ternary ? 3 : 2;
   if (inputs.size() != arity) {
     return InvalidArgument(op, " takes ", arity, " input", arity == 1 ? "" : "s", ", not ",
                            inputs.size());
   }
-  if (unary) {
-    KILN_RETURN_IF_ERROR(internal::CheckTensor(inputs[0], target, StrCat("input X of ", op)));
-    const Shape& shape = inputs[0].shape;
-    te::Tensor X = te::Placeholder("X", Extents(shape), inputs[0].dtype);
-    te::Tensor Y = te::Compute("Y", Extents(shape), [&](const std::vector<ir::Var>& i) {
-      return internal::ApplyUnary(op, X(std::vector<ir::Expr>(i.begin(), i.end())));
-    });
-    KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-    return LowerFlat(s, Y, {X}, shape, target, name);
+  // Parameter names: the inputs', then the output's.
+  std::vector<std::string> names = unary           ? std::vector<std::string>{"X", "Y"}
+                                   : !ternary      ? std::vector<std::string>{"A", "B", "C"}
+                                   : op == "clamp" ? std::vector<std::string>{"X", "Lo", "Hi", "Y"}
+                                                   : std::vector<std::string>{"A", "B", "C", "Y"};
+  for (size_t k = 0; k < arity; ++k) {
+    const std::string what = StrCat("input ", names[k], " of ", op);
+    KILN_RETURN_IF_ERROR(internal::CheckData(inputs[k], target, what));
+    if (k > 0) KILN_RETURN_IF_ERROR(CheckSameDtype(inputs[0], names[0], inputs[k], names[k], op));
+    KILN_RETURN_IF_ERROR(internal::CheckOpDtype(op, inputs[k].dtype, what));
   }
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(inputs[0], target, StrCat("input A of ", op)));
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(inputs[1], target, StrCat("input B of ", op)));
-  KILN_RETURN_IF_ERROR(CheckSameDtype(inputs[0], "A", inputs[1], "B", op));
-  StatusOr<Shape> broadcast = BroadcastShapes(inputs[0].shape, inputs[1].shape);
-  if (!broadcast.ok()) return broadcast.status().WithContext(op);
-  const Shape out_shape = *broadcast;
-  te::Tensor A = te::Placeholder("A", Extents(inputs[0].shape), inputs[0].dtype);
-  te::Tensor B = te::Placeholder("B", Extents(inputs[1].shape), inputs[1].dtype);
-  te::Tensor C = te::Compute("C", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
-    return internal::ApplyBinary(op, A(BroadcastIndex(inputs[0].shape, out_shape, i)),
-                                 B(BroadcastIndex(inputs[1].shape, out_shape, i)));
-  });
-  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({C}));
-  return LowerFlat(s, C, {A, B}, out_shape, target, name);
+  Shape out_shape = inputs[0].shape;
+  for (size_t k = 1; k < arity; ++k) {
+    StatusOr<Shape> broadcast = BroadcastShapes(out_shape, inputs[k].shape);
+    if (!broadcast.ok()) {
+      return broadcast.status().WithContext(StrCat(op, ": input ", names[k], " and the others"));
+    }
+    out_shape = *broadcast;
+  }
+  std::vector<te::Tensor> placeholders;
+  for (size_t k = 0; k < arity; ++k) {
+    placeholders.push_back(te::Placeholder(names[k], Extents(inputs[k].shape), inputs[k].dtype));
+  }
+  te::Tensor out =
+      te::Compute(names[arity], Extents(out_shape), [&](const std::vector<ir::Var>& i) {
+        std::vector<ir::Expr> v;
+        for (size_t k = 0; k < arity; ++k) {
+          v.push_back(placeholders[k](BroadcastIndex(inputs[k].shape, out_shape, i)));
+        }
+        if (unary) return internal::ApplyUnary(op, v[0]);
+        if (binary) return internal::ApplyBinary(op, v[0], v[1]);
+        if (compare) return internal::ApplyCompare(op, v[0], v[1]);
+        return internal::ApplyTernary(op, v[0], v[1], v[2]);
+      });
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({out}));
+  return LowerFlat(s, out, placeholders, out_shape, target, name);
 }
 
 StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
                                         const std::string& name) {
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(input, target, "input X of the chain"));
+  KILN_RETURN_IF_ERROR(internal::CheckData(input, target, "input X of the chain"));
   if (steps.empty()) return InvalidArgument("an elementwise chain needs at least one step");
   // Check every step and find the output shape before building anything.
   Shape shape = input.shape;
@@ -83,6 +95,15 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
   for (size_t k = 0; k < steps.size(); ++k) {
     const ChainStep& step = steps[k];
     const std::string where = StrCat("step ", k + 1, " (", step.op, ") of the chain");
+    if (internal::IsCompare(step.op) || internal::IsTernary(step.op)) {
+      return InvalidArgument(where, ": ", step.op,
+                             " is not a chain step (a chain's steps are unary and binary ops of "
+                             "one dtype; comparisons and ternary ops are Elementwise kernels)");
+    }
+    if (internal::IsUnary(step.op) || internal::IsBinary(step.op)) {
+      KILN_RETURN_IF_ERROR(
+          internal::CheckOpDtype(step.op, input.dtype, StrCat(where, ": the running value")));
+    }
     if (internal::IsUnary(step.op)) {
       if (step.tensor || step.constant) {
         return InvalidArgument(where, ": a unary op takes no operand");
@@ -98,10 +119,16 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
       return InvalidArgument(where,
                              ": a binary op takes exactly one operand, a tensor or a constant");
     }
+    if (step.constant && input.dtype == ir::kI32 &&
+        !(*step.constant >= -2147483648.0 && *step.constant <= 2147483647.0 &&
+          *step.constant == std::trunc(*step.constant))) {
+      return InvalidArgument(where, ": the constant ", *step.constant,
+                             " is not an i32 (the chain is i32)");
+    }
     if (step.tensor) {
       const std::string operand = StrCat("B", k + 1);
       KILN_RETURN_IF_ERROR(
-          internal::CheckTensor(*step.tensor, target, StrCat("operand ", operand, " of ", where)));
+          internal::CheckData(*step.tensor, target, StrCat("operand ", operand, " of ", where)));
       KILN_RETURN_IF_ERROR(CheckSameDtype(input, "X", *step.tensor, operand, where));
       StatusOr<Shape> broadcast = BroadcastShapes(shape, step.tensor->shape);
       if (!broadcast.ok()) return broadcast.status().WithContext(where);
@@ -139,7 +166,9 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
           ir::Expr v = prev(BroadcastIndex(prev_shape, step_shape, i));
           if (internal::IsUnary(step.op)) return internal::ApplyUnary(step.op, v);
           ir::Expr other = step.tensor ? operand(BroadcastIndex(step.tensor->shape, step_shape, i))
-                                       : ir::FloatConst(dtype, *step.constant);
+                           : dtype == ir::kI32
+                               ? ir::IntConst(dtype, static_cast<int64_t>(*step.constant))
+                               : ir::FloatConst(dtype, *step.constant);
           return step.operand_first ? internal::ApplyBinary(step.op, other, v)
                                     : internal::ApplyBinary(step.op, v, other);
         });

@@ -17,6 +17,13 @@ namespace kiln::ops::internal {
 // ("input A of add").
 Status CheckTensor(const TensorType& t, const Target& target, std::string_view what);
 
+// `t` as CheckTensor, i32 allowed too (f32, f16 with shader-f16, i32).
+Status CheckData(const TensorType& t, const Target& target, std::string_view what);
+
+// That elementwise op `op` takes `dtype` (ElementwiseOpTakes); the error
+// names `what` ("input A of exp is i32, but exp takes f32 or f16 tensors").
+Status CheckOpDtype(std::string_view op, ir::DataType dtype, std::string_view what);
+
 // The shape as te extents (i32 constants).
 std::vector<ir::Expr> Extents(const Shape& shape);
 
@@ -32,12 +39,20 @@ std::vector<ir::Expr> UnflattenIndex(ir::IRBuilder& b, const ir::Expr& flat, con
 std::vector<ir::Expr> BroadcastIndex(const Shape& shape, const Shape& out_shape,
                                      const std::vector<ir::Var>& out_index);
 
-// The unary or binary op applied; the name must be one of UnaryOpNames() /
-// BinaryOpNames().
+// The unary, binary, comparison or ternary op applied; the name must be
+// one of UnaryOpNames() / BinaryOpNames() / CompareOpNames() /
+// TernaryOpNames(), the operands of a type it takes (ElementwiseOpTakes)
+// and of one type. A comparison gives i32 0 or 1.
 ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x);
 ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b);
+ir::Expr ApplyCompare(std::string_view op, const ir::Expr& a, const ir::Expr& b);
+ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b, const ir::Expr& c);
 bool IsUnary(std::string_view op);
 bool IsBinary(std::string_view op);
+bool IsCompare(std::string_view op);
+bool IsTernary(std::string_view op);
+// Every elementwise op name: unary, binary, comparison, ternary.
+std::vector<std::string_view> ElementwiseOpNames();
 
 // "unknown <kind> op 'x'; known: a, b, c".
 Status UnknownOp(std::string_view kind, std::string_view op,

@@ -16,20 +16,11 @@
 namespace kiln::ops {
 namespace {
 
+using internal::CheckData;
 using internal::Extents;
 
 ir::Expr I32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
-}
-
-// A tensor argument of f32, f16 (with shader-f16) or i32.
-Status CheckData(const TensorType& t, const Target& target, std::string_view what) {
-  if (t.dtype == ir::kI32) return internal::CheckTensor({t.shape, ir::kF32}, target, what);
-  if (t.dtype != ir::kF32 && t.dtype != ir::kF16) {
-    return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
-                           "; supported dtypes are f32, f16 and i32");
-  }
-  return internal::CheckTensor(t, target, what);
 }
 
 // An output shape: rank 1 to 4, dimensions at least 1, at most 2^31 - 1

@@ -52,15 +52,54 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 
 const std::vector<std::string_view>& UnaryOpNames() {
   static const std::vector<std::string_view> kNames = {
-      "neg",  "abs",     "exp", "exp2",  "log",  "log2",  "sqrt",  "rsqrt", "sin", "cos",
-      "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu",  "gelu"};
+      "neg",   "abs",   "exp",   "exp2", "log",     "log2",        "sqrt",
+      "rsqrt", "sin",   "cos",   "tanh", "sigmoid", "erf",         "floor",
+      "ceil",  "round", "trunc", "relu", "gelu",    "bitwise_not", "popcount"};
   return kNames;
 }
 
 const std::vector<std::string_view>& BinaryOpNames() {
-  static const std::vector<std::string_view> kNames = {"add", "sub", "mul", "div",
-                                                       "max", "min", "pow"};
+  static const std::vector<std::string_view> kNames = {
+      "add", "sub", "mul",         "div",        "floor_div",   "floor_mod",  "max",
+      "min", "pow", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"};
   return kNames;
+}
+
+const std::vector<std::string_view>& CompareOpNames() {
+  static const std::vector<std::string_view> kNames = {"eq", "ne", "lt", "le", "gt", "ge"};
+  return kNames;
+}
+
+const std::vector<std::string_view>& TernaryOpNames() {
+  static const std::vector<std::string_view> kNames = {"fma", "clamp"};
+  return kNames;
+}
+
+namespace {
+
+bool OneOf(std::string_view op, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+// Ops on integers only, and ops on floats only; every other elementwise op
+// takes both.
+bool IntegerOnly(std::string_view op) {
+  return OneOf(op, {"bitwise_not", "popcount", "bitwise_and", "bitwise_or", "bitwise_xor",
+                    "shift_left", "shift_right"});
+}
+bool FloatOnly(std::string_view op) {
+  return OneOf(op, {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+                    "erf", "floor", "ceil", "round", "trunc", "gelu", "pow", "fma"});
+}
+
+}  // namespace
+
+bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype) {
+  const bool is_float = dtype == ir::kF32 || dtype == ir::kF16;
+  if (dtype != ir::kI32 && !is_float) return false;
+  if (IntegerOnly(op)) return dtype == ir::kI32;
+  if (FloatOnly(op)) return is_float;
+  return true;
 }
 
 const std::vector<std::string_view>& ReduceOpNames() {
@@ -78,6 +117,24 @@ int64_t ThreadsPerBlock(int64_t elements, const TargetLimits& limits) {
 }
 
 namespace internal {
+
+Status CheckOpDtype(std::string_view op, ir::DataType dtype, std::string_view what) {
+  if (ElementwiseOpTakes(op, dtype)) return Status::Ok();
+  return InvalidArgument(what, " is ", dtype.ToString(), ", but ", op, " takes ",
+                         IntegerOnly(op) ? "i32"
+                         : FloatOnly(op) ? "f32 or f16"
+                                         : "f32, f16 or i32",
+                         " tensors");
+}
+
+Status CheckData(const TensorType& t, const Target& target, std::string_view what) {
+  if (t.dtype == ir::kI32) return CheckTensor({t.shape, ir::kF32}, target, what);
+  if (t.dtype != ir::kF32 && t.dtype != ir::kF16) {
+    return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
+                           "; supported dtypes are f32, f16 and i32");
+  }
+  return CheckTensor(t, target, what);
+}
 
 Status CheckTensor(const TensorType& t, const Target& target, std::string_view what) {
   const int rank = static_cast<int>(t.shape.size());
@@ -152,6 +209,25 @@ bool IsBinary(std::string_view op) {
   return std::find(names.begin(), names.end(), op) != names.end();
 }
 
+bool IsCompare(std::string_view op) {
+  const auto& names = CompareOpNames();
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+bool IsTernary(std::string_view op) {
+  const auto& names = TernaryOpNames();
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+std::vector<std::string_view> ElementwiseOpNames() {
+  std::vector<std::string_view> all;
+  for (const auto* names :
+       {&UnaryOpNames(), &BinaryOpNames(), &CompareOpNames(), &TernaryOpNames()}) {
+    all.insert(all.end(), names->begin(), names->end());
+  }
+  return all;
+}
+
 Status UnknownOp(std::string_view kind, std::string_view op,
                  const std::vector<std::string_view>& known) {
   std::string list;
@@ -166,6 +242,16 @@ namespace {
 
 ir::Expr Intrinsic1(ir::Intrinsic fn, const ir::Expr& x) {
   return ir::Call(fn, {x});
+}
+
+ir::Expr Zero(ir::DataType t) {
+  return t.is_float() ? ir::FloatConst(t, 0.0) : ir::IntConst(t, 0);
+}
+
+// Whether `x` is NaN, for any float type (the IR's NaN test, which the
+// code generator emits on the bits; false for integers).
+ir::Expr IsNan(const ir::Expr& x) {
+  return x != x;  // NOLINT(misc-redundant-expression): the IR's NaN test
 }
 
 }  // namespace
@@ -189,11 +275,13 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   if (op == "ceil") return Intrinsic1(ir::Intrinsic::kCeil, x);
   if (op == "round") return Intrinsic1(ir::Intrinsic::kRound, x);
   if (op == "trunc") return Intrinsic1(ir::Intrinsic::kTrunc, x);
+  if (op == "bitwise_not") return Intrinsic1(ir::Intrinsic::kBitwiseNot, x);
+  if (op == "popcount") return Intrinsic1(ir::Intrinsic::kPopcount, x);
   // relu and gelu read x twice: x is let-bound, so that a chain of them
   // inlined into one another stays linear in size.
   if (op == "relu" || op == "gelu") {
     ir::Var v(std::string(op) + "_x", t);
-    if (op == "relu") return ir::Let(v, x, ir::Select(v > 0.0, v, ir::FloatConst(t, 0.0)));
+    if (op == "relu") return ir::Let(v, x, ir::Select(v > Zero(t), v, Zero(t)));
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
     return ir::Let(
         v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));
@@ -207,11 +295,46 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "sub") return a - b;
   if (op == "mul") return a * b;
   if (op == "div") return a / b;
+  if (op == "floor_div") return ir::FloorDiv(a, b);
+  if (op == "floor_mod") return ir::FloorMod(a, b);
   if (op == "max") return ir::Max(a, b);
   if (op == "min") return ir::Min(a, b);
   if (op == "pow") return ir::Call(ir::Intrinsic::kPow, {a, b});
+  if (op == "bitwise_and") return ir::Call(ir::Intrinsic::kBitwiseAnd, {a, b});
+  if (op == "bitwise_or") return ir::Call(ir::Intrinsic::kBitwiseOr, {a, b});
+  if (op == "bitwise_xor") return ir::Call(ir::Intrinsic::kBitwiseXor, {a, b});
+  if (op == "shift_left") return ir::Call(ir::Intrinsic::kShiftLeft, {a, b});
+  if (op == "shift_right") return ir::Call(ir::Intrinsic::kShiftRight, {a, b});
   KILN_CHECK_MSG(false, "unknown binary op ", op);
   return {};
+}
+
+ir::Expr ApplyCompare(std::string_view op, const ir::Expr& a, const ir::Expr& b) {
+  ir::Expr c;
+  if (op == "eq") c = a == b;
+  if (op == "ne") c = a != b;
+  if (op == "lt") c = a < b;
+  if (op == "le") c = a <= b;
+  if (op == "gt") c = a > b;
+  if (op == "ge") c = a >= b;
+  KILN_CHECK_MSG(c.defined(), "unknown comparison ", op);
+  return ir::Cast(ir::kI32.with_lanes(c.dtype().lanes), c);
+}
+
+ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
+                      const ir::Expr& c) {
+  if (op == "fma") return ir::Call(ir::Intrinsic::kFma, {a, b, c});
+  KILN_CHECK_MSG(op == "clamp", "unknown ternary op ", op);
+  // numpy's clip: min(max(x, lo), hi), a NaN in any of them giving NaN.
+  const ir::DataType t = a.dtype();
+  ir::Var x("clamp_x", t), lo("clamp_lo", t), hi("clamp_hi", t), r("clamp_r", t);
+  const bool is_float = t.is_float();
+  ir::Expr raise = is_float ? (IsNan(lo) || x < lo) : x < lo;
+  ir::Expr lower = is_float ? (IsNan(hi) || r > hi) : r > hi;
+  return ir::Let(
+      x, a,
+      ir::Let(lo, b,
+              ir::Let(hi, c, ir::Let(r, ir::Select(raise, lo, x), ir::Select(lower, hi, r)))));
 }
 
 namespace {

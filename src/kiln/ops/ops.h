@@ -61,20 +61,37 @@ int64_t NumElements(const Shape& shape);
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 
 // The operator names each kind accepts, in a fixed order.
-//   unary:  neg abs exp exp2 log log2 sqrt rsqrt sin cos tanh sigmoid erf
-//           floor ceil round trunc relu gelu
-//   binary: add sub mul div max min pow
+//   unary:   neg abs exp exp2 log log2 sqrt rsqrt sin cos tanh sigmoid erf
+//            floor ceil round trunc relu gelu bitwise_not popcount
+//   binary:  add sub mul div floor_div floor_mod max min pow bitwise_and
+//            bitwise_or bitwise_xor shift_left shift_right
+//   compare: eq ne lt le gt ge (an i32 result, 1 where true, else 0)
+//   ternary: fma (a * b + c) clamp (numpy's clip: min(max(x, lo), hi))
 const std::vector<std::string_view>& UnaryOpNames();
 const std::vector<std::string_view>& BinaryOpNames();
+const std::vector<std::string_view>& CompareOpNames();
+const std::vector<std::string_view>& TernaryOpNames();
+// Whether elementwise op `op` takes tensors of `dtype`: the float math
+// (exp through trunc, gelu, pow, fma) takes f32 and f16; the bit operations
+// (bitwise_*, popcount, shifts) take i32; the rest (neg abs relu add sub
+// mul div floor_div floor_mod max min, the comparisons, clamp) take f32,
+// f16 and i32. i32 arithmetic is the IR's (docs/ir.md): it wraps, div
+// truncates toward zero and floor_div rounds toward -inf (floor_mod takes
+// the divisor's sign), x / 0 = x and floor_mod(x, 0) = 0, shifts take their
+// amount modulo 32, shift_right is arithmetic.
+bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype);
 //   reduce: sum mean max min prod
 const std::vector<std::string_view>& ReduceOpNames();
 
 // An elementwise operator: one input for a unary op (Y = op(X)), two for a
-// binary op (C = A op B, broadcast to BroadcastShapes(A, B)); both inputs of
-// one dtype, the output of that dtype. The function's parameters are X, Y
-// or A, B, C; `name` defaults to "elementwise_<op>". Schedule: every output axis
-// fused, split by ThreadsPerBlock and bound to blockIdx.x / threadIdx.x,
-// the tail guarded.
+// binary op or comparison (C = A op B, broadcast to BroadcastShapes(A, B)),
+// three for a ternary op (Y = fma(A, B, C) or clamp(X, Lo, Hi), all three
+// broadcast); the inputs of one dtype that the op takes
+// (ElementwiseOpTakes), the output of that dtype, or i32 for a comparison.
+// The function's parameters are X, Y; A, B, C; A, B, C, Y (fma) or X, Lo,
+// Hi, Y (clamp); `name` defaults to "elementwise_<op>". Schedule: every
+// output axis fused, split by ThreadsPerBlock and bound to blockIdx.x /
+// threadIdx.x, the tail guarded (vectorized where large: ScheduleFlat).
 StatusOr<ir::Function> Elementwise(std::string_view op, const std::vector<TensorType>& inputs,
                                    const Target& target, std::string name = "");
 
@@ -100,8 +117,11 @@ struct ChainStep {
 // stage, every stage but the last inlined into the next. Parameters: X,
 // then one per tensor operand (named B<step>, steps counted from 1), then
 // Y, whose shape is the broadcast of X with every tensor operand. All
-// tensors of one dtype; at least one step; the buffers must fit the
-// target's storage buffers per stage. Schedule: as Elementwise.
+// tensors of one dtype (f32, f16 or i32) that every step's op takes; steps
+// are unary and binary ops (comparisons and ternary ops change the type or
+// take two operands: Elementwise); an i32 chain's constants are integers
+// in i32's range; at least one step; the buffers must fit the target's
+// storage buffers per stage. Schedule: as Elementwise.
 StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
                                         const std::string& name = "chain");

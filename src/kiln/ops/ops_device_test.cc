@@ -142,6 +142,8 @@ float RefBinary(const std::string& op, float a, float b) {
   if (op == "sub") return a - b;
   if (op == "mul") return a * b;
   if (op == "div") return a / b;
+  if (op == "floor_div") return static_cast<float>(std::floor(double(a) / b));
+  if (op == "floor_mod") return static_cast<float>(a - b * std::floor(double(a) / b));
   if (op == "max") return std::max(a, b);
   if (op == "min") return std::min(a, b);
   if (op == "pow") return std::pow(a, b);
@@ -159,6 +161,7 @@ const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}, {4097}, {1024
 TEST_F(OpsDeviceTest, UnaryOps) {
   for (std::string_view name : UnaryOpNames()) {
     const std::string op(name);
+    if (!ElementwiseOpTakes(op, ir::kF32)) continue;  // i32 ops: ops_more_device_test.cc
     for (const Shape& shape : kUnaryShapes) {
       SCOPED_TRACE(op + " " + ShapeToString(shape));
       auto f = Elementwise(op, {{shape}}, target_);
@@ -197,6 +200,7 @@ const ShapePair kBinaryShapes[] = {
 TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
   for (std::string_view name : BinaryOpNames()) {
     const std::string op(name);
+    if (!ElementwiseOpTakes(op, ir::kF32)) continue;  // i32 ops: ops_more_device_test.cc
     for (const ShapePair& p : kBinaryShapes) {
       SCOPED_TRACE(op + " " + ShapeToString(p.a) + " " + ShapeToString(p.b));
       auto f = Elementwise(op, {{p.a}, {p.b}}, target_);
@@ -209,10 +213,31 @@ TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
           {"A", positive ? Random(NumElements(p.a), 0.05f, 2.0f) : Random(NumElements(p.a))},
           {"B", Random(NumElements(p.b))},
           {"C", std::vector<float>(n)}};
-      if (op == "div") {  // keep divisors away from 0
+      const bool floors = op == "floor_div" || op == "floor_mod";
+      if (op == "div" || floors) {  // keep divisors away from 0
         for (float& v : t["B"]) v = v < 0 ? v - 0.1f : v + 0.1f;
       }
-      ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, !positive));
+      if (floors) {
+        // Quotients at least 1e-3 from an integer, where a division within
+        // WGSL's 2.5 ulp floors as the reference does.
+        for (int64_t i = 0; i < n; ++i) {
+          float& a = t["A"][SourceIndex(p.a, *out, i)];
+          const float b = t["B"][SourceIndex(p.b, *out, i)];
+          for (int tries = 0; tries < 8; ++tries) {
+            const double q = double(a) / b;
+            if (std::fabs(q - std::round(q)) >= 1e-3) break;
+            a += 0.0123f * b;
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const double q =
+              double(t["A"][SourceIndex(p.a, *out, i)]) / t["B"][SourceIndex(p.b, *out, i)];
+          ASSERT_GE(std::fabs(q - std::round(q)), 1e-3) << "input " << i;
+        }
+      }
+      // The interpreter's check draws its own inputs, with quotients
+      // arbitrarily close to integers: not for the floor ops.
+      ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, !positive && !floors));
       std::vector<float> want(n);
       for (int64_t i = 0; i < n; ++i) {
         want[i] =

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -944,6 +946,283 @@ TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
 }
 
 // ---------------------------------------------------------------------------
+// Integer, comparison and ternary elementwise ops
+
+// The flat index into a tensor of `shape` broadcast to `out` of output
+// element `flat`.
+int64_t BroadcastSource(const Shape& shape, const Shape& out, int64_t flat) {
+  int64_t index = 0, stride = 1;
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    const int64_t coord = flat % out[d];
+    flat /= out[d];
+    const int sd = d - static_cast<int>(out.size() - shape.size());
+    if (sd < 0) continue;
+    if (shape[sd] != 1) index += coord * stride;
+    stride *= shape[sd];
+  }
+  return index;
+}
+
+// The IR's i32 arithmetic (docs/ir.md): wrapping, x / 0 == x, MIN / -1 ==
+// MIN, shift amounts modulo 32, arithmetic shift right.
+int32_t RefInt(const std::string& op, int32_t a, int32_t b = 0) {
+  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+  const auto wrap = [](uint32_t v) { return static_cast<int32_t>(v); };
+  if (op == "neg") return wrap(0u - ua);
+  if (op == "abs") return a < 0 ? wrap(0u - ua) : a;
+  if (op == "relu") return std::max(a, 0);
+  if (op == "bitwise_not") return wrap(~ua);
+  if (op == "popcount") return std::popcount(ua);
+  if (op == "add") return wrap(ua + ub);
+  if (op == "sub") return wrap(ua - ub);
+  if (op == "mul") return wrap(ua * ub);
+  if (op == "div") return b == 0 ? a : (a == INT32_MIN && b == -1) ? INT32_MIN : a / b;
+  if (op == "floor_div" || op == "floor_mod") {
+    if (b == 0) return op == "floor_div" ? a : 0;
+    if (b == -1) return op == "floor_div" ? wrap(0u - ua) : 0;
+    int32_t q = a / b, r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) {
+      --q;
+      r += b;
+    }
+    return op == "floor_div" ? q : r;
+  }
+  if (op == "max") return std::max(a, b);
+  if (op == "min") return std::min(a, b);
+  if (op == "bitwise_and") return wrap(ua & ub);
+  if (op == "bitwise_or") return wrap(ua | ub);
+  if (op == "bitwise_xor") return wrap(ua ^ ub);
+  if (op == "shift_left") return wrap(ua << (ub & 31));
+  if (op == "shift_right") return a >> (ub & 31);
+  ADD_FAILURE() << "no i32 reference for " << op;
+  return 0;
+}
+
+template <typename T>
+int32_t RefCompare(const std::string& op, T a, T b) {
+  if (op == "eq") return a == b;
+  if (op == "ne") return a != b;
+  if (op == "lt") return a < b;
+  if (op == "le") return a <= b;
+  if (op == "gt") return a > b;
+  if (op == "ge") return a >= b;
+  ADD_FAILURE() << "no reference for " << op;
+  return 0;
+}
+
+// numpy's clip: min(max(x, lo), hi), NaN anywhere giving NaN.
+float RefClamp(float x, float lo, float hi) {
+  if (std::isnan(x) || std::isnan(lo) || std::isnan(hi)) return kNan;
+  return std::min(std::max(x, lo), hi);
+}
+
+const std::pair<Shape, Shape> kIntPairs[] = {
+    {{7, 1}, {1, 33}}, {{1000}, {1000}}, {{1}, {7}},           {{3, 1, 5, 1}, {4, 1, 7}},
+    {{1027}, {1027}},  {{64, 33}, {33}}, {{5, 1, 64}, {7, 1}}, {{4096}, {1}},
+};
+
+class ElementwiseTypesDeviceTest : public OpsMoreDeviceTest {
+ protected:
+  // Random i32 values over the whole range, with the edges placed first.
+  std::vector<int32_t> EdgyInts(int64_t n, bool small) {
+    std::vector<int32_t> v = small ? RandomInts(n, -40, 40) : RandomInts(n, INT32_MIN, INT32_MAX);
+    const int32_t edges[] = {INT32_MIN, INT32_MAX, 0, -1, 1, 31, 32, 33};
+    for (size_t k = 0; k < std::size(edges) && k < v.size(); ++k) v[k] = edges[k];
+    return v;
+  }
+  // Random floats with NaN, infinities, signed zeros and ties placed first.
+  std::vector<float> EdgyFloats(int64_t n) {
+    std::vector<float> v = Random(n, -2.0f, 2.0f);
+    const float edges[] = {kNan, kInf, -kInf, -0.0f, 0.0f, 1.0f, -1.0f};
+    for (size_t k = 0; k < std::size(edges) && k < v.size(); ++k) {
+      v[(k * 7 + n / 3) % v.size()] = edges[k];
+    }
+    return v;
+  }
+};
+
+TEST_F(ElementwiseTypesDeviceTest, IntegerOps) {
+  std::vector<std::string_view> ops;
+  for (const auto* names : {&UnaryOpNames(), &BinaryOpNames()}) {
+    for (std::string_view op : *names) {
+      if (ElementwiseOpTakes(op, ir::kI32)) ops.push_back(op);
+    }
+  }
+  ASSERT_EQ(ops.size(), 18u);  // 5 unary, 13 binary
+  for (std::string_view name : ops) {
+    const std::string op(name);
+    const bool unary =
+        std::find(UnaryOpNames().begin(), UnaryOpNames().end(), name) != UnaryOpNames().end();
+    for (const auto& [sa, sb] : kIntPairs) {
+      if (unary && sb.size() > 1) continue;
+      const Shape a_shape = sa, b_shape = unary ? sa : sb;
+      SCOPED_TRACE(op + " " + ShapeToString(a_shape) + " " + ShapeToString(b_shape));
+      const ir::DataType i = ir::kI32;
+      auto f = unary ? Elementwise(op, {{a_shape, i}}, target_)
+                     : Elementwise(op, {{a_shape, i}, {b_shape, i}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const Shape out = unary ? a_shape : *BroadcastShapes(a_shape, b_shape);
+      const int64_t n = NumElements(out);
+      // Shift amounts and divisors small enough to reach 0, 31, 32 and
+      // negative amounts often.
+      const bool small_b = op == "shift_left" || op == "shift_right" || op == "div" ||
+                           op == "floor_div" || op == "floor_mod";
+      std::vector<int32_t> a = EdgyInts(NumElements(a_shape), false);
+      std::vector<int32_t> b = EdgyInts(NumElements(b_shape), small_b);
+      if (small_b && b.size() > 4) b[4] = -1;  // MIN / -1 where they meet
+      std::vector<int32_t> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        want[k] = unary ? RefInt(op, a[k])
+                        : RefInt(op, a[BroadcastSource(a_shape, out, k)],
+                                 b[BroadcastSource(b_shape, out, k)]);
+      }
+      Tensors t = unary
+                      ? Tensors{{"X", Words(a)}, {"Y", std::vector<uint32_t>(n)}}
+                      : Tensors{{"A", Words(a)}, {"B", Words(b)}, {"C", std::vector<uint32_t>(n)}};
+      const bool differential = n <= kDifferentialLimit;
+      ASSERT_NO_FATAL_FAILURE(
+          Run(*f, unary ? std::vector<std::string>{"X"} : std::vector<std::string>{"A", "B"}, t,
+              differential));
+      EXPECT_EQ(Ints(t[unary ? "Y" : "C"]), want);
+    }
+  }
+}
+
+TEST_F(ElementwiseTypesDeviceTest, Comparisons) {
+  for (std::string_view name : CompareOpNames()) {
+    const std::string op(name);
+    for (const auto& [sa, sb] : kIntPairs) {
+      for (ir::DataType dtype : {ir::kF32, ir::kI32}) {
+        SCOPED_TRACE(op + " " + dtype.ToString() + " " + ShapeToString(sa) + " " +
+                     ShapeToString(sb));
+        auto f = Elementwise(op, {{sa, dtype}, {sb, dtype}}, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const Shape out = *BroadcastShapes(sa, sb);
+        const int64_t n = NumElements(out);
+        std::vector<int32_t> want(n);
+        Tensors t = {{"C", std::vector<uint32_t>(n)}};
+        if (dtype == ir::kF32) {
+          // Few distinct values, so that equal pairs are common.
+          std::vector<float> a = EdgyFloats(NumElements(sa)), b = EdgyFloats(NumElements(sb));
+          for (float& v : a) v = std::isfinite(v) ? std::round(v * 2) / 2 : v;
+          for (float& v : b) v = std::isfinite(v) ? std::round(v * 2) / 2 : v;
+          for (int64_t k = 0; k < n; ++k) {
+            want[k] =
+                RefCompare(op, a[BroadcastSource(sa, out, k)], b[BroadcastSource(sb, out, k)]);
+          }
+          t["A"] = Words(a);
+          t["B"] = Words(b);
+        } else {
+          std::vector<int32_t> a = EdgyInts(NumElements(sa), true),
+                               b = EdgyInts(NumElements(sb), true);
+          for (int64_t k = 0; k < n; ++k) {
+            want[k] =
+                RefCompare(op, a[BroadcastSource(sa, out, k)], b[BroadcastSource(sb, out, k)]);
+          }
+          t["A"] = Words(a);
+          t["B"] = Words(b);
+        }
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"A", "B"}, t, n <= kDifferentialLimit));
+        EXPECT_EQ(Ints(t["C"]), want);
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTypesDeviceTest, ClampAndFma) {
+  struct Case {
+    Shape x, lo, hi;
+  };
+  const Case cases[] = {{{1000}, {1000}, {1000}},
+                        {{7, 33}, {33}, {7, 1}},
+                        {{1}, {5, 1}, {1, 7}},
+                        {{4099}, {1}, {1}},
+                        {{5, 1, 64}, {7, 1}, {64}}};
+  for (const Case& c : cases) {
+    const Shape out = *BroadcastShapes(c.x, *BroadcastShapes(c.lo, c.hi));
+    const int64_t n = NumElements(out);
+    SCOPED_TRACE(ShapeToString(c.x) + ShapeToString(c.lo) + ShapeToString(c.hi));
+    const bool differential = n <= kDifferentialLimit;
+    {  // clamp f32: NaN in any operand, bounds crossed (lo > hi gives hi).
+      auto f = Elementwise("clamp", {{c.x}, {c.lo}, {c.hi}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<float> x = EdgyFloats(NumElements(c.x));
+      std::vector<float> lo = Random(NumElements(c.lo), -1.5f, 0.5f);
+      std::vector<float> hi = Random(NumElements(c.hi), -0.5f, 1.5f);
+      if (lo.size() > 3) lo[3] = kNan;
+      if (hi.size() > 5) hi[5] = kNan;
+      std::vector<float> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        want[k] = RefClamp(x[BroadcastSource(c.x, out, k)], lo[BroadcastSource(c.lo, out, k)],
+                           hi[BroadcastSource(c.hi, out, k)]);
+      }
+      Tensors t = {
+          {"X", Words(x)}, {"Lo", Words(lo)}, {"Hi", Words(hi)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "Lo", "Hi"}, t, differential));
+      EXPECT_EQ(t["Y"], Words(want));  // exact: clamp selects one of its operands
+    }
+    {  // clamp i32
+      auto f = Elementwise("clamp", {{c.x, ir::kI32}, {c.lo, ir::kI32}, {c.hi, ir::kI32}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<int32_t> x = EdgyInts(NumElements(c.x), false);
+      std::vector<int32_t> lo = RandomInts(NumElements(c.lo), -1000, 100);
+      std::vector<int32_t> hi = RandomInts(NumElements(c.hi), -100, 1000);
+      std::vector<int32_t> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        want[k] =
+            std::min(std::max(x[BroadcastSource(c.x, out, k)], lo[BroadcastSource(c.lo, out, k)]),
+                     hi[BroadcastSource(c.hi, out, k)]);
+      }
+      Tensors t = {
+          {"X", Words(x)}, {"Lo", Words(lo)}, {"Hi", Words(hi)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "Lo", "Hi"}, t, differential));
+      EXPECT_EQ(Ints(t["Y"]), want);
+    }
+    {  // fma: fused or not, within f32's rounding of the terms
+      auto f = Elementwise("fma", {{c.x}, {c.lo}, {c.hi}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<float> a = Random(NumElements(c.x)), b = Random(NumElements(c.lo), -3, 3),
+                         d = Random(NumElements(c.hi));
+      std::vector<float> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        want[k] = static_cast<float>(double(a[BroadcastSource(c.x, out, k)]) *
+                                         b[BroadcastSource(c.lo, out, k)] +
+                                     d[BroadcastSource(c.hi, out, k)]);
+      }
+      Tensors t = {
+          {"A", Words(a)}, {"B", Words(b)}, {"C", Words(d)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"A", "B", "C"}, t, differential));
+      ExpectNear(Floats(t["Y"]), want, 1e-6f, "Y");
+    }
+  }
+}
+
+TEST_F(ElementwiseTypesDeviceTest, IntegerChain) {
+  // ((x << 3) ^ B) - 7, then abs: one kernel over i32.
+  for (const Shape& shape : {Shape{7, 33}, Shape{4099}, Shape{1}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const TensorType x_type{shape, ir::kI32};
+    auto f = ElementwiseChain(x_type,
+                              {ChainStep::WithConstant("shift_left", 3),
+                               ChainStep::With("bitwise_xor", {{shape.back()}, ir::kI32}),
+                               ChainStep::WithConstant("sub", 7), ChainStep::Unary("abs")},
+                              target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int64_t n = NumElements(shape);
+    std::vector<int32_t> x = EdgyInts(n, false), b = EdgyInts(shape.back(), false);
+    std::vector<int32_t> want(n);
+    for (int64_t k = 0; k < n; ++k) {
+      int32_t v = RefInt("shift_left", x[k], 3);
+      v = RefInt("bitwise_xor", v, b[k % shape.back()]);
+      want[k] = RefInt("abs", RefInt("sub", v, 7));
+    }
+    Tensors t = {{"X", Words(x)}, {"B2", Words(b)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "B2"}, t, true));
+    EXPECT_EQ(Ints(t["Y"]), want);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // f16, against the interpreter (which computes in f16 the same way).
 
 TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
@@ -958,6 +1237,11 @@ TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
   ASSERT_NO_FATAL_FAILURE(CheckF16(LogSoftmax({{33, 7}, h}, 0, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(LayerNorm({{7, 1000}, h}, 1e-5, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(RmsNorm({{33, 7}, h}, 1e-5, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Elementwise("lt", {{{7, 1}, h}, {{33}, h}}, target_)));
+  ASSERT_NO_FATAL_FAILURE(
+      CheckF16(Elementwise("clamp", {{{4099}, h}, {{1}, h}, {{1}, h}}, target_)));
+  ASSERT_NO_FATAL_FAILURE(
+      CheckF16(Elementwise("fma", {{{33}, h}, {{7, 33}, h}, {{1}, h}}, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Permute({{7, 33}, h}, {1, 0}, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Concat({{{7, 3}, h}, {{7, 5}, h}}, 1, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Slice({{33}, h}, {-1}, {0}, {-2}, target_)));

@@ -170,8 +170,8 @@ TEST(OpsTest, Errors) {
   f16.shader_f16 = true;
   ExpectError(Elementwise("add", {{{7}, ir::kF32}, {{7}, ir::kF16}}, f16).status(),
               {"dtype mismatch", "A is f32", "B is f16"});
-  ExpectError(Elementwise("add", {{{7}, ir::kI32}, {{7}, ir::kI32}}, t).status(),
-              {"input A of add has dtype i32", "f32 and f16"});
+  ExpectError(Elementwise("add", {{{7}, ir::kU32}, {{7}, ir::kU32}}, t).status(),
+              {"input A of add has dtype u32", "f32, f16 and i32"});
 
   ExpectError(ElementwiseChain({{7}}, {}, t).status(), {"at least one step"});
   ExpectError(
@@ -195,6 +195,75 @@ TEST(OpsTest, Errors) {
   ExpectError(Reduce("sum", {{}}, false, t).status(), {"rank 0"});
   ExpectError(Softmax({{7}}, t).status(), {"input X of softmax", "rank 1", "2-D"});
   ExpectError(Softmax({{7, 3}, ir::kF16}, f16).status(), {"f32 only"});
+}
+
+// Integer, comparison and ternary ops: signatures, dtypes and errors.
+TEST(OpsTest, IntegerComparisonAndTernaryOps) {
+  const Target t = Default();
+  const TensorType i7{{7}, ir::kI32}, f7{{7}};
+  for (std::string_view op : {"add", "neg", "abs", "relu", "max", "bitwise_and", "popcount",
+                              "shift_right", "lt", "clamp"}) {
+    EXPECT_TRUE(ElementwiseOpTakes(op, ir::kI32)) << op;
+  }
+  for (std::string_view op : {"exp", "pow", "gelu", "fma", "floor"}) {
+    EXPECT_FALSE(ElementwiseOpTakes(op, ir::kI32)) << op;
+    EXPECT_TRUE(ElementwiseOpTakes(op, ir::kF16)) << op;
+  }
+  EXPECT_FALSE(ElementwiseOpTakes("bitwise_xor", ir::kF32));
+  EXPECT_FALSE(ElementwiseOpTakes("add", ir::kU32));
+
+  auto shl = Elementwise("shift_left", {i7, {{1}, ir::kI32}}, t);
+  ASSERT_TRUE(shl.ok()) << shl.status();
+  EXPECT_NE(ir::Print(*shl).find("buffer<i32>"), std::string::npos);
+  auto lt = Elementwise("lt", {{{7, 1}}, {{1, 33}}}, t);
+  ASSERT_TRUE(lt.ok()) << lt.status();
+  ASSERT_EQ(lt->params().size(), 3u);
+  EXPECT_EQ(lt->params()[2].name(), "C");
+  EXPECT_EQ(lt->params()[2].buffer().dtype(), ir::kI32);
+  EXPECT_EQ(lt->params()[2].buffer().shape().size(), 2u);
+  auto clamp = Elementwise("clamp", {{{5, 7}}, {{7}}, {{5, 1}}}, t);
+  ASSERT_TRUE(clamp.ok()) << clamp.status();
+  std::vector<std::string> names;
+  for (const ir::Param& p : clamp->params()) names.push_back(p.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"X", "Lo", "Hi", "Y"}));
+  auto fma = Elementwise("fma", {f7, f7, {{1}}}, t);
+  ASSERT_TRUE(fma.ok()) << fma.status();
+  EXPECT_EQ(fma->params()[3].name(), "Y");
+
+  ExpectError(Elementwise("exp", {i7}, t).status(),
+              {"input X of exp is i32", "exp takes f32 or f16 tensors"});
+  ExpectError(Elementwise("bitwise_or", {f7, f7}, t).status(),
+              {"input A of bitwise_or is f32", "takes i32 tensors"});
+  ExpectError(Elementwise("add", {i7, f7}, t).status(), {"dtype mismatch", "A is i32", "B is f32"});
+  ExpectError(Elementwise("fma", {f7, f7}, t).status(), {"fma takes 3 inputs, not 2"});
+  ExpectError(Elementwise("clamp", {f7, {{7}, ir::kI32}, f7}, t).status(),
+              {"clamp: dtype mismatch", "X is f32", "Lo is i32"});
+  ExpectError(Elementwise("clamp", {{{5, 7}}, {{7}}, {{4, 1}}}, t).status(),
+              {"clamp: input Hi", "[5, 7]", "[4, 1]"});
+  ExpectError(Elementwise("lt", {f7}, t).status(), {"lt takes 2 inputs, not 1"});
+  ExpectError(Elementwise("less", {f7, f7}, t).status(),
+              {"unknown elementwise op 'less'", "lt", "clamp"});
+
+  auto chain = ElementwiseChain(i7,
+                                {ChainStep::WithConstant("shift_left", 3), ChainStep::Unary("neg"),
+                                 ChainStep::With("bitwise_xor", i7)},
+                                t);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  ExpectError(ElementwiseChain(i7, {ChainStep::WithConstant("add", 0.5)}, t).status(),
+              {"step 1 (add)", "0.5 is not an i32"});
+  ExpectError(ElementwiseChain(i7, {ChainStep::WithConstant("add", 4294967296.0)}, t).status(),
+              {"4.29497e+09 is not an i32"});
+  ExpectError(ElementwiseChain(i7, {ChainStep::Unary("exp")}, t).status(),
+              {"step 1 (exp)", "the running value is i32", "f32 or f16"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::With("lt", f7)}, t).status(),
+              {"step 1 (lt)", "not a chain step"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::With("add", i7)}, t).status(),
+              {"dtype mismatch", "X is f32", "B1 is i32"});
+
+  MatmulOptions o;
+  o.activation = "popcount";
+  ExpectError(Matmul({{8, 8}}, {{8, 8}}, t, o).status(),
+              {"matmul: the activation's input", "popcount takes i32"});
 }
 
 TEST(OpsTest, MatmulErrors) {
