@@ -32,7 +32,8 @@ matmul_int8 (int8 operands, b transposed, exact int32 results).
 Data movement: permute transpose reshape concat slice gather pad where cast
 (and Tensor.astype, Tensor[...] with ints and slices).
 dtypes: float32, and float16 where the device has shader-f16; the integer
-elementwise ops above, data movement, where and cast also take int32;
+elementwise ops above, the reductions but mean, argmax, argmin, data
+movement, where and cast also take int32;
 matmul_int8 takes int8.
 Empty tensors (a dimension of 0) work as in numpy wherever numpy gives a
 result: the result depends on the shapes alone (an empty tensor, a
@@ -300,8 +301,9 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     reduces: the reduced axes dropped, or kept as 1 with keepdims; reducing
     every axis without keepdims gives a 0-d tensor. One kernel
     (ops::ReduceAxes); float16 accumulates in float32; max and min
-    propagate NaN."""
-    x = _as_tensor(x, None)
+    propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
+    int32, sums and products wrapping; mean takes floats."""
+    x = _operand(x, None)
     if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
         raise _kiln.InvalidArgument(
             f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
@@ -320,7 +322,7 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
 
 
 def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
-    x = _as_tensor(x, None)
+    x = _operand(x, None)
     keepdims = bool(keepdims)
     if axis is None:  # over the flattened tensor, as numpy
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)

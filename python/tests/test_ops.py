@@ -201,6 +201,35 @@ def test_bool_tensors_and_integer_chains(device, rng):
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+@pytest.mark.parametrize("op,axis", [
+    (op, axis) for op in ("sum", "prod", "amax", "amin", "argmax", "argmin")
+    for axis in (None, 0, 1, (0, 2)) if not (op.startswith("arg") and isinstance(axis, tuple))],
+    ids=str)
+def test_integer_reductions(device, rng, op, axis):
+    x = _edgy_ints(rng, (5, 7, 33)) if op != "prod" else rng.integers(-3, 4, (5, 7, 33)).astype(
+        np.int32)
+    if op in ("argmax", "argmin"):
+        got = getattr(kiln.ops, op)(kiln.tensor(x, device), axis=axis).numpy()
+        np.testing.assert_array_equal(got, getattr(np, op)(x, axis=axis))
+        return
+    got = getattr(kiln.ops, op)(kiln.tensor(x, device), axis=axis).numpy()
+    assert got.dtype == np.int32
+    want = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min}[op](
+        x.astype(np.int64), axis=axis)
+    np.testing.assert_array_equal(got, _wrap(want))
+
+
+def test_counting_with_comparisons(device, rng):
+    x = rng.standard_normal((33, 1000)).astype(np.float32)
+    positive = kiln.ops.gt(kiln.tensor(x, device), 0.0)
+    np.testing.assert_array_equal(kiln.ops.sum(positive, axis=1).numpy(), np.sum(x > 0, axis=1))
+    assert int(kiln.ops.sum(positive).numpy()) == int(np.sum(x > 0))
+    np.testing.assert_array_equal(kiln.ops.argmax(positive, axis=1).numpy(),
+                                  np.argmax(x > 0, axis=1))
+    with pytest.raises(kiln.InvalidArgument, match="mean takes f32 or f16"):
+        kiln.ops.mean(positive)
+
+
 def test_integer_and_comparison_errors(device):
     xi = kiln.tensor(np.ones(3, np.int32), device)
     f = kiln.tensor(np.ones(3, np.float32), device)

@@ -266,8 +266,8 @@ TEST_F(OpsMoreDeviceTest, ReduceLongRowsCooperatively) {
 // ---------------------------------------------------------------------------
 // Arg-reductions
 
-std::vector<int32_t> RefArg(bool is_max, const std::vector<float>& x, const Shape& shape,
-                            int axis) {
+template <typename T>
+std::vector<int32_t> RefArg(bool is_max, const std::vector<T>& x, const Shape& shape, int axis) {
   Shape out;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (static_cast<int>(d) != axis) out.push_back(shape[d]);
@@ -285,7 +285,7 @@ std::vector<int32_t> RefArg(bool is_max, const std::vector<float>& x, const Shap
     }
     int32_t best = 0;
     for (int64_t k = 1; k < shape[axis]; ++k) {
-      const float v = x[base + k * st[axis]], b = x[base + best * st[axis]];
+      const T v = x[base + k * st[axis]], b = x[base + best * st[axis]];
       if (std::isnan(b)) break;
       if (std::isnan(v) || (is_max ? v > b : v < b)) best = static_cast<int32_t>(k);
     }
@@ -1195,6 +1195,78 @@ TEST_F(ElementwiseTypesDeviceTest, ClampAndFma) {
       ExpectNear(Floats(t["Y"]), want, 1e-6f, "Y");
     }
   }
+}
+
+// Reductions and arg-reductions over i32: in i32, sums and products
+// wrapping, compared exactly.
+TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {
+  for (const char* op : {"sum", "max", "min", "prod"}) {
+    for (const ReduceCase& c : kReduceCases) {
+      for (bool keepdims : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.shape) +
+                     (keepdims ? " keepdims" : ""));
+        auto f = ReduceAxes(op, {c.shape, ir::kI32}, c.axes, keepdims, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const int64_t n = NumElements(c.shape);
+        const bool prod = std::string(op) == "prod";
+        std::vector<int32_t> x = prod ? RandomInts(n, -3, 3) : EdgyInts(n, false);
+        // The reference: X as f32 only gives the output's shape.
+        Shape out_shape;
+        RefReduce("sum", std::vector<float>(n), c.shape, c.axes, &out_shape);
+        std::vector<bool> reduced(c.shape.size(), false);
+        for (int a : c.axes) reduced[a < 0 ? a + c.shape.size() : a] = true;
+        std::vector<uint32_t> acc(NumElements(out_shape), prod ? 1u : 0u);
+        std::vector<bool> seen(acc.size(), false);
+        for (int64_t i = 0; i < n; ++i) {
+          std::vector<int64_t> co = Coords(c.shape, i);
+          int64_t o = 0;
+          for (size_t d = 0; d < c.shape.size(); ++d) {
+            if (!reduced[d]) o = o * c.shape[d] + co[d];
+          }
+          const auto v = static_cast<uint32_t>(x[i]);
+          const auto cur = static_cast<int32_t>(acc[o]);
+          if (std::string(op) == "sum") acc[o] += v;
+          if (prod) acc[o] *= v;
+          if (std::string(op) == "max") acc[o] = !seen[o] || x[i] > cur ? v : acc[o];
+          if (std::string(op) == "min") acc[o] = !seen[o] || x[i] < cur ? v : acc[o];
+          seen[o] = true;
+        }
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(acc.size())}};
+        // The interpreter on the small kernels (the float cases check it on
+        // every shape).
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, !keepdims && n <= 4000));
+        EXPECT_EQ(t["Y"], acc);
+      }
+    }
+  }
+  struct Case {
+    Shape shape;
+    int axis;
+  };
+  for (const Case& c :
+       {Case{{7, 33}, 1}, Case{{2, 4097}, 1}, Case{{33, 7, 5}, 1}, Case{{300, 3}, 0}}) {
+    for (const char* op : {"argmax", "argmin"}) {
+      SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.shape));
+      auto f = ArgReduce(op, {c.shape, ir::kI32}, c.axis, false, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(c.shape);
+      // Ties everywhere, and the extremes of i32 (which the reduction's
+      // identity must not beat).
+      std::vector<int32_t> x = RandomInts(n, -3, 3);
+      for (int64_t i = 0; i < n; i += 5) x[i] = i % 2 ? INT32_MIN : INT32_MAX;
+      std::vector<int32_t> want = RefArg(std::string(op) == "argmax", x, c.shape, c.axis);
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(want.size())}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+      EXPECT_EQ(Ints(t["Y"]), want);
+    }
+  }
+  // All INT_MIN rows: argmax is 0, the identity loses the tie.
+  auto f = ArgReduce("argmax", {{3, 1000}, ir::kI32}, 1, false, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Tensors t = {{"X", Words(std::vector<int32_t>(3000, INT32_MIN))},
+               {"Y", std::vector<uint32_t>(3)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+  EXPECT_EQ(Ints(t["Y"]), (std::vector<int32_t>{0, 0, 0}));
 }
 
 TEST_F(ElementwiseTypesDeviceTest, IntegerChain) {

@@ -369,8 +369,14 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(ReduceAxes("sum", {{7, 0}}, {0}, false, t).status(), {"dimension 1 is 0"});
   ExpectError(ArgReduce("argmed", {{7}}, 0, false, t).status(), {"unknown arg-reduce op"});
   ExpectError(ArgReduce("argmax", {{7}}, 1, false, t).status(), {"argmax: axis is 1"});
-  ExpectError(ArgReduce("argmin", {{7}, ir::kI32}, 0, false, t).status(),
-              {"input X of argmin", "i32"});
+  ExpectError(ArgReduce("argmin", {{7}, ir::kU32}, 0, false, t).status(),
+              {"input X of argmin", "u32", "f32, f16 and i32"});
+  ExpectError(ReduceAxes("mean", {{7}, ir::kI32}, {0}, false, t).status(),
+              {"input X of reduce mean is i32", "cast"});
+  ExpectError(SoftmaxAxis({{7}, ir::kI32}, 0, t).status(), {"input X of softmax", "i32"});
+  auto isum = ReduceAxes("sum", {{7, 33}, ir::kI32}, {1}, false, t);
+  ASSERT_TRUE(isum.ok()) << isum.status();
+  EXPECT_EQ(isum->params()[1].buffer().dtype(), ir::kI32);
   ExpectError(SoftmaxAxis({{7, 3}}, -3, t).status(), {"softmax: axis is -3"});
   ExpectError(LogSoftmax({{1, 2, 3, 4, 5}}, 0, t).status(), {"input X of log_softmax", "rank 5"});
   ExpectError(LayerNorm({{7, 3}}, -1.0, t).status(), {"layer_norm: eps is -1"});

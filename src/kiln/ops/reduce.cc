@@ -144,7 +144,12 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
     return internal::UnknownOp("reduce", op, known);
   }
   const std::string what = StrCat("reduce ", op);
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(input, target, StrCat("input X of ", what)));
+  KILN_RETURN_IF_ERROR(internal::CheckData(input, target, StrCat("input X of ", what)));
+  const bool ints = input.dtype == ir::kI32;
+  if (ints && op == "mean") {
+    return InvalidArgument("input X of ", what,
+                           " is i32; mean takes f32 or f16 (cast the integers first)");
+  }
   const int rank = static_cast<int>(input.shape.size());
   if (axes.empty()) {
     return InvalidArgument(what, ": no axes to reduce; list every axis to reduce all of them");
@@ -164,12 +169,12 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
 
   // Y[o] = op over the reduced axes of f32(X): sums, products, maxima and
   // minima accumulate in f32 (max and min propagate NaN); mean is the sum
-  // divided by the count.
+  // divided by the count. i32 reduces in i32 (sums and products wrap).
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   const std::vector<te::IterVar> k = RowReduceAxes(view);
   te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
     ir::Expr x = X(RowInputIndex(view, keepdims, i, k));
-    if (input.dtype != ir::kF32) x = ir::Cast(ir::kF32, x);
+    if (input.dtype == ir::kF16) x = ir::Cast(ir::kF32, x);
     ir::Expr v = x;
     if (!k.empty()) {
       v = op == "max"    ? te::Max(x, k)
@@ -178,7 +183,7 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
                          : te::Sum(x, k);
     }
     if (op == "mean") v = v / ir::FloatConst(ir::kF32, static_cast<double>(view.length));
-    return ToDtype(v, input.dtype);
+    return ints ? v : ToDtype(v, input.dtype);
   });
   return internal::LowerRows(Y, X, static_cast<int>(out_shape.size()), view, !k.empty(), target,
                              name);
@@ -195,11 +200,12 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   if (std::find(known.begin(), known.end(), op) == known.end()) {
     return internal::UnknownOp("arg-reduce", op, known);
   }
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(input, target, StrCat("input X of ", op)));
+  KILN_RETURN_IF_ERROR(internal::CheckData(input, target, StrCat("input X of ", op)));
   const int rank = static_cast<int>(input.shape.size());
   KILN_ASSIGN_OR_RETURN(int a, internal::NormalizeAxis(axis, rank, StrCat(op, ": axis")));
   if (name.empty()) name = std::string(op);
   const bool is_max = op == "argmax";
+  const bool ints = input.dtype == ir::kI32;
   const RowView view = RowView::Make(input.shape, {a});
   const Shape out_shape = view.OutputShape(keepdims);
 
@@ -210,25 +216,31 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   // partial results combine across threads.
   auto better = [&](const ir::Expr& xi, const ir::Expr& xv, const ir::Expr& bi,
                     const ir::Expr& bv) {
-    ir::Expr xn = internal::IsNan(xv), bn = internal::IsNan(bv);
     ir::Expr strictly = is_max ? xv > bv : xv < bv;
+    if (ints) return strictly || (xv == bv && xi < bi);
+    ir::Expr xn = internal::IsNan(xv), bn = internal::IsNan(bv);
     return (xn && (!bn || xi < bi)) || (!xn && !bn && (strictly || (xv == bv && xi < bi)));
   };
   const double inf = std::numeric_limits<double>::infinity();
-  te::CommReducer reducer{
-      std::string(op),
-      {I32(std::numeric_limits<int32_t>::max()), ir::FloatConst(ir::kF32, is_max ? -inf : inf)},
-      [&](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
-        ir::Expr take = better(next[0], next[1], acc[0], acc[1]);
-        return std::vector<ir::Expr>{ir::Select(take, next[0], acc[0]),
-                                     ir::Select(take, next[1], acc[1])};
-      }};
+  // The value's identity: an i32 input compares in i32 (its lowest or
+  // highest value, which loses every tie to a real element's smaller
+  // index), every other in f32.
+  const ir::Expr worst =
+      ints ? I32(is_max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max())
+           : ir::FloatConst(ir::kF32, is_max ? -inf : inf);
+  te::CommReducer reducer{std::string(op),
+                          {I32(std::numeric_limits<int32_t>::max()), worst},
+                          [&](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
+                            ir::Expr take = better(next[0], next[1], acc[0], acc[1]);
+                            return std::vector<ir::Expr>{ir::Select(take, next[0], acc[0]),
+                                                         ir::Select(take, next[1], acc[1])};
+                          }};
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   const std::vector<te::IterVar> k = RowReduceAxes(view);
   te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
     if (k.empty()) return I32(0);  // one element along the axis
     ir::Expr x = X(RowInputIndex(view, keepdims, i, k));
-    if (input.dtype != ir::kF32) x = ir::Cast(ir::kF32, x);
+    if (input.dtype == ir::kF16) x = ir::Cast(ir::kF32, x);
     return te::Reduce(reducer, {k[0].var(), x}, k)[0];
   });
   return internal::LowerRows(Y, X, static_cast<int>(out_shape.size()), view, !k.empty(), target,
