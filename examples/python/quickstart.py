@@ -28,4 +28,12 @@ top = kiln.ops.argmax(h, axis=-1)       # int32 index of each row's largest valu
 ref_h = np.maximum(a @ w + 1, 0)
 assert np.allclose(h.numpy(), ref_h, rtol=1e-4, atol=1e-4)
 print("matmul + bias + relu, argmax:", top.numpy(), "numpy:", ref_h.argmax(-1))
+
+# Python's operators run the same operators: (x - mean) / 2 as two kernels,
+# a comparison as a bool tensor, and its sum as a count.
+z = (x - kiln.ops.mean(x, axis=1, keepdims=True)) / 2
+np.testing.assert_allclose(z.numpy(), (a - a.mean(1, keepdims=True)) / 2, rtol=1e-5, atol=1e-6)
+positive = kiln.ops.sum(x > 0, axis=1)
+assert (positive.numpy() == (a > 0).sum(1)).all()
+print("positive values per row:", positive.numpy())
 print("quickstart OK")

@@ -60,6 +60,9 @@ def _use_bundled_libraries() -> None:
 _use_bundled_libraries()
 
 from . import ops, te  # noqa: E402
+from ._operators import install as _install_operators  # noqa: E402
+
+_install_operators()
 from ._tensor import empty, tensor  # noqa: E402
 from ._profile import Profile, profile  # noqa: E402
 

@@ -1,0 +1,93 @@
+"""Python's operators on kiln.Tensor, as numpy's on arrays.
+
+`a + b`, `a - b`, `a * b`, `a / b`, `a // b`, `a % b`, `a ** b`, `a @ b`,
+`-a`, `+a`, `abs(a)`, `~a`, `a & b`, `a | b`, `a ^ b`, `a << b`, `a >> b`
+and the comparisons `< <= > >= == !=` run the kiln.ops operator on the
+tensor's device; the other operand may be a tensor, a numpy array or a
+Python number, on either side (numpy arrays defer to the tensor:
+`np_array + tensor` is a kiln.Tensor). Comparisons give bool tensors.
+
+Where numpy's meaning differs from the op's: `/` of int32 tensors divides
+in float32 (numpy's true division; kiln.ops.div truncates), and `~`, `&`,
+`|`, `^` of bool tensors are logical (bool results). `bool(t)` is the value
+of a one-element tensor and an error for more elements, as in numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from . import ops
+from ._kiln import Tensor
+
+_OPERANDS = (Tensor, np.ndarray, int, float, np.integer, np.floating, np.bool_)
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.bool_
+
+
+def _binary(fn: Callable[[Any, Any], Tensor], reflected: bool = False,
+            logical: bool = False) -> Callable[[Any, Any], Any]:
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        out = fn(a, b)
+        if logical and _is_bool(a) and _is_bool(b):
+            return ops._view(out, out.shape, np.bool_)
+        return out
+    return method
+
+
+def _true_divide(a: Any, b: Any) -> Tensor:
+    def as_float(x: Any) -> Any:
+        if isinstance(x, Tensor) and x.dtype in (np.int32, np.bool_):
+            return ops.cast(x, "float32")
+        if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
+            return x.astype(np.float32)
+        return float(x) if isinstance(x, (int, np.integer)) else x
+    return ops.div(as_float(a), as_float(b))
+
+
+def _invert(self: Tensor) -> Tensor:
+    return ops.eq(self, 0) if self.dtype == np.bool_ else ops.bitwise_not(self)
+
+
+def _truth(self: Tensor) -> bool:
+    if self.size != 1:
+        raise ValueError(f"the truth value of a tensor of {self.size} elements is ambiguous; "
+                         f"use kiln.ops.amax / amin over a comparison")
+    return bool(np.asarray(self).reshape(-1)[0])
+
+
+def install() -> None:
+    pairs = {
+        "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": _true_divide,
+        "floordiv": ops.floor_div, "mod": ops.floor_mod, "pow": ops.pow,
+        "matmul": ops.matmul,
+        "lshift": ops.shift_left, "rshift": ops.shift_right,
+    }
+    for name, fn in pairs.items():
+        setattr(Tensor, f"__{name}__", _binary(fn))
+        setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True))
+    for name, fn in {"and": ops.bitwise_and, "or": ops.bitwise_or,
+                     "xor": ops.bitwise_xor}.items():
+        setattr(Tensor, f"__{name}__", _binary(fn, logical=True))
+        setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True, logical=True))
+    # Python reflects comparisons itself: 2 < t calls t.__gt__(2).
+    for name, fn in {"lt": ops.lt, "le": ops.le, "gt": ops.gt, "ge": ops.ge,
+                     "eq": ops.eq, "ne": ops.ne}.items():
+        setattr(Tensor, f"__{name}__", _binary(fn))
+    Tensor.__neg__ = lambda self: ops.neg(self)
+    Tensor.__pos__ = lambda self: self
+    Tensor.__abs__ = lambda self: ops.abs(self)
+    Tensor.__invert__ = _invert
+    Tensor.__bool__ = _truth
+    # A tensor keeps its identity hash (as torch's): == is elementwise.
+    Tensor.__hash__ = object.__hash__
+    # numpy's binary operators defer to the tensor's reflected ones.
+    Tensor.__array_priority__ = 1000
+

@@ -1,0 +1,96 @@
+"""Python's operators on kiln.Tensor against numpy's on arrays."""
+
+import operator
+
+import numpy as np
+import pytest
+
+import kiln
+
+FLOAT_OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+             operator.mod, operator.lt, operator.le, operator.gt, operator.ge, operator.eq,
+             operator.ne]
+INT_OPS = FLOAT_OPS + [operator.and_, operator.or_, operator.xor]
+
+
+def _same(got, want):
+    assert isinstance(got, kiln.Tensor)
+    g = got.numpy()
+    assert g.dtype == (np.bool_ if want.dtype == np.bool_ else g.dtype)
+    assert g.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(g, want, rtol=2e-6, atol=2e-6)
+    else:
+        np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("op", FLOAT_OPS, ids=lambda f: f.__name__)
+def test_float_operators(device, rng, op):
+    a = rng.uniform(-2, 2, (7, 1)).astype(np.float32)
+    # Powers of two: exact quotients, so // and % floor as numpy does.
+    b = (rng.choice([-1, 1], 33) * 2.0 ** rng.integers(-2, 2, 33)).astype(np.float32)
+    ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
+    want = op(a, b)
+    _same(op(ta, tb), want)
+    _same(op(ta, b), want)          # numpy array on the right
+    _same(op(a, tb), want)          # on the left: numpy defers to the tensor
+    _same(op(ta, 0.5), op(a, np.float32(0.5)))
+    _same(op(0.5, tb), op(np.float32(0.5), b))
+
+
+@pytest.mark.parametrize("op", INT_OPS, ids=lambda f: f.__name__)
+def test_int_operators(device, rng, op):
+    a = rng.integers(-1000, 1000, (5, 1, 7)).astype(np.int32)
+    b = rng.integers(1, 50, (4, 1)).astype(np.int32) * rng.choice([-1, 1], (4, 1)).astype(np.int32)
+    ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
+    want = op(a, b)
+    if op is operator.truediv:  # numpy's true division; kiln's in float32
+        want = want.astype(np.float32)
+    _same(op(ta, tb), want)
+    _same(op(ta, 3), op(a, np.int32(3)))
+
+
+def test_unary_shift_power_and_matmul(device, rng):
+    x = rng.uniform(0.5, 2, (7, 33)).astype(np.float32)
+    i = rng.integers(-100, 100, 50).astype(np.int32)
+    t, ti = kiln.tensor(x, device), kiln.tensor(i, device)
+    _same(-t, -x)
+    _same(+t, x)
+    _same(abs(-t), x)
+    _same(t ** 2, x ** 2)
+    _same(2 ** t, np.float32(2) ** x)
+    _same(~ti, ~i)
+    _same(-ti, -i)
+    _same(ti << 3, i << 3)
+    _same(ti >> 2, i >> 2)
+    w = rng.standard_normal((33, 5)).astype(np.float32)
+    np.testing.assert_allclose((t @ kiln.tensor(w, device)).numpy(), x @ w, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose((x @ kiln.tensor(w, device)).numpy(), x @ w, rtol=1e-5, atol=1e-4)
+
+
+def test_bool_tensors_are_logical(device, rng):
+    x = rng.uniform(-1, 1, 100).astype(np.float32)
+    t = kiln.tensor(x, device)
+    a, b = t > 0, t < 0.5
+    _same(a & b, (x > 0) & (x < 0.5))
+    _same(a | b, (x > 0) | (x < 0.5))
+    _same(a ^ b, (x > 0) ^ (x < 0.5))
+    _same(~a, ~(x > 0))
+    assert int(kiln.ops.sum(a).numpy()) == int(np.sum(x > 0))
+
+
+def test_truth_and_identity(device):
+    one = kiln.tensor(np.array([3.0], np.float32), device)
+    assert bool(one > 2) is True
+    assert bool(one < 2) is False
+    many = kiln.tensor(np.arange(4, dtype=np.float32), device)
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(many > 1)
+    # Identity hash; == with something that is not an operand is Python's.
+    assert len({one, many, one}) == 2
+    assert (many == None) is False  # noqa: E711
+    assert (many != "a") is True
+    with pytest.raises(TypeError):
+        many + [1, 2]  # noqa: B018
+    with pytest.raises(kiln.InvalidArgument, match="do not broadcast"):
+        many + kiln.tensor(np.ones(3, np.float32), device)  # noqa: B018
