@@ -7,6 +7,11 @@ tensor's device; the other operand may be a tensor, a numpy array or a
 Python number, on either side (numpy arrays defer to the tensor:
 `np_array + tensor` is a kiln.Tensor). Comparisons give bool tensors.
 
+Methods as numpy's: `t.sum() mean() prod() max() min()` (axis=None,
+keepdims=False), `t.argmax() argmin()` (axis=None), `t.reshape(*shape)`,
+`t.transpose(*axes)`, `t.T`, `t.flatten()`, `t.clip(lo, hi)`; each runs the
+kiln.ops operator (a copy where numpy would give a view).
+
 Where numpy's meaning differs from the op's: `/` of int32 tensors divides
 in float32 (numpy's true division; kiln.ops.div truncates), and `~`, `&`,
 `|`, `^` of bool tensors are logical (bool results). `bool(t)` is the value
@@ -63,6 +68,18 @@ def _truth(self: Tensor) -> bool:
     return bool(np.asarray(self).reshape(-1)[0])
 
 
+def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def method(self: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return fn(self, axis=axis, keepdims=keepdims)
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _shape_args(args: tuple) -> Any:
+    """numpy's t.reshape(2, 3) or t.reshape((2, 3))."""
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else list(args)
+
+
 def install() -> None:
     pairs = {
         "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": _true_divide,
@@ -86,6 +103,16 @@ def install() -> None:
     Tensor.__abs__ = lambda self: ops.abs(self)
     Tensor.__invert__ = _invert
     Tensor.__bool__ = _truth
+    for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,
+                     "min": ops.amin}.items():
+        setattr(Tensor, name, _reduction(fn))
+    Tensor.argmax = lambda self, axis=None, keepdims=False: ops.argmax(self, axis, keepdims)
+    Tensor.argmin = lambda self, axis=None, keepdims=False: ops.argmin(self, axis, keepdims)
+    Tensor.reshape = lambda self, *shape: ops.reshape(self, _shape_args(shape))
+    Tensor.transpose = lambda self, *axes: ops.transpose(self, _shape_args(axes) or None)
+    Tensor.T = property(lambda self: ops.transpose(self))
+    Tensor.flatten = lambda self: ops.reshape(self, [self.size])
+    Tensor.clip = lambda self, lo, hi: ops.clamp(self, lo, hi)
     # A tensor keeps its identity hash (as torch's): == is elementwise.
     Tensor.__hash__ = object.__hash__
     # numpy's binary operators defer to the tensor's reflected ones.

@@ -94,3 +94,23 @@ def test_truth_and_identity(device):
         many + [1, 2]  # noqa: B018
     with pytest.raises(kiln.InvalidArgument, match="do not broadcast"):
         many + kiln.tensor(np.ones(3, np.float32), device)  # noqa: B018
+
+
+def test_numpy_methods(device, rng):
+    x = rng.standard_normal((5, 7, 33)).astype(np.float32)
+    t = kiln.tensor(x, device)
+    for name in ("sum", "mean", "prod", "max", "min"):
+        for axis in (None, 1, (0, 2)):
+            np.testing.assert_allclose(getattr(t, name)(axis=axis).numpy(),
+                                       getattr(x, name)(axis=axis), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(t.sum(axis=2, keepdims=True).numpy(), x.sum(2, keepdims=True),
+                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(t.argmax(axis=1).numpy(), x.argmax(axis=1))
+    np.testing.assert_array_equal(t.argmin().numpy(), x.argmin())
+    np.testing.assert_array_equal(t.reshape(35, 33).numpy(), x.reshape(35, 33))
+    np.testing.assert_array_equal(t.reshape((33, -1)).numpy(), x.reshape((33, -1)))
+    np.testing.assert_array_equal(t.transpose(2, 0, 1).numpy(), x.transpose(2, 0, 1))
+    np.testing.assert_array_equal(t.transpose().numpy(), x.transpose())
+    np.testing.assert_array_equal(t.T.numpy(), x.T)
+    np.testing.assert_array_equal(t.flatten().numpy(), x.flatten())
+    np.testing.assert_array_equal(t.clip(-0.5, 0.5).numpy(), x.clip(-0.5, 0.5))
