@@ -4,7 +4,7 @@
 `-a`, `+a`, `abs(a)`, `~a`, `a & b`, `a | b`, `a ^ b`, `a << b`, `a >> b`
 and the comparisons `< <= > >= == !=` run the kiln.ops operator on the
 tensor's device; the other operand may be a tensor, a numpy array or a
-Python number, on either side (numpy arrays defer to the tensor:
+Python or numpy number, on either side (numpy arrays defer to the tensor:
 `np_array + tensor` is a kiln.Tensor). Comparisons give bool tensors.
 
 Methods as numpy's: `t.sum() mean() prod() max() min()` (axis=None,
@@ -30,35 +30,22 @@ from ._kiln import Tensor
 _OPERANDS = (Tensor, np.ndarray, int, float, np.integer, np.floating, np.bool_)
 
 
-def _is_bool(x: Any) -> bool:
-    return isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.bool_
-
-
-def _binary(fn: Callable[[Any, Any], Tensor], reflected: bool = False,
-            logical: bool = False) -> Callable[[Any, Any], Any]:
+def _binary(fn: Callable[[Any, Any], Tensor], reflected: bool = False) -> Callable[[Any, Any], Any]:
     def method(self: Tensor, other: Any) -> Any:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        a, b = (other, self) if reflected else (self, other)
-        out = fn(a, b)
-        if logical and _is_bool(a) and _is_bool(b):
-            return ops._view(out, out.shape, np.bool_)
-        return out
+        return fn(other, self) if reflected else fn(self, other)
     return method
 
 
 def _true_divide(a: Any, b: Any) -> Tensor:
     def as_float(x: Any) -> Any:
         if isinstance(x, Tensor) and x.dtype in (np.int32, np.bool_):
-            return ops.cast(x, "float32")
+            return ops.cast(ops._operand(x, None), "float32")
         if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
             return x.astype(np.float32)
-        return float(x) if isinstance(x, (int, np.integer)) else x
+        return float(x) if isinstance(x, (int, np.integer, np.bool_)) else x
     return ops.div(as_float(a), as_float(b))
-
-
-def _invert(self: Tensor) -> Tensor:
-    return ops.eq(self, 0) if self.dtype == np.bool_ else ops.bitwise_not(self)
 
 
 def _truth(self: Tensor) -> bool:
@@ -92,8 +79,8 @@ def install() -> None:
         setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True))
     for name, fn in {"and": ops.bitwise_and, "or": ops.bitwise_or,
                      "xor": ops.bitwise_xor}.items():
-        setattr(Tensor, f"__{name}__", _binary(fn, logical=True))
-        setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True, logical=True))
+        setattr(Tensor, f"__{name}__", _binary(fn))
+        setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True))
     # Python reflects comparisons itself: 2 < t calls t.__gt__(2).
     for name, fn in {"lt": ops.lt, "le": ops.le, "gt": ops.gt, "ge": ops.ge,
                      "eq": ops.eq, "ne": ops.ne}.items():
@@ -101,7 +88,7 @@ def install() -> None:
     Tensor.__neg__ = lambda self: ops.neg(self)
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = lambda self: ops.abs(self)
-    Tensor.__invert__ = _invert
+    Tensor.__invert__ = lambda self: ops.invert(self)
     Tensor.__bool__ = _truth
     for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,
                      "min": ops.amin}.items():

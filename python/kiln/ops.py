@@ -46,6 +46,7 @@ argument checked); other empty dimensions there are errors.
 from __future__ import annotations
 
 import builtins
+import math
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -123,18 +124,45 @@ def _broadcast_zeros(*arrays: np.ndarray) -> np.ndarray:
     return np.zeros(np.broadcast_shapes(*[a.shape for a in arrays]), arrays[0].dtype)
 
 
+_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+
+
+def _is_number(x: Any) -> bool:
+    """A Python or numpy scalar (bool included)."""
+    return isinstance(x, _NUMBERS)
+
+
+def _number(x: Any) -> Union[int, float]:
+    """A Python or numpy scalar as a Python int or float (bools as 0 or 1)."""
+    v = x.item() if isinstance(x, np.generic) else x
+    return int(v) if isinstance(v, bool) else v
+
+
 def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
-    """The number v as a one-element tensor of like's dtype, exactly."""
+    """The number v as a one-element tensor of like's dtype: rounded to a
+    float dtype (as numpy's comparisons of float32 arrays with Python floats
+    do), exactly for int32 (or an error)."""
     from ._tensor import tensor
-    dtype = np.int32 if like.dtype == np.bool_ else like.dtype
+    v = _number(v)
+    if like.dtype in (np.int32, np.bool_):
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
+                not -2**31 <= v < 2**31:
+            raise _kiln.InvalidArgument(
+                f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
+                f"{like.dtype}; cast it to float32 to compare with other numbers)")
+        return tensor(np.array([int(v)], np.int32), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = np.array([v], dtype)
-    if isinstance(v, bool) or not (t[0] == v or (np.isnan(t[0]) and np.isnan(v))):
-        raise _kiln.InvalidArgument(
-            f"{op}: the number {v!r} is not exactly a {np.dtype(dtype).name} value (the "
-            f"tensor operand's dtype)")
-    return tensor(t, like.device)
+        return tensor(np.array([v], like.dtype), like.device)
+
+
+def _check_takes(op: str, ts: Sequence[Tensor]) -> None:
+    """The dtype error of `op` for the tensors, where it takes none of
+    theirs (as the kernel would raise; for empty tensors, which build none)."""
+    for t in ts:
+        name = np.dtype(t.dtype).name
+        if name in ("float32", "float16", "int32") and not _kiln.ops.elementwise_takes(op, name):
+            _kiln.ops.elementwise(t.device, op, [((1,), name)] * _arity(op))
 
 
 def _operand(x: Any, device: Optional[_kiln.Device]) -> Tensor:
@@ -144,6 +172,11 @@ def _operand(x: Any, device: Optional[_kiln.Device]) -> Tensor:
 
 
 _COMPARE_OPS = frozenset(_kiln.ops.compare_names())
+_TERNARY_OPS = frozenset(_kiln.ops.ternary_names())
+
+
+def _arity(op: str) -> int:
+    return 3 if op in _TERNARY_OPS else 1 if op in _kiln.ops.unary_names() else 2
 
 
 def elementwise(op: str, *operands: Any) -> Tensor:
@@ -151,22 +184,19 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     broadcast like numpy; a number operand of a binary op becomes a kernel
     constant, of a comparison or ternary op a one-element tensor of the
     other operands' dtype). A comparison returns a bool tensor."""
-    numbers = (int, float, np.integer, np.floating)
-    if op in _COMPARE_OPS or op in _kiln.ops.ternary_names():
+    if op in _COMPARE_OPS or op in _TERNARY_OPS:
         device = _device_of(*operands)
-        like = next((x for x in operands if not isinstance(x, numbers)), None)
+        like = next((x for x in operands if not _is_number(x)), None)
         if like is None:
             raise _kiln.InvalidArgument(f"{op}: at least one operand must be a tensor")
         like = _operand(like, device)
-        ts = [_number_as_tensor(x, like, op) if isinstance(x, numbers) else _operand(x, like.device)
+        ts = [_number_as_tensor(x, like, op) if _is_number(x) else _operand(x, like.device)
               for x in operands]
         out = _elementwise_tensors(op, ts)
         return _view(out, out.shape, np.bool_) if op in _COMPARE_OPS else out
-    if len(operands) == 2 and isinstance(operands[1], (int, float)) and \
-            not isinstance(operands[0], (int, float)):
+    if len(operands) == 2 and _is_number(operands[1]) and not _is_number(operands[0]):
         return elementwise_chain(operands[0], [(op, operands[1])])
-    if len(operands) == 2 and isinstance(operands[0], (int, float)) and \
-            not isinstance(operands[1], (int, float)):
+    if len(operands) == 2 and _is_number(operands[0]) and not _is_number(operands[1]):
         return elementwise_chain(operands[1], [(op, operands[0], True)])
     if not operands:
         raise _kiln.InvalidArgument(f"{op} takes operands")
@@ -175,6 +205,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
 
 
 def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
+    if any(not t.size for t in ts):
+        _check_takes(op, ts)
     if op in _COMPARE_OPS:
         empty = _empty_result(op, ts, lambda *v: np.zeros(np.broadcast_shapes(
             *[a.shape for a in v]), np.int32))
@@ -207,14 +239,17 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
                 f"got {step!r}")
         op, operand = step[0], step[1]
         first = bool(step[2]) if len(step) == 3 else False
-        if isinstance(operand, (int, float)) and not isinstance(operand, bool):
-            spec.append((op, None, float(operand), first))
-            key.append((op, float(operand), first))
+        if _is_number(operand):
+            spec.append((op, None, float(_number(operand)), first))
+            key.append((op, float(_number(operand)), first))
         else:
             t = _operand(operand, x.device)
             tensors.append(t)
             spec.append((op, t._type, None, first))
             key.append((op, t._sig, first))
+    if any(not t.size for t in tensors):
+        for step in spec:
+            _check_takes(step[0], [x])
     empty = _empty_result("elementwise_chain", tensors, _broadcast_zeros)
     if empty is not None:
         return empty
@@ -304,6 +339,9 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
     int32, sums and products wrapping; mean takes floats."""
     x = _operand(x, None)
+    if op == "mean" and x.dtype == np.int32:
+        raise _kiln.InvalidArgument(
+            "input X of reduce mean is i32; mean takes f32 or f16 (cast the integers first)")
     if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
         raise _kiln.InvalidArgument(
             f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
@@ -758,6 +796,7 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
     def op(x: Any) -> Tensor:
         x = _operand(x, None)
         if not x.size:
+            _check_takes(name, [x])
             return _from_host(np.zeros(x.shape, x.dtype), x)
         key = ("elementwise", name, x._sig)
         return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x)
@@ -850,18 +889,44 @@ floor_divide = _binary("floor_div")
 mod = _binary("floor_mod")
 for _f, _name in ((floor_divide, "floor_divide"), (mod, "mod")):
     _f.__name__ = _f.__qualname__ = _name
-bitwise_not = _unary("bitwise_not")
-invert = _unary("bitwise_not")
+def _bool_like(x: Any) -> bool:
+    return isinstance(x, (bool, np.bool_)) or (
+        isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.bool_)
+
+
+def _logical_not(name: str) -> Callable[[Any], Tensor]:
+    unary = _unary("bitwise_not")
+
+    def op(x: Any) -> Tensor:
+        return eq(x, 0) if _bool_like(x) else unary(x)  # noqa: F821 (defined below)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name}(x): bitwise on int32, logical on bool tensors (numpy's)."
+    return op
+
+
+def _logical(name: str) -> Callable[[Any, Any], Tensor]:
+    binary = _binary(name)
+
+    def op(a: Any, b: Any) -> Tensor:
+        out = binary(a, b)
+        return _view(out, out.shape, np.bool_) if _bool_like(a) and _bool_like(b) else out
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"Elementwise {name}(a, b), broadcasting like numpy: on int32, and on bool "
+                  f"operands a bool result (numpy's logical meaning).")
+    return op
+
+
+bitwise_not = _logical_not("bitwise_not")
+invert = _logical_not("invert")
 popcount = _unary("popcount")
-bitwise_and = _binary("bitwise_and")
-bitwise_or = _binary("bitwise_or")
-bitwise_xor = _binary("bitwise_xor")
+bitwise_and = _logical("bitwise_and")
+bitwise_or = _logical("bitwise_or")
+bitwise_xor = _logical("bitwise_xor")
 shift_left = _binary("shift_left")
 shift_right = _binary("shift_right")
 left_shift = _binary("shift_left")
 right_shift = _binary("shift_right")
-for _f, _name in ((invert, "invert"), (left_shift, "left_shift"),
-                  (right_shift, "right_shift")):
+for _f, _name in ((left_shift, "left_shift"), (right_shift, "right_shift")):
     _f.__name__ = _f.__qualname__ = _name
 
 

@@ -322,6 +322,12 @@ void BindOps(nb::module_& m) {
   o.def("binary_names", []() { return Names(ops::BinaryOpNames()); });
   o.def("compare_names", []() { return Names(ops::CompareOpNames()); });
   o.def("ternary_names", []() { return Names(ops::TernaryOpNames()); });
+  o.def(
+      "elementwise_takes",
+      [](const std::string& op, const std::string& dtype) {
+        return ops::ElementwiseOpTakes(op, ToTensorType({{1}, dtype}).dtype);
+      },
+      "op"_a, "dtype"_a, "Whether elementwise op `op` takes tensors of `dtype` (a numpy name).");
   o.def("reduce_names", []() { return Names(ops::ReduceOpNames()); });
   o.def(
       "elementwise",

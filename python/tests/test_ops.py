@@ -237,7 +237,7 @@ def test_integer_and_comparison_errors(device):
         kiln.ops.exp(xi)
     with pytest.raises(kiln.InvalidArgument, match="bitwise_and takes i32"):
         kiln.ops.bitwise_and(f, f)
-    with pytest.raises(kiln.InvalidArgument, match="0.5 is not exactly a int32|0.5 is not an i32"):
+    with pytest.raises(kiln.InvalidArgument, match="0.5 is not an int32 value"):
         kiln.ops.lt(xi, 0.5)
     with pytest.raises(kiln.InvalidArgument, match="0.5 is not an i32"):
         kiln.ops.add(xi, 0.5)

@@ -61,7 +61,9 @@ StatusOr<ir::Function> Elementwise(std::string_view op, const std::vector<Tensor
   for (size_t k = 1; k < arity; ++k) {
     StatusOr<Shape> broadcast = BroadcastShapes(out_shape, inputs[k].shape);
     if (!broadcast.ok()) {
-      return broadcast.status().WithContext(StrCat(op, ": input ", names[k], " and the others"));
+      // A binary op's error names the op; a ternary op's the input too.
+      return broadcast.status().WithContext(arity == 2 ? std::string(op)
+                                                       : StrCat(op, ": input ", names[k]));
     }
     out_shape = *broadcast;
   }

@@ -71,6 +71,8 @@ const std::vector<std::string_view>& UnaryOpNames();
 const std::vector<std::string_view>& BinaryOpNames();
 const std::vector<std::string_view>& CompareOpNames();
 const std::vector<std::string_view>& TernaryOpNames();
+//   reduce:  sum mean max min prod
+const std::vector<std::string_view>& ReduceOpNames();
 // Whether elementwise op `op` takes tensors of `dtype`: the float math
 // (exp through trunc, gelu, pow, fma) takes f32 and f16; the bit operations
 // (bitwise_*, popcount, shifts) take i32; the rest (neg abs relu add sub
@@ -80,8 +82,6 @@ const std::vector<std::string_view>& TernaryOpNames();
 // the divisor's sign), x / 0 = x and floor_mod(x, 0) = 0, shifts take their
 // amount modulo 32, shift_right is arithmetic.
 bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype);
-//   reduce: sum mean max min prod
-const std::vector<std::string_view>& ReduceOpNames();
 
 // An elementwise operator: one input for a unary op (Y = op(X)), two for a
 // binary op or comparison (C = A op B, broadcast to BroadcastShapes(A, B)),
