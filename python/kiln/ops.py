@@ -878,17 +878,22 @@ mul = _binary("mul")
 div = _binary("div")
 max = _minmax("max")  # noqa: A001  (elementwise with two operands, else a reduction)
 min = _minmax("min")  # noqa: A001
-maximum = _binary("max")
-minimum = _binary("min")
-maximum.__name__ = maximum.__qualname__ = "maximum"
-minimum.__name__ = minimum.__qualname__ = "minimum"
+
+
+def _alias(make: Callable[[str], Callable[..., Tensor]], op: str, name: str) -> Callable[..., Tensor]:
+    """make(op) under numpy's name for it."""
+    f = make(op)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+maximum = _alias(_binary, "max", "maximum")
+minimum = _alias(_binary, "min", "minimum")
 pow = _binary("pow")  # noqa: A001
 floor_div = _binary("floor_div")
 floor_mod = _binary("floor_mod")
-floor_divide = _binary("floor_div")
-mod = _binary("floor_mod")
-for _f, _name in ((floor_divide, "floor_divide"), (mod, "mod")):
-    _f.__name__ = _f.__qualname__ = _name
+floor_divide = _alias(_binary, "floor_div", "floor_divide")
+mod = _alias(_binary, "floor_mod", "mod")
 def _bool_like(x: Any) -> bool:
     return isinstance(x, (bool, np.bool_)) or (
         isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.bool_)
@@ -924,10 +929,8 @@ bitwise_or = _logical("bitwise_or")
 bitwise_xor = _logical("bitwise_xor")
 shift_left = _binary("shift_left")
 shift_right = _binary("shift_right")
-left_shift = _binary("shift_left")
-right_shift = _binary("shift_right")
-for _f, _name in ((left_shift, "left_shift"), (right_shift, "right_shift")):
-    _f.__name__ = _f.__qualname__ = _name
+left_shift = _alias(_binary, "shift_left", "left_shift")
+right_shift = _alias(_binary, "shift_right", "right_shift")
 
 
 def _nary(name: str, doc: str) -> Callable[..., Tensor]:

@@ -19,6 +19,21 @@
 
 namespace kiln::ops::testing {
 
+// The flat index into a tensor of `shape` (broadcast to `out`, numpy's
+// rules) of the element that output element `flat` of `out` reads.
+inline int64_t BroadcastSource(const Shape& shape, const Shape& out, int64_t flat) {
+  int64_t index = 0, stride = 1;
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    const int64_t coord = flat % out[d];
+    flat /= out[d];
+    const int sd = d - static_cast<int>(out.size() - shape.size());
+    if (sd < 0) continue;
+    if (shape[sd] != 1) index += coord * stride;
+    stride *= shape[sd];
+  }
+  return index;
+}
+
 class OpsDeviceFixture : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -98,20 +98,7 @@ class OpsDeviceTest : public testing::OpsDeviceFixture {
   }
 };
 
-// The flat index into a tensor of `shape` (broadcast to `out`) of the
-// output element `flat` of `out`.
-int64_t SourceIndex(const Shape& shape, const Shape& out, int64_t flat) {
-  int64_t index = 0, stride = 1;
-  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-    const int64_t coord = flat % out[d];
-    flat /= out[d];
-    const int sd = d - static_cast<int>(out.size() - shape.size());
-    if (sd < 0) continue;
-    if (shape[sd] != 1) index += coord * stride;
-    stride *= shape[sd];
-  }
-  return index;
-}
+using testing::BroadcastSource;
 
 float RefUnary(const std::string& op, float x) {
   if (op == "neg") return -x;
@@ -231,8 +218,8 @@ TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
       ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, !positive && !floors));
       std::vector<float> want(n);
       for (int64_t i = 0; i < n; ++i) {
-        want[i] =
-            RefBinary(op, t["A"][SourceIndex(p.a, *out, i)], t["B"][SourceIndex(p.b, *out, i)]);
+        want[i] = RefBinary(op, t["A"][BroadcastSource(p.a, *out, i)],
+                            t["B"][BroadcastSource(p.b, *out, i)]);
       }
       ExpectNear(t["C"], want, 1e-5f, "C");
     }
@@ -488,8 +475,8 @@ void ReferenceMatmul(const MatmulCase& c, const Tensors& t, const Shape& out,
   scale.assign(want.size(), 0.0);
   Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   for (int64_t bi = 0; bi < batches; ++bi) {
-    const int64_t a_off = SourceIndex(a_batch, batch, bi) * as[as.size() - 2] * as.back();
-    const int64_t b_off = SourceIndex(b_batch, batch, bi) * bs[bs.size() - 2] * bs.back();
+    const int64_t a_off = BroadcastSource(a_batch, batch, bi) * as[as.size() - 2] * as.back();
+    const int64_t b_off = BroadcastSource(b_batch, batch, bi) * bs[bs.size() - 2] * bs.back();
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0, mag = 0;
@@ -787,8 +774,8 @@ fn dot4i8_probe(A: buffer<int8x4>[1], C: buffer<i32>[1]) {
     const Shape batch(out.begin(), out.end() - 2);
     const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
     for (int64_t bi = 0; bi < NumElements(batch); ++bi) {
-      const int64_t a_off = SourceIndex(a_batch, batch, bi) * m * k;
-      const int64_t b_off = SourceIndex(b_batch, batch, bi) * n * k;
+      const int64_t a_off = BroadcastSource(a_batch, batch, bi) * m * k;
+      const int64_t b_off = BroadcastSource(b_batch, batch, bi) * n * k;
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           int64_t sum = 0;

@@ -31,6 +31,7 @@ namespace kiln::ops {
 namespace {
 
 using runtime::Arg;
+using testing::BroadcastSource;
 // Every tensor as 32-bit words (f32 or i32).
 using Tensors = std::map<std::string, std::vector<uint32_t>>;
 constexpr uint32_t kPoison = 0x7fc00000u;  // NaN as f32, 2143289344 as i32
@@ -892,18 +893,7 @@ TEST_F(OpsMoreDeviceTest, WhereBroadcasts) {
     std::vector<float> a = Random(NumElements(c.a)), b = Random(NumElements(c.b));
     std::vector<float> want(n);
     for (int64_t i = 0; i < n; ++i) {
-      auto src = [&](const Shape& s) {
-        int64_t index = 0, stride = 1, flat = i;
-        for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-          const int64_t coord = flat % out[d];
-          flat /= out[d];
-          const int sd = d - static_cast<int>(out.size() - s.size());
-          if (sd < 0) continue;
-          if (s[sd] != 1) index += coord * stride;
-          stride *= s[sd];
-        }
-        return index;
-      };
+      auto src = [&](const Shape& s) { return BroadcastSource(s, out, i); };
       const bool cond = c.int_cond ? ci[src(c.cond)] != 0 : cf[src(c.cond)] != 0.0f;
       want[i] = cond ? a[src(c.a)] : b[src(c.b)];
     }
@@ -947,21 +937,6 @@ TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
 
 // ---------------------------------------------------------------------------
 // Integer, comparison and ternary elementwise ops
-
-// The flat index into a tensor of `shape` broadcast to `out` of output
-// element `flat`.
-int64_t BroadcastSource(const Shape& shape, const Shape& out, int64_t flat) {
-  int64_t index = 0, stride = 1;
-  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-    const int64_t coord = flat % out[d];
-    flat /= out[d];
-    const int sd = d - static_cast<int>(out.size() - shape.size());
-    if (sd < 0) continue;
-    if (shape[sd] != 1) index += coord * stride;
-    stride *= shape[sd];
-  }
-  return index;
-}
 
 // The IR's i32 arithmetic (docs/ir.md): wrapping, x / 0 == x, MIN / -1 ==
 // MIN, shift amounts modulo 32, arithmetic shift right.
