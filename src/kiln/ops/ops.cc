@@ -199,24 +199,25 @@ std::vector<ir::Expr> BroadcastIndex(const Shape& shape, const Shape& out_shape,
   return index;
 }
 
+namespace {
+
+bool Listed(const std::vector<std::string_view>& names, std::string_view op) {
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+}  // namespace
+
 bool IsUnary(std::string_view op) {
-  const auto& names = UnaryOpNames();
-  return std::find(names.begin(), names.end(), op) != names.end();
+  return Listed(UnaryOpNames(), op);
 }
-
 bool IsBinary(std::string_view op) {
-  const auto& names = BinaryOpNames();
-  return std::find(names.begin(), names.end(), op) != names.end();
+  return Listed(BinaryOpNames(), op);
 }
-
 bool IsCompare(std::string_view op) {
-  const auto& names = CompareOpNames();
-  return std::find(names.begin(), names.end(), op) != names.end();
+  return Listed(CompareOpNames(), op);
 }
-
 bool IsTernary(std::string_view op) {
-  const auto& names = TernaryOpNames();
-  return std::find(names.begin(), names.end(), op) != names.end();
+  return Listed(TernaryOpNames(), op);
 }
 
 std::vector<std::string_view> ElementwiseOpNames() {
