@@ -222,8 +222,10 @@ def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
 def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     """Applies `steps` in order to a running value starting from x, as one
     kernel. Each step is an op name (a unary op), or (op, operand) with a
-    tensor or number operand (v = v op operand), or (op, operand, True)
-    (v = operand op v)."""
+    tensor or number operand (v = v op operand; a binary op or a
+    comparison, after which the value is int32 0 or 1), or (op, operand,
+    True) (v = operand op v). A chain ending in a comparison gives a bool
+    tensor."""
     x = _operand(x, None)
     spec = []
     tensors = [x]
@@ -247,13 +249,19 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
             tensors.append(t)
             spec.append((op, t._type, None, first))
             key.append((op, t._sig, first))
+    compares = spec and spec[-1][0] in _COMPARE_OPS
     if any(not t.size for t in tensors):
+        running = x
         for step in spec:
-            _check_takes(step[0], [x])
-    empty = _empty_result("elementwise_chain", tensors, _broadcast_zeros)
-    if empty is not None:
-        return empty
-    return run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
+            _check_takes(step[0], [running])
+            if step[0] in _COMPARE_OPS:  # the running value is int32 from here
+                running = _view(running, running.shape, np.int32)
+        empty = _empty_result("elementwise_chain", tensors, lambda *v: np.zeros(
+            np.broadcast_shapes(*[a.shape for a in v]), np.int32 if compares else v[0].dtype))
+        return _view(empty, empty.shape, np.bool_) if compares else empty
+    out = run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
+    # A comparison last gives 0 or 1: a bool tensor, as numpy's.
+    return _view(out, out.shape, np.bool_) if compares else out
 
 
 def reduce(op: str, x: Any, keepdims: bool = False) -> Tensor:

@@ -230,6 +230,23 @@ def test_counting_with_comparisons(device, rng):
         kiln.ops.mean(positive)
 
 
+def test_chains_with_comparisons(device, rng):
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    b = rng.standard_normal(33).astype(np.float32)
+    t = kiln.tensor(x, device)
+    mask = kiln.ops.elementwise_chain(t, [("sub", b), "abs", ("gt", 0.5)])
+    assert mask.dtype == np.bool_
+    np.testing.assert_array_equal(mask.numpy(), np.abs(x - b) > np.float32(0.5))
+    # After a comparison the running value is int32 0 or 1.
+    bits = rng.integers(0, 4, (7, 1)).astype(np.int32)
+    y = kiln.ops.elementwise_chain(t, [("lt", 0.0), ("shift_left", bits), ("add", 1)])
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y.numpy(), ((x < 0).astype(np.int32) << bits) + 1)
+    e = kiln.ops.elementwise_chain(kiln.tensor(np.zeros((0, 3), np.float32), device),
+                                   [("ge", 1.0)])
+    assert e.dtype == np.bool_ and e.shape == (0, 3)
+
+
 def test_integer_and_comparison_errors(device):
     xi = kiln.tensor(np.ones(3, np.int32), device)
     f = kiln.tensor(np.ones(3, np.float32), device)
@@ -248,7 +265,9 @@ def test_integer_and_comparison_errors(device):
     with pytest.raises(kiln.InvalidArgument, match="at least one operand must be a tensor"):
         kiln.ops.lt(1, 2)
     with pytest.raises(kiln.InvalidArgument, match="not a chain step"):
-        kiln.ops.elementwise_chain(f, [("lt", f)])
+        kiln.ops.elementwise_chain(f, [("clamp", f)])
+    with pytest.raises(kiln.InvalidArgument, match="running value .i32."):
+        kiln.ops.elementwise_chain(f, [("lt", 0.0), "exp"])
 
 
 def test_number_and_numpy_operands(device, rng):

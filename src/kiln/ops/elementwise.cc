@@ -91,47 +91,59 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::string& name) {
   KILN_RETURN_IF_ERROR(internal::CheckData(input, target, "input X of the chain"));
   if (steps.empty()) return InvalidArgument("an elementwise chain needs at least one step");
-  // Check every step and find the output shape before building anything.
+  // Check every step and find the output shape and each step's operand
+  // dtype (the running value's: X's, i32 after a comparison) before
+  // building anything.
   Shape shape = input.shape;
   int tensor_operands = 0;
+  std::vector<ir::DataType> running(steps.size());
+  ir::DataType dtype = input.dtype;
   for (size_t k = 0; k < steps.size(); ++k) {
     const ChainStep& step = steps[k];
     const std::string where = StrCat("step ", k + 1, " (", step.op, ") of the chain");
-    if (internal::IsCompare(step.op) || internal::IsTernary(step.op)) {
+    running[k] = dtype;
+    if (internal::IsTernary(step.op)) {
       return InvalidArgument(where, ": ", step.op,
-                             " is not a chain step (a chain's steps are unary and binary ops of "
-                             "one dtype; comparisons and ternary ops are Elementwise kernels)");
+                             " is not a chain step (a chain's steps take one operand; ternary "
+                             "ops are Elementwise kernels)");
     }
+    const bool compare = internal::IsCompare(step.op);
     if (internal::IsUnary(step.op) || internal::IsBinary(step.op)) {
-      KILN_RETURN_IF_ERROR(
-          internal::CheckOpDtype(step.op, input.dtype, StrCat(where, ": the running value")));
+      KILN_RETURN_IF_ERROR(internal::CheckOpDtype(
+          step.op, dtype, StrCat(where, ": the running value (", dtype.ToString(), ")")));
     }
+    if (compare) dtype = ir::kI32;
     if (internal::IsUnary(step.op)) {
       if (step.tensor || step.constant) {
         return InvalidArgument(where, ": a unary op takes no operand");
       }
       continue;
     }
-    if (!internal::IsBinary(step.op)) {
+    if (!internal::IsBinary(step.op) && !compare) {
       std::vector<std::string_view> known = UnaryOpNames();
       known.insert(known.end(), BinaryOpNames().begin(), BinaryOpNames().end());
+      known.insert(known.end(), CompareOpNames().begin(), CompareOpNames().end());
       return internal::UnknownOp("elementwise", step.op, known).WithContext(where);
     }
     if (step.tensor.has_value() == step.constant.has_value()) {
       return InvalidArgument(where,
                              ": a binary op takes exactly one operand, a tensor or a constant");
     }
-    if (step.constant && input.dtype == ir::kI32 &&
+    if (step.constant && running[k] == ir::kI32 &&
         !(*step.constant >= -2147483648.0 && *step.constant <= 2147483647.0 &&
           *step.constant == std::trunc(*step.constant))) {
       return InvalidArgument(where, ": the constant ", *step.constant,
-                             " is not an i32 (the chain is i32)");
+                             " is not an i32 (the running value is i32)");
     }
     if (step.tensor) {
       const std::string operand = StrCat("B", k + 1);
       KILN_RETURN_IF_ERROR(
           internal::CheckData(*step.tensor, target, StrCat("operand ", operand, " of ", where)));
-      KILN_RETURN_IF_ERROR(CheckSameDtype(input, "X", *step.tensor, operand, where));
+      if (step.tensor->dtype != running[k]) {
+        return InvalidArgument(where, ": dtype mismatch: the running value is ",
+                               running[k].ToString(), " but ", operand, " is ",
+                               step.tensor->dtype.ToString());
+      }
       StatusOr<Shape> broadcast = BroadcastShapes(shape, step.tensor->shape);
       if (!broadcast.ok()) return broadcast.status().WithContext(where);
       shape = *broadcast;
@@ -145,8 +157,7 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                            target.limits.max_storage_buffers_per_stage, " per stage");
   }
 
-  const ir::DataType dtype = input.dtype;
-  te::Tensor X = te::Placeholder("X", Extents(input.shape), dtype);
+  te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   std::vector<te::Tensor> inputs = {X};
   std::vector<te::Tensor> stages;
   te::Tensor value = X;
@@ -156,8 +167,9 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
     const bool last = k + 1 == steps.size();
     Shape step_shape = value_shape;
     te::Tensor operand;
+    const ir::DataType step_dtype = running[k];
     if (step.tensor) {
-      operand = te::Placeholder(StrCat("B", k + 1), Extents(step.tensor->shape), dtype);
+      operand = te::Placeholder(StrCat("B", k + 1), Extents(step.tensor->shape), step_dtype);
       inputs.push_back(operand);
       step_shape = *BroadcastShapes(value_shape, step.tensor->shape);
     }
@@ -168,11 +180,13 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
           ir::Expr v = prev(BroadcastIndex(prev_shape, step_shape, i));
           if (internal::IsUnary(step.op)) return internal::ApplyUnary(step.op, v);
           ir::Expr other = step.tensor ? operand(BroadcastIndex(step.tensor->shape, step_shape, i))
-                           : dtype == ir::kI32
-                               ? ir::IntConst(dtype, static_cast<int64_t>(*step.constant))
-                               : ir::FloatConst(dtype, *step.constant);
-          return step.operand_first ? internal::ApplyBinary(step.op, other, v)
-                                    : internal::ApplyBinary(step.op, v, other);
+                           : step_dtype == ir::kI32
+                               ? ir::IntConst(step_dtype, static_cast<int64_t>(*step.constant))
+                               : ir::FloatConst(step_dtype, *step.constant);
+          const ir::Expr& a = step.operand_first ? other : v;
+          const ir::Expr& b = step.operand_first ? v : other;
+          return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, a, b)
+                                              : internal::ApplyBinary(step.op, a, b);
         });
     if (!last) stages.push_back(value);
     value_shape = step_shape;

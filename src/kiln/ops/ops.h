@@ -116,12 +116,13 @@ struct ChainStep {
 // The steps applied in order to `input`, as one kernel: each step is a
 // stage, every stage but the last inlined into the next. Parameters: X,
 // then one per tensor operand (named B<step>, steps counted from 1), then
-// Y, whose shape is the broadcast of X with every tensor operand. All
-// tensors of one dtype (f32, f16 or i32) that every step's op takes; steps
-// are unary and binary ops (comparisons and ternary ops change the type or
-// take two operands: Elementwise); an i32 chain's constants are integers
-// in i32's range; at least one step; the buffers must fit the target's
-// storage buffers per stage. Schedule: as Elementwise.
+// Y, whose shape is the broadcast of X with every tensor operand. Steps are
+// unary ops, binary ops and comparisons (ternary ops take two operands:
+// Elementwise); the running value starts as X's dtype (f32, f16 or i32)
+// and is i32 after a comparison; each step's op must take the running
+// value's dtype, and its tensor operand must have it (i32 constants are
+// integers in i32's range). At least one step; the buffers must fit the
+// target's storage buffers per stage. Schedule: as Elementwise.
 StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
                                         const std::string& name = "chain");

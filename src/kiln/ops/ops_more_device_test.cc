@@ -1176,6 +1176,33 @@ TEST_F(ElementwiseTypesDeviceTest, ClampAndFma) {
   }
 }
 
+// A chain through a comparison: |x - b| > 0.5 as 0 or 1, then i32 steps,
+// one kernel, exact.
+TEST_F(ElementwiseTypesDeviceTest, ChainThroughAComparison) {
+  for (const Shape& shape : {Shape{7, 33}, Shape{3, 4099}, Shape{1, 1}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+    auto f = ElementwiseChain(
+        {shape},
+        {ChainStep::With("sub", {{cols}}), ChainStep::Unary("abs"),
+         ChainStep::WithConstant("gt", 0.5), ChainStep::With("shift_left", {{rows, 1}, ir::kI32}),
+         ChainStep::WithConstant("add", 1)},
+        target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    std::vector<float> x = EdgyFloats(n), b = Random(cols);
+    std::vector<int32_t> s = RandomInts(rows, 0, 33);
+    std::vector<int32_t> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool gt = std::fabs(x[i] - b[i % cols]) > 0.5f;  // false for NaN
+      want[i] = RefInt("add", RefInt("shift_left", gt ? 1 : 0, s[i / cols]), 1);
+    }
+    Tensors t = {
+        {"X", Words(x)}, {"B1", Words(b)}, {"B4", Words(s)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "B1", "B4"}, t, n <= 4000));
+    EXPECT_EQ(Ints(t["Y"]), want);
+  }
+}
+
 // Reductions and arg-reductions over i32: in i32, sums and products
 // wrapping, compared exactly.
 TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {

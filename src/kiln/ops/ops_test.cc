@@ -185,7 +185,7 @@ TEST(OpsTest, Errors) {
               {"step 1 (add)", "[7, 3]", "[4]"});
   ExpectError(
       ElementwiseChain({{7}, ir::kF32}, {ChainStep::With("add", {{7}, ir::kF16})}, f16).status(),
-      {"dtype mismatch", "X is f32", "B1 is f16"});
+      {"dtype mismatch", "running value is f32", "B1 is f16"});
   std::vector<ChainStep> many(8, ChainStep::With("add", {{7}}));
   ExpectError(ElementwiseChain({{7}}, many, t).status(), {"10 storage buffers", "allows 8"});
 
@@ -251,14 +251,33 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   ASSERT_TRUE(chain.ok()) << chain.status();
   ExpectError(ElementwiseChain(i7, {ChainStep::WithConstant("add", 0.5)}, t).status(),
               {"step 1 (add)", "0.5 is not an i32"});
+  // A comparison makes the running value i32.
+  auto mask = ElementwiseChain(f7,
+                               {ChainStep::With("sub", f7), ChainStep::WithConstant("gt", 0.5),
+                                ChainStep::With("bitwise_and", i7)},
+                               t);
+  ASSERT_TRUE(mask.ok()) << mask.status();
+  EXPECT_EQ(mask->params().back().buffer().dtype(), ir::kI32);
+  EXPECT_EQ(mask->params()[2].buffer().dtype(), ir::kI32);  // B3
+  ExpectError(ElementwiseChain(f7, {ChainStep::WithConstant("lt", 0.0), ChainStep::Unary("exp")}, t)
+                  .status(),
+              {"step 2 (exp)", "the running value (i32)", "f32 or f16"});
+  ExpectError(
+      ElementwiseChain(f7, {ChainStep::WithConstant("lt", 0.0), ChainStep::With("add", f7)}, t)
+          .status(),
+      {"step 2 (add)", "dtype mismatch", "running value is i32", "B2 is f32"});
+  ExpectError(ElementwiseChain(
+                  f7, {ChainStep::WithConstant("lt", 0.0), ChainStep::WithConstant("add", 0.5)}, t)
+                  .status(),
+              {"step 2 (add)", "0.5 is not an i32"});
   ExpectError(ElementwiseChain(i7, {ChainStep::WithConstant("add", 4294967296.0)}, t).status(),
               {"4.29497e+09 is not an i32"});
   ExpectError(ElementwiseChain(i7, {ChainStep::Unary("exp")}, t).status(),
-              {"step 1 (exp)", "the running value is i32", "f32 or f16"});
-  ExpectError(ElementwiseChain(f7, {ChainStep::With("lt", f7)}, t).status(),
-              {"step 1 (lt)", "not a chain step"});
+              {"step 1 (exp)", "the running value (i32) is i32", "f32 or f16"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::With("clamp", f7)}, t).status(),
+              {"step 1 (clamp)", "not a chain step"});
   ExpectError(ElementwiseChain(f7, {ChainStep::With("add", i7)}, t).status(),
-              {"dtype mismatch", "X is f32", "B1 is i32"});
+              {"dtype mismatch", "running value is f32", "B1 is i32"});
 
   MatmulOptions o;
   o.activation = "popcount";
