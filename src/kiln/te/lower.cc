@@ -31,31 +31,6 @@ using internal::IntervalMap;
 using internal::Union;
 using ir::Stmt;
 
-// Replaces reads of inlined stages by their bodies at the read's indices.
-class Inliner : public ir::ExprMutator {
- public:
-  explicit Inliner(const Schedule::Impl& impl) : impl_(impl) {}
-
-  ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
-    ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
-    const auto* load = mutated.as<ir::LoadNode>();
-    for (const StageState& stage : impl_.stages) {
-      if (!stage.inlined || !stage.tensor.buffer().same_as(load->buffer)) continue;
-      const OperationNode* producer = stage.op.get();
-      ir::VarMap map;
-      for (size_t d = 0; d < producer->axis.size(); ++d) {
-        map[producer->axis[d].var().get()] = load->indices[d];
-      }
-      // The producer's own reads of inlined stages are expanded too.
-      return MutateExpr(ir::Substitute(producer->body, map));
-    }
-    return mutated;
-  }
-
- private:
-  const Schedule::Impl& impl_;
-};
-
 // Free vars of statements (used but not bound inside), in first-use order.
 class FreeVars : public ir::StmtVisitor {
  public:
@@ -117,6 +92,33 @@ class RenewBindings : public ir::StmtMutator {
     return fresh;
   }
   std::unordered_map<const ir::VarNode*, ir::Expr> vars_;
+};
+
+// Replaces reads of inlined stages by their bodies at the read's indices,
+// each copy with its own let bindings (a body read twice would otherwise
+// bind its lets twice, which the IR does not allow).
+class Inliner : public ir::ExprMutator {
+ public:
+  explicit Inliner(const Schedule::Impl& impl) : impl_(impl) {}
+
+  ir::Expr MutateLoad(const ir::LoadNode* op, const ir::Expr& e) override {
+    ir::Expr mutated = ir::ExprMutator::MutateLoad(op, e);
+    const auto* load = mutated.as<ir::LoadNode>();
+    for (const StageState& stage : impl_.stages) {
+      if (!stage.inlined || !stage.tensor.buffer().same_as(load->buffer)) continue;
+      const OperationNode* producer = stage.op.get();
+      ir::VarMap map;
+      for (size_t d = 0; d < producer->axis.size(); ++d) {
+        map[producer->axis[d].var().get()] = load->indices[d];
+      }
+      // The producer's own reads of inlined stages are expanded too.
+      return MutateExpr(RenewBindings().MutateExpr(ir::Substitute(producer->body, map)));
+    }
+    return mutated;
+  }
+
+ private:
+  const Schedule::Impl& impl_;
 };
 
 // A double buffer's copy for the next iteration in two halves, so that the
