@@ -558,6 +558,15 @@ Status CacheRead(Schedule::Impl& impl, const Primitive& p) {
     bool reads = false;
     for (const Tensor& in : r.op->inputs) reads |= in.same_as(tensor);
     if (!reads) return InvalidArgument(at, ": stage ", Quote(reader), " does not read it");
+    // A stage computed at a reader would be left computed where nothing
+    // reads it: the reader reads the cache from here on.
+    const StageState* source = impl.Find(tensor.op());
+    if (source != nullptr && source->attach_stage == reader) {
+      return InvalidArgument(at, ": ", Quote(p.stage), " is computed at stage ", Quote(reader),
+                             ", which would read the cache instead (cache_read before "
+                             "compute_at, and compute ",
+                             Quote(p.stage), " at the cache or elsewhere)");
+    }
     first = std::min(first, index);
   }
   const Tensor cache = Compute(

@@ -68,10 +68,12 @@ inline FuzzProgram MakeFuzzProgram(int which) {
       });
       return {"matmul_const", {A, B}, {C}, {}};
     }
-    case 3: {  // an injective producer read twice
+    case 3: {  // an injective producer read twice, its body binding a let
       Tensor A = Placeholder("A", {C32(6), C32(13)}, ir::kF32);
-      Tensor B = Compute("B", {C32(6), C32(13)},
-                         [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0 + 1.0; });
+      Tensor B = Compute("B", {C32(6), C32(13)}, [&](const std::vector<Var>& i) {
+        Var v("v", ir::kF32);
+        return ir::Let(v, A(i[0], i[1]) * 2.0, v + 1.0);
+      });
       Tensor C = Compute("C", {C32(6), C32(13)}, [&](const std::vector<Var>& i) {
         return B(i[0], i[1]) * B(i[0], i[1]) - A(i[0], i[1]);
       });

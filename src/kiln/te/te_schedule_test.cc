@@ -412,6 +412,24 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
               "is not a constant");
 }
 
+// A stage computed at a reader cannot then be cached for that reader: the
+// reader would read the cache, and the stage be computed where nothing
+// reads it.
+TEST(TeScheduleTest, CacheReadOfAStageComputedAtItsReaderIsAnError) {
+  Tensor A = Placeholder("A", {ir::IntConst(ir::kI32, 6), ir::IntConst(ir::kI32, 13)}, ir::kF32);
+  Tensor B =
+      Compute("B", A.shape(), [&](const std::vector<Var>& i) { return A(i[0], i[1]) * 2.0; });
+  Tensor C =
+      Compute("C", A.shape(), [&](const std::vector<Var>& i) { return B(i[0], i[1]) + 1.0; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)[B].ComputeAt((*s)[C], (*s)[C].axis(0)).ok());
+  ExpectError(s->CacheRead(B, ir::MemoryScope::kShared, {C}).status(),
+              "cache_read of tensor 'B': 'B' is computed at stage 'C', which would read the "
+              "cache instead");
+  EXPECT_EQ(s->ToString(), "B.compute_at(C, i)\n");
+}
+
 TEST(TeScheduleTest, AStageWithAttachedProducersDoesNotInline) {
   Var n = SizeVar("n");
   Tensor X = Placeholder("X", {n}, ir::kF32);
