@@ -428,6 +428,18 @@ bool EndsWithBarrier(const Stmt& s) {
   return false;
 }
 
+// Whether `s` holds a barrier anywhere.
+bool HasBarrier(const Stmt& s) {
+  class Finder : public ir::StmtVisitor {
+   public:
+    void VisitBarrier(const ir::BarrierNode* op) override { found = true; }
+    bool found = false;
+  };
+  Finder finder;
+  finder.VisitStmt(s);
+  return finder.found;
+}
+
 // The subgroup's reduction of `v` by `kind` (sum, max or min), the same in
 // each of its threads. Float max and min propagate NaN: subgroup max/min
 // leave it unspecified, so a NaN anywhere in the subgroup (counted with an
@@ -1554,9 +1566,22 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
     if (!across.defined()) {
       const ThreadContext store_ctx = context_at(data_loops);
-      Stmt inner =
-          allocate_all(accs, ir::MakeSeq({init, nest(reduce_loops, wrap(true, update), data_ctx),
-                                          single_store(make_store(result(acc0)), store_ctx)}));
+      Stmt reduction = nest(reduce_loops, wrap(true, update), data_ctx);
+      Stmt store = single_store(make_store(result(acc0)), store_ctx);
+      if (HasBarrier(reduction)) {
+        // Stages computed at the reduction's loops synchronise the
+        // workgroup: every thread runs the loops, and the data guard holds
+        // only the update and the store (as in a cross-thread reduction).
+        const ir::Expr data_guard = guard_of(false, false);
+        if (data_guard.defined()) {
+          reduction =
+              nest(reduce_loops, ir::IfNode::make(data_guard, wrap(true, update)), data_ctx);
+          store = ir::IfNode::make(data_guard, store);
+        }
+        Stmt inner = allocate_all(accs, ir::MakeSeq({init, reduction, store}));
+        return nest(data_loops, wrap(false, inner, /*guarded=*/false), outer_ctx);
+      }
+      Stmt inner = allocate_all(accs, ir::MakeSeq({init, reduction, store}));
       return nest(data_loops, wrap(false, inner), outer_ctx);
     }
     // A cross-thread reduction: each thread reduces its share into acc, the

@@ -114,7 +114,9 @@ TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
   struct Case {
     int program;
     std::vector<Primitive> records;
-    std::string error;  // empty: lowers and computes the program
+    // Empty: lowers and computes the program; else a fragment of the
+    // lowering's error, or with "APPLY:" of the error applying the records.
+    std::string error;
   };
   const std::vector<Case> cases = {
       // A local stage bound to threads its consumer does not bind.
@@ -178,6 +180,24 @@ TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
         {K::kComputeAt, "X_local", {"i"}, 0, "", "Y_rf"},
         {K::kSplit, "X_local", {"j"}, 4}},
        ""},
+      // A serial reduction with a shared stage at its loop, its data axis
+      // split over threads by a factor that does not divide it (the guard
+      // held the barriers).
+      {16,
+       {{K::kSplit, "P", {"i"}, 32},
+        {K::kBind, "P", {"i_outer"}, 0, "blockIdx.x"},
+        {K::kBind, "P", {"i_inner"}, 0, "threadIdx.x"},
+        {K::kSplit, "P", {"k"}, 4},
+        {K::kCacheRead, "X", {"P"}, 0, "", "", "shared"},
+        {K::kComputeAt, "X_shared", {"k_outer"}, 0, "", "P"}},
+       ""},
+      // A cache_read for the reader a stage is computed at (the stage was
+      // left where nothing read it).
+      {3,
+       {{K::kComputeAt, "B", {"i"}, 0, "", "C"},
+        {K::kSetScope, "B", {}, 0, "", "", "shared"},
+        {K::kCacheRead, "B", {"C"}, 0, "", "", "shared"}},
+       "APPLY:is computed at stage 'C', which would read the cache instead"},
   };
   for (size_t n = 0; n < cases.size(); ++n) {
     const Case& c = cases[n];
@@ -185,6 +205,11 @@ TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
     auto s = Schedule::Create(p.outputs);
     ASSERT_TRUE(s.ok());
     const Status applied = s->Apply(c.records);
+    if (c.error.rfind("APPLY:", 0) == 0) {  // refused when applied
+      ASSERT_FALSE(applied.ok());
+      EXPECT_NE(applied.message().find(c.error.substr(6)), std::string::npos) << applied;
+      continue;
+    }
     ASSERT_TRUE(applied.ok()) << applied;
     SCOPED_TRACE(p.name + ", case " + std::to_string(n) + ":\n" + s->ToString());
     auto kernels = LowerAll(*s, p);
