@@ -1801,6 +1801,12 @@ std::string ReadOtherThanInputs(const Schedule::Impl& impl, const StageState& s)
   return "";
 }
 
+// The root stage that `s` is computed in, following compute_at.
+const StageState* RootOf(const Schedule::Impl& impl, const StageState* s) {
+  while (s != nullptr && s->attached()) s = impl.Find(s->attach_stage);
+  return s;
+}
+
 StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tensor>& outputs,
                               const std::vector<Tensor>& inputs, const std::string& at,
                               bool split) {
@@ -1849,8 +1855,59 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
   KILN_RETURN_IF_ERROR(error);
   std::sort(g.roots.begin(), g.roots.end());
   std::sort(g.attached.begin(), g.attached.end());
+  // A stage computed at another's loop exists only inside that loop's
+  // kernel: every stage that reads it (through inlined stages too) must be
+  // in the same kernel.
+  auto kernel_of = [&](const StageState* s) { return RootOf(impl, s); };
+  auto in_graph = [&](const StageState* s) {
+    return std::find(g.roots.begin(), g.roots.end(), s) != g.roots.end() ||
+           std::find(g.attached.begin(), g.attached.end(), s) != g.attached.end();
+  };
+  std::function<void(const Tensor&, std::vector<const StageState*>&)> readers_of =
+      [&](const Tensor& t, std::vector<const StageState*>& readers) {
+        for (const StageState& r : impl.stages) {
+          if (std::none_of(r.op->inputs.begin(), r.op->inputs.end(),
+                           [&](const Tensor& in) { return in.same_as(t); })) {
+            continue;
+          }
+          if (r.inlined) {
+            readers_of(r.tensor, readers);
+          } else if (in_graph(&r)) {
+            readers.push_back(&r);
+          }
+        }
+      };
+  for (const StageState* s : g.attached) {
+    std::vector<const StageState*> readers;
+    readers_of(s->tensor, readers);
+    for (const StageState* r : readers) {
+      if (kernel_of(r) == kernel_of(s) || kernel_of(s) == nullptr) continue;
+      return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
+                             s->attach_stage, "' (in the kernel of '", kernel_of(s)->name(),
+                             "'), but stage '", r->name(), "', in the kernel of '",
+                             kernel_of(r)->name(),
+                             "', reads it too; a stage computed at another's loop exists only in "
+                             "that kernel (leave it at the root, or compute it where every "
+                             "reader is)");
+    }
+  }
   for (const StageState* s : g.attached) {
     const StageState* consumer = impl.Find(s->attach_stage);
+    // At a reduction loop, the stage exists during the reduction only: the
+    // consumer's value after it (its body around the reduction) cannot read
+    // it.
+    if (consumer != nullptr && s->attach_axis.is_reduce() && consumer->op->has_reduction) {
+      LoadFinder after(s->tensor.buffer());
+      after.VisitExpr(Inliner(impl).MutateExpr(consumer->op->body));
+      if (!after.loads.empty()) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is computed at loop '",
+                               s->attach_axis.name(), "' of stage '", s->attach_stage,
+                               "', a reduction loop, but '", s->attach_stage,
+                               "' also reads it after its reduction, where it no longer exists "
+                               "(compute it at a data loop of '",
+                               s->attach_stage, "')");
+      }
+    }
     const bool in_graph =
         std::find(g.roots.begin(), g.roots.end(), consumer) != g.roots.end() ||
         std::find(g.attached.begin(), g.attached.end(), consumer) != g.attached.end();
@@ -1904,12 +1961,6 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
     }
   }
   return g;
-}
-
-// The root stage that `s` is computed in, following compute_at.
-const StageState* RootOf(const Schedule::Impl& impl, const StageState* s) {
-  while (s->attached()) s = impl.Find(s->attach_stage);
-  return s;
 }
 
 // Every buffer a statement loads.

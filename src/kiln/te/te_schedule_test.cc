@@ -430,6 +430,38 @@ TEST(TeScheduleTest, CacheReadOfAStageComputedAtItsReaderIsAnError) {
   EXPECT_EQ(s->ToString(), "B.compute_at(C, i)\n");
 }
 
+// Stages computed where some reader cannot see them: at one consumer
+// while another kernel reads them, or at a reduction loop while the
+// consumer reads them after the reduction. Errors naming the stages.
+TEST(TeScheduleTest, AttachedStagesMustBeSeenByEveryReader) {
+  const auto c = [](int64_t v) { return ir::IntConst(ir::kI32, v); };
+  Tensor X = Placeholder("X", {c(6), c(10)}, ir::kF32);
+  IterVar k1 = ReduceAxis(c(10), "k"), k2 = ReduceAxis(c(10), "k");
+  Tensor M =
+      Compute("M", {c(6)}, [&](const std::vector<Var>& i) { return Max(X(i[0], k1), {k1}); });
+  Tensor S = Compute("S", {c(6)}, [&](const std::vector<Var>& i) {
+    return Sum(X(i[0], k2) - M(i[0]), {k2}) + M(i[0]);
+  });
+  Tensor Y = Compute("Y", {c(6), c(10)},
+                     [&](const std::vector<Var>& i) { return X(i[0], i[1]) - M(i[0]) + S(i[0]); });
+  {
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)[M].ComputeAt((*s)[Y], (*s)[Y].axis(0)).ok());
+    ExpectError(LowerKernels(*s, {Y}, {X}, "k").status(),
+                "stage 'M' is computed at stage 'Y' (in the kernel of 'Y'), but stage 'S', in the "
+                "kernel of 'S', reads it too");
+  }
+  {
+    auto s = Schedule::Create({S});
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)[M].ComputeAt((*s)[S], (*s)[S].reduce_axis(0)).ok());
+    ExpectError(Lower(*s, {S}, {X}, "k").status(),
+                "stage 'M' is computed at loop 'k' of stage 'S', a reduction loop, but 'S' also "
+                "reads it after its reduction");
+  }
+}
+
 TEST(TeScheduleTest, AStageWithAttachedProducersDoesNotInline) {
   Var n = SizeVar("n");
   Tensor X = Placeholder("X", {n}, ir::kF32);
