@@ -1863,32 +1863,73 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
     return std::find(g.roots.begin(), g.roots.end(), s) != g.roots.end() ||
            std::find(g.attached.begin(), g.attached.end(), s) != g.attached.end();
   };
-  std::function<void(const Tensor&, std::vector<const StageState*>&)> readers_of =
-      [&](const Tensor& t, std::vector<const StageState*>& readers) {
-        for (const StageState& r : impl.stages) {
-          if (std::none_of(r.op->inputs.begin(), r.op->inputs.end(),
-                           [&](const Tensor& in) { return in.same_as(t); })) {
-            continue;
-          }
-          if (r.inlined) {
-            readers_of(r.tensor, readers);
-          } else if (in_graph(&r)) {
-            readers.push_back(&r);
-          }
+  // The stages of the graph whose computation loads `t` (inlined stages
+  // expanded into the stages that read them).
+  auto readers_of = [&](const Tensor& t, std::vector<const StageState*>& readers) {
+    for (const StageState& r : impl.stages) {
+      if (r.inlined || !in_graph(&r)) continue;
+      LoadFinder loads(t.buffer());
+      Inliner inline_all(impl);
+      loads.VisitExpr(inline_all.MutateExpr(r.op->body));
+      if (r.op->has_reduction) {
+        for (const Expr& e : r.op->reduce_sources) loads.VisitExpr(inline_all.MutateExpr(e));
+        if (r.op->reduce_source.defined()) {
+          loads.VisitExpr(inline_all.MutateExpr(r.op->reduce_source));
         }
-      };
+      }
+      if (!loads.loads.empty()) readers.push_back(&r);
+    }
+  };
+  // The position of `axis` among `stage`'s loops (-1: not one of them).
+  auto leaf_position = [](const StageState* stage, const IterVar& axis) {
+    for (size_t i = 0; i < stage->leaves.size(); ++i) {
+      if (stage->leaves[i].same_as(axis)) return static_cast<int>(i);
+    }
+    return -1;
+  };
   for (const StageState* s : g.attached) {
     std::vector<const StageState*> readers;
     readers_of(s->tensor, readers);
+    const StageState* consumer = impl.Find(s->attach_stage);
     for (const StageState* r : readers) {
-      if (kernel_of(r) == kernel_of(s) || kernel_of(s) == nullptr) continue;
-      return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
-                             s->attach_stage, "' (in the kernel of '", kernel_of(s)->name(),
-                             "'), but stage '", r->name(), "', in the kernel of '",
-                             kernel_of(r)->name(),
-                             "', reads it too; a stage computed at another's loop exists only in "
-                             "that kernel (leave it at the root, or compute it where every "
-                             "reader is)");
+      if (kernel_of(s) == nullptr || consumer == nullptr) continue;
+      if (kernel_of(r) != kernel_of(s)) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is computed at stage '",
+                               s->attach_stage, "' (in the kernel of '", kernel_of(s)->name(),
+                               "'), but stage '", r->name(), "', in the kernel of '",
+                               kernel_of(r)->name(),
+                               "', reads it too; a stage computed at another's loop exists only "
+                               "in that kernel (leave it at the root, or compute it where every "
+                               "reader is)");
+      }
+      if (r == consumer) continue;
+      // Another reader must run inside the loop the stage is computed at:
+      // computed (through other stages, perhaps) at that loop of the
+      // consumer or at one inside it.
+      const StageState* inside = r;
+      while (inside != nullptr && inside->attached() && inside->attach_stage != consumer->name()) {
+        inside = impl.Find(inside->attach_stage);
+      }
+      // Launch loops are emitted blocks first, then threads, whatever the
+      // leaf order: where either loop is one, the verifier decides.
+      auto launch = [&](const IterVar& axis) {
+        auto kind = consumer->annotations.find(axis.get());
+        return kind != consumer->annotations.end() && ir::IsThreadBinding(kind->second);
+      };
+      if (inside != nullptr && inside->attached() &&
+          (launch(inside->attach_axis) || launch(s->attach_axis))) {
+        continue;
+      }
+      const bool seen =
+          inside != nullptr && inside->attached() &&
+          leaf_position(consumer, inside->attach_axis) >= leaf_position(consumer, s->attach_axis);
+      if (!seen) {
+        return InvalidArgument(at, ": stage '", s->name(), "' is computed at loop '",
+                               s->attach_axis.name(), "' of stage '", s->attach_stage,
+                               "', but stage '", r->name(),
+                               "' reads it too, outside that loop, where it does not exist "
+                               "(compute it where every reader is)");
+      }
     }
   }
   for (const StageState* s : g.attached) {

@@ -460,6 +460,23 @@ TEST(TeScheduleTest, AttachedStagesMustBeSeenByEveryReader) {
                 "stage 'M' is computed at loop 'k' of stage 'S', a reduction loop, but 'S' also "
                 "reads it after its reduction");
   }
+  {
+    // M at Y's inner loop, S (which reads M) at Y's outer one.
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)[M].ComputeAt((*s)[Y], (*s)[Y].axis(1)).ok());
+    ASSERT_TRUE((*s)[S].ComputeAt((*s)[Y], (*s)[Y].axis(0)).ok());
+    ExpectError(Lower(*s, {Y}, {X}, "k").status(),
+                "stage 'M' is computed at loop 'j' of stage 'Y', but stage 'S' reads it too, "
+                "outside that loop");
+    // Both at the outer loop: S sees M.
+    auto t = Schedule::Create({Y});
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE((*t)[M].ComputeAt((*t)[Y], (*t)[Y].axis(0)).ok());
+    ASSERT_TRUE((*t)[S].ComputeAt((*t)[Y], (*t)[Y].axis(0)).ok());
+    auto f = Lower(*t, {Y}, {X}, "k");
+    ASSERT_TRUE(f.ok()) << f.status();
+  }
 }
 
 TEST(TeScheduleTest, AStageWithAttachedProducersDoesNotInline) {
