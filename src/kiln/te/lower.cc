@@ -508,6 +508,36 @@ class KernelLowering {
     return Status::Ok();
   }
 
+ public:
+  // That the kernel's thread axes fit the target's workgroup: each
+  // within its axis's limit, their product within the invocations'.
+  Status CheckWorkgroup(const TargetLimits& limits) const {
+    int64_t total = 1;
+    std::string axes;
+    for (const auto& [kind, bound] : launch_extents_) {
+      if (!ir::IsThreadIdx(kind)) continue;
+      const std::optional<int64_t> extent = ir::AsConstInt(bound.first);
+      if (!extent) continue;  // NoteThreads refused it
+      total *= *extent;
+      axes += StrCat(axes.empty() ? "" : ", ", ir::LoopKindName(kind), " = ", *extent, " (stage '",
+                     bound.second->name(), "')");
+      const uint32_t limit = kind == ir::LoopKind::kThreadX ? limits.max_workgroup_size_x
+                                                            : limits.max_workgroup_size_y;
+      if (*extent > limit) {
+        return InvalidArgument(at_, ": stage '", bound.second->name(), "' binds ",
+                               ir::LoopKindName(kind), " with extent ", *extent,
+                               "; the target allows ", limit, " (split the axis further)");
+      }
+    }
+    if (total > limits.max_invocations_per_workgroup) {
+      return InvalidArgument(at_, ": the workgroup would have ", total, " threads (", axes,
+                             "); the target allows ", limits.max_invocations_per_workgroup,
+                             " (split a thread axis further, or bind fewer)");
+    }
+    return Status::Ok();
+  }
+
+ private:
   const StageState& StageNamed(const std::string& name) const { return *impl_.Find(name); }
 
   // Whether stage `s` reads tensor `t`, directly or through inlined stages.
@@ -2027,6 +2057,7 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
   }
   KernelLowering lowering(impl, at);
   KILN_ASSIGN_OR_RETURN(Stmt body, lowering.Run(root, mine));
+  KILN_RETURN_IF_ERROR(lowering.CheckWorkgroup(limits));
   LoadedBuffers loads;
   loads.VisitStmt(body);
 
