@@ -1893,21 +1893,27 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
     return std::find(g.roots.begin(), g.roots.end(), s) != g.roots.end() ||
            std::find(g.attached.begin(), g.attached.end(), s) != g.attached.end();
   };
-  // The stages of the graph whose computation loads `t` (inlined stages
-  // expanded into the stages that read them).
-  auto readers_of = [&](const Tensor& t, std::vector<const StageState*>& readers) {
-    for (const StageState& r : impl.stages) {
-      if (r.inlined || !in_graph(&r)) continue;
-      LoadFinder loads(t.buffer());
-      Inliner inline_all(impl);
-      loads.VisitExpr(inline_all.MutateExpr(r.op->body));
-      if (r.op->has_reduction) {
-        for (const Expr& e : r.op->reduce_sources) loads.VisitExpr(inline_all.MutateExpr(e));
-        if (r.op->reduce_source.defined()) {
-          loads.VisitExpr(inline_all.MutateExpr(r.op->reduce_source));
-        }
+  // Each stage of the graph's expressions, inlined stages expanded into
+  // them (once: every attached stage's readers are looked up in them).
+  std::vector<std::pair<const StageState*, std::vector<Expr>>> expanded;
+  for (const StageState& r : impl.stages) {
+    if (r.inlined || !in_graph(&r)) continue;
+    Inliner inline_all(impl);
+    std::vector<Expr> exprs = {inline_all.MutateExpr(r.op->body)};
+    if (r.op->has_reduction) {
+      for (const Expr& e : r.op->reduce_sources) exprs.push_back(inline_all.MutateExpr(e));
+      if (r.op->reduce_source.defined()) {
+        exprs.push_back(inline_all.MutateExpr(r.op->reduce_source));
       }
-      if (!loads.loads.empty()) readers.push_back(&r);
+    }
+    expanded.emplace_back(&r, std::move(exprs));
+  }
+  // The stages of the graph whose computation loads `t`.
+  auto readers_of = [&](const Tensor& t, std::vector<const StageState*>& readers) {
+    for (const auto& [r, exprs] : expanded) {
+      LoadFinder loads(t.buffer());
+      for (const Expr& e : exprs) loads.VisitExpr(e);
+      if (!loads.loads.empty()) readers.push_back(r);
     }
   };
   // The position of `axis` among `stage`'s loops (-1: not one of them).

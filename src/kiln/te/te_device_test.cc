@@ -168,6 +168,21 @@ TEST_F(TeDeviceTest, ElementwiseAddBroadcastsARow) {
   }
 }
 
+// D of the 2-D chain A -> B -> C -> D with B and C inlined, the output's
+// two axes fused and split by 64 over blocks and threads.
+StatusOr<ir::Function> InlineTwoAndLower(const Tensor& A, const Tensor& B, const Tensor& C,
+                                         const Tensor& D, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({D}));
+  KILN_RETURN_IF_ERROR(s[B].ComputeInline());
+  KILN_RETURN_IF_ERROR(s[C].ComputeInline());
+  Stage d = s[D];
+  KILN_ASSIGN_OR_RETURN(IterVar fused, d.Fuse(d.axis(0), d.axis(1)));
+  KILN_ASSIGN_OR_RETURN(SplitResult parts, d.Split(fused, 64));
+  KILN_RETURN_IF_ERROR(d.Bind(parts.outer, ThreadAxis::kBlockX));
+  KILN_RETURN_IF_ERROR(d.Bind(parts.inner, ThreadAxis::kThreadX));
+  return Lower(s, {D}, {A}, name);
+}
+
 // D = max(A * 2 - 1, 0) * 0.5 as three stages, the first two inlined; the
 // output's two axes fused and split by 64 over blocks and threads.
 TEST_F(TeDeviceTest, ComputeInlineFusesAChain) {
@@ -179,18 +194,7 @@ TEST_F(TeDeviceTest, ComputeInlineFusesAChain) {
     return ir::Max(B(i[0], i[1]), ir::FloatConst(ir::kF32, 0.0));
   });
   Tensor D = Compute("D", {m, n}, [&](const std::vector<Var>& i) { return C(i[0], i[1]) * 0.5; });
-  auto s = Schedule::Create({D});
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE((*s)[B].ComputeInline().ok());
-  ASSERT_TRUE((*s)[C].ComputeInline().ok());
-  Stage d = (*s)[D];
-  auto fused = d.Fuse(d.axis(0), d.axis(1));
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  auto parts = d.Split(*fused, 64);
-  ASSERT_TRUE(parts.ok()) << parts.status();
-  ASSERT_TRUE(d.Bind(parts->outer, ThreadAxis::kBlockX).ok());
-  ASSERT_TRUE(d.Bind(parts->inner, ThreadAxis::kThreadX).ok());
-  auto f = Lower(*s, {D}, {A}, "chain");
+  auto f = InlineTwoAndLower(A, B, C, D, "chain");
   ASSERT_TRUE(f.ok()) << f.status();
   for (Shape2 sh : kShapes) {
     SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
@@ -217,18 +221,7 @@ TEST_F(TeDeviceTest, InlinedLetsAreBoundOncePerCopy) {
   });
   Tensor D = Compute(
       "D", {m, n}, [&](const std::vector<Var>& i) { return C(i[0], i[1]) - C(i[0], i[1]) / 2.0; });
-  auto s = Schedule::Create({D});
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE((*s)[B].ComputeInline().ok());
-  ASSERT_TRUE((*s)[C].ComputeInline().ok());
-  Stage d = (*s)[D];
-  auto fused = d.Fuse(d.axis(0), d.axis(1));
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  auto parts = d.Split(*fused, 64);
-  ASSERT_TRUE(parts.ok()) << parts.status();
-  ASSERT_TRUE(d.Bind(parts->outer, ThreadAxis::kBlockX).ok());
-  ASSERT_TRUE(d.Bind(parts->inner, ThreadAxis::kThreadX).ok());
-  auto f = Lower(*s, {D}, {A}, "lets");
+  auto f = InlineTwoAndLower(A, B, C, D, "lets");
   ASSERT_TRUE(f.ok()) << f.status();
   for (Shape2 sh : kShapes) {
     SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
