@@ -586,31 +586,21 @@ class FunctionVerifier {
     const Buffer& b = op->buffer;
     KILN_RETURN_IF_ERROR(CheckShape(b));
     if (b.scope() != MemoryScope::kGlobal) {
-      int64_t elements = 1;
-      for (const Expr& extent : b.shape()) {
-        std::optional<int64_t> c = AsConstInt(extent);
+      for (size_t d = 0; d < b.shape().size(); ++d) {
+        std::optional<int64_t> c = AsConstInt(b.shape()[d]);
         if (!c.has_value() || *c <= 0) {
           return Error(StrCat(MemoryScopeName(b.scope()), " buffer '", b.name(), "' has extent ",
-                              Quote(extent), "; expected a positive constant"));
+                              Quote(b.shape()[d]), "; expected a positive constant"));
         }
-        elements = *c > (int64_t{1} << 40) / elements ? (int64_t{1} << 40) : elements * *c;
       }
-      // With strides the buffer spans 1 + sum((extent - 1) * stride) elements
-      // (padded rows take their padding).
-      if (!b.strides().empty()) {
-        int64_t span = 1;
-        for (size_t d = 0; d < b.strides().size(); ++d) {
-          std::optional<int64_t> stride = AsConstInt(b.strides()[d]);
-          if (!stride.has_value() || *stride <= 0) {
-            return Error(StrCat(MemoryScopeName(b.scope()), " buffer '", b.name(), "' has stride ",
-                                Quote(b.strides()[d]), "; expected a positive constant"));
-          }
-          constexpr int64_t kCap = int64_t{1} << 40;
-          const int64_t steps = *AsConstInt(b.shape()[d]) - 1;
-          span = steps > (kCap - span) / *stride ? kCap : span + steps * *stride;
+      for (size_t d = 0; d < b.strides().size(); ++d) {
+        std::optional<int64_t> stride = AsConstInt(b.strides()[d]);
+        if (!stride.has_value() || *stride <= 0) {
+          return Error(StrCat(MemoryScopeName(b.scope()), " buffer '", b.name(), "' has stride ",
+                              Quote(b.strides()[d]), "; expected a positive constant"));
         }
-        elements = std::max(elements, span);
       }
+      const int64_t elements = *AllocatedElements(b);
       if (b.scope() == MemoryScope::kShared) {
         shared_bytes_ += elements * b.dtype().StorageBytes();
         if (shared_bytes_ > options_.limits.max_workgroup_storage_bytes) {
@@ -735,6 +725,25 @@ class FunctionVerifier {
 };
 
 }  // namespace
+
+std::optional<int64_t> AllocatedElements(const Buffer& b) {
+  constexpr int64_t kCap = int64_t{1} << 40;
+  int64_t elements = 1;
+  for (const Expr& extent : b.shape()) {
+    std::optional<int64_t> c = AsConstInt(extent);
+    if (!c.has_value() || *c <= 0) return std::nullopt;
+    elements = *c > kCap / elements ? kCap : elements * *c;
+  }
+  if (b.strides().empty()) return elements;
+  int64_t span = 1;
+  for (size_t d = 0; d < b.strides().size(); ++d) {
+    std::optional<int64_t> stride = AsConstInt(b.strides()[d]);
+    if (!stride.has_value() || *stride <= 0) return std::nullopt;
+    const int64_t steps = *AsConstInt(b.shape()[d]) - 1;
+    span = steps > (kCap - span) / *stride ? kCap : span + steps * *stride;
+  }
+  return std::max(elements, span);
+}
 
 Status Verify(const Function& function, const VerifyOptions& options) {
   return FunctionVerifier(function, options, Listing(function, nullptr)).Run();

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kiln/ir/function.h"
 #include "kiln/ir/source_map.h"
@@ -52,6 +53,11 @@ struct VerifyOptions {
 };
 
 Status Verify(const Function& function, const VerifyOptions& options = {});
+// The elements an allocation spans: the product of its extents, or with
+// strides 1 + sum((extent - 1) * stride) where that is larger (padded rows
+// take their padding), capped at 2^40. Empty where an extent is not a
+// positive constant or a stride not a positive constant.
+std::optional<int64_t> AllocatedElements(const Buffer& buffer);
 Status Verify(const Module& module, const VerifyOptions& options = {});
 // The same for a module parsed with ParseModule(text, &source): messages give
 // the line and column in that text ("function 'vadd', line 12, column 5:

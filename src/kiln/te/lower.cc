@@ -58,11 +58,24 @@ class FreeVars : public ir::StmtVisitor {
   std::unordered_set<const ir::VarNode*> bound_, seen_;
 };
 
-// Gives every variable bound inside a statement (loop vars, lets) a new
-// identity, for a second copy of a loop body: the IR binds each variable
-// once.
+// Gives every variable bound inside a statement (loop vars, lets) and every
+// buffer allocated inside it a new identity, for a second copy of a loop
+// body: the IR binds each variable and defines each buffer once.
 class RenewBindings : public ir::StmtMutator {
  public:
+  ir::Buffer MutateBuffer(const ir::Buffer& buffer) override {
+    auto it = buffers_.find(buffer.get());
+    return it == buffers_.end() ? buffer : it->second;
+  }
+  Stmt MutateAllocate(const ir::AllocateNode* op, const Stmt& s) override {
+    const ir::Buffer& b = op->buffer;
+    std::vector<ir::Expr> shape, strides;
+    for (const ir::Expr& e : b.shape()) shape.push_back(MutateExpr(e));
+    for (const ir::Expr& e : b.strides()) strides.push_back(MutateExpr(e));
+    ir::Buffer fresh(b.name(), b.dtype(), std::move(shape), std::move(strides), b.scope());
+    buffers_[b.get()] = fresh;
+    return ir::AllocateNode::make(fresh, MutateStmt(op->body));
+  }
   ir::Expr MutateVar(const ir::VarNode* op, const ir::Expr& e) override {
     auto it = vars_.find(op);
     return it == vars_.end() ? e : it->second;
@@ -92,6 +105,7 @@ class RenewBindings : public ir::StmtMutator {
     return fresh;
   }
   std::unordered_map<const ir::VarNode*, ir::Expr> vars_;
+  std::unordered_map<const ir::BufferNode*, ir::Buffer> buffers_;
 };
 
 // Replaces reads of inlined stages by their bodies at the read's indices,
@@ -2050,6 +2064,36 @@ class LoadedBuffers : public ir::StmtVisitor {
   std::unordered_set<const ir::BufferNode*> seen;
 };
 
+// The shared allocations of a statement: their bytes in all, and each one's
+// name, type, extents and bytes for a message.
+class SharedAllocations : public ir::StmtVisitor {
+ public:
+  void VisitAllocate(const ir::AllocateNode* op) override {
+    const ir::Buffer& b = op->buffer;
+    if (b.scope() == ir::MemoryScope::kShared) {
+      // A shape that is not constant is the verifier's to report.
+      if (std::optional<int64_t> elements = ir::AllocatedElements(b)) {
+        const int64_t bytes = *elements * b.dtype().StorageBytes();
+        total += bytes;
+        std::string extents;
+        for (const ir::Expr& e : b.shape()) {
+          extents += StrCat(extents.empty() ? "" : ", ", ir::Print(e));
+        }
+        std::string strides;
+        for (const ir::Expr& e : b.strides()) {
+          strides += StrCat(strides.empty() ? " strides [" : ", ", ir::Print(e));
+        }
+        if (!strides.empty()) strides += "]";
+        list += StrCat(list.empty() ? "" : ", ", b.name(), ": ", b.dtype().ToString(), "[", extents,
+                       "]", strides, " ", bytes, " bytes");
+      }
+    }
+    ir::StmtVisitor::VisitAllocate(op);
+  }
+  int64_t total = 0;
+  std::string list;
+};
+
 // One kernel: `root` and the stages computed in it. Its buffer parameters
 // are `reads` (those it loads, in order), then its output.
 StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState& root,
@@ -2092,6 +2136,15 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
     params.push_back(ir::Param::FromVar(v));
   }
   ir::Function f = ir::Simplify(ir::Function(name, params, body));
+  SharedAllocations shared;
+  shared.VisitStmt(f.body());
+  if (shared.total > limits.max_workgroup_storage_bytes) {
+    return InvalidArgument(at, ": the kernel's shared buffers need ", shared.total,
+                           " bytes of workgroup storage (", shared.list, "); the target allows ",
+                           limits.max_workgroup_storage_bytes,
+                           " (compute shared stages at an inner loop, split their axes, or "
+                           "pad less)");
+  }
   ir::VerifyOptions options;
   options.limits = limits;
   Status verified = ir::Verify(f, options);

@@ -584,6 +584,29 @@ TEST(TeScheduleTest, TupleReducerKeepsOneAccumulatorPerValue) {
   EXPECT_EQ(ir::Print(*again), butterfly);
 }
 
+TEST(TeScheduleTest, ACopyAheadOfATupleReductionAllocatesItsAccumulatorsPerCopy) {
+  // The prologue's copy and the loop's copy of the next step each hold
+  // their own accumulators (the IR defines each buffer once).
+  testing::ArgmaxProgram p;
+  auto s = Schedule::Create({p.Y});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto cached = s->CacheWrite(p.Y, ir::MemoryScope::kShared);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  Stage y = (*s)[p.Y];
+  auto split = y.Split(y.axis(0), 2);
+  ASSERT_TRUE(split.ok());
+  Stage c = (*s)[*cached];
+  ASSERT_TRUE(c.CopyAhead().ok());
+  ASSERT_TRUE(c.ComputeAt(y, split->outer).ok());
+  auto f = Lower(*s, {p.Y}, {p.X}, "argmax");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  // The printer names a second buffer of one name with a suffix.
+  EXPECT_TRUE(Contains(ir, "alloc Y_shared_acc0: i32[1] local"));
+  EXPECT_TRUE(Contains(ir, "alloc Y_shared_acc0_1: i32[1] local"));
+  EXPECT_TRUE(Contains(ir, "alloc Y_shared_acc1_1: f32[1] local"));
+}
+
 TEST(TeScheduleTest, SubgroupShufflesNeedAPowerOfTwoWidth) {
   testing::ArgmaxProgram p;
   auto s = Schedule::Create({p.Y});
@@ -756,7 +779,9 @@ TEST(TeScheduleTest, LoweringChecksTheGivenLimits) {
   Stage p = (*s)[P];
   ASSERT_TRUE(p.SetScope(ir::MemoryScope::kShared).ok());
   ASSERT_TRUE(p.ComputeAt(c, whole->outer).ok());
-  ExpectError(Lower(*s, {C}, {A}, "big").status(), "more than the limit of 16384");
+  ExpectError(Lower(*s, {C}, {A}, "big").status(),
+              "lowering 'big': the kernel's shared buffers need 20000 bytes of workgroup storage "
+              "(P_buf: f32[5000] 20000 bytes); the target allows 16384");
   TargetLimits larger;
   larger.max_workgroup_storage_bytes = 32768;
   EXPECT_TRUE(Lower(*s, {C}, {A}, "big", larger).ok());
