@@ -219,45 +219,102 @@ def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
     return run(key, lambda d: _kiln.ops.elementwise(d, op, [t._type for t in ts]), *ts)
 
 
+def _dtype_name(dtype: Any, what: str) -> str:
+    """A dtype given as numpy's dtype, its name, or kiln's short name
+    (f32 f16 i32), as numpy's name; an error naming `what` otherwise."""
+    short = {"f32": "float32", "f16": "float16", "i32": "int32"}
+    try:
+        return short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
+    except TypeError as e:
+        raise _kiln.InvalidArgument(f"{what}: dtype {dtype!r} is not a dtype") from e
+
+
+_CHAIN_TWO_OPERANDS = frozenset(_TERNARY_OPS | {"where"})
+
+
 def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
-    """Applies `steps` in order to a running value starting from x, as one
-    kernel. Each step is an op name (a unary op), or (op, operand) with a
-    tensor or number operand (v = v op operand; a binary op or a
-    comparison, after which the value is int32 0 or 1), or (op, operand,
-    True) (v = operand op v). A chain ending in a comparison gives a bool
-    tensor."""
+    """Applies `steps` in order to a running value v starting from x, as one
+    kernel. Each step is one of:
+
+    - an op name: a unary op, v = op(v);
+    - (op, operand) or (op, operand, True): a binary op or a comparison,
+      v = v op operand (operand op v with True); after a comparison v is
+      int32 0 or 1;
+    - (op, a, b) for fma (v * a + b), clamp (v clipped to [a, b]) or where
+      (a where v is non-zero, else b; v becomes a's and b's dtype: a
+      tensor's, else, where both are numbers, x's);
+    - ("cast", dtype): v converted to float32, float16 or int32.
+
+    Operands are tensors (broadcast with v) or numbers. A chain ending in a
+    comparison gives a bool tensor."""
     x = _operand(x, None)
     spec = []
     tensors = [x]
     key: list = ["chain", x._sig]
+
+    def operand(o: Any) -> tuple:
+        """(tensor type, constant) of a step's operand, noting a tensor."""
+        if _is_number(o):
+            key.append(float(_number(o)))
+            return None, float(_number(o))
+        t = _operand(o, x.device)
+        tensors.append(t)
+        key.append(t._sig)
+        return t._type, None
+
     for step in steps:
         if isinstance(step, str):
-            spec.append((step, None, None, False))
+            spec.append((step, None, None, False, None, None, None))
             key.append(step)
             continue
-        if not isinstance(step, (tuple, list)) or len(step) not in (2, 3):
+        if not isinstance(step, (tuple, list)) or not step or not isinstance(step[0], str):
             raise _kiln.InvalidArgument(
-                f"a chain step is an op name, (op, operand) or (op, operand, operand_first); "
-                f"got {step!r}")
-        op, operand = step[0], step[1]
-        first = bool(step[2]) if len(step) == 3 else False
-        if _is_number(operand):
-            spec.append((op, None, float(_number(operand)), first))
-            key.append((op, float(_number(operand)), first))
+                f"a chain step is an op name, (op, operand), (op, operand, operand_first), "
+                f"(op, a, b) or ('cast', dtype); got {step!r}")
+        op = step[0]
+        key.append(op)
+        if op == "cast":
+            if len(step) != 2:
+                raise _kiln.InvalidArgument(f"a cast step is ('cast', dtype); got {step!r}")
+            name = _dtype_name(step[1], "elementwise_chain: cast")
+            spec.append((op, None, None, False, None, None, name))
+            key.append(name)
+        elif op in _CHAIN_TWO_OPERANDS:
+            if len(step) != 3:
+                raise _kiln.InvalidArgument(f"a {op} step is ({op!r}, a, b); got {step!r}")
+            (t1, c1), (t2, c2) = operand(step[1]), operand(step[2])
+            spec.append((op, t1, c1, False, t2, c2, None))
         else:
-            t = _operand(operand, x.device)
-            tensors.append(t)
-            spec.append((op, t._type, None, first))
-            key.append((op, t._sig, first))
-    compares = spec and spec[-1][0] in _COMPARE_OPS
+            if len(step) not in (2, 3):
+                raise _kiln.InvalidArgument(
+                    f"a {op} step is ({op!r}, operand) or ({op!r}, operand, operand_first); "
+                    f"got {step!r}")
+            first = bool(step[2]) if len(step) == 3 else False
+            t1, c1 = operand(step[1])
+            spec.append((op, t1, c1, first, None, None, None))
+            key.append(first)
+    compares = bool(spec) and spec[-1][0] in _COMPARE_OPS
     if any(not t.size for t in tensors):
-        running = x
+        # No kernel: check the dtypes as the kernel would, and give the
+        # result's shape and dtype.
+        running = np.dtype(x.dtype).name
+        operands = iter(tensors[1:])
         for step in spec:
-            _check_takes(step[0], [running])
+            if step[0] == "cast":
+                running = step[6]
+                continue
+            given = [next(operands) for t in (step[1], step[4]) if t is not None]
+            if step[0] == "where":
+                # Its operands' dtype: a tensor's, else (numbers) the input's.
+                running = np.dtype((given[0] if given else x).dtype).name
+                continue
+            if not _kiln.ops.elementwise_takes(step[0], running):
+                _kiln.ops.elementwise(x.device, step[0], [((1,), running)] * _arity(step[0]))
             if step[0] in _COMPARE_OPS:  # the running value is int32 from here
-                running = _view(running, running.shape, np.int32)
+                running = "int32"
+        dtype = np.int32 if compares else np.dtype(running)
         empty = _empty_result("elementwise_chain", tensors, lambda *v: np.zeros(
-            np.broadcast_shapes(*[a.shape for a in v]), np.int32 if compares else v[0].dtype))
+            np.broadcast_shapes(*[a.shape for a in v]), dtype))
         return _view(empty, empty.shape, np.bool_) if compares else empty
     out = run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
     # A comparison last gives 0 or 1: a bool tensor, as numpy's.
@@ -782,11 +839,7 @@ def cast(x: Any, dtype: Any) -> Tensor:
     """x converted to `dtype` (float32, float16, int32): float to int32
     truncates toward zero and saturates, NaN gives 0."""
     x = _as_tensor(x, None)
-    short = {"f32": "float32", "f16": "float16", "i32": "int32"}
-    try:
-        name = short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
-    except TypeError as e:
-        raise _kiln.InvalidArgument(f"cast: dtype {dtype!r} is not a dtype") from e
+    name = _dtype_name(dtype, "cast")
     if name not in ("float32", "float16", "int32"):
         return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
     empty = _empty_result("cast", [x], lambda v: v.astype(name))

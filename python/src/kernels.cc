@@ -340,16 +340,22 @@ void BindOps(nb::module_& m) {
       "device"_a, "op"_a, "inputs"_a);
   o.def(
       "elementwise_chain",
+      // Each step: (op, tensor, constant, operand_first, second tensor,
+      // second constant, cast dtype), the unused ones None.
       [](const DevicePtr& d, const TensorTypeArg& input,
          const std::vector<std::tuple<std::string, std::optional<TensorTypeArg>,
-                                      std::optional<double>, bool>>& steps) {
+                                      std::optional<double>, bool, std::optional<TensorTypeArg>,
+                                      std::optional<double>, std::optional<std::string>>>& steps) {
         std::vector<ops::ChainStep> chain;
-        for (const auto& [op, tensor, constant, first] : steps) {
+        for (const auto& [op, tensor, constant, first, tensor2, constant2, dtype] : steps) {
           ops::ChainStep s;
           s.op = op;
           if (tensor) s.tensor = ToTensorType(*tensor);
           s.constant = constant;
           s.operand_first = first;
+          if (tensor2) s.second_tensor = ToTensorType(*tensor2);
+          s.second_constant = constant2;
+          if (dtype) s.cast_to = Check(IrTypeOf(Check(ParseDType(*dtype))));
           chain.push_back(std::move(s));
         }
         return FromFunction(d, ops::ElementwiseChain(ToTensorType(input), chain, d->target()));

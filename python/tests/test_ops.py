@@ -264,10 +264,55 @@ def test_integer_and_comparison_errors(device):
         kiln.ops.fma(xi, xi, xi)
     with pytest.raises(kiln.InvalidArgument, match="at least one operand must be a tensor"):
         kiln.ops.lt(1, 2)
-    with pytest.raises(kiln.InvalidArgument, match="not a chain step"):
+    with pytest.raises(kiln.InvalidArgument, match=r"a clamp step is \('clamp', a, b\)"):
         kiln.ops.elementwise_chain(f, [("clamp", f)])
+    with pytest.raises(kiln.InvalidArgument, match="a cast step is"):
+        kiln.ops.elementwise_chain(f, [("cast",)])
+    with pytest.raises(kiln.InvalidArgument, match="is not a dtype"):
+        kiln.ops.elementwise_chain(f, [("cast", 3)])
+    with pytest.raises(kiln.InvalidArgument, match="float64"):
+        kiln.ops.elementwise_chain(f, [("cast", np.float64)])
+    with pytest.raises(kiln.InvalidArgument, match="other operand is f32 but C1 is i32"):
+        kiln.ops.elementwise_chain(f, [("where", f, xi)])
+    with pytest.raises(kiln.InvalidArgument, match="a chain step is"):
+        kiln.ops.elementwise_chain(f, [3])
     with pytest.raises(kiln.InvalidArgument, match="running value .i32."):
         kiln.ops.elementwise_chain(f, [("lt", 0.0), "exp"])
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (1, 1), (3, 4099)], ids=str)
+def test_chain_of_ternary_where_and_cast_steps(device, rng, shape):
+    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    x.flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    b = rng.uniform(-2, 2, shape[-1:]).astype(np.float32)
+    hi = rng.uniform(-1, 2, (shape[0], 1)).astype(np.float32)
+    pick = rng.uniform(-2, 2, shape).astype(np.float32)
+    other = rng.integers(-100, 100, shape[-1:]).astype(np.int32)
+    t = kiln.tensor(x, device)
+    y = kiln.ops.elementwise_chain(t, [
+        ("fma", b, 0.25), ("clamp", -1.0, hi), ("gt", 0.0), ("where", pick, -0.0),
+        ("mul", 1000.0), ("cast", np.int32), ("where", 7, other)])
+    assert y.dtype == np.int32 and y.shape == shape
+    with np.errstate(invalid="ignore"):
+        v = np.where(np.clip(x * b + np.float32(0.25), -1, hi) > 0, pick, np.float32(-0.0))
+        want = np.where((v * np.float32(1000)).astype(np.int32) != 0, 7, other)
+    np.testing.assert_array_equal(y.numpy(), want)
+    # The sign of a zero is kept, and int32 comes in through a cast step.
+    z = kiln.ops.elementwise_chain(t, [("ge", 0.5), ("where", pick, -0.0)])
+    assert z.dtype == np.float32
+    np.testing.assert_array_equal(np.signbit(z.numpy()), np.signbit(np.where(x >= 0.5, pick, -0.0)))
+    ints = rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    h = kiln.ops.elementwise_chain(kiln.tensor(ints, device), [("cast", "f32"), ("mul", 0.5)])
+    np.testing.assert_array_equal(h.numpy(), ints.astype(np.float32) * np.float32(0.5))
+    # Empty inputs: no kernel, numpy's shape and the chain's dtype.
+    e = kiln.ops.elementwise_chain(kiln.tensor(np.zeros((0, 3), np.float32), device),
+                                   [("gt", 0.0), ("where", 1.5, 2.5), ("cast", "int32")])
+    assert e.dtype == np.int32 and e.shape == (0, 3)
+    # Numbers alone in a where take the input's dtype, not the comparison's.
+    w = kiln.ops.elementwise_chain(t, [("gt", 0.0), ("where", 1.5, -2.5)])
+    assert w.dtype == np.float32
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(w.numpy(), np.where(x > 0, 1.5, -2.5).astype(np.float32))
 
 
 def test_number_and_numpy_operands(device, rng):

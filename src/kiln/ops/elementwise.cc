@@ -31,6 +31,126 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
   return te::Lower(schedule, {out}, inputs, name, target.limits);
 }
 
+// What a chain step does with the running value, and with how many
+// operands.
+enum class StepKind { kUnary, kBinary, kTernary, kWhere, kCast };
+
+// A chain step, checked: its kind, and the dtypes of the running value
+// before it, of its operands and after it.
+struct CheckedStep {
+  StepKind kind = StepKind::kUnary;
+  ir::DataType in, operand, out;
+};
+
+std::string_view OperandName(int which) {
+  return which == 0 ? "B" : "C";
+}
+
+// Checks operand `which` (0: the first; 1: a ternary step's second) of
+// step `k`, which must be `dtype`, that of `what` ("the running value", or
+// a where's operands), and widens `shape` by a tensor operand.
+Status CheckChainOperand(const std::optional<TensorType>& tensor,
+                         const std::optional<double>& constant, int which, size_t k,
+                         ir::DataType dtype, std::string_view what, const std::string& where,
+                         const Target& target, Shape* shape, int* tensors) {
+  const std::string name = StrCat(OperandName(which), k + 1);
+  if (tensor.has_value() == constant.has_value()) {
+    return InvalidArgument(where, ": operand ", name, " must be exactly one of a tensor or a ",
+                           "constant (the step takes ", which == 0 ? "exactly one operand" : "two",
+                           which == 0 ? "" : " operands", "); it is ", tensor ? "both" : "neither");
+  }
+  if (constant) {
+    if (dtype == ir::kI32 && !(*constant >= -2147483648.0 && *constant <= 2147483647.0 &&
+                               *constant == std::trunc(*constant))) {
+      return InvalidArgument(where, ": the constant ", *constant, " is not an i32 (", what,
+                             " is i32)");
+    }
+    return Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(
+      internal::CheckData(*tensor, target, StrCat("operand ", name, " of ", where)));
+  if (tensor->dtype != dtype) {
+    return InvalidArgument(where, ": dtype mismatch: ", what, " is ", dtype.ToString(), " but ",
+                           name, " is ", tensor->dtype.ToString());
+  }
+  StatusOr<Shape> broadcast = BroadcastShapes(*shape, tensor->shape);
+  if (!broadcast.ok()) return broadcast.status().WithContext(where);
+  *shape = *broadcast;
+  ++*tensors;
+  return Status::Ok();
+}
+
+// Checks step `k` of a chain whose running value is `dtype` and input
+// `input`.
+StatusOr<CheckedStep> CheckChainStep(const ChainStep& step, size_t k, ir::DataType dtype,
+                                     ir::DataType input, const Target& target, Shape* shape,
+                                     int* tensors) {
+  const std::string where = StrCat("step ", k + 1, " (", step.op, ") of the chain");
+  CheckedStep c;
+  c.in = c.operand = c.out = dtype;
+  const bool ternary = internal::IsTernary(step.op), is_where = step.op == "where";
+  if (step.op == "cast") {
+    c.kind = StepKind::kCast;
+  } else if (internal::IsUnary(step.op)) {
+    c.kind = StepKind::kUnary;
+  } else if (internal::IsBinary(step.op) || internal::IsCompare(step.op)) {
+    c.kind = StepKind::kBinary;
+  } else if (ternary || is_where) {
+    c.kind = is_where ? StepKind::kWhere : StepKind::kTernary;
+  } else {
+    std::vector<std::string_view> known = internal::ElementwiseOpNames();
+    known.emplace_back("where");
+    known.emplace_back("cast");
+    return internal::UnknownOp("elementwise", step.op, known).WithContext(where);
+  }
+  const int operands = c.kind == StepKind::kUnary || c.kind == StepKind::kCast ? 0
+                       : c.kind == StepKind::kBinary                           ? 1
+                                                                               : 2;
+  const bool has_first = step.tensor || step.constant,
+             has_second = step.second_tensor || step.second_constant;
+  if ((operands == 0 && (has_first || has_second)) || (operands == 1 && has_second)) {
+    return InvalidArgument(where, ": ", c.kind == StepKind::kCast ? "a cast" : "the op", " takes ",
+                           operands == 0 ? "no operand" : "one operand");
+  }
+  if (step.cast_to && c.kind != StepKind::kCast) {
+    return InvalidArgument(where, ": only a cast step takes a dtype");
+  }
+  if (step.operand_first && operands != 1) {
+    return InvalidArgument(where, ": operand_first applies to a binary step only");
+  }
+  if (c.kind == StepKind::kCast) {
+    if (!step.cast_to) return InvalidArgument(where, ": a cast step needs a dtype");
+    KILN_RETURN_IF_ERROR(
+        internal::CheckData({*shape, *step.cast_to}, target, StrCat("the type of ", where)));
+    c.out = *step.cast_to;
+    return c;
+  }
+  if (c.kind != StepKind::kWhere) {
+    KILN_RETURN_IF_ERROR(internal::CheckOpDtype(
+        step.op, dtype, StrCat(where, ": the running value (", dtype.ToString(), ")")));
+  } else {
+    // The operands' dtype: a tensor operand's, else the chain input's.
+    c.operand = step.tensor          ? step.tensor->dtype
+                : step.second_tensor ? step.second_tensor->dtype
+                                     : input;
+  }
+  const std::string_view what =
+      c.kind == StepKind::kWhere
+          ? (step.tensor || step.second_tensor ? "the other operand" : "the chain's input")
+          : "the running value";
+  if (operands >= 1) {
+    KILN_RETURN_IF_ERROR(CheckChainOperand(step.tensor, step.constant, 0, k, c.operand, what, where,
+                                           target, shape, tensors));
+  }
+  if (operands == 2) {
+    KILN_RETURN_IF_ERROR(CheckChainOperand(step.second_tensor, step.second_constant, 1, k,
+                                           c.operand, what, where, target, shape, tensors));
+  }
+  if (internal::IsCompare(step.op)) c.out = ir::kI32;
+  if (c.kind == StepKind::kWhere) c.out = c.operand;
+  return c;
+}
+
 }  // namespace
 
 StatusOr<ir::Function> Elementwise(std::string_view op, const std::vector<TensorType>& inputs,
@@ -91,64 +211,17 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::string& name) {
   KILN_RETURN_IF_ERROR(internal::CheckData(input, target, "input X of the chain"));
   if (steps.empty()) return InvalidArgument("an elementwise chain needs at least one step");
-  // Check every step and find the output shape and each step's operand
-  // dtype (the running value's: X's, i32 after a comparison) before
-  // building anything.
+  // Check every step and find the output shape and each step's dtypes
+  // before building anything.
   Shape shape = input.shape;
   int tensor_operands = 0;
-  std::vector<ir::DataType> running(steps.size());
+  std::vector<CheckedStep> checked;
   ir::DataType dtype = input.dtype;
   for (size_t k = 0; k < steps.size(); ++k) {
-    const ChainStep& step = steps[k];
-    const std::string where = StrCat("step ", k + 1, " (", step.op, ") of the chain");
-    running[k] = dtype;
-    if (internal::IsTernary(step.op)) {
-      return InvalidArgument(where, ": ", step.op,
-                             " is not a chain step (a chain's steps take one operand; ternary "
-                             "ops are Elementwise kernels)");
-    }
-    const bool compare = internal::IsCompare(step.op);
-    if (internal::IsUnary(step.op) || internal::IsBinary(step.op)) {
-      KILN_RETURN_IF_ERROR(internal::CheckOpDtype(
-          step.op, dtype, StrCat(where, ": the running value (", dtype.ToString(), ")")));
-    }
-    if (compare) dtype = ir::kI32;
-    if (internal::IsUnary(step.op)) {
-      if (step.tensor || step.constant) {
-        return InvalidArgument(where, ": a unary op takes no operand");
-      }
-      continue;
-    }
-    if (!internal::IsBinary(step.op) && !compare) {
-      std::vector<std::string_view> known = UnaryOpNames();
-      known.insert(known.end(), BinaryOpNames().begin(), BinaryOpNames().end());
-      known.insert(known.end(), CompareOpNames().begin(), CompareOpNames().end());
-      return internal::UnknownOp("elementwise", step.op, known).WithContext(where);
-    }
-    if (step.tensor.has_value() == step.constant.has_value()) {
-      return InvalidArgument(where,
-                             ": a binary op takes exactly one operand, a tensor or a constant");
-    }
-    if (step.constant && running[k] == ir::kI32 &&
-        !(*step.constant >= -2147483648.0 && *step.constant <= 2147483647.0 &&
-          *step.constant == std::trunc(*step.constant))) {
-      return InvalidArgument(where, ": the constant ", *step.constant,
-                             " is not an i32 (the running value is i32)");
-    }
-    if (step.tensor) {
-      const std::string operand = StrCat("B", k + 1);
-      KILN_RETURN_IF_ERROR(
-          internal::CheckData(*step.tensor, target, StrCat("operand ", operand, " of ", where)));
-      if (step.tensor->dtype != running[k]) {
-        return InvalidArgument(where, ": dtype mismatch: the running value is ",
-                               running[k].ToString(), " but ", operand, " is ",
-                               step.tensor->dtype.ToString());
-      }
-      StatusOr<Shape> broadcast = BroadcastShapes(shape, step.tensor->shape);
-      if (!broadcast.ok()) return broadcast.status().WithContext(where);
-      shape = *broadcast;
-      ++tensor_operands;
-    }
+    KILN_ASSIGN_OR_RETURN(CheckedStep c, CheckChainStep(steps[k], k, dtype, input.dtype, target,
+                                                        &shape, &tensor_operands));
+    checked.push_back(c);
+    dtype = c.out;
   }
   const int buffers = tensor_operands + 2;
   if (buffers > static_cast<int>(target.limits.max_storage_buffers_per_stage)) {
@@ -164,29 +237,50 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
   Shape value_shape = input.shape;
   for (size_t k = 0; k < steps.size(); ++k) {
     const ChainStep& step = steps[k];
+    const CheckedStep& c = checked[k];
     const bool last = k + 1 == steps.size();
     Shape step_shape = value_shape;
-    te::Tensor operand;
-    const ir::DataType step_dtype = running[k];
-    if (step.tensor) {
-      operand = te::Placeholder(StrCat("B", k + 1), Extents(step.tensor->shape), step_dtype);
-      inputs.push_back(operand);
-      step_shape = *BroadcastShapes(value_shape, step.tensor->shape);
+    // The step's operands: a placeholder for each tensor, else empty.
+    const std::optional<TensorType>* tensors[2] = {&step.tensor, &step.second_tensor};
+    te::Tensor operand[2];
+    for (int w = 0; w < 2; ++w) {
+      if (!tensors[w]->has_value()) continue;
+      const TensorType& t = **tensors[w];
+      operand[w] = te::Placeholder(StrCat(OperandName(w), k + 1), Extents(t.shape), c.operand);
+      inputs.push_back(operand[w]);
+      step_shape = *BroadcastShapes(step_shape, t.shape);
     }
+    const std::optional<double> constants[2] = {step.constant, step.second_constant};
     const te::Tensor prev = value;
     const Shape prev_shape = value_shape;
     value = te::Compute(
         last ? "Y" : StrCat("T", k + 1), Extents(step_shape), [&](const std::vector<ir::Var>& i) {
           ir::Expr v = prev(BroadcastIndex(prev_shape, step_shape, i));
-          if (internal::IsUnary(step.op)) return internal::ApplyUnary(step.op, v);
-          ir::Expr other = step.tensor ? operand(BroadcastIndex(step.tensor->shape, step_shape, i))
-                           : step_dtype == ir::kI32
-                               ? ir::IntConst(step_dtype, static_cast<int64_t>(*step.constant))
-                               : ir::FloatConst(step_dtype, *step.constant);
-          const ir::Expr& a = step.operand_first ? other : v;
-          const ir::Expr& b = step.operand_first ? v : other;
-          return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, a, b)
-                                              : internal::ApplyBinary(step.op, a, b);
+          auto other = [&](int w) -> ir::Expr {
+            if (tensors[w]->has_value()) {
+              return operand[w](BroadcastIndex((*tensors[w])->shape, step_shape, i));
+            }
+            return c.operand == ir::kI32
+                       ? ir::IntConst(c.operand, static_cast<int64_t>(*constants[w]))
+                       : ir::FloatConst(c.operand, *constants[w]);
+          };
+          switch (c.kind) {
+            case StepKind::kUnary:
+              return internal::ApplyUnary(step.op, v);
+            case StepKind::kCast:
+              return internal::ApplyCast(v, c.out);
+            case StepKind::kWhere:
+              return internal::ApplyWhere(v, other(0), other(1));
+            case StepKind::kTernary:
+              return internal::ApplyTernary(step.op, v, other(0), other(1));
+            case StepKind::kBinary:
+              break;
+          }
+          const ir::Expr b = other(0);
+          const ir::Expr& lhs = step.operand_first ? b : v;
+          const ir::Expr& rhs = step.operand_first ? v : b;
+          return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, lhs, rhs)
+                                              : internal::ApplyBinary(step.op, lhs, rhs);
         });
     if (!last) stages.push_back(value);
     value_shape = step_shape;

@@ -47,6 +47,11 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x);
 ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b);
 ir::Expr ApplyCompare(std::string_view op, const ir::Expr& a, const ir::Expr& b);
 ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b, const ir::Expr& c);
+// where: `cond` != 0 (a float NaN counts as true) ? a : b; a and b of one
+// type, cond of any.
+ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b);
+// x converted to `dtype` by Cast's rules (f16 to i32 through f32).
+ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype);
 bool IsUnary(std::string_view op);
 bool IsBinary(std::string_view op);
 bool IsCompare(std::string_view op);

@@ -345,10 +345,9 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
   te::Tensor A = te::Placeholder("A", Extents(a.shape), a.dtype);
   te::Tensor B = te::Placeholder("B", Extents(b.shape), b.dtype);
   te::Tensor Y = te::Compute("C", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
-    ir::Expr c = C(internal::BroadcastIndex(cond.shape, out_shape, i));
-    ir::Expr zero = cond.dtype == ir::kI32 ? I32(0) : ir::FloatConst(cond.dtype, 0.0);
-    return ir::Select(c != zero, A(internal::BroadcastIndex(a.shape, out_shape, i)),
-                      B(internal::BroadcastIndex(b.shape, out_shape, i)));
+    return internal::ApplyWhere(C(internal::BroadcastIndex(cond.shape, out_shape, i)),
+                                A(internal::BroadcastIndex(a.shape, out_shape, i)),
+                                B(internal::BroadcastIndex(b.shape, out_shape, i)));
   });
   return LowerFlat(Y, {C, A, B}, out_shape, target, name);
 }
@@ -360,11 +359,7 @@ StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const T
   if (name.empty()) name = StrCat("cast_", dtype.ToString());
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {
-    ir::Expr x = X(AsExprs(i));
-    if (input.dtype == dtype) return x;
-    // f16 to i32 goes through f32 (the IR's rule; explicit for the backends).
-    if (input.dtype == ir::kF16 && dtype == ir::kI32) x = ir::Cast(ir::kF32, x);
-    return ir::Cast(dtype, x);
+    return internal::ApplyCast(X(AsExprs(i)), dtype);
   });
   return LowerFlat(Y, {X}, input.shape, target, name);
 }

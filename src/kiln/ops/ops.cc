@@ -338,6 +338,19 @@ ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
               ir::Let(hi, c, ir::Let(r, ir::Select(raise, lo, x), ir::Select(lower, hi, r)))));
 }
 
+ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b) {
+  const ir::DataType t = cond.dtype();
+  ir::Expr zero = t.is_float() ? ir::FloatConst(t, 0.0) : ir::IntConst(t, 0);
+  return ir::Select(cond != zero, a, b);
+}
+
+ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype) {
+  if (x.dtype() == dtype) return x;
+  // f16 to i32 goes through f32 (the IR's rule; explicit for the backends).
+  if (x.dtype() == ir::kF16 && dtype == ir::kI32) return ir::Cast(dtype, ir::Cast(ir::kF32, x));
+  return ir::Cast(dtype, x);
+}
+
 namespace {
 
 // Whether `t`'s body, or that of a compute it reads (inlined into it), has

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/function.h"
@@ -95,34 +96,77 @@ bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype);
 StatusOr<ir::Function> Elementwise(std::string_view op, const std::vector<TensorType>& inputs,
                                    const Target& target, std::string name = "");
 
-// One step of an elementwise chain, applied to the running value v: a unary
-// op (v = op(v)), or a binary op with a tensor operand (broadcast with v)
-// or a constant: v = v op operand, or operand op v when `operand_first`.
-struct ChainStep {
-  std::string op;
+// An operand of a chain step: a tensor (broadcast with the running value)
+// or a constant.
+struct ChainOperand {
   std::optional<TensorType> tensor;
   std::optional<double> constant;
-  bool operand_first = false;
 
-  static ChainStep Unary(std::string op) { return ChainStep{std::move(op), {}, {}, false}; }
+  ChainOperand(TensorType t) : tensor(std::move(t)) {}  // NOLINT: implicit by design
+  ChainOperand(double c) : constant(c) {}               // NOLINT: implicit by design
+};
+
+// One step of an elementwise chain, applied to the running value v:
+//   Unary(op):               v = op(v)
+//   With(op, tensor) / WithConstant(op, constant): a binary op or comparison,
+//                            v = v op operand (operand op v when
+//                            `operand_first`)
+//   Ternary(op, a, b):       fma: v = v * a + b; clamp: v = clamp(v, a, b);
+//                            where: v = (v != 0 ? a : b), v the condition
+//   CastTo(dtype):           v = dtype(v), by Cast's rules
+struct ChainStep {
+  std::string op;
+  std::optional<TensorType> tensor;  // the first operand
+  std::optional<double> constant;
+  bool operand_first = false;
+  std::optional<TensorType> second_tensor;  // a ternary step's second operand
+  std::optional<double> second_constant;
+  std::optional<ir::DataType> cast_to;  // a "cast" step's type
+
+  static ChainStep Unary(std::string op) {
+    ChainStep s;
+    s.op = std::move(op);
+    return s;
+  }
   static ChainStep With(std::string op, TensorType tensor, bool operand_first = false) {
-    return ChainStep{std::move(op), std::move(tensor), {}, operand_first};
+    ChainStep s = Unary(std::move(op));
+    s.tensor = std::move(tensor);
+    s.operand_first = operand_first;
+    return s;
   }
   static ChainStep WithConstant(std::string op, double constant, bool operand_first = false) {
-    return ChainStep{std::move(op), {}, constant, operand_first};
+    ChainStep s = Unary(std::move(op));
+    s.constant = constant;
+    s.operand_first = operand_first;
+    return s;
+  }
+  static ChainStep Ternary(std::string op, ChainOperand a, ChainOperand b) {
+    ChainStep s = Unary(std::move(op));
+    s.tensor = std::move(a.tensor);
+    s.constant = a.constant;
+    s.second_tensor = std::move(b.tensor);
+    s.second_constant = b.constant;
+    return s;
+  }
+  static ChainStep CastTo(ir::DataType dtype) {
+    ChainStep s = Unary("cast");
+    s.cast_to = dtype;
+    return s;
   }
 };
 
 // The steps applied in order to `input`, as one kernel: each step is a
 // stage, every stage but the last inlined into the next. Parameters: X,
-// then one per tensor operand (named B<step>, steps counted from 1), then
-// Y, whose shape is the broadcast of X with every tensor operand. Steps are
-// unary ops, binary ops and comparisons (ternary ops take two operands:
-// Elementwise); the running value starts as X's dtype (f32, f16 or i32)
-// and is i32 after a comparison; each step's op must take the running
-// value's dtype, and its tensor operand must have it (i32 constants are
-// integers in i32's range). At least one step; the buffers must fit the
-// target's storage buffers per stage. Schedule: as Elementwise.
+// then one per tensor operand (a step's first operand named B<step>, its
+// second C<step>, steps counted from 1), then Y, whose shape is the
+// broadcast of X with every tensor operand. The running value starts as X's
+// dtype (f32, f16 or i32); it is i32 after a comparison, the operands'
+// dtype after a where (a tensor operand's, else X's: constants alone take
+// X's dtype) and the cast's after a cast. Each step's op must take the running value's dtype
+// and its operands must have it (a where's operands share a dtype; its
+// condition may be any); constants where the operand is i32 are integers
+// in i32's range. At least one step; the buffers must fit the target's
+// storage buffers per stage. Schedule: as Elementwise.
 StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
                                         const std::string& name = "chain");

@@ -1300,6 +1300,83 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerChain) {
   }
 }
 
+// Ternary, where and cast steps in one chain, over values with NaN,
+// infinities and signed zeros:
+//   v = clamp(fma(x, B1, 0.25), -1, C2) > 0 ? B4 : -0.0  (f32, exact)
+//   Y = where(i32(v * 1000), 7, C7)                        (i32)
+TEST_F(ElementwiseTypesDeviceTest, ChainOfTernaryWhereAndCastSteps) {
+  auto to_int = [](float v) {
+    return std::isnan(v)         ? 0
+           : v >= 2147483520.0f  ? 2147483520
+           : v <= -2147483648.0f ? INT32_MIN
+                                 : static_cast<int32_t>(v);
+  };
+  for (const Shape& shape : {Shape{7, 33}, Shape{3, 4099}, Shape{1, 1}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+    const TensorType row{{cols}}, column{{rows, 1}}, full{shape};
+    const std::vector<ChainStep> steps = {
+        ChainStep::Ternary("fma", row, 0.25),
+        ChainStep::Ternary("clamp", -1.0, column),
+        ChainStep::WithConstant("gt", 0.0),
+        ChainStep::Ternary("where", full, -0.0),
+        ChainStep::WithConstant("mul", 1000.0),
+        ChainStep::CastTo(ir::kI32),
+        ChainStep::Ternary("where", 7.0, TensorType{{cols}, ir::kI32}),
+    };
+    auto f = ElementwiseChain(full, steps, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    // Parameters: X, the tensor operands by step and position, Y (i32).
+    std::vector<std::string> names;
+    for (const ir::Param& p : f->params()) names.push_back(p.name());
+    EXPECT_EQ(names, (std::vector<std::string>{"X", "B1", "C2", "B4", "C7", "Y"}));
+    EXPECT_EQ(f->params().back().buffer().dtype(), ir::kI32);
+    std::vector<float> x = EdgyFloats(n), b1 = EdgyFloats(cols), c2 = Random(rows, -2, 2),
+                       b4 = EdgyFloats(n);
+    c2[0] = kNan;  // a NaN bound makes the row's clamp NaN, so its test false
+    std::vector<int32_t> c7 = EdgyInts(cols, false);
+    std::vector<int32_t> want(n);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t r = k / cols, c = k % cols;
+      const float fused = static_cast<float>(std::fma(double{x[k]}, double{b1[c]}, 0.25));
+      const float hi = c2[r];
+      // numpy's clip with NaN anywhere giving NaN.
+      const float clamped =
+          std::isnan(fused) || std::isnan(hi) ? kNan : std::min(std::max(fused, -1.0f), hi);
+      const float v = clamped > 0.0f ? b4[k] : -0.0f;
+      want[k] = to_int(v * 1000.0f) != 0 ? 7 : c7[c];
+    }
+    Tensors t = {{"X", Words(x)},   {"B1", Words(b1)}, {"C2", Words(c2)},
+                 {"B4", Words(b4)}, {"C7", Words(c7)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "B1", "C2", "B4", "C7"}, t, n <= 4000));
+    EXPECT_EQ(Ints(t["Y"]), want);
+  }
+  // A float result with its sign kept: where(x >= 0.5, B2, -0.0), and an
+  // i32 input cast to f32 and halved.
+  const int64_t n = 1000;
+  auto select = ElementwiseChain(
+      {{n}},
+      {ChainStep::WithConstant("ge", 0.5), ChainStep::Ternary("where", TensorType{{n}}, -0.0)},
+      target_);
+  ASSERT_TRUE(select.ok()) << select.status();
+  std::vector<float> x = EdgyFloats(n), b = EdgyFloats(n);
+  std::vector<float> chosen(n);
+  for (int64_t k = 0; k < n; ++k) chosen[k] = x[k] >= 0.5f ? b[k] : -0.0f;
+  const std::vector<uint32_t> want = Words(chosen);  // compared as bits: -0.0 and NaN kept
+  Tensors t = {{"X", Words(x)}, {"B2", Words(b)}, {"Y", std::vector<uint32_t>(n)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*select, {"X", "B2"}, t, true));
+  EXPECT_EQ(t["Y"], want);
+  auto halve = ElementwiseChain(
+      {{n}, ir::kI32}, {ChainStep::CastTo(ir::kF32), ChainStep::WithConstant("mul", 0.5)}, target_);
+  ASSERT_TRUE(halve.ok()) << halve.status();
+  std::vector<int32_t> xi = EdgyInts(n, false);
+  std::vector<float> half(n);
+  for (int64_t k = 0; k < n; ++k) half[k] = static_cast<float>(xi[k]) * 0.5f;
+  Tensors u = {{"X", Words(xi)}, {"Y", std::vector<uint32_t>(n)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*halve, {"X"}, u, true));
+  EXPECT_EQ(u["Y"], Words(half));
+}
+
 // ---------------------------------------------------------------------------
 // f16, against the interpreter (which computes in f16 the same way).
 

@@ -275,7 +275,33 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   ExpectError(ElementwiseChain(i7, {ChainStep::Unary("exp")}, t).status(),
               {"step 1 (exp)", "the running value (i32) is i32", "f32 or f16"});
   ExpectError(ElementwiseChain(f7, {ChainStep::With("clamp", f7)}, t).status(),
-              {"step 1 (clamp)", "not a chain step"});
+              {"step 1 (clamp)", "operand C1", "two operands", "it is neither"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("fma", i7, 1.0)}, t).status(),
+              {"step 1 (fma)", "dtype mismatch", "running value is f32", "B1 is i32"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("add", 1.0, 2.0)}, t).status(),
+              {"step 1 (add)", "takes one operand"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("where", f7, i7)}, t).status(),
+              {"step 1 (where)", "dtype mismatch", "other operand is f32", "C1 is i32"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("where", i7, 0.5)}, t).status(),
+              {"step 1 (where)", "0.5 is not an i32", "other operand is i32"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("clamp", TensorType{{2}}, 1.0)}, t).status(),
+              {"step 1 (clamp)", "[7]", "[2]"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Unary("cast")}, t).status(),
+              {"step 1 (cast)", "needs a dtype"});
+  ExpectError(
+      ElementwiseChain(f7, {ChainStep::CastTo(ir::kI32), ChainStep::Unary("exp")}, t).status(),
+      {"step 2 (exp)", "the running value (i32)"});
+  ChainStep bad_cast = ChainStep::CastTo(ir::kF32);
+  bad_cast.constant = 1.0;
+  ExpectError(ElementwiseChain(f7, {bad_cast}, t).status(), {"a cast takes no operand"});
+  ChainStep typed_add = ChainStep::WithConstant("add", 1.0);
+  typed_add.cast_to = ir::kF32;
+  ExpectError(ElementwiseChain(f7, {typed_add}, t).status(), {"only a cast step takes a dtype"});
+  ChainStep first_fma = ChainStep::Ternary("fma", 1.0, 2.0);
+  first_fma.operand_first = true;
+  ExpectError(ElementwiseChain(f7, {first_fma}, t).status(), {"operand_first"});
+  ExpectError(ElementwiseChain(f7, {ChainStep::Unary("wher")}, t).status(),
+              {"unknown elementwise op 'wher'", "where", "cast"});
   ExpectError(ElementwiseChain(f7, {ChainStep::With("add", i7)}, t).status(),
               {"dtype mismatch", "running value is f32", "B1 is i32"});
 
