@@ -1406,6 +1406,18 @@ TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kF32, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}}, h, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kI32, target_)));
+  // A chain in f16 through ternary, comparison and where steps, cast to
+  // f32; and one from f32 cast to f16 midway.
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ElementwiseChain(
+      {{33, 7}, h},
+      {ChainStep::Ternary("fma", TensorType{{7}, h}, 0.5), ChainStep::Ternary("clamp", -1.0, 1.0),
+       ChainStep::WithConstant("lt", 0.25),
+       ChainStep::Ternary("where", TensorType{{33, 1}, h}, -0.0), ChainStep::CastTo(ir::kF32)},
+      target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(ElementwiseChain(
+      {{1000}},
+      {ChainStep::CastTo(h), ChainStep::With("mul", {{1000}, h}), ChainStep::Unary("exp")},
+      target_)));
 }
 
 }  // namespace
