@@ -290,4 +290,181 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
   return LowerFlat(s, value, inputs, value_shape, target, name);
 }
 
+namespace {
+
+// A fused node, checked: its dtype and shape (a constant's is empty).
+struct NodeType {
+  ir::DataType dtype;
+  Shape shape;
+};
+
+// The operand count of a fused op; 0 for an unknown one.
+size_t FusedArity(std::string_view op) {
+  if (op == "cast" || internal::IsUnary(op)) return 1;
+  if (internal::IsBinary(op) || internal::IsCompare(op)) return 2;
+  if (op == "where" || internal::IsTernary(op)) return 3;
+  return 0;
+}
+
+StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
+                                  const std::vector<NodeType>& earlier, const FusedNode& n,
+                                  size_t j, const Target& target) {
+  const std::string where =
+      StrCat("node ", j, n.kind == FusedNode::Kind::kOp ? StrCat(" (", n.op, ")") : "",
+             " of the fused expression");
+  switch (n.kind) {
+    case FusedNode::Kind::kInput:
+      if (n.input < 0 || n.input >= static_cast<int>(inputs.size())) {
+        return InvalidArgument(where, ": input ", n.input, " is out of range (", inputs.size(),
+                               " inputs)");
+      }
+      return NodeType{inputs[n.input].dtype, inputs[n.input].shape};
+    case FusedNode::Kind::kConstant:
+      KILN_RETURN_IF_ERROR(
+          internal::CheckData({{1}, n.dtype}, target, StrCat("the constant of ", where)));
+      if (n.dtype == ir::kI32 && !(n.value >= -2147483648.0 && n.value <= 2147483647.0 &&
+                                   n.value == std::trunc(n.value))) {
+        return InvalidArgument(where, ": the constant ", n.value, " is not an i32");
+      }
+      return NodeType{n.dtype, {}};
+    case FusedNode::Kind::kOp:
+      break;
+  }
+  const size_t arity = FusedArity(n.op);
+  if (arity == 0) {
+    std::vector<std::string_view> known = internal::ElementwiseOpNames();
+    known.emplace_back("where");
+    known.emplace_back("cast");
+    return internal::UnknownOp("elementwise", n.op, known).WithContext(where);
+  }
+  if (n.args.size() != arity) {
+    return InvalidArgument(where, ": ", n.op, " takes ", arity, " argument", arity == 1 ? "" : "s",
+                           ", not ", n.args.size());
+  }
+  std::vector<NodeType> args;
+  for (int a : n.args) {
+    if (a < 0 || a >= static_cast<int>(j)) {
+      return InvalidArgument(where, ": argument ", a, " is not an earlier node");
+    }
+    args.push_back(earlier[a]);
+  }
+  Shape shape = args[0].shape;
+  for (size_t k = 1; k < args.size(); ++k) {
+    StatusOr<Shape> broadcast = BroadcastShapes(shape, args[k].shape);
+    if (!broadcast.ok()) return broadcast.status().WithContext(where);
+    shape = *broadcast;
+  }
+  if (n.op == "cast") {
+    KILN_RETURN_IF_ERROR(
+        internal::CheckData({{1}, n.dtype}, target, StrCat("the type of ", where)));
+    return NodeType{n.dtype, shape};
+  }
+  // The operands that share a dtype: all, or a where's last two.
+  const size_t first = n.op == "where" ? 1 : 0;
+  for (size_t k = first + 1; k < args.size(); ++k) {
+    if (args[k].dtype != args[first].dtype) {
+      return InvalidArgument(where, ": dtype mismatch: argument ", n.args[first], " is ",
+                             args[first].dtype.ToString(), " but argument ", n.args[k], " is ",
+                             args[k].dtype.ToString());
+    }
+  }
+  if (n.op == "where") return NodeType{args[1].dtype, shape};
+  KILN_RETURN_IF_ERROR(internal::CheckOpDtype(n.op, args[0].dtype, where));
+  return NodeType{internal::IsCompare(n.op) ? ir::kI32 : args[0].dtype, shape};
+}
+
+}  // namespace
+
+StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
+                                        const std::vector<FusedNode>& nodes, const Target& target,
+                                        const std::string& name) {
+  if (nodes.empty()) return InvalidArgument("a fused expression needs at least one node");
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_RETURN_IF_ERROR(
+        internal::CheckData(inputs[k], target, StrCat("input X", k, " of the fused expression")));
+  }
+  std::vector<NodeType> types;
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    KILN_ASSIGN_OR_RETURN(NodeType t, CheckFusedNode(inputs, types, nodes[j], j, target));
+    types.push_back(std::move(t));
+  }
+  // The nodes the output reads, and how often each is read.
+  const size_t out = nodes.size() - 1;
+  std::vector<int> uses(nodes.size(), 0);
+  std::vector<bool> reached(nodes.size(), false);
+  reached[out] = true;
+  for (size_t j = out + 1; j-- > 0;) {
+    if (!reached[j]) continue;
+    for (int a : nodes[j].args) {
+      reached[a] = true;
+      ++uses[a];
+    }
+  }
+  std::vector<bool> used(inputs.size(), false);
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    if (reached[j] && nodes[j].kind == FusedNode::Kind::kInput) used[nodes[j].input] = true;
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!used[k]) {
+      return InvalidArgument("input X", k, " is not used by the fused expression's output (node ",
+                             out, ")");
+    }
+  }
+  if (inputs.empty()) {
+    return InvalidArgument("the fused expression's output (node ", out, ") uses no input");
+  }
+  const Shape& out_shape = types[out].shape;
+  if (inputs.size() + 1 > target.limits.max_storage_buffers_per_stage) {
+    return InvalidArgument("the fused expression uses ", inputs.size() + 1,
+                           " storage buffers (its inputs and Y); the target allows ",
+                           target.limits.max_storage_buffers_per_stage, " per stage");
+  }
+
+  std::vector<te::Tensor> placeholders;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    placeholders.push_back(
+        te::Placeholder(StrCat("X", k), Extents(inputs[k].shape), inputs[k].dtype));
+  }
+  te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
+    std::vector<ir::Expr> value(nodes.size());
+    std::vector<std::pair<ir::Var, ir::Expr>> lets;  // in order: each may read the ones before
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      if (!reached[j]) continue;
+      const FusedNode& n = nodes[j];
+      std::vector<ir::Expr> a;
+      for (int k : n.args) a.push_back(value[k]);
+      ir::Expr e;
+      switch (n.kind) {
+        case FusedNode::Kind::kInput:
+          e = placeholders[n.input](BroadcastIndex(inputs[n.input].shape, out_shape, i));
+          break;
+        case FusedNode::Kind::kConstant:
+          e = n.dtype == ir::kI32 ? ir::IntConst(n.dtype, static_cast<int64_t>(n.value))
+                                  : ir::FloatConst(n.dtype, n.value);
+          break;
+        case FusedNode::Kind::kOp:
+          e = n.op == "cast"              ? internal::ApplyCast(a[0], n.dtype)
+              : n.op == "where"           ? internal::ApplyWhere(a[0], a[1], a[2])
+              : internal::IsUnary(n.op)   ? internal::ApplyUnary(n.op, a[0])
+              : internal::IsBinary(n.op)  ? internal::ApplyBinary(n.op, a[0], a[1])
+              : internal::IsCompare(n.op) ? internal::ApplyCompare(n.op, a[0], a[1])
+                                          : internal::ApplyTernary(n.op, a[0], a[1], a[2]);
+          break;
+      }
+      // A value read twice is computed once (constants are free to repeat).
+      if (uses[j] > 1 && n.kind != FusedNode::Kind::kConstant) {
+        ir::Var v(StrCat("n", j), e.dtype());
+        lets.emplace_back(v, e);
+        e = v;
+      }
+      value[j] = e;
+    }
+    ir::Expr result = value[out];
+    for (size_t k = lets.size(); k-- > 0;) result = ir::Let(lets[k].first, lets[k].second, result);
+    return result;
+  });
+  KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
+  return LowerFlat(s, Y, placeholders, out_shape, target, name);
+}
+
 }  // namespace kiln::ops

@@ -171,6 +171,64 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
                                         const std::string& name = "chain");
 
+// A node of a fused elementwise expression: an input tensor, a constant, or
+// an op on earlier nodes (by index). Ops: the unary, binary, comparison and
+// ternary ops, "where" (args cond, a, b: cond != 0 ? a : b, a float NaN
+// counting as true) and "cast" (to `dtype`, by Cast's rules).
+struct FusedNode {
+  enum class Kind : uint8_t { kInput, kConstant, kOp };
+  Kind kind = Kind::kOp;
+  int input = 0;                  // kInput: the index into the inputs
+  double value = 0;               // kConstant
+  ir::DataType dtype = ir::kF32;  // kConstant: its type; "cast": the result's
+  std::string op;                 // kOp
+  std::vector<int> args;          // kOp: earlier nodes
+
+  static FusedNode Input(int k) {
+    FusedNode n;
+    n.kind = Kind::kInput;
+    n.input = k;
+    return n;
+  }
+  static FusedNode Constant(double value, ir::DataType dtype = ir::kF32) {
+    FusedNode n;
+    n.kind = Kind::kConstant;
+    n.value = value;
+    n.dtype = dtype;
+    return n;
+  }
+  static FusedNode Op(std::string op, std::vector<int> args) {
+    FusedNode n;
+    n.op = std::move(op);
+    n.args = std::move(args);
+    return n;
+  }
+  static FusedNode CastTo(int arg, ir::DataType dtype) {
+    FusedNode n = Op("cast", {arg});
+    n.dtype = dtype;
+    return n;
+  }
+};
+
+// An elementwise expression over several tensors as one kernel: the value
+// of the last node, broadcast over every input (numpy's rules; a constant
+// broadcasts to anything). A node used more than once is computed once per
+// element (a let). Each op's operands share a dtype the op takes (a
+// comparison gives i32, a where's condition may be any and its result is
+// its operands' dtype, a cast gives its dtype); i32 constants are integers
+// in i32's range. Parameters X0 .. X<n-1>, Y. Errors: no nodes, an argument
+// that is not an earlier node, an input index out of range, an input the
+// output does not use, an output that uses no input, and the checks of
+// Elementwise. Schedule: as Elementwise.
+//   // silu(x) + b: x * sigmoid(x) + b
+//   auto f = ops::ElementwiseFused({{{7, 33}}, {{33}}},
+//                                  {FusedNode::Input(0), FusedNode::Op("sigmoid", {0}),
+//                                   FusedNode::Op("mul", {0, 1}), FusedNode::Input(1),
+//                                   FusedNode::Op("add", {2, 3})}, target);
+StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
+                                        const std::vector<FusedNode>& nodes, const Target& target,
+                                        const std::string& name = "fused");
+
 // A reduction over the last axis of a 2-D input X[rows, cols]: sum, mean,
 // max, min or prod. Y is [rows], or [rows, 1] with keepdims; f16 inputs
 // accumulate in f32. Parameters X, Y; `name` defaults to "reduce_<op>".

@@ -1377,6 +1377,70 @@ TEST_F(ElementwiseTypesDeviceTest, ChainOfTernaryWhereAndCastSteps) {
   EXPECT_EQ(u["Y"], Words(half));
 }
 
+// A fused expression with values read twice: silu(x) + b in f32.
+TEST_F(ElementwiseTypesDeviceTest, FusedSiluPlusBias) {
+  for (const auto& [xs, bs] : {std::pair<Shape, Shape>{{7, 33}, {33}},
+                               {{3, 4099}, {1}},
+                               {{1, 1}, {1, 1}},
+                               {{1000}, {5, 1, 1000}}}) {
+    SCOPED_TRACE(ShapeToString(xs) + " + " + ShapeToString(bs));
+    auto f = ElementwiseFused(
+        {{xs}, {bs}},
+        {FusedNode::Input(0), FusedNode::Op("sigmoid", {0}), FusedNode::Op("mul", {0, 1}),
+         FusedNode::Input(1), FusedNode::Op("add", {2, 3})},
+        target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const Shape out = *BroadcastShapes(xs, bs);
+    const int64_t n = NumElements(out);
+    std::vector<float> x = EdgyFloats(NumElements(xs)), b = Random(NumElements(bs));
+    std::vector<float> want(n);
+    for (int64_t k = 0; k < n; ++k) {
+      const double v = x[BroadcastSource(xs, out, k)];
+      want[k] = static_cast<float>(v / (1 + std::exp(-v)) + b[BroadcastSource(bs, out, k)]);
+      if (std::isinf(v) && v < 0) want[k] = kNan;  // -inf * sigmoid(-inf) = -inf * 0
+    }
+    Tensors t = {{"X0", Words(x)}, {"X1", Words(b)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X0", "X1"}, t, n <= 4000));
+    ExpectNear(Floats(t["Y"]), want, 1e-5f, "Y");
+  }
+}
+
+// A fused expression over f32 and i32 with comparisons, a cast, a where and
+// values read two and three times, compared exactly:
+//   m = |x| > 1; v = where(m, i32(x), c) + m; Y = v * v
+TEST_F(ElementwiseTypesDeviceTest, FusedIntegerExpressionIsExact) {
+  auto to_int = [](float v) {
+    return std::isnan(v)         ? 0
+           : v >= 2147483520.0f  ? 2147483520
+           : v <= -2147483648.0f ? INT32_MIN
+                                 : static_cast<int32_t>(v);
+  };
+  for (const Shape& shape : {Shape{7, 33}, Shape{3, 4099}, Shape{1, 1}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t cols = shape[1], n = NumElements(shape);
+    auto f = ElementwiseFused({{shape}, {{cols}, ir::kI32}},
+                              {FusedNode::Input(0), FusedNode::Input(1), FusedNode::Op("abs", {0}),
+                               FusedNode::Constant(1.0), FusedNode::Op("gt", {2, 3}),
+                               FusedNode::CastTo(0, ir::kI32), FusedNode::Op("where", {4, 5, 1}),
+                               FusedNode::Op("add", {6, 4}), FusedNode::Op("mul", {7, 7})},
+                              target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(f->params().back().buffer().dtype(), ir::kI32);
+    std::vector<float> x = EdgyFloats(n);
+    for (int64_t k = 0; k < n; k += 5) x[k] *= 3e9f;  // some saturate
+    std::vector<int32_t> c = EdgyInts(cols, false);
+    std::vector<int32_t> want(n);
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t m = std::fabs(x[k]) > 1.0f ? 1 : 0;  // NaN: 0
+      const uint32_t v = static_cast<uint32_t>(m != 0 ? to_int(x[k]) : c[k % cols]) + m;
+      want[k] = static_cast<int32_t>(v * v);
+    }
+    Tensors t = {{"X0", Words(x)}, {"X1", Words(c)}, {"Y", std::vector<uint32_t>(n)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X0", "X1"}, t, n <= 4000));
+    EXPECT_EQ(Ints(t["Y"]), want);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // f16, against the interpreter (which computes in f16 the same way).
 

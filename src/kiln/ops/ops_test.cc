@@ -154,6 +154,68 @@ TEST(OpsTest, F16WhereTheTargetHasIt) {
               {"input X of exp is f16", "shader-f16"});
 }
 
+TEST(OpsTest, FusedExpressionsComputeSharedValuesOnceAndCheckTheirNodes) {
+  const Target t = Default();
+  const TensorType x{{7, 33}}, b{{33}}, i{{33}, ir::kI32};
+  // silu(x) + b: x is read once, into a let, as is x * sigmoid(x) read
+  // twice by the square.
+  auto f = ElementwiseFused(
+      {x, b},
+      {FusedNode::Input(0), FusedNode::Op("sigmoid", {0}), FusedNode::Op("mul", {0, 1}),
+       FusedNode::Op("mul", {2, 2}), FusedNode::Input(1), FusedNode::Op("add", {3, 4})},
+      t);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::vector<std::string> names;
+  for (const ir::Param& p : f->params()) names.push_back(p.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"X0", "X1", "Y"}));
+  const std::string text = ir::Print(*f);
+  EXPECT_NE(text.find("let n0: f32 = X0["), std::string::npos) << text;
+  EXPECT_NE(text.find("let n2: f32 = n0 * sigmoid(n0)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sigmoid", text.find("sigmoid") + 1), std::string::npos) << text;
+  EXPECT_EQ(f->name(), "fused");
+
+  using N = FusedNode;
+  ExpectError(ElementwiseFused({x}, {}, t).status(), {"at least one node"});
+  ExpectError(ElementwiseFused({x}, {N::Input(1)}, t).status(),
+              {"node 0 of the fused expression", "input 1 is out of range (1 inputs)"});
+  ExpectError(ElementwiseFused({x}, {N::Input(0), N::Op("add", {0, 1})}, t).status(),
+              {"node 1 (add)", "argument 1 is not an earlier node"});
+  ExpectError(ElementwiseFused({x}, {N::Input(0), N::Op("add", {0})}, t).status(),
+              {"node 1 (add)", "add takes 2 arguments, not 1"});
+  ExpectError(ElementwiseFused({x}, {N::Input(0), N::Op("addd", {0})}, t).status(),
+              {"unknown elementwise op 'addd'", "where", "cast"});
+  ExpectError(
+      ElementwiseFused({x, i}, {N::Input(0), N::Input(1), N::Op("add", {0, 1})}, t).status(),
+      {"node 2 (add)", "dtype mismatch", "argument 0 is f32", "argument 1 is i32"});
+  ExpectError(ElementwiseFused({x, i}, {N::Input(1), N::Op("exp", {0}), N::Input(0)}, t).status(),
+              {"node 1 (exp)", "exp takes f32 or f16"});
+  ExpectError(
+      ElementwiseFused({x, TensorType{{5}}}, {N::Input(0), N::Input(1), N::Op("add", {0, 1})}, t)
+          .status(),
+      {"node 2 (add)", "[7, 33]", "[5]"});
+  ExpectError(ElementwiseFused({x, b}, {N::Input(0), N::Op("exp", {0})}, t).status(),
+              {"input X1 is not used", "node 1"});
+  ExpectError(ElementwiseFused({}, {N::Constant(1.0)}, t).status(), {"uses no input"});
+  ExpectError(
+      ElementwiseFused({x}, {N::Input(0), N::Constant(0.5, ir::kI32), N::Op("add", {0, 1})}, t)
+          .status(),
+      {"node 1", "0.5 is not an i32"});
+  ExpectError(ElementwiseFused({x}, {N::Input(0), N::Constant(0.5, ir::kF16)}, t).status(),
+              {"the constant of node 1", "shader-f16"});
+  ExpectError(ElementwiseFused({x}, {N::Input(0), N::CastTo(0, ir::kF16)}, t).status(),
+              {"node 1 (cast)", "shader-f16"});
+  // where: the condition of any dtype, the operands of one.
+  auto w = ElementwiseFused(
+      {x, i}, {N::Input(0), N::Input(1), N::Constant(-1, ir::kI32), N::Op("where", {0, 1, 2})}, t);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->params().back().buffer().dtype(), ir::kI32);
+  ExpectError(
+      ElementwiseFused({x, i},
+                       {N::Input(1), N::Input(0), N::Constant(1.0), N::Op("where", {0, 1, 0})}, t)
+          .status(),
+      {"node 3 (where)", "argument 1 is f32 but argument 0 is i32"});
+}
+
 TEST(OpsTest, Errors) {
   const Target t = Default();
   ExpectError(Elementwise("add", {{{3}}, {{4}}}, t).status(), {"add", "[3]", "[4]"});
