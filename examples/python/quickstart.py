@@ -36,4 +36,17 @@ np.testing.assert_allclose(z.numpy(), (a - a.mean(1, keepdims=True)) / 2, rtol=1
 positive = kiln.ops.sum(x > 0, axis=1)
 assert (positive.numpy() == (a > 0).sum(1)).all()
 print("positive values per row:", positive.numpy())
+
+
+# kiln.fuse: an elementwise function of tensors as one kernel (traced once
+# per shape; x is read once, and no intermediate tensor is made).
+@kiln.fuse
+def silu_clip(x, b):
+    return (x * kiln.ops.sigmoid(x) + b).clip(-1.0, 1.0)
+
+
+s = silu_clip(x, b)
+np.testing.assert_allclose(s.numpy(), np.clip(a / (1 + np.exp(-a)) + b, -1, 1), rtol=1e-5,
+                           atol=1e-6)
+print("fused silu + bias, clipped:", s.shape)
 print("quickstart OK")

@@ -6,7 +6,8 @@
     print(y.numpy())
 
 Devices (`kiln.devices()`, `kiln.Device`, `kiln.default_device()`), tensors
-(`kiln.tensor`, `kiln.empty`), the operator library (`kiln.ops`), kernels
+(`kiln.tensor`, `kiln.empty`), the operator library (`kiln.ops`), elementwise
+functions fused into one kernel (`kiln.fuse`), kernels
 written as tensor expressions (`kiln.te`, `kiln.build`) or in kiln IR
 (`kiln.compile`, `kiln.load_module`), profiling (`kiln.profile`) and errors
 (`kiln.Error` and its subclasses). docs/python.md describes them.
@@ -65,6 +66,7 @@ from ._operators import install as _install_operators  # noqa: E402
 _install_operators()
 from ._tensor import empty, tensor  # noqa: E402
 from ._profile import Profile, profile  # noqa: E402
+from ._fuse import fuse  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -72,7 +74,8 @@ __all__ = [
     "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost", "Error",
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
-    "build", "build_kernels", "compile", "default_device", "devices", "empty", "load_module",
+    "build", "build_kernels", "compile", "default_device", "devices", "empty", "fuse",
+    "load_module",
     "ops", "profile",
     "te", "tensor",
 ]

@@ -52,7 +52,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _kiln
+from . import _fuse, _kiln
 from ._kiln import Program, Tensor
 
 Number = Union[int, float]
@@ -64,6 +64,11 @@ def _as_tensor(x: Any, device: Optional[_kiln.Device]) -> Tensor:
     if isinstance(x, np.ndarray):
         from ._tensor import tensor
         return tensor(x, device)
+    if isinstance(x, _fuse.Traced):
+        raise _kiln.InvalidArgument(
+            "kiln.fuse: a traced value reached an operator that is not elementwise (a "
+            "reduction, matmul, data movement); a fused function holds elementwise "
+            "operators only")
     raise _kiln.InvalidArgument(
         f"an operand must be a kiln.Tensor or numpy array; got {type(x).__name__}")
 
@@ -184,6 +189,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     broadcast like numpy; a number operand of a binary op becomes a kernel
     constant, of a comparison or ternary op a one-element tensor of the
     other operands' dtype). A comparison returns a bool tensor."""
+    if _fuse.traced(*operands):
+        return _fuse.apply(op, operands)
     if op in _COMPARE_OPS or op in _TERNARY_OPS:
         device = _device_of(*operands)
         like = next((x for x in operands if not _is_number(x)), None)
@@ -810,6 +817,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     """a where cond is true (non-zero; a float NaN counts as true), else b,
     broadcasting all three like numpy. cond is bool, int32 or of a's dtype;
     a or b may be a Python number (taking the other's dtype)."""
+    if _fuse.traced(cond, a, b):
+        return _fuse.apply("where", [cond, a, b])
     device = _device_of(cond, a, b)
     numbers = (int, float, np.integer, np.floating)
     if isinstance(a, numbers) and isinstance(b, numbers):
@@ -838,8 +847,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 def cast(x: Any, dtype: Any) -> Tensor:
     """x converted to `dtype` (float32, float16, int32): float to int32
     truncates toward zero and saturates, NaN gives 0."""
-    x = _as_tensor(x, None)
     name = _dtype_name(dtype, "cast")
+    if _fuse.traced(x):
+        return _fuse.apply_cast(x, name)
+    x = _as_tensor(x, None)
     if name not in ("float32", "float16", "int32"):
         return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
     empty = _empty_result("cast", [x], lambda v: v.astype(name))
@@ -855,6 +866,8 @@ def _from_host(array: np.ndarray, like: Tensor) -> Tensor:
 
 def _unary(name: str) -> Callable[[Any], Tensor]:
     def op(x: Any) -> Tensor:
+        if _fuse.traced(x):
+            return _fuse.apply(name, [x])
         x = _operand(x, None)
         if not x.size:
             _check_takes(name, [x])
@@ -868,6 +881,8 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
 
 def _binary(name: str) -> Callable[[Any, Any], Tensor]:
     def op(a: Any, b: Any) -> Tensor:
+        if _fuse.traced(a, b):
+            return _fuse.apply(name, [a, b])
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
                 np.bool_ not in (a.dtype, b.dtype):
             key = ("elementwise", name, a._sig, b._sig)
@@ -964,6 +979,8 @@ def _logical_not(name: str) -> Callable[[Any], Tensor]:
     unary = _unary("bitwise_not")
 
     def op(x: Any) -> Tensor:
+        if _fuse.traced(x):
+            return _fuse.apply("bitwise_not", [x])
         return eq(x, 0) if _bool_like(x) else unary(x)  # noqa: F821 (defined below)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise {name}(x): bitwise on int32, logical on bool tensors (numpy's)."
@@ -974,6 +991,8 @@ def _logical(name: str) -> Callable[[Any, Any], Tensor]:
     binary = _binary(name)
 
     def op(a: Any, b: Any) -> Tensor:
+        if _fuse.traced(a, b):
+            return _fuse.apply(name, [a, b])
         out = binary(a, b)
         return _view(out, out.shape, np.bool_) if _bool_like(a) and _bool_like(b) else out
     op.__name__ = op.__qualname__ = name

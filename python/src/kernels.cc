@@ -362,6 +362,35 @@ void BindOps(nb::module_& m) {
       },
       "device"_a, "input"_a, "steps"_a);
   o.def(
+      "elementwise_fused",
+      // Each node: (kind "input" / "constant" / "op", input index, constant
+      // value, dtype (a constant's or a cast's; None: float32), op, args).
+      [](const DevicePtr& d, const std::vector<TensorTypeArg>& inputs,
+         const std::vector<std::tuple<std::string, int, double, std::optional<std::string>,
+                                      std::string, std::vector<int>>>& nodes) {
+        std::vector<ops::TensorType> types;
+        types.reserve(inputs.size());
+        for (const auto& t : inputs) types.push_back(ToTensorType(t));
+        std::vector<ops::FusedNode> graph;
+        for (const auto& [kind, input, value, dtype, op, args] : nodes) {
+          ops::FusedNode n;
+          if (kind == "input") {
+            n = ops::FusedNode::Input(input);
+          } else if (kind == "constant") {
+            n = ops::FusedNode::Constant(value);
+          } else if (kind == "op") {
+            n = ops::FusedNode::Op(op, args);
+          } else {
+            Check(
+                InvalidArgument("a fused node's kind is input, constant or op, not '", kind, "'"));
+          }
+          if (dtype) n.dtype = Check(IrTypeOf(Check(ParseDType(*dtype))));
+          graph.push_back(std::move(n));
+        }
+        return FromFunction(d, ops::ElementwiseFused(types, graph, d->target()));
+      },
+      "device"_a, "inputs"_a, "nodes"_a);
+  o.def(
       "reduce",
       [](const DevicePtr& d, const std::string& op, const TensorTypeArg& input, bool keepdims) {
         return FromFunction(d, ops::Reduce(op, ToTensorType(input), keepdims, d->target()));

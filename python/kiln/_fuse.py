@@ -1,0 +1,311 @@
+"""kiln.fuse: an elementwise function of tensors as one kernel.
+
+    @kiln.fuse
+    def silu_plus(x, b):
+        return x * kiln.ops.sigmoid(x) + b
+
+    y = silu_plus(x, b)  # one kernel: x read once, no intermediate tensors
+
+The function is traced once per combination of its arguments' shapes and
+dtypes: its arguments are `Traced` values (with `shape` and `dtype`, no
+elements), and Python's operators and kiln.ops' elementwise operators on
+them (unary, binary, comparisons, fma, clamp/clip, where, cast, astype)
+record an expression instead of running a kernel. The expression becomes
+one ops::ElementwiseFused kernel, built the first time and cached on the
+device. Numbers inside the function are constants of the other operand's
+dtype (int32 operands take integers only); the operators mean what they
+mean on kiln.Tensor (`/` of int32 divides in float32, `~ & | ^` of bools are
+logical, comparisons give bools).
+
+The arguments are the kernel's inputs: tensors or numpy arrays, all on one
+device. Anything else an elementwise function cannot be (a reduction, a
+tensor that is not an argument, Python control flow on values) is an error
+while tracing.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _kiln
+from ._kiln import Tensor
+
+_NUMBERS = (bool, int, float, np.bool_, np.integer, np.floating)
+_KERNEL_DTYPES = ("float32", "float16", "int32")
+
+
+class _Trace:
+    """The expression a traced function builds: nodes as the C++ binding
+    takes them, (kind, input, value, dtype, op, args)."""
+
+    def __init__(self, device: _kiln.Device) -> None:
+        self.device = device
+        self.nodes: List[Tuple[Any, ...]] = []
+        self.open = True
+
+    def add(self, node: Tuple[Any, ...], shape: Tuple[int, ...], dtype: Any,
+            is_bool: bool = False) -> "Traced":
+        self.nodes.append(node)
+        return Traced(self, len(self.nodes) - 1, shape, np.dtype(dtype), is_bool)
+
+
+class Traced:
+    """A value inside a function traced by kiln.fuse: its shape and dtype
+    are known, its elements are not. Use it with Python's operators and
+    kiln.ops' elementwise operators."""
+
+    __slots__ = ("_trace", "_node", "_dtype", "_bool", "shape")
+    # numpy arrays defer to it (an array would be an error, named).
+    __array_priority__ = 1000
+
+    def __init__(self, trace: _Trace, node: int, shape: Tuple[int, ...], dtype: np.dtype,
+                 is_bool: bool) -> None:
+        self._trace = trace
+        self._node = node
+        self._dtype = dtype  # the kernel's dtype: a bool is int32 0 or 1
+        self._bool = is_bool
+        self.shape = tuple(shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.bool_) if self._bool else self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Traced(shape={self.shape}, dtype={self.dtype})"
+
+    def __bool__(self) -> bool:
+        raise _kiln.InvalidArgument(
+            "kiln.fuse: a traced value has no truth value while tracing (Python's if, and, "
+            "or, not on it); use kiln.ops.where")
+
+    def astype(self, dtype: Any) -> "Traced":
+        from . import ops
+        return ops.cast(self, dtype)
+
+    def clip(self, lo: Any, hi: Any) -> "Traced":
+        from . import ops
+        return ops.clamp(self, lo, hi)
+
+
+def _method(name: str, reflected: bool = False) -> Callable[..., Any]:
+    def method(self: Traced, other: Any) -> Any:
+        from . import ops
+        fn = getattr(ops, name)
+        return fn(other, self) if reflected else fn(self, other)
+    return method
+
+
+def _true_divide(a: Any, b: Any) -> Any:
+    from . import ops
+
+    def as_float(x: Any) -> Any:
+        if isinstance(x, Traced) and x._dtype == np.int32:
+            return ops.cast(x, "float32")
+        return float(x) if isinstance(x, (bool, int, np.bool_, np.integer)) else x
+    return ops.div(as_float(a), as_float(b))
+
+
+for _name, _op in {"add": "add", "sub": "sub", "mul": "mul", "floordiv": "floor_div",
+                   "mod": "floor_mod", "pow": "pow", "lshift": "shift_left",
+                   "rshift": "shift_right", "and": "bitwise_and", "or": "bitwise_or",
+                   "xor": "bitwise_xor"}.items():
+    setattr(Traced, f"__{_name}__", _method(_op))
+    setattr(Traced, f"__r{_name}__", _method(_op, reflected=True))
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Traced, f"__{_name}__", _method(_name))
+Traced.__truediv__ = lambda self, other: _true_divide(self, other)  # type: ignore[attr-defined]
+Traced.__rtruediv__ = lambda self, other: _true_divide(other, self)  # type: ignore[attr-defined]
+Traced.__neg__ = lambda self: _apply("neg", [self])  # type: ignore[attr-defined]
+Traced.__pos__ = lambda self: self  # type: ignore[attr-defined]
+Traced.__abs__ = lambda self: _apply("abs", [self])  # type: ignore[attr-defined]
+Traced.__invert__ = lambda self: _apply("bitwise_not", [self])  # type: ignore[attr-defined]
+Traced.__hash__ = object.__hash__  # type: ignore[assignment]
+
+
+def traced(*operands: Any) -> bool:
+    """Whether any operand is a traced value (the elementwise operators of
+    kiln.ops then record instead of running)."""
+    return any(isinstance(x, Traced) for x in operands)
+
+
+def _constant(trace: _Trace, value: Any, dtype: np.dtype, op: str) -> int:
+    v = value.item() if isinstance(value, np.generic) else value
+    v = int(v) if isinstance(v, bool) else v
+    if dtype == np.int32:
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
+                not -2**31 <= v < 2**31:
+            raise _kiln.InvalidArgument(
+                f"{op}: the number {v!r} is not an int32 value (the other operand is int32; "
+                f"cast it to float32 first)")
+        v = int(v)
+    trace.nodes.append(("constant", 0, float(v), dtype.name, "", []))
+    return len(trace.nodes) - 1
+
+
+def _check_takes(trace: _Trace, op: str, dtype: np.dtype, arity: int) -> None:
+    """The error kiln.ops gives where `op` does not take `dtype`."""
+    if not _kiln.ops.elementwise_takes(op, dtype.name):
+        _kiln.ops.elementwise(trace.device, op, [((1,), dtype.name)] * arity)
+
+
+def _apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Traced:
+    """Records `op` on the operands (traced values and numbers)."""
+    trace = next(x._trace for x in operands if isinstance(x, Traced))
+    if not trace.open:
+        raise _kiln.InvalidArgument(
+            f"{op}: a traced value was used after its kiln.fuse call returned")
+    for x in operands:
+        if isinstance(x, Traced):
+            if x._trace is not trace:
+                raise _kiln.InvalidArgument(f"{op}: the operands come from different traces")
+        elif not isinstance(x, _NUMBERS):
+            raise _kiln.InvalidArgument(
+                f"kiln.fuse: {op} of a {type(x).__name__}: inside a fused function the "
+                f"operands are its arguments, values computed from them, and numbers (pass "
+                f"tensors as arguments)")
+    every_bool = all(isinstance(x, Traced) and x._bool for x in operands)
+    if op == "bitwise_not" and every_bool:  # numpy's ~ of bools is logical
+        return _apply("eq", [operands[0], 0])
+    # The dtype numbers take: the operands that share one (a where's last two).
+    shared = operands[1:] if op == "where" else operands
+    like = next((x._dtype for x in shared if isinstance(x, Traced)), None)
+    if like is None:  # where(cond, 1, 2.5): numbers alone
+        floats = any(isinstance(x, (float, np.floating)) for x in shared)
+        like = np.dtype(np.float32 if floats else np.int32)
+    args = []
+    for k, x in enumerate(operands):
+        if isinstance(x, Traced):
+            args.append(x._node)
+        else:  # a where's condition number is int32
+            dtype = np.dtype(np.int32) if op == "where" and k == 0 else like
+            args.append(_constant(trace, x, dtype, op))
+    shapes = [x.shape for x in operands if isinstance(x, Traced)]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise _kiln.InvalidArgument(
+            f"{op}: shapes {', '.join(map(str, shapes))} do not broadcast") from None
+    from . import ops
+    if cast_to is not None:
+        return trace.add(("op", 0, 0.0, cast_to, "cast", args), shape, cast_to)
+    if op == "where":
+        return trace.add(("op", 0, 0.0, None, op, args), shape, like,
+                         all(isinstance(x, Traced) and x._bool for x in operands[1:]))
+    for x in shared:
+        if isinstance(x, Traced) and x._dtype != like:
+            raise _kiln.InvalidArgument(
+                f"{op}: dtype mismatch: {like.name} and {x._dtype.name} (cast one first)")
+    _check_takes(trace, op, like, len(operands))
+    if op in ops.COMPARE_OPS:
+        return trace.add(("op", 0, 0.0, None, op, args), shape, np.int32, True)
+    logical = every_bool and op in ("bitwise_and", "bitwise_or", "bitwise_xor")
+    return trace.add(("op", 0, 0.0, None, op, args), shape, like, logical)
+
+
+def apply(op: str, operands: Sequence[Any]) -> Traced:
+    return _apply(op, operands)
+
+
+def apply_cast(x: Any, dtype: str) -> Traced:
+    if dtype == "bool":  # numpy's astype(bool): non-zero
+        return _apply("ne", [x, 0])
+    if dtype not in _KERNEL_DTYPES:
+        raise _kiln.InvalidArgument(
+            f"cast: dtype {dtype} is not one a kernel computes in ({', '.join(_KERNEL_DTYPES)})")
+    return _apply("cast", [x], cast_to=dtype)
+
+
+def _prune(nodes: List[Tuple[Any, ...]], out: int,
+           inputs: int) -> Tuple[List[Tuple[Any, ...]], List[int]]:
+    """The nodes the output reads, renumbered with the output last, and the
+    arguments they read (the kernel's inputs, renumbered in order)."""
+    reached = {out}
+    for j in range(out, -1, -1):
+        if j in reached:
+            reached.update(nodes[j][5])
+    order = sorted(reached)
+    index = {j: k for k, j in enumerate(order)}
+    used = sorted({nodes[j][1] for j in order if nodes[j][0] == "input"})
+    argument = {a: k for k, a in enumerate(used)}
+    pruned = []
+    for j in order:
+        kind, inp, value, dtype, op, args = nodes[j]
+        if kind == "input":
+            inp = argument[inp]
+        pruned.append((kind, inp, value, dtype, op, [index[a] for a in args]))
+    return pruned, used
+
+
+def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
+    """`fn`, an elementwise function of tensors, as one kernel per
+    combination of argument shapes and dtypes (see the module's text).
+    Returns a function of tensors or numpy arrays that returns a tensor."""
+    traces: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
+
+    @functools.wraps(fn)
+    def fused(*args: Any) -> Tensor:
+        from . import ops
+        device = next((a.device for a in args if isinstance(a, Tensor)), None)
+        tensors = []
+        for k, a in enumerate(args):
+            if not isinstance(a, (Tensor, np.ndarray)):
+                raise _kiln.InvalidArgument(
+                    f"{getattr(fn, '__name__', 'kiln.fuse')}: argument {k} is a "
+                    f"{type(a).__name__}; a fused function's arguments are tensors or numpy "
+                    f"arrays (numbers can be written inside it)")
+            t = ops._as_tensor(a, device)
+            if device is not None and t.device is not device:
+                raise _kiln.InvalidArgument(
+                    f"{getattr(fn, '__name__', 'kiln.fuse')}: argument {k} is on another device")
+            device = t.device
+            if np.dtype(t.dtype).name not in _KERNEL_DTYPES + ("bool",):
+                raise _kiln.InvalidArgument(
+                    f"{getattr(fn, '__name__', 'kiln.fuse')}: argument {k} is {t.dtype}; "
+                    f"fused kernels take float32, float16, int32 and bool")
+            tensors.append(t)
+        if not tensors:
+            raise _kiln.InvalidArgument("kiln.fuse: the function takes at least one tensor")
+        key = tuple((tuple(t.shape), np.dtype(t.dtype).name) for t in tensors)
+        entry = traces.get(key)
+        if entry is None:
+            trace = _Trace(device)
+            inputs = []
+            for k, t in enumerate(tensors):
+                is_bool = t.dtype == np.bool_
+                inputs.append(trace.add(("input", k, 0.0, None, "", []), tuple(t.shape),
+                                        np.int32 if is_bool else t.dtype, is_bool))
+            try:
+                out = fn(*inputs)
+            finally:
+                trace.open = False
+            if not isinstance(out, Traced) or out._trace is not trace:
+                raise _kiln.InvalidArgument(
+                    f"{getattr(fn, '__name__', 'kiln.fuse')}: a fused function returns one "
+                    f"value computed from its arguments; got {type(out).__name__}")
+            nodes, used = _prune(trace.nodes, out._node, len(tensors))
+            entry = (tuple((kind, i, v, d, op, tuple(a)) for kind, i, v, d, op, a in nodes),
+                     tuple(used), out.shape, out._dtype, out._bool)
+            traces[key] = entry
+        nodes, used, shape, dtype, is_bool = entry
+        ins = [ops._operand(tensors[k], device) for k in used]
+        if any(not t.size for t in ins):
+            y = ops._from_host(np.zeros(shape, dtype), ins[0])
+        else:
+            spec = [(kind, i, v, d, op, list(a)) for kind, i, v, d, op, a in nodes]
+            y = ops.run(("fused", nodes) + tuple(t._sig for t in ins),
+                        lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins], spec),
+                        *ins)
+        return ops._view(y, y.shape, np.bool_) if is_bool else y
+    return fused

@@ -1,0 +1,156 @@
+"""kiln.fuse: elementwise functions traced into one kernel, against numpy on
+fresh random inputs (outputs are new tensors: the runtime poisons nothing
+here, so every element is compared)."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import require_feature
+
+
+def _edgy(rng, shape):
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    flat = x.reshape(-1)
+    edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0]
+    flat[:min(len(edges), flat.size)] = edges[:flat.size]
+    return x
+
+
+@pytest.mark.parametrize("shapes", [((7, 33), (33,)), ((3, 4099), (1,)), ((1, 1), (1, 1)),
+                                    ((1000,), (5, 1, 1000))], ids=str)
+def test_silu_plus_bias(device, rng, shapes):
+    xs, bs = shapes
+    x = rng.uniform(-3, 3, xs).astype(np.float32)
+    b = rng.standard_normal(bs).astype(np.float32)
+
+    @kiln.fuse
+    def silu_plus(x, b):
+        return x * kiln.ops.sigmoid(x) + b
+
+    y = silu_plus(kiln.tensor(x, device), kiln.tensor(b, device))
+    assert y.shape == np.broadcast_shapes(xs, bs) and y.dtype == np.float32
+    np.testing.assert_allclose(y.numpy(), x / (1 + np.exp(-x)) + b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (3, 4099), (1, 1)], ids=str)
+def test_integer_and_bool_expression_is_exact(device, rng, shape):
+    x = _edgy(rng, shape) * np.float32(1e9)
+    i = rng.integers(-2**31, 2**31, shape[-1:], dtype=np.int64).astype(np.int32)
+    m = rng.random((shape[0], 1)) > 0.5
+
+    @kiln.fuse
+    def f(x, i, m):
+        big = (abs(x) > 1) & m
+        v = kiln.ops.where(big, x.astype(np.int32) // 3, i)
+        return v * v + (~m) - (i >> 3)
+
+    y = f(kiln.tensor(x, device), kiln.tensor(i, device), kiln.tensor(m, device))
+    assert y.dtype == np.int32
+    with np.errstate(invalid="ignore", over="ignore"):
+        xi = np.where(np.isnan(x), 0, np.clip(x, -2**31, 2147483520)).astype(np.int64)
+        v = np.where((np.abs(x) > 1) & m, xi // 3, i).astype(np.int64)
+        want = ((v * v + (~m) - (i >> 3)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_comparisons_give_bools_and_division_is_true(device, rng):
+    a = rng.integers(-50, 50, (7, 33)).astype(np.int32)
+    t = kiln.tensor(a, device)
+    half = kiln.fuse(lambda a: a / 2)(t)
+    assert half.dtype == np.float32
+    np.testing.assert_array_equal(half.numpy(), a / np.float32(2))
+    ge = kiln.fuse(lambda a: (a // 4 >= 1) | (a % 7 == 0))(t)
+    assert ge.dtype == np.bool_
+    np.testing.assert_array_equal(ge.numpy(), (a // 4 >= 1) | (a % 7 == 0))
+    as_bool = kiln.fuse(lambda a: (a - 3).astype(bool))(t)
+    np.testing.assert_array_equal(as_bool.numpy(), (a - 3).astype(bool))
+
+
+def test_clip_fma_and_signed_zero(device, rng):
+    x = _edgy(rng, (5, 40))
+    lo = rng.uniform(-2, 0, (5, 1)).astype(np.float32)
+
+    @kiln.fuse
+    def f(x, lo):
+        return kiln.ops.where(x > 0, kiln.ops.fma(x, 2.0, -0.5).clip(lo, 1.5), -0.0)
+
+    y = f(kiln.tensor(x, device), kiln.tensor(lo, device)).numpy()
+    with np.errstate(invalid="ignore"):
+        want = np.where(x > 0, np.clip(x * 2 - 0.5, lo, 1.5), np.float32(-0.0))
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
+
+
+def test_float16(device, rng):
+    require_feature(device, "shader-f16")
+    x = rng.standard_normal((7, 33)).astype(np.float16)
+    y = kiln.fuse(lambda x: (kiln.ops.exp(x * 0.5) + x).astype(np.float32))(
+        kiln.tensor(x, device))
+    assert y.dtype == np.float32
+    h = x.astype(np.float32)
+    np.testing.assert_allclose(y.numpy(), np.exp(h * 0.5) + h, rtol=3e-3, atol=3e-3)
+
+
+def test_traced_once_per_signature_and_one_kernel(device, rng):
+    calls = []
+
+    @kiln.fuse
+    def f(x, y):
+        calls.append((x.shape, x.dtype, x.ndim, x.size))
+        return kiln.ops.tanh(x) * y - y
+
+    a = kiln.tensor(rng.standard_normal((7, 33)).astype(np.float32), device)
+    b = kiln.tensor(rng.standard_normal(33).astype(np.float32), device)
+    before = len(device._cache)
+    f(a, b)
+    f(a, b)
+    assert calls == [((7, 33), np.float32, 2, 231)]
+    assert len(device._cache) == before + 1  # one program, for the whole expression
+    five = kiln.tensor(np.ones(5, np.float32), device)
+    np.testing.assert_allclose(f(five, five).numpy(), np.tanh(np.ones(5)) - 1, rtol=1e-6)
+    assert len(calls) == 2  # a new signature traces again
+
+
+def test_unused_arguments_and_empty_tensors(device, rng):
+    f = kiln.fuse(lambda x, unused: x + 1)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(f(kiln.tensor(x, device), np.zeros(9, np.int32)).numpy(), x + 1)
+    e = kiln.fuse(lambda x, y: x > y)(kiln.tensor(np.zeros((0, 4), np.float32), device),
+                                      kiln.tensor(np.zeros(4, np.float32), device))
+    assert e.shape == (0, 4) and e.dtype == np.bool_
+    # numpy arrays are arguments too (copied to the device of the tensors).
+    g = kiln.fuse(lambda a, b: a * b)(kiln.tensor(x, device), x)
+    np.testing.assert_allclose(g.numpy(), x * x)
+
+
+def test_errors(device):
+    x = kiln.tensor(np.ones((3, 4), np.float32), device)
+    i = kiln.tensor(np.ones(4, np.int32), device)
+    with pytest.raises(kiln.InvalidArgument, match="argument 1 is a float"):
+        kiln.fuse(lambda a, b: a * b)(x, 2.0)
+    with pytest.raises(kiln.InvalidArgument, match="operands are its arguments"):
+        kiln.fuse(lambda a: a * x)(x)
+    with pytest.raises(kiln.InvalidArgument, match="not elementwise"):
+        kiln.fuse(lambda a: kiln.ops.sum(a))(x)
+    with pytest.raises(kiln.InvalidArgument, match="no truth value"):
+        kiln.fuse(lambda a: a if a > 0 else -a)(x)
+    with pytest.raises(kiln.InvalidArgument, match="returns one value"):
+        kiln.fuse(lambda a: 3.0)(x)
+    with pytest.raises(kiln.InvalidArgument, match="0.5 is not an int32 value"):
+        kiln.fuse(lambda a: a + 0.5)(i)
+    with pytest.raises(kiln.InvalidArgument, match="dtype mismatch: float32 and int32"):
+        kiln.fuse(lambda a, b: a + b)(x, i)
+    with pytest.raises(kiln.InvalidArgument, match="exp takes f32 or f16"):
+        kiln.fuse(lambda a: kiln.ops.exp(a))(i)
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"sub: shapes \(3, 4\), \(5,\) do not broadcast"):
+        kiln.fuse(lambda a, b: a - b)(x, np.ones(5, np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="float64"):
+        kiln.fuse(lambda a: a.astype(np.float64))(x)
+    with pytest.raises(kiln.InvalidArgument, match="uint32"):
+        kiln.fuse(lambda a: a)(kiln.tensor(np.ones(3, np.uint32), device))
+    kept = []
+    kiln.fuse(lambda a: kept.append(a) or a + 1)(x)
+    with pytest.raises(kiln.InvalidArgument, match="after its kiln.fuse call returned"):
+        kept[0] * 2
