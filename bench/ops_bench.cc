@@ -590,6 +590,30 @@ Workload FusedChain(int64_t n, const ops::Target& target) {
   return w;
 }
 
+Workload FusedSilu(int64_t n, const ops::Target& target) {
+  Workload w{"fused expression f32", std::to_string(n),
+             "one kernel: x * sigmoid(x) + b, x read once (ElementwiseFused)"};
+  using N = ops::FusedNode;
+  auto f = ops::ElementwiseFused(
+      {{{n}}, {{n}}},
+      {N::Input(0), N::Op("sigmoid", {0}), N::Op("mul", {0, 1}), N::Input(1), N::Op("add", {2, 3})},
+      target);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  w.inputs = {{"X0", {{n}}}, {"X1", {{n}}}};
+  w.buffers = {{"Y", {{n}}}};
+  w.output = "Y";
+  w.bytes = 12.0 * n;
+  w.reference = [](const Tensors& t, int64_t i) {
+    const double x = t.at("X0")[i];
+    return std::pair{x / (1 + std::exp(-x)) + t.at("X1")[i], 1.0 + std::fabs(x)};
+  };
+  return w;
+}
+
 Workload RowSum(int64_t rows, int64_t cols, const ops::Target& target) {
   Workload w{"sum over the last axis f32", StrCat(rows, "x", cols), ""};
   auto f = ops::Reduce("sum", {{rows, cols}}, false, target);
@@ -802,6 +826,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   std::vector<std::function<Workload()>> workloads = {
       [&] { return ElementwiseAdd(stream, target); },
       [&] { return FusedChain(stream, target); },
+      [&] { return FusedSilu(stream, target); },
       [&] { return RowSum(rows, cols, target); },
       [&] { return SoftmaxRows(rows, cols, target); },
       [&] { return Norm(true, rows, cols, target); },
