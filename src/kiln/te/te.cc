@@ -211,11 +211,6 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
 Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
   switch (kind) {
     case ReducerKind::kSum:
-      // A float sum of products accumulates with one rounding per step.
-      if (const auto* mul = value.as<ir::BinaryNode>();
-          mul != nullptr && mul->op == ir::BinaryOp::kMul && value.dtype().is_float()) {
-        return ir::Call(ir::Intrinsic::kFma, {mul->a, mul->b, acc});
-      }
       return acc + value;
     case ReducerKind::kProd:
       return acc * value;

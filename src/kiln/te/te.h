@@ -126,8 +126,7 @@ std::string_view ReducerName(ReducerKind kind);
 // The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
 Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
 // combine(acc, value). Float max and min propagate NaN (a NaN anywhere in
-// the reduction gives NaN), unlike ir's min/max. A float sum whose value is
-// a product a * b combines as fma(a, b, acc): one rounding per step.
+// the reduction gives NaN), unlike ir's min/max.
 Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value);
 
 class Tensor;

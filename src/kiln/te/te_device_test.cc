@@ -527,8 +527,8 @@ TEST_F(TeDeviceTest, RegisterTiledMatmulInTePrimitives) {
       EXPECT_EQ(wgsl->wgsl.find("C_local_buf["), std::string::npos) << wgsl->wgsl;
       if (vectors) {
         // One vector FMA per four accumulators: a broadcast A element times
-        // a B fragment, added to them.
-        EXPECT_NE(wgsl->wgsl.find("C_local_buf_0 = fma(vec4<f32>(AT_local_buf_0"),
+        // a B fragment.
+        EXPECT_NE(wgsl->wgsl.find("C_local_buf_0 = C_local_buf_0 + vec4<f32>(AT_local_buf_0"),
                   std::string::npos)
             << wgsl->wgsl;
       }

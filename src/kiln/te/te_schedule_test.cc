@@ -58,9 +58,8 @@ TEST(TeScheduleTest, SharedMatmulStagesTilesAndAccumulatesInRegisters) {
   // (a constant once that loop is unrolled).
   EXPECT_TRUE(Contains(ir, "A_shared_buf[i_1, j_1] = A[i_outer * 32 + i_1, k_outer * 8 + j_1]"));
   EXPECT_TRUE(Contains(ir,
-                       "C_local_buf[i_3, j_3] = fma(A_shared_buf[i_inner_outer * 4 + i_3, "
-                       "k_inner], B_shared_buf[k_inner, j_inner_outer * 4 + j_3], "
-                       "C_local_buf[i_3, j_3])"))
+                       "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
+                       "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
       << ir;
   // The tiles of A and B are independent: one barrier before both copies,
   // one after.
@@ -109,9 +108,8 @@ TEST(TeScheduleTest, CopyAheadCopiesTheNextStepAfterTheMath) {
   EXPECT_EQ(Occurrences(ir, "workgroup_barrier()"), 3u) << ir;
   // The math reads the tiles as without copy_ahead.
   EXPECT_TRUE(Contains(ir,
-                       "C_local_buf[i_3, j_3] = fma(A_shared_buf[i_inner_outer * 4 + i_3, "
-                       "k_inner], B_shared_buf[k_inner, j_inner_outer * 4 + j_3], "
-                       "C_local_buf[i_3, j_3])"))
+                       "A_shared_buf[i_inner_outer * 4 + i_3, k_inner] * "
+                       "B_shared_buf[k_inner, j_inner_outer * 4 + j_3]"))
       << ir;
 }
 
