@@ -201,6 +201,11 @@ def _apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> T
     if cast_to is not None:
         return trace.add(("op", 0, 0.0, cast_to, "cast", args), shape, cast_to)
     if op == "where":
+        a, b = operands[1:]
+        if isinstance(a, Traced) and isinstance(b, Traced) and a._dtype != b._dtype:
+            raise _kiln.InvalidArgument(
+                f"where: dtype mismatch: a is {a._dtype.name} but b is {b._dtype.name} (cast "
+                f"one first)")
         return trace.add(("op", 0, 0.0, None, op, args), shape, like,
                          all(isinstance(x, Traced) and x._bool for x in operands[1:]))
     for x in shared:

@@ -16,11 +16,13 @@ floor_div, floor_mod); a Python number as either operand becomes a
 constant in the kernel. Comparisons eq ne lt le gt ge (bool results;
 equal, not_equal, less, less_equal, greater, greater_equal as in numpy).
 Ternary: fma(a, b, c) = a * b + c, clamp(x, lo, hi) (numpy's clip; also
-clip). elementwise_chain(x, steps): several unary and binary steps fused
-into one kernel. The float math takes float32 and float16; neg abs relu,
-add sub mul div floor_div floor_mod max min, the comparisons and clamp
-also int32 (kiln's integer arithmetic: it wraps, div truncates toward zero,
-x / 0 = x, floor_div(x, 0) = x, floor_mod(x, 0) = 0); the bit operations
+clip). elementwise_chain(x, steps): unary, binary, ternary, where and cast
+steps fused into one kernel (kiln.fuse fuses any elementwise function).
+The float math takes float32 and float16; neg abs relu, add sub mul div
+floor_div floor_mod max min pow, the comparisons and clamp also int32
+(kiln's integer arithmetic: it wraps, div truncates toward zero, x / 0 = x,
+floor_div(x, 0) = x, floor_mod(x, 0) = 0, pow with a negative exponent
+truncates 1 / x ** -e, so 0 ** -1 = 0 where numpy raises); the bit operations
 take int32 only (shift amounts modulo 32, shift_right arithmetic). A bool
 tensor is an int32 0 or 1 there.
 Reductions over any axes, numpy style: sum mean prod amax amin (x, axis=None,

@@ -141,6 +141,8 @@ def test_errors(device):
         kiln.fuse(lambda a: a + 0.5)(i)
     with pytest.raises(kiln.InvalidArgument, match="dtype mismatch: float32 and int32"):
         kiln.fuse(lambda a, b: a + b)(x, i)
+    with pytest.raises(kiln.InvalidArgument, match="where: dtype mismatch: a is float32 but b"):
+        kiln.fuse(lambda a, b: kiln.ops.where(a > 0, a, b))(x, i)
     with pytest.raises(kiln.InvalidArgument, match="exp takes f32 or f16"):
         kiln.fuse(lambda a: kiln.ops.exp(a))(i)
     with pytest.raises(kiln.InvalidArgument,

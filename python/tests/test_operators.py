@@ -64,6 +64,11 @@ def test_unary_shift_power_and_matmul(device, rng):
     _same(abs(-t), x)
     _same(t ** 2, x ** 2)
     _same(2 ** t, np.float32(2) ** x)
+    # int32 powers wrap as numpy's int32 arithmetic does.
+    p = rng.integers(-20, 20, (7, 33)).astype(np.int32)
+    tp = kiln.tensor(p, device)
+    np.testing.assert_array_equal((tp ** 3).numpy(), p ** 3)
+    np.testing.assert_array_equal((tp ** tp.clip(0, 9)).numpy(), p ** np.clip(p, 0, 9))
     _same(~ti, ~i)
     _same(-ti, -i)
     _same(ti << 3, i << 3)

@@ -53,11 +53,22 @@ NUMPY_INT_UNARY = {
     "popcount": lambda x: np.array([bin(int(v) & 0xFFFFFFFF).count("1") for v in np.ravel(x)],
                                    np.int32).reshape(np.shape(x)),
 }
+def _int_pow(a, b):
+    # x ** e mod 2^32 for e >= 0; for e < 0 the truncation of 1 / x ** -e.
+    a64, b64 = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+    out = np.empty(a64.shape, np.int64)
+    for i in np.ndindex(a64.shape):
+        x, e = int(a64[i]), int(b64[i])
+        out[i] = pow(x, e, 2**32) if e >= 0 else 1 if x == 1 else (-1 if e % 2 else 1) \
+            if x == -1 else 0
+    return _wrap(out)
+
+
 NUMPY_INT_BINARY = {
     "add": lambda a, b: _wrap(np.int64(1) * a + b), "sub": lambda a, b: _wrap(np.int64(1) * a - b),
     "mul": lambda a, b: _wrap(np.asarray(a, np.int64) * b), "div": _int_div,
     "floor_div": lambda a, b: _int_floor(a, b)[0], "floor_mod": lambda a, b: _int_floor(a, b)[1],
-    "max": np.maximum, "min": np.minimum,
+    "max": np.maximum, "min": np.minimum, "pow": _int_pow,
     "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
     "shift_left": lambda a, b: _wrap(np.asarray(a, np.int64) << (np.asarray(b) & 31)),
     "shift_right": lambda a, b: np.right_shift(a, np.asarray(b) & 31),
@@ -138,7 +149,7 @@ def test_integer_ops(device, rng, op, shapes):
         got = getattr(kiln.ops, op)(kiln.tensor(a, device)).numpy()
         want = NUMPY_INT_UNARY[op](a)
     else:
-        small = op in ("div", "floor_div", "floor_mod", "shift_left", "shift_right")
+        small = op in ("div", "floor_div", "floor_mod", "shift_left", "shift_right", "pow")
         b = _edgy_ints(rng, shapes[1], -40, 40) if small else _edgy_ints(rng, shapes[1])
         got = getattr(kiln.ops, op)(kiln.tensor(a, device), kiln.tensor(b, device)).numpy()
         want = NUMPY_INT_BINARY[op](a, b)

@@ -35,11 +35,11 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
 // operands.
 enum class StepKind { kUnary, kBinary, kTernary, kWhere, kCast };
 
-// A chain step, checked: its kind, and the dtypes of the running value
-// before it, of its operands and after it.
+// A chain step, checked: its kind, and the dtypes of its operands and of
+// the running value after it.
 struct CheckedStep {
   StepKind kind = StepKind::kUnary;
-  ir::DataType in, operand, out;
+  ir::DataType operand, out;
 };
 
 std::string_view OperandName(int which) {
@@ -87,7 +87,7 @@ StatusOr<CheckedStep> CheckChainStep(const ChainStep& step, size_t k, ir::DataTy
                                      int* tensors) {
   const std::string where = StrCat("step ", k + 1, " (", step.op, ") of the chain");
   CheckedStep c;
-  c.in = c.operand = c.out = dtype;
+  c.operand = c.out = dtype;
   const bool ternary = internal::IsTernary(step.op), is_where = step.op == "where";
   if (step.op == "cast") {
     c.kind = StepKind::kCast;
@@ -312,6 +312,9 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
   const std::string where =
       StrCat("node ", j, n.kind == FusedNode::Kind::kOp ? StrCat(" (", n.op, ")") : "",
              " of the fused expression");
+  if (n.kind != FusedNode::Kind::kOp && !n.args.empty()) {
+    return InvalidArgument(where, ": an input or constant node takes no arguments");
+  }
   switch (n.kind) {
     case FusedNode::Kind::kInput:
       if (n.input < 0 || n.input >= static_cast<int>(inputs.size())) {

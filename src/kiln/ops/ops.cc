@@ -89,7 +89,35 @@ bool IntegerOnly(std::string_view op) {
 }
 bool FloatOnly(std::string_view op) {
   return OneOf(op, {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-                    "erf", "floor", "ceil", "round", "trunc", "gelu", "pow", "fma"});
+                    "erf", "floor", "ceil", "round", "trunc", "gelu", "fma"});
+}
+
+// x ** e on integers: square-and-multiply over the 31 bits of e >= 0, the
+// products wrapping; for e < 0 the truncation of 1 / x ** -e (1 for x = 1,
+// +-1 for x = -1, else 0, 0 ** e included).
+ir::Expr IntegerPow(const ir::Expr& a, const ir::Expr& b) {
+  const ir::DataType t = a.dtype();
+  auto c = [&](int64_t v) { return ir::IntConst(t, v); };
+  ir::Var x("pow_x", t), e("pow_e", t);
+  std::vector<std::pair<ir::Var, ir::Expr>> lets;
+  ir::Expr result = c(1), base = x;
+  for (int bit = 0; bit < 31; ++bit) {
+    ir::Var r(StrCat("pow_r", bit), t);
+    const ir::Expr set = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(int64_t{1} << bit)}) != c(0);
+    lets.emplace_back(r, ir::Select(set, result * base, result));
+    result = r;
+    if (bit + 1 < 31) {
+      ir::Var sq(StrCat("pow_b", bit + 1), t);
+      lets.emplace_back(sq, base * base);
+      base = sq;
+    }
+  }
+  const ir::Expr odd = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(1)}) != c(0);
+  const ir::Expr negative =
+      ir::Select(x == c(1), c(1), ir::Select(x == c(-1), ir::Select(odd, c(-1), c(1)), c(0)));
+  ir::Expr out = ir::Select(e < c(0), negative, result);
+  for (size_t k = lets.size(); k-- > 0;) out = ir::Let(lets[k].first, lets[k].second, out);
+  return ir::Let(x, a, ir::Let(e, b, out));
 }
 
 }  // namespace
@@ -300,7 +328,9 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "floor_mod") return ir::FloorMod(a, b);
   if (op == "max") return ir::Max(a, b);
   if (op == "min") return ir::Min(a, b);
-  if (op == "pow") return ir::Call(ir::Intrinsic::kPow, {a, b});
+  if (op == "pow") {
+    return a.dtype().is_float() ? ir::Call(ir::Intrinsic::kPow, {a, b}) : IntegerPow(a, b);
+  }
   if (op == "bitwise_and") return ir::Call(ir::Intrinsic::kBitwiseAnd, {a, b});
   if (op == "bitwise_or") return ir::Call(ir::Intrinsic::kBitwiseOr, {a, b});
   if (op == "bitwise_xor") return ir::Call(ir::Intrinsic::kBitwiseXor, {a, b});

@@ -75,13 +75,15 @@ const std::vector<std::string_view>& TernaryOpNames();
 //   reduce:  sum mean max min prod
 const std::vector<std::string_view>& ReduceOpNames();
 // Whether elementwise op `op` takes tensors of `dtype`: the float math
-// (exp through trunc, gelu, pow, fma) takes f32 and f16; the bit operations
+// (exp through trunc, gelu, fma) takes f32 and f16; the bit operations
 // (bitwise_*, popcount, shifts) take i32; the rest (neg abs relu add sub
-// mul div floor_div floor_mod max min, the comparisons, clamp) take f32,
-// f16 and i32. i32 arithmetic is the IR's (docs/ir.md): it wraps, div
+// mul div floor_div floor_mod max min pow, the comparisons, clamp) take
+// f32, f16 and i32. i32 arithmetic is the IR's (docs/ir.md): it wraps, div
 // truncates toward zero and floor_div rounds toward -inf (floor_mod takes
 // the divisor's sign), x / 0 = x and floor_mod(x, 0) = 0, shifts take their
-// amount modulo 32, shift_right is arithmetic.
+// amount modulo 32, shift_right is arithmetic; i32 pow wraps, and for a
+// negative exponent is the truncation of 1 / x^-e (1 for x = 1, +-1 for
+// x = -1, else 0, x = 0 included).
 bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype);
 
 // An elementwise operator: one input for a unary op (Y = op(X)), two for a

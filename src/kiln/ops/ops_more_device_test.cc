@@ -969,6 +969,14 @@ int32_t RefInt(const std::string& op, int32_t a, int32_t b = 0) {
   if (op == "bitwise_xor") return wrap(ua ^ ub);
   if (op == "shift_left") return wrap(ua << (ub & 31));
   if (op == "shift_right") return a >> (ub & 31);
+  if (op == "pow") {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0;
+    uint32_t r = 1, base = ua;
+    for (uint32_t e = ub; e != 0; e >>= 1, base *= base) {
+      if ((e & 1) != 0) r *= base;
+    }
+    return wrap(r);
+  }
   ADD_FAILURE() << "no i32 reference for " << op;
   return 0;
 }
@@ -1025,7 +1033,7 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerOps) {
       if (ElementwiseOpTakes(op, ir::kI32)) ops.push_back(op);
     }
   }
-  ASSERT_EQ(ops.size(), 18u);  // 5 unary, 13 binary
+  ASSERT_EQ(ops.size(), 19u);  // 5 unary, 14 binary
   for (std::string_view name : ops) {
     const std::string op(name);
     const bool unary =
@@ -1043,7 +1051,7 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerOps) {
       // Shift amounts and divisors small enough to reach 0, 31, 32 and
       // negative amounts often.
       const bool small_b = op == "shift_left" || op == "shift_right" || op == "div" ||
-                           op == "floor_div" || op == "floor_mod";
+                           op == "floor_div" || op == "floor_mod" || op == "pow";
       std::vector<int32_t> a = EdgyInts(NumElements(a_shape), false);
       std::vector<int32_t> b = EdgyInts(NumElements(b_shape), small_b);
       // Output 0 reads element 0 of both: INT_MIN (EdgyInts' first) with

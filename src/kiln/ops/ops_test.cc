@@ -176,6 +176,10 @@ TEST(OpsTest, FusedExpressionsComputeSharedValuesOnceAndCheckTheirNodes) {
 
   using N = FusedNode;
   ExpectError(ElementwiseFused({x}, {}, t).status(), {"at least one node"});
+  FusedNode input_with_args = N::Input(0);
+  input_with_args.args = {7};
+  ExpectError(ElementwiseFused({x}, {input_with_args}, t).status(),
+              {"node 0 of the fused expression", "takes no arguments"});
   ExpectError(ElementwiseFused({x}, {N::Input(1)}, t).status(),
               {"node 0 of the fused expression", "input 1 is out of range (1 inputs)"});
   ExpectError(ElementwiseFused({x}, {N::Input(0), N::Op("add", {0, 1})}, t).status(),
@@ -264,10 +268,10 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   const Target t = Default();
   const TensorType i7{{7}, ir::kI32}, f7{{7}};
   for (std::string_view op : {"add", "neg", "abs", "relu", "max", "bitwise_and", "popcount",
-                              "shift_right", "lt", "clamp"}) {
+                              "shift_right", "lt", "clamp", "pow"}) {
     EXPECT_TRUE(ElementwiseOpTakes(op, ir::kI32)) << op;
   }
-  for (std::string_view op : {"exp", "pow", "gelu", "fma", "floor"}) {
+  for (std::string_view op : {"exp", "gelu", "fma", "floor"}) {
     EXPECT_FALSE(ElementwiseOpTakes(op, ir::kI32)) << op;
     EXPECT_TRUE(ElementwiseOpTakes(op, ir::kF16)) << op;
   }
