@@ -295,7 +295,10 @@ def test_integer_and_comparison_errors(device):
 def test_chain_of_ternary_where_and_cast_steps(device, rng, shape):
     x = rng.uniform(-2, 2, shape).astype(np.float32)
     x.flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
-    b = rng.uniform(-2, 2, shape[-1:]).astype(np.float32)
+    # +-2^k: x * b is exact, so fma and a multiply and add agree, and so
+    # does the comparison after them on any device.
+    b = (rng.choice([-1, 1], shape[-1:]) * 2.0 ** rng.integers(-2, 3, shape[-1:])).astype(
+        np.float32)
     hi = rng.uniform(-1, 2, (shape[0], 1)).astype(np.float32)
     pick = rng.uniform(-2, 2, shape).astype(np.float32)
     other = rng.integers(-100, 100, shape[-1:]).astype(np.int32)

@@ -906,6 +906,15 @@ TEST_F(OpsMoreDeviceTest, WhereBroadcasts) {
   }
 }
 
+// f32 to i32 by the IR's rule: truncated toward zero, saturated (at the
+// largest f32 below 2^31), NaN giving 0.
+int32_t RefToInt(float v) {
+  return std::isnan(v)         ? 0
+         : v >= 2147483520.0f  ? 2147483520
+         : v <= -2147483648.0f ? INT32_MIN
+                               : static_cast<int32_t>(v);
+}
+
 TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
   std::vector<float> x = Random(1000, -3e9f, 3e9f);
   x[0] = kNan;
@@ -916,13 +925,7 @@ TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
   auto to_int = Cast({{1000}}, ir::kI32, target_);
   ASSERT_TRUE(to_int.ok()) << to_int.status();
   std::vector<int32_t> want(1000);
-  for (int i = 0; i < 1000; ++i) {
-    const float v = x[i];
-    want[i] = std::isnan(v)         ? 0
-              : v >= 2147483520.0f  ? 2147483520
-              : v <= -2147483648.0f ? INT32_MIN
-                                    : static_cast<int32_t>(v);
-  }
+  for (int i = 0; i < 1000; ++i) want[i] = RefToInt(x[i]);
   Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(1000)}};
   ASSERT_NO_FATAL_FAILURE(Run(*to_int, {"X"}, t, true));
   EXPECT_EQ(Ints(t["Y"]), want);
@@ -1313,12 +1316,6 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerChain) {
 //   v = clamp(fma(x, B1, 0.25), -1, C2) > 0 ? B4 : -0.0  (f32, exact)
 //   Y = where(i32(v * 1000), 7, C7)                        (i32)
 TEST_F(ElementwiseTypesDeviceTest, ChainOfTernaryWhereAndCastSteps) {
-  auto to_int = [](float v) {
-    return std::isnan(v)         ? 0
-           : v >= 2147483520.0f  ? 2147483520
-           : v <= -2147483648.0f ? INT32_MIN
-                                 : static_cast<int32_t>(v);
-  };
   for (const Shape& shape : {Shape{7, 33}, Shape{3, 4099}, Shape{1, 1}}) {
     SCOPED_TRACE(ShapeToString(shape));
     const int64_t rows = shape[0], cols = shape[1], n = rows * cols;
@@ -1339,8 +1336,16 @@ TEST_F(ElementwiseTypesDeviceTest, ChainOfTernaryWhereAndCastSteps) {
     for (const ir::Param& p : f->params()) names.push_back(p.name());
     EXPECT_EQ(names, (std::vector<std::string>{"X", "B1", "C2", "B4", "C7", "Y"}));
     EXPECT_EQ(f->params().back().buffer().dtype(), ir::kI32);
+    // B1 is +-2^k (or an edge value): x * B1 is exact, so the fma's one
+    // rounding and a separate multiply and add agree, and so does the
+    // comparison after it on any device.
     std::vector<float> x = EdgyFloats(n), b1 = EdgyFloats(cols), c2 = Random(rows, -2, 2),
                        b4 = EdgyFloats(n);
+    for (int64_t c = 0; c < cols; ++c) {
+      if (std::isfinite(b1[c]) && b1[c] != 0) {
+        b1[c] = std::ldexp(b1[c] < 0 ? -1.0f : 1.0f, static_cast<int>(c % 5) - 2);
+      }
+    }
     c2[0] = kNan;  // a NaN bound makes the row's clamp NaN, so its test false
     std::vector<int32_t> c7 = EdgyInts(cols, false);
     std::vector<int32_t> want(n);
@@ -1352,7 +1357,7 @@ TEST_F(ElementwiseTypesDeviceTest, ChainOfTernaryWhereAndCastSteps) {
       const float clamped =
           std::isnan(fused) || std::isnan(hi) ? kNan : std::min(std::max(fused, -1.0f), hi);
       const float v = clamped > 0.0f ? b4[k] : -0.0f;
-      want[k] = to_int(v * 1000.0f) != 0 ? 7 : c7[c];
+      want[k] = RefToInt(v * 1000.0f) != 0 ? 7 : c7[c];
     }
     Tensors t = {{"X", Words(x)},   {"B1", Words(b1)}, {"C2", Words(c2)},
                  {"B4", Words(b4)}, {"C7", Words(c7)}, {"Y", std::vector<uint32_t>(n)}};
@@ -1417,12 +1422,6 @@ TEST_F(ElementwiseTypesDeviceTest, FusedSiluPlusBias) {
 // values read two and three times, compared exactly:
 //   m = |x| > 1; v = where(m, i32(x), c) + m; Y = v * v
 TEST_F(ElementwiseTypesDeviceTest, FusedIntegerExpressionIsExact) {
-  auto to_int = [](float v) {
-    return std::isnan(v)         ? 0
-           : v >= 2147483520.0f  ? 2147483520
-           : v <= -2147483648.0f ? INT32_MIN
-                                 : static_cast<int32_t>(v);
-  };
   for (const Shape& shape : {Shape{7, 33}, Shape{3, 4099}, Shape{1, 1}}) {
     SCOPED_TRACE(ShapeToString(shape));
     const int64_t cols = shape[1], n = NumElements(shape);
@@ -1440,7 +1439,7 @@ TEST_F(ElementwiseTypesDeviceTest, FusedIntegerExpressionIsExact) {
     std::vector<int32_t> want(n);
     for (int64_t k = 0; k < n; ++k) {
       const int32_t m = std::fabs(x[k]) > 1.0f ? 1 : 0;  // NaN: 0
-      const uint32_t v = static_cast<uint32_t>(m != 0 ? to_int(x[k]) : c[k % cols]) + m;
+      const uint32_t v = static_cast<uint32_t>(m != 0 ? RefToInt(x[k]) : c[k % cols]) + m;
       want[k] = static_cast<int32_t>(v * v);
     }
     Tensors t = {{"X0", Words(x)}, {"X1", Words(c)}, {"Y", std::vector<uint32_t>(n)}};
@@ -1478,13 +1477,15 @@ TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kF32, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}}, h, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kI32, target_)));
-  // A chain in f16 through ternary, comparison and where steps, cast to
-  // f32; and one from f32 cast to f16 midway.
+  // A chain in f16 through comparison, where and clamp steps, cast to f32
+  // (each step exact: a rounding step before the comparison could put a
+  // value on either side of it, and an f16 fma may round once or twice);
+  // and one from f32 cast to f16 midway.
   ASSERT_NO_FATAL_FAILURE(CheckF16(ElementwiseChain(
       {{33, 7}, h},
-      {ChainStep::Ternary("fma", TensorType{{7}, h}, 0.5), ChainStep::Ternary("clamp", -1.0, 1.0),
-       ChainStep::WithConstant("lt", 0.25),
-       ChainStep::Ternary("where", TensorType{{33, 1}, h}, -0.0), ChainStep::CastTo(ir::kF32)},
+      {ChainStep::WithConstant("lt", 0.25),
+       ChainStep::Ternary("where", TensorType{{33, 1}, h}, -0.0),
+       ChainStep::Ternary("clamp", -1.0, TensorType{{7}, h}), ChainStep::CastTo(ir::kF32)},
       target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(ElementwiseChain(
       {{1000}},
