@@ -18,7 +18,9 @@ mean on kiln.Tensor (`/` of int32 divides in float32, `~ & | ^` of bools are
 logical, comparisons give bools).
 
 The arguments are the kernel's inputs: tensors or numpy arrays, all on one
-device. Anything else an elementwise function cannot be (a reduction, a
+device. Numbers the function reads (its constants, or variables it closes
+over) are baked into the trace: a later call with the same shapes and
+dtypes reuses it, so a number that changes must be passed as a tensor. Anything else an elementwise function cannot be (a reduction, a
 tensor that is not an argument, Python control flow on values) is an error
 while tracing.
 """

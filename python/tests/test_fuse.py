@@ -156,3 +156,14 @@ def test_errors(device):
     kiln.fuse(lambda a: kept.append(a) or a + 1)(x)
     with pytest.raises(kiln.InvalidArgument, match="after its kiln.fuse call returned"):
         kept[0] * 2
+
+
+def test_numbers_are_baked_into_the_trace(device):
+    scale = [2.0]
+    f = kiln.fuse(lambda x: x * scale[0])
+    x = kiln.tensor(np.ones(3, np.float32), device)
+    np.testing.assert_array_equal(f(x).numpy(), [2, 2, 2])
+    scale[0] = 3.0
+    np.testing.assert_array_equal(f(x).numpy(), [2, 2, 2])  # the same signature's trace
+    np.testing.assert_array_equal(f(kiln.tensor(np.ones(4, np.float32), device)).numpy(),
+                                  [3, 3, 3, 3])  # a new signature traces again
