@@ -234,8 +234,7 @@ def apply_cast(x: Any, dtype: str) -> Traced:
     return _apply("cast", [x], cast_to=dtype)
 
 
-def _prune(nodes: List[Tuple[Any, ...]], out: int,
-           inputs: int) -> Tuple[List[Tuple[Any, ...]], List[int]]:
+def _prune(nodes: List[Tuple[Any, ...]], out: int) -> Tuple[List[Tuple[Any, ...]], List[int]]:
     """The nodes the output reads, renumbered with the output last, and the
     arguments they read (the kernel's inputs, renumbered in order)."""
     reached = {out}
@@ -301,7 +300,7 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                 raise _kiln.InvalidArgument(
                     f"{getattr(fn, '__name__', 'kiln.fuse')}: a fused function returns one "
                     f"value computed from its arguments; got {type(out).__name__}")
-            nodes, used = _prune(trace.nodes, out._node, len(tensors))
+            nodes, used = _prune(trace.nodes, out._node)
             entry = (tuple((kind, i, v, d, op, tuple(a)) for kind, i, v, d, op, a in nodes),
                      tuple(used), out.shape, out._dtype, out._bool)
             traces[key] = entry
