@@ -129,10 +129,10 @@ for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
     setattr(Traced, f"__{_name}__", _method(_name))
 Traced.__truediv__ = lambda self, other: _true_divide(self, other)  # type: ignore[attr-defined]
 Traced.__rtruediv__ = lambda self, other: _true_divide(other, self)  # type: ignore[attr-defined]
-Traced.__neg__ = lambda self: _apply("neg", [self])  # type: ignore[attr-defined]
+Traced.__neg__ = lambda self: apply("neg", [self])  # type: ignore[attr-defined]
 Traced.__pos__ = lambda self: self  # type: ignore[attr-defined]
-Traced.__abs__ = lambda self: _apply("abs", [self])  # type: ignore[attr-defined]
-Traced.__invert__ = lambda self: _apply("bitwise_not", [self])  # type: ignore[attr-defined]
+Traced.__abs__ = lambda self: apply("abs", [self])  # type: ignore[attr-defined]
+Traced.__invert__ = lambda self: apply("bitwise_not", [self])  # type: ignore[attr-defined]
 Traced.__hash__ = object.__hash__  # type: ignore[assignment]
 
 
@@ -162,7 +162,7 @@ def _check_takes(trace: _Trace, op: str, dtype: np.dtype, arity: int) -> None:
         _kiln.ops.elementwise(trace.device, op, [((1,), dtype.name)] * arity)
 
 
-def _apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Traced:
+def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Traced:
     """Records `op` on the operands (traced values and numbers)."""
     trace = next(x._trace for x in operands if isinstance(x, Traced))
     if not trace.open:
@@ -179,7 +179,7 @@ def _apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> T
                 f"tensors as arguments)")
     every_bool = all(isinstance(x, Traced) and x._bool for x in operands)
     if op == "bitwise_not" and every_bool:  # numpy's ~ of bools is logical
-        return _apply("eq", [operands[0], 0])
+        return apply("eq", [operands[0], 0])
     # The dtype numbers take: the operands that share one (a where's last two).
     shared = operands[1:] if op == "where" else operands
     like = next((x._dtype for x in shared if isinstance(x, Traced)), None)
@@ -221,17 +221,13 @@ def _apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> T
     return trace.add(("op", 0, 0.0, None, op, args), shape, like, logical)
 
 
-def apply(op: str, operands: Sequence[Any]) -> Traced:
-    return _apply(op, operands)
-
-
 def apply_cast(x: Any, dtype: str) -> Traced:
     if dtype == "bool":  # numpy's astype(bool): non-zero
-        return _apply("ne", [x, 0])
+        return apply("ne", [x, 0])
     if dtype not in _KERNEL_DTYPES:
         raise _kiln.InvalidArgument(
             f"cast: dtype {dtype} is not one a kernel computes in ({', '.join(_KERNEL_DTYPES)})")
-    return _apply("cast", [x], cast_to=dtype)
+    return apply("cast", [x], cast_to=dtype)
 
 
 def _prune(nodes: List[Tuple[Any, ...]], out: int) -> Tuple[List[Tuple[Any, ...]], List[int]]:

@@ -31,6 +31,19 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
   return te::Lower(schedule, {out}, inputs, name, target.limits);
 }
 
+// Whether `v` is an i32 value (an integer in i32's range).
+bool IsI32Value(double v) {
+  return v >= -2147483648.0 && v <= 2147483647.0 && v == std::trunc(v);
+}
+
+// "unknown elementwise op" naming every op a chain step or fused node takes.
+Status UnknownStepOp(std::string_view op) {
+  std::vector<std::string_view> known = internal::ElementwiseOpNames();
+  known.emplace_back("where");
+  known.emplace_back("cast");
+  return internal::UnknownOp("elementwise", op, known);
+}
+
 // What a chain step does with the running value, and with how many
 // operands.
 enum class StepKind { kUnary, kBinary, kTernary, kWhere, kCast };
@@ -60,8 +73,7 @@ Status CheckChainOperand(const std::optional<TensorType>& tensor,
                            which == 0 ? "" : " operands", "); it is ", tensor ? "both" : "neither");
   }
   if (constant) {
-    if (dtype == ir::kI32 && !(*constant >= -2147483648.0 && *constant <= 2147483647.0 &&
-                               *constant == std::trunc(*constant))) {
+    if (dtype == ir::kI32 && !IsI32Value(*constant)) {
       return InvalidArgument(where, ": the constant ", *constant, " is not an i32 (", what,
                              " is i32)");
     }
@@ -98,10 +110,7 @@ StatusOr<CheckedStep> CheckChainStep(const ChainStep& step, size_t k, ir::DataTy
   } else if (ternary || is_where) {
     c.kind = is_where ? StepKind::kWhere : StepKind::kTernary;
   } else {
-    std::vector<std::string_view> known = internal::ElementwiseOpNames();
-    known.emplace_back("where");
-    known.emplace_back("cast");
-    return internal::UnknownOp("elementwise", step.op, known).WithContext(where);
+    return UnknownStepOp(step.op).WithContext(where);
   }
   const int operands = c.kind == StepKind::kUnary || c.kind == StepKind::kCast ? 0
                        : c.kind == StepKind::kBinary                           ? 1
@@ -325,8 +334,7 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
     case FusedNode::Kind::kConstant:
       KILN_RETURN_IF_ERROR(
           internal::CheckData({{1}, n.dtype}, target, StrCat("the constant of ", where)));
-      if (n.dtype == ir::kI32 && !(n.value >= -2147483648.0 && n.value <= 2147483647.0 &&
-                                   n.value == std::trunc(n.value))) {
+      if (n.dtype == ir::kI32 && !IsI32Value(n.value)) {
         return InvalidArgument(where, ": the constant ", n.value, " is not an i32");
       }
       return NodeType{n.dtype, {}};
@@ -334,12 +342,7 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
       break;
   }
   const size_t arity = FusedArity(n.op);
-  if (arity == 0) {
-    std::vector<std::string_view> known = internal::ElementwiseOpNames();
-    known.emplace_back("where");
-    known.emplace_back("cast");
-    return internal::UnknownOp("elementwise", n.op, known).WithContext(where);
-  }
+  if (arity == 0) return UnknownStepOp(n.op).WithContext(where);
   if (n.args.size() != arity) {
     return InvalidArgument(where, ": ", n.op, " takes ", arity, " argument", arity == 1 ? "" : "s",
                            ", not ", n.args.size());
