@@ -167,3 +167,20 @@ def test_numbers_are_baked_into_the_trace(device):
     np.testing.assert_array_equal(f(x).numpy(), [2, 2, 2])  # the same signature's trace
     np.testing.assert_array_equal(f(kiln.tensor(np.ones(4, np.float32), device)).numpy(),
                                   [3, 3, 3, 3])  # a new signature traces again
+
+
+def test_too_deep_expressions_are_refused(device, rng):
+    # Thousands of operators in one expression: a clear error, nothing
+    # built, and the device goes on working.
+    def deep(a):
+        for _ in range(2600):
+            a = a * 0.5 + 1.0
+        return a
+
+    x = kiln.tensor(rng.standard_normal(100).astype(np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="nests more than 512 levels deep"):
+        kiln.fuse(deep)(x)
+    with pytest.raises(kiln.InvalidArgument, match="of the chain nest more than 512 levels"):
+        kiln.ops.elementwise_chain(x, [("mul", 0.5), ("add", 1.0)] * 5000)
+    y = kiln.ops.elementwise_chain(x, ["neg"] * 300).numpy()
+    np.testing.assert_array_equal(y, x.numpy())

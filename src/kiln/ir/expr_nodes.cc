@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <unordered_map>
+#include <vector>
 
 namespace kiln::ir {
 namespace {
@@ -337,6 +339,89 @@ std::optional<int64_t> AsConstInt(const Expr& e) {
 bool IsConstInt(const Expr& e, int64_t value) {
   std::optional<int64_t> c = AsConstInt(e);
   return c.has_value() && *c == value;
+}
+
+namespace {
+
+// Calls f on each operand of e (not the var a let binds).
+template <typename F>
+void ForEachOperand(const Expr& e, F&& f) {
+  switch (e.kind()) {
+    case ExprKind::kBinary:
+      f(e.as<BinaryNode>()->a);
+      f(e.as<BinaryNode>()->b);
+      return;
+    case ExprKind::kNot:
+      f(e.as<NotNode>()->a);
+      return;
+    case ExprKind::kSelect:
+      f(e.as<SelectNode>()->cond);
+      f(e.as<SelectNode>()->true_value);
+      f(e.as<SelectNode>()->false_value);
+      return;
+    case ExprKind::kCast:
+      f(e.as<CastNode>()->value);
+      return;
+    case ExprKind::kReinterpret:
+      f(e.as<ReinterpretNode>()->value);
+      return;
+    case ExprKind::kLet:
+      f(e.as<LetNode>()->value);
+      f(e.as<LetNode>()->body);
+      return;
+    case ExprKind::kRamp:
+      f(e.as<RampNode>()->base);
+      f(e.as<RampNode>()->stride);
+      return;
+    case ExprKind::kBroadcast:
+      f(e.as<BroadcastNode>()->value);
+      return;
+    case ExprKind::kLoad:
+      for (const Expr& i : e.as<LoadNode>()->indices) f(i);
+      return;
+    case ExprKind::kCall:
+      for (const Expr& a : e.as<CallNode>()->args) f(a);
+      return;
+    default:
+      return;  // constants and variables
+  }
+}
+
+}  // namespace
+
+int ExprDepth(const Expr& e, int cap) {
+  if (!e.defined()) return 0;
+  // Depth-first with an explicit stack of (node, operands pushed, path
+  // length from e); each shared node is measured once.
+  struct Entry {
+    const Expr* expr;
+    bool expanded;
+    int level;
+  };
+  std::unordered_map<const ExprNode*, int> depth;
+  std::vector<Entry> stack = {{&e, false, 1}};
+  while (!stack.empty()) {
+    const Entry top = stack.back();
+    if (depth.count(top.expr->get()) != 0) {
+      stack.pop_back();
+      continue;
+    }
+    if (!top.expanded) {
+      if (top.level > cap) return cap + 1;
+      stack.back().expanded = true;
+      ForEachOperand(*top.expr, [&](const Expr& c) {
+        if (c.defined() && depth.count(c.get()) == 0) stack.push_back({&c, false, top.level + 1});
+      });
+      continue;
+    }
+    stack.pop_back();
+    int d = 0;
+    ForEachOperand(*top.expr, [&](const Expr& c) {
+      if (c.defined()) d = std::max(d, depth[c.get()]);
+    });
+    depth[top.expr->get()] = d + 1;
+  }
+  return std::min(depth[e.get()], cap + 1);
 }
 
 }  // namespace kiln::ir

@@ -330,4 +330,15 @@ std::optional<int64_t> AsConstInt(const Expr& e);
 // True if e is an integer constant equal to `value`.
 bool IsConstInt(const Expr& e, int64_t value);
 
+// The deepest nesting an expression may have: the compiler's passes recurse
+// over expressions, and a deeper one (a chain of thousands of operators)
+// would exhaust the stack. The verifier refuses deeper expressions, and the
+// operator library refuses chains and fused expressions that would build one.
+inline constexpr int kMaxExprDepth = 512;
+
+// The number of nodes on the longest path from `e` to a leaf (a constant
+// or a variable has depth 1), counting at most up to `cap` + 1: anything
+// deeper reports cap + 1. Iterative, so any depth is safe to measure.
+int ExprDepth(const Expr& e, int cap = kMaxExprDepth);
+
 }  // namespace kiln::ir

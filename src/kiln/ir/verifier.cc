@@ -208,11 +208,30 @@ class FunctionVerifier {
                  options_.limits.max_storage_buffers_per_stage,
                  " storage buffers per shader stage (maxStorageBuffersPerShaderStage)"));
     }
+    // Before anything recursive looks at the expressions (the messages
+    // below quote printed lines): how deep each one nests.
+    KILN_RETURN_IF_ERROR(CheckDepth());
     KILN_RETURN_IF_ERROR(CheckStmt(f_.body()));
     return Status::Ok();
   }
 
  private:
+  // The deepest expression of the function, measured without recursion.
+  Status CheckDepth() const {
+    struct Deepest : StmtVisitor {
+      int depth = 0;
+      void VisitExpr(const Expr& e) override { depth = std::max(depth, ExprDepth(e)); }
+    } deepest;
+    deepest.VisitStmt(f_.body());
+    if (deepest.depth > kMaxExprDepth) {
+      return CompileError("function '", f_.name(), "': an expression nests more than ",
+                          kMaxExprDepth,
+                          " levels deep; kiln compiles expressions up to that depth (split a "
+                          "long one with let statements)");
+    }
+    return Status::Ok();
+  }
+
   // ------------------------------------------------------------ messages
 
   // The statement being checked, or null at the function's signature.

@@ -30,6 +30,7 @@
 //  * shared allocations have constant shapes and their total size fits
 //    options.max_workgroup_storage_bytes; local allocations have constant
 //    shapes;
+//  * expressions nest at most kMaxExprDepth levels (expr_nodes.h);
 //  * function names are identifiers, distinct within a module;
 //  * subgroup intrinsics only where options.allow_subgroups.
 #pragma once

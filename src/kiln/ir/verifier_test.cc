@@ -439,6 +439,31 @@ TEST(VerifierTest, UniformBarriersAndSharedWithinLimitPass) {
   EXPECT_FALSE(Verify(*m, small).ok());
 }
 
+// Expressions deeper than kMaxExprDepth (only the builder makes them; the
+// parser stops earlier) are refused before anything recursive visits them,
+// however deep.
+TEST(VerifierTest, ExpressionsDeeperThanTheLimitAreRefused) {
+  Buffer a("A", kF32, {Expr(4)});
+  for (int depth : {kMaxExprDepth, kMaxExprDepth + 1, 8000}) {
+    Expr value = LoadNode::make(a, {Expr(0)});  // 2 deep
+    for (int k = 2; k < depth; ++k) value = -value;
+    EXPECT_EQ(ExprDepth(value), std::min(depth, kMaxExprDepth + 1));
+    Function f("f", {Param::FromBuffer(a)}, StoreNode::make(a, {Expr(1)}, value));
+    Status s = Verify(f);
+    if (depth <= kMaxExprDepth) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.message(),
+                "function 'f': an expression nests more than 512 levels deep; kiln compiles "
+                "expressions up to that depth (split a long one with let statements)");
+    }
+  }
+  // Shared operands are measured once: 2^60 paths, 62 levels.
+  Expr x = LoadNode::make(a, {Expr(0)});
+  for (int k = 0; k < 60; ++k) x = x + x;
+  EXPECT_EQ(ExprDepth(x), 62);
+}
+
 // With the parser's SourceMap, errors point into the user's text (its own
 // layout, comments and blank lines), not into the module as printed.
 TEST(VerifierTest, SourceMapGivesTheUsersLineAndColumn) {

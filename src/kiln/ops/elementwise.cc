@@ -1,4 +1,5 @@
 // Elementwise operators and fused elementwise chains.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -244,6 +245,10 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
   std::vector<te::Tensor> stages;
   te::Tensor value = X;
   Shape value_shape = input.shape;
+  // How deep the steps nest once inlined into one expression: each adds its
+  // own expression's depth over that of the running value's load.
+  int depth = 0;
+  int load_depth = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
     const ChainStep& step = steps[k];
     const CheckedStep& c = checked[k];
@@ -265,6 +270,7 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
     value = te::Compute(
         last ? "Y" : StrCat("T", k + 1), Extents(step_shape), [&](const std::vector<ir::Var>& i) {
           ir::Expr v = prev(BroadcastIndex(prev_shape, step_shape, i));
+          load_depth = k == 0 ? 0 : ir::ExprDepth(v);
           auto other = [&](int w) -> ir::Expr {
             if (tensors[w]->has_value()) {
               return operand[w](BroadcastIndex((*tensors[w])->shape, step_shape, i));
@@ -291,6 +297,13 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
           return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, lhs, rhs)
                                               : internal::ApplyBinary(step.op, lhs, rhs);
         });
+    depth += ir::ExprDepth(value.op()->body) - load_depth;
+    if (depth > ir::kMaxExprDepth) {
+      return InvalidArgument("steps 1 to ", k + 1, " of the chain nest more than ",
+                             ir::kMaxExprDepth,
+                             " levels deep as one expression, the most kiln compiles; split the "
+                             "chain into several");
+    }
     if (!last) stages.push_back(value);
     value_shape = step_shape;
   }
@@ -426,6 +439,18 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
                            target.limits.max_storage_buffers_per_stage, " per stage");
   }
 
+  // Each op node nests one level at least: refuse a graph deeper than the
+  // limit before building its expression (measured exactly below).
+  std::vector<int> levels(nodes.size(), 1);
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    for (int a : nodes[j].args) levels[j] = std::max(levels[j], levels[a] + 1);
+  }
+  auto too_deep = [] {
+    return InvalidArgument("the fused expression nests more than ", ir::kMaxExprDepth,
+                           " levels deep, the most kiln compiles; split it into several");
+  };
+  if (levels[out] > ir::kMaxExprDepth) return too_deep();
+
   std::vector<te::Tensor> placeholders;
   for (size_t k = 0; k < inputs.size(); ++k) {
     placeholders.push_back(
@@ -469,6 +494,7 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
     for (size_t k = lets.size(); k-- > 0;) result = ir::Let(lets[k].first, lets[k].second, result);
     return result;
   });
+  if (ir::ExprDepth(Y.op()->body) > ir::kMaxExprDepth) return too_deep();
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   return LowerFlat(s, Y, placeholders, out_shape, target, name);
 }

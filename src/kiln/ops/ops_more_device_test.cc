@@ -1418,6 +1418,38 @@ TEST_F(ElementwiseTypesDeviceTest, FusedSiluPlusBias) {
   }
 }
 
+// The deepest chain kiln compiles (ir::kMaxExprDepth) runs through the
+// whole pipeline, the shader compiler included; one step more, and a fused
+// expression as deep, are refused by name before anything is built.
+TEST_F(ElementwiseTypesDeviceTest, DeepestChainRunsAndDeeperIsRefused) {
+  // X[i] is 2 deep and each neg adds one level.
+  const int steps = ir::kMaxExprDepth - 2;
+  std::vector<ChainStep> negs(steps, ChainStep::Unary("neg"));
+  auto f = ElementwiseChain({{33}}, negs, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::vector<float> x = EdgyFloats(33), want(33);
+  for (size_t k = 0; k < x.size(); ++k) want[k] = steps % 2 == 0 ? x[k] : -x[k];
+  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(33)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+  ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+
+  negs.push_back(ChainStep::Unary("neg"));
+  const Status chain = ElementwiseChain({{33}}, negs, target_).status();
+  EXPECT_EQ(chain.code(), StatusCode::kInvalidArgument) << chain;
+  EXPECT_EQ(chain.message(), "steps 1 to " + std::to_string(steps + 1) +
+                                 " of the chain nest more than 512 levels deep as one expression, "
+                                 "the most kiln compiles; split the chain into several");
+  for (int n : {steps + 1, 100000}) {
+    std::vector<FusedNode> nodes = {FusedNode::Input(0)};
+    for (int k = 0; k < n; ++k) nodes.push_back(FusedNode::Op("neg", {k}));
+    const Status fused = ElementwiseFused({{{33}}}, nodes, target_).status();
+    EXPECT_EQ(fused.code(), StatusCode::kInvalidArgument) << fused;
+    EXPECT_EQ(fused.message(),
+              "the fused expression nests more than 512 levels deep, the most kiln compiles; "
+              "split it into several");
+  }
+}
+
 // A fused expression over f32 and i32 with comparisons, a cast, a where and
 // values read two and three times, compared exactly:
 //   m = |x| > 1; v = where(m, i32(x), c) + m; Y = v * v
