@@ -939,7 +939,7 @@ StatusOr<Module> ParseModule(std::string_view text, SourceMap* source_map) {
   KILN_ASSIGN_OR_RETURN(Parser parser, MakeParser(text, {}, {}));
   SourceMap map;
   parser.RecordLocationsIn(&map);
-  KILN_ASSIGN_OR_RETURN(Module module, parser.ParseModuleText());
+  KILN_ASSIGN_OR_RETURN(Module module, Finish(parser, parser.ParseModuleText()));
   std::string line;
   for (char c : text) {
     if (c == '\n') {

@@ -177,6 +177,11 @@ TEST_P(ParseErrorTest, SaysWhereAndWhat) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kCompileError);
   EXPECT_EQ(m.status().message(), GetParam().message);
+  // The same with a source map (what `kiln compile` uses).
+  SourceMap source;
+  StatusOr<Module> mapped = ParseModule(GetParam().text, &source);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(mapped.status().message(), GetParam().message);
 }
 
 const ParseErrorCase kParseErrors[] = {
@@ -191,6 +196,9 @@ const ParseErrorCase kParseErrors[] = {
      "line 3, column 3: unexpected character '#'"},
     {"LexicalErrorAfterTheModule", "module { fn f() {} } #",
      "line 1, column 22: unexpected character '#'"},
+    {"LexicalErrorInAStatement",
+     "module {\nfn f(A: buffer<f32>[n], n: i32) {\n  let x: i32 = 1 @ 2\n}\n}\n",
+     "line 3, column 18: unexpected character '@'"},
     {"LexicalErrorInALaterFunction", "module {\nfn f() {\n}\nfn g() {\n  @\n}\n}",
      "line 5, column 3: unexpected character '@'"},
     {"MissingModule", "fn f() {}", "line 1, column 1: expected 'module', found 'fn'"},
