@@ -113,6 +113,39 @@ printf 'module {\n// a comment\n\nfn f(A: buffer<f32>[4], n: i32) {\n    A[0] = 
 expect_error "ill-typed IR" "line 5, column 5: .A\[0\] = A\[1\] \+ n.: operands" \
   "$kiln" compile "$tmp/typo.kir" --emit wgsl
 
+# A lexical error is reported where it is, and junk after the module is refused.
+printf 'module {\nfn f(A: buffer<f32>[n], n: i32) {\n  let x: i32 = 1 @ 2\n}\n}\n' > "$tmp/at.kir"
+expect_error "a stray character" "at.kir: line 3, column 18: unexpected character '@'" \
+  "$kiln" compile "$tmp/at.kir" -o "$tmp/at.kmod"
+{ cat "$src/examples/vector_add.kir"; printf '@@@ junk\n'; } > "$tmp/junk.kir"
+expect_error "junk after the module" "unexpected character '@'" \
+  "$kiln" compile "$tmp/junk.kir" -o "$tmp/junk.kmod"
+[ ! -e "$tmp/junk.kmod" ] || fail "a refused module was written"
+expect_error "-o and --emit" "-o and --emit are alternatives" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/both.kmod" --emit wgsl
+expect_error "-o twice" "flag -o is given more than once" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/a.kmod" -o "$tmp/b.kmod"
+
+# --output paths are checked before anything runs.
+expect_error "--output into a missing folder" "--output C: '$tmp/none/c.npy': folder '$tmp/none' does not exist" \
+  "${run_v[@]}" --arg n=4 --output C="$tmp/none/c.npy"
+grep -q "device:" <<<"$out" && fail "--output checked only after the device was opened: $out"
+printf 'module {\nfn two(A: buffer<f32>[4], B: buffer<f32>[4]) {\n  A[0] = 1.0\n  B[0] = 2.0\n}\n}\n' \
+  > "$tmp/two.kir"
+"$kiln" compile "$tmp/two.kir" -o "$tmp/two.kmod" >/dev/null || fail "compile two"
+expect_error "--output twice to one file" "--output B: '$tmp/./same.npy' is also the file of --output A" \
+  "$kiln" run "$tmp/two.kmod" --fn two --output A="$tmp/same.npy" --output B="$tmp/./same.npy"
+expect_error "--output a folder" "is a directory" "${run_v[@]}" --arg n=4 --output C="$tmp"
+expect_error "--output empty" "--output C: no file given" "${run_v[@]}" --arg n=4 --output C=
+
+# Any seed repeats its inputs, 0 included.
+for k in 1 2; do
+  out=$("${run_v[@]}" --arg n=64 --seed 0 --output C="$tmp/seed$k.npy" 2>&1) ||
+    fail "--seed 0: $out"
+  grep -q "seed 0$" <<<"$out" || fail "--seed 0 not used: $out"
+done
+cmp -s "$tmp/seed1.npy" "$tmp/seed2.npy" || fail "--seed 0 gave different inputs"
+
 # Inputs that are not regular files, or too large.
 mkfifo "$tmp/fifo"
 for input in "$tmp" "$tmp/fifo" /dev/zero; do
@@ -238,7 +271,7 @@ expect_error "--input of the wrong size" \
   "${run_v[@]}" --arg n=$n --input A="$tmp/short.npy"
 expect_error "a missing --input file" "--input A: .*none.npy" \
   "${run_v[@]}" --arg n=$n --input A="$tmp/none.npy"
-expect_error "an --output into no folder" "--output C: cannot write '$tmp/no/c.npy'" \
+expect_error "an --output into no folder" "--output C: '$tmp/no/c.npy': folder '$tmp/no' does not exist" \
   "${run_v[@]}" --arg n=$n --output C="$tmp/no/c.npy"
 # Malformed .npy files.
 for bad in "fortran:fortran_order is True" "f8:unsupported dtype '<f8'" \

@@ -581,7 +581,7 @@ int BenchKernel(const Args& args) {
   }
   check::CheckOptions inputs;
   inputs.scalar_args = scalars;
-  inputs.seed = *seed;
+  if (flags->Has("seed")) inputs.seed = *seed;
   auto call_args = check::MakeCallArgs(fn, inputs);
   if (!call_args.ok()) return Fail(call_args.status().ToString());
   // The work: --flops, else what the kernel declares.

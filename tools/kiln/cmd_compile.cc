@@ -99,11 +99,10 @@ Status ParsePrintAfter(const std::string& value, PassWatch& watch) {
 }  // namespace
 
 int CompileCommand(const Args& args) {
-  auto flags = Flags::Parse(
-      args,
-      {"o", "emit", "max-invocations", "max-workgroup-storage", "max-storage-buffers",
-       "print-after"},
-      {"time-passes", "verify-each"});
+  auto flags = Flags::Parse(args,
+                            {"o", "emit", "max-invocations", "max-workgroup-storage",
+                             "max-storage-buffers", "print-after"},
+                            {"time-passes", "verify-each"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
   if (flags->positional().size() != 1) return Fail(kUsage);
@@ -111,6 +110,10 @@ int CompileCommand(const Args& args) {
   auto emit = flags->Get("emit");
   auto output = flags->Get("o");
   if (!emit && !output) return Fail(kUsage);
+  if (emit && output) {
+    return Fail(
+        "-o and --emit are alternatives (write a module, or print its WGSL or IR): give one");
+  }
   if (emit && *emit != "wgsl" && *emit != "ir") {
     return Fail("--emit takes 'wgsl' or 'ir', got '" + *emit + "'");
   }

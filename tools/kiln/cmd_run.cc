@@ -10,9 +10,16 @@
 // inputs and every written buffer is compared; the largest error and PASS or
 // FAIL are printed, and the exit code is non-zero on FAIL. A function the
 // device cannot run (a missing feature) prints SKIP and its reason; under
-// --check that exits non-zero too, since nothing was checked.
+// --check, or with --output files asked for, that exits non-zero too, since
+// nothing was checked or written. Every --output path is checked before the
+// device is touched (given once, in a writable folder).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "commands.h"
 #include "flags.h"
@@ -93,6 +100,37 @@ Status CheckBufferFlags(const codegen::KernelMetadata& md,
   return Status::Ok();
 }
 
+// That every --output can be written, before anything runs: a path given,
+// not given twice, not a directory, in an existing writable directory. (The
+// file itself is written through a temporary beside it, then renamed.)
+Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
+  namespace fs = std::filesystem;
+  std::map<fs::path, std::string> taken;
+  for (const auto& [name, file] : outputs) {
+    if (file.empty()) return InvalidArgument("--output ", name, ": no file given (NAME=file.npy)");
+    std::error_code error;
+    const fs::path path = fs::weakly_canonical(fs::absolute(file, error), error);
+    if (error) return InvalidArgument("--output ", name, ": '", file, "': ", error.message());
+    if (auto [it, fresh] = taken.emplace(path, name); !fresh) {
+      return InvalidArgument("--output ", name, ": '", file, "' is also the file of --output ",
+                             it->second);
+    }
+    if (fs::is_directory(path, error)) {
+      return InvalidArgument("--output ", name, ": '", file, "' is a directory");
+    }
+    const fs::path folder = path.parent_path();
+    if (!fs::is_directory(folder, error)) {
+      return InvalidArgument("--output ", name, ": '", file, "': folder '", folder.string(),
+                             "' does not exist");
+    }
+    if (::access(folder.c_str(), W_OK) != 0) {
+      return InvalidArgument("--output ", name, ": '", file, "': cannot write in folder '",
+                             folder.string(), "': ", std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunCommand(const Args& args) {
@@ -116,8 +154,8 @@ int RunCommand(const Args& args) {
   auto seed = flags->GetUint("seed", 0);
   if (!seed.ok()) return Fail(seed.status().message());
   check::CheckOptions check;
+  if (flags->Has("seed")) check.seed = *seed;
   check.scalar_args = scalars;
-  check.seed = *seed;
   auto tolerance = flags->GetNonNegativeDouble("tolerance", check.tolerance);
   if (!tolerance.ok()) return Fail(tolerance.status().message());
   check.tolerance = *tolerance;
@@ -144,6 +182,8 @@ int RunCommand(const Args& args) {
   if (!named.ok()) return Fail(named.message());
   Status buffers_named = CheckBufferFlags(md, inputs, outputs);
   if (!buffers_named.ok()) return Fail(buffers_named.message());
+  Status writable = CheckOutputPaths(outputs);
+  if (!writable.ok()) return Fail(writable.message());
   // The input files and their dtypes, before the device too.
   std::map<std::string, npy::Array> arrays;
   for (const auto& [param, file] : inputs) {
@@ -170,6 +210,10 @@ int RunCommand(const Args& args) {
   std::printf("device: %s\n", device.Describe().c_str());
   if (!fn.availability().ok()) {
     std::printf("SKIP: %s\n", fn.availability().message().c_str());
+    if (!outputs.empty()) {
+      std::fprintf(stderr, "kiln: nothing ran, so no --output file was written\n");
+      return 1;
+    }
     return check_on ? 1 : 0;
   }
   // Each input's element count against what the scalars make the parameter need.

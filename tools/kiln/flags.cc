@@ -23,6 +23,7 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
       continue;
     }
     std::string name = a.substr(short_flag ? 1 : 2), value;
+    const char* dashes = short_flag ? "-" : "--";  // as the user wrote it
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
@@ -30,30 +31,30 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
       has_value = true;
     }
     if ((name == "help" || name == "h") && !valued.count(name) && !booleans.count(name)) {
-      if (has_value) return InvalidArgument("flag --", name, " takes no value");
+      if (has_value) return InvalidArgument("flag ", dashes, name, " takes no value");
       flags.help_ = true;
       continue;
     }
     if (name == "verbose" && !valued.count(name)) {
-      if (has_value) return InvalidArgument("flag --", name, " takes no value");
+      if (has_value) return InvalidArgument("flag ", dashes, name, " takes no value");
       SetLogging(true);
       flags.values_[name] = "true";
       continue;
     }
     if (!valued.count(name) && !booleans.count(name)) {
-      return InvalidArgument("unknown flag --", name);
+      return InvalidArgument("unknown flag ", dashes, name);
     }
     if (flags.values_.count(name)) {
-      return InvalidArgument("flag --", name, " is given more than once");
+      return InvalidArgument("flag ", dashes, name, " is given more than once");
     }
     if (valued.count(name)) {
       if (!has_value) {
-        if (i + 1 >= args.size()) return InvalidArgument("flag --", name, " needs a value");
+        if (i + 1 >= args.size()) return InvalidArgument("flag ", dashes, name, " needs a value");
         value = args[++i];
       }
       flags.values_[name] = value;
     } else {
-      if (has_value) return InvalidArgument("flag --", name, " takes no value");
+      if (has_value) return InvalidArgument("flag ", dashes, name, " takes no value");
       flags.values_[name] = "true";
     }
   }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -72,7 +73,12 @@ double ElementAsDouble(ir::DataType t, const uint8_t* at) {
 }
 
 std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
-  if (t.is_float()) return StrCat(ElementAsDouble(t, at));
+  if (t.is_float()) {
+    // Enough digits to tell apart any two f32 (or f16) values.
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g", ElementAsDouble(t, at));
+    return text;
+  }
   int64_t v = 0;
   std::memcpy(&v, at, bytes_per);
   if (bytes_per == 4)
@@ -282,8 +288,7 @@ namespace {
 // random data or the poison; with `ref_args`, the interpreter's arguments too
 // (host copies of the same data).
 StatusOr<std::vector<Arg>> MakeArgs(const Kernel& fn, const CheckOptions& options,
-                                    std::mt19937_64& rng,
-                                    std::vector<interp::ArgValue>* ref_args) {
+                                    std::mt19937_64& rng, std::vector<interp::ArgValue>* ref_args) {
   const codegen::KernelMetadata& md = fn.metadata();
   // Scalars first: buffer sizes depend on them.
   KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, ScalarArgs(md, options.scalar_args));
@@ -369,7 +374,7 @@ StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
   KILN_RETURN_IF_ERROR(fn.Prepare());  // before timing: the first use creates the pipeline
   const codegen::KernelMetadata& md = fn.metadata();
   CheckResult result;
-  result.seed = options.seed ? options.seed : std::random_device{}() | 1;
+  result.seed = options.seed ? *options.seed : std::random_device{}() | 1;
   std::mt19937_64 rng(result.seed);
   std::vector<interp::ArgValue> ref_args;
   KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, MakeArgs(fn, options, rng, &ref_args));
@@ -422,7 +427,7 @@ StatusOr<CheckResult> RunOnDevice(const Kernel& fn, const CheckOptions& options)
 
 StatusOr<std::vector<Arg>> MakeCallArgs(const Kernel& fn, const CheckOptions& options,
                                         uint64_t* seed) {
-  const uint64_t used = options.seed ? options.seed : std::random_device{}() | 1;
+  const uint64_t used = options.seed ? *options.seed : std::random_device{}() | 1;
   if (seed != nullptr) *seed = used;
   std::mt19937_64 rng(used);
   return MakeArgs(fn, options, rng, nullptr);

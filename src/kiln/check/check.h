@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,8 @@ Status ValidateSourceIr(const codegen::CompiledFunction& function);
 struct CheckOptions {
   // Values of the scalar parameters, by name, as text ("1000", "0.5").
   std::map<std::string, std::string> scalar_args;
-  uint64_t seed = 0;  // 0: a fresh random seed
-  double tolerance = 1e-4;  // floats: |gpu - ref| <= tolerance * (1 + |ref|)
+  std::optional<uint64_t> seed;  // empty: a fresh random seed (any value, 0 included, is one)
+  double tolerance = 1e-4;       // floats: |gpu - ref| <= tolerance * (1 + |ref|)
   // f16 buffers compare at least this loosely.
   double f16_tolerance = 1e-2;
   // Contents of buffer parameters, by name, in the kernel ABI's layout (bool
@@ -62,8 +63,8 @@ struct BufferCheck {
   std::string dtype;
   uint64_t elements = 0;
   uint64_t mismatches = 0;
-  double max_error = 0;          // largest |gpu - ref| (floats) or 0/1 (exact types)
-  int64_t first_mismatch = -1;   // element index
+  double max_error = 0;         // largest |gpu - ref| (floats) or 0/1 (exact types)
+  int64_t first_mismatch = -1;  // element index
   std::string first_gpu, first_ref;
 };
 

@@ -48,16 +48,28 @@ constexpr IntrinsicInfo kIntrinsics[] = {
     {Intrinsic::kShiftLeft, "shift_left", 2, {O::kInteger, kS0}, R::kOperand0, true},
     {Intrinsic::kShiftRight, "shift_right", 2, {O::kInteger, kS0}, R::kOperand0, true},
     {Intrinsic::kPopcount, "popcount", 1, {O::kInteger}, R::kOperand0, true},
-    {Intrinsic::kIfThenElse, "if_then_else", 3, {O::kScalarBool, O::kAny, O::kSameAs1},
-     R::kOperand1, false},
+    {Intrinsic::kIfThenElse,
+     "if_then_else",
+     3,
+     {O::kScalarBool, O::kAny, O::kSameAs1},
+     R::kOperand1,
+     false},
     {Intrinsic::kDot4I8, "dot4i8", 2, {O::kInt8x4, O::kInt8x4}, R::kI32, true},
     {Intrinsic::kSubgroupAdd, "subgroup_add", 1, {O::kNumber}, R::kOperand0, true},
     {Intrinsic::kSubgroupMin, "subgroup_min", 1, {O::kNumber}, R::kOperand0, true},
     {Intrinsic::kSubgroupMax, "subgroup_max", 1, {O::kNumber}, R::kOperand0, true},
-    {Intrinsic::kSubgroupBroadcastFirst, "subgroup_broadcast_first", 1, {O::kNumber},
-     R::kOperand0, true},
-    {Intrinsic::kSubgroupShuffle, "subgroup_shuffle", 2, {O::kNumber, O::kLaneIndex},
-     R::kOperand0, false},
+    {Intrinsic::kSubgroupBroadcastFirst,
+     "subgroup_broadcast_first",
+     1,
+     {O::kNumber},
+     R::kOperand0,
+     true},
+    {Intrinsic::kSubgroupShuffle,
+     "subgroup_shuffle",
+     2,
+     {O::kNumber, O::kLaneIndex},
+     R::kOperand0,
+     false},
     {Intrinsic::kSubgroupInvocationId, "subgroup_invocation_id", 0, {}, R::kI32, true},
     {Intrinsic::kSubgroupSize, "subgroup_size", 0, {}, R::kI32, true},
 };
@@ -243,34 +255,54 @@ int IntrinsicArity(Intrinsic op) {
   return Info(op).arity;
 }
 
-const IntrinsicInfo& GetIntrinsicInfo(Intrinsic op) { return Info(op); }
+const IntrinsicInfo& GetIntrinsicInfo(Intrinsic op) {
+  return Info(op);
+}
 
 bool OperandFits(OperandRule rule, DataType type, std::span<const DataType> operands) {
   switch (rule) {
-    case OperandRule::kFloat: return type.is_float();
-    case OperandRule::kNumber: return type.is_numeric();
-    case OperandRule::kInteger: return type.is_integer();
-    case OperandRule::kInt8x4: return type.is_int8x4();
-    case OperandRule::kScalarBool: return type == kBool;
-    case OperandRule::kLaneIndex: return type == kI32 || type == kU32;
-    case OperandRule::kAny: return type.IsValid() && !type.is_handle();
-    case OperandRule::kSameAs0: return !operands.empty() && type == operands[0];
-    case OperandRule::kSameAs1: return operands.size() > 1 && type == operands[1];
+    case OperandRule::kFloat:
+      return type.is_float();
+    case OperandRule::kNumber:
+      return type.is_numeric();
+    case OperandRule::kInteger:
+      return type.is_integer();
+    case OperandRule::kInt8x4:
+      return type.is_int8x4();
+    case OperandRule::kScalarBool:
+      return type == kBool;
+    case OperandRule::kLaneIndex:
+      return type == kI32 || type == kU32;
+    case OperandRule::kAny:
+      return type.IsValid() && !type.is_handle();
+    case OperandRule::kSameAs0:
+      return !operands.empty() && type == operands[0];
+    case OperandRule::kSameAs1:
+      return operands.size() > 1 && type == operands[1];
   }
   return false;
 }
 
 std::string_view OperandRuleText(OperandRule rule) {
   switch (rule) {
-    case OperandRule::kFloat: return "a float";
-    case OperandRule::kNumber: return "a number";
-    case OperandRule::kInteger: return "an integer";
-    case OperandRule::kInt8x4: return "int8x4";
-    case OperandRule::kScalarBool: return "a scalar bool";
-    case OperandRule::kLaneIndex: return "an i32 or u32 lane index";
-    case OperandRule::kAny: return "a value";
-    case OperandRule::kSameAs0: return "the type of operand 0";
-    case OperandRule::kSameAs1: return "the type of operand 1";
+    case OperandRule::kFloat:
+      return "a float";
+    case OperandRule::kNumber:
+      return "a number";
+    case OperandRule::kInteger:
+      return "an integer";
+    case OperandRule::kInt8x4:
+      return "int8x4";
+    case OperandRule::kScalarBool:
+      return "a scalar bool";
+    case OperandRule::kLaneIndex:
+      return "an i32 or u32 lane index";
+    case OperandRule::kAny:
+      return "a value";
+    case OperandRule::kSameAs0:
+      return "the type of operand 0";
+    case OperandRule::kSameAs1:
+      return "the type of operand 1";
   }
   return "?";
 }
@@ -289,9 +321,15 @@ Expr CallNode::make(Intrinsic op, std::vector<Expr> args) {
   for (const Expr& arg : args) KILN_CHECK(arg.defined());
   DataType t = kI32;
   switch (Info(op).result) {
-    case ResultRule::kOperand0: t = args[0].dtype(); break;
-    case ResultRule::kOperand1: t = args[1].dtype(); break;
-    case ResultRule::kI32: t = kI32; break;
+    case ResultRule::kOperand0:
+      t = args[0].dtype();
+      break;
+    case ResultRule::kOperand1:
+      t = args[1].dtype();
+      break;
+    case ResultRule::kI32:
+      t = kI32;
+      break;
   }
   auto node = NewNode<CallNode>(t);
   node->op = op;
