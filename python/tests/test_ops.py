@@ -157,6 +157,23 @@ def test_integer_ops(device, rng, op, shapes):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("op", sorted(NUMPY_INT_BINARY))
+def test_integer_ops_with_constants(device, rng, op):
+    # A number operand is a constant in the kernel: 0 as a divisor too
+    # (x / 0 = x, x % 0 = 0), on either side.
+    a = _edgy_ints(rng, (7, 33))
+    t = kiln.tensor(a, device)
+    fn = getattr(kiln.ops, op)
+    for c in (0, 1, -1, 3, 31, 32, -2**31, 2**31 - 1):
+        if op == "pow" and c > 40:
+            continue
+        np.testing.assert_array_equal(fn(t, c).numpy(), NUMPY_INT_BINARY[op](a, np.int32(c)),
+                                      err_msg=f"x {op} {c}")
+        if op not in ("pow", "shift_left", "shift_right"):
+            np.testing.assert_array_equal(fn(c, t).numpy(), NUMPY_INT_BINARY[op](np.int32(c), a),
+                                          err_msg=f"{c} {op} x")
+
+
 @pytest.mark.parametrize("op", sorted(NUMPY_COMPARE))
 @pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
 def test_comparisons(device, rng, op, dtype):

@@ -459,6 +459,32 @@ TEST(WgslCodegenTest, IntegerDivisionFollowsTheIrForNegativeOperands) {
                        "((r < i32()) != (b < i32())));\n}\n"));
 }
 
+// A constant zero divisor is a WGSL shader-creation error even where the
+// dividend is not constant: the IR's results (x / 0 == x, x % 0 == 0) are
+// emitted instead.
+TEST(WgslCodegenTest, ConstantZeroDivisorsGiveTheIrsResults) {
+  IRBuilder b("f");
+  Buffer A = b.BufferParam("A", kI32, {8});
+  Buffer U = b.BufferParam("U", kU32, {4});
+  b.Store(A, {0}, Load(A, {0}) / 0);
+  b.Store(A, {1}, Load(A, {1}) % 0);
+  b.Store(A, {2}, FloorDiv(Load(A, {2}), MakeZero(kI32)));
+  b.Store(A, {3}, FloorMod(Load(A, {3}), MakeZero(kI32)));
+  b.Store(U, {0}, Load(U, {0}) / MakeZero(kU32));
+  b.Store(U, {1}, Load(U, {1}) % MakeZero(kU32));
+  b.Store(U, {2}, FloorDiv(Load(U, {2}), MakeZero(kU32)));
+  b.Store(A, {4}, Load(A, {4}) / 1);
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "A[0i] = A[0i];")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[1i] = i32();")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[2i] = A[2i];")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[3i] = i32();")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "U[0i] = U[0i];")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "U[2i] = U[2i];")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "U[1i] = u32();")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[4i] = A[4i] / 1i;")) << f.wgsl;
+}
+
 TEST(WgslCodegenTest, MathIntrinsics) {
   IRBuilder b("math");
   Buffer A = b.BufferParam("A", kF32, {16});

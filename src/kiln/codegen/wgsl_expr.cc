@@ -288,6 +288,21 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
   std::string a = Expr(op->a);
   std::string b = Expr(op->b);
   ir::DataType type = op->a.dtype();
+  // WGSL refuses a constant zero divisor when the shader is created, even
+  // with a dividend that is not constant; the IR defines x / 0 == x and
+  // x % 0 == 0 (floor_div and floor_mod likewise), so that is emitted.
+  if (type.is_integer() && ir::IsConstInt(op->b, 0)) {
+    switch (op->op) {
+      case BinaryOp::kDiv:
+      case BinaryOp::kFloorDiv:
+        return StrCat("(", StripParens(a), ")");
+      case BinaryOp::kMod:
+      case BinaryOp::kFloorMod:
+        return StrCat(Type(type), "()");
+      default:
+        break;
+    }
+  }
   if (op->op == BinaryOp::kMod && type.is_int()) {
     // See WgslHelpers::RemInt for why signed `%` is not emitted.
     return StrCat(helpers_.RemInt(Type(type)), "(", StripParens(a), ", ", StripParens(b), ")");
