@@ -306,7 +306,8 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
             y = ops._from_host(np.zeros(shape, dtype), ins[0])
         else:
             spec = [(kind, i, v, d, op, list(a)) for kind, i, v, d, op, a in nodes]
-            y = ops.run(("fused", nodes) + tuple(t._sig for t in ins),
+            key = tuple((kind, i, ops._key_number(v), d, op, a) for kind, i, v, d, op, a in nodes)
+            y = ops.run(("fused", key) + tuple(t._sig for t in ins),
                         lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins], spec),
                         *ins)
         return ops._view(y, y.shape, np.bool_) if is_bool else y

@@ -145,6 +145,13 @@ def _number(x: Any) -> Union[int, float]:
     return int(v) if isinstance(v, bool) else v
 
 
+def _key_number(v: float) -> Tuple[Any, ...]:
+    """A number as part of a kernel cache key: -0.0 and 0.0 are different
+    kernels (== says they are equal), every NaN is the same one (== says no
+    NaN equals itself)."""
+    return ("nan",) if v != v else (v, math.copysign(1.0, v))
+
+
 def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
     """The number v as a one-element tensor of like's dtype: rounded to a
     float dtype (as numpy's comparisons of float32 arrays with Python floats
@@ -264,7 +271,7 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     def operand(o: Any) -> tuple:
         """(tensor type, constant) of a step's operand, noting a tensor."""
         if _is_number(o):
-            key.append(float(_number(o)))
+            key.append(_key_number(float(_number(o))))
             return None, float(_number(o))
         t = _operand(o, x.device)
         tensors.append(t)
@@ -811,7 +818,7 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v))
     if empty is not None:
         return empty
-    key = ("pad", tuple(b), tuple(a), v, x._sig)
+    key = ("pad", tuple(b), tuple(a), _key_number(v), x._sig)
     return run(key, lambda d: _kiln.ops.pad(d, x._type, b, a, v), x)
 
 

@@ -1155,3 +1155,26 @@ def test_empty_tensors_follow_numpy(device, rng):
         ops.add(zt, xt)
     with pytest.raises(kiln.InvalidArgument, match="concat: shapes"):
         ops.concat([zt, kiln.tensor(np.zeros((0, 4), np.float32), device)], 0)
+
+
+def test_constants_key_kernels_exactly(device):
+    # 0.0 and -0.0 are different constants (== says they are equal), and a
+    # NaN constant is one kernel however often it is used (== says no NaN
+    # equals itself): whichever is built first must not decide the other.
+    t = kiln.tensor(np.array([1.0, 2.0], np.float32), device)
+    kiln.ops.pad(t, 1, 0, value=0.0).numpy()
+    assert np.signbit(kiln.ops.pad(t, 1, 0, value=-0.0).numpy()[0])
+    f1 = kiln.fuse(lambda a: kiln.ops.where(a > 5, a, 0.0))
+    f2 = kiln.fuse(lambda a: kiln.ops.where(a > 5, a, -0.0))
+    assert not np.signbit(f1(t).numpy()).any()
+    assert np.signbit(f2(t).numpy()).all()
+    # (Not ("where", -0.0, 1.0): lavapipe's shader compiler turns a select
+    # of constants 0 and 1 into a conversion, which drops the zero's sign.)
+    chain = kiln.ops.elementwise_chain
+    assert not np.signbit(chain(t, [("lt", 5), ("where", 0.0, 1.5)]).numpy()).any()
+    assert np.signbit(chain(t, [("lt", 5), ("where", -0.0, 1.5)]).numpy()).all()
+    cache = len(device._cache)
+    for _ in range(5):
+        kiln.ops.pad(t, 1, 0, value=float("nan")).numpy()
+        kiln.ops.elementwise_chain(t, [("lt", 5), ("where", float("nan"), 1.0)]).numpy()
+    assert len(device._cache) == cache + 2
