@@ -177,7 +177,9 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
                 f"kiln.fuse: {op} of a {type(x).__name__}: inside a fused function the "
                 f"operands are its arguments, values computed from them, and numbers (pass "
                 f"tensors as arguments)")
-    every_bool = all(isinstance(x, Traced) and x._bool for x in operands)
+    def is_bool(x: Any) -> bool:  # a bool value, or a bool number
+        return x._bool if isinstance(x, Traced) else isinstance(x, (bool, np.bool_))
+    every_bool = all(is_bool(x) for x in operands)
     if op == "bitwise_not" and every_bool:  # numpy's ~ of bools is logical
         return apply("eq", [operands[0], 0])
     # The dtype numbers take: the operands that share one (a where's last two).
@@ -208,8 +210,9 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
             raise _kiln.InvalidArgument(
                 f"where: dtype mismatch: a is {a._dtype.name} but b is {b._dtype.name} (cast "
                 f"one first)")
+        # bool where both are bools (values or numbers), as numpy's
         return trace.add(("op", 0, 0.0, None, op, args), shape, like,
-                         all(isinstance(x, Traced) and x._bool for x in operands[1:]))
+                         all(is_bool(x) for x in operands[1:]))
     for x in shared:
         if isinstance(x, Traced) and x._dtype != like:
             raise _kiln.InvalidArgument(

@@ -91,14 +91,25 @@ def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -
     return out[0] if len(out) == 1 else out
 
 
+def _probe(ty: Any) -> Any:
+    """A tensor type (shape, dtype) with every extent of 0 as 1: what the
+    operator builds a kernel for when its tensors have elements."""
+    return None if ty is None else ([builtins.max(int(s), 1) for s in ty[0]], ty[1])
+
+
 def _empty_result(what: str, inputs: Sequence[Tensor],
-                  host: Callable[..., np.ndarray]) -> Optional[Tensor]:
+                  host: Callable[..., np.ndarray],
+                  check: Optional[Callable[[_kiln.Device, List[Any]], Any]] = None
+                  ) -> Optional[Tensor]:
     """Where an input has no elements (a dimension of 0), the result depends
     on the shapes alone: numpy computes it from zero-filled arrays of the
     inputs' shapes and dtypes (an empty tensor, or a reduction's identity),
     and no kernel runs. None where every input has elements. numpy's errors
     (a reduction of nothing without an identity, incompatible shapes) become
-    kiln.InvalidArgument naming the operator."""
+    kiln.InvalidArgument naming the operator. `check(device, types)`, where
+    given, builds (and does not run) the operator's kernel for the inputs'
+    types with every 0 extent as 1, so that an empty call refuses every
+    argument the same call with elements would (dtypes, ranks, attributes)."""
     if all(t.size for t in inputs):
         return None
     # Zero-stride views: no host memory for the inputs that do have elements.
@@ -109,8 +120,11 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
             out = np.asarray(host(*arrays))
     except (ValueError, IndexError) as e:
         raise _kiln.InvalidArgument(f"{what}: {e}") from None
+    if check is not None:
+        check(inputs[0].device, [_probe(t._type) for t in inputs])
     from ._tensor import tensor
-    return tensor(np.ascontiguousarray(out), inputs[0].device)
+    # (A copy, not ascontiguousarray, which makes a 0-d result 1-d.)
+    return tensor(np.array(out, order="C"), inputs[0].device)
 
 
 def _empty_batch(x: Tensor, build: Callable[[_kiln.Device, Any], Program]) -> Tensor:
@@ -163,7 +177,7 @@ def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
                 not -2**31 <= v < 2**31:
             raise _kiln.InvalidArgument(
                 f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
-                f"{like.dtype}; cast it to float32 to compare with other numbers)")
+                f"{like.dtype}; cast it to float32 to use other numbers)")
         return tensor(np.array([int(v)], np.int32), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -223,12 +237,14 @@ def elementwise(op: str, *operands: Any) -> Tensor:
 def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
     if any(not t.size for t in ts):
         _check_takes(op, ts)
+    def check(d: _kiln.Device, types: List[Any]) -> Any:
+        return _kiln.ops.elementwise(d, op, types)
     if op in _COMPARE_OPS:
         empty = _empty_result(op, ts, lambda *v: np.zeros(np.broadcast_shapes(
-            *[a.shape for a in v]), np.int32))
+            *[a.shape for a in v]), np.int32), check)
         if empty is not None:
             return empty
-    empty = _empty_result(op, ts, _broadcast_zeros)
+    empty = _empty_result(op, ts, _broadcast_zeros, check)
     if empty is not None:
         return empty
     key = ("elementwise", op) + tuple(t._sig for t in ts)
@@ -311,8 +327,11 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
             key.append(first)
     compares = bool(spec) and spec[-1][0] in _COMPARE_OPS
     if any(not t.size for t in tensors):
-        # No kernel: check the dtypes as the kernel would, and give the
-        # result's shape and dtype.
+        # No kernel runs: the one for the same steps with elements is built
+        # (every step checked), then the result's shape and dtype are given.
+        _kiln.ops.elementwise_chain(x.device, _probe(x._type), [
+            (op, _probe(t1), c1, first, _probe(t2), c2, name)
+            for op, t1, c1, first, t2, c2, name in spec])
         running = np.dtype(x.dtype).name
         operands = iter(tensors[1:])
         for step in spec:
@@ -477,7 +496,8 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
     gives NaN, as in IEEE arithmetic."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "softmax: axis")
-    empty = _empty_result("softmax", [x], lambda v: v)
+    empty = _empty_result("softmax", [x], lambda v: v,
+                          lambda d, ty: _kiln.ops.softmax_axis(d, ty[0], a))
     if empty is not None:
         return empty
     return run(("softmax_axis", a, x._sig), lambda d: _kiln.ops.softmax_axis(d, x._type, a), x)
@@ -487,7 +507,8 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """x - max - log(sum(exp(x - max))) along `axis`, in one kernel."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "log_softmax: axis")
-    empty = _empty_result("log_softmax", [x], lambda v: v)
+    empty = _empty_result("log_softmax", [x], lambda v: v,
+                          lambda d, ty: _kiln.ops.log_softmax(d, ty[0], a))
     if empty is not None:
         return empty
     return run(("log_softmax", a, x._sig), lambda d: _kiln.ops.log_softmax(d, x._type, a), x)
@@ -516,7 +537,8 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
     g = _per_feature(gamma, x, "layer_norm", "gamma")
     b = _per_feature(beta, x, "layer_norm", "beta")
     e = _eps(eps, "layer_norm")
-    empty = _empty_result("layer_norm", [x, g, b], lambda v, *_: v)
+    empty = _empty_result("layer_norm", [x, g, b], lambda v, *_: v,
+                          lambda d, ty: _kiln.ops.layer_norm(d, ty[0], e))
     if empty is not None:
         return empty
     key = ("layer_norm", e, x._sig, g._sig, b._sig)
@@ -528,7 +550,8 @@ def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
     x = _as_tensor(x, None)
     g = _per_feature(gamma, x, "rms_norm", "gamma")
     e = _eps(eps, "rms_norm")
-    empty = _empty_result("rms_norm", [x, g], lambda v, _: v)
+    empty = _empty_result("rms_norm", [x, g], lambda v, _: v,
+                          lambda d, ty: _kiln.ops.rms_norm(d, ty[0], e))
     if empty is not None:
         return empty
     return run(("rms_norm", e, x._sig, g._sig), lambda d: _kiln.ops.rms_norm(d, x._type, e), x, g)
@@ -581,7 +604,8 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
     if residual is not None:
         residual_t = _as_tensor(residual, a.device)
     if not a.size or not b.size:
-        y = _empty_matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t)
+        y = _empty_matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t,
+                          accumulate)
     else:
         y = _matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t,
                     accumulate)
@@ -594,13 +618,19 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
 
 
 def _empty_matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
-                  bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor]) -> Tensor:
+                  bias_t: Optional[Tensor], act: str, residual_t: Optional[Tensor],
+                  accumulate: str) -> Tensor:
     """A matmul with an operand of no elements: an empty result, or where
     only K is 0, a @ b is zeros and the epilogue runs on them."""
     def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(np.swapaxes(x, -1, -2) if transpose_a else x,
                          np.swapaxes(y, -1, -2) if transpose_b else y)
-    zeros = _empty_result("matmul", [a, b], product)
+    def check(d: _kiln.Device, types: List[Any]) -> Any:
+        return _kiln.ops.matmul(d, types[0], types[1], transpose_a, transpose_b,
+                                _probe(bias_t._type if bias_t is not None else None), act,
+                                _probe(residual_t._type if residual_t is not None else None),
+                                accumulate)
+    zeros = _empty_result("matmul", [a, b], product, check)
     assert zeros is not None
     if not zeros.size:
         return zeros
@@ -646,10 +676,24 @@ def matmul_int8(a: Any, b: Any) -> Tensor:
 # Data movement, where and cast (float32, float16 with shader-f16, int32)
 
 
+def _ints_of_bools(*ts: Tensor) -> Optional[List[Tensor]]:
+    """Where every tensor is bool, each as its int32 0 or 1 (how a bool
+    tensor is stored), for data movement to run on; else None."""
+    if not all(t.dtype == np.bool_ for t in ts):
+        return None
+    return [_view(t, t.shape, np.int32) for t in ts]
+
+
+def _bools(t: Tensor) -> Tensor:
+    return _view(t, t.shape, np.bool_)
+
+
 def permute(x: Any, axes: Sequence[int]) -> Tensor:
     """numpy's transpose with explicit axes: output axis d is x's axis
     axes[d] (negative ones counting from the end). A copy."""
     x = _as_tensor(x, None)
+    if (ints := _ints_of_bools(x)) is not None:
+        return _bools(permute(ints[0], axes))
     if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
         raise _kiln.InvalidArgument(
             f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
@@ -670,6 +714,8 @@ def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Tensor:
 def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     """A copy of x with `shape` (as many elements; one entry may be -1)."""
     x = _as_tensor(x, None)
+    if (ints := _ints_of_bools(x)) is not None:
+        return _bools(reshape(ints[0], shape))
     shape = [shape] if isinstance(shape, (int, np.integer)) else shape
     if not isinstance(shape, (tuple, list)):
         raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
@@ -687,6 +733,8 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
         raise _kiln.InvalidArgument("concat: tensors must be a non-empty list of tensors")
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
+    if (ints := _ints_of_bools(*ts)) is not None:
+        return _bools(concat(ints, axis))
     a = _axis(axis, ts[0].ndim, "concat: axis")
     if any(not t.size for t in ts):
         # numpy's concatenate of the shapes; the result holds the inputs that
@@ -718,6 +766,8 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     leave the rest whole; negative steps reverse). Every output dimension
     may be 0 (an empty tensor, as numpy gives). A copy."""
     x = _as_tensor(x, None)
+    if (ints := _ints_of_bools(x)) is not None:
+        return _bools(slice(ints[0], starts, stops, steps))
     n = x.ndim
 
     def entries(v: Any, what: str) -> List[Any]:
@@ -790,6 +840,8 @@ def gather(table: Any, indices: Any) -> Tensor:
     (numpy integer arrays are converted). An index outside [0, V) is
     clamped into it (never read out of bounds; not reported)."""
     t = _as_tensor(table, _device_of(table, indices))
+    if (ints := _ints_of_bools(t)) is not None:
+        return _bools(gather(ints[0], indices))
     if not isinstance(indices, Tensor):
         idx = np.asarray(indices)
         if idx.dtype.kind not in "iu":
@@ -798,7 +850,8 @@ def gather(table: Any, indices: Any) -> Tensor:
             raise _kiln.InvalidArgument("gather: indices out of the int32 range")
         from ._tensor import tensor
         indices = tensor(idx.astype(np.int32), t.device)
-    empty = _empty_result("gather", [t, indices], lambda tv, iv: tv[iv.astype(np.intp)])
+    empty = _empty_result("gather", [t, indices], lambda tv, iv: tv[iv.astype(np.intp)],
+                          lambda d, ty: _kiln.ops.gather(d, ty[0], ty[1]))
     if empty is not None:
         return empty
     key = ("gather", t._sig, indices._sig)
@@ -810,12 +863,16 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     """x with before[d] and after[d] (>= 0; an int for every axis) elements
     of `value` on each side of axis d (numpy's pad in constant mode)."""
     x = _as_tensor(x, None)
+    if (ints := _ints_of_bools(x)) is not None and isinstance(value, (bool, np.bool_, int)) \
+            and value in (0, 1):
+        return _bools(pad(ints[0], before, after, int(value)))
     b = _ints(before, x.ndim, "pad: before")
     a = _ints(after, x.ndim, "pad: after")
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         raise _kiln.InvalidArgument(f"pad: value must be a number; got {type(value).__name__}")
     v = float(value)
-    empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v))
+    empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v),
+                          lambda d, ty: _kiln.ops.pad(d, ty[0], b, a, v))
     if empty is not None:
         return empty
     key = ("pad", tuple(b), tuple(a), _key_number(v), x._sig)
@@ -833,20 +890,25 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     if isinstance(a, numbers) and isinstance(b, numbers):
         raise _kiln.InvalidArgument("where: a and b cannot both be numbers")
     from ._tensor import tensor
+    # A number takes the other operand's dtype: exactly for int32 (or an
+    # error), rounded for floats.
     if isinstance(a, numbers):
         b = _as_tensor(b, device)
-        a = tensor(np.array([a], b.dtype), b.device)
+        a = _number_as_tensor(a, b, "where")
     elif isinstance(b, numbers):
         a = _as_tensor(a, device)
-        b = tensor(np.array([b], a.dtype), a.device)
+        b = _number_as_tensor(b, a, "where")
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
+    if (ints := _ints_of_bools(a, b)) is not None:
+        return _bools(where(cond, ints[0], ints[1]))
     c = _as_tensor(cond, a.device)
     if c.dtype == np.bool_:
         c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1
     empty = _empty_result("where", [c, a, b],
                           lambda cv, av, bv: np.zeros(np.broadcast_shapes(cv.shape, av.shape,
-                                                                          bv.shape), av.dtype))
+                                                                          bv.shape), av.dtype),
+                          lambda d, ty: _kiln.ops.where(d, *ty))
     if empty is not None:
         return empty
     key = ("where", c._sig, a._sig, b._sig)
@@ -854,15 +916,21 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 
 
 def cast(x: Any, dtype: Any) -> Tensor:
-    """x converted to `dtype` (float32, float16, int32): float to int32
-    truncates toward zero and saturates, NaN gives 0."""
+    """x converted to `dtype` (float32, float16, int32, bool): float to int32
+    truncates toward zero and saturates, NaN gives 0; bool is x != 0 (NaN
+    is true), and a bool x converts as 0 or 1."""
     name = _dtype_name(dtype, "cast")
     if _fuse.traced(x):
         return _fuse.apply_cast(x, name)
     x = _as_tensor(x, None)
+    if name == "bool":
+        return ne(x, 0)
+    if x.dtype == np.bool_:
+        x = _view(x, x.shape, np.int32)
     if name not in ("float32", "float16", "int32"):
         return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
-    empty = _empty_result("cast", [x], lambda v: v.astype(name))
+    empty = _empty_result("cast", [x], lambda v: v.astype(name),
+                          lambda d, ty: _kiln.ops.cast(d, ty[0], name))
     if empty is not None:
         return empty
     return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)

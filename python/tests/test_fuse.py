@@ -184,3 +184,18 @@ def test_too_deep_expressions_are_refused(device, rng):
         kiln.ops.elementwise_chain(x, [("mul", 0.5), ("add", 1.0)] * 5000)
     y = kiln.ops.elementwise_chain(x, ["neg"] * 300).numpy()
     np.testing.assert_array_equal(y, x.numpy())
+
+
+def test_bool_numbers_keep_bools_bool(device):
+    # numpy: bool & True is bool, where(c, bools, True) is bool.
+    m = np.array([True, False, True])
+    x = np.array([1.0, -1.0, -2.0], np.float32)
+    got = kiln.fuse(lambda a: a & True)(kiln.tensor(m, device)).numpy()
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, m & True)
+    got = kiln.fuse(lambda a: np.True_ ^ a)(kiln.tensor(m, device)).numpy()
+    np.testing.assert_array_equal(got, np.True_ ^ m)
+    got = kiln.fuse(lambda v, b: kiln.ops.where(v > 0, b, True))(
+        kiln.tensor(x, device), kiln.tensor(m, device)).numpy()
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, np.where(x > 0, m, True))

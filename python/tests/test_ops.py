@@ -1155,6 +1155,67 @@ def test_empty_tensors_follow_numpy(device, rng):
         ops.add(zt, xt)
     with pytest.raises(kiln.InvalidArgument, match="concat: shapes"):
         ops.concat([zt, kiln.tensor(np.zeros((0, 4), np.float32), device)], 0)
+    # A reduction of everything is 0-d, as numpy's.
+    same(ops.sum(zt), np.float32(0))
+    same(ops.prod(kiln.tensor(np.zeros((3, 0), np.int32), device)), np.int32(1))
+
+
+def test_empty_tensors_check_every_argument(device):
+    # What the call with elements refuses, the empty call refuses too.
+    def z(*shape, dtype=np.float32):
+        return kiln.tensor(np.zeros(shape, dtype), device)
+    ops = kiln.ops
+    refused = [
+        (lambda: ops.matmul(z(2, 0), z(0, 3), residual=np.ones((5, 2, 3), np.float32)),
+         "residual of matmul has shape"),
+        (lambda: ops.matmul(z(2, 0), z(0, 3), bias=np.ones(7, np.float32)), "bias of matmul"),
+        (lambda: ops.matmul(z(2, 0), z(0, 3, dtype=np.int32)), "matmul"),
+        (lambda: ops.matmul(z(2, 0), z(0, 3), accumulate="float16"), "f16 accumulation"),
+        (lambda: ops.matmul(z(1, 1, 1, 2, 0), z(0, 3)), "rank 5"),
+        (lambda: ops.add(z(0, 3), z(0, 3, dtype=np.int32)), "add: dtype mismatch"),
+        (lambda: ops.elementwise_chain(z(0, 3), ["foo"]), "unknown elementwise op 'foo'"),
+        (lambda: ops.softmax(z(0, 3, dtype=np.int32)), "input X of softmax has dtype i32"),
+        (lambda: ops.pad(z(0, 3, dtype=np.int32), 1, 1, value=0.5), "value 0.5 is not an i32"),
+        (lambda: ops.gather(np.ones((3, 4), np.float32), z(0)), "Indices of gather"),
+    ]
+    for call, message in refused:
+        with pytest.raises(kiln.InvalidArgument, match=message):
+            call()
+    # And what it accepts still gives numpy's result without a kernel run.
+    got = ops.matmul(z(3, 0), z(0, 4), bias=np.ones(4, np.float32), activation="relu")
+    np.testing.assert_array_equal(got.numpy(), np.ones((3, 4), np.float32))
+
+
+def test_bool_tensors_cast_and_move(device):
+    x = np.array([[-1.5, 0, 2.5], [np.nan, -0.0, 3]], np.float32)
+    t = kiln.tensor(x, device)
+    m, mn = t > 0, x > 0
+
+    def same(got, want):
+        want = np.asarray(want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+
+    same(m.astype(np.float32), mn.astype(np.float32))
+    same(m.astype("int32"), mn.astype(np.int32))
+    same(t.astype(bool), x.astype(bool))  # NaN is true, -0.0 false
+    same(m[0], mn[0])
+    same(m[:, ::-1], mn[:, ::-1])
+    same(m.reshape(6), mn.reshape(6))
+    same(m.T, mn.T)
+    same(kiln.ops.concat([m, m]), np.concatenate([mn, mn]))
+    same(kiln.ops.pad(m, 1, 1, value=True), np.pad(mn, 1, constant_values=True))
+    same(kiln.ops.where(m, m, ~m), np.where(mn, mn, ~mn))
+    same(kiln.ops.gather(m, [1, 0]), mn[[1, 0]])
+
+
+def test_where_takes_numbers_exactly_for_int32(device):
+    a = np.arange(-3, 3, dtype=np.int32)
+    t = kiln.tensor(a, device)
+    np.testing.assert_array_equal(kiln.ops.where(t > 0, t, 7).numpy(), np.where(a > 0, a, 7))
+    for bad in (0.5, 2**31, float("nan")):
+        with pytest.raises(kiln.InvalidArgument, match="is not an int32 value"):
+            kiln.ops.where(t > 0, t, bad)
 
 
 def test_constants_key_kernels_exactly(device):
