@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "kiln/check/check.h"
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
@@ -19,7 +20,6 @@
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
-#include "kiln/check/check.h"
 #include "kiln/runtime/module.h"
 #include "kiln/support/file.h"
 #include "wgsl_kernels.h"
@@ -29,7 +29,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -42,8 +44,9 @@ double Median(std::vector<double> v) {
 StatusOr<double> TimeDispatches(const std::shared_ptr<hal::Device>& device, uint32_t iterations,
                                 const std::function<Status(hal::CommandBuffer&)>& record) {
   const bool profile = device->HasFeature(hal::Feature::kTimestampQuery);
-  KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
-                                     device, hal::CommandBufferMode::kReusable, {"bench", profile}));
+  KILN_ASSIGN_OR_RETURN(
+      auto cb,
+      hal::CommandBuffer::Create(device, hal::CommandBufferMode::kReusable, {"bench", profile}));
   for (uint32_t i = 0; i < iterations; ++i) KILN_RETURN_IF_ERROR(record(*cb));
   KILN_RETURN_IF_ERROR(cb->End());
   KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));  // warm-up
@@ -63,6 +66,19 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
                                            const MatmulBenchOptions& options) {
   const uint32_t n = options.size;
   if (n == 0 || n % 16) return InvalidArgument("matmul size ", n, " is not a multiple of 16");
+  // Each matrix against the device's limits, before anything is allocated
+  // (n < 2^32, so n * n * 4 < 2^66: compared in long double).
+  const long double matrix_bytes = static_cast<long double>(n) * n * 4;
+  const hal::Limits& limits = device->limits();
+  for (const auto& [limit, name] :
+       {std::pair{limits.max_buffer_size, "maxBufferSize"},
+        std::pair{limits.max_storage_buffer_binding_size, "maxStorageBufferBindingSize"}}) {
+    if (matrix_bytes > static_cast<long double>(limit)) {
+      return InvalidArgument("matmul size ", n, ": each ", n, "x", n, " f32 matrix takes ",
+                             static_cast<double>(matrix_bytes), " bytes, more than the device's ",
+                             name, " of ", limit);
+    }
+  }
   MatmulBenchResult result;
   result.device = device->Describe();
   result.gpu_timestamps = device->HasFeature(hal::Feature::kTimestampQuery);
@@ -81,12 +97,13 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   // The same algorithm written by hand.
   KILN_ASSIGN_OR_RETURN(
       hal::ExecutableRef hand,
-      hal::LoadExecutable(*device, {"matmul (hand-written WGSL)", kMatmulTiled16Wgsl,
-                                    {{"matmul",
-                                      {hal::BindingKind::kReadOnlyStorage,
-                                       hal::BindingKind::kReadOnlyStorage,
-                                       hal::BindingKind::kStorage, hal::BindingKind::kUniform},
-                                      16}}}));
+      hal::LoadExecutable(
+          *device, {"matmul (hand-written WGSL)",
+                    kMatmulTiled16Wgsl,
+                    {{"matmul",
+                      {hal::BindingKind::kReadOnlyStorage, hal::BindingKind::kReadOnlyStorage,
+                       hal::BindingKind::kStorage, hal::BindingKind::kUniform},
+                      16}}}));
 
   const uint64_t elements = uint64_t(n) * n;
   std::vector<float> a(elements), b(elements);
@@ -96,8 +113,8 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   for (auto& v : b) v = dist(rng);
   auto upload = [&](const std::vector<float>& v) -> StatusOr<hal::BufferRef> {
     KILN_ASSIGN_OR_RETURN(hal::BufferRef buf, device->allocator().Allocate(v.size() * 4));
-    KILN_RETURN_IF_ERROR(hal::Upload(
-        *device, buf, 0, {reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4}));
+    KILN_RETURN_IF_ERROR(
+        hal::Upload(*device, buf, 0, {reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4}));
     return buf;
   };
   KILN_ASSIGN_OR_RETURN(hal::BufferRef A, upload(a));
@@ -107,20 +124,21 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   KILN_ASSIGN_OR_RETURN(hal::BufferRef C_hand, upload(poison));
 
   const int32_t s = static_cast<int32_t>(n);
-  const runtime::Arg args[] = {runtime::Arg::Buffer(A), runtime::Arg::Buffer(B),
+  const runtime::Arg args[] = {runtime::Arg::Buffer(A),     runtime::Arg::Buffer(B),
                                runtime::Arg::Buffer(C_gen), runtime::Arg::I32(s),
-                               runtime::Arg::I32(s), runtime::Arg::I32(s)};
+                               runtime::Arg::I32(s),        runtime::Arg::I32(s)};
   KILN_ASSIGN_OR_RETURN(result.generated.ms,
-                        TimeDispatches(device, options.iterations,
-                                       [&](hal::CommandBuffer& cb) { return fn->Record(cb, args); }));
+                        TimeDispatches(device, options.iterations, [&](hal::CommandBuffer& cb) {
+                          return fn->Record(cb, args);
+                        }));
   uint32_t dims[4] = {n, n, n, 0};
   hal::BufferBinding bindings[] = {{A}, {B}, {C_hand}};
-  KILN_ASSIGN_OR_RETURN(
-      result.handwritten.ms,
-      TimeDispatches(device, options.iterations, [&](hal::CommandBuffer& cb) {
-        return cb.Dispatch(hand, 0, bindings, {reinterpret_cast<const uint8_t*>(dims), 16}, n / 16,
-                           n / 16);
-      }));
+  KILN_ASSIGN_OR_RETURN(result.handwritten.ms,
+                        TimeDispatches(device, options.iterations, [&](hal::CommandBuffer& cb) {
+                          return cb.Dispatch(hand, 0, bindings,
+                                             {reinterpret_cast<const uint8_t*>(dims), 16}, n / 16,
+                                             n / 16);
+                        }));
   const double flop = 2.0 * n * double(n) * n;
   result.generated.kernel = "kiln IR (" + options.kir_path + ")";
   result.handwritten.kernel = "hand-written WGSL";
@@ -130,10 +148,10 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
 
   // Check: both results agree, and sampled elements match a CPU reference.
   std::vector<float> gen(elements), handv(elements);
-  KILN_RETURN_IF_ERROR(hal::Download(*device, C_gen, 0,
-                                     {reinterpret_cast<uint8_t*>(gen.data()), elements * 4}));
-  KILN_RETURN_IF_ERROR(hal::Download(*device, C_hand, 0,
-                                     {reinterpret_cast<uint8_t*>(handv.data()), elements * 4}));
+  KILN_RETURN_IF_ERROR(
+      hal::Download(*device, C_gen, 0, {reinterpret_cast<uint8_t*>(gen.data()), elements * 4}));
+  KILN_RETURN_IF_ERROR(
+      hal::Download(*device, C_hand, 0, {reinterpret_cast<uint8_t*>(handv.data()), elements * 4}));
   for (uint64_t i = 0; i < elements; ++i) {
     double d = std::fabs(double(gen[i]) - handv[i]);
     if (std::isnan(d)) d = INFINITY;

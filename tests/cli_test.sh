@@ -168,6 +168,12 @@ expect_error "a matmul larger than the device" \
   "parameter '[ABC]'.* bytes, more than the device's max(StorageBufferBinding|Buffer)Size" \
   bash -c "$memory_limit exec timeout 60 \"\$@\"" _ \
   "$kiln" run "$tmp/mm.kmod" --fn matmul_tiled --arg M=1000000 --arg N=96 --arg K=64
+# A benchmark size beyond the device is refused before anything is allocated.
+for size in 65536 4294967280; do
+  expect_error "bench matmul --size $size" "each ${size}x${size} f32 matrix takes .* bytes, more than the device's max" \
+    bash -c "$memory_limit exec timeout 60 \"\$@\"" _ "$kiln" bench matmul --size $size
+done
+
 printf 'module {\nfn cube(A: buffer<f32>[n, n, n], n: i32) {\n  A[0, 0, 0] = 1.0\n}\n}\n' \
   > "$tmp/cube.kir"
 "$kiln" compile "$tmp/cube.kir" -o "$tmp/cube.kmod" || fail "compile cube"

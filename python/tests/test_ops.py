@@ -132,6 +132,23 @@ def test_binary_broadcasting(device, rng, op, shapes):
     _close(c.numpy(), NUMPY_BINARY[op](a.astype(np.float64), b), 1e-5 if op != "pow" else 1e-4)
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_propagate_nan(device, op):
+    # numpy's maximum/minimum: NaN where either operand is, on either side,
+    # with tensors, with a number, in a chain and fused.
+    special = [np.nan, 1.0, -np.inf, np.inf, -0.5]
+    a = np.array(special * 5, np.float32)
+    b = np.repeat(np.array(special, np.float32), 5)
+    want = getattr(np, {"max": "maximum", "min": "minimum"}[op])(a, b)
+    fn = getattr(kiln.ops, op)
+    ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
+    np.testing.assert_array_equal(fn(ta, tb).numpy(), want)
+    np.testing.assert_array_equal(fn(tb, ta).numpy(), want)
+    np.testing.assert_array_equal(kiln.fuse(lambda x, y: fn(x, y))(ta, tb).numpy(), want)
+    np.testing.assert_array_equal(fn(ta, np.float32(np.nan)).numpy(), np.full(a.shape, np.nan))
+    np.testing.assert_array_equal(kiln.ops.elementwise_chain(ta, [(op, tb)]).numpy(), want)
+
+
 def _edgy_ints(rng, shape, lo=-2**31, hi=2**31 - 1):
     x = rng.integers(lo, hi, shape, dtype=np.int64, endpoint=True).astype(np.int32)
     flat = x.reshape(-1)

@@ -620,6 +620,13 @@ class FunctionVerifier {
         }
       }
       const int64_t elements = *AllocatedElements(b);
+      // WGSL bounds the element count of a function's arrays (Dawn: fewer
+      // than 65536); larger local buffers would also wrap 32-bit sizes.
+      if (b.scope() == MemoryScope::kLocal && elements > kMaxLocalElements) {
+        return Error(StrCat("local buffer '", b.name(), "' holds ",
+                            elements >= (int64_t{1} << 40) ? "at least " : "", elements,
+                            " elements; a local buffer holds at most ", kMaxLocalElements));
+      }
       if (b.scope() == MemoryScope::kShared) {
         shared_bytes_ += elements * b.dtype().StorageBytes();
         if (shared_bytes_ > options_.limits.max_workgroup_storage_bytes) {

@@ -29,7 +29,7 @@
 //    result);
 //  * shared allocations have constant shapes and their total size fits
 //    options.max_workgroup_storage_bytes; local allocations have constant
-//    shapes;
+//    shapes and at most kMaxLocalElements elements;
 //  * expressions nest at most kMaxExprDepth levels (expr_nodes.h);
 //  * function names are identifiers, distinct within a module;
 //  * subgroup intrinsics only where options.allow_subgroups.
@@ -44,6 +44,10 @@
 #include "kiln/support/target_limits.h"
 
 namespace kiln::ir {
+
+// The most elements a local buffer may hold (WGSL implementations refuse
+// larger arrays in a function).
+inline constexpr int64_t kMaxLocalElements = 65535;
 
 struct VerifyOptions {
   // The target's limits: threads per workgroup, workgroup storage, storage

@@ -258,6 +258,26 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16388 bytes in all, "
      "more than the limit of 16384"},
+    {"LocalTooLarge",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  alloc s: f32[256, 256] local {\n"
+     "    A[0] = s[0, 0]\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `alloc s: f32[256, 256] local`: local buffer 's' holds 65536 "
+     "elements; a local buffer holds at most 65535"},
+    {"LocalOverflowingSize",
+     "module {\n"
+     "fn f(A: buffer<f32>[64]) {\n"
+     "  alloc s: f32[65536, 65536, 65536] local {\n"
+     "    A[0] = s[0, 0, 0]\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `alloc s: f32[65536, 65536, 65536] local`: local buffer 's' holds at "
+     "least 1099511627776 elements; a local buffer holds at most 65535"},
     {"SharedPaddedTooLarge",  // 12 rows of 20, padded to a stride of 640: 7060 elements
      "module {\n"
      "fn f(A: buffer<f32>[64]) {\n"

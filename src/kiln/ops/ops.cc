@@ -326,6 +326,13 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "div") return a / b;
   if (op == "floor_div") return ir::FloorDiv(a, b);
   if (op == "floor_mod") return ir::FloorMod(a, b);
+  if ((op == "max" || op == "min") && a.dtype().is_float()) {
+    // numpy's maximum and minimum: NaN where either is NaN (WGSL's max and
+    // min may return either operand then).
+    ir::Var x(std::string(op) + "_a", a.dtype()), y(std::string(op) + "_b", b.dtype());
+    const ir::Expr y_wins = op == "max" ? x < y : y < x;
+    return ir::Let(x, a, ir::Let(y, b, ir::Select(IsNan(y) || y_wins, y, x)));
+  }
   if (op == "max") return ir::Max(a, b);
   if (op == "min") return ir::Min(a, b);
   if (op == "pow") {

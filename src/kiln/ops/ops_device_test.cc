@@ -131,6 +131,8 @@ float RefBinary(const std::string& op, float a, float b) {
   if (op == "div") return a / b;
   if (op == "floor_div") return static_cast<float>(std::floor(double(a) / b));
   if (op == "floor_mod") return static_cast<float>(a - b * std::floor(double(a) / b));
+  // numpy's maximum and minimum: NaN where either is.
+  if ((op == "max" || op == "min") && (std::isnan(a) || std::isnan(b))) return NAN;
   if (op == "max") return std::max(a, b);
   if (op == "min") return std::min(a, b);
   if (op == "pow") return std::pow(a, b);
