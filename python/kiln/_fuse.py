@@ -304,7 +304,8 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                      tuple(used), out.shape, out._dtype, out._bool)
             traces[key] = entry
         nodes, used, shape, dtype, is_bool = entry
-        ins = [ops._operand(tensors[k], device) for k in used]
+        # 0-d arguments run as shape (1,); the result takes the traced shape.
+        ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
         if any(not t.size for t in ins):
             y = ops._from_host(np.zeros(shape, dtype), ins[0])
         else:
@@ -313,5 +314,6 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
             y = ops.run(("fused", key) + tuple(t._sig for t in ins),
                         lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins], spec),
                         *ins)
+        y = ops._shaped(y, tuple(shape))
         return ops._view(y, y.shape, np.bool_) if is_bool else y
     return fused

@@ -55,6 +55,16 @@ def _truth(self: Tensor) -> bool:
     return bool(np.asarray(self).reshape(-1)[0])
 
 
+def _scalar(kind: type) -> Callable[[Tensor], Any]:
+    """float(t), int(t): the value of a one-element tensor, as numpy's."""
+    def method(self: Tensor) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only a tensor of one element converts to {kind.__name__}; "
+                            f"this one has {self.size}")
+        return kind(np.asarray(self).reshape(-1)[0])
+    return method
+
+
 def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     def method(self: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
         return fn(self, axis=axis, keepdims=keepdims)
@@ -90,6 +100,8 @@ def install() -> None:
     Tensor.__abs__ = lambda self: ops.abs(self)
     Tensor.__invert__ = lambda self: ops.invert(self)
     Tensor.__bool__ = _truth
+    Tensor.__float__ = _scalar(float)
+    Tensor.__int__ = _scalar(int)
     for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,
                      "min": ops.amin}.items():
         setattr(Tensor, name, _reduction(fn))

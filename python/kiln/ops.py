@@ -223,6 +223,10 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         ts = [_number_as_tensor(x, like, op) if _is_number(x) else _operand(x, like.device)
               for x in operands]
         out = _elementwise_tensors(op, ts)
+        # A number's one-element tensor does not shape the result (0-d
+        # operands give a 0-d result, as numpy's scalars do).
+        out = _shaped(out, tuple(np.broadcast_shapes(
+            *[tuple(t.shape) for x, t in zip(operands, ts) if not _is_number(x)])))
         return _view(out, out.shape, np.bool_) if op in _COMPARE_OPS else out
     if len(operands) == 2 and _is_number(operands[1]) and not _is_number(operands[0]):
         return elementwise_chain(operands[0], [(op, operands[1])])
@@ -234,7 +238,26 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     return _elementwise_tensors(op, [_operand(x, device) for x in operands])
 
 
+def _lift_0d(ts: Sequence[Tensor]) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
+    """Kernels take ranks 1 to 4: a 0-d operand of an elementwise operator
+    runs as shape (1,), and the result then takes numpy's broadcast shape
+    (returned; None where no operand is 0-d)."""
+    if all(t.ndim for t in ts):
+        return list(ts), None
+    try:
+        shape = tuple(np.broadcast_shapes(*[tuple(t.shape) for t in ts]))
+    except ValueError:
+        return list(ts), None  # the operator's own error follows
+    return [t if t.ndim else _view(t, (1,)) for t in ts], shape
+
+
 def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
+    ts, shape = _lift_0d(ts)
+    out = _elementwise_nd(op, ts)
+    return out if shape is None else _shaped(out, shape)
+
+
+def _elementwise_nd(op: str, ts: List[Tensor]) -> Tensor:
     if any(not t.size for t in ts):
         _check_takes(op, ts)
     def check(d: _kiln.Device, types: List[Any]) -> Any:
@@ -279,6 +302,31 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
 
     Operands are tensors (broadcast with v) or numbers. A chain ending in a
     comparison gives a bool tensor."""
+    x = _operand(x, None)
+    # 0-d tensors run as shape (1,); the result takes the broadcast shape.
+    shapes, lifted, lifted_steps = [tuple(x.shape)], x.ndim == 0, []
+    for step in steps if isinstance(steps, (tuple, list)) else []:
+        if isinstance(step, (tuple, list)) and step and step[0] != "cast":
+            items = [step[0]]
+            for o in step[1:]:
+                if isinstance(o, (Tensor, np.ndarray)):
+                    o = _operand(o, x.device)
+                    shapes.append(tuple(o.shape))
+                    if not o.ndim:
+                        o, lifted = _view(o, (1,)), True
+                items.append(o)
+            step = type(step)(items)
+        lifted_steps.append(step)
+    if not lifted:
+        return _chain_nd(x, steps)
+    out = _chain_nd(x if x.ndim else _view(x, (1,)), lifted_steps)
+    try:
+        return _shaped(out, tuple(np.broadcast_shapes(*shapes)))
+    except ValueError:
+        return out
+
+
+def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
     x = _operand(x, None)
     spec = []
     tensors = [x]
@@ -889,9 +937,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     numbers = (int, float, np.integer, np.floating)
     if isinstance(a, numbers) and isinstance(b, numbers):
         raise _kiln.InvalidArgument("where: a and b cannot both be numbers")
-    from ._tensor import tensor
     # A number takes the other operand's dtype: exactly for int32 (or an
-    # error), rounded for floats.
+    # error), rounded for floats; its one-element tensor does not shape the
+    # result.
+    shaping = [x for x in (cond, a, b) if not isinstance(x, numbers)]
     if isinstance(a, numbers):
         b = _as_tensor(b, device)
         a = _number_as_tensor(a, b, "where")
@@ -905,6 +954,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _as_tensor(cond, a.device)
     if c.dtype == np.bool_:
         c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1
+    if any(not np.ndim(x) for x in shaping):
+        (c, a, b), _ = _lift_0d([c, a, b])
+        shape = np.broadcast_shapes(*[np.shape(x) for x in shaping])
+        return _shaped(where(c, a, b), tuple(shape))
     empty = _empty_result("where", [c, a, b],
                           lambda cv, av, bv: np.zeros(np.broadcast_shapes(cv.shape, av.shape,
                                                                           bv.shape), av.dtype),
@@ -949,6 +1002,8 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
         if not x.size:
             _check_takes(name, [x])
             return _from_host(np.zeros(x.shape, x.dtype), x)
+        if not x.ndim:
+            return _elementwise_tensors(name, [x])
         key = ("elementwise", name, x._sig)
         return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x)
     op.__name__ = op.__qualname__ = name
@@ -961,7 +1016,7 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
         if _fuse.traced(a, b):
             return _fuse.apply(name, [a, b])
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
-                np.bool_ not in (a.dtype, b.dtype):
+                a.ndim and b.ndim and np.bool_ not in (a.dtype, b.dtype):
             key = ("elementwise", name, a._sig, b._sig)
             return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b)
         return elementwise(name, a, b)

@@ -1256,3 +1256,31 @@ def test_constants_key_kernels_exactly(device):
         kiln.ops.pad(t, 1, 0, value=float("nan")).numpy()
         kiln.ops.elementwise_chain(t, [("lt", 5), ("where", float("nan"), 1.0)]).numpy()
     assert len(device._cache) == cache + 2
+
+
+def test_zero_dimensional_operands(device):
+    # 0-d tensors (a full reduction, x[i, j]) and 0-d arrays work in every
+    # elementwise operator, their results shaped as numpy's.
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.tensor(a, device)
+
+    def same(got, want):
+        want = np.asarray(want)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+    same(t - t.mean(), a - a.mean())
+    same(t[1, 2] + 1, a[1, 2] + 1)
+    same(kiln.ops.exp(t.sum()), np.exp(a.sum()))
+    same(t.sum() * t.sum(), a.sum() ** 2)
+    same(t.sum() > 3, a.sum() > 3)
+    same(t + np.array(2.0, np.float32), a + np.float32(2))
+    same(kiln.ops.where(t > 2, t, t.mean()), np.where(a > 2, a, a.mean()))
+    same(kiln.ops.where(t.sum() > 2, t.sum(), 0.0), np.where(a.sum() > 2, a.sum(), np.float32(0)))
+    same(kiln.ops.elementwise_chain(t.sum(), [("mul", 2.0), "relu"]), np.float32(a.sum() * 2))
+    same(kiln.ops.elementwise_chain(t, [("sub", t.mean())]), a - a.mean())
+    same(kiln.fuse(lambda x, m: (x - m) * 2)(t, t.mean()), (a - a.mean()) * 2)
+    same(kiln.fuse(lambda x, y: x * y)(t.sum(), t.mean()), a.sum() * a.mean())
+    assert float(t.sum()) == 15.0 and int(t[1, 1]) == 4
+    with pytest.raises(TypeError, match="one element"):
+        float(t)
