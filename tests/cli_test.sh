@@ -138,6 +138,19 @@ expect_error "--output twice to one file" "--output B: '$tmp/./same.npy' is also
 expect_error "--output a folder" "is a directory" "${run_v[@]}" --arg n=4 --output C="$tmp"
 expect_error "--output empty" "--output C: no file given" "${run_v[@]}" --arg n=4 --output C=
 
+# Scalars are checked before the device too.
+expect_error "a missing --arg" "needs a value for scalar parameter 'n'" "${run_v[@]}"
+grep -q "device:" <<<"$out" && fail "a missing --arg found only after the device was opened: $out"
+expect_error "a malformed --arg" "'5=6' is not a decimal i32" "${run_v[@]}" --arg n=5=6
+grep -q "device:" <<<"$out" && fail "a malformed --arg found only after the device was opened: $out"
+
+# Commands without arguments refuse them; an unknown command exits 1.
+for cmd in info demo "bench ops" "bench matmul" "bench dispatch"; do
+  expect_error "kiln $cmd extra" "kiln $cmd takes no arguments, got 'extra'" "$kiln" $cmd extra
+done
+"$kiln" no_such_command >/dev/null 2>&1
+[ $? -eq 1 ] || fail "an unknown command does not exit 1"
+
 # Any seed repeats its inputs, 0 included.
 for k in 1 2; do
   out=$("${run_v[@]}" --arg n=64 --seed 0 --output C="$tmp/seed$k.npy" 2>&1) ||

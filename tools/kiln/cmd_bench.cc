@@ -40,6 +40,8 @@ int BenchDispatch(const Args& args) {
         "usage: kiln bench dispatch [--dispatches N] [--repetitions N] [--submits N] [--json] "
         "[--trusted]");
   }
+  if (Status none = flags->NoArguments("kiln bench dispatch"); !none.ok())
+    return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::DispatchBenchOptions bo;
@@ -103,6 +105,8 @@ int BenchMatmul(const Args& args) {
         "usage: kiln bench matmul [--size N] [--iterations N] [--kir FILE] [--json] [--trusted]\n"
         "  --kir FILE  the kiln IR matmul (default: examples/matmul_tiled.kir of the source tree)");
   }
+  if (Status none = flags->NoArguments("kiln bench matmul"); !none.ok())
+    return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::MatmulBenchOptions mo;
@@ -181,6 +185,7 @@ int BenchOps(const Args& args) {
         "run of batches of runs in one command buffer without timestamps (the copy too): the\n"
         "throughput a program issuing the operator repeatedly sees. Exits 1 if any check fails.");
   }
+  if (Status none = flags->NoArguments("kiln bench ops"); !none.ok()) return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::OpsBenchOptions oo;

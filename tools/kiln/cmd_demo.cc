@@ -74,8 +74,8 @@ class Demo {
     hal::CommandBufferOptions options;
     options.label = o.what;
     options.profile = device_->HasFeature(hal::Feature::kTimestampQuery);
-    KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
-                                       device_, hal::CommandBufferMode::kReusable, options));
+    KILN_ASSIGN_OR_RETURN(
+        auto cb, hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kReusable, options));
     KILN_RETURN_IF_ERROR(record(*cb));
     KILN_RETURN_IF_ERROR(cb->End());
     o.wall_ms = 1e30;
@@ -113,7 +113,8 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
   if (i < c.n) { y[i] = x[i] * c.scale + c.bias; }
 })";
     KILN_ASSIGN_OR_RETURN(
-        auto exe, hal::LoadExecutable(*device_, {"axpb", kWgsl,
+        auto exe, hal::LoadExecutable(*device_, {"axpb",
+                                                 kWgsl,
                                                  {{"axpb",
                                                    {BindingKind::kReadOnlyStorage,
                                                     BindingKind::kStorage, BindingKind::kUniform},
@@ -144,12 +145,13 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
     KILN_ASSIGN_OR_RETURN(BufferRef b, Buffer(ToBytes(bs)));
     KILN_ASSIGN_OR_RETURN(BufferRef c, Buffer(Poison(size * size * 4)));
     KILN_ASSIGN_OR_RETURN(
-        auto exe, hal::LoadExecutable(*device_, {"matmul", bench::kMatmulTiled16Wgsl,
-                                                 {{"matmul",
-                                                   {BindingKind::kReadOnlyStorage,
-                                                    BindingKind::kReadOnlyStorage,
-                                                    BindingKind::kStorage, BindingKind::kUniform},
-                                                   16}}}));
+        auto exe, hal::LoadExecutable(
+                      *device_, {"matmul",
+                                 bench::kMatmulTiled16Wgsl,
+                                 {{"matmul",
+                                   {BindingKind::kReadOnlyStorage, BindingKind::kReadOnlyStorage,
+                                    BindingKind::kStorage, BindingKind::kUniform},
+                                   16}}}));
     uint32_t dims[4] = {size, size, size, 0};
     hal::BufferBinding bindings[] = {{a}, {b}, {c}};
     KILN_RETURN_IF_ERROR(Time(o, [&](hal::CommandBuffer& cb) {
@@ -176,7 +178,8 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
     KILN_ASSIGN_OR_RETURN(BufferRef x, Buffer(ToBytes(xs)));
     KILN_ASSIGN_OR_RETURN(BufferRef partial, Buffer(Poison(groups * 4)));
     KILN_ASSIGN_OR_RETURN(
-        auto exe, hal::LoadExecutable(*device_, {"reduce_sum", bench::kReduceSumWgsl,
+        auto exe, hal::LoadExecutable(*device_, {"reduce_sum",
+                                                 bench::kReduceSumWgsl,
                                                  {{"reduce_sum",
                                                    {BindingKind::kReadOnlyStorage,
                                                     BindingKind::kStorage, BindingKind::kUniform},
@@ -239,6 +242,7 @@ int DemoCommand(const Args& args) {
         "[--trusted]\n"
         "  runs hand-written kernels through the HAL and checks them on the CPU");
   }
+  if (Status none = flags->NoArguments("kiln demo"); !none.ok()) return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   auto size = flags->GetUint("matmul-size", 256, UINT32_MAX);

@@ -15,7 +15,8 @@ std::vector<std::pair<const char*, uint64_t>> LimitList(const hal::Limits& l) {
   return {
       {"maxBindGroups", l.max_bind_groups},
       {"maxBindingsPerBindGroup", l.max_bindings_per_bind_group},
-      {"maxDynamicUniformBuffersPerPipelineLayout", l.max_dynamic_uniform_buffers_per_pipeline_layout},
+      {"maxDynamicUniformBuffersPerPipelineLayout",
+       l.max_dynamic_uniform_buffers_per_pipeline_layout},
       {"maxStorageBuffersPerShaderStage", l.max_storage_buffers_per_shader_stage},
       {"maxUniformBuffersPerShaderStage", l.max_uniform_buffers_per_shader_stage},
       {"maxUniformBufferBindingSize", l.max_uniform_buffer_binding_size},
@@ -70,9 +71,10 @@ void PrintText(const hal::Device::Enumeration& e) {
                 std::string(hal::FeatureLevelName(a.feature_level)).c_str());
     std::printf("  library      %s\n", a.library.c_str());
     std::printf("  adapter      %s%s%s (%s)\n", a.description.c_str(),
-                a.device.empty() || a.device == a.description ? "" : " / ", 
+                a.device.empty() || a.device == a.description ? "" : " / ",
                 a.device == a.description ? "" : a.device.c_str(), a.adapter_type.c_str());
-    if (!a.vendor.empty()) std::printf("  vendor       %s %s\n", a.vendor.c_str(), a.architecture.c_str());
+    if (!a.vendor.empty())
+      std::printf("  vendor       %s %s\n", a.vendor.c_str(), a.architecture.c_str());
     std::printf("  features    ");
     for (const std::string& f : a.features) std::printf(" %s", f.c_str());
     std::printf("\n  limits\n");
@@ -93,6 +95,7 @@ int InfoCommand(const Args& args) {
   auto flags = Flags::Parse(args, {}, {"json"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
+  if (Status none = flags->NoArguments("kiln info"); !none.ok()) return Fail(none.message());
   hal::Device::Enumeration e = hal::Device::EnumerateAdapters();
   if (flags->Has("json")) {
     PrintJson(e);

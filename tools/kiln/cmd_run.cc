@@ -203,6 +203,10 @@ int RunCommand(const Args& args) {
     arrays.emplace(param, std::move(*array));
   }
 
+  // Every scalar given and valid, before the device too.
+  auto call_args = check::ScalarArgs(md, scalars);
+  if (!call_args.ok()) return Fail(call_args.status().message());
+
   auto loaded = LoadKernel(*flags, std::move(*compiled), name);
   if (!loaded.ok()) return Fail(loaded.status().message());
   const hal::Device& device = *loaded->device;
@@ -217,8 +221,6 @@ int RunCommand(const Args& args) {
     return check_on ? 1 : 0;
   }
   // Each input's element count against what the scalars make the parameter need.
-  auto call_args = check::ScalarArgs(md, scalars);
-  if (!call_args.ok()) return Fail(call_args.status().message());
   const std::vector<int64_t> extent_args = ExtentArgsOf(*call_args);
   for (auto& [param, array] : arrays) {
     size_t index = 0;

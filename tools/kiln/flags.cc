@@ -61,6 +61,11 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
   return flags;
 }
 
+Status Flags::NoArguments(std::string_view command) const {
+  if (positional_.empty()) return Status::Ok();
+  return InvalidArgument(command, " takes no arguments, got '", positional_[0], "' (see --help)");
+}
+
 std::optional<std::string> Flags::Get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;

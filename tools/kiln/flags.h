@@ -36,6 +36,8 @@ class Flags {
   // A finite, non-negative decimal number, or `fallback` when absent.
   StatusOr<double> GetNonNegativeDouble(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // For commands without arguments: an error naming the first one given.
+  Status NoArguments(std::string_view command) const;
 
  private:
   std::map<std::string, std::string> values_;

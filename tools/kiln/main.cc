@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "commands.h"
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
       !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+    return argc < 2 ? 1 : 0;
   }
   std::string command = argv[1];
   kiln::tool::Args args(argv + 2, argv + argc);
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
     if (command == "run") return kiln::tool::RunCommand(args);
   } catch (const std::bad_alloc&) {
     return kiln::tool::Fail("out of host memory");
+  } catch (const std::length_error&) {
+    return kiln::tool::Fail("out of host memory (a size too large to allocate)");
   }
   std::fprintf(stderr, "kiln: unknown command '%s'\n%s", command.c_str(), kUsage);
-  return 2;
+  return 1;
 }

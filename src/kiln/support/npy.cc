@@ -35,8 +35,18 @@ const DTypeInfo& InfoOf(DType t) {
 
 // The dtype a descr names: a byte-order character, a kind and a size.
 StatusOr<DType> ParseDescr(std::string_view descr) {
+  // Bytes other than printable ASCII as \xNN: the message stays whole.
+  std::string shown;
+  for (unsigned char c : descr) {
+    if (c >= 0x20 && c < 0x7f) {
+      shown += static_cast<char>(c);
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      shown += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
   auto unsupported = [&](std::string_view why) {
-    return InvalidArgument("unsupported dtype '", descr, "'", why,
+    return InvalidArgument("unsupported dtype '", shown, "'", why,
                            " (supported: <f4, <f2, <i4, <u4, |i1, |u1, |b1)");
   };
   if (descr.size() < 3) return unsupported("");

@@ -95,6 +95,11 @@ TEST(NpyTest, RejectsMalformedFiles) {
               "unsupported dtype '|O'");
   ExpectError(File("{'descr': '<c8', 'fortran_order': False, 'shape': (1,)}", Floats({1, 2})),
               "unsupported dtype");
+  // A NUL or other unprintable byte in the dtype is shown, and the message
+  // stays whole.
+  ExpectError(File(std::string("{'descr': '<f4\0', 'fortran_order': False, 'shape': (1,)}", 56),
+                   Floats({1})),
+              "unsupported dtype '<f4\\x00' (supported: <f4, <f2, <i4, <u4, |i1, |u1, |b1)");
   ExpectError(File("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}", Floats({1})),
               "structured");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False}", ""), "no 'shape'");
