@@ -109,6 +109,18 @@ bool ReadExtent(ByteReader& r, ExtentExpr& e, std::string_view what) {
       return false;
     }
     op.code = static_cast<ExtentOp::Code>(code);
+    // What the writer writes and nothing else: a flag of 0 or 1, and a
+    // value only where the op takes one.
+    if (is_signed > 1) {
+      r.Fail(StrCat(what, ": an op's signedness flag is ", int{is_signed}, "; expected 0 or 1"));
+      return false;
+    }
+    if (value != 0 && code != static_cast<uint8_t>(ExtentOp::Code::kConst) &&
+        code != static_cast<uint8_t>(ExtentOp::Code::kParam)) {
+      r.Fail(StrCat(what, ": op ", int{code}, " carries a value (", value,
+                    "); only constants and parameters do"));
+      return false;
+    }
     op.is_signed = is_signed != 0;
     op.value = static_cast<int64_t>(value);
   }

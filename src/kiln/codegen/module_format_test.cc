@@ -102,8 +102,6 @@ TEST(ModuleFormatTest, OtherVersionIsRejected) {
     bytes[8] = static_cast<char>(old);
     ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 4"));
   }
-
-
 }
 
 TEST(ModuleFormatTest, TruncatedFileIsRejected) {
@@ -134,6 +132,27 @@ TEST(ModuleFormatTest, MalformedPayloadWithValidChecksumIsRejected) {
     bytes[24 + i] = static_cast<char>(checksum >> (8 * i));
   }
   ExpectDataLoss(DeserializeModule(bytes + payload), "exceeds the remaining payload");
+}
+
+// Fields the writer never writes so: refused, not read as something else.
+TEST(ModuleFormatTest, ExtentOpFieldsAreChecked) {
+  CompiledModule module = SampleModule();
+  // A value on an op that takes none.
+  CompiledModule valued = module;
+  valued.functions[0].metadata.num_blocks_x.ops[2].value = 5;  // the add
+  ExpectDataLoss(DeserializeModule(SerializeModule(valued)),
+                 "op 2 carries a value (5); only constants and parameters do");
+  // A signedness flag other than 0 or 1: the division's (code 5, 32 bits,
+  // signed, value 0), rewritten with the checksum fixed.
+  std::string bytes = SerializeModule(module);
+  const std::string div_op("\x05\x20\x01\0\0\0\0\0\0\0\0", 11);
+  const size_t at = bytes.find(div_op, kModuleHeaderBytes);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.find(div_op, at + 1), std::string::npos);
+  bytes[at + 2] = 2;
+  const uint64_t checksum = Fnv1a64(std::string_view(bytes).substr(kModuleHeaderBytes));
+  for (int i = 0; i < 8; ++i) bytes[24 + i] = static_cast<char>(checksum >> (8 * i));
+  ExpectDataLoss(DeserializeModule(bytes), "an op's signedness flag is 2; expected 0 or 1");
 }
 
 }  // namespace

@@ -320,8 +320,11 @@ class FunctionVerifier {
     const int line = listing_.LineOf(divergence_.back().site);
     auto text = listing_.Text(line);
     std::string where = text ? StrCat("`", *text, "` at line ", line) : StrCat("line ", line);
-    return Error(StrCat(what, " is under control flow that depends on the thread index (", where,
-                        "); every thread of the workgroup must reach it"));
+    return Error(StrCat(what,
+                        " is under control flow that may differ between threads (it uses a "
+                        "thread index, a value derived from one, a memory load or a subgroup "
+                        "result: ",
+                        where, "); every thread of the workgroup must reach it"));
   }
 
   // ------------------------------------------------------------ expressions
@@ -630,7 +633,9 @@ class FunctionVerifier {
       if (b.scope() == MemoryScope::kShared) {
         shared_bytes_ += elements * b.dtype().StorageBytes();
         if (shared_bytes_ > options_.limits.max_workgroup_storage_bytes) {
-          return Error(StrCat("shared buffers need ", shared_bytes_,
+          // (AllocatedElements caps its count at 2^40: beyond, "at least".)
+          return Error(StrCat("shared buffers need ",
+                              elements >= (int64_t{1} << 40) ? "at least " : "", shared_bytes_,
                               " bytes in all, more than the limit of ",
                               options_.limits.max_workgroup_storage_bytes));
         }

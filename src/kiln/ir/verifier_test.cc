@@ -221,7 +221,8 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 7: `workgroup_barrier()`: workgroup_barrier() is under control flow that "
-     "depends on the thread index (`if (half < 16)` at line 5); every thread of the workgroup "
+     "may differ between threads (it uses a thread index, a value derived from one, a memory load "
+     "or a subgroup result: `if (half < 16)` at line 5); every thread of the workgroup "
      "must reach it"},
     {"BarrierUnderLoadedCondition",
      "module {\n"
@@ -232,7 +233,8 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 4: `storage_barrier()`: storage_barrier() is under control flow that "
-     "depends on the thread index (`while (A[0] < 1.0)` at line 3); every thread of the "
+     "may differ between threads (it uses a thread index, a value derived from one, a memory load "
+     "or a subgroup result: `while (A[0] < 1.0)` at line 3); every thread of the "
      "workgroup must reach it"},
     {"SubgroupUnderThreadCondition",
      "module {\n"
@@ -243,7 +245,8 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 4: `A[tx] = if_then_else(tx < 32, subgroup_add(A[tx]), 0.0)`: "
-     "`subgroup_add(A[tx])` is under control flow that depends on the thread index (`A[tx] = "
+     "`subgroup_add(A[tx])` is under control flow that may differ between threads (it uses a "
+     "thread index, a value derived from one, a memory load or a subgroup result: `A[tx] = "
      "if_then_else(tx < 32, subgroup_add(A[tx]), 0.0)` at line 4); every thread of the workgroup "
      "must reach it"},
     {"SharedTooLarge",
@@ -332,7 +335,8 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 12: `workgroup_barrier()`: workgroup_barrier() is under control flow "
-     "that depends on the thread index (`if (tx < 16)` at line 11); every thread of the "
+     "that may differ between threads (it uses a thread index, a value derived from one, a memory "
+     "load or a subgroup result: `if (tx < 16)` at line 11); every thread of the "
      "workgroup must reach it"},
     {"DuplicateFunctionAfterOthers",
      "module {\n"
@@ -414,8 +418,8 @@ TEST(VerifierTest, SubgroupBuiltinsVaryBetweenThreadsAndNeedSubgroups) {
       "let lane: i32 = subgroup_invocation_id() if (lane == 0) { workgroup_barrier() } } } }");
   ASSERT_TRUE(barrier.ok()) << barrier.status();
   Status s = Verify(*barrier);
-  EXPECT_NE(s.message().find("workgroup_barrier() is under control flow that depends on the "
-                             "thread index (`if (lane == 0)`"),
+  EXPECT_NE(s.message().find("workgroup_barrier() is under control flow that may differ between "
+                             "threads"),
             std::string::npos)
       << s;
   // So does the subgroup size, conservatively.
@@ -424,8 +428,8 @@ TEST(VerifierTest, SubgroupBuiltinsVaryBetweenThreadsAndNeedSubgroups) {
       "if (subgroup_size() > 4) { A[tx] = subgroup_add(tx) } } } }");
   ASSERT_TRUE(size.ok()) << size.status();
   s = Verify(*size);
-  EXPECT_NE(s.message().find("`subgroup_add(tx)` is under control flow that depends on the "
-                             "thread index"),
+  EXPECT_NE(s.message().find("`subgroup_add(tx)` is under control flow that may differ between "
+                             "threads"),
             std::string::npos)
       << s;
 }
