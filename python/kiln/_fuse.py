@@ -260,8 +260,16 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     traces: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
 
     @functools.wraps(fn)
-    def fused(*args: Any) -> Tensor:
+    def fused(*args: Any, **kwargs: Any) -> Any:
         from . import ops
+        if kwargs:
+            raise _kiln.InvalidArgument(
+                f"{getattr(fn, '__name__', 'kiln.fuse')}: pass the tensors positionally (got "
+                f"keyword argument {next(iter(kwargs))!r})")
+        if any(isinstance(a, Traced) for a in args):
+            # Called inside another fused function: its operators join that
+            # trace (one kernel for both).
+            return fn(*args)
         device = next((a.device for a in args if isinstance(a, Tensor)), None)
         tensors = []
         for k, a in enumerate(args):

@@ -199,3 +199,14 @@ def test_bool_numbers_keep_bools_bool(device):
         kiln.tensor(x, device), kiln.tensor(m, device)).numpy()
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got, np.where(x > 0, m, True))
+
+
+def test_fused_functions_compose_and_take_positional_tensors(device):
+    silu = kiln.fuse(lambda x: x * kiln.ops.sigmoid(x))
+    f = kiln.fuse(lambda x, b: silu(x) + b)  # silu joins f's kernel
+    x = np.linspace(-3, 3, 7).astype(np.float32)
+    b = np.ones(7, np.float32)
+    got = f(kiln.tensor(x, device), kiln.tensor(b, device)).numpy()
+    np.testing.assert_allclose(got, x / (1 + np.exp(-x)) + 1, rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="pass the tensors positionally"):
+        kiln.fuse(lambda x, b: x + b)(kiln.tensor(x, device), b=kiln.tensor(b, device))

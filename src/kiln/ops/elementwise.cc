@@ -75,8 +75,8 @@ Status CheckChainOperand(const std::optional<TensorType>& tensor,
   }
   if (constant) {
     if (dtype == ir::kI32 && !IsI32Value(*constant)) {
-      return InvalidArgument(where, ": the constant ", *constant, " is not an i32 (", what,
-                             " is i32)");
+      return InvalidArgument(where, ": the constant ", internal::NumberText(*constant),
+                             " is not an i32 (", what, " is i32)");
     }
     return Status::Ok();
   }
@@ -348,7 +348,8 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
       KILN_RETURN_IF_ERROR(
           internal::CheckData({{1}, n.dtype}, target, StrCat("the constant of ", where)));
       if (n.dtype == ir::kI32 && !IsI32Value(n.value)) {
-        return InvalidArgument(where, ": the constant ", n.value, " is not an i32");
+        return InvalidArgument(where, ": the constant ", internal::NumberText(n.value),
+                               " is not an i32");
       }
       return NodeType{n.dtype, {}};
     case FusedNode::Kind::kOp:

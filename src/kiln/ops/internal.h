@@ -52,6 +52,9 @@ ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
 ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b);
 // x converted to `dtype` by Cast's rules (f16 to i32 through f32).
 ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype);
+// A number as it was given, in the fewest digits that read back the same
+// (4294967295, not 4.29497e+09), for messages.
+std::string NumberText(double v);
 bool IsUnary(std::string_view op);
 bool IsBinary(std::string_view op);
 bool IsCompare(std::string_view op);

@@ -297,7 +297,8 @@ StatusOr<ir::Function> Pad(const TensorType& input, const std::vector<int64_t>& 
   if (input.dtype == ir::kI32) {
     if (!(value == std::trunc(value)) || value < std::numeric_limits<int32_t>::min() ||
         value > std::numeric_limits<int32_t>::max()) {
-      return InvalidArgument("pad: value ", value, " is not an i32 for X of dtype i32");
+      return InvalidArgument("pad: value ", internal::NumberText(value),
+                             " is not an i32 for X of dtype i32");
     }
     fill = I32(static_cast<int64_t>(value));
   } else {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <numbers>
 #include <set>
@@ -234,6 +236,15 @@ bool Listed(const std::vector<std::string_view>& names, std::string_view op) {
 }
 
 }  // namespace
+
+std::string NumberText(double v) {
+  char text[32];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v || v != v) break;
+  }
+  return text;
+}
 
 bool IsUnary(std::string_view op) {
   return Listed(UnaryOpNames(), op);
