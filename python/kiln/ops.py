@@ -424,6 +424,10 @@ _I64_MAX = 2**63 - 1
 _I64_MIN = -2**63
 
 
+def _clamp64(v: int) -> int:
+    return builtins.max(_I64_MIN, builtins.min(v, _I64_MAX))
+
+
 def _int(v: Any, what: str) -> int:
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         return int(v)
@@ -495,6 +499,10 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
             f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
     keepdims = bool(keepdims)
     axes = _axes(axis, x.ndim, f"reduce {op}")
+    if not axes:
+        # axis=() or a 0-d x: nothing reduced, as numpy: each element is its
+        # own reduction (a copy; bools as int32, which sums count in).
+        return _view(reshape(_view(x, [x.size]), [x.size]), x.shape) if x.size else x
     host = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
     if op in host:
         empty = _empty_result(f"reduce {op}", [x], lambda a: host[op](
@@ -768,6 +776,12 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     if not isinstance(shape, (tuple, list)):
         raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_int(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+    if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
+        if x.size != 1 or builtins.any(v not in (1, -1) for v in s):
+            raise _kiln.InvalidArgument(
+                f"reshape: cannot reshape a tensor of {x.size} elements into shape {tuple(s)}")
+        one = x if x.ndim else _view(x, (1,))
+        return _view(reshape(one, [1] * builtins.max(one.ndim, 1)), [1] * len(s))
     empty = _empty_result("reshape", [x], lambda v: np.reshape(v, s))
     if empty is not None:
         return empty
@@ -831,11 +845,14 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
         step = 1 if se[d] is None else _int(se[d], f"slice: steps entry {d}")
         if step == 0:
             raise _kiln.InvalidArgument(f"slice: steps entry {d} is 0")
+        # Python's meaning is kept by clamping to int64 (ends beyond the
+        # axis clamp anyway; a step beyond 2^62 takes one element as any
+        # step longer than the axis does).
         b.append((_I64_MIN if step > 0 else _I64_MAX) if st[d] is None
-                 else _int(st[d], f"slice: starts entry {d}"))
+                 else _clamp64(_int(st[d], f"slice: starts entry {d}")))
         e.append((_I64_MAX if step > 0 else _I64_MIN) if sp[d] is None
-                 else _int(sp[d], f"slice: stops entry {d}"))
-        s.append(step)
+                 else _clamp64(_int(sp[d], f"slice: stops entry {d}")))
+        s.append(builtins.max(-2**62, builtins.min(step, 2**62)))
     shape = [len(range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d]))) for d in range(n)]
     if 0 in shape:
         return _from_host(np.zeros(shape, x.dtype), x)
@@ -873,6 +890,9 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             stops.append(i + 1)
             steps.append(1)
             keep.append(None)
+        elif k is None:
+            raise TypeError("kiln.Tensor indices are ints, slices and '...'; None "
+                            "(np.newaxis) adds no axis here: reshape instead")
         else:
             raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
                             f"{type(k).__name__}")

@@ -25,8 +25,14 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
   t->device = device;
   t->shape = std::move(shape);
   t->dtype = dtype;
+  int64_t elements = 1;
   for (int64_t d : t->shape) {
     if (d < 0) Throw(InvalidArgument("shape ", ShapeText(t->shape), " has a negative dimension"));
+    if (d != 0 && elements > (int64_t{1} << 48) / d) {
+      Throw(InvalidArgument("shape ", ShapeText(t->shape),
+                            " has more elements than any device buffer holds"));
+    }
+    elements *= d;
   }
   // Buffers are whole words, and never empty.
   const uint64_t bytes = std::max<uint64_t>(4, (t->nbytes() + 3) / 4 * 4);
@@ -294,7 +300,7 @@ void BindTensors(nb::module_& m) {
           [](const TensorPtr& t, nb::handle key) {
             return nb::module_::import_("kiln.ops").attr("_getitem")(nb::cast(t), key);
           },
-          "key"_a, nb::sig("def __getitem__(self, key: object) -> Tensor"),
+          "key"_a.none(), nb::sig("def __getitem__(self, key: object) -> Tensor"),
           "self[key] for ints, slices (negative steps too) and one '...', as numpy indexes: "
           "a copy (kiln.ops.slice), each int dropping its axis.")
       .def("__len__",

@@ -1284,3 +1284,25 @@ def test_zero_dimensional_operands(device):
     assert float(t.sum()) == 15.0 and int(t[1, 1]) == 4
     with pytest.raises(TypeError, match="one element"):
         float(t)
+
+
+def test_index_and_shape_edges(device):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.tensor(a, device)
+    for k in [(slice(None, None, 2**63),), (slice(None, None, -(2**63)),),
+              (slice(-2**70, 2**70),), (slice(2**70, -2**70, -1), slice(None, None, 5))]:
+        np.testing.assert_array_equal(t[k].numpy(), a[k])
+    with pytest.raises(TypeError, match="np.newaxis"):
+        t[None]
+    with pytest.raises(kiln.InvalidArgument, match="more elements than any device buffer"):
+        kiln.empty((2**62, 4), device=device)
+    # axis=() reduces nothing; a 0-d tensor reduces to itself; 0-d reshapes.
+    for name in ("sum", "mean", "prod", "amax", "amin"):
+        got = getattr(kiln.ops, name)(t, axis=())
+        np.testing.assert_array_equal(got.numpy(), getattr(np, name)(a, axis=()))
+    s = t.sum()
+    assert s.sum().shape == () and float(s.sum()) == 15.0 and float(s.max()) == 15.0
+    assert s.reshape(1, 1).shape == (1, 1) and s.reshape(1).numpy().tolist() == [15.0]
+    assert t[0:1, 0:1].reshape(()).shape == ()
+    with pytest.raises(kiln.InvalidArgument, match="cannot reshape a tensor of 6 elements"):
+        t.reshape(())
