@@ -151,6 +151,14 @@ done
 "$kiln" no_such_command >/dev/null 2>&1
 [ $? -eq 1 ] || fail "an unknown command does not exit 1"
 
+# bench compile finds the source tree's kernels from any folder, and names a
+# path that is not there.
+out=$(cd "$tmp" && "$kiln" bench compile --megabytes 0.02 2>&1) || fail "bench compile --megabytes from $tmp: $out"
+expect_error "bench compile of a missing folder" "'$tmp/none' does not exist" \
+  "$kiln" bench compile "$tmp/none"
+expect_error "bench compile --megabytes 1x" "--megabytes takes sizes in MB" \
+  "$kiln" bench compile --megabytes 1x
+
 # Any seed repeats its inputs, 0 included.
 for k in 1 2; do
   out=$("${run_v[@]}" --arg n=64 --seed 0 --output C="$tmp/seed$k.npy" 2>&1) ||

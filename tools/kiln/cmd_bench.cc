@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -338,22 +339,45 @@ int BenchOps(const Args& args) {
 // kiln bench compile --megabytes 2,20 [DIR...]: kiln compile's phases on
 // modules of those sizes made by repeating the functions of DIR's kernels
 // (default examples/).
+// The .kir files of `paths`: a folder's, or a file itself. A path that
+// does not exist, or a list that holds no .kir file, is an error naming it.
+StatusOr<std::vector<std::string>> KirFiles(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code error;
+    if (std::filesystem::is_directory(p, error)) {
+      for (const std::string& f : check::ListKirFiles(p)) files.push_back(f);
+    } else if (std::filesystem::is_regular_file(p, error) && p.ends_with(".kir")) {
+      files.push_back(p);
+    } else if (!std::filesystem::exists(p, error)) {
+      return InvalidArgument("'", p, "' does not exist");
+    } else {
+      return InvalidArgument("'", p, "' is neither a folder nor a .kir file");
+    }
+  }
+  if (files.empty()) {
+    std::string listed;
+    for (const std::string& p : paths) listed += (listed.empty() ? "" : ", ") + p;
+    return InvalidArgument("no .kir files in ", listed);
+  }
+  return files;
+}
+
 int BenchCompileScale(const Flags& flags) {
   std::vector<double> sizes;
   std::istringstream list(*flags.Get("megabytes"));
   for (std::string item; std::getline(list, item, ',');) {
-    const double mb = std::atof(item.c_str());
-    if (!(mb > 0))
+    char* end = nullptr;
+    const double mb = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(mb > 0) || mb > 1e6)
       return Fail("--megabytes takes sizes in MB separated by commas, got '" + item + "'");
     sizes.push_back(mb);
   }
   std::vector<std::string> dirs = flags.positional();
-  if (dirs.empty()) dirs = {"examples"};
-  std::vector<std::string> files;
-  for (const std::string& d : dirs) {
-    for (const std::string& f : check::ListKirFiles(d)) files.push_back(f);
-  }
-  if (files.empty()) return Fail("no .kir files found");
+  if (dirs.empty()) dirs = {KILN_SOURCE_DIR "/examples"};
+  auto kir = KirFiles(dirs);
+  if (!kir.ok()) return Fail(kir.status().message());
+  const std::vector<std::string>& files = *kir;
   const bool json = flags.Has("json");
   JsonWriter w;
   w.BeginObject().Key("benchmark").String("compile-scale").Key("modules").BeginArray();
@@ -409,13 +433,11 @@ int BenchCompile(const Args& args) {
   auto reps = flags->GetUint("repetitions", 5, INT32_MAX);
   if (!reps.ok()) return Fail(reps.status().message());
   if (*reps == 0) return Fail("flag --repetitions must be positive");
-  std::vector<std::string> files;
   std::vector<std::string> dirs = flags->positional();
   if (dirs.empty()) dirs = {KILN_SOURCE_DIR "/tests/corpus", KILN_SOURCE_DIR "/examples"};
-  for (const std::string& d : dirs) {
-    for (const std::string& f : check::ListKirFiles(d)) files.push_back(f);
-  }
-  if (files.empty()) return Fail("no .kir files found");
+  auto kir = KirFiles(dirs);
+  if (!kir.ok()) return Fail(kir.status().message());
+  const std::vector<std::string>& files = *kir;
   auto timings = bench::RunCompileBench(files, static_cast<int>(*reps));
   if (!timings.ok()) return Fail(timings.status().ToString());
   double parse = 0, compile = 0;

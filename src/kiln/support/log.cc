@@ -79,11 +79,18 @@ void RouteStderrToLog(std::string_view source, const std::function<void()>& fn) 
   for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), capture)) > 0;) text.append(buffer, n);
   std::fclose(capture);
   std::string_view rest = text;
+  // A diagnostic goes on over the indented lines after its first (" - While
+  // trying to ...", "    at ...") up to a blank line, its end.
+  bool in_diagnostic = false;
   while (!rest.empty()) {
     size_t end = rest.find('\n');
     std::string_view line = rest.substr(0, end == std::string_view::npos ? rest.size() : end + 1);
     rest.remove_prefix(line.size());
-    if (IsDiagnostic(line)) {
+    const bool continues = in_diagnostic && (line[0] == ' ' || line[0] == '\t' || line[0] == '\n');
+    in_diagnostic = IsDiagnostic(line) || (continues && line[0] != '\n');
+    if (continues) {
+      if (LoggingEnabled()) WriteAll(STDERR_FILENO, line);
+    } else if (in_diagnostic) {
       Log(source, line);
     } else {
       WriteAll(STDERR_FILENO, line);

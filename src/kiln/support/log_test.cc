@@ -26,15 +26,24 @@ TEST(LogTest, ImplementationWarningsReachStderrOnlyWhenLoggingIsOn) {
       WriteToFd2("Warning: Vulkan shaderUniform*ArrayDynamicIndexing required.\n");
       WriteToFd2("Error: something that went wrong\n");
       WriteToFd2("Info: an adapter\n");
+      // A diagnostic's indented lines after its first, to a blank line, are its own.
+      WriteToFd2(
+          "Warning: eglInitialize failed\n - While trying to discover an adapter.\n"
+          "    at CheckEGL (UtilsEGL.cpp:98)\n\n");
+      WriteToFd2("  an indented line of no diagnostic\n");
     });
   };
   SetLogging(false);
-  EXPECT_EQ(Stderr(enumerate), "Error: something that went wrong\n");
+  EXPECT_EQ(Stderr(enumerate),
+            "Error: something that went wrong\n  an indented line of no diagnostic\n");
   SetLogging(true);
   EXPECT_EQ(Stderr(enumerate),
             "kiln: [dawn] Warning: Vulkan shaderUniform*ArrayDynamicIndexing required.\n"
             "Error: something that went wrong\n"
-            "kiln: [dawn] Info: an adapter\n");
+            "kiln: [dawn] Info: an adapter\n"
+            "kiln: [dawn] Warning: eglInitialize failed\n - While trying to discover an "
+            "adapter.\n    at CheckEGL (UtilsEGL.cpp:98)\n\n"
+            "  an indented line of no diagnostic\n");
   SetLogging(false);
   EXPECT_EQ(Stderr([] { Log("kiln", "not shown"); }), "");
 }
