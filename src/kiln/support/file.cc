@@ -98,14 +98,20 @@ StatusOr<std::string> ReadInputFile(const std::string& path, uint64_t max_bytes)
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   const std::string temporary = path + ".tmp";
   {
+    // The file is written beside its destination first: errors there name
+    // that temporary file, which is what could not be made.
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) return InvalidArgument("cannot write '", path, "': ", std::strerror(errno));
+    if (!out) {
+      return InvalidArgument("cannot write '", path, "': cannot create its temporary '", temporary,
+                             "': ", std::strerror(errno));
+    }
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       const int error = errno;
       std::remove(temporary.c_str());
-      return InvalidArgument("cannot write '", path, "': ", std::strerror(error));
+      return InvalidArgument("cannot write '", path, "': writing its temporary '", temporary,
+                             "': ", std::strerror(error));
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {

@@ -18,7 +18,8 @@ class ReadInputFileTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override {
-    for (const char* f : {"/small", "/big", "/fifo", "/empty"}) unlink((dir_ + f).c_str());
+    for (const char* f : {"/small", "/big", "/fifo", "/empty", "/out"}) unlink((dir_ + f).c_str());
+    rmdir((dir_ + "/out.tmp").c_str());
     rmdir(dir_.c_str());
   }
   std::string Write(const char* name, const std::string& content) {
@@ -70,6 +71,22 @@ TEST_F(ReadInputFileTest, RefusesFilesOverTheLimit) {
   auto exact = ReadInputFile(path, 100);
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(exact->size(), 100u);
+}
+
+// The file appears whole or not at all; an error names what failed.
+TEST_F(ReadInputFileTest, WritesAtomicallyAndNamesTheTemporaryFile) {
+  const std::string path = dir_ + "/out";
+  ASSERT_TRUE(WriteFileAtomically(path, "abc").ok());
+  auto back = ReadInputFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "abc");
+  // A folder in the temporary's place: the old file stays, the message
+  // names the temporary.
+  ASSERT_EQ(mkdir((path + ".tmp").c_str(), 0700), 0);
+  Status s = WriteFileAtomically(path, "defg");
+  EXPECT_EQ(s.message(), "cannot write '" + path + "': cannot create its temporary '" + path +
+                             ".tmp': Is a directory");
+  EXPECT_EQ(*ReadInputFile(path), "abc");
 }
 
 }  // namespace
