@@ -10,6 +10,7 @@
 
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
 #include "kiln/ir/text_syntax.h"
 #include "kiln/ir/visitor.h"
@@ -286,6 +287,12 @@ class FunctionVerifier {
         if (is_param && !UsesOnlyScalarParams(e)) {
           return Error(StrCat("shape of parameter '", b.name(), "' uses ", Quote(e),
                               "; expected constants and scalar parameters only"));
+        }
+        // Constants known here: no negative extent, no stride below 1.
+        const bool stride = list == &b.strides();
+        if (std::optional<int64_t> c = AsConstInt(e); c && *c < (stride ? 1 : 0)) {
+          return Error(StrCat("buffer '", b.name(), "' has ", stride ? "stride " : "extent ", *c,
+                              stride ? "; strides are positive" : "; extents are at least 0"));
         }
       }
     }
@@ -665,6 +672,21 @@ class FunctionVerifier {
     std::optional<int64_t> step = AsConstInt(op->step);
     if (!step.has_value() || *step <= 0) {
       return Error(StrCat("loop step ", Quote(op->step), " must be a positive constant"));
+    }
+    // What the vectorize and unroll passes need, here where the error can
+    // point at the loop.
+    if (op->kind == LoopKind::kVectorized) {
+      std::optional<int64_t> lanes = AsConstInt(Simplify(op->extent));
+      if (!lanes.has_value() || *lanes < 2 || *lanes > 4) {
+        return Error(StrCat("vectorized loop '", op->loop_var.name(), "' has extent ",
+                            Quote(op->extent),
+                            "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)"));
+      }
+    }
+    if (op->kind == LoopKind::kUnrolled &&
+        (!AsConstInt(Simplify(op->min)) || !AsConstInt(Simplify(op->extent)))) {
+      return Error(StrCat("unrolled loop '", op->loop_var.name(), "' has min ", Quote(op->min),
+                          " and extent ", Quote(op->extent), "; both must be constants"));
     }
     bool varying_bounds = IsThreadVarying(op->min) || IsThreadVarying(op->extent);
     if (IsThreadBinding(op->kind)) {

@@ -17,7 +17,9 @@
 //    parameter buffers and blockIdx extents use constants and scalar
 //    parameters only;
 //  * scalar parameters are i32, u32 or f32;
-//  * loops: thread-bound loops have min 0 and step 1; each launch axis is
+//  * loops: vectorized loops have a constant extent of 2, 3 or 4 and
+//    unrolled ones a constant min and extent (what the passes need);
+//    thread-bound loops have min 0 and step 1; each launch axis is
 //    bound with the same extent everywhere; threadIdx extents are constant
 //    and their product is at most options.max_threads_per_workgroup;
 //    blockIdx.z is rejected (reserved by the kernel ABI); a launch axis is not

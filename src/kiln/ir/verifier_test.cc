@@ -261,6 +261,42 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16388 bytes in all, "
      "more than the limit of 16384"},
+    {"VectorOfFive",
+     "module {\n"
+     "fn f(A: buffer<f32>[8]) {\n"
+     "  for v in vectorize(0, 5) {\n"
+     "    A[v] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for v in vectorize(0, 5)`: vectorized loop 'v' has extent `5`; it "
+     "must be a constant 2, 3 or 4 (the WGSL vector sizes)"},
+    {"UnrollOfUnknownExtent",
+     "module {\n"
+     "fn f(A: buffer<f32>[n], n: i32) {\n"
+     "  for u in unroll(0, n) {\n"
+     "    A[u] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for u in unroll(0, n)`: unrolled loop 'u' has min `0` and extent "
+     "`n`; both must be constants"},
+    {"NegativeStride",
+     "module {\n"
+     "fn f(A: buffer<f32>[4] strides [-1]) {\n"
+     "  A[0] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(A: buffer<f32>[4] strides [-1])`: buffer 'A' has stride -1; "
+     "strides are positive"},
+    {"NegativeExtent",
+     "module {\n"
+     "fn f(A: buffer<f32>[-4]) {\n"
+     "  A[0] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(A: buffer<f32>[-4])`: buffer 'A' has extent -4; extents are at "
+     "least 0"},
     {"LocalTooLarge",
      "module {\n"
      "fn f(A: buffer<f32>[64]) {\n"

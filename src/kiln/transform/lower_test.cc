@@ -59,12 +59,15 @@ TEST(LowerTest, InvalidInputIsRejectedByTheVerifier) {
   EXPECT_EQ(lowered.status().code(), StatusCode::kCompileError) << lowered.status();
 }
 
+// (A loop the verifier accepts and a pass refuses: unrolled beyond the
+// pass's limit.)
 TEST(LowerTest, PassErrorsComeBackUnchanged) {
-  IRBuilder b("wide_vector");
-  Buffer A = b.BufferParam("A", kF32, {8});
-  b.For("v", LoopKind::kVectorized, 0, 8, [&](Var v) { b.Store(A, {v}, FloatConst(kF32, 0.0)); });
+  IRBuilder b("long_unroll");
+  Buffer A = b.BufferParam("A", kF32, {1000});
+  b.For("u", LoopKind::kUnrolled, 0, 1000, [&](Var u) { b.Store(A, {u}, FloatConst(kF32, 0.0)); });
   ExpectError(Lower(b.Build()), StatusCode::kInvalidArgument,
-              "Vectorize of 'wide_vector': vectorized loop `v` has extent 8");
+              "Unroll of 'long_unroll': unrolled loop `u` has extent 1000, more than the limit of "
+              "256");
 }
 
 TEST(LowerTest, PassesRunInOrderUnderTheirNames) {
