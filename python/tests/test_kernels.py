@@ -317,6 +317,39 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead"])
+@pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
+def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
+    # Each thread computes 2 x 2 outputs in serial loops, and the shared
+    # stages are computed at the reduction's outer loop inside them: the
+    # pipeline runs again for every output, and with an odd number of steps
+    # its first copy writes the half the previous run read last.
+    M, N, K = mnk
+    A, B, C = _matmul(M, N, K)
+    s = te.create_schedule(C)
+    As = s.cache_read(A, "shared", [C])
+    Bs = s.cache_read(B, "shared", [C])
+    c = s[C]
+    io, jo, ii, ji = c.tile(c.axis[0], c.axis[1], 8, 8)
+    ty, iii = c.split(ii, 2)
+    tx, jii = c.split(ji, 2)
+    c.reorder(ty, tx, iii, jii)
+    c.bind(io, "blockIdx.y")
+    c.bind(jo, "blockIdx.x")
+    c.bind(ty, "threadIdx.y")
+    c.bind(tx, "threadIdx.x")
+    ko, ki = c.split(c.reduce_axis[0], 4)
+    for T in (As, Bs):
+        s[T].compute_at(c, ko)
+        getattr(s[T], pipelining)()
+        f = s[T].fuse(*s[T].axis)
+        _, lanes = s[T].split(f, 16)
+        y, x = s[T].split(lanes, 4)
+        s[T].bind(y, "threadIdx.y")
+        s[T].bind(x, "threadIdx.x")
+    _check_matmul(s, (A, B, C), (M, N, K), device, rng)
+
+
 def test_te_rfactor_and_tuple_reducer(device, rng):
     X = te.placeholder((5, 300), "float32", name="X")
     k = te.reduce_axis(300, "k")

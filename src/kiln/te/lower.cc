@@ -793,6 +793,25 @@ class KernelLowering {
     return ir::ForNode::make(var, 0, extent, kind, body);
   }
 
+  // Whether loop `axis` of stage `s` (with `including_axis`, the loops
+  // inside it) may start more than once in one thread: a loop around it
+  // that is not a launch axis, of `s` or of the stages `s` is computed in.
+  bool MayRunAgain(const StageState& s, const IterVar& axis, bool including_axis = false) const {
+    for (const IterVar& v : s.leaves) {
+      const bool at = v.same_as(axis);
+      if (at && !including_axis) break;
+      const auto kind = s.annotations.find(v.get());
+      if (kind == s.annotations.end() || !ir::IsThreadBinding(kind->second)) return true;
+      if (at) break;
+    }
+    if (s.attach_stage.empty()) return false;
+    const StageState* consumer = root_->name() == s.attach_stage ? root_ : nullptr;
+    for (const StageState* a : attached_) {
+      if (a->name() == s.attach_stage) consumer = a;
+    }
+    return consumer == nullptr || MayRunAgain(*consumer, s.attach_axis, true);
+  }
+
   // The attached stages emitted at the top of loop `axis` of stage `s`,
   // around `body`. Double-buffered stages are software-pipelined: their
   // copy for the loop's first iteration runs before the loop (AroundLoop),
@@ -810,6 +829,14 @@ class KernelLowering {
     std::vector<Stmt> seq;
     std::vector<Stmt> next_copies, next_loads, next_stores;
     std::vector<ir::Buffer> staging;
+    // The copy for the first iteration writes the half the loop's last
+    // iteration read when it has an odd count: where an enclosing loop runs
+    // the pipeline again, every thread must be done reading it first (the
+    // loop itself ends without a barrier).
+    if (std::any_of(here.begin(), here.end(), [](const StageState* p) { return p->double_buffer; }) &&
+        MayRunAgain(s, axis)) {
+      prologues_[axis.get()].push_back(ir::BarrierNode::make());
+    }
     for (const StageState* p : here) {
       if (!p->double_buffer) continue;
       KILN_CHECK(extent.defined());
