@@ -136,6 +136,13 @@ printf 'module {\nfn two(A: buffer<f32>[4], B: buffer<f32>[4]) {\n  A[0] = 1.0\n
 expect_error "--output twice to one file" "--output B: '$tmp/./same.npy' is also the file of --output A" \
   "$kiln" run "$tmp/two.kmod" --fn two --output A="$tmp/same.npy" --output B="$tmp/./same.npy"
 expect_error "--output a folder" "is a directory" "${run_v[@]}" --arg n=4 --output C="$tmp"
+# Never replaced: a FIFO (or a device) and a link.
+mkfifo "$tmp/out_fifo"
+expect_error "--output a FIFO" "exists and is not a regular file" \
+  "${run_v[@]}" --arg n=4 --output C="$tmp/out_fifo"
+[ -p "$tmp/out_fifo" ] || fail "--output replaced a FIFO"
+ln -s "$tmp/target.npy" "$tmp/link.npy"
+expect_error "--output a link" "is a symbolic link" "${run_v[@]}" --arg n=4 --output C="$tmp/link.npy"
 expect_error "--output empty" "--output C: no file given" "${run_v[@]}" --arg n=4 --output C=
 
 # Scalars are checked before the device too.

@@ -304,8 +304,10 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     comparison gives a bool tensor."""
     x = _operand(x, None)
     # 0-d tensors run as shape (1,); the result takes the broadcast shape.
+    if not isinstance(steps, (str, bytes)) and hasattr(steps, "__iter__"):
+        steps = list(steps)  # a generator is read once
     shapes, lifted, lifted_steps = [tuple(x.shape)], x.ndim == 0, []
-    for step in steps if isinstance(steps, (tuple, list)) else []:
+    for step in steps if isinstance(steps, list) else []:
         if isinstance(step, (tuple, list)) and step and step[0] != "cast":
             items = [step[0]]
             for o in step[1:]:
@@ -597,7 +599,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
                           lambda d, ty: _kiln.ops.layer_norm(d, ty[0], e))
     if empty is not None:
         return empty
-    key = ("layer_norm", e, x._sig, g._sig, b._sig)
+    key = ("layer_norm", _key_number(e), x._sig, g._sig, b._sig)
     return run(key, lambda d: _kiln.ops.layer_norm(d, x._type, e), x, g, b)
 
 
@@ -610,7 +612,8 @@ def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
                           lambda d, ty: _kiln.ops.rms_norm(d, ty[0], e))
     if empty is not None:
         return empty
-    return run(("rms_norm", e, x._sig, g._sig), lambda d: _kiln.ops.rms_norm(d, x._type, e), x, g)
+    return run(("rms_norm", _key_number(e), x._sig, g._sig),
+               lambda d: _kiln.ops.rms_norm(d, x._type, e), x, g)
 
 
 # ---------------------------------------------------------------------------
@@ -777,11 +780,10 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
         raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_int(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
     if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
-        if x.size != 1 or builtins.any(v not in (1, -1) for v in s):
+        if x.size != 1 or builtins.any(v not in (1, -1) for v in s) or s.count(-1) > 1:
             raise _kiln.InvalidArgument(
                 f"reshape: cannot reshape a tensor of {x.size} elements into shape {tuple(s)}")
-        one = x if x.ndim else _view(x, (1,))
-        return _view(reshape(one, [1] * builtins.max(one.ndim, 1)), [1] * len(s))
+        return _view(reshape(_view(x, (1,)), [1]), [1] * len(s))
     empty = _empty_result("reshape", [x], lambda v: np.reshape(v, s))
     if empty is not None:
         return empty
@@ -864,6 +866,8 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
     """x[key] for ints, slices and one Ellipsis (a copy; an int drops its
     axis)."""
     key = key if isinstance(key, tuple) else (key,)
+    if not x.ndim and all(k is Ellipsis for k in key) and len(key) <= 1:
+        return reshape(x, ())  # t[()] and t[...] of a 0-d tensor: a copy
     ellipses = builtins.sum(1 for k in key if k is Ellipsis)
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -931,8 +935,8 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     """x with before[d] and after[d] (>= 0; an int for every axis) elements
     of `value` on each side of axis d (numpy's pad in constant mode)."""
     x = _as_tensor(x, None)
-    if (ints := _ints_of_bools(x)) is not None and isinstance(value, (bool, np.bool_, int)) \
-            and value in (0, 1):
+    if (ints := _ints_of_bools(x)) is not None and \
+            isinstance(value, (bool, np.bool_, int, np.integer)) and value in (0, 1):
         return _bools(pad(ints[0], before, after, int(value)))
     b = _ints(before, x.ndim, "pad: before")
     a = _ints(after, x.ndim, "pad: after")
@@ -954,19 +958,29 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     if _fuse.traced(cond, a, b):
         return _fuse.apply("where", [cond, a, b])
     device = _device_of(cond, a, b)
-    numbers = (int, float, np.integer, np.floating)
+    numbers = (int, float, np.integer, np.floating, np.bool_)
     if isinstance(a, numbers) and isinstance(b, numbers):
         raise _kiln.InvalidArgument("where: a and b cannot both be numbers")
+    if isinstance(cond, numbers):  # one condition for every element
+        cond = np.array(bool(cond))
+
+    def beside(v: Any, t: Tensor) -> Tuple[Any, Tensor]:
+        """A number v and the other operand t: v as a tensor of t's dtype (a
+        bool beside bools; else, beside bools, both as int32)."""
+        if t.dtype == np.bool_:
+            if isinstance(v, (bool, np.bool_)):
+                from ._tensor import tensor
+                return tensor(np.array([bool(v)]), t.device), t
+            t = _view(t, t.shape, np.int32)
+        return _number_as_tensor(v, t, "where"), t
     # A number takes the other operand's dtype: exactly for int32 (or an
     # error), rounded for floats; its one-element tensor does not shape the
     # result.
     shaping = [x for x in (cond, a, b) if not isinstance(x, numbers)]
     if isinstance(a, numbers):
-        b = _as_tensor(b, device)
-        a = _number_as_tensor(a, b, "where")
+        a, b = beside(a, _as_tensor(b, device))
     elif isinstance(b, numbers):
-        a = _as_tensor(a, device)
-        b = _number_as_tensor(b, a, "where")
+        b, a = beside(b, _as_tensor(a, device))
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
     if (ints := _ints_of_bools(a, b)) is not None:
@@ -1301,7 +1315,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
         raise _kiln.InvalidArgument(f"attention: scale must be a number; got {scale!r}")
     sc = None if scale is None else float(scale)
     key = ("attention", q._sig, k._sig, v._sig, bool(causal),
-           mask_t._sig if mask_t is not None else None, sc)
+           mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))
     return run(key, lambda d: _kiln.ops.attention(
         d, q._type, k._type, v._type, bool(causal),
         mask_t._type if mask_t is not None else None, sc), *inputs)

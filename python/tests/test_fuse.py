@@ -178,9 +178,9 @@ def test_too_deep_expressions_are_refused(device, rng):
         return a
 
     x = kiln.tensor(rng.standard_normal(100).astype(np.float32), device)
-    with pytest.raises(kiln.InvalidArgument, match="nests more than 512 levels deep"):
+    with pytest.raises(kiln.InvalidArgument, match=r"nests more than \d+ levels deep"):
         kiln.fuse(deep)(x)
-    with pytest.raises(kiln.InvalidArgument, match="of the chain nest more than 512 levels"):
+    with pytest.raises(kiln.InvalidArgument, match=r"of the chain nest more than \d+ levels"):
         kiln.ops.elementwise_chain(x, [("mul", 0.5), ("add", 1.0)] * 5000)
     y = kiln.ops.elementwise_chain(x, ["neg"] * 300).numpy()
     np.testing.assert_array_equal(y, x.numpy())

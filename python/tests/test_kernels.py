@@ -260,6 +260,9 @@ def test_te_errors(device):
         s[B].bind(s[B].axis[0], "warpIdx.x")
     with pytest.raises(kiln.InvalidArgument):
         s[B].split(s[B].axis[0], 0)
+    for factor in (2**31 - 1, 2**31, 2**32 + 4, 2**40):  # extents are i32
+        with pytest.raises(kiln.InvalidArgument, match="the factor must be at most 2"):
+            s[B].split(s[B].axis[0], factor)
     with pytest.raises(kiln.InvalidArgument):
         s[A]
     other = te.compute((8,), lambda i: A[i, 0], name="O")
@@ -275,6 +278,32 @@ def test_te_errors(device):
         te.compute((), lambda: 1.0)
     with pytest.raises(kiln.InvalidArgument, match="extent must be an integer"):
         te.reduce_axis(2.5)
+    # An expression deeper than the compiler goes: refused by name, however
+    # deep, before anything recursive sees it.
+    X = te.placeholder((8,), "float32", name="X")
+
+    def deep(i):
+        v = X[i]
+        for _ in range(3000):
+            v = -v
+        return v
+    D = te.compute((8,), deep, name="D")
+    with pytest.raises(kiln.InvalidArgument, match="stage 'D' computes an expression nested more"):
+        kiln.build(te.create_schedule(D), [D], [X], "deep", device)
+    # Stages inlined into one another nesting deeper than any one of them.
+    def negs(v, n):
+        for _ in range(n):
+            v = -v
+        return v
+    T, stages = X, []
+    for k in range(8):
+        T = te.compute((8,), lambda i, T=T: negs(T[i], 100), name=f"T{k}")
+        stages.append(T)
+    s = te.create_schedule(T)
+    for t in stages[:-1]:
+        s[t].compute_inline()
+    with pytest.raises(kiln.InvalidArgument, match="stages inlined into the kernel nest"):
+        kiln.build(s, [T], [X], "inlined", device)
 
 
 

@@ -136,13 +136,15 @@ def test_binary_broadcasting(device, rng, op, shapes):
 def test_max_min_propagate_nan(device, op):
     # numpy's maximum/minimum: NaN where either operand is, on either side,
     # with tensors, with a number, in a chain and fused.
-    special = [np.nan, 1.0, -np.inf, np.inf, -0.5]
-    a = np.array(special * 5, np.float32)
-    b = np.repeat(np.array(special, np.float32), 5)
+    # (and on a tie the second operand, as numpy: max(0.0, -0.0) is -0.0)
+    special = [np.nan, 1.0, -np.inf, np.inf, -0.5, 0.0, -0.0]
+    a = np.array(special * 7, np.float32)
+    b = np.repeat(np.array(special, np.float32), 7)
     want = getattr(np, {"max": "maximum", "min": "minimum"}[op])(a, b)
     fn = getattr(kiln.ops, op)
     ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
     np.testing.assert_array_equal(fn(ta, tb).numpy(), want)
+    np.testing.assert_array_equal(np.signbit(fn(ta, tb).numpy()), np.signbit(want))
     np.testing.assert_array_equal(fn(tb, ta).numpy(), want)
     np.testing.assert_array_equal(kiln.fuse(lambda x, y: fn(x, y))(ta, tb).numpy(), want)
     np.testing.assert_array_equal(fn(ta, np.float32(np.nan)).numpy(), np.full(a.shape, np.nan))
@@ -1306,3 +1308,30 @@ def test_index_and_shape_edges(device):
     assert t[0:1, 0:1].reshape(()).shape == ()
     with pytest.raises(kiln.InvalidArgument, match="cannot reshape a tensor of 6 elements"):
         t.reshape(())
+
+
+def test_where_with_bools_and_numbers(device):
+    x = np.array([1.0, -1.0, 2.0], np.float32)
+    m = np.array([True, False, True])
+    c, mt = kiln.tensor(x, device) > 0, kiln.tensor(m, device)
+
+    def same(got, want):
+        want = np.asarray(want)
+        assert got.numpy().dtype == (np.int32 if want.dtype.kind == "i" else want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+    same(kiln.ops.where(c, mt, True), np.where(x > 0, m, True))
+    same(kiln.ops.where(c, np.True_, mt), np.where(x > 0, np.True_, m))
+    same(kiln.ops.where(c, mt, 2), np.where(x > 0, m, 2))
+    same(kiln.ops.where(True, kiln.tensor(x, device), 0.0), np.where(True, x, np.float32(0)))
+    same(kiln.ops.pad(mt, 1, 0, np.int64(1)), np.pad(m, (1, 0), constant_values=True))
+
+
+def test_zero_dimensional_indexing_reshape_and_chains(device):
+    t = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device)
+    s = t.sum()
+    assert float(s[()]) == 15.0 and s[...].shape == ()
+    with pytest.raises(kiln.InvalidArgument, match="cannot reshape a tensor of 1 elements"):
+        kiln.ops.reshape(s, [-1, -1])
+    # Steps given by a generator, read once, for a 0-d input too.
+    assert float(kiln.ops.elementwise_chain(s, (st for st in [("mul", 2.0)]))) == 30.0

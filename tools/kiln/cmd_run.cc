@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "  --seed N                 the random inputs' seed (default: a fresh one)\n"
     "  --trusted                trusted mode: no robustness checks in kernels (see README)\n"
     "dtypes: f32 <f4, f16 <f2, i32 <i4, u32 <u4, bool |b1, int8x4 |i1 (or |u1) [..., 4]\n"
-    "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check";
+    "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check\n"
+    "or with --output (nothing was written)";
 
 // The names of `md`'s parameters that satisfy `keep`, for messages.
 template <typename Keep>
@@ -101,8 +102,10 @@ Status CheckBufferFlags(const codegen::KernelMetadata& md,
 }
 
 // That every --output can be written, before anything runs: a path given,
-// not given twice, not a directory, in an existing writable directory. (The
-// file itself is written through a temporary beside it, then renamed.)
+// not given twice, a regular file where something is there already (it is
+// replaced: written through a temporary beside it, then renamed, which must
+// never replace a device, a FIFO, a folder or a link), in an existing
+// writable folder.
 Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
   namespace fs = std::filesystem;
   std::map<fs::path, std::string> taken;
@@ -115,10 +118,20 @@ Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
       return InvalidArgument("--output ", name, ": '", file, "' is also the file of --output ",
                              it->second);
     }
-    if (fs::is_directory(path, error)) {
+    const fs::file_status there = fs::symlink_status(file, error);
+    if (fs::is_directory(there)) {
       return InvalidArgument("--output ", name, ": '", file, "' is a directory");
     }
-    const fs::path folder = path.parent_path();
+    if (fs::is_symlink(there)) {
+      return InvalidArgument("--output ", name, ": '", file,
+                             "' is a symbolic link; name the file itself");
+    }
+    if (fs::exists(there) && !fs::is_regular_file(there)) {
+      return InvalidArgument("--output ", name, ": '", file,
+                             "' exists and is not a regular file (a device or a FIFO); it is "
+                             "not replaced");
+    }
+    const fs::path folder = fs::absolute(file, error).parent_path();
     if (!fs::is_directory(folder, error)) {
       return InvalidArgument("--output ", name, ": '", file, "': folder '", folder.string(),
                              "' does not exist");

@@ -101,7 +101,8 @@ bool ReadExtent(ByteReader& r, ExtentExpr& e, std::string_view what) {
   uint32_t count = 0;
   if (!r.Str(e.text, what) || !r.Count(count, 11, what)) return false;
   e.ops.resize(count);
-  for (ExtentOp& op : e.ops) {
+  for (size_t position = 0; position < e.ops.size(); ++position) {
+    ExtentOp& op = e.ops[position];
     uint8_t code = 0, is_signed = 0;
     uint64_t value = 0;
     if (!r.U8(code, what) || !r.U8(op.bits, what) || !r.U8(is_signed, what) ||
@@ -112,13 +113,14 @@ bool ReadExtent(ByteReader& r, ExtentExpr& e, std::string_view what) {
     // What the writer writes and nothing else: a flag of 0 or 1, and a
     // value only where the op takes one.
     if (is_signed > 1) {
-      r.Fail(StrCat(what, ": an op's signedness flag is ", int{is_signed}, "; expected 0 or 1"));
+      r.Fail(StrCat(what, ": op ", position, " has signedness flag ", int{is_signed},
+                    "; expected 0 or 1"));
       return false;
     }
     if (value != 0 && code != static_cast<uint8_t>(ExtentOp::Code::kConst) &&
         code != static_cast<uint8_t>(ExtentOp::Code::kParam)) {
-      r.Fail(StrCat(what, ": op ", int{code}, " carries a value (", value,
-                    "); only constants and parameters do"));
+      r.Fail(StrCat(what, ": op ", position, " (code ", int{code}, ") carries a value (",
+                    static_cast<int64_t>(value), "); only constants and parameters do"));
       return false;
     }
     op.is_signed = is_signed != 0;

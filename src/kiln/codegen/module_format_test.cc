@@ -139,9 +139,13 @@ TEST(ModuleFormatTest, ExtentOpFieldsAreChecked) {
   CompiledModule module = SampleModule();
   // A value on an op that takes none.
   CompiledModule valued = module;
-  valued.functions[0].metadata.num_blocks_x.ops[2].value = 5;  // the add
+  valued.functions[0].metadata.num_blocks_x.ops[2].value = 5;   // the add
+  valued.functions[0].metadata.num_blocks_x.ops[4].value = -1;  // the division
   ExpectDataLoss(DeserializeModule(SerializeModule(valued)),
-                 "op 2 carries a value (5); only constants and parameters do");
+                 "op 2 (code 2) carries a value (5); only constants and parameters do");
+  valued.functions[0].metadata.num_blocks_x.ops[2].value = 0;
+  ExpectDataLoss(DeserializeModule(SerializeModule(valued)),
+                 "op 4 (code 5) carries a value (-1); only constants and parameters do");
   // A signedness flag other than 0 or 1: the division's (code 5, 32 bits,
   // signed, value 0), rewritten with the checksum fixed.
   std::string bytes = SerializeModule(module);
@@ -152,7 +156,7 @@ TEST(ModuleFormatTest, ExtentOpFieldsAreChecked) {
   bytes[at + 2] = 2;
   const uint64_t checksum = Fnv1a64(std::string_view(bytes).substr(kModuleHeaderBytes));
   for (int i = 0; i < 8; ++i) bytes[24 + i] = static_cast<char>(checksum >> (8 * i));
-  ExpectDataLoss(DeserializeModule(bytes), "an op's signedness flag is 2; expected 0 or 1");
+  ExpectDataLoss(DeserializeModule(bytes), "op 4 has signedness flag 2; expected 0 or 1");
 }
 
 }  // namespace

@@ -219,12 +219,7 @@ class FunctionVerifier {
  private:
   // The deepest expression of the function, measured without recursion.
   Status CheckDepth() const {
-    struct Deepest : StmtVisitor {
-      int depth = 0;
-      void VisitExpr(const Expr& e) override { depth = std::max(depth, ExprDepth(e)); }
-    } deepest;
-    deepest.VisitStmt(f_.body());
-    if (deepest.depth > kMaxExprDepth) {
+    if (DeepestExpression(f_) > kMaxExprDepth) {
       return CompileError("function '", f_.name(), "': an expression nests more than ",
                           kMaxExprDepth,
                           " levels deep; kiln compiles expressions up to that depth (split a "
@@ -796,6 +791,17 @@ std::optional<int64_t> AllocatedElements(const Buffer& b) {
     span = steps > (kCap - span) / *stride ? kCap : span + steps * *stride;
   }
   return std::max(elements, span);
+}
+
+int DeepestExpression(const Function& function, int cap) {
+  struct Deepest : StmtVisitor {
+    int cap = 0;
+    int depth = 0;
+    void VisitExpr(const Expr& e) override { depth = std::max(depth, ExprDepth(e, cap)); }
+  } deepest;
+  deepest.cap = cap;
+  deepest.VisitStmt(function.body());
+  return deepest.depth;
 }
 
 Status Verify(const Function& function, const VerifyOptions& options) {

@@ -60,6 +60,9 @@ struct VerifyOptions {
 };
 
 Status Verify(const Function& function, const VerifyOptions& options = {});
+// The depth of the function's deepest expression (ExprDepth), counting up
+// to cap + 1; without recursion, so safe on any function.
+int DeepestExpression(const Function& function, int cap = kMaxExprDepth);
 // The elements an allocation spans: the product of its extents, or with
 // strides 1 + sum((extent - 1) * stride) where that is larger (padded rows
 // take their padding), capped at 2^40. Empty where an extent is not a

@@ -245,10 +245,12 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
   std::vector<te::Tensor> stages;
   te::Tensor value = X;
   Shape value_shape = input.shape;
-  // How deep the steps nest once inlined into one expression: each adds its
-  // own expression's depth over that of the running value's load.
-  int depth = 0;
-  int load_depth = 0;
+  // The steps as one expression, as inlining makes them (the running value
+  // in place of each step's load of it), measured after each step: deeper
+  // than the compiler goes, less room for the loads' index arithmetic that
+  // lowering adds, is refused before anything recursive sees it.
+  std::vector<ir::Var> at;
+  ir::Expr inlined;
   for (size_t k = 0; k < steps.size(); ++k) {
     const ChainStep& step = steps[k];
     const CheckedStep& c = checked[k];
@@ -267,40 +269,43 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
     const std::optional<double> constants[2] = {step.constant, step.second_constant};
     const te::Tensor prev = value;
     const Shape prev_shape = value_shape;
-    value = te::Compute(
-        last ? "Y" : StrCat("T", k + 1), Extents(step_shape), [&](const std::vector<ir::Var>& i) {
-          ir::Expr v = prev(BroadcastIndex(prev_shape, step_shape, i));
-          load_depth = k == 0 ? 0 : ir::ExprDepth(v);
-          auto other = [&](int w) -> ir::Expr {
-            if (tensors[w]->has_value()) {
-              return operand[w](BroadcastIndex((*tensors[w])->shape, step_shape, i));
-            }
-            return c.operand == ir::kI32
-                       ? ir::IntConst(c.operand, static_cast<int64_t>(*constants[w]))
-                       : ir::FloatConst(c.operand, *constants[w]);
-          };
-          switch (c.kind) {
-            case StepKind::kUnary:
-              return internal::ApplyUnary(step.op, v);
-            case StepKind::kCast:
-              return internal::ApplyCast(v, c.out);
-            case StepKind::kWhere:
-              return internal::ApplyWhere(v, other(0), other(1));
-            case StepKind::kTernary:
-              return internal::ApplyTernary(step.op, v, other(0), other(1));
-            case StepKind::kBinary:
-              break;
-          }
-          const ir::Expr b = other(0);
-          const ir::Expr& lhs = step.operand_first ? b : v;
-          const ir::Expr& rhs = step.operand_first ? v : b;
-          return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, lhs, rhs)
-                                              : internal::ApplyBinary(step.op, lhs, rhs);
-        });
-    depth += ir::ExprDepth(value.op()->body) - load_depth;
-    if (depth > ir::kMaxExprDepth) {
+    // The step's value from the running value v at index i.
+    auto apply = [&](const ir::Expr& v, const std::vector<ir::Var>& i) -> ir::Expr {
+      auto other = [&](int w) -> ir::Expr {
+        if (tensors[w]->has_value()) {
+          return operand[w](BroadcastIndex((*tensors[w])->shape, step_shape, i));
+        }
+        return c.operand == ir::kI32 ? ir::IntConst(c.operand, static_cast<int64_t>(*constants[w]))
+                                     : ir::FloatConst(c.operand, *constants[w]);
+      };
+      switch (c.kind) {
+        case StepKind::kUnary:
+          return internal::ApplyUnary(step.op, v);
+        case StepKind::kCast:
+          return internal::ApplyCast(v, c.out);
+        case StepKind::kWhere:
+          return internal::ApplyWhere(v, other(0), other(1));
+        case StepKind::kTernary:
+          return internal::ApplyTernary(step.op, v, other(0), other(1));
+        case StepKind::kBinary:
+          break;
+      }
+      const ir::Expr b = other(0);
+      const ir::Expr& lhs = step.operand_first ? b : v;
+      const ir::Expr& rhs = step.operand_first ? v : b;
+      return internal::IsCompare(step.op) ? internal::ApplyCompare(step.op, lhs, rhs)
+                                          : internal::ApplyBinary(step.op, lhs, rhs);
+    };
+    value = te::Compute(last ? "Y" : StrCat("T", k + 1), Extents(step_shape),
+                        [&](const std::vector<ir::Var>& i) {
+                          return apply(prev(BroadcastIndex(prev_shape, step_shape, i)), i);
+                        });
+    while (at.size() < step_shape.size()) at.emplace_back(StrCat("i", at.size()), ir::kI32);
+    const std::vector<ir::Var> here(at.end() - static_cast<int64_t>(step_shape.size()), at.end());
+    inlined = apply(k == 0 ? X(BroadcastIndex(input.shape, step_shape, here)) : inlined, here);
+    if (ir::ExprDepth(inlined, internal::kMaxFusedDepth) > internal::kMaxFusedDepth) {
       return InvalidArgument("steps 1 to ", k + 1, " of the chain nest more than ",
-                             ir::kMaxExprDepth,
+                             internal::kMaxFusedDepth,
                              " levels deep as one expression, the most kiln compiles; split the "
                              "chain into several");
     }
@@ -447,10 +452,11 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
     for (int a : nodes[j].args) levels[j] = std::max(levels[j], levels[a] + 1);
   }
   auto too_deep = [] {
-    return InvalidArgument("the fused expression nests more than ", ir::kMaxExprDepth,
-                           " levels deep, the most kiln compiles; split it into several");
+    return InvalidArgument("the fused expression nests more than ", internal::kMaxFusedDepth,
+                           " levels deep, the most kiln compiles (each node used more than once "
+                           "adds a level too); split it into several");
   };
-  if (levels[out] > ir::kMaxExprDepth) return too_deep();
+  if (levels[out] > internal::kMaxFusedDepth) return too_deep();
 
   std::vector<te::Tensor> placeholders;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -495,7 +501,9 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
     for (size_t k = lets.size(); k-- > 0;) result = ir::Let(lets[k].first, lets[k].second, result);
     return result;
   });
-  if (ir::ExprDepth(Y.op()->body) > ir::kMaxExprDepth) return too_deep();
+  if (ir::ExprDepth(Y.op()->body, internal::kMaxFusedDepth) > internal::kMaxFusedDepth) {
+    return too_deep();
+  }
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
   return LowerFlat(s, Y, placeholders, out_shape, target, name);
 }

@@ -52,6 +52,11 @@ ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
 ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b);
 // x converted to `dtype` by Cast's rules (f16 to i32 through f32).
 ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype);
+// How deep an elementwise chain's or fused expression's expression may nest
+// before lowering: the compiler's limit (ir::kMaxExprDepth) less room for
+// the index arithmetic of its loads, which lowering adds.
+inline constexpr int kMaxFusedDepth = ir::kMaxExprDepth - 16;
+
 // A number as it was given, in the fewest digits that read back the same
 // (4294967295, not 4.29497e+09), for messages.
 std::string NumberText(double v);

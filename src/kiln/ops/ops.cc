@@ -339,10 +339,11 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "floor_mod") return ir::FloorMod(a, b);
   if ((op == "max" || op == "min") && a.dtype().is_float()) {
     // numpy's maximum and minimum: NaN where either is NaN (WGSL's max and
-    // min may return either operand then).
+    // min may return either operand then), the second operand on a tie
+    // (maximum(0.0, -0.0) is -0.0).
     ir::Var x(std::string(op) + "_a", a.dtype()), y(std::string(op) + "_b", b.dtype());
-    const ir::Expr y_wins = op == "max" ? x < y : y < x;
-    return ir::Let(x, a, ir::Let(y, b, ir::Select(IsNan(y) || y_wins, y, x)));
+    const ir::Expr x_wins = op == "max" ? x > y : x < y;
+    return ir::Let(x, a, ir::Let(y, b, ir::Select(IsNan(x) || x_wins, x, y)));
   }
   if (op == "max") return ir::Max(a, b);
   if (op == "min") return ir::Min(a, b);

@@ -23,6 +23,7 @@
 #include "kiln/hal/device.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ops/device_test_fixture.h"
+#include "kiln/ops/internal.h"
 #include "kiln/ops/ops.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
@@ -1418,36 +1419,52 @@ TEST_F(ElementwiseTypesDeviceTest, FusedSiluPlusBias) {
   }
 }
 
-// The deepest chain kiln compiles (ir::kMaxExprDepth) runs through the
-// whole pipeline, the shader compiler included; one step more, and a fused
-// expression as deep, are refused by name before anything is built.
+// The deepest chain kiln compiles (internal::kMaxFusedDepth) runs through
+// the whole pipeline, the shader compiler included, for inputs of any rank
+// (lowering adds index arithmetic); one step more, and a fused expression
+// as deep, are refused by name before anything is built. A step's depth is
+// what it adds to the inlined expression: many `max` steps stay far within.
 TEST_F(ElementwiseTypesDeviceTest, DeepestChainRunsAndDeeperIsRefused) {
   // X[i] is 2 deep and each neg adds one level.
-  const int steps = ir::kMaxExprDepth - 2;
-  std::vector<ChainStep> negs(steps, ChainStep::Unary("neg"));
-  auto f = ElementwiseChain({{33}}, negs, target_);
-  ASSERT_TRUE(f.ok()) << f.status();
-  std::vector<float> x = EdgyFloats(33), want(33);
-  for (size_t k = 0; k < x.size(); ++k) want[k] = steps % 2 == 0 ? x[k] : -x[k];
-  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(33)}};
-  ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
-  ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+  const int steps = internal::kMaxFusedDepth - 2;
+  const std::string limit = std::to_string(internal::kMaxFusedDepth);
+  for (const Shape& shape : {Shape{33}, Shape{3, 11}, Shape{1, 3, 1, 11}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    std::vector<ChainStep> negs(steps, ChainStep::Unary("neg"));
+    auto f = ElementwiseChain({shape}, negs, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    std::vector<float> x = EdgyFloats(33), want(33);
+    for (size_t k = 0; k < x.size(); ++k) want[k] = steps % 2 == 0 ? x[k] : -x[k];
+    Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(33)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true));
+    ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
 
-  negs.push_back(ChainStep::Unary("neg"));
-  const Status chain = ElementwiseChain({{33}}, negs, target_).status();
-  EXPECT_EQ(chain.code(), StatusCode::kInvalidArgument) << chain;
-  EXPECT_EQ(chain.message(), "steps 1 to " + std::to_string(steps + 1) +
-                                 " of the chain nest more than 512 levels deep as one expression, "
-                                 "the most kiln compiles; split the chain into several");
+    negs.push_back(ChainStep::Unary("neg"));
+    const Status chain = ElementwiseChain({shape}, negs, target_).status();
+    EXPECT_EQ(chain.code(), StatusCode::kInvalidArgument) << chain;
+    EXPECT_EQ(chain.message(), "steps 1 to " + std::to_string(steps + 1) +
+                                   " of the chain nest more than " + limit +
+                                   " levels deep as one expression, the most kiln compiles; "
+                                   "split the chain into several");
+  }
   for (int n : {steps + 1, 100000}) {
     std::vector<FusedNode> nodes = {FusedNode::Input(0)};
     for (int k = 0; k < n; ++k) nodes.push_back(FusedNode::Op("neg", {k}));
-    const Status fused = ElementwiseFused({{{33}}}, nodes, target_).status();
+    const Status fused = ElementwiseFused({{{3, 11}}}, nodes, target_).status();
     EXPECT_EQ(fused.code(), StatusCode::kInvalidArgument) << fused;
-    EXPECT_EQ(fused.message(),
-              "the fused expression nests more than 512 levels deep, the most kiln compiles; "
-              "split it into several");
+    EXPECT_EQ(fused.message(), "the fused expression nests more than " + limit +
+                                   " levels deep, the most kiln compiles (each node used more "
+                                   "than once adds a level too); split it into several");
   }
+  // 200 float max steps (a let and a select each) nest one level apiece.
+  std::vector<ChainStep> maxes(200, ChainStep::WithConstant("max", 0.5));
+  auto m = ElementwiseChain({{3, 11}}, maxes, target_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<float> x = EdgyFloats(33), want(33);
+  for (size_t k = 0; k < x.size(); ++k) want[k] = std::isnan(x[k]) ? x[k] : std::max(x[k], 0.5f);
+  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(33)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*m, {"X"}, t, true));
+  ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
 }
 
 // A fused expression over f32 and i32 with comparisons, a cast, a where and

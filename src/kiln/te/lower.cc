@@ -833,7 +833,8 @@ class KernelLowering {
     // iteration read when it has an odd count: where an enclosing loop runs
     // the pipeline again, every thread must be done reading it first (the
     // loop itself ends without a barrier).
-    if (std::any_of(here.begin(), here.end(), [](const StageState* p) { return p->double_buffer; }) &&
+    if (std::any_of(here.begin(), here.end(),
+                    [](const StageState* p) { return p->double_buffer; }) &&
         MayRunAgain(s, axis)) {
       prologues_[axis.get()].push_back(ir::BarrierNode::make());
     }
@@ -1906,6 +1907,16 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
       error = InvalidArgument(at, ": tensor '", t.name(), "' is not a stage of the schedule");
       return;
     }
+    // Before anything recursive looks at it.
+    for (const Expr& e : {t.op()->body, t.op()->reduce_source}) {
+      if (ir::ExprDepth(e) > ir::kMaxExprDepth) {
+        error = InvalidArgument(at, ": stage '", t.name(),
+                                "' computes an expression nested more "
+                                "than ",
+                                ir::kMaxExprDepth, " levels deep, the most kiln compiles");
+        return;
+      }
+    }
     if (stage->attached()) {
       g.attached.push_back(stage);
     } else if (!stage->inlined) {
@@ -2171,6 +2182,14 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
                            limits.max_workgroup_storage_bytes,
                            " (compute shared stages at an inner loop, split their axes, or "
                            "pad less)");
+  }
+  // Stages inlined into one another can nest deeper than any one of them:
+  // the user's expression, not a lowering error (and not printed).
+  if (ir::DeepestExpression(f) > ir::kMaxExprDepth) {
+    return InvalidArgument(at, ": the stages inlined into the kernel nest an expression more than ",
+                           ir::kMaxExprDepth,
+                           " levels deep, the most kiln compiles; inline fewer (compute some at "
+                           "a loop, or as kernels of their own)");
   }
   ir::VerifyOptions options;
   options.limits = limits;

@@ -141,6 +141,14 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": axis ", Quote(axis.name()), " split by ", p.factor,
                                "; the factor must be positive");
       }
+      // Loop extents are i32: ceil(extent / factor) = (extent + factor - 1)
+      // / factor must not overflow.
+      const std::optional<int64_t> n = ir::AsConstInt(ir::Simplify(axis.extent()));
+      if (p.factor > (int64_t{1} << 30) || (n && *n + p.factor - 1 > INT32_MAX)) {
+        return InvalidArgument(at, ": axis ", Quote(axis.name()), " split by ", p.factor,
+                               "; the factor must be at most 2^30, and the extent plus the "
+                               "factor at most 2^31");
+      }
       KILN_RETURN_IF_ERROR(not_annotated(axis));
       const int pos = Position(stage.leaves, axis.get());
       const Expr f = Expr(static_cast<int>(p.factor));
