@@ -113,8 +113,9 @@ void AddOperators(Class& c) {
       .def("__rtruediv__", Binary([](E a, E b) { return a / b; }, true))
       .def("__floordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }))
       .def("__rfloordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }, true))
-      .def("__mod__", Binary([](E a, E b) { return a % b; }))
-      .def("__rmod__", Binary([](E a, E b) { return a % b; }, true))
+      // Python's % floors, as // does (a == (a // b) * b + a % b).
+      .def("__mod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }))
+      .def("__rmod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }, true))
       .def("__lt__", Binary([](E a, E b) { return a < b; }))
       .def("__le__", Binary([](E a, E b) { return a <= b; }))
       .def("__gt__", Binary([](E a, E b) { return a > b; }))

@@ -288,8 +288,10 @@ def test_te_errors(device):
             v = -v
         return v
     D = te.compute((8,), deep, name="D")
-    with pytest.raises(kiln.InvalidArgument, match="stage 'D' computes an expression nested more"):
+    with pytest.raises(kiln.InvalidArgument, match="compute 'D': the body nests more than 512"):
         kiln.build(te.create_schedule(D), [D], [X], "deep", device)
+    with pytest.raises(kiln.InvalidArgument, match="1 axis names for 2 axes"):
+        te.create_schedule(te.compute((2, 2), lambda i, j: A[i, j], name="N", axis_names=["a"]))
     # Stages inlined into one another nesting deeper than any one of them.
     def negs(v, n):
         for _ in range(n):
@@ -499,3 +501,20 @@ def test_te_program_of_several_kernels(device, rng):
     kernels[0](xt, m)
     kernels[1](xt, m, y)
     np.testing.assert_allclose(y.numpy(), np.exp(x - x.max(axis=1, keepdims=True)), rtol=1e-5)
+
+
+def test_te_floor_division_and_modulo_are_pythons(device):
+    # a == (a // b) * b + a % b for negative operands too, as in Python.
+    X = te.placeholder((8,), "int32", name="X")
+    F = te.placeholder((8,), "float32", name="F")
+    Y = te.compute((8,), lambda i: X[i] // 3 * 3 + X[i] % 3 - X[i] + X[i] % 3, name="Y")
+    G = te.compute((8,), lambda i: F[i] % 0.75, name="G")
+    x = np.arange(-4, 4, dtype=np.int32)
+    f = np.linspace(-2, 2, 8).astype(np.float32)
+    for out_t, ins, arrays, want in ((Y, [X], [x], x % 3), (G, [F], [f], np.mod(f, 0.75))):
+        s = te.create_schedule(out_t)
+        s[out_t].bind(s[out_t].axis[0], "threadIdx.x")
+        kern = kiln.build(s, [out_t], ins, "m", device)
+        out = kiln.tensor(np.full(8, -7, arrays[0].dtype), device)
+        kern(*[kiln.tensor(a, device) for a in arrays], out)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)

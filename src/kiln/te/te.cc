@@ -278,6 +278,13 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     error = InvalidArgument("compute '", name, "': the body is undefined");
   } else if (names.size() != axis.size()) {
     error = InvalidArgument("compute '", name, "': two axes share a name");
+  } else if (!axis_names.empty() && axis_names.size() != axis.size()) {
+    error = InvalidArgument("compute '", name, "': ", axis_names.size(), " axis names for ",
+                            axis.size(), " axes");
+  } else if (ir::ExprDepth(body) > ir::kMaxExprDepth) {
+    // Before anything recursive looks at it.
+    error = InvalidArgument("compute '", name, "': the body nests more than ", ir::kMaxExprDepth,
+                            " levels deep, the most kiln compiles");
   }
 
   // Claim the reduction the body uses, if any.
