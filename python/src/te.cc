@@ -10,6 +10,7 @@
 
 #include <climits>
 #include <cmath>
+#include <optional>
 
 #include "common.h"
 #include "kiln/ir/expr_nodes.h"
@@ -136,6 +137,9 @@ ir::Expr IntegerExtent(nb::handle h, const char* what) {
   ir::Expr e = ToExpr(h, what);
   if (!e.dtype().is_integer() || !e.dtype().is_scalar()) {
     Throw(InvalidArgument(what, " must be an integer, not ", e.dtype().ToString()));
+  }
+  if (std::optional<int64_t> c = ir::AsConstInt(e); c && *c < 0) {
+    Throw(InvalidArgument(what, " is ", *c, "; an extent is at least 0"));
   }
   return e;
 }

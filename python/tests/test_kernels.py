@@ -278,6 +278,10 @@ def test_te_errors(device):
         te.compute((), lambda: 1.0)
     with pytest.raises(kiln.InvalidArgument, match="extent must be an integer"):
         te.reduce_axis(2.5)
+    with pytest.raises(kiln.InvalidArgument, match="extent is -3; an extent is at least 0"):
+        te.reduce_axis(-3)
+    with pytest.raises(kiln.InvalidArgument, match="a dimension is -7; an extent is at least 0"):
+        te.placeholder((-7,), "float32")
     # An expression deeper than the compiler goes: refused by name, however
     # deep, before anything recursive sees it.
     X = te.placeholder((8,), "float32", name="X")
