@@ -43,6 +43,20 @@ std::string TypeNameOf(nb::handle h) {
   return nb::cast<std::string>(nb::type_name(h.type()));
 }
 
+// A finite number that a float type would round to infinity is an error
+// (infinity itself is written float('inf')).
+double FitFloat(ir::DataType type, double v) {
+  if (!type.is_float() || !std::isfinite(v)) return v;
+  // Half an ulp above the largest finite value rounds up to infinity.
+  const double rounds_to_inf =
+      type.bits == 16 ? 65520.0 : std::ldexp(1.0, 128) - std::ldexp(1.0, 103);
+  if (std::fabs(v) >= rounds_to_inf) {
+    Throw(InvalidArgument("the constant ", v, " is beyond the largest finite ", type.ToString(),
+                          "; write float('inf') for infinity"));
+  }
+  return v;
+}
+
 // A Python value as an expression: an Expr, an axis, or a number (an i32,
 // f32 or bool constant).
 ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
@@ -60,7 +74,9 @@ ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
     }
     return ir::IntConst(ir::kI32, v);
   }
-  if (PyFloat_Check(h.ptr())) return ir::FloatConst(ir::kF32, PyFloat_AsDouble(h.ptr()));
+  if (PyFloat_Check(h.ptr())) {
+    return ir::FloatConst(ir::kF32, FitFloat(ir::kF32, PyFloat_AsDouble(h.ptr())));
+  }
   Throw(
       InvalidArgument(what, " must be a kiln.te expression, axis or number; got ", TypeNameOf(h)));
 }
@@ -77,7 +93,7 @@ ir::Expr Constant(const ir::Expr& like, nb::handle other) {
       }
       return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
     }
-    return ir::MakeConst(like.dtype(), v);
+    return ir::MakeConst(like.dtype(), FitFloat(like.dtype(), v));
   }
   if (PyLong_Check(other.ptr())) {
     int overflow = 0;
@@ -85,6 +101,9 @@ ir::Expr Constant(const ir::Expr& like, nb::handle other) {
     if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
       Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
                             " does not fit a 32-bit constant"));
+    }
+    if (like.dtype().is_float()) {
+      return ir::MakeConst(like.dtype(), FitFloat(like.dtype(), static_cast<double>(v)));
     }
     return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
   }

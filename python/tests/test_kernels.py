@@ -312,6 +312,42 @@ def test_te_errors(device):
         kiln.build(s, [T], [X], "inlined", device)
 
 
+def test_te_computes_check_types_indices_and_constants(device, rng):
+    A = te.placeholder((8,), "int32", name="A")
+    F = te.placeholder((4, 8), "float32", name="F")
+    H = te.placeholder((8,), "float16", name="H")
+    # Type mistakes name the compute, not a line of the lowered kernel.
+    cases = [
+        (lambda i: te.exp(A[i]), r"compute 'B': `A\[i\]` has type i32; expected a float"),
+        (lambda i: ~F[0, i], r"compute 'B': `F\[0, i\]` has type f32; expected bool"),
+        (lambda i: F[0, i] + te.cast("float16", A[i]), "compute 'B': operands of"),
+        (lambda i: F[4, i], "compute 'B' reads `F` at index 4 of dimension 0, outside its extent 4"),
+        (lambda i: F[0, -1], "compute 'B' reads `F` at index -1 of dimension 1, below 0"),
+    ]
+    for body, message in cases:
+        B = te.compute((8,), body, name="B")
+        with pytest.raises(kiln.InvalidArgument, match=message):
+            te.create_schedule(B)
+    k = te.reduce_axis(8, name="k")
+    R = te.compute((4,), lambda i: te.sum(te.sqrt(A[k]), [k]), name="R")
+    with pytest.raises(kiln.InvalidArgument, match=r"compute 'R': `A\[k\]` has type i32"):
+        te.create_schedule(R)
+    # A constant a float type would round to infinity; infinity itself is fine.
+    for make in (lambda: F[0, 0] + 1e39, lambda: te.const(-3.5e38), lambda: H[0] * 65520.0,
+                 lambda: H[0] + 100000, lambda: te.const(7e4, "float16")):
+        with pytest.raises(kiln.InvalidArgument, match="beyond the largest finite f(32|16)"):
+            make()
+    # The largest finite values and infinity build, and read back as such.
+    B = te.compute((4, 8), lambda i, j: te.select(F[i, j] > 0.0, te.const(3.4028234663852886e38),
+                                                 te.const(float("-inf"))), name="B")
+    kernel = kiln.build(te.create_schedule(B), [B], [F], "limits", device)
+    f = rng.standard_normal((4, 8)).astype(np.float32)
+    out = _poisoned((4, 8), np.float32, device)
+    kernel(kiln.tensor(f, device), out)
+    np.testing.assert_array_equal(out.numpy(),
+                                  np.where(f > 0, np.float32(3.4028234663852886e38), -np.inf))
+
+
 
 @pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/module_format.h"
@@ -549,16 +550,23 @@ TEST(WgslCodegenTest, ShiftsBitOpsAndInt8x4) {
 
 TEST(WgslCodegenTest, ConstantsWithoutLiteralsGoThroughBits) {
   IRBuilder b("specials");
-  Buffer A = b.BufferParam("A", kF32, {3});
+  Buffer A = b.BufferParam("A", kF32, {5});
   Buffer I = b.BufferParam("I", kI32, {1});
   b.Store(A, {0}, FloatConst(kF32, INFINITY));
   b.Store(A, {1}, FloatConst(kF32, NAN));
   b.Store(A, {2}, FloatConst(kF32, -0.25));
+  // The largest f32's shortest decimal (3.4028235e38) lies above it, and
+  // WGSL refuses that literal.
+  b.Store(A, {3}, FloatConst(kF32, std::numeric_limits<float>::max()));
+  b.Store(A, {4}, FloatConst(kF32, std::numeric_limits<float>::lowest()));
   b.Store(I, {0}, IntConst(kI32, INT32_MIN));
   CompiledFunction f = Generate(b.Build());
   EXPECT_TRUE(Contains(f.wgsl, "A[0i] = kiln_f32_from_bits(0x7f800000u);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[1i] = kiln_f32_from_bits(0x7fc00000u);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[2i] = -0.25f;"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[3i] = 3.40282346e+38f;"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[4i] = -3.40282346e+38f;"));
+  EXPECT_EQ(static_cast<float>(3.40282346e+38), std::numeric_limits<float>::max());
   EXPECT_TRUE(Contains(f.wgsl, "I[0i] = i32(-2147483648);"));
 }
 

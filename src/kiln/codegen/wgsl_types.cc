@@ -1,6 +1,7 @@
 #include "kiln/codegen/wgsl_types.h"
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace kiln::codegen {
@@ -49,6 +50,11 @@ std::string WgslFloatLiteral(double value, int bits) {
   char digits[64];
   auto result = std::to_chars(digits, digits + sizeof(digits), static_cast<float>(value));
   std::string text(digits, result.ptr);
+  if (std::fabs(static_cast<float>(value)) == std::numeric_limits<float>::max()) {
+    // The shortest decimal, 3.4028235e38, lies above the largest f32 and
+    // WGSL refuses it as unrepresentable; this one lies below and rounds to it.
+    text = value < 0 ? "-3.40282346e+38" : "3.40282346e+38";
+  }
   text += bits == 16 ? "h" : "f";
   return text[0] == '-' ? "(" + text + ")" : text;
 }

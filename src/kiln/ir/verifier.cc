@@ -34,8 +34,29 @@ std::string Trim(const std::string& s) {
   return out;
 }
 
-// `e` printed, quoted for a message.
+// Whether `e`, as a tree (a shared operand counted at each use), has more
+// than `cap` nodes; stops counting there.
+bool LargerThan(const Expr& e, int cap) {
+  struct Counter : ExprVisitor {
+    int left = 0;
+    void VisitExpr(const Expr& x) override {
+      if (left < 0) return;
+      --left;
+      ExprVisitor::VisitExpr(x);
+    }
+  } counter;
+  counter.left = cap;
+  counter.VisitExpr(e);
+  return counter.left < 0;
+}
+
+// `e` printed, quoted for a message; a large expression (printed, it could
+// be any length) is described instead.
 std::string Quote(const Expr& e) {
+  constexpr int kMaxQuotedNodes = 256;
+  if (LargerThan(e, kMaxQuotedNodes)) {
+    return StrCat("a ", e.dtype(), " expression of more than ", kMaxQuotedNodes, " operations");
+  }
   return "`" + Print(e) + "`";
 }
 
@@ -176,6 +197,18 @@ class FunctionVerifier {
   FunctionVerifier(const Function& f, const VerifyOptions& options, const Listing& listing)
       : f_(f), options_(options), listing_(listing) {}
 
+  // The type rules alone, on one expression outside any function: every
+  // variable and buffer counts as defined, nothing is uniform or not, and
+  // a subexpression shared by several parents is checked once.
+  Status RunOnExpression(const Expr& e) {
+    types_only_ = true;
+    if (ExprDepth(e) > kMaxExprDepth) {
+      return CompileError("the expression nests more than ", kMaxExprDepth,
+                          " levels deep, the most kiln compiles");
+    }
+    return CheckExpr(e);
+  }
+
   Status Run() {
     if (SanitizeName(f_.name()) != f_.name()) {
       return ErrorAtFunction(
@@ -235,6 +268,7 @@ class FunctionVerifier {
 
   // Column 0: unknown (messages about printed IR give lines only).
   Status ErrorAt(const StmtNode* site, const std::string& what) const {
+    if (types_only_) return CompileError(what);
     const int line = listing_.LineOf(site);
     const int column = listing_.ColumnOf(site);
     std::string quoted;
@@ -248,7 +282,7 @@ class FunctionVerifier {
   // ------------------------------------------------------------ scopes
 
   Status DefineVar(const Var& v) {
-    if (!ever_defined_.insert(v.get()).second) {
+    if (!ever_defined_.insert(v.get()).second && !types_only_) {
       return Error(StrCat("variable '", v.name(),
                           "' is defined twice (each variable is bound exactly once)"));
     }
@@ -318,7 +352,7 @@ class FunctionVerifier {
   };
 
   Status CheckUniform(const std::string& what) const {
-    if (divergence_.empty()) return Status::Ok();
+    if (divergence_.empty() || types_only_) return Status::Ok();
     const int line = listing_.LineOf(divergence_.back().site);
     auto text = listing_.Text(line);
     std::string where = text ? StrCat("`", *text, "` at line ", line) : StrCat("line ", line);
@@ -345,7 +379,7 @@ class FunctionVerifier {
   }
 
   Status CheckIndices(const Buffer& buffer, const std::vector<Expr>& indices) {
-    if (in_scope_.count(buffer.get()) == 0) {
+    if (in_scope_.count(buffer.get()) == 0 && !types_only_) {
       return Error(StrCat("buffer '", buffer.name(), "' is used ",
                           ever_defined_.count(buffer.get()) ? "outside the scope of its definition"
                                                             : "but never defined"));
@@ -368,6 +402,7 @@ class FunctionVerifier {
   }
 
   Status CheckExpr(const Expr& e) {
+    if (types_only_ && !checked_.insert(e.get()).second) return Status::Ok();
     switch (e.kind()) {
       case ExprKind::kIntImm:
       case ExprKind::kFloatImm:
@@ -375,7 +410,7 @@ class FunctionVerifier {
         return Status::Ok();
       case ExprKind::kVar: {
         const auto* v = e.as<VarNode>();
-        if (in_scope_.count(v) == 0) {
+        if (in_scope_.count(v) == 0 && !types_only_) {
           return Error(StrCat("variable '", v->name, "' is used ",
                               ever_defined_.count(v) ? "outside the scope of its definition"
                                                      : "but never defined"));
@@ -429,7 +464,7 @@ class FunctionVerifier {
                               " is bound to ", Quote(op->value), " of type ", op->value.dtype()));
         }
         KILN_RETURN_IF_ERROR(DefineVar(op->var));
-        bool varying = IsThreadVarying(op->value);
+        bool varying = !types_only_ && IsThreadVarying(op->value);
         if (varying) varying_.insert(op->var.get());
         Status s = CheckExpr(op->body);
         Undefine(op->var);
@@ -477,7 +512,7 @@ class FunctionVerifier {
       // Only the taken side runs: code under a thread-dependent condition diverges.
       KILN_RETURN_IF_ERROR(CheckExpr(op->args[0]));
       KILN_RETURN_IF_ERROR(ExpectType(op->args[0], op->args[0].dtype() == kBool, "bool"));
-      bool diverges = IsThreadVarying(op->args[0]);
+      bool diverges = !types_only_ && IsThreadVarying(op->args[0]);
       if (diverges) divergence_.push_back({Site()});
       Status s = CheckExpr(op->args[1]);
       if (s.ok()) s = CheckExpr(op->args[2]);
@@ -770,6 +805,8 @@ class FunctionVerifier {
   std::unordered_map<LoopKind, Expr> axis_extents_;
   std::unordered_set<LoopKind> active_axes_;
   int64_t shared_bytes_ = 0;
+  bool types_only_ = false;                      // RunOnExpression
+  std::unordered_set<const ExprNode*> checked_;  // its subexpressions checked so far
 };
 
 }  // namespace
@@ -806,6 +843,12 @@ int DeepestExpression(const Function& function, int cap) {
 
 Status Verify(const Function& function, const VerifyOptions& options) {
   return FunctionVerifier(function, options, Listing(function, nullptr)).Run();
+}
+
+Status CheckExpressionTypes(const Expr& e) {
+  const Function none("expression", {}, NoOp());
+  const VerifyOptions options;
+  return FunctionVerifier(none, options, Listing(none, nullptr)).RunOnExpression(e);
 }
 
 // Function by function, with the line numbers of the module's printed text

@@ -60,6 +60,11 @@ struct VerifyOptions {
 };
 
 Status Verify(const Function& function, const VerifyOptions& options = {});
+// The type rules of Verify on one expression outside any function: operand
+// and index types, intrinsic operands, casts, let bindings and depth; not
+// scoping or uniformity. The message quotes the offending subexpression:
+//   "`A[i]` has type i32; expected a float (operand of exp)"
+Status CheckExpressionTypes(const Expr& e);
 // The depth of the function's deepest expression (ExprDepth), counting up
 // to cap + 1; without recursion, so safe on any function.
 int DeepestExpression(const Function& function, int cap = kMaxExprDepth);

@@ -524,6 +524,32 @@ TEST(VerifierTest, ExpressionsDeeperThanTheLimitAreRefused) {
   EXPECT_EQ(ExprDepth(x), 62);
 }
 
+// One expression on its own: type rules only, with free variables and
+// buffers, a shared operand checked once, and no line in the message.
+TEST(VerifierTest, CheckExpressionTypesChecksTypesAlone) {
+  Buffer a("A", kF32, {Expr(4)});
+  Buffer n("N", kI32, {Expr(4)});
+  Var i("i", kI32);
+  Expr x = LoadNode::make(a, {i});
+  for (int k = 0; k < 60; ++k) x = x + x;  // 2^60 paths
+  EXPECT_TRUE(CheckExpressionTypes(x).ok());
+  Var t("t", kF32);
+  EXPECT_TRUE(CheckExpressionTypes(LetNode::make(t, x, t * t) + LetNode::make(t, x, t)).ok());
+
+  Status s = CheckExpressionTypes(Call(Intrinsic::kExp, {LoadNode::make(n, {i})}));
+  EXPECT_EQ(s.code(), StatusCode::kCompileError);
+  EXPECT_EQ(s.message(), "`N[i]` has type i32; expected a float (operand of exp)");
+  s = CheckExpressionTypes(x + LoadNode::make(n, {i}));
+  EXPECT_EQ(s.message(),
+            "operands of a f32 expression of more than 256 operations have different types: f32 "
+            "and i32");
+  s = CheckExpressionTypes(LoadNode::make(a, {FloatConst(kF32, 1.0)}));
+  EXPECT_EQ(s.message(), "`1.0` has type f32; expected an integer index");
+  Expr deep = x;
+  for (int k = 0; k < kMaxExprDepth; ++k) deep = -deep;
+  EXPECT_FALSE(CheckExpressionTypes(deep).ok());
+}
+
 // With the parser's SourceMap, errors point into the user's text (its own
 // layout, comments and blank lines), not into the module as printed.
 TEST(VerifierTest, SourceMapGivesTheUsersLineAndColumn) {

@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/verifier.h"
 #include "kiln/ir/visitor.h"
 
 namespace kiln::te {
@@ -78,6 +80,45 @@ Status CheckCustomReducer(const OperationNode& op) {
                                " (each value is one scalar type)");
       }
     }
+  }
+  return Status::Ok();
+}
+
+// Loads whose index is a constant outside a constant extent of the tensor
+// read (WebGPU's robust access would quietly read something else).
+class ConstantIndexChecker : public ir::ExprVisitor {
+ public:
+  void VisitLoad(const ir::LoadNode* op) override {
+    ir::ExprVisitor::VisitLoad(op);
+    const std::vector<Expr>& shape = op->buffer.shape();
+    for (size_t d = 0; d < op->indices.size() && d < shape.size() && error.empty(); ++d) {
+      const std::optional<int64_t> index = ir::AsConstInt(op->indices[d]);
+      const std::optional<int64_t> extent = ir::AsConstInt(shape[d]);
+      if (!index.has_value() || !(*index < 0 || (extent.has_value() && *index >= *extent))) {
+        continue;
+      }
+      error = StrCat("reads `", op->buffer.name(), "` at index ", *index, " of dimension ", d,
+                     *index < 0 ? ", below 0" : StrCat(", outside its extent ", *extent));
+    }
+  }
+  std::string error;
+};
+
+// The body's types and constant indices, so that a mistake is reported
+// naming the compute rather than from the lowered kernel.
+Status CheckBody(const OperationNode& op) {
+  std::vector<const Expr*> parts = {&op.body};
+  if (op.has_reduction && op.reducer != ReducerKind::kCustom) parts.push_back(&op.reduce_source);
+  for (const auto* list : {&op.reduce_sources, &op.custom_identity, &op.custom_combine}) {
+    for (const Expr& e : *list) parts.push_back(&e);
+  }
+  for (const Expr* e : parts) {
+    if (!e->defined()) continue;
+    const Status typed = ir::CheckExpressionTypes(*e);
+    if (!typed.ok()) return InvalidArgument("compute '", op.name, "': ", typed.message());
+    ConstantIndexChecker indices;
+    indices.VisitExpr(*e);
+    if (!indices.error.empty()) return InvalidArgument("compute '", op.name, "' ", indices.error);
   }
   return Status::Ok();
 }
@@ -381,6 +422,7 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
       op->inputs.emplace_back(input);
     }
   }
+  if (error.ok()) error = CheckBody(*op);
   op->error = error;
   Register(op);
   return Tensor(op);

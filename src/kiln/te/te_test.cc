@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
@@ -247,6 +249,45 @@ TEST(TeTest, MalformedComputesAreReportedBySchedule) {
   auto s = Schedule::Create({B});
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.status().message(), "compute 'B': more than one reduction"));
+}
+
+// Type mistakes and constant indices outside a tensor are reported naming
+// the compute, not from the lowered kernel.
+TEST(TeTest, ComputesCheckTheirBodies) {
+  Tensor A = Placeholder("A", {8}, ir::kI32);
+  Tensor F = Placeholder("F", {4, 8}, ir::kF32);
+  struct Case {
+    std::function<Expr(const std::vector<Var>&)> body;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {[&](const auto& i) { return ir::Call(ir::Intrinsic::kExp, {A(i[0])}); },
+       "compute 'B': `A[i]` has type i32; expected a float (operand of exp)"},
+      {[&](const auto& i) { return F(0, i[0]) + ir::Cast(ir::kF16, A(i[0])); },
+       "compute 'B': operands of"},
+      {[&](const auto& i) { return !F(1, i[0]); }, "compute 'B': `F[1, i]` has type f32"},
+      {[&](const auto& i) { return F(4, i[0]); },
+       "compute 'B' reads `F` at index 4 of dimension 0, outside its extent 4"},
+      {[&](const auto& i) { return F(i[0] / 2, -1) * 2.0f; },
+       "compute 'B' reads `F` at index -1 of dimension 1, below 0"},
+  };
+  for (const Case& c : cases) {
+    Tensor B = Compute("B", {8}, c.body);
+    auto s = Schedule::Create({B});
+    ASSERT_FALSE(s.ok()) << c.expected;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.status().message(), c.expected));
+  }
+  // The same reads inside the shape, and a reduction's source, are fine
+  // until the source's type is wrong.
+  IterVar k = ReduceAxis(8, "k");
+  Tensor ok = Compute("ok", {4}, [&](const auto& i) { return Sum(F(3, k) + F(i[0], 7), {k}); });
+  EXPECT_TRUE(Schedule::Create({ok}).ok());
+  Tensor bad = Compute(
+      "bad", {4}, [&](const auto& i) { return Sum(ir::Call(ir::Intrinsic::kSqrt, {A(k)}), {k}); });
+  auto s = Schedule::Create({bad});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.status().message(), "compute 'bad': `A[k]` has type i32"));
 }
 
 TEST(TeTest, LoweringReportsMisuse) {
