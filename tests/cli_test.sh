@@ -113,6 +113,15 @@ printf 'module {\n// a comment\n\nfn f(A: buffer<f32>[4], n: i32) {\n    A[0] = 
 expect_error "ill-typed IR" "line 5, column 5: .A\[0\] = A\[1\] \+ n.: operands" \
   "$kiln" compile "$tmp/typo.kir" --emit wgsl
 
+# What lowering and code generation would refuse is refused at its line too.
+printf 'module {\nfn f(A: buffer<f32>[1000]) {\n  for i in unroll(0, 1000) {\n    A[i] = 1.0\n  }\n}\n}\n' \
+  > "$tmp/unroll.kir"
+expect_error "a long unrolled loop" "line 3, column 3: .for i in unroll\(0, 1000\).: unrolled loop 'i' has extent 1000, more than the limit of 256" \
+  "$kiln" compile "$tmp/unroll.kir" -o "$tmp/unroll.kmod"
+printf 'module {\nfn g(A: buffer<f32>[4],\n     B: buffer<f64>[4]) {\n}\n}\n' > "$tmp/f64.kir"
+expect_error "an f64 buffer" "line 2, column 1: .*buffer parameter 'B' has element type f64; kernel buffers hold" \
+  "$kiln" compile "$tmp/f64.kir" --emit wgsl
+
 # A lexical error is reported where it is, and junk after the module is refused.
 printf 'module {\nfn f(A: buffer<f32>[n], n: i32) {\n  let x: i32 = 1 @ 2\n}\n}\n' > "$tmp/at.kir"
 expect_error "a stray character" "at.kir: line 3, column 18: unexpected character '@'" \

@@ -298,7 +298,7 @@ void BindKernels(nb::module_& m) {
         DevicePtr dev = OrDefault(device);
         ir::SourceMap source;
         ir::Module module = Check(ir::ParseModule(text, &source));
-        Check(ir::Verify(module, dev->compile_options().lower.verify, source));
+        Check(ir::Verify(module, codegen::SourceVerifyOptions(dev->compile_options()), source));
         return CompileFunctions(dev, module.functions);
       },
       "ir_text"_a, "device"_a = nb::none(),

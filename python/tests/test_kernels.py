@@ -64,6 +64,10 @@ def test_bad_ir_reports_line_and_column(device):
         kiln.compile(bad, device)
     with pytest.raises(kiln.CompileError, match=r"line 1, column \d+"):
         kiln.compile("module { fn (", device)
+    # What lowering would refuse later is refused at its line.
+    long_unroll = "module {\nfn f(A: buffer<f32>[300]) {\n  for i in unroll(0, 300) {\n    A[i] = 1.0\n  }\n}\n}\n"
+    with pytest.raises(kiln.CompileError, match=r"line 3, column 3: .*extent 300, more than the limit of 256"):
+        kiln.compile(long_unroll, device)
 
 
 def test_kmod_files(device, rng, tmp_path):

@@ -152,7 +152,7 @@ int CompileCommand(const Args& args) {
     }
     std::fprintf(stderr, "%-22s %8.3f\n", "total", sum);
   };
-  auto module = ParseIrFile(input, options.lower.verify);
+  auto module = ParseIrFile(input, codegen::SourceVerifyOptions(options));
   if (!module.ok()) return Fail(module.status().ToString());
 
   if (emit && *emit == "ir") {

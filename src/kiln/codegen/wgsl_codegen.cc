@@ -1,7 +1,6 @@
 #include "kiln/codegen/wgsl_codegen.h"
 
 #include "kiln/codegen/extent_lowering.h"
-
 #include "kiln/codegen/wgsl_kernel.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/verifier.h"
@@ -48,12 +47,18 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
   return compiled;
 }
 
+ir::VerifyOptions SourceVerifyOptions(const CompileOptions& options) {
+  ir::VerifyOptions verify = options.lower.verify;
+  verify.limits = options.codegen.limits;
+  verify.max_unrolled_extent = options.lower.unroll.max_extent;
+  verify.kernel_buffer_types = true;
+  return verify;
+}
+
 StatusOr<CompiledModule> CompileModule(const ir::Module& module, const CompileOptions& options) {
   // Module-level checks (distinct function names) before any function's,
   // with the one set of limits.
-  ir::VerifyOptions verify = options.lower.verify;
-  verify.limits = options.codegen.limits;
-  KILN_RETURN_IF_ERROR(ir::Verify(module, verify));
+  KILN_RETURN_IF_ERROR(ir::Verify(module, SourceVerifyOptions(options)));
   CompiledModule compiled;
   for (const ir::Function& function : module.functions) {
     KILN_ASSIGN_OR_RETURN(CompiledFunction f, CompileFunction(function, options));

@@ -17,9 +17,8 @@
 #include "kiln/codegen/compiled_module.h"
 #include "kiln/ir/function.h"
 #include "kiln/support/status.h"
-#include "kiln/transform/lower.h"
-
 #include "kiln/support/target_limits.h"
+#include "kiln/transform/lower.h"
 
 namespace kiln::codegen {
 
@@ -48,6 +47,12 @@ struct CompileOptions {
 // name as context.
 StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
                                            const CompileOptions& options = {});
+
+// The verifier's options for IR a user wrote, compiled with `options`: the
+// target's limits, and up front (at the offending line) what lowering and
+// code generation would refuse later: unrolled loops longer than the unroll
+// pass takes, buffer element types kernels cannot bind.
+ir::VerifyOptions SourceVerifyOptions(const CompileOptions& options);
 
 // CompileFunction for every function of the module, in order.
 StatusOr<CompiledModule> CompileModule(const ir::Module& module,

@@ -231,6 +231,14 @@ class FunctionVerifier {
       if (b.scope() != MemoryScope::kGlobal) {
         return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' must be global"));
       }
+      const DataType t = b.dtype();
+      const bool bindable = t.is_scalar() && (t.is_bool() || t.is_int8x4() ||
+                                              (t.is_float() && (t.bits == 32 || t.bits == 16)) ||
+                                              (t.is_integer() && t.bits == 32));
+      if (options_.kernel_buffer_types && !bindable) {
+        return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' has element type ", t,
+                                      "; kernel buffers hold f32, f16, i32, u32, bool or int8x4"));
+      }
       KILN_RETURN_IF_ERROR(CheckShape(b));
       KILN_RETURN_IF_ERROR(DefineBuffer(b));
     }
@@ -717,6 +725,13 @@ class FunctionVerifier {
         (!AsConstInt(Simplify(op->min)) || !AsConstInt(Simplify(op->extent)))) {
       return Error(StrCat("unrolled loop '", op->loop_var.name(), "' has min ", Quote(op->min),
                           " and extent ", Quote(op->extent), "; both must be constants"));
+    }
+    if (op->kind == LoopKind::kUnrolled && options_.max_unrolled_extent.has_value() &&
+        *AsConstInt(Simplify(op->extent)) > *options_.max_unrolled_extent) {
+      return Error(StrCat("unrolled loop '", op->loop_var.name(), "' has extent ",
+                          *AsConstInt(Simplify(op->extent)), ", more than the limit of ",
+                          *options_.max_unrolled_extent,
+                          " (unroll the inner loop of a split instead)"));
     }
     bool varying_bounds = IsThreadVarying(op->min) || IsThreadVarying(op->extent);
     if (IsThreadBinding(op->kind)) {

@@ -57,6 +57,14 @@ struct VerifyOptions {
   TargetLimits limits;
   // Whether subgroup_* intrinsics are allowed.
   bool allow_subgroups = true;
+  // When set, unrolled loops of a larger constant extent are refused here,
+  // at their line, rather than later by the unroll pass (`kiln compile`
+  // sets the pass's limit).
+  std::optional<int64_t> max_unrolled_extent;
+  // Whether buffer parameters must hold a type a kernel binds (f32, f16,
+  // i32, u32, bool or int8x4): the WGSL target's rule, where the CPU
+  // interpreter takes any type.
+  bool kernel_buffer_types = false;
 };
 
 Status Verify(const Function& function, const VerifyOptions& options = {});

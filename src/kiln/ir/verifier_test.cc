@@ -7,6 +7,7 @@
 #include "kiln/ir/builder.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/source_map.h"
 
 namespace kiln::ir {
 namespace {
@@ -522,6 +523,36 @@ TEST(VerifierTest, ExpressionsDeeperThanTheLimitAreRefused) {
   Expr x = LoadNode::make(a, {Expr(0)});
   for (int k = 0; k < 60; ++k) x = x + x;
   EXPECT_EQ(ExprDepth(x), 62);
+}
+
+// What the WGSL target would refuse after lowering, refused at its line
+// when the options ask.
+TEST(VerifierTest, KernelRulesAtTheirLineWhenAsked) {
+  const char* text =
+      "module {\n"
+      "fn f(A: buffer<f32>[300], B: buffer<f64>[4]) {\n"
+      "  for i in unroll(0, 300) {\n"
+      "    A[i] = 1.0\n"
+      "  }\n"
+      "}\n"
+      "}\n";
+  SourceMap source;
+  auto module = ParseModule(text, &source);
+  ASSERT_TRUE(module.ok()) << module.status();
+  VerifyOptions options;
+  EXPECT_TRUE(Verify(*module, options, source).ok());  // the interpreter runs it
+  options.max_unrolled_extent = 300;
+  options.kernel_buffer_types = true;
+  EXPECT_EQ(Verify(*module, options, source).message(),
+            "function 'f', line 2, column 1: `fn f(A: buffer<f32>[300], B: buffer<f64>[4])`: "
+            "buffer parameter 'B' has element type f64; kernel buffers hold f32, f16, i32, u32, "
+            "bool or int8x4");
+  options.kernel_buffer_types = false;
+  EXPECT_TRUE(Verify(*module, options, source).ok());
+  options.max_unrolled_extent = 299;
+  EXPECT_EQ(Verify(*module, options, source).message(),
+            "function 'f', line 3, column 3: `for i in unroll(0, 300)`: unrolled loop 'i' has "
+            "extent 300, more than the limit of 299 (unroll the inner loop of a split instead)");
 }
 
 // One expression on its own: type rules only, with free variables and
