@@ -314,6 +314,19 @@ def test_te_errors(device):
         s[t].compute_inline()
     with pytest.raises(kiln.InvalidArgument, match="stages inlined into the kernel nest"):
         kiln.build(s, [T], [X], "inlined", device)
+    # Many stages, each well within the limit, inlined into one another:
+    # refused before anything expands them (this crashed the process).
+    T, stages = X, []
+    for k in range(300):
+        T = te.compute((8,), lambda i, T=T: negs(T[i], 400), name=f"U{k}")
+        stages.append(T)
+    s = te.create_schedule(T)
+    for t in stages[:-1]:
+        s[t].compute_inline()
+    with pytest.raises(kiln.InvalidArgument, match="stages inlined into the kernel nest"):
+        kiln.build(s, [T], [X], "inlined", device)
+    with pytest.raises(kiln.InvalidArgument, match="stages inlined into the kernel nest"):
+        te.lower_kernels(s, [T], [X], "inlined")
 
 
 def test_te_computes_check_types_indices_and_constants(device, rng):

@@ -1879,6 +1879,69 @@ const StageState* RootOf(const Schedule::Impl& impl, const StageState* s) {
   return s;
 }
 
+Status InlinedTooDeep(const std::string& at) {
+  return InvalidArgument(at, ": the stages inlined into the kernel nest an expression more than ",
+                         ir::kMaxExprDepth,
+                         " levels deep, the most kiln compiles; inline fewer (compute some at "
+                         "a loop, or as kernels of their own)");
+}
+
+// A bound on the depth of each stage's expressions with its inlined
+// producers expanded: a read of an inlined stage counts that stage's bound
+// plus its deepest index. Reported before anything recursive expands them
+// (stages each small enough can nest without limit); the exact depth is
+// checked after lowering, so a bound only somewhat above the limit passes
+// here.
+class InlinedDepth {
+ public:
+  explicit InlinedDepth(const Schedule::Impl& impl) : impl_(impl) {
+    for (const StageState& s : impl.stages) {
+      if (s.inlined) inlined_[s.tensor.buffer().get()] = &s;
+    }
+  }
+
+  int Of(const StageState& s) {
+    if (auto it = stages_.find(&s); it != stages_.end()) return it->second;
+    int depth = Depth(s.op->body);
+    if (s.op->reduce_source.defined()) depth = std::max(depth, Depth(s.op->reduce_source));
+    for (const Expr& e : s.op->reduce_sources) depth = std::max(depth, Depth(e));
+    stages_[&s] = depth;
+    return depth;
+  }
+
+ private:
+  // Each body is at most kMaxExprDepth deep (Compute checks), so this
+  // recursion is too; producers are measured in stage order, first.
+  int Depth(const Expr& e) {
+    if (!e.defined()) return 0;
+    if (auto it = exprs_.find(e.get()); it != exprs_.end()) return it->second;
+    int deepest = 0;
+    struct Children : ir::ExprVisitor {
+      InlinedDepth* self;
+      int* deepest;
+      void VisitExpr(const Expr& c) override { *deepest = std::max(*deepest, self->Depth(c)); }
+    } children;
+    children.self = this;
+    children.deepest = &deepest;
+    int depth = 0;
+    if (const auto* load = e.as<ir::LoadNode>();
+        load != nullptr && inlined_.count(load->buffer.get())) {
+      for (const Expr& i : load->indices) children.VisitExpr(i);
+      depth = Of(*inlined_.at(load->buffer.get())) + deepest;
+    } else {
+      children.ir::ExprVisitor::VisitExpr(e);  // visits e's operands through VisitExpr
+      depth = 1 + deepest;
+    }
+    exprs_[e.get()] = depth;
+    return depth;
+  }
+
+  const Schedule::Impl& impl_;
+  std::unordered_map<const ir::BufferNode*, const StageState*> inlined_;
+  std::unordered_map<const StageState*, int> stages_;
+  std::unordered_map<const ir::ExprNode*, int> exprs_;
+};
+
 StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tensor>& outputs,
                               const std::vector<Tensor>& inputs, const std::string& at,
                               bool split) {
@@ -1935,6 +1998,13 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
   };
   for (const Tensor& o : outputs) visit(o, nullptr);
   KILN_RETURN_IF_ERROR(error);
+  InlinedDepth inlined_depth(impl);
+  for (const StageState& s : impl.stages) {
+    // Every stage in order (producers first, so that nothing recurses
+    // through a chain of them); twice the limit is well within what the
+    // recursive passes take.
+    if (inlined_depth.Of(s) > 2 * ir::kMaxExprDepth) return InlinedTooDeep(at);
+  }
   std::sort(g.roots.begin(), g.roots.end());
   std::sort(g.attached.begin(), g.attached.end());
   // A stage computed at another's loop exists only inside that loop's
@@ -2185,12 +2255,7 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
   }
   // Stages inlined into one another can nest deeper than any one of them:
   // the user's expression, not a lowering error (and not printed).
-  if (ir::DeepestExpression(f) > ir::kMaxExprDepth) {
-    return InvalidArgument(at, ": the stages inlined into the kernel nest an expression more than ",
-                           ir::kMaxExprDepth,
-                           " levels deep, the most kiln compiles; inline fewer (compute some at "
-                           "a loop, or as kernels of their own)");
-  }
+  if (ir::DeepestExpression(f) > ir::kMaxExprDepth) return InlinedTooDeep(at);
   ir::VerifyOptions options;
   options.limits = limits;
   Status verified = ir::Verify(f, options);
