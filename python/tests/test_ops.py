@@ -14,7 +14,7 @@ NUMPY_UNARY = {
     "log2": np.log2, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin,
     "cos": np.cos, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
     "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
-    "relu": lambda x: np.where(x > 0, x, 0), "gelu": lambda x: x / 2 * (1 + _erf(x / np.sqrt(2))),
+    "relu": lambda x: np.where(x < 0, 0, x), "gelu": lambda x: x / 2 * (1 + _erf(x / np.sqrt(2))),
 }
 NUMPY_BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
@@ -448,7 +448,8 @@ def test_edge_values(device):
     assert np.isnan(neg[0]) and np.signbit(neg[2]) and not np.signbit(neg[1])
     np.testing.assert_array_equal(neg[3:], -a[3:])
     relu = kiln.ops.relu(x).numpy()
-    np.testing.assert_array_equal(relu, [0, 0, 0, np.inf, 0, 0, 2])  # NaN becomes 0
+    np.testing.assert_array_equal(relu, [np.nan, 0, 0, np.inf, 0, 0, 2])  # NaN stays NaN
+    assert np.isnan(relu[0])
     s = kiln.ops.add(x, x).numpy()
     assert np.isnan(s[0]) and s[3] == np.inf and s[4] == -np.inf and np.signbit(s[1])
     ab = kiln.ops.abs(x).numpy()

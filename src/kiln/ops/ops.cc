@@ -321,7 +321,8 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   // inlined into one another stays linear in size.
   if (op == "relu" || op == "gelu") {
     ir::Var v(std::string(op) + "_x", t);
-    if (op == "relu") return ir::Let(v, x, ir::Select(v > Zero(t), v, Zero(t)));
+    // Negative values become 0; NaN stays NaN, as in maximum(x, 0).
+    if (op == "relu") return ir::Let(v, x, ir::Select(v < Zero(t), Zero(t), v));
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
     return ir::Let(
         v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));

@@ -118,7 +118,7 @@ float RefUnary(const std::string& op, float x) {
   if (op == "ceil") return std::ceil(x);
   if (op == "round") return std::nearbyint(x);
   if (op == "trunc") return std::trunc(x);
-  if (op == "relu") return x > 0 ? x : 0.0f;
+  if (op == "relu") return x < 0 ? 0.0f : x;
   if (op == "gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
   ADD_FAILURE() << "no reference for " << op;
   return 0;
