@@ -309,18 +309,25 @@ void BindTe(nb::module_& m) {
         return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"), name);
       },
       "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
-  te_m.def(
-      "sum", [](nb::handle e, nb::handle axes) { return te::Sum(ToExpr(e), AxesOf(axes)); },
-      "expr"_a, "axes"_a, "The sum of expr over reduction axes (inside a compute body).");
-  te_m.def(
-      "prod", [](nb::handle e, nb::handle axes) { return te::Prod(ToExpr(e), AxesOf(axes)); },
-      "expr"_a, "axes"_a, "The product of expr over reduction axes.");
-  te_m.def(
-      "max", [](nb::handle e, nb::handle axes) { return te::Max(ToExpr(e), AxesOf(axes)); },
-      "expr"_a, "axes"_a, "The maximum of expr over reduction axes.");
-  te_m.def(
-      "min", [](nb::handle e, nb::handle axes) { return te::Min(ToExpr(e), AxesOf(axes)); },
-      "expr"_a, "axes"_a, "The minimum of expr over reduction axes.");
+  // sum/prod/max/min(expr, axes), or axis= as TVM spells it.
+  using Reduction = ir::Expr (*)(ir::Expr, const std::vector<te::IterVar>&);
+  const std::pair<const char*, Reduction> reductions[] = {
+      {"sum", &te::Sum}, {"prod", &te::Prod}, {"max", &te::Max}, {"min", &te::Min}};
+  for (const auto& [name, reduce] : reductions) {
+    const std::string fn = name;
+    te_m.def(
+        name,
+        [reduce, fn](nb::handle e, nb::handle axes, nb::handle axis) {
+          if (axes.is_none() == axis.is_none()) {
+            Throw(InvalidArgument("te.", fn, " takes the reduction axes once: axes= or axis="));
+          }
+          return reduce(ToExpr(e), AxesOf(axes.is_none() ? axis : axes));
+        },
+        "expr"_a, "axes"_a = nb::none(), "axis"_a = nb::none(),
+        ("The " + fn + " of expr over reduction axes (one axis or a list; inside a compute " +
+         "body). `axis=` is the same as `axes=`.")
+            .c_str());
+  }
   te_m.def(
       "reduce",
       [](const std::string& name, nb::callable combine, nb::handle identity, nb::handle sources,

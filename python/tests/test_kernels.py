@@ -230,10 +230,13 @@ def test_te_reducers(device, rng):
     k = te.reduce_axis(33, "k")
     outs = {
         "sum": te.compute((7,), lambda i: te.sum(X[i, k], k), name="S"),
-        "max": te.compute((7,), lambda i: te.max(X[i, k], [k]), name="Mx"),
-        "min": te.compute((7,), lambda i: te.min(X[i, k], [k]), name="Mn"),
+        "max": te.compute((7,), lambda i: te.max(X[i, k], axis=[k]), name="Mx"),  # TVM's keyword
+        "min": te.compute((7,), lambda i: te.min(X[i, k], axes=k), name="Mn"),
         "prod": te.compute((7,), lambda i: te.prod(X[i, k], [k]), name="P"),
     }
+    for bad in (lambda i: te.sum(X[i, k]), lambda i: te.sum(X[i, k], k, axis=k)):
+        with pytest.raises(kiln.InvalidArgument, match="takes the reduction axes once"):
+            te.compute((7,), bad, name="B")
     x = rng.uniform(0.9, 1.1, (7, 33)).astype(np.float32)
     xt = kiln.tensor(x, device)
     for name, T in outs.items():
