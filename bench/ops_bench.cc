@@ -456,7 +456,8 @@ std::string Dims(const ops::Shape& s) {
 
 // ", copied ahead" where the GEMM copies its tiles one k-step ahead.
 std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
-  return s.CopiesAhead(int8) ? ", copied ahead" : "";
+  if (!s.CopiesAhead(int8)) return "";
+  return s.copy_through_registers ? ", copied ahead through registers" : ", copied ahead";
 }
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
@@ -807,7 +808,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   Runner runner(device, options);
   result.gpu_timestamps = runner.timestamps();
   ops::Target target{runtime::TargetLimitsOf(*device), device->HasFeature(hal::Feature::kShaderF16),
-                     device->HasFeature(hal::Feature::kSubgroups) && !options.no_subgroups};
+                     device->HasFeature(hal::Feature::kSubgroups) && !options.no_subgroups,
+                     std::string(device->impl().name())};
   result.subgroups = target.subgroups;
   const bool small = options.small;
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;

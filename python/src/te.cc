@@ -506,8 +506,14 @@ void BindTe(nb::module_& m) {
           "double_buffer", [](const StageRef& s) { Check(s.Get().DoubleBuffer()); },
           "Alternates two halves of a shared stage computed at a serial loop.")
       .def(
-          "copy_ahead", [](const StageRef& s) { Check(s.Get().CopyAhead()); },
-          "Copies a single-buffered shared stage at a serial loop one iteration ahead.")
+          "copy_ahead",
+          [](const StageRef& s, bool through_registers) {
+            Check(s.Get().CopyAhead(through_registers));
+          },
+          "through_registers"_a = false,
+          "Copies a single-buffered shared stage at a serial loop one iteration ahead; with "
+          "through_registers, the next iteration's values are loaded into registers before the "
+          "iteration computes and stored after it.")
       .def(
           "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
           "Combines the stage's cross-thread reduction through subgroup operations.");

@@ -369,7 +369,15 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
 
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead"])
+def _pipeline(stage, how):
+    # double_buffer(), copy_ahead() or copy_ahead(through_registers=True).
+    if how == "copy_ahead(registers)":
+        stage.copy_ahead(through_registers=True)
+    else:
+        getattr(stage, how)()
+
+
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)
 def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     M, N, K = mnk
@@ -393,22 +401,24 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     for T in (As, Bs):
         s[T].compute_at(s[Cl], ko)
         s[T].storage_align(s[T].axis[0], 8, 1)
-        getattr(s[T], pipelining)()
+        _pipeline(s[T], pipelining)
         f = s[T].fuse(*s[T].axis)
         rest, lanes = s[T].split(f, 64)
         y, x = s[T].split(lanes, 8)
         s[T].bind(y, "threadIdx.y")
         s[T].bind(x, "threadIdx.x")
     assert "A.cache_read(shared, C)" in str(s)
-    assert f"A_shared.{pipelining}()" in str(s)
-    assert "shared" in te.lower(s, [C], [A, B], "mm")
-    if pipelining == "copy_ahead":
+    assert "A_shared." + (pipelining if "(" in pipelining else pipelining + "()") in str(s)
+    lowered = te.lower(s, [C], [A, B], "mm")
+    assert "shared" in lowered
+    assert ("A_shared_buf_staged" in lowered) == (pipelining != "copy_ahead")
+    if pipelining.startswith("copy_ahead"):
         with pytest.raises(kiln.InvalidArgument, match="double-buffered or copied ahead, not both"):
             s[As].double_buffer()
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead"])
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)"])
 @pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
 def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
     # Each thread computes 2 x 2 outputs in serial loops, and the shared
@@ -432,7 +442,7 @@ def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
     ko, ki = c.split(c.reduce_axis[0], 4)
     for T in (As, Bs):
         s[T].compute_at(c, ko)
-        getattr(s[T], pipelining)()
+        _pipeline(s[T], pipelining)
         f = s[T].fuse(*s[T].axis)
         _, lanes = s[T].split(f, 16)
         y, x = s[T].split(lanes, 4)

@@ -42,6 +42,7 @@ class OpsDeviceFixture : public ::testing::Test {
     target_.limits = runtime::TargetLimitsOf(*device_);
     target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
     target_.subgroups = device_->HasFeature(hal::Feature::kSubgroups);
+    target_.implementation = device_->impl().name();
   }
 
   // Values in [lo, hi), a fresh stream per call (seeded from gtest's seed).

@@ -206,7 +206,9 @@ class TeGemm {
       // the H200 for f32, f16 and the convolution (BENCHMARKS.md, "Copies
       // one iteration ahead").
       if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
-      if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) KILN_RETURN_IF_ERROR(st.CopyAhead());
+      if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) {
+        KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers));
+      }
       const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
       if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));
       KILN_ASSIGN_OR_RETURN(te::IterVar fused, k_contiguous ? st.Fuse(x, kx) : st.Fuse(kx, x));

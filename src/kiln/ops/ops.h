@@ -50,6 +50,11 @@ struct Target {
   TargetLimits limits;
   bool shader_f16 = false;
   bool subgroups = false;
+  // The WebGPU implementation that compiles the kernels ("dawn" or "wgpu";
+  // empty: unknown): where the two shader compilers schedule the same
+  // kernel differently, a rule picks the order that is faster with each
+  // (docs/ops.md).
+  std::string implementation;
 };
 
 // "[7, 1]".
@@ -400,6 +405,10 @@ struct MatmulSchedule {
   int k_tile = 16;  // 8 or 16; rows * k_tile and cols * k_tile multiples of 16
   bool double_buffer = true;
   bool unroll_k = true;  // the k-steps of a shared tile unrolled (a larger, faster kernel)
+  // Single-buffered tiles copied ahead through registers: the next k-step's
+  // global loads issued before the math, stored into the tiles after it
+  // (te::Stage::CopyAhead(true)).
+  bool copy_through_registers = false;
 
   int64_t block_m() const { return 64 * rows; }
   int64_t block_n() const { return 64 * cols; }
@@ -418,7 +427,9 @@ struct MatmulSchedule {
 // workgroups, else 128 x 64 or 64 x 128 where that makes at least 128, else
 // 64 x 64; k_tile 16
 // where the target's workgroup storage holds it, else 8, single-buffered
-// (measured faster than double-buffering on the H200; BENCHMARKS.md). The k-steps are unrolled
+// (measured faster than double-buffering on the H200; BENCHMARKS.md), copied
+// ahead through registers where the target's implementation is wgpu-native
+// (10% faster there, 2-5% slower through Dawn). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
 // kernel, which compiles faster and whose launch is not limited by its inner loop.
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,

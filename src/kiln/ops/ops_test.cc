@@ -423,6 +423,19 @@ TEST(OpsTest, MatmulErrors) {
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->block_m(), 64);
   EXPECT_FALSE(small->unroll_k);
+  // The tiles go through registers where wgpu-native compiles the kernel.
+  EXPECT_FALSE(rule->copy_through_registers);
+  for (const char* impl : {"dawn", "wgpu"}) {
+    Target target = t;
+    target.implementation = impl;
+    auto r = DefaultMatmulSchedule(1, 4096, 4096, target);
+    ASSERT_TRUE(r.ok());
+    const bool wgpu = std::string(impl) == "wgpu";
+    EXPECT_EQ(r->copy_through_registers, wgpu) << impl;
+    auto f = Matmul({{256, 64}}, {{64, 256}}, target);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(ir::Print(*f).find("_staged[") != std::string::npos, wgpu) << impl;
+  }
 }
 
 TEST(OpsTest, MatmulInt8SignatureAndErrors) {

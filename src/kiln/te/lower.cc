@@ -968,13 +968,25 @@ class KernelLowering {
   Stmt Rotated(const IterVar& axis, const ThreadContext& ctx,
                const std::vector<const StageState*>& here, const Stmt& body,
                const ir::Expr& extent) {
-    std::vector<Stmt> first, next;
+    std::vector<Stmt> first, next, loads, stores;
+    std::vector<ir::Buffer> staging;
     for (const StageState* p : here) {
       const Stmt lowered = LowerStage(*p, ctx);
       first.push_back(RenewBindings().MutateStmt(
           ir::Substitute(lowered, {{axis.var().get(), ir::IntConst(axis.var().dtype(), 0)}})));
-      next.push_back(ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}}));
-      rotated_[axis.get()].push_back(placements_.at(p->tensor.buffer().get()).buffer);
+      const ir::Buffer& buffer = placements_.at(p->tensor.buffer().get()).buffer;
+      const Stmt copy = ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}});
+      rotated_[axis.get()].push_back(buffer);
+      // copy_ahead(registers): the loads before the body, the stores after.
+      std::optional<StagedCopy> staged;
+      if (p->copy_ahead_registers) staged = CopyStager::Stage(copy, buffer);
+      if (!staged) {
+        next.push_back(copy);
+        continue;
+      }
+      loads.push_back(staged->load);
+      stores.push_back(staged->store);
+      staging.push_back(staged->staging);
     }
     Stmt prologue = ir::MakeSeq(first);
     const ir::Expr runs = ir::Simplify(ir::IntConst(extent.dtype(), 0) < extent);
@@ -982,9 +994,20 @@ class KernelLowering {
     if (known == nullptr || !known->value) prologue = ir::IfNode::make(runs, prologue);
     prologues_[axis.get()].push_back(prologue);
     prologues_[axis.get()].push_back(ir::BarrierNode::make());
-    return ir::MakeSeq({body, ir::BarrierNode::make(),
-                        ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next)),
-                        ir::BarrierNode::make()});
+    const ir::Expr more = axis.var() + 1 < extent;
+    std::vector<Stmt> seq;
+    if (!loads.empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(loads)));
+    seq.push_back(body);
+    seq.push_back(ir::BarrierNode::make());
+    for (auto& copies : {stores, next}) {
+      if (!copies.empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(copies)));
+    }
+    seq.push_back(ir::BarrierNode::make());
+    Stmt out = ir::MakeSeq(seq);
+    for (auto it = staging.rbegin(); it != staging.rend(); ++it) {
+      out = ir::AllocateNode::make(*it, out);
+    }
+    return out;
   }
 
   // The double buffers of the stages attached at loop `axis` of `s`, and

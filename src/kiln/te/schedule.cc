@@ -447,6 +447,10 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
     }
     case Kind::kCopyAhead: {
       if (!p.axes.empty()) return InvalidArgument(at, ": copy_ahead takes no axis");
+      if (!p.scope.empty() && p.scope != "registers") {
+        return InvalidArgument(at, ": copy_ahead copies directly or through \"registers\", not ",
+                               Quote(p.scope));
+      }
       if (stage.is_output) {
         return InvalidArgument(at,
                                ": the stage is an output; only shared stages computed at "
@@ -458,6 +462,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                "ahead; a stage is double-buffered or copied ahead, not both");
       }
       stage.copy_ahead = true;
+      stage.copy_ahead_registers = p.scope == "registers";
       break;
     }
     case Kind::kSubgroupReduce: {
@@ -825,7 +830,8 @@ std::string Primitive::ToString() const {
   os << stage << "." << KindName(kind) << "(";
   std::vector<std::string> args;
   if (kind == Kind::kComputeAt) args.push_back(target);
-  if (kind == Kind::kCacheRead || kind == Kind::kCacheWrite || kind == Kind::kSetScope) {
+  if (kind == Kind::kCacheRead || kind == Kind::kCacheWrite || kind == Kind::kSetScope ||
+      (kind == Kind::kCopyAhead && !scope.empty())) {
     args.push_back(scope);
   }
   args.insert(args.end(), axes.begin(), axes.end());
@@ -1124,8 +1130,10 @@ Status Stage::DoubleBuffer() {
   return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
 }
 
-Status Stage::CopyAhead() {
-  return schedule_->Apply(Primitive{Kind::kCopyAhead, name_});
+Status Stage::CopyAhead(bool through_registers) {
+  Primitive p{Kind::kCopyAhead, name_};
+  if (through_registers) p.scope = "registers";
+  return schedule_->Apply(p);
 }
 
 Status Stage::SubgroupReduce() {

@@ -230,14 +230,16 @@ struct Primitive {
   int64_t factor = 0;             // split, storage_align
   std::string thread;             // bind: "blockIdx.x", ...
   std::string target;             // compute_at: the consumer stage
-  std::string scope;              // cache_read/cache_write/set_scope: "shared", "local"
+  std::string scope;              // cache_read/cache_write/set_scope: "shared", "local";
+                                  // copy_ahead: "registers" or empty
   int64_t offset = 0;             // storage_align
 
   // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "C.vectorize(i_inner)",
   // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
   // "A.cache_read(shared, C)", "C.cache_write(local)",
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
-  // "A_shared.copy_ahead()", "C.rfactor(k_inner)", "C.subgroup_reduce()".
+  // "A_shared.copy_ahead()", "A_shared.copy_ahead(registers)",
+  // "C.rfactor(k_inner)", "C.subgroup_reduce()".
   std::string ToString() const;
   // The kind as records print it: "split", "compute_at", ...
   static std::string_view KindName(Kind kind);
@@ -331,8 +333,13 @@ class Stage {
   // the top of each iteration, in another order, which some shader
   // compilers schedule better. Every stage computed at that loop must be
   // copied ahead, and each may read only the kernel's inputs (lowering
-  // checks both).
-  Status CopyAhead();
+  // checks both). With `through_registers`, the next iteration's values are
+  // loaded into registers before the iteration computes and stored after
+  // it, so the loads are in flight during the computation (recorded as
+  // "A_shared.copy_ahead(registers)"); a copy of more than 64 values per
+  // thread, or not a plain nest of loops and guards around its stores, is
+  // copied directly as without.
+  Status CopyAhead(bool through_registers = false);
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a
   // shared-memory tree: each subgroup reduces its threads' partials, one

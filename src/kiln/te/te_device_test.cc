@@ -457,16 +457,18 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 // groups of 4 (strided regions), at sizes that leave every tile ragged.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (int variant = 0; variant < 7; ++variant) {
-    // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead.
-    const bool ahead = variant >= 5;
-    const bool strided = variant == 4 || variant == 6;
+  for (int variant = 0; variant < 9; ++variant) {
+    // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead; 7
+    // and 8 the same through registers.
+    const bool ahead = variant >= 5, registers = variant >= 7;
+    const bool strided = variant == 4 || variant == 6 || variant == 8;
     const bool align = variant % 2 == 1 || strided, twice = (variant / 2 == 1 || strided) && !ahead;
     {
       testing::SharedMatmulOptions o;
       o.storage_align = align;
       o.double_buffer = twice;
       o.copy_ahead = ahead;
+      o.copy_ahead_registers = registers;
       if (strided) {
         o.strided = true;
         o.tile = 64;
@@ -485,7 +487,8 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
            {std::tuple{1, 1, 1}, {33, 7, 100}, {64, 64, 64}, {70, 45, 17}, {5, 3, 0}}) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
                      (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
-                     (ahead ? " copied ahead" : "") + (strided ? " strided" : ""));
+                     (ahead ? " copied ahead" : "") + (registers ? " through registers" : "") +
+                     (strided ? " strided" : ""));
         auto a = Random(std::max(m * kk, 1)), b = Random(std::max(kk * n, 1));
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");

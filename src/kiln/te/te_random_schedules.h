@@ -385,7 +385,7 @@ inline void GuidedStaging(Schedule& s, const FuzzProgram& program, RandomPrimiti
     if (!spread.ok() || !c.Bind(spread->inner, ThreadAxis::kThreadX).ok()) return;
   }
   if (shared && draw.Chance(0.3)) (void)c.DoubleBuffer();
-  if (shared && draw.Chance(0.3)) (void)c.CopyAhead();
+  if (shared && draw.Chance(0.3)) (void)c.CopyAhead(draw.Chance(0.5));
 }
 
 // Called with each primitive Schedule::Apply rejects, its error, and the

@@ -113,6 +113,46 @@ TEST(TeScheduleTest, CopyAheadCopiesTheNextStepAfterTheMath) {
       << ir;
 }
 
+// copy_ahead(registers): the next step's loads into registers before the
+// math, their stores into the tiles after it, between the same barriers.
+TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
+  testing::SharedMatmulOptions o;
+  o.copy_ahead = true;
+  o.copy_ahead_registers = true;
+  MatmulProgram p;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(Contains(s->ToString(), "A_shared.copy_ahead(registers)\n")) << s->ToString();
+  // A schedule is data: the record replays, and differs from copy_ahead().
+  auto again = Schedule::Create({p.C});
+  ASSERT_TRUE(again.ok());
+  for (const Primitive& r : s->primitives()) ASSERT_TRUE(again->Apply(r).ok()) << r.ToString();
+  EXPECT_EQ(again->ToString(), s->ToString());
+  o.copy_ahead_registers = false;
+  auto direct = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_NE(direct->ToString(), s->ToString());
+  Primitive bad{Primitive::Kind::kCopyAhead, "A_shared"};
+  bad.scope = "local";
+  ExpectError(again->Apply(bad),
+              "copy_ahead copies directly or through \"registers\", not 'local'");
+
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  const size_t load = ir.find("A_shared_buf_staged[");
+  const size_t math = ir.find("C_local_buf[i_5, j_5] + A_shared_buf[");
+  const size_t store = ir.find("= A_shared_buf_staged[");
+  ASSERT_NE(load, std::string::npos) << ir;
+  ASSERT_NE(math, std::string::npos) << ir;
+  ASSERT_NE(store, std::string::npos) << ir;
+  EXPECT_LT(load, math) << ir;
+  EXPECT_LT(math, store) << ir;
+  EXPECT_EQ(Occurrences(ir, "workgroup_barrier()"), 3u) << ir;
+  auto compiled = codegen::CompileFunction(*f);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+}
+
 // With constant sizes that the tiles divide, the copies into shared memory
 // need no bounds checks (bounds inference proves the regions inside the
 // tensors) and their innermost axis can be a vector; ragged sizes keep the
