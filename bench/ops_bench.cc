@@ -457,7 +457,9 @@ std::string Dims(const ops::Shape& s) {
 // ", copied ahead" where the GEMM copies its tiles one k-step ahead.
 std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
   if (!s.CopiesAhead(int8)) return "";
-  return s.copy_through_registers ? ", copied ahead through registers" : ", copied ahead";
+  if (!s.copy_through_registers) return ", copied ahead";
+  return s.branch_free_copies ? ", copied ahead through registers, branch-free"
+                              : ", copied ahead through registers";
 }
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
@@ -481,7 +483,10 @@ Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops:
     w.error = f.status();
     return w;
   }
-  auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(batch, m, n, target);
+  auto s = schedule ? *schedule
+                    : ops::DefaultMatmulSchedule(
+                          batch, m, n, target,
+                          dtype == ir::kF16 ? ops::GemmKind::kF16 : ops::GemmKind::kF32);
   w.kernels = s.ok() ? s->ToString() + CopiedAhead(*s) +
                            (accumulate == ir::kF16 ? ", f16 accumulators" : "")
                      : "";
@@ -525,7 +530,7 @@ Workload MatmulInt8Workload(int64_t m, int64_t n, int64_t k, const ops::Target& 
     w.error = f.status();
     return w;
   }
-  auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(1, m, n, target);
+  auto s = schedule ? *schedule : ops::DefaultMatmulSchedule(1, m, n, target, ops::GemmKind::kInt8);
   w.kernels = s.ok() ? StrCat(s->ToString(), CopiedAhead(*s, /*int8=*/true),
                               " (k in int8x4 words), dot4I8Packed")
                      : "";
@@ -701,7 +706,7 @@ Workload Conv3x3(int64_t n, int64_t hw, int64_t c, int64_t f, const ops::Target&
     return w;
   }
   w.functions = {*fn};
-  auto s = ops::DefaultMatmulSchedule(1, n * hw * hw, f, target);
+  auto s = ops::DefaultMatmulSchedule(1, n * hw * hw, f, target, ops::GemmKind::kConv);
   w.kernels = s.ok() ? "implicit GEMM, " + s->ToString() + CopiedAhead(*s) : "";
   w.inputs = {{"X", {{n, hw, hw, c}}}, {"W", {{3, 3, c, f}}}};
   w.buffers = {{"Y", {{n, hw, hw, f}}}};

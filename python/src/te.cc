@@ -507,13 +507,14 @@ void BindTe(nb::module_& m) {
           "Alternates two halves of a shared stage computed at a serial loop.")
       .def(
           "copy_ahead",
-          [](const StageRef& s, bool through_registers) {
-            Check(s.Get().CopyAhead(through_registers));
+          [](const StageRef& s, bool through_registers, bool branch_free) {
+            Check(s.Get().CopyAhead(through_registers, branch_free));
           },
-          "through_registers"_a = false,
+          "through_registers"_a = false, "branch_free"_a = false,
           "Copies a single-buffered shared stage at a serial loop one iteration ahead; with "
           "through_registers, the next iteration's values are loaded into registers before the "
-          "iteration computes and stored after it.")
+          "iteration computes and stored after it, and with branch_free as well every iteration "
+          "loads (the last its own values again), with no branch around the loads.")
       .def(
           "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
           "Combines the stage's cross-thread reduction through subgroup operations.");

@@ -371,13 +371,14 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
 
 def _pipeline(stage, how):
     # double_buffer(), copy_ahead() or copy_ahead(through_registers=True).
-    if how == "copy_ahead(registers)":
-        stage.copy_ahead(through_registers=True)
+    if how.startswith("copy_ahead("):
+        stage.copy_ahead(through_registers=True, branch_free="branch_free" in how)
     else:
         getattr(stage, how)()
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)"])
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)",
+                                        "copy_ahead(registers, branch_free)"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)
 def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     M, N, K = mnk
@@ -418,7 +419,8 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)"])
+@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)",
+                                        "copy_ahead(registers, branch_free)"])
 @pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
 def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
     # Each thread computes 2 x 2 outputs in serial loops, and the shared

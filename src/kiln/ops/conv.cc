@@ -266,8 +266,9 @@ StatusOr<ir::Function> ConvGemm(const TensorType& x, const TensorType& w, const 
       return v;
     };
   }
-  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, DefaultMatmulSchedule(o.nhwc ? g.groups : g.n * g.groups,
-                                                                spec.m, spec.n, target));
+  KILN_ASSIGN_OR_RETURN(MatmulSchedule s,
+                        DefaultMatmulSchedule(o.nhwc ? g.groups : g.n * g.groups, spec.m, spec.n,
+                                              target, GemmKind::kConv));
   return internal::BuildTeGemm(spec, s, target);
 }
 

@@ -207,7 +207,8 @@ class TeGemm {
       // one iteration ahead").
       if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
       if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) {
-        KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers));
+        KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers,
+                                          s_.copy_through_registers && s_.branch_free_copies));
       }
       const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
       if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));

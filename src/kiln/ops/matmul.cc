@@ -151,9 +151,9 @@ Status CheckInt8Operand(const TensorType& t, std::string_view what, std::string_
 
 // The caller's schedule, or the default rule's for the shapes.
 StatusOr<MatmulSchedule> ScheduleFor(const std::optional<MatmulSchedule>& schedule,
-                                     const Shapes& sh, const Target& target) {
+                                     const Shapes& sh, const Target& target, GemmKind kind) {
   if (schedule) return *schedule;
-  return DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target);
+  return DefaultMatmulSchedule(sh.batch_count, sh.m, sh.n, target, kind);
 }
 
 }  // namespace
@@ -169,7 +169,7 @@ std::string MatmulSchedule::ToString() const {
 }
 
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
-                                               const Target& target) {
+                                               const Target& target, GemmKind kind) {
   MatmulSchedule s;
   auto workgroups = [&](int rows, int cols) {
     return batch * CeilDiv(m, 64 * rows) * CeilDiv(n, 64 * cols);
@@ -189,16 +189,23 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
   }
   const uint32_t storage = target.limits.max_workgroup_storage_bytes;
   const bool unroll = workgroups(s.rows, s.cols) >= kEnoughWorkgroups;
-  // Through registers where wgpu-native compiles the kernel: 46.2 TFLOP/s
-  // on the H200 at 4096^3 against 42.0 copied directly; Dawn's compiler
-  // runs the same kernel 2-5% slower than the direct copy (BENCHMARKS.md).
-  const bool registers = target.implementation == "wgpu";
+  // The f32 matmul's tiles through registers, as each implementation's
+  // shader compiler runs it faster (H200, 4096^3, BENCHMARKS.md): wgpu-native
+  // 46.2 TFLOP/s under a branch against 42.0 copied directly (40.9
+  // branch-free); Dawn 41.6 branch-free against 41.3 (40.4 under a branch),
+  // 42.7 against 41.6 in its trusted mode. The f16 matmul and the
+  // convolution ran slower through registers on wgpu-native (34.9 against
+  // 42.2, 37.0 against 38.6).
+  const bool wgpu = target.implementation == "wgpu", dawn = target.implementation == "dawn";
+  const bool registers = kind == GemmKind::kF32 && (wgpu || dawn);
+  const bool branch_free = registers && dawn;
   // Single-buffered tiles first: on the H200 (Dawn/Vulkan) the double-buffered
   // kernel ran at 25.7 TFLOP/s against 36.2 for the single-buffered one
   // (BENCHMARKS.md).
-  for (MatmulSchedule candidate : {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers},
-                                   MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers},
-                                   MatmulSchedule{1, 1, 16, false, unroll, registers}}) {
+  for (MatmulSchedule candidate :
+       {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers, branch_free},
+        MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers, branch_free},
+        MatmulSchedule{1, 1, 16, false, unroll, registers, branch_free}}) {
     if ((candidate.rows * candidate.k_tile) % 16 != 0 ||
         (candidate.cols * candidate.k_tile) % 16 != 0) {
       continue;
@@ -214,7 +221,9 @@ StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Ta
                               const MatmulOptions& options, std::string name,
                               std::optional<MatmulSchedule> schedule) {
   KILN_ASSIGN_OR_RETURN(Shapes sh, CheckShapes(a, b, target, options));
-  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
+  KILN_ASSIGN_OR_RETURN(
+      MatmulSchedule s,
+      ScheduleFor(schedule, sh, target, a.dtype == ir::kF16 ? GemmKind::kF16 : GemmKind::kF32));
   internal::TeGemmSpec spec;
   spec.name = name.empty() ? "matmul" : std::move(name);
   spec.out_dtype = a.dtype;
@@ -276,7 +285,7 @@ StatusOr<ir::Function> MatmulInt8(const TensorType& a, const TensorType& b, cons
   KILN_RETURN_IF_ERROR(CheckInt8Operand(b, "input B of matmul_int8", "[..., N, K/4]"));
   KILN_ASSIGN_OR_RETURN(
       Shapes sh, ContractionShapes("matmul_int8", a.shape, b.shape, false, true, " int8x4 words"));
-  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target));
+  KILN_ASSIGN_OR_RETURN(MatmulSchedule s, ScheduleFor(schedule, sh, target, GemmKind::kInt8));
   internal::TeGemmSpec spec;
   spec.name = name.empty() ? "matmul_int8" : std::move(name);
   spec.math = internal::GemmMath::kDot4I8;

@@ -409,6 +409,9 @@ struct MatmulSchedule {
   // global loads issued before the math, stored into the tiles after it
   // (te::Stage::CopyAhead(true)).
   bool copy_through_registers = false;
+  // ... with every k-step loading (the last its own tile again), no branch
+  // around the loads (te::Stage::CopyAhead(true, true)).
+  bool branch_free_copies = false;
 
   int64_t block_m() const { return 64 * rows; }
   int64_t block_n() const { return 64 * cols; }
@@ -427,13 +430,23 @@ struct MatmulSchedule {
 // workgroups, else 128 x 64 or 64 x 128 where that makes at least 128, else
 // 64 x 64; k_tile 16
 // where the target's workgroup storage holds it, else 8, single-buffered
-// (measured faster than double-buffering on the H200; BENCHMARKS.md), copied
-// ahead through registers where the target's implementation is wgpu-native
-// (10% faster there, 2-5% slower through Dawn). The k-steps are unrolled
+// (measured faster than double-buffering on the H200; BENCHMARKS.md). An f32
+// matmul's tiles are copied ahead through registers where the target's
+// implementation is known: under a branch through wgpu-native (10% faster
+// there, 2-5% slower through Dawn), branch-free through Dawn (1-3% faster
+// there, 11% slower through wgpu-native). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
 // kernel, which compiles faster and whose launch is not limited by its inner loop.
+// What a GEMM computes, where the rule's choice depends on it.
+enum class GemmKind : uint8_t {
+  kF32,   // a matmul of f32 operands
+  kF16,   // a matmul of f16 operands
+  kConv,  // the convolution's implicit GEMM (its tiles gathered from the input)
+  kInt8,  // the int8 matmul
+};
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
-                                               const Target& target);
+                                               const Target& target,
+                                               GemmKind kind = GemmKind::kF32);
 
 // C[batch..., M, N] = epilogue(A @ B): A is [..., M, K] and B [..., K, N]
 // (rank 2 to 4; their batch dimensions broadcast as numpy's matmul does),

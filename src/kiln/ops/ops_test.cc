@@ -423,18 +423,26 @@ TEST(OpsTest, MatmulErrors) {
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->block_m(), 64);
   EXPECT_FALSE(small->unroll_k);
-  // The tiles go through registers where wgpu-native compiles the kernel.
+  // An f32 matmul's tiles go through registers where the implementation is
+  // known: under a branch for wgpu-native, branch-free (the last k-step
+  // loading its own tile again) for Dawn; not for f16 or the convolution.
   EXPECT_FALSE(rule->copy_through_registers);
   for (const char* impl : {"dawn", "wgpu"}) {
     Target target = t;
     target.implementation = impl;
+    const bool dawn = std::string(impl) == "dawn";
     auto r = DefaultMatmulSchedule(1, 4096, 4096, target);
     ASSERT_TRUE(r.ok());
-    const bool wgpu = std::string(impl) == "wgpu";
-    EXPECT_EQ(r->copy_through_registers, wgpu) << impl;
+    EXPECT_TRUE(r->copy_through_registers) << impl;
+    EXPECT_EQ(r->branch_free_copies, dawn) << impl;
+    for (GemmKind kind : {GemmKind::kF16, GemmKind::kConv, GemmKind::kInt8}) {
+      EXPECT_FALSE(DefaultMatmulSchedule(1, 4096, 4096, target, kind)->copy_through_registers);
+    }
     auto f = Matmul({{256, 64}}, {{64, 256}}, target);
     ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_EQ(ir::Print(*f).find("_staged[") != std::string::npos, wgpu) << impl;
+    const std::string ir = ir::Print(*f);
+    EXPECT_NE(ir.find("_staged["), std::string::npos) << impl;
+    EXPECT_EQ(ir.find("min(k_outer + 1, 3)") != std::string::npos, dawn) << ir;
   }
 }
 

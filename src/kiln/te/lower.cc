@@ -968,7 +968,7 @@ class KernelLowering {
   Stmt Rotated(const IterVar& axis, const ThreadContext& ctx,
                const std::vector<const StageState*>& here, const Stmt& body,
                const ir::Expr& extent) {
-    std::vector<Stmt> first, next, loads, stores;
+    std::vector<Stmt> first, next, loads, free_loads, stores;
     std::vector<ir::Buffer> staging;
     for (const StageState* p : here) {
       const Stmt lowered = LowerStage(*p, ctx);
@@ -984,7 +984,17 @@ class KernelLowering {
         next.push_back(copy);
         continue;
       }
-      loads.push_back(staged->load);
+      if (p->copy_ahead_branch_free) {
+        // The last iteration loads its own values again.
+        const ir::Expr last = extent - 1;
+        const Stmt clamped =
+            ir::Substitute(lowered, {{axis.var().get(), ir::Min(axis.var() + 1, last)}});
+        staged = CopyStager::Stage(clamped, buffer);
+        KILN_CHECK(staged.has_value());
+        free_loads.push_back(staged->load);
+      } else {
+        loads.push_back(staged->load);
+      }
       stores.push_back(staged->store);
       staging.push_back(staged->staging);
     }
@@ -997,6 +1007,7 @@ class KernelLowering {
     const ir::Expr more = axis.var() + 1 < extent;
     std::vector<Stmt> seq;
     if (!loads.empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(loads)));
+    seq.insert(seq.end(), free_loads.begin(), free_loads.end());
     seq.push_back(body);
     seq.push_back(ir::BarrierNode::make());
     for (auto& copies : {stores, next}) {

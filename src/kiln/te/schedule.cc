@@ -462,7 +462,11 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                "ahead; a stage is double-buffered or copied ahead, not both");
       }
       stage.copy_ahead = true;
+      if (p.factor != 0 && (p.factor != 1 || p.scope.empty())) {
+        return InvalidArgument(at, ": copy_ahead is branch-free only through registers");
+      }
       stage.copy_ahead_registers = p.scope == "registers";
+      stage.copy_ahead_branch_free = p.factor == 1;
       break;
     }
     case Kind::kSubgroupReduce: {
@@ -834,6 +838,7 @@ std::string Primitive::ToString() const {
       (kind == Kind::kCopyAhead && !scope.empty())) {
     args.push_back(scope);
   }
+  if (kind == Kind::kCopyAhead && factor == 1) args.push_back("branch_free");
   args.insert(args.end(), axes.begin(), axes.end());
   if (kind == Kind::kSplit || kind == Kind::kStorageAlign) args.push_back(std::to_string(factor));
   if (kind == Kind::kStorageAlign) args.push_back(std::to_string(offset));
@@ -1130,9 +1135,10 @@ Status Stage::DoubleBuffer() {
   return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
 }
 
-Status Stage::CopyAhead(bool through_registers) {
+Status Stage::CopyAhead(bool through_registers, bool branch_free) {
   Primitive p{Kind::kCopyAhead, name_};
   if (through_registers) p.scope = "registers";
+  if (branch_free) p.factor = 1;
   return schedule_->Apply(p);
 }
 

@@ -47,8 +47,9 @@ struct StageState {
   std::vector<StorageAlignment> alignments;
   bool double_buffer = false;
   bool copy_ahead = false;
-  bool copy_ahead_registers = false;  // copy_ahead(registers)
-  bool subgroup_reduce = false;       // its cross-thread reduction combines through subgroups
+  bool copy_ahead_registers = false;    // copy_ahead(registers)
+  bool copy_ahead_branch_free = false;  // copy_ahead(registers, branch_free)
+  bool subgroup_reduce = false;         // its cross-thread reduction combines through subgroups
 
   const std::string& name() const { return tensor.name(); }
   bool attached() const { return attach_axis.defined(); }

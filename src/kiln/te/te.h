@@ -227,7 +227,7 @@ struct Primitive {
   std::string stage;              // cache_read: the tensor read
   std::vector<std::string> axes;  // split/bind/unroll/vectorize/compute_at/storage_align/rfactor:
                                   // 1; fuse: 2; reorder: any; cache_read: the readers
-  int64_t factor = 0;             // split, storage_align
+  int64_t factor = 0;             // split, storage_align; copy_ahead: 1 if branch-free
   std::string thread;             // bind: "blockIdx.x", ...
   std::string target;             // compute_at: the consumer stage
   std::string scope;              // cache_read/cache_write/set_scope: "shared", "local";
@@ -338,8 +338,12 @@ class Stage {
   // it, so the loads are in flight during the computation (recorded as
   // "A_shared.copy_ahead(registers)"); a copy of more than 64 values per
   // thread, or not a plain nest of loops and guards around its stores, is
-  // copied directly as without.
-  Status CopyAhead(bool through_registers = false);
+  // copied directly as without. The loads sit under a branch that skips them
+  // at the last iteration; `branch_free` drops it: every iteration loads,
+  // the last one its own values again (the loop index clamped to the last),
+  // which some shader compilers schedule better ("copy_ahead(registers,
+  // branch_free)"; needs `through_registers`).
+  Status CopyAhead(bool through_registers = false, bool branch_free = false);
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a
   // shared-memory tree: each subgroup reduces its threads' partials, one

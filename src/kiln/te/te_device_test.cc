@@ -457,11 +457,11 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 // groups of 4 (strided regions), at sizes that leave every tile ragged.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (int variant = 0; variant < 9; ++variant) {
+  for (int variant = 0; variant < 11; ++variant) {
     // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead; 7
-    // and 8 the same through registers.
-    const bool ahead = variant >= 5, registers = variant >= 7;
-    const bool strided = variant == 4 || variant == 6 || variant == 8;
+    // and 8 the same through registers, 9 and 10 branch-free.
+    const bool ahead = variant >= 5, registers = variant >= 7, branch_free = variant >= 9;
+    const bool strided = variant == 4 || variant == 6 || variant == 8 || variant == 10;
     const bool align = variant % 2 == 1 || strided, twice = (variant / 2 == 1 || strided) && !ahead;
     {
       testing::SharedMatmulOptions o;
@@ -469,6 +469,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
       o.double_buffer = twice;
       o.copy_ahead = ahead;
       o.copy_ahead_registers = registers;
+      o.copy_ahead_branch_free = branch_free;
       if (strided) {
         o.strided = true;
         o.tile = 64;
@@ -488,7 +489,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
                      (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
                      (ahead ? " copied ahead" : "") + (registers ? " through registers" : "") +
-                     (strided ? " strided" : ""));
+                     (branch_free ? " branch-free" : "") + (strided ? " strided" : ""));
         auto a = Random(std::max(m * kk, 1)), b = Random(std::max(kk * n, 1));
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");

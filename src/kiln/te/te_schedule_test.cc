@@ -151,6 +151,24 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
   EXPECT_EQ(Occurrences(ir, "workgroup_barrier()"), 3u) << ir;
   auto compiled = codegen::CompileFunction(*f);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
+
+  // Branch-free: the loads are not under the loop's `k_outer + 1 <` branch
+  // (only the stores are), and the last step loads its own tile again.
+  o.copy_ahead_registers = true;
+  o.copy_ahead_branch_free = true;
+  auto free = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(free.ok()) << free.status();
+  EXPECT_TRUE(Contains(free->ToString(), "A_shared.copy_ahead(registers, branch_free)\n"));
+  auto g = Lower(*free, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string branch_free = ir::Print(*g);
+  EXPECT_TRUE(Contains(branch_free, "A[i_outer * 32 + i_3, min(k_outer + 1, (K + 7) / 8 - 1) * 8"))
+      << branch_free;
+  EXPECT_EQ(Occurrences(branch_free, "if (k_outer + 1 < (K + 7) / 8)"), 1u) << branch_free;
+  EXPECT_EQ(Occurrences(ir, "if (k_outer + 1 < (K + 7) / 8)"), 2u) << ir;
+  Primitive not_registers{Primitive::Kind::kCopyAhead, "A_shared"};
+  not_registers.factor = 1;
+  ExpectError(again->Apply(not_registers), "branch-free only through registers");
 }
 
 // With constant sizes that the tiles divide, the copies into shared memory
