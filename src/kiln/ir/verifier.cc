@@ -55,7 +55,8 @@ bool LargerThan(const Expr& e, int cap) {
 std::string Quote(const Expr& e) {
   constexpr int kMaxQuotedNodes = 256;
   if (LargerThan(e, kMaxQuotedNodes)) {
-    return StrCat("a ", e.dtype(), " expression of more than ", kMaxQuotedNodes, " operations");
+    return StrCat("an expression of type ", e.dtype(), " with more than ", kMaxQuotedNodes,
+                  " operations");
   }
   return "`" + Print(e) + "`";
 }

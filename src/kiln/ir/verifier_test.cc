@@ -572,8 +572,8 @@ TEST(VerifierTest, CheckExpressionTypesChecksTypesAlone) {
   EXPECT_EQ(s.message(), "`N[i]` has type i32; expected a float (operand of exp)");
   s = CheckExpressionTypes(x + LoadNode::make(n, {i}));
   EXPECT_EQ(s.message(),
-            "operands of a f32 expression of more than 256 operations have different types: f32 "
-            "and i32");
+            "operands of an expression of type f32 with more than 256 operations have different "
+            "types: f32 and i32");
   s = CheckExpressionTypes(LoadNode::make(a, {FloatConst(kF32, 1.0)}));
   EXPECT_EQ(s.message(), "`1.0` has type f32; expected an integer index");
   Expr deep = x;

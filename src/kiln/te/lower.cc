@@ -1928,7 +1928,7 @@ Status InlinedTooDeep(const std::string& at) {
 // here.
 class InlinedDepth {
  public:
-  explicit InlinedDepth(const Schedule::Impl& impl) : impl_(impl) {
+  explicit InlinedDepth(const Schedule::Impl& impl) {
     for (const StageState& s : impl.stages) {
       if (s.inlined) inlined_[s.tensor.buffer().get()] = &s;
     }
@@ -1970,7 +1970,6 @@ class InlinedDepth {
     return depth;
   }
 
-  const Schedule::Impl& impl_;
   std::unordered_map<const ir::BufferNode*, const StageState*> inlined_;
   std::unordered_map<const StageState*, int> stages_;
   std::unordered_map<const ir::ExprNode*, int> exprs_;

@@ -451,6 +451,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": copy_ahead copies directly or through \"registers\", not ",
                                Quote(p.scope));
       }
+      if (p.factor != 0 && (p.factor != 1 || p.scope.empty())) {
+        return InvalidArgument(at, ": copy_ahead is branch-free only through registers");
+      }
       if (stage.is_output) {
         return InvalidArgument(at,
                                ": the stage is an output; only shared stages computed at "
@@ -462,9 +465,6 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                "ahead; a stage is double-buffered or copied ahead, not both");
       }
       stage.copy_ahead = true;
-      if (p.factor != 0 && (p.factor != 1 || p.scope.empty())) {
-        return InvalidArgument(at, ": copy_ahead is branch-free only through registers");
-      }
       stage.copy_ahead_registers = p.scope == "registers";
       stage.copy_ahead_branch_free = p.factor == 1;
       break;

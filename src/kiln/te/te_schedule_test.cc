@@ -168,7 +168,9 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
   EXPECT_EQ(Occurrences(ir, "if (k_outer + 1 < (K + 7) / 8)"), 2u) << ir;
   Primitive not_registers{Primitive::Kind::kCopyAhead, "A_shared"};
   not_registers.factor = 1;
+  const std::string before = again->ToString();
   ExpectError(again->Apply(not_registers), "branch-free only through registers");
+  EXPECT_EQ(again->ToString(), before);  // a refused primitive changes nothing
 }
 
 // With constant sizes that the tiles divide, the copies into shared memory
