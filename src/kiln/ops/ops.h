@@ -426,6 +426,14 @@ struct MatmulSchedule {
   friend bool operator==(const MatmulSchedule&, const MatmulSchedule&) = default;
 };
 
+// What a GEMM computes, where the rule's choice depends on it.
+enum class GemmKind : uint8_t {
+  kF32,   // a matmul of f32 operands
+  kF16,   // a matmul of f16 operands
+  kConv,  // the convolution's implicit GEMM (its tiles gathered from the input)
+  kInt8,  // the int8 matmul
+};
+
 // The default rule: 128 x 128 tiles where that makes at least 512
 // workgroups, else 128 x 64 or 64 x 128 where that makes at least 128, else
 // 64 x 64; k_tile 16
@@ -434,16 +442,11 @@ struct MatmulSchedule {
 // matmul's tiles are copied ahead through registers where the target's
 // implementation is known: under a branch through wgpu-native (10% faster
 // there, 2-5% slower through Dawn), branch-free through Dawn (1-3% faster
-// there, 11% slower through wgpu-native). The k-steps are unrolled
+// there, 11% slower through wgpu-native); the other kinds copy directly (the
+// f16 matmul and the convolution ran slower through registers on
+// wgpu-native). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
 // kernel, which compiles faster and whose launch is not limited by its inner loop.
-// What a GEMM computes, where the rule's choice depends on it.
-enum class GemmKind : uint8_t {
-  kF32,   // a matmul of f32 operands
-  kF16,   // a matmul of f16 operands
-  kConv,  // the convolution's implicit GEMM (its tiles gathered from the input)
-  kInt8,  // the int8 matmul
-};
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target,
                                                GemmKind kind = GemmKind::kF32);
