@@ -6,7 +6,8 @@
 //
 //   ops::Target target{runtime::TargetLimitsOf(device),
 //                      device.HasFeature(hal::Feature::kShaderF16),
-//                      device.HasFeature(hal::Feature::kSubgroups)};
+//                      device.HasFeature(hal::Feature::kSubgroups),
+//                      std::string(device.impl().name())};
 //   auto add = ops::Elementwise("add", {{{7, 1}}, {{1, 33}}}, target);  // C[7, 33]
 //   auto chain = ops::ElementwiseChain({{1000}}, {ops::ChainStep::With("add", {{1000}}),
 //                                                 ops::ChainStep::Unary("relu")}, target);
