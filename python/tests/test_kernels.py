@@ -344,6 +344,15 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
     R = te.compute((4,), lambda i: te.sum(te.sqrt(A[k]), [k]), name="R")
     with pytest.raises(kiln.InvalidArgument, match=r"compute 'R': `A\[k\]` has type i32"):
         te.create_schedule(R)
+    # An operand used twice, forty times over (2^40 operations written out):
+    # refused at once, not expanded.
+    def doubled(i):
+        x = F[0, i]
+        for _ in range(40):
+            x = x + x
+        return x
+    with pytest.raises(kiln.InvalidArgument, match="more than 65536 operations written out"):
+        te.create_schedule(te.compute((8,), doubled, name="D"))
     # A constant a float type would round to infinity; infinity itself is fine.
     for make in (lambda: F[0, 0] + 1e39, lambda: te.const(-3.5e38), lambda: H[0] * 65520.0,
                  lambda: H[0] + 100000, lambda: te.const(7e4, "float16")):
@@ -361,16 +370,19 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
 
 
 
+PIPELININGS = ["double_buffer", "copy_ahead", "copy_ahead(registers)",
+               "copy_ahead(registers, branch_free)"]
+
+
 def _pipeline(stage, how):
-    # double_buffer(), copy_ahead() or copy_ahead(through_registers=True).
+    # double_buffer(), copy_ahead() or copy_ahead(through_registers=True[, branch_free=True]).
     if how.startswith("copy_ahead("):
         stage.copy_ahead(through_registers=True, branch_free="branch_free" in how)
     else:
         getattr(stage, how)()
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)",
-                                        "copy_ahead(registers, branch_free)"])
+@pytest.mark.parametrize("pipelining", PIPELININGS)
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (33, 7, 40), (70, 45, 17)], ids=str)
 def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     M, N, K = mnk
@@ -411,8 +423,7 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
-@pytest.mark.parametrize("pipelining", ["double_buffer", "copy_ahead", "copy_ahead(registers)",
-                                        "copy_ahead(registers, branch_free)"])
+@pytest.mark.parametrize("pipelining", PIPELININGS)
 @pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
 def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
     # Each thread computes 2 x 2 outputs in serial loops, and the shared

@@ -39,9 +39,7 @@ int WgslStorageBytes(ir::DataType type) {
 }
 
 bool IsStorableType(ir::DataType type) {
-  return type.is_scalar() && (type.is_bool() || type.is_int8x4() ||
-                              (type.is_float() && (type.bits == 32 || type.bits == 16)) ||
-                              (type.is_integer() && type.bits == 32));
+  return type.is_kernel_buffer_element();
 }
 
 std::string WgslFloatLiteral(double value, int bits) {

@@ -60,6 +60,12 @@ struct DataType {
   constexpr bool is_numeric() const { return is_integer() || is_float(); }
   constexpr bool is_scalar() const { return lanes == 1; }
   constexpr bool is_vector() const { return lanes > 1; }
+  // An element type a kernel's buffer parameter binds (the kernel ABI):
+  // f32, f16, i32, u32, bool or int8x4.
+  constexpr bool is_kernel_buffer_element() const {
+    return is_scalar() && (is_bool() || is_int8x4() || (is_float() && (bits == 32 || bits == 16)) ||
+                           (is_integer() && bits == 32));
+  }
 
   // The scalar type of one lane.
   constexpr DataType element_of() const { return {code, bits, 1}; }

@@ -232,12 +232,9 @@ class FunctionVerifier {
       if (b.scope() != MemoryScope::kGlobal) {
         return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' must be global"));
       }
-      const DataType t = b.dtype();
-      const bool bindable = t.is_scalar() && (t.is_bool() || t.is_int8x4() ||
-                                              (t.is_float() && (t.bits == 32 || t.bits == 16)) ||
-                                              (t.is_integer() && t.bits == 32));
-      if (options_.kernel_buffer_types && !bindable) {
-        return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' has element type ", t,
+      if (options_.kernel_buffer_types && !b.dtype().is_kernel_buffer_element()) {
+        return ErrorAtFunction(StrCat("buffer parameter '", b.name(), "' has element type ",
+                                      b.dtype(),
                                       "; kernel buffers hold f32, f16, i32, u32, bool or int8x4"));
       }
       KILN_RETURN_IF_ERROR(CheckShape(b));

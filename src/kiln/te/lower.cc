@@ -977,24 +977,21 @@ class KernelLowering {
       const ir::Buffer& buffer = placements_.at(p->tensor.buffer().get()).buffer;
       const Stmt copy = ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}});
       rotated_[axis.get()].push_back(buffer);
-      // copy_ahead(registers): the loads before the body, the stores after.
+      // copy_ahead(registers): the loads before the body, the stores after;
+      // branch-free, the last iteration loads its own values again.
       std::optional<StagedCopy> staged;
-      if (p->copy_ahead_registers) staged = CopyStager::Stage(copy, buffer);
+      if (p->copy_ahead_registers) {
+        staged = CopyStager::Stage(
+            p->copy_ahead_branch_free
+                ? ir::Substitute(lowered, {{axis.var().get(), ir::Min(axis.var() + 1, extent - 1)}})
+                : copy,
+            buffer);
+      }
       if (!staged) {
         next.push_back(copy);
         continue;
       }
-      if (p->copy_ahead_branch_free) {
-        // The last iteration loads its own values again.
-        const ir::Expr last = extent - 1;
-        const Stmt clamped =
-            ir::Substitute(lowered, {{axis.var().get(), ir::Min(axis.var() + 1, last)}});
-        staged = CopyStager::Stage(clamped, buffer);
-        KILN_CHECK(staged.has_value());
-        free_loads.push_back(staged->load);
-      } else {
-        loads.push_back(staged->load);
-      }
+      (p->copy_ahead_branch_free ? free_loads : loads).push_back(staged->load);
       stores.push_back(staged->store);
       staging.push_back(staged->staging);
     }
@@ -1010,8 +1007,8 @@ class KernelLowering {
     seq.insert(seq.end(), free_loads.begin(), free_loads.end());
     seq.push_back(body);
     seq.push_back(ir::BarrierNode::make());
-    for (auto& copies : {stores, next}) {
-      if (!copies.empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(copies)));
+    for (const std::vector<Stmt>* copies : {&stores, &next}) {
+      if (!copies->empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(*copies)));
     }
     seq.push_back(ir::BarrierNode::make());
     Stmt out = ir::MakeSeq(seq);

@@ -84,6 +84,42 @@ Status CheckCustomReducer(const OperationNode& op) {
   return Status::Ok();
 }
 
+// The most operations a compute's body may hold written out as a tree (an
+// operand used twice counts twice): what lowering and code generation
+// expand it to.
+constexpr int64_t kMaxBodyOperations = int64_t{1} << 16;
+
+// The operations `e` holds as a tree, counted up to just past
+// kMaxBodyOperations, each shared operand measured once. `e` is at most
+// ir::kMaxExprDepth deep (checked first), and so is this recursion.
+int64_t TreeSize(const Expr& e, std::unordered_map<const ir::ExprNode*, int64_t>& memo) {
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  struct Operands : ir::ExprVisitor {
+    std::unordered_map<const ir::ExprNode*, int64_t>* memo;
+    int64_t total = 1;
+    void VisitExpr(const Expr& c) override {
+      if (c.defined()) total = std::min(total + TreeSize(c, *memo), kMaxBodyOperations + 1);
+    }
+  } operands;
+  operands.memo = &memo;
+  operands.ir::ExprVisitor::VisitExpr(e);  // e's operands, through VisitExpr
+  memo[e.get()] = operands.total;
+  return operands.total;
+}
+
+Status CheckTreeSize(const std::string& name, const Expr& e) {
+  if (!e.defined()) return Status::Ok();
+  if (ir::ExprDepth(e) > ir::kMaxExprDepth) {
+    return InvalidArgument("compute '", name, "': the body nests more than ", ir::kMaxExprDepth,
+                           " levels deep, the most kiln compiles");
+  }
+  std::unordered_map<const ir::ExprNode*, int64_t> memo;
+  if (TreeSize(e, memo) <= kMaxBodyOperations) return Status::Ok();
+  return InvalidArgument("compute '", name, "': the body holds more than ", kMaxBodyOperations,
+                         " operations written out (an expression used twice counts twice); "
+                         "compute a value used many times as a stage of its own");
+}
+
 // Loads whose index is a constant outside a constant extent of the tensor
 // read (WebGPU's robust access would quietly read something else).
 class ConstantIndexChecker : public ir::ExprVisitor {
@@ -326,6 +362,8 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     // Before anything recursive looks at it.
     error = InvalidArgument("compute '", name, "': the body nests more than ", ir::kMaxExprDepth,
                             " levels deep, the most kiln compiles");
+  } else {
+    error = CheckTreeSize(name, body);
   }
 
   // Claim the reduction the body uses, if any.
@@ -375,6 +413,10 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
                               " needs a numeric scalar source, not ",
                               op->reduce_source.dtype().ToString());
     }
+  }
+  if (error.ok() && op->has_reduction) error = CheckTreeSize(name, op->reduce_source);
+  for (const Expr& e : op->reduce_sources) {
+    if (error.ok()) error = CheckTreeSize(name, e);
   }
   if (error.ok() && op->has_reduction) {
     UseCollector in_source;

@@ -288,6 +288,29 @@ TEST(TeTest, ComputesCheckTheirBodies) {
   auto s = Schedule::Create({bad});
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.status().message(), "compute 'bad': `A[k]` has type i32"));
+
+  // An operand used twice, forty times over: 2^40 operations written out,
+  // refused at once rather than expanded (the body and a reduction's source).
+  auto doubled = [](Expr x) {
+    for (int n = 0; n < 40; ++n) x = x + x;
+    return x;
+  };
+  for (bool reduce : {false, true}) {
+    Tensor big = Compute("big", {4}, [&](const auto& i) {
+      return reduce ? Sum(doubled(F(i[0], k)), {k}) : doubled(F(i[0], 0));
+    });
+    auto b = Schedule::Create({big});
+    ASSERT_FALSE(b.ok());
+    EXPECT_TRUE(Contains(b.status().message(),
+                         "compute 'big': the body holds more than 65536 operations written out"));
+  }
+  // Fourteen doublings of a load (a tree of 65535 operations) fit.
+  Tensor fits = Compute("fits", {4}, [&](const auto& i) {
+    Expr x = F(i[0], 0);
+    for (int n = 0; n < 14; ++n) x = x + x;
+    return x;
+  });
+  EXPECT_TRUE(Schedule::Create({fits}).ok());
 }
 
 TEST(TeTest, LoweringReportsMisuse) {
