@@ -517,7 +517,11 @@ void BindTe(nb::module_& m) {
           "loads (the last its own values again), with no branch around the loads.")
       .def(
           "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
-          "Combines the stage's cross-thread reduction through subgroup operations.");
+          "Combines the stage's cross-thread reduction through subgroup operations.")
+      .def(
+          "fused_multiply_add", [](const StageRef& s) { Check(s.Get().FusedMultiplyAdd()); },
+          "Accumulates the stage's float sum of products as fma(a, b, acc): one rounding per "
+          "step.");
 
   nb::class_<ScheduleHolder>(te_m, "Schedule",
                              "How the computes of a tensor program run: primitives applied to "

@@ -403,6 +403,9 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     s[Cl].compute_at(s[C], tx)
     ko, ki = s[Cl].split(s[Cl].reduce_axis[0], 4)
     s[Cl].reorder(ko, ki, *s[Cl].axis)
+    fma = "branch_free" in pipelining  # as the library's rule for Dawn
+    if fma:
+        s[Cl].fused_multiply_add()
     for T in (As, Bs):
         s[T].compute_at(s[Cl], ko)
         s[T].storage_align(s[T].axis[0], 8, 1)
@@ -417,10 +420,30 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     lowered = te.lower(s, [C], [A, B], "mm")
     assert "shared" in lowered
     assert ("A_shared_buf_staged" in lowered) == (pipelining != "copy_ahead")
+    assert ("C_local.fused_multiply_add()" in str(s)) == fma
+    assert ("= fma(A_shared_buf[" in lowered) == fma
     if pipelining.startswith("copy_ahead"):
         with pytest.raises(kiln.InvalidArgument, match="double-buffered or copied ahead, not both"):
             s[As].double_buffer()
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
+
+
+def test_te_fused_multiply_add_needs_a_float_sum_of_products():
+    X = te.placeholder((8, 8), "float32", name="X")
+    I = te.placeholder((8, 8), "int32", name="I")
+    k = te.reduce_axis(8, "k")
+    cases = {
+        "M": (lambda i: te.max(X[i, k] * X[i, k], k), "the stage is not a sum"),
+        "S": (lambda i: te.sum(X[i, k] + 1.0, k), "sums something other than a product"),
+        "Q": (lambda i: te.sum(I[i, k] * I[i, k], k), "the stage sums integers"),
+        "E": (lambda i: X[i, 0] * 2.0, "the stage is not a sum"),
+    }
+    for name, (body, message) in cases.items():
+        Y = te.compute((8,), body, name=name)
+        s = te.create_schedule(Y)
+        with pytest.raises(kiln.InvalidArgument, match=f"fused_multiply_add of stage '{name}': .*{message}"):
+            s[Y].fused_multiply_add()
+        assert str(s) == ""  # nothing recorded
 
 
 @pytest.mark.parametrize("pipelining", PIPELININGS)

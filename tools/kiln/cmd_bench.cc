@@ -171,12 +171,12 @@ int BenchOps(const Args& args) {
         "  --compile-only   build and compile every workload (CPU ms), run nothing\n"
         "  --no-subgroups   build the operators as for a device without subgroups (the\n"
         "                   shared-memory combines), to compare the two\n"
-        "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE]]  the\n"
-        "                   matmuls' schedule instead of the rule's (2,2,16,1,1: a 128x128\n"
-        "                   tile, k 16, double-buffered, unrolled; ROWS and COLS 1, 2 or 4,\n"
-        "                   K_TILE 8 or 16; REGISTERS 1: single-buffered tiles copied ahead\n"
-        "                   through registers, BRANCH_FREE 1: every k-step loading;\n"
-        "                   docs/ops.md)\n"
+        "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]]\n"
+        "                   the matmuls' schedule instead of the rule's (2,2,16,1,1: a\n"
+        "                   128x128 tile, k 16, double-buffered, unrolled; ROWS and COLS 1, 2\n"
+        "                   or 4, K_TILE 8 or 16; REGISTERS 1: single-buffered tiles copied\n"
+        "                   ahead through registers, BRANCH_FREE 1: every k-step loading,\n"
+        "                   FMA 1: sums of products as fma; docs/ops.md)\n"
         "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
         "                   (64,32 on the H200; docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
@@ -203,19 +203,19 @@ int BenchOps(const Args& args) {
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
   if (auto dir = flags->Get("wgsl")) oo.wgsl_dir = *dir;
   if (auto text = flags->Get("matmul-schedule")) {
-    int v[7] = {0, 0, 0, 0, 0, 0, 0};
+    int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     char tail = 0;
-    const int n = std::sscanf(text->c_str(), "%d,%d,%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3],
-                              &v[4], &v[5], &v[6], &tail);
-    if (n < 5 || n > 7 || text->back() == ',' ||
-        std::any_of(v + 3, v + 7, [](int x) { return x != 0 && x != 1; })) {
+    const int n = std::sscanf(text->c_str(), "%d,%d,%d,%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2],
+                              &v[3], &v[4], &v[5], &v[6], &v[7], &tail);
+    if (n < 5 || n > 8 || text->back() == ',' ||
+        std::any_of(v + 3, v + 8, [](int x) { return x != 0 && x != 1; })) {
       return Fail(
-          "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE]] (five "
-          "to seven integers, those after K_TILE 0 or 1), got '" +
+          "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]] "
+          "(five to eight integers, those after K_TILE 0 or 1), got '" +
           *text + "'");
     }
-    oo.matmul_schedule =
-        ops::MatmulSchedule{v[0], v[1], v[2], v[3] == 1, v[4] == 1, v[5] == 1, v[6] == 1};
+    oo.matmul_schedule = ops::MatmulSchedule{v[0],      v[1],      v[2],      v[3] == 1,
+                                             v[4] == 1, v[5] == 1, v[6] == 1, v[7] == 1};
   }
   if (auto text = flags->Get("attention-tile")) {
     long v[2];

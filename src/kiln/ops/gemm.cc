@@ -183,6 +183,9 @@ class TeGemm {
     for (const te::IterVar& a : acc.axes()) order.push_back(a);
     KILN_RETURN_IF_ERROR(acc.Reorder(order));
     if (s_.unroll_k) KILN_RETURN_IF_ERROR(acc.Unroll(ks.inner));
+    if (s_.fused_multiply_add && spec_.math != GemmMath::kDot4I8) {
+      KILN_RETURN_IF_ERROR(acc.FusedMultiplyAdd());
+    }
     KILN_RETURN_IF_ERROR(acc.Unroll(acc.axis(static_cast<int>(r))));
     // Four columns at a time: a vector FMA of a broadcast A element and a
     // B fragment (dot4i8 takes scalar words).

@@ -165,7 +165,7 @@ int64_t MatmulSchedule::SharedBytes() const {
 std::string MatmulSchedule::ToString() const {
   return StrCat(block_m(), "x", block_n(), " tile, k ", k_tile,
                 double_buffer ? ", double-buffered" : ", single-buffered",
-                unroll_k ? ", unrolled" : "");
+                unroll_k ? ", unrolled" : "", fused_multiply_add ? ", fma" : "");
 }
 
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
@@ -195,17 +195,21 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
   // branch-free); Dawn 41.6 branch-free against 41.3 (40.4 under a branch),
   // 42.7 against 41.6 in its trusted mode. The f16 matmul and the
   // convolution ran slower through registers on wgpu-native (34.9 against
-  // 42.2, 37.0 against 38.6).
+  // 42.2, 37.0 against 38.6). Dawn's shader compiler does not contract the
+  // sums of products into fused multiply-adds by itself: written as fma, its
+  // branch-free f32 matmul ran 44.4 against 41.6 (45.0 against 42.7
+  // trusted).
   const bool wgpu = target.implementation == "wgpu", dawn = target.implementation == "dawn";
   const bool registers = kind == GemmKind::kF32 && (wgpu || dawn);
   const bool branch_free = registers && dawn;
+  const bool fma = registers && dawn;
   // Single-buffered tiles first: on the H200 (Dawn/Vulkan) the double-buffered
   // kernel ran at 25.7 TFLOP/s against 36.2 for the single-buffered one
   // (BENCHMARKS.md).
   for (MatmulSchedule candidate :
-       {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers, branch_free},
-        MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers, branch_free},
-        MatmulSchedule{1, 1, 16, false, unroll, registers, branch_free}}) {
+       {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers, branch_free, fma},
+        MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers, branch_free, fma},
+        MatmulSchedule{1, 1, 16, false, unroll, registers, branch_free, fma}}) {
     if ((candidate.rows * candidate.k_tile) % 16 != 0 ||
         (candidate.cols * candidate.k_tile) % 16 != 0) {
       continue;

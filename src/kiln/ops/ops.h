@@ -413,6 +413,9 @@ struct MatmulSchedule {
   // ... with every k-step loading (the last its own tile again), no branch
   // around the loads (te::Stage::CopyAhead(true, true)).
   bool branch_free_copies = false;
+  // The accumulators' sums of products as fma(a, b, acc), one rounding per
+  // step (te::Stage::FusedMultiplyAdd); the int8 GEMM's dot4I8 has none.
+  bool fused_multiply_add = false;
 
   int64_t block_m() const { return 64 * rows; }
   int64_t block_n() const { return 64 * cols; }

@@ -435,14 +435,18 @@ TEST(OpsTest, MatmulErrors) {
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(r->copy_through_registers) << impl;
     EXPECT_EQ(r->branch_free_copies, dawn) << impl;
+    // Sums of products as fma for Dawn's f32 matmul only.
+    EXPECT_EQ(r->fused_multiply_add, dawn) << impl;
     for (GemmKind kind : {GemmKind::kF16, GemmKind::kConv, GemmKind::kInt8}) {
       EXPECT_FALSE(DefaultMatmulSchedule(1, 4096, 4096, target, kind)->copy_through_registers);
+      EXPECT_FALSE(DefaultMatmulSchedule(1, 4096, 4096, target, kind)->fused_multiply_add);
     }
     auto f = Matmul({{256, 64}}, {{64, 256}}, target);
     ASSERT_TRUE(f.ok()) << f.status();
     const std::string ir = ir::Print(*f);
     EXPECT_NE(ir.find("_staged["), std::string::npos) << impl;
     EXPECT_EQ(ir.find("min(k_outer + 1, 3)") != std::string::npos, dawn) << ir;
+    EXPECT_EQ(ir.find("= fma(") != std::string::npos, dawn) << ir;
   }
 }
 

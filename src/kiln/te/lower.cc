@@ -1541,7 +1541,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     }
     using Values = std::vector<ir::Expr>;
     auto combine = [&](const Values& a, const Values& b) -> Values {
-      if (!custom) return {ReducerCombine(op->reducer, a[0], b[0])};
+      if (!custom) return {ReducerCombine(op->reducer, a[0], b[0], stage.fused_multiply_add)};
       ir::VarMap m;
       for (size_t k = 0; k < n; ++k) {
         m[op->custom_acc[k].get()] = a[k];

@@ -53,6 +53,8 @@ std::string_view KindName(Kind kind) {
       return "subgroup_reduce";
     case Kind::kCopyAhead:
       return "copy_ahead";
+    case Kind::kFusedMultiplyAdd:
+      return "fused_multiply_add";
   }
   return "?";
 }
@@ -475,6 +477,25 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": the stage is not a reduction");
       }
       stage.subgroup_reduce = true;
+      break;
+    }
+    case Kind::kFusedMultiplyAdd: {
+      if (!p.axes.empty()) return InvalidArgument(at, ": fused_multiply_add takes no axis");
+      const OperationNode& op = *stage.op;
+      if (!op.has_reduction || op.reducer != ReducerKind::kSum) {
+        return InvalidArgument(at,
+                               ": the stage is not a sum (fused_multiply_add needs a float "
+                               "sum of products)");
+      }
+      const auto* mul = op.reduce_source.as<ir::BinaryNode>();
+      if (!op.reduce_source.dtype().is_float() || mul == nullptr || mul->op != ir::BinaryOp::kMul) {
+        return InvalidArgument(at, ": the stage sums ",
+                               op.reduce_source.dtype().is_float() ? "something other than a "
+                                                                     "product"
+                                                                   : "integers",
+                               " (fused_multiply_add needs a float sum of products)");
+      }
+      stage.fused_multiply_add = true;
       break;
     }
     case Kind::kCacheRead:
@@ -1144,6 +1165,10 @@ Status Stage::CopyAhead(bool through_registers, bool branch_free) {
 
 Status Stage::SubgroupReduce() {
   return schedule_->Apply(Primitive{Kind::kSubgroupReduce, name_});
+}
+
+Status Stage::FusedMultiplyAdd() {
+  return schedule_->Apply(Primitive{Kind::kFusedMultiplyAdd, name_});
 }
 
 }  // namespace kiln::te

@@ -50,6 +50,7 @@ struct StageState {
   bool copy_ahead_registers = false;    // copy_ahead(registers)
   bool copy_ahead_branch_free = false;  // copy_ahead(registers, branch_free)
   bool subgroup_reduce = false;         // its cross-thread reduction combines through subgroups
+  bool fused_multiply_add = false;      // its sum of products accumulates with fma
 
   const std::string& name() const { return tensor.name(); }
   bool attached() const { return attach_axis.defined(); }

@@ -285,9 +285,14 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
   return Expr();
 }
 
-Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value) {
+Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value, bool multiply_add) {
   switch (kind) {
     case ReducerKind::kSum:
+      if (const auto* mul = value.as<ir::BinaryNode>(); multiply_add && mul != nullptr &&
+                                                        mul->op == ir::BinaryOp::kMul &&
+                                                        value.dtype().is_float()) {
+        return ir::Call(ir::Intrinsic::kFma, {mul->a, mul->b, acc});
+      }
       return acc + value;
     case ReducerKind::kProd:
       return acc * value;

@@ -126,8 +126,10 @@ std::string_view ReducerName(ReducerKind kind);
 // The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
 Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
 // combine(acc, value). Float max and min propagate NaN (a NaN anywhere in
-// the reduction gives NaN), unlike ir's min/max.
-Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value);
+// the reduction gives NaN), unlike ir's min/max. With `multiply_add`, a
+// float sum whose value is a product a * b combines as fma(a, b, acc).
+Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value,
+                    bool multiply_add = false);
 
 class Tensor;
 
@@ -222,6 +224,7 @@ struct Primitive {
     kRfactor,
     kSubgroupReduce,
     kCopyAhead,
+    kFusedMultiplyAdd,
   };
   Kind kind = Kind::kSplit;
   std::string stage;              // cache_read: the tensor read
@@ -239,7 +242,7 @@ struct Primitive {
   // "A.cache_read(shared, C)", "C.cache_write(local)",
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
   // "A_shared.copy_ahead()", "A_shared.copy_ahead(registers)",
-  // "C.rfactor(k_inner)", "C.subgroup_reduce()".
+  // "C.rfactor(k_inner)", "C.subgroup_reduce()", "C.fused_multiply_add()".
   std::string ToString() const;
   // The kind as records print it: "split", "compute_at", ...
   static std::string_view KindName(Kind kind);
@@ -352,6 +355,13 @@ class Stage {
   // the device's subgroups feature. Lowering checks that the reduction axis
   // is the workgroup's only thread axis.
   Status SubgroupReduce();
+  // The stage's float sum of products `Sum(a * b)` accumulates as
+  // `fma(a, b, acc)`: one rounding per step instead of two, and one
+  // instruction the shader compiler need not contract by itself (some do
+  // not, and run the multiply and the add apart). Partial sums combined
+  // across threads still add. Errors: a stage that is not a float sum
+  // whose source is a product.
+  Status FusedMultiplyAdd();
 
  private:
   friend class Schedule;

@@ -454,7 +454,8 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 // register tile of C per thread: with and without padding the tiles' rows
 // and double buffering (its copies through registers) or copying one k
 // step ahead, and with each thread's 8 x 8 elements spread over the tile in
-// groups of 4 (strided regions), at sizes that leave every tile ragged.
+// groups of 4 (strided regions), at sizes that leave every tile ragged; two
+// variants (3 and 10) accumulate with fma.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
   for (int variant = 0; variant < 11; ++variant) {
@@ -463,6 +464,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
     const bool ahead = variant >= 5, registers = variant >= 7, branch_free = variant >= 9;
     const bool strided = variant == 4 || variant == 6 || variant == 8 || variant == 10;
     const bool align = variant % 2 == 1 || strided, twice = (variant / 2 == 1 || strided) && !ahead;
+    const bool fma = variant == 3 || variant == 10;
     {
       testing::SharedMatmulOptions o;
       o.storage_align = align;
@@ -470,6 +472,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
       o.copy_ahead = ahead;
       o.copy_ahead_registers = registers;
       o.copy_ahead_branch_free = branch_free;
+      o.fused_multiply_add = fma;
       if (strided) {
         o.strided = true;
         o.tile = 64;
@@ -489,7 +492,8 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
                      (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
                      (ahead ? " copied ahead" : "") + (registers ? " through registers" : "") +
-                     (branch_free ? " branch-free" : "") + (strided ? " strided" : ""));
+                     (branch_free ? " branch-free" : "") + (strided ? " strided" : "") +
+                     (fma ? " fma" : ""));
         auto a = Random(std::max(m * kk, 1)), b = Random(std::max(kk * n, 1));
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");

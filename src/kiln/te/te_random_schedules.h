@@ -196,13 +196,17 @@ class RandomPrimitives {
     const StageState& st = stages[Below(static_cast<int>(stages.size()))];
     Primitive p;
     p.stage = st.name();
-    static const Kind kKinds[] = {Kind::kSplit,     Kind::kSplit,         Kind::kSplit,
-                                  Kind::kFuse,      Kind::kReorder,       Kind::kBind,
-                                  Kind::kBind,      Kind::kBind,          Kind::kUnroll,
-                                  Kind::kVectorize, Kind::kComputeInline, Kind::kComputeAt,
-                                  Kind::kComputeAt, Kind::kCacheRead,     Kind::kCacheWrite,
-                                  Kind::kSetScope,  Kind::kStorageAlign,  Kind::kDoubleBuffer,
-                                  Kind::kCopyAhead, Kind::kRfactor,       Kind::kSubgroupReduce};
+    static const Kind kKinds[] = {Kind::kSplit,          Kind::kSplit,
+                                  Kind::kSplit,          Kind::kFuse,
+                                  Kind::kReorder,        Kind::kBind,
+                                  Kind::kBind,           Kind::kBind,
+                                  Kind::kUnroll,         Kind::kVectorize,
+                                  Kind::kComputeInline,  Kind::kComputeAt,
+                                  Kind::kComputeAt,      Kind::kCacheRead,
+                                  Kind::kCacheWrite,     Kind::kSetScope,
+                                  Kind::kStorageAlign,   Kind::kDoubleBuffer,
+                                  Kind::kCopyAhead,      Kind::kRfactor,
+                                  Kind::kSubgroupReduce, Kind::kFusedMultiplyAdd};
     p.kind = kKinds[Below(static_cast<int>(std::size(kKinds)))];
     const std::vector<IterVar>& leaves = st.leaves;
     auto leaf = [&]() {

@@ -173,6 +173,55 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
   EXPECT_EQ(again->ToString(), before);  // a refused primitive changes nothing
 }
 
+// fused_multiply_add: the accumulators' update is one fma per element; the
+// record replays; the stage must
+// be a float sum of products, and a refused primitive changes nothing.
+TEST(TeScheduleTest, FusedMultiplyAddAccumulatesWithFma) {
+  testing::SharedMatmulOptions o;
+  o.fused_multiply_add = true;
+  MatmulProgram p;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(Contains(s->ToString(), "C_local.fused_multiply_add()\n")) << s->ToString();
+  auto again = Schedule::Create({p.C});
+  ASSERT_TRUE(again.ok());
+  for (const Primitive& r : s->primitives()) ASSERT_TRUE(again->Apply(r).ok()) << r.ToString();
+  EXPECT_EQ(again->ToString(), s->ToString());
+  auto f = Lower(*s, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string ir = ir::Print(*f);
+  EXPECT_TRUE(Contains(ir,
+                       "C_local_buf[i_3, j_3] = fma(A_shared_buf[i_inner_outer * 4 + i_3, "
+                       "k_inner], B_shared_buf[k_inner, j_inner_outer * 4 + j_3], "
+                       "C_local_buf[i_3, j_3])"))
+      << ir;
+  EXPECT_EQ(ir.find(" + A_shared_buf["), std::string::npos) << ir;
+  auto compiled = codegen::CompileFunction(*f);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_TRUE(Contains(compiled->wgsl, "fma("));
+
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n, n}, ir::kF32);
+  Tensor I = Placeholder("I", {n, n}, ir::kI32);
+  IterVar k = ReduceAxis(n, "k");
+  Tensor M = Compute("M", {n},
+                     [&](const std::vector<Var>& i) { return Max(X(i[0], k) * X(i[0], k), {k}); });
+  Tensor S = Compute("S", {n}, [&](const std::vector<Var>& i) { return Sum(X(i[0], k), {k}); });
+  Tensor Q = Compute("Q", {n},
+                     [&](const std::vector<Var>& i) { return Sum(I(i[0], k) * I(i[0], k), {k}); });
+  auto bad = Schedule::Create({M, S, Q});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  const std::string before = bad->ToString();
+  ExpectError((*bad)[M].FusedMultiplyAdd(),
+              "fused_multiply_add of stage 'M': the stage is not a sum (fused_multiply_add "
+              "needs a float sum of products)");
+  ExpectError((*bad)[S].FusedMultiplyAdd(), "the stage sums something other than a product");
+  ExpectError((*bad)[Q].FusedMultiplyAdd(), "the stage sums integers");
+  Primitive with_axis{Primitive::Kind::kFusedMultiplyAdd, "S", {"k"}};
+  ExpectError(bad->Apply(with_axis), "fused_multiply_add takes no axis");
+  EXPECT_EQ(bad->ToString(), before);
+}
+
 // With constant sizes that the tiles divide, the copies into shared memory
 // need no bounds checks (bounds inference proves the regions inside the
 // tensors) and their innermost axis can be a vector; ragged sizes keep the

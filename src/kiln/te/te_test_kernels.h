@@ -38,6 +38,7 @@ struct SharedMatmulOptions {
   // The accumulators' columns four at a time, a vector per update (a
   // reduction's data axis vectorized inside the reduction loops).
   bool vector_accumulators = false;
+  bool fused_multiply_add = false;  // the accumulators' sums of products as fma
 };
 
 // The local accumulator stage's column axis `j` unrolled, or split by 4 with
@@ -99,6 +100,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
   KILN_RETURN_IF_ERROR(l.Reorder({kk.outer, kk.inner, l.axis(0), l.axis(1)}));
   KILN_RETURN_IF_ERROR(l.Unroll(l.axis(0)));
   KILN_RETURN_IF_ERROR(ScheduleAccumulatorColumns(l, l.axis(1), o.vector_accumulators));
+  if (o.fused_multiply_add) KILN_RETURN_IF_ERROR(l.FusedMultiplyAdd());
 
   const int64_t threads = (o.tile / o.per_thread) * (o.tile / o.per_thread);
   for (const Tensor& t_shared : {as, bs}) {
