@@ -454,12 +454,15 @@ std::string Dims(const ops::Shape& s) {
 
 // ---- the workloads
 
-// ", copied ahead" where the GEMM copies its tiles one k-step ahead.
+// ", copied ahead" where the GEMM copies its tiles one k-step ahead, and
+// ", sums as fma" where its float sums of products are fma.
 std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
-  if (!s.CopiesAhead(int8)) return "";
-  if (!s.copy_through_registers) return ", copied ahead";
-  return s.branch_free_copies ? ", copied ahead through registers, branch-free"
-                              : ", copied ahead through registers";
+  const std::string fma = s.fused_multiply_add && !int8 ? ", sums as fma" : "";
+  if (!s.CopiesAhead(int8)) return fma;
+  if (!s.copy_through_registers) return ", copied ahead" + fma;
+  return (s.branch_free_copies ? ", copied ahead through registers, branch-free"
+                               : ", copied ahead through registers") +
+         fma;
 }
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,

@@ -164,6 +164,14 @@ grep -q "device:" <<<"$out" && fail "a malformed --arg found only after the devi
 for cmd in info demo "bench ops" "bench matmul" "bench dispatch"; do
   expect_error "kiln $cmd extra" "kiln $cmd takes no arguments, got 'extra'" "$kiln" $cmd extra
 done
+# --matmul-schedule: five to eight whole integers, or an error naming the form.
+for bad in "2,2,16,0,1x" "2,2,16,0,1 " "2,2,16,0,1,,1" "2,2,16,0,1," "2,2,16,0,1,1,1,1,1" \
+  "2,2,16,0,2" "" "99999999999,2,16,0,1"; do
+  expect_error "--matmul-schedule '$bad'" "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL" \
+    "$kiln" bench ops --compile-only --matmul-schedule "$bad"
+done
+out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,1,1 2>&1) ||
+  fail "--matmul-schedule with eight fields: $out"
 "$kiln" no_such_command >/dev/null 2>&1
 [ $? -eq 1 ] || fail "an unknown command does not exit 1"
 

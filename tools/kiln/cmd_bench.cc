@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <variant>
 #include <vector>
 
@@ -203,11 +205,21 @@ int BenchOps(const Args& args) {
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
   if (auto dir = flags->Get("wgsl")) oo.wgsl_dir = *dir;
   if (auto text = flags->Get("matmul-schedule")) {
+    // Five to eight comma-separated integers, each field whole.
     int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    char tail = 0;
-    const int n = std::sscanf(text->c_str(), "%d,%d,%d,%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2],
-                              &v[3], &v[4], &v[5], &v[6], &v[7], &tail);
-    if (n < 5 || n > 8 || text->back() == ',' ||
+    size_t n = 0;
+    bool parsed = true;
+    for (size_t at = 0; parsed && at <= text->size(); ++n) {
+      size_t comma = text->find(',', at);
+      if (comma == std::string::npos) comma = text->size();
+      const char* first = text->data() + at;
+      const char* last = text->data() + comma;
+      auto [end, error] = n < 8 ? std::from_chars(first, last, v[n])
+                                : std::from_chars_result{first, std::errc::invalid_argument};
+      parsed = first != last && error == std::errc() && end == last;
+      at = comma + 1;
+    }
+    if (!parsed || n < 5 || n > 8 ||
         std::any_of(v + 3, v + 8, [](int x) { return x != 0 && x != 1; })) {
       return Fail(
           "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]] "

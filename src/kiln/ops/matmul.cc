@@ -165,7 +165,7 @@ int64_t MatmulSchedule::SharedBytes() const {
 std::string MatmulSchedule::ToString() const {
   return StrCat(block_m(), "x", block_n(), " tile, k ", k_tile,
                 double_buffer ? ", double-buffered" : ", single-buffered",
-                unroll_k ? ", unrolled" : "", fused_multiply_add ? ", fma" : "");
+                unroll_k ? ", unrolled" : "");
 }
 
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,

@@ -681,6 +681,12 @@ Status Rfactor(Schedule::Impl& impl, const Primitive& p) {
     return InvalidArgument(at, ": the stage reduces with user-defined reducer '", old.custom_name,
                            "'; rfactor supports sum, prod, max and min");
   }
+  if (stage.fused_multiply_add) {
+    // Its products would move to the new stage, and it would sum partials.
+    return InvalidArgument(at,
+                           ": the stage accumulates with fma (fused_multiply_add); rfactor "
+                           "first, then fused_multiply_add the new stage");
+  }
   KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], "rfactor"));
   if (!axis.is_reduce()) {
     return InvalidArgument(at, ": axis ", Quote(axis.name()), " is not a reduction axis");

@@ -174,8 +174,8 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
 }
 
 // fused_multiply_add: the accumulators' update is one fma per element; the
-// record replays; the stage must
-// be a float sum of products, and a refused primitive changes nothing.
+// record replays; the stage must be a float sum of products (and rfactor
+// then refuses it); a refused primitive changes nothing.
 TEST(TeScheduleTest, FusedMultiplyAddAccumulatesWithFma) {
   testing::SharedMatmulOptions o;
   o.fused_multiply_add = true;
@@ -220,6 +220,39 @@ TEST(TeScheduleTest, FusedMultiplyAddAccumulatesWithFma) {
   Primitive with_axis{Primitive::Kind::kFusedMultiplyAdd, "S", {"k"}};
   ExpectError(bad->Apply(with_axis), "fused_multiply_add takes no axis");
   EXPECT_EQ(bad->ToString(), before);
+
+  // rfactor would move the products to a new stage: refused after
+  // fused_multiply_add; the other order puts the fma in the new stage.
+  Tensor D = Compute("D", {n},
+                     [&](const std::vector<Var>& i) { return Sum(X(i[0], k) * X(k, i[0]), {k}); });
+  auto order = Schedule::Create({D});
+  ASSERT_TRUE(order.ok()) << order.status();
+  Stage d = (*order)[D];
+  auto kk = d.Split(d.reduce_axis(0), 4);
+  ASSERT_TRUE(kk.ok()) << kk.status();
+  ASSERT_TRUE(d.FusedMultiplyAdd().ok());
+  const std::string with_fma = order->ToString();
+  ExpectError(order->Rfactor(D, kk->inner).status(),
+              "rfactor of stage 'D': the stage accumulates with fma (fused_multiply_add); "
+              "rfactor first, then fused_multiply_add the new stage");
+  EXPECT_EQ(order->ToString(), with_fma);
+  IterVar k8 = ReduceAxis(ir::IntConst(ir::kI32, 16), "k8");
+  Tensor F = Compute("F", {ir::IntConst(ir::kI32, 8)}, [&](const std::vector<Var>& i) {
+    return Sum(X(i[0], k8) * X(k8, i[0]), {k8});
+  });
+  auto other = Schedule::Create({F});
+  ASSERT_TRUE(other.ok()) << other.status();
+  Stage fs = (*other)[F];
+  auto k8s = fs.Split(fs.reduce_axis(0), 4);
+  ASSERT_TRUE(k8s.ok()) << k8s.status();
+  auto rf = other->Rfactor(F, k8s->inner);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  ASSERT_TRUE((*other)[*rf].FusedMultiplyAdd().ok());
+  ASSERT_TRUE((*other)[*rf].ComputeAt(fs, fs.axis(0)).ok());
+  auto lowered = Lower(*other, {F}, {X}, "f");
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string rf_ir = ir::Print(*lowered);
+  EXPECT_EQ(Occurrences(rf_ir, "= fma("), 1u) << rf_ir;
 }
 
 // With constant sizes that the tiles divide, the copies into shared memory
