@@ -32,7 +32,7 @@ struct StageRef {
   SchedulePtr schedule;
   te::Tensor tensor;
 
-  te::Stage Get() const { return Check(schedule->schedule.FindStage(tensor.name())); }
+  te::Stage Get() const { return Check(schedule->schedule.FindStage(tensor)); }
 };
 
 ir::DataType ParseIrType(const std::string& name) {
@@ -281,6 +281,14 @@ void BindTe(nb::module_& m) {
       .def("__call__",
            [](const te::Tensor& t, const nb::args& indices) { return Load(t, indices); })
       .def("__getitem__", [](const te::Tensor& t, nb::handle indices) { return Load(t, indices); })
+      // T[i] builds a read for any i, so without this Python would iterate a
+      // tensor forever where a list of tensors is expected.
+      .def("__iter__",
+           [](const te::Tensor& t) -> nb::object {
+             throw nb::type_error(("te.Tensor '" + t.name() +
+                                   "' is not iterable: pass a list of tensors ([" + t.name() + "])")
+                                      .c_str());
+           })
       .def("__repr__", [](const te::Tensor& t) {
         std::string s = "te.Tensor(" + t.name() + ", [";
         for (size_t i = 0; i < t.shape().size(); ++i) {
@@ -450,7 +458,17 @@ void BindTe(nb::module_& m) {
           "reorder",
           [](const StageRef& s, const nb::args& axes) {
             std::vector<te::IterVar> order;
-            for (nb::handle h : axes) order.push_back(nb::cast<te::IterVar>(h));
+            for (size_t i = 0; i < axes.size(); ++i) {
+              te::IterVar axis;
+              if (!nb::try_cast<te::IterVar>(axes[i], axis)) {
+                throw nb::type_error(("reorder: argument " + std::to_string(i + 1) + " is a " +
+                                      TypeNameOf(axes[i]) +
+                                      ", not an axis (pass the axes themselves: "
+                                      "reorder(ko, ki, ...))")
+                                         .c_str());
+              }
+              order.push_back(axis);
+            }
             Check(s.Get().Reorder(order));
           },
           "Puts the given leaf axes in this order (in the positions they occupy).")
@@ -579,7 +597,15 @@ void BindTe(nb::module_& m) {
         if (nb::try_cast<te::Tensor>(outputs, one)) {
           outs.push_back(one);
         } else {
-          for (nb::handle h : outputs) outs.push_back(nb::cast<te::Tensor>(h));
+          for (nb::handle h : outputs) {
+            te::Tensor t;
+            if (!nb::try_cast<te::Tensor>(h, t)) {
+              throw nb::type_error(
+                  ("create_schedule: an output is a " + TypeNameOf(h) + ", not a te.Tensor")
+                      .c_str());
+            }
+            outs.push_back(t);
+          }
         }
         auto holder =
             std::make_shared<ScheduleHolder>(ScheduleHolder{Check(te::Schedule::Create(outs))});

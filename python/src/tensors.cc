@@ -352,7 +352,17 @@ void BindTensors(nb::module_& m) {
       .def("__call__",
            [](const Program& p, const nb::args& args) {
              std::vector<TensorPtr> inputs;
-             for (nb::handle h : args) inputs.push_back(nb::cast<TensorPtr>(h));
+             for (size_t i = 0; i < args.size(); ++i) {
+               TensorPtr t;
+               if (!nb::try_cast<TensorPtr>(args[i], t) || !t) {
+                 throw nb::type_error(("program input " + std::to_string(i + 1) + " is a " +
+                                       nb::cast<std::string>(nb::type_name(args[i].type())) +
+                                       ", not a kiln.Tensor (kiln.tensor(array, device) makes "
+                                       "one)")
+                                          .c_str());
+               }
+               inputs.push_back(t);
+             }
              std::vector<TensorPtr> out = p.Run(inputs);
              if (out.size() == 1) return nb::cast(out[0]);
              return nb::cast(out);

@@ -249,6 +249,37 @@ def test_te_reducers(device, rng):
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
 
 
+def test_te_misplaced_arguments_are_type_errors():
+    # A tensor where a list of tensors belongs, a list where axes belong, a
+    # string among outputs: TypeErrors at once (a 1-D tensor used to be
+    # iterated forever, T[i] reading any i).
+    A = te.placeholder((8,), "float32", name="A")
+    C = te.compute((8,), lambda i: A[i] * 2.0, name="C")
+    s = te.create_schedule(C)
+    with pytest.raises(TypeError, match="te.Tensor 'C' is not iterable"):
+        list(C)
+    with pytest.raises(TypeError):
+        te.lower(s, C, [A])
+    with pytest.raises(TypeError):
+        s.cache_read(A, "shared", C)
+    with pytest.raises(TypeError, match="reorder: argument 2 is a str, not an axis"):
+        s[C].reorder(s[C].axis[0], "i")
+    with pytest.raises(TypeError, match="reorder: argument 1 is a list"):
+        s[C].reorder([s[C].axis[0]])
+    with pytest.raises(TypeError, match="create_schedule: an output is a str"):
+        te.create_schedule([C, "x"])
+    # Another program's tensor of the same name is not this schedule's stage.
+    k = te.reduce_axis(8, "k")
+    X = te.placeholder((8, 8), "float32", name="A")
+    D = te.compute((8,), lambda i: te.sum(X[i, k] * X[i, k], k), name="C")
+    with pytest.raises(kiln.InvalidArgument, match="tensor 'C' is not a stage of this schedule: "
+                       "its stage of that name computes another tensor"):
+        s[D].fused_multiply_add()
+    with pytest.raises(kiln.InvalidArgument, match="tensor 'A' is not a compute stage"):
+        s[A]
+    assert str(s) == ""
+
+
 def test_te_errors(device):
     A = te.placeholder((8, 8), "float32", name="A")
     with pytest.raises(kiln.InvalidArgument, match="rank 2 but is indexed with 1"):

@@ -1336,3 +1336,13 @@ def test_zero_dimensional_indexing_reshape_and_chains(device):
         kiln.ops.reshape(s, [-1, -1])
     # Steps given by a generator, read once, for a 0-d input too.
     assert float(kiln.ops.elementwise_chain(s, (st for st in [("mul", 2.0)]))) == 30.0
+
+
+def test_program_call_names_an_input_that_is_not_a_tensor(device):
+    program = kiln._kiln.ops.elementwise(device, "add", [((4,), "float32")] * 2)
+    x = kiln.tensor(np.ones(4, np.float32), device)
+    for args, position, kind in [(("x", x), 1, "str"), ((x, None), 2, "NoneType"),
+                                 ((x, 3), 2, "int")]:
+        with pytest.raises(TypeError, match=f"program input {position} is a {kind}, not a "
+                           "kiln.Tensor"):
+            program(*args)

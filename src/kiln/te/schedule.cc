@@ -948,6 +948,17 @@ Stage Schedule::operator[](const Tensor& tensor) {
   return Stage(this, stage->name());
 }
 
+StatusOr<Stage> Schedule::FindStage(const Tensor& tensor) {
+  if (!tensor.defined()) return InvalidArgument("the tensor is undefined");
+  if (const StageState* stage = impl_->Find(tensor.op())) return Stage(this, stage->name());
+  if (impl_->Find(tensor.name()) != nullptr) {
+    return InvalidArgument("tensor '", tensor.name(),
+                           "' is not a stage of this schedule: its stage of that name computes "
+                           "another tensor (one of another program)");
+  }
+  return InvalidArgument("tensor '", tensor.name(), "' is not a compute stage of this schedule");
+}
+
 StatusOr<Stage> Schedule::FindStage(const std::string& name) {
   if (impl_->Find(name) == nullptr) {
     return InvalidArgument("the schedule has no stage named '", name, "'");

@@ -388,6 +388,9 @@ class Schedule {
   Stage operator[](const Tensor& tensor);
   // The stage named `name`, or an error.
   StatusOr<Stage> FindStage(const std::string& name);
+  // The stage of `tensor` itself (not of another program's tensor of the
+  // same name), or an error.
+  StatusOr<Stage> FindStage(const Tensor& tensor);
 
   // A stage `<tensor>_<scope>` that copies `tensor` into `scope` (shared or
   // local) and that `readers` read instead of it; compute_at places it.

@@ -220,6 +220,13 @@ TEST(TeScheduleTest, FusedMultiplyAddAccumulatesWithFma) {
   Primitive with_axis{Primitive::Kind::kFusedMultiplyAdd, "S", {"k"}};
   ExpectError(bad->Apply(with_axis), "fused_multiply_add takes no axis");
   EXPECT_EQ(bad->ToString(), before);
+  // A tensor of another program named like a stage is not that stage.
+  Tensor other_m = Compute("M", {n}, [&](const std::vector<Var>& i) { return X(i[0], 0); });
+  ExpectError(bad->FindStage(other_m).status(),
+              "tensor 'M' is not a stage of this schedule: its stage of that name computes "
+              "another tensor");
+  ExpectError(bad->FindStage(X).status(), "tensor 'X' is not a compute stage of this schedule");
+  ASSERT_TRUE(bad->FindStage(M).ok());
 
   // rfactor would move the products to a new stage: refused after
   // fused_multiply_add; the other order puts the fma in the new stage.
