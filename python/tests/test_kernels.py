@@ -277,6 +277,13 @@ def test_te_misplaced_arguments_are_type_errors():
         s[D].fused_multiply_add()
     with pytest.raises(kiln.InvalidArgument, match="tensor 'A' is not a compute stage"):
         s[A]
+    with pytest.raises(kiln.InvalidArgument, match="cache_read: tensor 'A' is not one of this "
+                       "schedule's tensors"):
+        s.cache_read(X, "shared", [C])
+    with pytest.raises(kiln.InvalidArgument, match="cache_read of 'A': tensor 'C' is not one of"):
+        s.cache_read(A, "shared", [D])
+    with pytest.raises(kiln.InvalidArgument, match="cache_write: tensor 'C' is not one of"):
+        s.cache_write(D, "local")
     assert str(s) == ""
 
 

@@ -966,14 +966,34 @@ StatusOr<Stage> Schedule::FindStage(const std::string& name) {
   return Stage(this, name);
 }
 
+namespace {
+
+// That `tensor` is one of the schedule's own: a stage's, or a placeholder a
+// stage reads (primitives name tensors, so another program's tensor of the
+// same name would otherwise stand for this one).
+Status CheckOwnTensor(const Schedule::Impl& impl, const Tensor& tensor, std::string_view what) {
+  if (impl.Find(tensor.op()) != nullptr) return Status::Ok();
+  for (const StageState& s : impl.stages) {
+    for (const Tensor& in : s.op->inputs) {
+      if (in.op() == tensor.op()) return Status::Ok();
+    }
+  }
+  return InvalidArgument(what, ": tensor '", tensor.name(),
+                         "' is not one of this schedule's tensors (a tensor of another program?)");
+}
+
+}  // namespace
+
 StatusOr<Tensor> Schedule::CacheRead(const Tensor& tensor, ir::MemoryScope scope,
                                      const std::vector<Tensor>& readers) {
   if (!tensor.defined()) return InvalidArgument("cache_read: the tensor is undefined");
+  KILN_RETURN_IF_ERROR(CheckOwnTensor(*impl_, tensor, "cache_read"));
   Primitive p{Kind::kCacheRead, tensor.name()};
   p.scope = std::string(ScopeName(scope));
   for (const Tensor& r : readers) {
     if (!r.defined())
       return InvalidArgument("cache_read of '", tensor.name(), "': a reader is undefined");
+    KILN_RETURN_IF_ERROR(CheckOwnTensor(*impl_, r, "cache_read of '" + tensor.name() + "'"));
     p.axes.push_back(r.name());
   }
   const std::string name =
@@ -984,6 +1004,7 @@ StatusOr<Tensor> Schedule::CacheRead(const Tensor& tensor, ir::MemoryScope scope
 
 StatusOr<Tensor> Schedule::CacheWrite(const Tensor& tensor, ir::MemoryScope scope) {
   if (!tensor.defined()) return InvalidArgument("cache_write: the tensor is undefined");
+  KILN_RETURN_IF_ERROR(CheckOwnTensor(*impl_, tensor, "cache_write"));
   Primitive p{Kind::kCacheWrite, tensor.name()};
   p.scope = std::string(ScopeName(scope));
   KILN_RETURN_IF_ERROR(Apply(p));
