@@ -475,7 +475,13 @@ void BindTe(nb::module_& m) {
       .def(
           "bind",
           [](const StageRef& s, const te::IterVar& axis, const std::string& thread) {
-            Check(s.Get().Bind(axis, Check(te::ThreadAxisFromName(thread))));
+            te::Stage stage = s.Get();
+            StatusOr<te::ThreadAxis> parsed = te::ThreadAxisFromName(thread);
+            if (!parsed.ok()) {
+              Check(parsed.status().WithContext("bind of stage '" + stage.name() + "', axis '" +
+                                                axis.name() + "'"));
+            }
+            Check(stage.Bind(axis, *parsed));
           },
           "axis"_a, "thread"_a,
           "Binds an axis to 'blockIdx.x', 'blockIdx.y', 'threadIdx.x' or 'threadIdx.y'.")

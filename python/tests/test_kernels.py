@@ -484,6 +484,23 @@ def test_te_fused_multiply_add_needs_a_float_sum_of_products():
         assert str(s) == ""  # nothing recorded
 
 
+def test_te_stage_properties_apply_once_and_errors_name_the_stage():
+    A, B, C = _matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    As = s.cache_read(A, "shared", [C])
+    s[C].fused_multiply_add()
+    with pytest.raises(kiln.InvalidArgument, match="fused_multiply_add of stage 'C': the stage already accumulates with fma"):
+        s[C].fused_multiply_add()
+    s[As].double_buffer()
+    with pytest.raises(kiln.InvalidArgument, match="double_buffer of stage 'A_shared': the stage is already double-buffered"):
+        s[As].double_buffer()
+    with pytest.raises(kiln.InvalidArgument, match="bind of stage 'C', axis 'i': 'threadIdx.z' is not a launch axis"):
+        s[C].bind(s[C].axis[0], "threadIdx.z")
+    assert str(s) == "A.cache_read(shared, C)\nC.fused_multiply_add()\nA_shared.double_buffer()\n"
+    with pytest.raises(kiln.InvalidArgument, match="tensor 'A' is listed twice among the inputs"):
+        te.lower(s, [C], [A, B, A])
+
+
 @pytest.mark.parametrize("pipelining", PIPELININGS)
 @pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
 def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):

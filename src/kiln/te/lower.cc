@@ -1982,6 +1982,24 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
                              "' is not a placeholder");
     }
   }
+  // Inputs and outputs become the kernel's parameters, named by their tensors.
+  std::vector<const Tensor*> params;
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const Tensor& t : *list) {
+      if (!t.defined()) return InvalidArgument(at, ": an output is undefined");
+      for (const Tensor* seen : params) {
+        if (seen->same_as(t)) {
+          return InvalidArgument(at, ": tensor '", t.name(), "' is listed twice among the ",
+                                 list == &inputs ? "inputs" : "outputs and inputs");
+        }
+        if (seen->name() == t.name()) {
+          return InvalidArgument(at, ": two different tensors are named '", t.name(),
+                                 "'; the kernel's parameters take their names");
+        }
+      }
+      params.push_back(&t);
+    }
+  }
   Graph g;
   std::unordered_set<const OperationNode*> visited;
   Status error;

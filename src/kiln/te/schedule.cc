@@ -243,7 +243,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
     case Kind::kBind: {
       if (p.axes.size() != 1) return InvalidArgument(at, ": bind takes one axis");
       KILN_ASSIGN_OR_RETURN(IterVar axis, Leaf(stage, p.axes[0], what));
-      KILN_ASSIGN_OR_RETURN(ThreadAxis thread, ThreadAxisFromName(p.thread));
+      StatusOr<ThreadAxis> parsed = ThreadAxisFromName(p.thread);
+      if (!parsed.ok()) return parsed.status().WithContext(at + ", axis " + Quote(axis.name()));
+      const ThreadAxis thread = *parsed;
       const ir::LoopKind kind = LoopKindOf(thread);
       const std::string to = " to " + p.thread;
       if (axis.is_reduce() && kind != ir::LoopKind::kThreadX) {
@@ -408,6 +410,12 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                ": only outputs are global in this version; use shared or "
                                "local");
       }
+      if (std::any_of(impl.primitives.begin(), impl.primitives.end(), [&](const Primitive& q) {
+            return q.kind == Kind::kSetScope && q.stage == stage.name();
+          })) {
+        return InvalidArgument(at, ": the stage's scope is already set (to ",
+                               ScopeName(stage.scope), "); set_scope applies once per stage");
+      }
       stage.scope = scope;
       stage.scope_set = true;
       break;
@@ -429,6 +437,13 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       if (stage.is_output) {
         return InvalidArgument(at, ": the stage is an output; its layout is the caller's");
       }
+      for (const auto& a : stage.alignments) {
+        if (a.dim == dim) {
+          return InvalidArgument(at, ": dimension ", Quote(p.axes[0]),
+                                 " is already aligned (factor ", a.factor, ", offset ", a.offset,
+                                 ")");
+        }
+      }
       stage.alignments.push_back({dim, p.factor, p.offset});
       break;
     }
@@ -444,6 +459,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                ": the stage is copied ahead; a stage is double-buffered "
                                "or copied ahead, not both");
       }
+      if (stage.double_buffer) return InvalidArgument(at, ": the stage is already double-buffered");
       stage.double_buffer = true;
       break;
     }
@@ -466,6 +482,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                ": the stage is double-buffered, which already copies "
                                "ahead; a stage is double-buffered or copied ahead, not both");
       }
+      if (stage.copy_ahead) return InvalidArgument(at, ": the stage is already copied ahead");
       stage.copy_ahead = true;
       stage.copy_ahead_registers = p.scope == "registers";
       stage.copy_ahead_branch_free = p.factor == 1;
@@ -475,6 +492,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       if (!p.axes.empty()) return InvalidArgument(at, ": subgroup_reduce takes no axis");
       if (!stage.op->has_reduction) {
         return InvalidArgument(at, ": the stage is not a reduction");
+      }
+      if (stage.subgroup_reduce) {
+        return InvalidArgument(at, ": the stage already combines through subgroups");
       }
       stage.subgroup_reduce = true;
       break;
@@ -494,6 +514,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
                                                                      "product"
                                                                    : "integers",
                                " (fused_multiply_add needs a float sum of products)");
+      }
+      if (stage.fused_multiply_add) {
+        return InvalidArgument(at, ": the stage already accumulates with fma");
       }
       stage.fused_multiply_add = true;
       break;
@@ -1014,7 +1037,9 @@ StatusOr<Tensor> Schedule::CacheWrite(const Tensor& tensor, ir::MemoryScope scop
 
 StatusOr<Tensor> Schedule::Rfactor(const Tensor& tensor, const IterVar& axis) {
   if (!tensor.defined() || impl_->Find(tensor.op()) == nullptr) {
-    return InvalidArgument("rfactor: the tensor is not a stage of this schedule");
+    return InvalidArgument("rfactor: tensor ",
+                           Quote(tensor.defined() ? tensor.name() : std::string("(undefined)")),
+                           " is not a stage of this schedule");
   }
   KILN_ASSIGN_OR_RETURN(std::string name,
                         AxisName(*impl_, impl_->Find(tensor.op())->name(), axis, "rfactor"));

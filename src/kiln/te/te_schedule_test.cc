@@ -561,6 +561,62 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
               "is not a constant");
 }
 
+// A primitive that sets a property of a stage applies once: a second one
+// is an error naming the stage, and leaves no record.
+TEST(TeScheduleTest, RepeatedStagePropertiesAreErrors) {
+  MatmulProgram p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  auto as = s->CacheRead(p.A, ir::MemoryScope::kShared, {p.C});
+  ASSERT_TRUE(as.ok()) << as.status();
+  auto bs = s->CacheRead(p.B, ir::MemoryScope::kShared, {p.C});
+  ASSERT_TRUE(bs.ok()) << bs.status();
+  Stage a = (*s)[*as];
+  Stage b = (*s)[*bs];
+  Stage c = (*s)[p.C];
+  ASSERT_TRUE(a.SetScope(ir::MemoryScope::kLocal).ok());
+  ExpectError(a.SetScope(ir::MemoryScope::kShared),
+              "set_scope of stage 'A_shared': the stage's scope is already set (to local)");
+  ASSERT_TRUE(a.StorageAlign(a.axis(0), 32, 1).ok());
+  ExpectError(a.StorageAlign(a.axis(0), 16, 1),
+              "storage_align of stage 'A_shared': dimension 'i' is already aligned (factor 32, "
+              "offset 1)");
+  ASSERT_TRUE(a.DoubleBuffer().ok());
+  ExpectError(a.DoubleBuffer(), "double_buffer of stage 'A_shared': the stage is already");
+  ASSERT_TRUE(b.CopyAhead().ok());
+  ExpectError(b.CopyAhead(true), "copy_ahead of stage 'B_shared': the stage is already copied");
+  ASSERT_TRUE(c.FusedMultiplyAdd().ok());
+  ExpectError(c.FusedMultiplyAdd(),
+              "fused_multiply_add of stage 'C': the stage already accumulates with fma");
+  ASSERT_TRUE(c.SubgroupReduce().ok());
+  ExpectError(c.SubgroupReduce(), "subgroup_reduce of stage 'C': the stage already combines");
+  // A record naming a launch axis kiln does not bind says where.
+  ExpectError(s->Apply(Primitive{Primitive::Kind::kBind, "C", {"i"}, 0, "threadIdx.z"}),
+              "bind of stage 'C', axis 'i': 'threadIdx.z' is not a launch axis");
+  EXPECT_EQ(s->ToString(),
+            "A.cache_read(shared, C)\nB.cache_read(shared, C)\nA_shared.set_scope(local)\n"
+            "A_shared.storage_align(i, 32, 1)\nA_shared.double_buffer()\n"
+            "B_shared.copy_ahead()\nC.fused_multiply_add()\nC.subgroup_reduce()\n");
+}
+
+// The kernel's parameters are its inputs and outputs, named by their
+// tensors: each is listed once, and no two share a name.
+TEST(TeScheduleTest, LoweringChecksItsParameterLists) {
+  MatmulProgram p;
+  auto s = Schedule::Create({p.C});
+  ASSERT_TRUE(s.ok());
+  ExpectError(Lower(*s, {p.C}, {p.A, p.B, p.A}, "mm").status(),
+              "tensor 'A' is listed twice among the inputs");
+  ExpectError(Lower(*s, {p.C, p.C}, {p.A, p.B}, "mm").status(),
+              "tensor 'C' is listed twice among the outputs and inputs");
+  Tensor other_a = Placeholder("A", {p.M, p.K}, ir::kF32);
+  ExpectError(Lower(*s, {p.C}, {p.A, p.B, other_a}, "mm").status(),
+              "two different tensors are named 'A'");
+  ExpectError(LowerKernels(*s, {p.C}, {p.B, p.B, p.A}, "mm").status(),
+              "tensor 'B' is listed twice among the inputs");
+  EXPECT_TRUE(Lower(*s, {p.C}, {p.A, p.B}, "mm").ok());
+}
+
 // A stage computed at a reader cannot then be cached for that reader: the
 // reader would read the cache, and the stage be computed where nothing
 // reads it.
