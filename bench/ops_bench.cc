@@ -454,11 +454,14 @@ std::string Dims(const ops::Shape& s) {
 
 // ---- the workloads
 
-// ", copied ahead" where the GEMM copies its tiles one k-step ahead, and
-// ", sums as fma" where its float sums of products are fma.
+// ", copied ahead" where the GEMM copies its tiles one k-step ahead (or
+// ", loads branch-free" for branch-free double buffers), and ", sums as
+// fma" where its float sums of products are fma.
 std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
   const std::string fma = s.fused_multiply_add && !int8 ? ", sums as fma" : "";
-  if (!s.CopiesAhead(int8)) return fma;
+  if (!s.CopiesAhead(int8)) {
+    return (s.double_buffer && s.branch_free_copies ? ", loads branch-free" : "") + fma;
+  }
   if (!s.copy_through_registers) return ", copied ahead" + fma;
   return (s.branch_free_copies ? ", copied ahead through registers, branch-free"
                                : ", copied ahead through registers") +

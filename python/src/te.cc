@@ -527,8 +527,13 @@ void BindTe(nb::module_& m) {
           "axis"_a, "factor"_a, "offset"_a,
           "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
       .def(
-          "double_buffer", [](const StageRef& s) { Check(s.Get().DoubleBuffer()); },
-          "Alternates two halves of a shared stage computed at a serial loop.")
+          "double_buffer",
+          [](const StageRef& s, bool branch_free) { Check(s.Get().DoubleBuffer(branch_free)); },
+          "branch_free"_a = false,
+          "Alternates two halves of a shared stage computed at a serial loop, the next "
+          "iteration's values loaded into registers during the math; with branch_free every "
+          "iteration loads (the last its own values again) and stores into the idle half, under "
+          "no branch.")
       .def(
           "copy_ahead",
           [](const StageRef& s, bool through_registers, bool branch_free) {

@@ -408,14 +408,17 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
 
 
 
-PIPELININGS = ["double_buffer", "copy_ahead", "copy_ahead(registers)",
-               "copy_ahead(registers, branch_free)"]
+PIPELININGS = ["double_buffer", "double_buffer(branch_free)", "copy_ahead",
+               "copy_ahead(registers)", "copy_ahead(registers, branch_free)"]
 
 
 def _pipeline(stage, how):
-    # double_buffer(), copy_ahead() or copy_ahead(through_registers=True[, branch_free=True]).
+    # double_buffer([branch_free=True]), copy_ahead() or
+    # copy_ahead(through_registers=True[, branch_free=True]).
     if how.startswith("copy_ahead("):
         stage.copy_ahead(through_registers=True, branch_free="branch_free" in how)
+    elif how == "double_buffer(branch_free)":
+        stage.double_buffer(branch_free=True)
     else:
         getattr(stage, how)()
 

@@ -208,7 +208,7 @@ class TeGemm {
       // Single-buffered tiles are copied one k step ahead: 2-11% faster on
       // the H200 for f32, f16 and the convolution (BENCHMARKS.md, "Copies
       // one iteration ahead").
-      if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+      if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer(s_.branch_free_copies));
       if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) {
         KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers,
                                           s_.copy_through_registers && s_.branch_free_copies));

@@ -411,7 +411,8 @@ struct MatmulSchedule {
   // (te::Stage::CopyAhead(true)).
   bool copy_through_registers = false;
   // ... with every k-step loading (the last its own tile again), no branch
-  // around the loads (te::Stage::CopyAhead(true, true)).
+  // around the loads (te::Stage::CopyAhead(true, true)); for double-buffered
+  // tiles, which always copy through registers, te::Stage::DoubleBuffer(true).
   bool branch_free_copies = false;
   // The accumulators' sums of products as fma(a, b, acc), one rounding per
   // step (te::Stage::FusedMultiplyAdd); the int8 GEMM's dot4I8 has none.

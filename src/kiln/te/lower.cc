@@ -827,7 +827,7 @@ class KernelLowering {
     if (CopiesAhead(s, axis, here, extent)) return Rotated(axis, ctx, here, body, extent);
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
-    std::vector<Stmt> next_copies, next_loads, next_stores;
+    std::vector<Stmt> next_copies, next_loads, next_stores, free_loads, free_stores;
     std::vector<ir::Buffer> staging;
     // The copy for the first iteration writes the half the loop's last
     // iteration read when it has an odd count: where an enclosing loop runs
@@ -873,22 +873,25 @@ class KernelLowering {
         read_later = read_later || (q != p && q->double_buffer && Reads(*q, p->tensor));
       }
       std::optional<StagedCopy> staged;
+      const bool free = p->double_buffer_branch_free;
       if (!reads_earlier && !read_later) {
-        staged = CopyStager::Stage(next, placements_.at(p->tensor.buffer().get()).buffer);
+        staged = CopyStager::Stage(free ? BranchFreeNext(*p, ctx, axis, extent) : next,
+                                   placements_.at(p->tensor.buffer().get()).buffer);
       }
       if (!staged) {
         next_copies.push_back(next);
         continue;
       }
-      next_loads.push_back(staged->load);
-      next_stores.push_back(staged->store);
+      (free ? free_loads : next_loads).push_back(staged->load);
+      (free ? free_stores : next_stores).push_back(staged->store);
       staging.push_back(staged->staging);
     }
-    const bool pipelined = !next_copies.empty() || !next_loads.empty();
+    const bool pipelined = !next_copies.empty() || !next_loads.empty() || !free_loads.empty();
     if (pipelined) seq.push_back(ir::BarrierNode::make());
     if (!next_loads.empty()) {
       seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_loads)));
     }
+    seq.insert(seq.end(), free_loads.begin(), free_loads.end());
     if (!next_copies.empty()) {
       seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_copies)));
     }
@@ -924,6 +927,7 @@ class KernelLowering {
     if (!next_stores.empty()) {
       seq.push_back(ir::IfNode::make(axis.var() + 1 < extent, ir::MakeSeq(next_stores)));
     }
+    seq.insert(seq.end(), free_stores.begin(), free_stores.end());
     Stmt out = ir::MakeSeq(seq);
     for (auto it = single.rbegin(); it != single.rend(); ++it) {
       out = ir::AllocateNode::make(placements_.at((*it)->tensor.buffer().get()).buffer, out);
@@ -932,6 +936,24 @@ class KernelLowering {
       out = ir::AllocateNode::make(*it, out);
     }
     return out;
+  }
+
+  // The copy of double-buffered stage `p` for the iteration after `axis`'s,
+  // branch-free: it reads the values of iteration min(axis + 1, extent - 1)
+  // (the last iteration its own again) and writes the half of iteration
+  // axis + 1, which the body does not read (in the last iteration, nothing
+  // reads it any more).
+  Stmt BranchFreeNext(const StageState& p, const ThreadContext& ctx, const IterVar& axis,
+                      const ir::Expr& extent) {
+    Placement& placement = placements_.at(p.tensor.buffer().get());
+    const ir::Expr own_half = placement.half;
+    const ir::Var half(p.name() + "_half", ir::kI32);
+    placement.half = half;
+    const Stmt lowered = LowerStage(p, ctx);
+    placement.half = own_half;
+    const ir::Var& k = axis.var();
+    return ir::Substitute(lowered,
+                          {{k.get(), ir::Min(k + 1, extent - 1)}, {half.get(), (k + 1) % 2}});
   }
 
   // Whether the stages `here` attached at loop `axis` of `s` are copied

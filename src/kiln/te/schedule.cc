@@ -449,6 +449,10 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
     }
     case Kind::kDoubleBuffer: {
       if (!p.axes.empty()) return InvalidArgument(at, ": double_buffer takes no axis");
+      if (p.factor != 0 && p.factor != 1) {
+        return InvalidArgument(at, ": double_buffer's factor is 0 or 1 (branch_free), not ",
+                               p.factor);
+      }
       if (stage.is_output) {
         return InvalidArgument(at,
                                ": the stage is an output; only shared stages computed at "
@@ -461,6 +465,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       }
       if (stage.double_buffer) return InvalidArgument(at, ": the stage is already double-buffered");
       stage.double_buffer = true;
+      stage.double_buffer_branch_free = p.factor == 1;
       break;
     }
     case Kind::kCopyAhead: {
@@ -888,7 +893,9 @@ std::string Primitive::ToString() const {
       (kind == Kind::kCopyAhead && !scope.empty())) {
     args.push_back(scope);
   }
-  if (kind == Kind::kCopyAhead && factor == 1) args.push_back("branch_free");
+  if ((kind == Kind::kCopyAhead || kind == Kind::kDoubleBuffer) && factor == 1) {
+    args.push_back("branch_free");
+  }
   args.insert(args.end(), axes.begin(), axes.end());
   if (kind == Kind::kSplit || kind == Kind::kStorageAlign) args.push_back(std::to_string(factor));
   if (kind == Kind::kStorageAlign) args.push_back(std::to_string(offset));
@@ -1215,8 +1222,8 @@ Status Stage::StorageAlign(const IterVar& axis, int64_t factor, int64_t offset) 
   return schedule_->Apply(p);
 }
 
-Status Stage::DoubleBuffer() {
-  return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_});
+Status Stage::DoubleBuffer(bool branch_free) {
+  return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_, {}, branch_free ? 1 : 0});
 }
 
 Status Stage::CopyAhead(bool through_registers, bool branch_free) {

@@ -46,6 +46,7 @@ struct StageState {
   bool scope_set = false;
   std::vector<StorageAlignment> alignments;
   bool double_buffer = false;
+  bool double_buffer_branch_free = false;  // double_buffer(branch_free)
   bool copy_ahead = false;
   bool copy_ahead_registers = false;    // copy_ahead(registers)
   bool copy_ahead_branch_free = false;  // copy_ahead(registers, branch_free)

@@ -230,17 +230,18 @@ struct Primitive {
   std::string stage;              // cache_read: the tensor read
   std::vector<std::string> axes;  // split/bind/unroll/vectorize/compute_at/storage_align/rfactor:
                                   // 1; fuse: 2; reorder: any; cache_read: the readers
-  int64_t factor = 0;             // split, storage_align; copy_ahead: 1 if branch-free
-  std::string thread;             // bind: "blockIdx.x", ...
-  std::string target;             // compute_at: the consumer stage
-  std::string scope;              // cache_read/cache_write/set_scope: "shared", "local";
-                                  // copy_ahead: "registers" or empty
-  int64_t offset = 0;             // storage_align
+  int64_t factor = 0;  // split, storage_align; copy_ahead, double_buffer: 1 if branch-free
+  std::string thread;  // bind: "blockIdx.x", ...
+  std::string target;  // compute_at: the consumer stage
+  std::string scope;   // cache_read/cache_write/set_scope: "shared", "local";
+                       // copy_ahead: "registers" or empty
+  int64_t offset = 0;  // storage_align
 
   // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "C.vectorize(i_inner)",
   // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
   // "A.cache_read(shared, C)", "C.cache_write(local)",
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
+  // "A_shared.double_buffer(branch_free)",
   // "A_shared.copy_ahead()", "A_shared.copy_ahead(registers)",
   // "C.rfactor(k_inner)", "C.subgroup_reduce()", "C.fused_multiply_add()".
   std::string ToString() const;
@@ -327,8 +328,13 @@ class Stage {
   // iteration's copy runs before the loop, and each iteration, after one
   // barrier, copies the next iteration's values into the other buffer while
   // computing from its own. Lowering rejects a double-buffered stage that
-  // reads a single-buffered one computed at the same loop.
-  Status DoubleBuffer();
+  // reads a single-buffered one computed at the same loop. The next
+  // iteration's loads go through registers (issued before the math, stored
+  // after it) under a branch that skips them in the last iteration;
+  // `branch_free`: every iteration loads, the last its own values again
+  // (a clamped index), and stores them into the half nothing reads any
+  // more, so neither the loads nor the stores sit under a branch.
+  Status DoubleBuffer(bool branch_free = false);
   // A single-buffered shared stage computed at a serial loop is copied one
   // iteration ahead: the first iteration's copy runs before the loop, and
   // each iteration computes, then (after a barrier) copies the next

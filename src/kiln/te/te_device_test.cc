@@ -454,21 +454,26 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 // register tile of C per thread: with and without padding the tiles' rows
 // and double buffering (its copies through registers) or copying one k
 // step ahead, and with each thread's 8 x 8 elements spread over the tile in
-// groups of 4 (strided regions), at sizes that leave every tile ragged; two
-// variants (3 and 10) accumulate with fma.
+// groups of 4 (strided regions), at sizes that leave every tile ragged;
+// 11 and 12 double-buffer branch-free; three variants (3, 10 and 12)
+// accumulate with fma.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (int variant = 0; variant < 11; ++variant) {
+  for (int variant = 0; variant < 13; ++variant) {
     // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead; 7
-    // and 8 the same through registers, 9 and 10 branch-free.
-    const bool ahead = variant >= 5, registers = variant >= 7, branch_free = variant >= 9;
-    const bool strided = variant == 4 || variant == 6 || variant == 8 || variant == 10;
-    const bool align = variant % 2 == 1 || strided, twice = (variant / 2 == 1 || strided) && !ahead;
-    const bool fma = variant == 3 || variant == 10;
+    // and 8 the same through registers, 9 and 10 branch-free; 11 and 12: 3
+    // and 4 with branch-free double buffers.
+    const bool db_free = variant >= 11, ahead = variant >= 5 && !db_free;
+    const bool registers = ahead && variant >= 7, branch_free = ahead && variant >= 9;
+    const bool strided = variant >= 4 && variant % 2 == 0;
+    const bool align = variant % 2 == 1 || strided;
+    const bool twice = ((variant / 2 == 1 || strided) && !ahead) || db_free;
+    const bool fma = variant == 3 || variant == 10 || variant == 12;
     {
       testing::SharedMatmulOptions o;
       o.storage_align = align;
       o.double_buffer = twice;
+      o.double_buffer_branch_free = db_free;
       o.copy_ahead = ahead;
       o.copy_ahead_registers = registers;
       o.copy_ahead_branch_free = branch_free;

@@ -388,7 +388,7 @@ inline void GuidedStaging(Schedule& s, const FuzzProgram& program, RandomPrimiti
     StatusOr<SplitResult> spread = c.Split(all, threads);
     if (!spread.ok() || !c.Bind(spread->inner, ThreadAxis::kThreadX).ok()) return;
   }
-  if (shared && draw.Chance(0.3)) (void)c.DoubleBuffer();
+  if (shared && draw.Chance(0.3)) (void)c.DoubleBuffer(draw.Chance(0.5));
   if (shared && draw.Chance(0.3)) (void)c.CopyAhead(draw.Chance(0.5));
 }
 

@@ -338,6 +338,38 @@ TEST(TeScheduleTest, DoubleBufferPipelinesTheLoopWithOneBarrierPerStep) {
   EXPECT_EQ(barriers, 1u) << ir;
 }
 
+// Branch-free: every step loads (the last its own tile again, through a
+// clamped index) and stores into the half the body does not read.
+TEST(TeScheduleTest, BranchFreeDoubleBufferLoadsAndStoresUnderNoBranch) {
+  testing::SharedMatmulOptions o;
+  o.double_buffer = true;
+  o.double_buffer_branch_free = true;
+  o.storage_align = false;
+  auto lowered = LowerSharedMatmul(o);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string& ir = *lowered;
+  EXPECT_FALSE(Contains(ir, "if (k_outer + 1 < (K + 7) / 8)")) << ir;
+  const size_t loop = ir.find("for k_outer in serial(0, (K + 7) / 8)");
+  const size_t load = ir.find(
+      "A_shared_buf_staged[i_j_fused_outer_2] = A[i_outer * 32 + i_3, min(k_outer + 1, (K + 7) / 8 "
+      "- 1) * 8 + j_3]");
+  const size_t math = ir.find("A_shared_buf[k_outer % 2,");
+  const size_t store =
+      ir.find("A_shared_buf[(k_outer + 1) % 2, i_6, j_6] = A_shared_buf_staged[i_j_fused_outer_4]");
+  ASSERT_NE(loop, std::string::npos) << ir;
+  ASSERT_NE(load, std::string::npos) << ir;
+  ASSERT_NE(math, std::string::npos) << ir;
+  ASSERT_NE(store, std::string::npos) << ir;
+  EXPECT_LT(loop, load);
+  EXPECT_LT(load, math);
+  EXPECT_LT(math, store);
+  EXPECT_EQ(Occurrences(ir, "workgroup_barrier"), 1u) << ir;
+  MatmulProgram p;
+  auto replay = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(Contains(replay->ToString(), "A_shared.double_buffer(branch_free)\n"));
+}
+
 // A thread's 8 x 8 elements of C in groups of 4 spread 32 apart over the
 // 64 x 64 tile: its accumulators are stored compactly (8 x 8, not the 36 x
 // 36 their interval spans), each read of them at the compact position.

@@ -28,9 +28,10 @@ struct SharedMatmulOptions {
   int64_t k_tile = 8;
   bool storage_align = true;
   bool double_buffer = false;
-  bool copy_ahead = false;              // single-buffered tiles copied one k step ahead
-  bool copy_ahead_registers = false;    // ... through registers loaded before the math
-  bool copy_ahead_branch_free = false;  // ... every step loading (the last its own again)
+  bool double_buffer_branch_free = false;  // ... its loads and stores under no branch
+  bool copy_ahead = false;                 // single-buffered tiles copied one k step ahead
+  bool copy_ahead_registers = false;       // ... through registers loaded before the math
+  bool copy_ahead_branch_free = false;     // ... every step loading (the last its own again)
   // A thread's elements as groups of 4 spread across the tile (rows
   // 4 * ty + (tile / per_thread * 4) * g + i), not per_thread adjacent rows:
   // its registers and fragments are then strided regions.
@@ -107,7 +108,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
     Stage st = s[t_shared];
     KILN_RETURN_IF_ERROR(st.ComputeAt(l, kk.outer));
     if (o.storage_align) KILN_RETURN_IF_ERROR(st.StorageAlign(st.axis(0), 32, 1));
-    if (o.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer());
+    if (o.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer(o.double_buffer_branch_free));
     if (o.copy_ahead) {
       KILN_RETURN_IF_ERROR(st.CopyAhead(o.copy_ahead_registers, o.copy_ahead_branch_free));
     }
