@@ -65,7 +65,9 @@ StatusOr<double> TimeDispatches(const std::shared_ptr<hal::Device>& device, uint
 StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& device,
                                            const MatmulBenchOptions& options) {
   const uint32_t n = options.size;
-  if (n == 0 || n % 16) return InvalidArgument("matmul size ", n, " is not a multiple of 16");
+  if (n == 0 || n % 16) {
+    return InvalidArgument("matmul size ", n, " is not a positive multiple of 16");
+  }
   // Each matrix against the device's limits, before anything is allocated
   // (n < 2^32, so n * n * 4 < 2^66: compared in long double).
   const long double matrix_bytes = static_cast<long double>(n) * n * 4;

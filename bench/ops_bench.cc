@@ -901,11 +901,13 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
         [&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
   }
   std::map<int64_t, Runner::Rates> same_bytes;  // copies by element count
+  std::vector<std::string> names;               // of every workload, for a filter matching none
   for (const auto& make : workloads) {
     const auto built = std::chrono::steady_clock::now();
     Workload w = make();
     const double build_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
+    if (names.empty() || names.back() != w.name) names.push_back(w.name);
     if (!options.filter.empty() && w.name.find(options.filter) == std::string::npos) continue;
     if (!w.error.ok()) return w.error.WithContext(StrCat(w.name, " ", w.shape));
     auto t = runner.Run(w);
@@ -922,6 +924,15 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       t->same_bytes_copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
     }
     result.ops.push_back(*t);
+  }
+  if (result.ops.empty() && !options.filter.empty()) {
+    std::string all;
+    for (const std::string& n : names) {
+      if (all.find("'" + n + "'") == std::string::npos)
+        all += (all.empty() ? "'" : ", '") + n + "'";
+    }
+    return InvalidArgument("--filter '", options.filter,
+                           "' matches no workload; the workloads: ", all);
   }
   return result;
 }

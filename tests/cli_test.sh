@@ -172,6 +172,11 @@ for bad in "2,2,16,0,1x" "2,2,16,0,1 " "2,2,16,0,1,,1" "2,2,16,0,1," "2,2,16,0,1
 done
 out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,1,1 2>&1) ||
   fail "--matmul-schedule with eight fields: $out"
+# A filter that matches nothing is an error listing the workloads.
+expect_error "--filter matching nothing" "--filter 'no such op' matches no workload; the workloads: 'elementwise add f32'" \
+  "$kiln" bench ops --compile-only --small --filter "no such op"
+expect_error "bench matmul --size 0" "matmul size 0 is not a positive multiple of 16" \
+  "$kiln" bench matmul --size 0
 "$kiln" no_such_command >/dev/null 2>&1
 [ $? -eq 1 ] || fail "an unknown command does not exit 1"
 
