@@ -209,8 +209,18 @@ ir::Expr Load(const te::Tensor& t, nb::handle indices_in) {
   return t(indices);
 }
 
+// A name kiln gives a kernel parameter or loop: not empty.
+const std::string& NonEmptyName(const std::string& name, const char* what) {
+  if (name.empty()) Throw(InvalidArgument(what, ": the name is empty"));
+  return name;
+}
+
 te::Tensor ComputeWith(nb::handle shape, const nb::callable& fcompute, const std::string& name,
                        const std::optional<std::vector<std::string>>& axis_names) {
+  NonEmptyName(name, "te.compute");
+  for (const std::string& a : axis_names.value_or(std::vector<std::string>{})) {
+    NonEmptyName(a, "te.compute's axis_names");
+  }
   std::vector<ir::Expr> dims = ShapeOf(shape);
   std::optional<nb::python_error> error;
   std::optional<StatusError> status_error;
@@ -298,12 +308,16 @@ void BindTe(nb::module_& m) {
       });
 
   te_m.def(
-      "size_var", [](const std::string& name) { return ir::Expr(te::SizeVar(name)); }, "name"_a,
-      "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
+      "size_var",
+      [](const std::string& name) {
+        return ir::Expr(te::SizeVar(NonEmptyName(name, "te.size_var")));
+      },
+      "name"_a, "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
   te_m.def(
       "placeholder",
       [](nb::handle shape, const std::string& dtype, const std::string& name) {
-        return te::Placeholder(name, ShapeOf(shape), ParseIrType(dtype));
+        return te::Placeholder(NonEmptyName(name, "te.placeholder"), ShapeOf(shape),
+                               ParseIrType(dtype));
       },
       "shape"_a, "dtype"_a = "float32", "name"_a = "X",
       "An input tensor of the given shape (ints or size vars) and dtype.");
@@ -314,7 +328,8 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "reduce_axis",
       [](nb::handle extent, const std::string& name) {
-        return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"), name);
+        return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"),
+                              NonEmptyName(name, "te.reduce_axis"));
       },
       "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
   // sum/prod/max/min(expr, axes), or axis= as TVM spells it.

@@ -504,6 +504,18 @@ def test_te_stage_properties_apply_once_and_errors_name_the_stage():
         te.lower(s, [C], [A, B, A])
 
 
+@pytest.mark.parametrize("make", [
+    lambda: te.placeholder((4,), "float32", name=""),
+    lambda: te.compute((4,), lambda i: i * 2, name=""),
+    lambda: te.compute((4,), lambda i: i * 2, name="Y", axis_names=[""]),
+    lambda: te.reduce_axis(4, ""),
+    lambda: te.size_var(""),
+], ids=["placeholder", "compute", "axis_names", "reduce_axis", "size_var"])
+def test_te_names_are_not_empty(make):
+    with pytest.raises(kiln.InvalidArgument, match="the name is empty"):
+        make()
+
+
 @pytest.mark.parametrize("pipelining", PIPELININGS)
 @pytest.mark.parametrize("mnk", [(8, 8, 4), (8, 8, 9), (7, 33, 5), (16, 16, 8)], ids=str)
 def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):

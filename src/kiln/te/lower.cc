@@ -2009,6 +2009,11 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
   for (const auto* list : {&inputs, &outputs}) {
     for (const Tensor& t : *list) {
       if (!t.defined()) return InvalidArgument(at, ": an output is undefined");
+      if (t.name().empty()) {
+        return InvalidArgument(at,
+                               ": a tensor with an empty name; the kernel's parameters take "
+                               "their tensors' names");
+      }
       for (const Tensor* seen : params) {
         if (seen->same_as(t)) {
           return InvalidArgument(at, ": tensor '", t.name(), "' is listed twice among the ",

@@ -644,6 +644,9 @@ TEST(TeScheduleTest, LoweringChecksItsParameterLists) {
   Tensor other_a = Placeholder("A", {p.M, p.K}, ir::kF32);
   ExpectError(Lower(*s, {p.C}, {p.A, p.B, other_a}, "mm").status(),
               "two different tensors are named 'A'");
+  Tensor unnamed = Placeholder("", {p.M}, ir::kF32);
+  ExpectError(Lower(*s, {p.C}, {p.A, p.B, unnamed}, "mm").status(),
+              "a tensor with an empty name; the kernel's parameters take their tensors' names");
   ExpectError(LowerKernels(*s, {p.C}, {p.B, p.B, p.A}, "mm").status(),
               "tensor 'B' is listed twice among the inputs");
   EXPECT_TRUE(Lower(*s, {p.C}, {p.A, p.B}, "mm").ok());
