@@ -132,6 +132,24 @@ def test_binary_broadcasting(device, rng, op, shapes):
     _close(c.numpy(), NUMPY_BINARY[op](a.astype(np.float64), b), 1e-5 if op != "pow" else 1e-4)
 
 
+def test_float_pow_is_numpys_power(device):
+    # Zero, negative and infinite bases, NaN operands; -0.0 counts as 0.0.
+    bases = np.array([0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan,
+                      1e-30, -7.0], np.float32)
+    exps = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, np.inf, -np.inf,
+                     np.nan, 1e9, 7.0, 4.0], np.float32)
+    a, b = (x.astype(np.float32) for x in np.meshgrid(bases, exps, indexing="ij"))
+    with np.errstate(all="ignore"):
+        want = np.power(a, b)
+    for got in (kiln.ops.pow(kiln.tensor(a, device), kiln.tensor(b, device)).numpy(),
+                (kiln.tensor(a, device) ** kiln.tensor(b, device)).numpy()):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    for e in (0, 1, 2, 3, 4, -1, -2, 2.5):
+        with np.errstate(all="ignore"):
+            want = np.power(bases, np.float32(e))
+        np.testing.assert_allclose((kiln.tensor(bases, device) ** e).numpy(), want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_max_min_propagate_nan(device, op):
     # numpy's maximum/minimum: NaN where either operand is, on either side,

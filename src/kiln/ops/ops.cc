@@ -2,6 +2,7 @@
 #include "kiln/ops/ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -294,6 +295,43 @@ ir::Expr IsNan(const ir::Expr& x) {
   return x != x;  // NOLINT(misc-redundant-expression): the IR's NaN test
 }
 
+// numpy's power for floats, from WGSL's pow (defined only for positive
+// bases): the magnitude is pow(|x|, y); a zero base gives 0 for y > 0 and
+// inf for y < 0; a negative base gives the magnitude with the sign of an
+// odd integer exponent, NaN for a finite one that is not an integer; NaN in
+// either operand gives NaN, except that y == 0 and x == 1 give 1, as do
+// |x| == 1 with an infinite y. A constant exponent of 0 to 4 multiplies.
+ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
+  const ir::DataType t = a.dtype();
+  auto f = [&](double v) { return ir::FloatConst(t, v); };
+  if (const auto* c = b.as<ir::FloatImmNode>();
+      c != nullptr && c->value >= 0 && c->value <= 4 && c->value == std::floor(c->value)) {
+    const int n = static_cast<int>(c->value);
+    if (n == 0) return f(1);
+    if (n == 1) return a;
+    ir::Var x("pow_x", t), sq("pow_sq", t);
+    const ir::Expr body = n == 2 ? ir::Expr(sq) : n == 3 ? sq * x : sq * sq;
+    return ir::Let(x, a, ir::Let(sq, x * x, body));
+  }
+  ir::Var x("pow_x", t), y("pow_y", t), ax("pow_abs", t);
+  const ir::Expr inf = f(std::numeric_limits<double>::infinity());
+  const ir::Expr nan = f(std::numeric_limits<double>::quiet_NaN());
+  const ir::Expr floor_y = ir::Call(ir::Intrinsic::kFloor, {y});
+  const ir::Expr integral = floor_y == y;  // false for NaN, true for +-inf
+  const ir::Expr odd =
+      integral && (y - f(2) * ir::Call(ir::Intrinsic::kFloor, {y * f(0.5)})) == f(1);
+  ir::Var m("pow_m", t);
+  const ir::Expr magnitude = ir::Select(ax == f(0), ir::Select(y > f(0), f(0), inf),
+                                        ir::Call(ir::Intrinsic::kPow, {ax, y}));
+  ir::Expr r = ir::Select(x < f(0) && odd, -m, m);
+  r = ir::Select((x < f(0) && !integral && ax != inf) || IsNan(x) || IsNan(y), nan, r);
+  r = ir::Select(
+      y == f(0) || x == f(1) || (ax == f(1) && ir::Call(ir::Intrinsic::kAbs, {y}) == inf), f(1), r);
+  return ir::Let(
+      x, a,
+      ir::Let(y, b, ir::Let(ax, ir::Call(ir::Intrinsic::kAbs, {x}), ir::Let(m, magnitude, r))));
+}
+
 }  // namespace
 
 ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
@@ -349,7 +387,7 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "max") return ir::Max(a, b);
   if (op == "min") return ir::Min(a, b);
   if (op == "pow") {
-    return a.dtype().is_float() ? ir::Call(ir::Intrinsic::kPow, {a, b}) : IntegerPow(a, b);
+    return a.dtype().is_float() ? FloatPow(a, b) : IntegerPow(a, b);
   }
   if (op == "bitwise_and") return ir::Call(ir::Intrinsic::kBitwiseAnd, {a, b});
   if (op == "bitwise_or") return ir::Call(ir::Intrinsic::kBitwiseOr, {a, b});

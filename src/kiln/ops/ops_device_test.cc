@@ -228,6 +228,44 @@ TEST_F(OpsDeviceTest, BinaryOpsBroadcast) {
   }
 }
 
+// pow on floats is numpy's power at every edge: zero, negative and
+// infinite bases, integer and fractional exponents, NaN in either operand;
+// then random negative bases with integer exponents. (A base of -0.0 is a
+// zero base like 0.0: the reference takes it as +0.0.)
+TEST_F(OpsDeviceTest, FloatPowIsNumpysPower) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> bases = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f,  0.5f, -0.5f,
+                                    3.0f, -3.0f, inf,  -inf,  nan,  1e-30f, -7.0f};
+  const std::vector<float> exponents = {0.0f,  -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 3.0f, -3.0f, 0.5f,
+                                        -0.5f, 2.5f,  inf,  -inf,  nan,  1e9f,  7.0f, 4.0f};
+  const int64_t rows = static_cast<int64_t>(bases.size()), cols = int64_t(exponents.size());
+  std::vector<float> a, b;
+  for (float x : bases) {
+    for (float y : exponents) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  // Random negative and positive bases with integer exponents.
+  const std::vector<float> more = Random(4 * cols, -3.0f, 3.0f);
+  const std::vector<int32_t> powers = RandomInts(4 * cols, -6, 6);
+  for (int64_t i = 0; i < 4 * cols; ++i) {
+    a.push_back(more[i]);
+    b.push_back(static_cast<float>(powers[i]));
+  }
+  const Shape shape = {rows + 4, cols};
+  auto f = Elementwise("pow", {{shape}, {shape}}, target_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Tensors t = {{"A", a}, {"B", b}, {"C", std::vector<float>(a.size())}};
+  ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float want = std::pow(a[i] == 0.0f ? 0.0f : a[i], b[i]), got = t["C"][i];
+    const bool same = (std::isnan(want) && std::isnan(got)) || want == got ||
+                      (std::isfinite(want) && std::fabs(got - want) <= 1e-5f * std::fabs(want));
+    EXPECT_TRUE(same) << "pow(" << a[i] << ", " << b[i] << "): " << got << ", numpy " << want;
+  }
+}
+
 // ((x + b) * s) then relu then tanh then (1 - v) then max with a row, as
 // one kernel.
 TEST_F(OpsDeviceTest, ElementwiseChainIsOneKernel) {
