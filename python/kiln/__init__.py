@@ -61,6 +61,7 @@ def _use_bundled_libraries() -> None:
 _use_bundled_libraries()
 
 from . import ops, te  # noqa: E402
+from .ops import ArgumentTypeError  # noqa: E402
 from ._operators import install as _install_operators  # noqa: E402
 
 _install_operators()
@@ -71,7 +72,7 @@ from ._fuse import fuse  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost", "Error",
+    "ArgumentTypeError", "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost", "Error",
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
     "build", "build_kernels", "compile", "default_device", "devices", "empty", "fuse",

@@ -66,10 +66,26 @@ def _scalar(kind: type) -> Callable[[Tensor], Any]:
 
 
 def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    def method(self: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return fn(self, axis=axis, keepdims=keepdims)
+    # numpy's np.sum(t) and friends call t.sum(axis=..., dtype=None, out=None).
+    def method(self: Tensor, axis: Any = None, dtype: Any = None, out: Any = None,
+               keepdims: bool = False) -> Tensor:
+        if out is not None:
+            raise TypeError(f"{fn.__name__}: kiln tensors take no out= (the result is a new tensor)")
+        y = fn(self, axis=axis, keepdims=keepdims)
+        return y if dtype is None else ops.cast(y, dtype)
     method.__doc__ = fn.__doc__
     return method
+
+
+def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """numpy's t.clip(min, max): either bound may be None (not both)."""
+    if min is None and max is None:
+        raise ValueError("clip: give min or max (or both)")
+    if max is None:
+        return ops.maximum(self, min)
+    if min is None:
+        return ops.minimum(self, max)
+    return ops.clamp(self, min, max)
 
 
 def _shape_args(args: tuple) -> Any:
@@ -108,10 +124,11 @@ def install() -> None:
     Tensor.argmax = lambda self, axis=None, keepdims=False: ops.argmax(self, axis, keepdims)
     Tensor.argmin = lambda self, axis=None, keepdims=False: ops.argmin(self, axis, keepdims)
     Tensor.reshape = lambda self, *shape: ops.reshape(self, _shape_args(shape))
-    Tensor.transpose = lambda self, *axes: ops.transpose(self, _shape_args(axes) or None)
+    Tensor.transpose = lambda self, *axes: ops.transpose(
+        self, None if axes in ((), (None,)) else _shape_args(axes))
     Tensor.T = property(lambda self: ops.transpose(self))
     Tensor.flatten = lambda self: ops.reshape(self, [self.size])
-    Tensor.clip = lambda self, lo, hi: ops.clamp(self, lo, hi)
+    Tensor.clip = _clip
     # A tensor keeps its identity hash (as torch's): == is elementwise.
     Tensor.__hash__ = object.__hash__
     # numpy's binary operators defer to the tensor's reflected ones.

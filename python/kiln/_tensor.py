@@ -54,7 +54,15 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
     """A tensor of `shape` and `dtype` whose contents are unspecified (an
     output for a kernel to write)."""
     if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
+        shape = (shape,)
+    dims = []
+    for i, d in enumerate(shape):
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"kiln.empty: shape entry {i} must be an int; got {d!r}")
+        if not -2**63 <= d < 2**63:  # (kiln's own check names a negative one)
+            raise _kiln.InvalidArgument(f"kiln.empty: shape entry {i} is {d}; kiln's sizes fit "
+                                        f"in 64 bits")
+        dims.append(int(d))
     short = ("f32", "f16", "i32", "u32", "i8", "u8")
     name = dtype if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
-    return _kiln._empty([int(d) for d in shape], name, _device(device))
+    return _kiln._empty(dims, name, _device(device))

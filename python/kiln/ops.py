@@ -57,6 +57,12 @@ import numpy as np
 from . import _fuse, _kiln
 from ._kiln import Program, Tensor
 
+
+class ArgumentTypeError(_kiln.InvalidArgument, TypeError):
+    """An argument of the wrong type (an axis that is not an int, an operand
+    that is not a tensor): both a kiln.InvalidArgument and Python's
+    TypeError."""
+
 Number = Union[int, float]
 
 
@@ -71,7 +77,7 @@ def _as_tensor(x: Any, device: Optional[_kiln.Device]) -> Tensor:
             "kiln.fuse: a traced value reached an operator that is not elementwise (a "
             "reduction, matmul, data movement); a fused function holds elementwise "
             "operators only")
-    raise _kiln.InvalidArgument(
+    raise ArgumentTypeError(
         f"an operand must be a kiln.Tensor or numpy array; got {type(x).__name__}")
 
 
@@ -112,6 +118,7 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     argument the same call with elements would (dtypes, ranks, attributes)."""
     if all(t.size for t in inputs):
         return None
+    _check_kernel_types(what, inputs)
     # Zero-stride views: no host memory for the inputs that do have elements.
     arrays = [np.broadcast_to(np.zeros((), t.dtype), t.shape) for t in inputs]
     try:
@@ -125,6 +132,30 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     from ._tensor import tensor
     # (A copy, not ascontiguousarray, which makes a 0-d result 1-d.)
     return tensor(np.array(out, order="C"), inputs[0].device)
+
+
+_KERNEL_DTYPES = ("float32", "float16", "int32")
+
+
+def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
+    """What the kernels refuse of any tensor, checked where no kernel is
+    built (empty tensors): a dtype other than float32, float16 and int32
+    (bools reach the kernels as int32), a rank above 4, or more than
+    2^31 - 1 elements with every 0 extent as 1."""
+    for t in inputs:
+        name = np.dtype(t.dtype).name
+        if name not in _KERNEL_DTYPES:
+            raise _kiln.InvalidArgument(
+                f"{what}: an input has dtype {name}; supported dtypes are float32, float16 and "
+                f"int32")
+        if t.ndim > 4:
+            raise _kiln.InvalidArgument(
+                f"{what}: an input has shape {tuple(t.shape)} of rank {t.ndim}; ranks 1 to 4 are "
+                f"supported")
+        if math.prod(builtins.max(int(d), 1) for d in t.shape) > 2**31 - 1:
+            raise _kiln.InvalidArgument(
+                f"{what}: an input has shape {tuple(t.shape)}; a kernel's tensor holds at most "
+                f"2^31 - 1 elements")
 
 
 def _empty_batch(x: Tensor, build: Callable[[_kiln.Device, Any], Program]) -> Tensor:
@@ -278,6 +309,8 @@ def _dtype_name(dtype: Any, what: str) -> str:
     """A dtype given as numpy's dtype, its name, or kiln's short name
     (f32 f16 i32), as numpy's name; an error naming `what` otherwise."""
     short = {"f32": "float32", "f16": "float16", "i32": "int32"}
+    if dtype is None:  # numpy reads None as float64
+        raise _kiln.InvalidArgument(f"{what}: dtype None is not a dtype")
     try:
         return short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
     except TypeError as e:
@@ -303,6 +336,10 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     Operands are tensors (broadcast with v) or numbers. A chain ending in a
     comparison gives a bool tensor."""
     x = _operand(x, None)
+    if isinstance(steps, (str, bytes)):
+        raise _kiln.InvalidArgument(
+            f"elementwise_chain: steps must be a list of steps; got the string {steps!r} (one "
+            f"step is [{steps!r}])")
     # 0-d tensors run as shape (1,); the result takes the broadcast shape.
     if not isinstance(steps, (str, bytes)) and hasattr(steps, "__iter__"):
         steps = list(steps)  # a generator is read once
@@ -433,7 +470,16 @@ def _clamp64(v: int) -> int:
 def _int(v: Any, what: str) -> int:
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         return int(v)
-    raise _kiln.InvalidArgument(f"{what} must be an int; got {type(v).__name__}")
+    raise ArgumentTypeError(f"{what} must be an int; got {type(v).__name__}")
+
+
+def _size(v: Any, what: str) -> int:
+    """An int that is a size, count or offset: a 64-bit one (the kernels
+    check their own, smaller limits)."""
+    v = _int(v, what)
+    if not _I64_MIN <= v <= _I64_MAX:
+        raise _kiln.InvalidArgument(f"{what} is {v}; kiln's sizes and offsets fit in 64 bits")
+    return v
 
 
 def _axis(a: Any, ndim: int, what: str) -> int:
@@ -459,10 +505,10 @@ def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
 def _ints(v: Any, n: int, what: str) -> List[int]:
     """An int for every axis, or a sequence of n ints."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return [int(v)] * n
+        return [_size(v, what)] * n
     if not isinstance(v, (tuple, list)) or len(v) != n:
-        raise _kiln.InvalidArgument(f"{what} must be an int or {n} ints (one per axis); got {v!r}")
-    return [_int(e, f"{what} entry {i}") for i, e in enumerate(v)]
+        raise ArgumentTypeError(f"{what} must be an int or {n} ints (one per axis); got {v!r}")
+    return [_size(e, f"{what} entry {i}") for i, e in enumerate(v)]
 
 
 def _view(t: Tensor, shape: Sequence[int], dtype: Any = None) -> Tensor:
@@ -492,12 +538,15 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     (ops::ReduceAxes); float16 accumulates in float32; max and min
     propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
     int32, sums and products wrapping; mean takes floats."""
+    if not isinstance(op, str) or op not in ("sum", "mean", "max", "min", "prod"):
+        raise _kiln.InvalidArgument(
+            f"reduce_axes: unknown reduce op {op!r}; the ops are sum, mean, max, min and prod")
     x = _operand(x, None)
     if op == "mean" and x.dtype == np.int32:
         raise _kiln.InvalidArgument(
             "input X of reduce mean is i32; mean takes f32 or f16 (cast the integers first)")
     if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
-        raise _kiln.InvalidArgument(
+        raise ArgumentTypeError(
             f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
     keepdims = bool(keepdims)
     axes = _axes(axis, x.ndim, f"reduce {op}")
@@ -574,11 +623,14 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
 
 def _eps(eps: Any, fn: str) -> float:
     if not isinstance(eps, (int, float, np.floating, np.integer)) or isinstance(eps, bool):
-        raise _kiln.InvalidArgument(f"{fn}: eps must be a number; got {type(eps).__name__}")
+        raise ArgumentTypeError(f"{fn}: eps must be a number; got {type(eps).__name__}")
     return float(eps)
 
 
 def _per_feature(t: Any, x: Tensor, fn: str, what: str) -> Tensor:
+    if x.ndim == 0:
+        raise _kiln.InvalidArgument(f"{fn}: x is 0-d; it normalises over its last axis, which "
+                                    f"a 0-d tensor does not have")
     t = _as_tensor(t, x.device)
     d = x.shape[-1] if x.ndim else 0
     if tuple(t.shape) != (d,):
@@ -634,6 +686,9 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
     (packed half-precision FMAs: faster where the device has them, with
     float16 rounding at every step of the sum; the epilogue still computes
     in float32)."""
+    for name, flag in (("transpose_a", transpose_a), ("transpose_b", transpose_b)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ArgumentTypeError(f"matmul: {name} must be a bool; got {flag!r}")
     device = _device_of(a, b)
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
@@ -777,8 +832,8 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
         return _bools(reshape(ints[0], shape))
     shape = [shape] if isinstance(shape, (int, np.integer)) else shape
     if not isinstance(shape, (tuple, list)):
-        raise _kiln.InvalidArgument(f"reshape: shape must be an int or ints; got {shape!r}")
-    s = [_int(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+        raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
+    s = [_size(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
     if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
         if x.size != 1 or builtins.any(v not in (1, -1) for v in s) or s.count(-1) > 1:
             raise _kiln.InvalidArgument(
@@ -799,12 +854,17 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     ts = [_as_tensor(t, device) for t in tensors]
     if (ints := _ints_of_bools(*ts)) is not None:
         return _bools(concat(ints, axis))
+    if len({np.dtype(t.dtype).name for t in ts}) > 1:
+        raise _kiln.InvalidArgument(
+            "concat: the tensors have dtypes " + ", ".join(np.dtype(t.dtype).name for t in ts) +
+            "; they must have one (cast first)")
     a = _axis(axis, ts[0].ndim, "concat: axis")
     if any(not t.size for t in ts):
         # numpy's concatenate of the shapes; the result holds the inputs that
         # have elements.
         if any(t.ndim != ts[0].ndim or t.dtype != ts[0].dtype for t in ts):
             raise _kiln.InvalidArgument("concat: the tensors must have one rank and dtype")
+        _check_kernel_types("concat", ts)
         for t in ts:
             for d in range(t.ndim):
                 if d != a and t.shape[d] != ts[0].shape[d]:
@@ -857,6 +917,7 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
         s.append(builtins.max(-2**62, builtins.min(step, 2**62)))
     shape = [len(range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d]))) for d in range(n)]
     if 0 in shape:
+        _check_kernel_types("slice", [x])
         return _from_host(np.zeros(shape, x.dtype), x)
     key = ("slice", tuple(b), tuple(e), tuple(s), x._sig)
     return run(key, lambda d: _kiln.ops.slice(d, x._type, b, e, s), x)
@@ -922,6 +983,10 @@ def gather(table: Any, indices: Any) -> Tensor:
             raise _kiln.InvalidArgument("gather: indices out of the int32 range")
         from ._tensor import tensor
         indices = tensor(idx.astype(np.int32), t.device)
+    if isinstance(indices, Tensor) and indices.ndim == 0 and indices.dtype == np.int32:
+        # One index: numpy's table[i], a row (kernels take ranks 1 to 3).
+        row = gather(t, _view(indices, (1,)))
+        return _view(row, row.shape[1:])
     empty = _empty_result("gather", [t, indices], lambda tv, iv: tv[iv.astype(np.intp)],
                           lambda d, ty: _kiln.ops.gather(d, ty[0], ty[1]))
     if empty is not None:
@@ -938,10 +1003,12 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     if (ints := _ints_of_bools(x)) is not None and \
             isinstance(value, (bool, np.bool_, int, np.integer)) and value in (0, 1):
         return _bools(pad(ints[0], before, after, int(value)))
+    if x.dtype == np.bool_:
+        raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
     b = _ints(before, x.ndim, "pad: before")
     a = _ints(after, x.ndim, "pad: after")
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-        raise _kiln.InvalidArgument(f"pad: value must be a number; got {type(value).__name__}")
+        raise ArgumentTypeError(f"pad: value must be a number; got {type(value).__name__}")
     v = float(value)
     empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v),
                           lambda d, ty: _kiln.ops.pad(d, ty[0], b, a, v))
@@ -1014,6 +1081,8 @@ def cast(x: Any, dtype: Any) -> Tensor:
         return ne(x, 0)
     if x.dtype == np.bool_:
         x = _view(x, x.shape, np.int32)
+    if x.ndim == 0:  # kernels take ranks 1 to 4: the one element as shape (1,)
+        return _view(cast(_view(x, (1,)), name), ())
     if name not in ("float32", "float16", "int32"):
         return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
     empty = _empty_result("cast", [x], lambda v: v.astype(name),
@@ -1034,6 +1103,7 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
             return _fuse.apply(name, [x])
         x = _operand(x, None)
         if not x.size:
+            _check_kernel_types(name, [x])
             _check_takes(name, [x])
             return _from_host(np.zeros(x.shape, x.dtype), x)
         if not x.ndim:
@@ -1217,11 +1287,12 @@ assert not _missing, f"operators without a Python function: {_missing}"
 
 def _pair(value: Any, name: str, what: str) -> Tuple[int, int]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value), int(value))
+        v = _size(value, f"{what}: {name}")
+        return (v, v)
     if isinstance(value, (tuple, list)) and len(value) == 2 and all(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-        return (int(value[0]), int(value[1]))
-    raise _kiln.InvalidArgument(f"{what}: {name} must be an int or a pair of ints; got {value!r}")
+        return (_size(value[0], f"{what}: {name} entry 0"), _size(value[1], f"{what}: {name} entry 1"))
+    raise ArgumentTypeError(f"{what}: {name} must be an int or a pair of ints; got {value!r}")
 
 
 def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: Any = 0,
@@ -1239,7 +1310,8 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
         raise _kiln.InvalidArgument(
             f"conv2d: activation must be a unary op name or None; got {activation!r}")
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise _kiln.InvalidArgument(f"conv2d: groups must be an int; got {groups!r}")
+        raise ArgumentTypeError(f"conv2d: groups must be an int; got {groups!r}")
+    groups = _size(groups, "conv2d: groups")
     st = _pair(stride, "stride", "conv2d")
     pad = _pair(padding, "padding", "conv2d")
     dil = _pair(dilation, "dilation", "conv2d")
@@ -1307,12 +1379,18 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     k = _as_tensor(k, q.device)
     v = _as_tensor(v, q.device)
     inputs = [q, k, v]
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not 2 <= t.ndim <= 4:
+            raise _kiln.InvalidArgument(
+                f"attention: {name} has shape {tuple(t.shape)} of rank {t.ndim}; q, k and v take "
+                f"ranks 2 to 4 ([..., S, D])")
     mask_t = None
     if mask is not None:
         mask_t = _as_tensor(mask, q.device)
         inputs.append(mask_t)
-    if scale is not None and not isinstance(scale, (int, float)):
-        raise _kiln.InvalidArgument(f"attention: scale must be a number; got {scale!r}")
+    if scale is not None and (isinstance(scale, (bool, np.bool_)) or
+                              not isinstance(scale, (int, float, np.integer, np.floating))):
+        raise ArgumentTypeError(f"attention: scale must be a number; got {scale!r}")
     sc = None if scale is None else float(scale)
     key = ("attention", q._sig, k._sig, v._sig, bool(causal),
            mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))

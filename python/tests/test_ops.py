@@ -1364,3 +1364,87 @@ def test_program_call_names_an_input_that_is_not_a_tensor(device):
         with pytest.raises(TypeError, match=f"program input {position} is a {kind}, not a "
                            "kiln.Tensor"):
             program(*args)
+
+
+def test_misuse_gets_clear_errors(device):
+    t = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device)
+    x4 = kiln.tensor(np.ones((1, 4, 4, 2), np.float32), device)
+    w = kiln.tensor(np.ones((3, 3, 2, 2), np.float32), device)
+    bad = kiln.InvalidArgument
+    # Sizes beyond 64 bits name the argument (not the binding's signature).
+    with pytest.raises(bad, match="reshape: shape entry 0 is 9223372036854775808"):
+        kiln.ops.reshape(t, (2**63, 1))
+    with pytest.raises(bad, match="pad: before is 9223372036854775808"):
+        kiln.ops.pad(t, 2**63, 0)
+    with pytest.raises(bad, match="conv2d: stride is 9223372036854775808"):
+        kiln.ops.conv2d(x4, w, stride=2**63)
+    with pytest.raises(bad, match="max_pool2d: the window must be at most 2\\^30"):
+        kiln.ops.max_pool2d(x4, 2**40)
+    with pytest.raises(bad, match="kiln.empty: shape entry 0 is 9223372036854775808"):
+        kiln.empty((2**63,), device=device)
+    with pytest.raises(TypeError, match="kiln.empty: shape entry 0 must be an int; got 2.7"):
+        kiln.empty((2.7, 3), device=device)
+    # An unknown reduce op, even where nothing is reduced.
+    for axis in ((), None):
+        with pytest.raises(bad, match="unknown reduce op 'bogus'"):
+            kiln.ops.reduce_axes("bogus", t, axis=axis)
+    with pytest.raises(bad, match="attention: q has shape \\(1, 1, 1, 8, 4\\) of rank 5"):
+        q = kiln.tensor(np.ones((2, 8, 4), np.float32), device)
+        kiln.ops.attention(kiln.tensor(np.ones((1, 1, 1, 8, 4), np.float32), device), q, q)
+    with pytest.raises(bad, match="cast: dtype None is not a dtype"):
+        kiln.ops.cast(t, None)
+    with pytest.raises(bad, match="steps must be a list of steps; got the string 'relu'"):
+        kiln.ops.elementwise_chain(t, "relu")
+    with pytest.raises(bad, match="layer_norm: x is 0-d"):
+        kiln.ops.layer_norm(t.sum(), np.ones(3, np.float32), np.ones(3, np.float32))
+    with pytest.raises(bad, match="concat: the tensors have dtypes bool, int32"):
+        kiln.ops.concat([kiln.tensor(np.ones(2, bool), device),
+                         kiln.tensor(np.ones(2, np.int32), device)])
+    with pytest.raises(bad, match="pad: a bool tensor pads with False or True; got 2"):
+        kiln.ops.pad(kiln.tensor(np.ones(2, bool), device), 1, 1, 2)
+    # Wrong argument types are TypeErrors as well as kiln.InvalidArgument.
+    for call in (lambda: kiln.ops.sum(t, axis=1.0), lambda: kiln.ops.softmax(t, axis="0"),
+                 lambda: kiln.ops.reshape(t, (6.0,)), lambda: kiln.ops.add(t, None),
+                 lambda: kiln.ops.matmul(t, t.T, transpose_a="no")):
+        with pytest.raises(TypeError):
+            call()
+        with pytest.raises(kiln.ArgumentTypeError):
+            call()
+
+
+def test_empty_tensors_are_checked_as_nonempty_ones(device):
+    u = kiln.tensor(np.zeros((0, 3), np.uint32), device)
+    five = kiln.tensor(np.zeros((0, 1, 1, 1, 2), np.float32), device)
+    for call in (lambda: kiln.ops.exp(u), lambda: kiln.ops.sum(u, axis=0),
+                 lambda: kiln.ops.permute(u, [1, 0]), lambda: kiln.ops.concat([u, u]),
+                 lambda: kiln.ops.slice(u, [0, 0], [0, 2]), lambda: kiln.ops.argmax(u, axis=1)):
+        with pytest.raises(kiln.InvalidArgument, match="dtype uint32; supported dtypes"):
+            call()
+    for call in (lambda: kiln.ops.exp(five), lambda: kiln.ops.sum(five, axis=0)):
+        with pytest.raises(kiln.InvalidArgument, match="of rank 5; ranks 1 to 4"):
+            call()
+    with pytest.raises(kiln.InvalidArgument, match="at most 2\\^31 - 1 elements"):
+        kiln.ops.sum(kiln.tensor(np.zeros((0, 2**33), np.float32), device), axis=0)
+    assert kiln.ops.exp(kiln.tensor(np.zeros((0, 3), np.float32), device)).shape == (0, 3)
+
+
+def test_zero_d_casts_gathers_and_numpy_methods(device, rng):
+    a = rng.uniform(-3, 3, (2, 3)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    s = t.sum()
+    assert s.astype(np.int32).shape == () and int(s.astype(np.int32)) == int(np.float32(a.sum()))
+    assert kiln.ops.cast(s.astype(np.int32), "float32").shape == ()
+    np.testing.assert_array_equal(kiln.ops.gather(t, np.int32(1)).numpy(), a[1])
+    q = kiln.tensor(rng.uniform(-1, 1, (2, 8, 4)).astype(np.float32), device)
+    np.testing.assert_allclose(kiln.ops.attention(q, q, q, scale=np.float32(0.5)).numpy(),
+                               kiln.ops.attention(q, q, q, scale=0.5).numpy())
+    np.testing.assert_array_equal(t.clip(None, 1.0).numpy(), a.clip(None, 1.0))
+    np.testing.assert_array_equal(t.clip(max=1.0).numpy(), a.clip(max=1.0))
+    np.testing.assert_array_equal(t.clip(min=-1.0).numpy(), a.clip(min=-1.0))
+    with pytest.raises(ValueError, match="give min or max"):
+        t.clip()
+    assert t.transpose(None).shape == (3, 2)
+    np.testing.assert_allclose(float(np.sum(t)), a.sum(dtype=np.float64), rtol=1e-5)
+    np.testing.assert_allclose(np.mean(t, axis=0).numpy(), a.mean(axis=0), rtol=1e-5)
+    with pytest.raises(TypeError, match="no out="):
+        t.sum(out=t)

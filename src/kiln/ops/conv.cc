@@ -49,7 +49,11 @@ Status CheckWindow(std::string_view what, const Conv2dOptions& o) {
   const int64_t limit = int64_t{1} << 30;
   if (o.stride_h > limit || o.stride_w > limit || o.dilation_h > limit || o.dilation_w > limit ||
       o.pad_h > limit || o.pad_w > limit) {
-    return InvalidArgument(what, ": strides, dilations and padding must be below 2^30");
+    return InvalidArgument(what,
+                           ": strides, dilations and padding must be at most 2^30; got "
+                           "strides ",
+                           o.stride_h, " x ", o.stride_w, ", dilations ", o.dilation_h, " x ",
+                           o.dilation_w, ", padding ", o.pad_h, " x ", o.pad_w);
   }
   return Status::Ok();
 }
@@ -344,6 +348,10 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
   }
   if (options.kernel_h < 1 || options.kernel_w < 1) {
     return InvalidArgument(what, ": the window must be at least 1 x 1, got ", options.kernel_h,
+                           " x ", options.kernel_w);
+  }
+  if (options.kernel_h > int64_t{1} << 30 || options.kernel_w > int64_t{1} << 30) {
+    return InvalidArgument(what, ": the window must be at most 2^30 x 2^30, got ", options.kernel_h,
                            " x ", options.kernel_w);
   }
   Conv2dOptions window;
