@@ -504,6 +504,17 @@ def test_te_stage_properties_apply_once_and_errors_name_the_stage():
         te.lower(s, [C], [A, B, A])
 
 
+def test_te_reads_provably_out_of_bounds_are_errors():
+    n = te.size_var("n")
+    X = te.placeholder((n,), "float32", name="X")
+    Z = te.compute((n,), lambda i: X[i + 1], name="Z")
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"compute 'Z' reads 'X' out of bounds: index 0 \(i \+ 1\) runs over \[1, n\]"):
+        te.create_schedule(Z)
+    ok = te.compute((n,), lambda i: te.select(i + 1 < n, X[i + 1], 0.0), name="ok")
+    assert "X[i + 1]" in te.lower(te.create_schedule(ok), [ok], [X])
+
+
 @pytest.mark.parametrize("make", [
     lambda: te.placeholder((4,), "float32", name=""),
     lambda: te.compute((4,), lambda i: i * 2, name=""),

@@ -176,7 +176,7 @@ int BenchOps(const Args& args) {
         "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]]\n"
         "                   the matmuls' schedule instead of the rule's (2,2,16,1,1: a\n"
         "                   128x128 tile, k 16, double-buffered, unrolled; ROWS and COLS 1, 2\n"
-        "                   or 4, K_TILE 8 or 16; REGISTERS 1: single-buffered tiles copied\n"
+        "                   or 4, K_TILE 8, 16 or 32; REGISTERS 1: single-buffered tiles copied\n"
         "                   ahead through registers, BRANCH_FREE 1: every k-step loading\n"
         "                   (copied ahead through registers or double-buffered),\n"
         "                   FMA 1: sums of products as fma; docs/ops.md)\n"

@@ -267,7 +267,7 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
   };
   if (s.rows != 1 && s.rows != 2 && s.rows != 4) return bad("rows must be 1, 2 or 4");
   if (s.cols != 1 && s.cols != 2 && s.cols != 4) return bad("cols must be 1, 2 or 4");
-  if (s.k_tile != 8 && s.k_tile != 16) return bad("k_tile must be 8 or 16");
+  if (s.k_tile != 8 && s.k_tile != 16 && s.k_tile != 32) return bad("k_tile must be 8, 16 or 32");
   if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
     return bad(
         "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "

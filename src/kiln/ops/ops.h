@@ -403,7 +403,7 @@ struct MatmulOptions {
 struct MatmulSchedule {
   int rows = 2;     // 1, 2 or 4
   int cols = 2;     // 1, 2 or 4
-  int k_tile = 16;  // 8 or 16; rows * k_tile and cols * k_tile multiples of 16
+  int k_tile = 16;  // 8, 16 or 32; rows * k_tile and cols * k_tile multiples of 16
   bool double_buffer = true;
   bool unroll_k = true;  // the k-steps of a shared tile unrolled (a larger, faster kernel)
   // Single-buffered tiles copied ahead through registers: the next k-step's

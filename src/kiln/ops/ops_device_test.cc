@@ -602,7 +602,9 @@ std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
        {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
         MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
         MatmulSchedule{1, 1, 16, false, true}, MatmulSchedule{4, 2, 8, false, false},
-        MatmulSchedule{1, 4, 16, false, false}}) {
+        MatmulSchedule{1, 4, 16, false, false},
+        MatmulSchedule{2, 1, 32, false, true, true, true, true},
+        MatmulSchedule{1, 1, 32, true, true, false, true}}) {
     if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
       std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
                   s.ToString().c_str(), target.limits.max_workgroup_storage_bytes);

@@ -11,6 +11,8 @@
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
+#include "kiln/ir/visitor.h"
+#include "kiln/te/bounds.h"
 #include "kiln/te/schedule_impl.h"
 #include "kiln/te/te.h"
 
@@ -105,6 +107,69 @@ std::optional<int64_t> ConstInt(const Expr& e) {
   if (const auto* imm = ir::Simplify(e).as<ir::IntImmNode>()) return imm->value;
   return std::nullopt;
 }
+
+// Whether `e` is a sum of integer constants and variables times constants
+// (after its equal terms are collected): its range over independent ranges
+// of its variables is then exact.
+bool IsAffine(const Expr& e) {
+  if (e.as<ir::IntImmNode>() != nullptr || e.as<ir::VarNode>() != nullptr) return true;
+  const auto* b = e.as<ir::BinaryNode>();
+  if (b == nullptr) return false;
+  if (b->op == ir::BinaryOp::kAdd || b->op == ir::BinaryOp::kSub) {
+    return IsAffine(b->a) && IsAffine(b->b);
+  }
+  if (b->op != ir::BinaryOp::kMul) return false;
+  return (b->a.as<ir::IntImmNode>() != nullptr && IsAffine(b->b)) ||
+         (b->b.as<ir::IntImmNode>() != nullptr && IsAffine(b->a));
+}
+
+// A compute's reads that are out of bounds for every schedule: an index
+// that is an affine function of the compute's axes and reaches past its
+// tensor's extent (or below 0) for some point of the compute's domain,
+// provably (constant extents, or a symbolic bound that differs from the
+// extent by a constant). Reads under a select or if_then_else are left
+// alone: their guard may keep them in bounds.
+class DefinitionBounds : public ir::ExprVisitor {
+ public:
+  DefinitionBounds(const Tensor& tensor, internal::IntervalMap ranges)
+      : tensor_(tensor), ranges_(std::move(ranges)) {}
+  Status status() const { return status_; }
+
+  void VisitSelect(const ir::SelectNode* op) override { VisitExpr(op->cond); }
+  void VisitCall(const ir::CallNode* op) override {
+    if (op->op == ir::Intrinsic::kIfThenElse) {
+      VisitExpr(op->args[0]);
+      return;
+    }
+    ir::ExprVisitor::VisitCall(op);
+  }
+  void VisitLoad(const ir::LoadNode* op) override {
+    ir::ExprVisitor::VisitLoad(op);
+    if (!status_.ok()) return;
+    const ir::Buffer& buffer = op->buffer;
+    for (size_t d = 0; d < op->indices.size() && d < buffer.shape().size(); ++d) {
+      const Expr index = internal::CancelTerms(op->indices[d]);
+      if (!index.dtype().is_scalar() || !IsAffine(index)) continue;
+      const std::optional<internal::Interval> range = internal::EvalInterval(index, ranges_);
+      if (!range) continue;
+      const Expr& extent = buffer.shape()[d];
+      const std::optional<int64_t> past = internal::ConstantDifference(range->max, extent);
+      const std::optional<int64_t> below = ConstInt(range->min);
+      if ((past && *past >= 0) || (below && *below < 0)) {
+        status_ = InvalidArgument("compute '", tensor_.name(), "' reads '", buffer.name(),
+                                  "' out of bounds: index ", d, " (", ir::Print(op->indices[d]),
+                                  ") runs over [", ir::Print(ir::Simplify(range->min)), ", ",
+                                  ir::Print(ir::Simplify(range->max)), "], and dimension ", d,
+                                  " of '", buffer.name(), "' has extent ", ir::Print(extent));
+      }
+    }
+  }
+
+ private:
+  const Tensor& tensor_;
+  internal::IntervalMap ranges_;
+  Status status_;
+};
 
 // The leaf axis `name` of `stage`, or an error saying why not.
 StatusOr<IterVar> Leaf(const StageState& stage, const std::string& name, std::string_view what) {
@@ -953,6 +1018,20 @@ StatusOr<Schedule> Schedule::Create(const std::vector<Tensor>& outputs) {
     if (t.op()->is_placeholder) return;
     if (!t.op()->error.ok()) {
       error = t.op()->error;
+      return;
+    }
+    internal::IntervalMap ranges;
+    for (const auto* axes : {&t.op()->axis, &t.op()->reduce_axis}) {
+      for (const IterVar& a : *axes) {
+        ranges[a.var().get()] = {ir::IntConst(a.var().dtype(), 0), ir::Simplify(a.extent() - 1)};
+      }
+    }
+    DefinitionBounds bounds(t, std::move(ranges));
+    bounds.VisitExpr(t.op()->body);
+    bounds.VisitExpr(t.op()->reduce_source);
+    for (const Expr& e : t.op()->reduce_sources) bounds.VisitExpr(e);
+    if (!bounds.status().ok()) {
+      error = bounds.status();
       return;
     }
     s.impl_->stages.push_back(NewStage(t));

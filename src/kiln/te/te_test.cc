@@ -631,3 +631,45 @@ TEST(TeTest, IllegalVectorizeIsAnError) {
 
 }  // namespace
 }  // namespace kiln::te
+
+namespace kiln::te {
+namespace {
+
+// A compute whose affine read reaches past its tensor (or below 0) for
+// some point of its domain is an error for every schedule; guarded reads
+// (under a select or if_then_else) and reads in bounds are not.
+TEST(TeTest, DefinitionsReadingOutOfBoundsAreErrors) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor C8 = Placeholder("C8", {8, 4}, ir::kF32);
+  auto error = [](const Tensor& t) {
+    StatusOr<Schedule> s = Schedule::Create({t});
+    return s.ok() ? std::string() : s.status().message();
+  };
+  EXPECT_EQ(error(Compute("Z", {n}, [&](const std::vector<Var>& i) { return X(i[0] + 1); })),
+            "compute 'Z' reads 'X' out of bounds: index 0 (i + 1) runs over [1, n], and "
+            "dimension 0 of 'X' has extent n");
+  EXPECT_EQ(error(Compute("L", {n}, [&](const std::vector<Var>& i) { return X(i[0] - 1); })),
+            "compute 'L' reads 'X' out of bounds: index 0 (i - 1) runs over [-1, n - 2], and "
+            "dimension 0 of 'X' has extent n");
+  IterVar k = ReduceAxis(5, "k");
+  EXPECT_EQ(
+      error(Compute("S", {8}, [&](const std::vector<Var>& i) { return Sum(C8(i[0], k), {k}); })),
+      "compute 'S' reads 'C8' out of bounds: index 1 (k) runs over [0, 4], and dimension "
+      "1 of 'C8' has extent 4");
+  // In bounds, guarded, or not affine: accepted.
+  EXPECT_EQ(error(Compute("A", {n - 1}, [&](const std::vector<Var>& i) { return X(i[0] + 1); })),
+            "");
+  EXPECT_EQ(error(Compute("G", {n},
+                          [&](const std::vector<Var>& i) {
+                            return ir::Select(i[0] + 1 < n, X(i[0] + 1),
+                                              ir::FloatConst(ir::kF32, 0));
+                          })),
+            "");
+  EXPECT_EQ(error(Compute("M", {n}, [&](const std::vector<Var>& i) { return X(i[0] % 3); })), "");
+  EXPECT_EQ(error(Compute("T", {4, 8}, [&](const std::vector<Var>& i) { return C8(i[1], i[0]); })),
+            "");
+}
+
+}  // namespace
+}  // namespace kiln::te
