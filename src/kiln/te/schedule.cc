@@ -104,7 +104,8 @@ IterVar NewAxis(StageState& stage, const std::string& name, const Expr& extent, 
 }
 
 std::optional<int64_t> ConstInt(const Expr& e) {
-  if (const auto* imm = ir::Simplify(e).as<ir::IntImmNode>()) return imm->value;
+  const Expr simplified = ir::Simplify(e);
+  if (const auto* imm = simplified.as<ir::IntImmNode>()) return imm->value;
   return std::nullopt;
 }
 
