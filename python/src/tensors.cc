@@ -294,7 +294,7 @@ void BindTensors(nb::module_& m) {
             return nb::module_::import_("kiln.ops").attr("cast")(nb::cast(t), dtype);
           },
           "dtype"_a, nb::sig("def astype(self, dtype: object) -> Tensor"),
-          "kiln.ops.cast(self, dtype): a copy converted to float32, float16 or int32.")
+          "kiln.ops.cast(self, dtype): a copy converted to float32, float16, int32 or bool.")
       .def(
           "__getitem__",
           [](const TensorPtr& t, nb::handle key) {

@@ -35,7 +35,7 @@ using Shape = std::vector<int64_t>;
 
 // A tensor argument: a constant shape (rank 1 to 4, every dimension at least
 // 1, at most 2^31 - 1 elements) and an element type (f32, or f16 where the
-// target has shader-f16).
+// target has shader-f16; i32 or int8x4 words where an operator says so).
 struct TensorType {
   Shape shape;
   ir::DataType dtype = ir::kF32;
@@ -240,8 +240,7 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
 // A reduction over the last axis of a 2-D input X[rows, cols]: sum, mean,
 // max, min or prod. Y is [rows], or [rows, 1] with keepdims; f16 inputs
 // accumulate in f32. Parameters X, Y; `name` defaults to "reduce_<op>".
-// Schedule: one thread per row (rows fused, split by ThreadsPerBlock, bound
-// to blockIdx.x / threadIdx.x), each thread reducing its row serially.
+// Schedule: as ReduceAxes over axis 1 (the row rules of rows.h).
 StatusOr<ir::Function> Reduce(std::string_view op, const TensorType& input, bool keepdims,
                               const Target& target, std::string name = "");
 
@@ -449,7 +448,8 @@ enum class GemmKind : uint8_t {
 // there, 2-5% slower through Dawn), branch-free through Dawn (1-3% faster
 // there, 11% slower through wgpu-native); the other kinds copy directly (the
 // f16 matmul and the convolution ran slower through registers on
-// wgpu-native). The k-steps are unrolled
+// wgpu-native); through Dawn the f32 matmul's sums of products are written as
+// `fma` (its shader compiler leaves them unfused). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
 // kernel, which compiles faster and whose launch is not limited by its inner loop.
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,

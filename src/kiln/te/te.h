@@ -1,7 +1,8 @@
 // Tensor expressions: describe what a kernel computes as tensors defined
 // element by element, schedule how its loops run (split, fuse, reorder,
-// bind, unroll, vectorize, inline, compute_at, cache_read/write, rfactor,
-// storage_align, double_buffer), and lower the result to one verified
+// tile, bind, unroll, vectorize, inline, compute_at, cache_read/write,
+// set_scope, rfactor, storage_align, double_buffer, copy_ahead,
+// subgroup_reduce, fused_multiply_add), and lower the result to one verified
 // ir::Function.
 //
 //   te::Var n = te::SizeVar("n");
@@ -188,7 +189,8 @@ class Tensor {
 Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataType dtype);
 
 // Defines each element of a tensor of `shape`. fcompute receives one i32
-// index var per dimension (named i, j, k, l, ... unless `axis_names` says).
+// index var per dimension (named i, j for rank 1 and 2, i0, i1, ... beyond,
+// unless `axis_names` says).
 using ComputeFn = std::function<Expr(const std::vector<Var>&)>;
 Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn& fcompute,
                std::vector<std::string> axis_names = {});
@@ -290,8 +292,10 @@ class Stage {
   // A data-parallel leaf axis of constant extent 2, 3 or 4 becomes a
   // vectorized loop: its lanes run as one vector operation. It must be the
   // innermost data-parallel leaf (checked here and again when lowering, as a
-  // later reorder or split may move it), and the stage may not be a
-  // reduction. Where a split guard exists, lowering runs the vector body when
+  // later reorder or split may move it). A reduction stage's data axis
+  // vectorizes only as its innermost loop with every reduction loop outside
+  // it (results accumulated in place, as a register tile's are); lowering
+  // rejects it elsewhere. Where a split guard exists, lowering runs the vector body when
   // the last lane is in bounds and a guarded serial loop over the lanes
   // otherwise.
   Status Vectorize(const IterVar& axis);
@@ -356,8 +360,10 @@ class Stage {
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a
   // shared-memory tree: each subgroup reduces its threads' partials, one
-  // barrier, then every subgroup reduces the subgroups' results. For sum,
-  // max and min (float max/min still propagate NaN); the kernel then needs
+  // barrier, then every subgroup reduces the subgroups' results. Sum, max
+  // and min use the subgroup built-ins (float max/min still propagate NaN);
+  // any other reducer, prod and tuple reducers included, a butterfly of
+  // subgroup_shuffle. The kernel then needs
   // the device's subgroups feature. Lowering checks that the reduction axis
   // is the workgroup's only thread axis.
   Status SubgroupReduce();
