@@ -627,26 +627,54 @@ def _eps(eps: Any, fn: str) -> float:
     return float(eps)
 
 
-def _per_feature(t: Any, x: Tensor, fn: str, what: str) -> Tensor:
+def _per_feature(params: Sequence[Any], x: Tensor, fn: str,
+                 names: Sequence[str]) -> Tuple[List[Tensor], int]:
+    """The norm's per-feature parameters on x's device, and the number k of
+    x's trailing axes they normalise over: the first parameter's rank, as
+    PyTorch's normalized_shape (a 1-D one: the last axis). Every parameter
+    must have the shape of x's last k axes."""
     if x.ndim == 0:
         raise _kiln.InvalidArgument(f"{fn}: x is 0-d; it normalises over its last axis, which "
                                     f"a 0-d tensor does not have")
-    t = _as_tensor(t, x.device)
-    d = x.shape[-1] if x.ndim else 0
-    if tuple(t.shape) != (d,):
+    ts = [_as_tensor(t, x.device) for t in params]
+    k = ts[0].ndim
+    if not 1 <= k <= x.ndim:
         raise _kiln.InvalidArgument(
-            f"{fn}: {what} has shape {tuple(t.shape)}; it must be ({d},), x's last axis")
-    return t
+            f"{fn}: {names[0]} has shape {tuple(ts[0].shape)}; it must be the shape of x's "
+            f"last axis or axes (x has shape {tuple(x.shape)})")
+    want = tuple(x.shape[-k:])
+    axes = "x's last axis" if k == 1 else f"x's last {k} axes"
+    for t, what in zip(ts, names):
+        if tuple(t.shape) != want:
+            raise _kiln.InvalidArgument(
+                f"{fn}: {what} has shape {tuple(t.shape)}; it must be {want}, {axes}")
+    return ts, k
+
+
+def _over_trailing_axes(x: Tensor, params: Sequence[Tensor], k: int,
+                        norm: Callable[..., Tensor]) -> Optional[Tensor]:
+    """A norm over x's last k > 1 axes as the norm over the last axis of x
+    viewed as [..., features] (no copy), its result viewed back; None for
+    k == 1 (the caller's own path)."""
+    if k == 1:
+        return None
+    features = math.prod(x.shape[-k:])
+    flat = tuple(x.shape[:-k]) + (features,)
+    y = norm(_view(x, flat), *[_view(t, (features,)) for t in params])
+    return _view(y, tuple(x.shape))
 
 
 def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (the
-    biased variance, as numpy's var), in one kernel. gamma and beta are 1-D
-    of x's last extent and dtype."""
+    biased variance, as numpy's var), in one kernel. gamma and beta have x's
+    dtype and the shape of its last axis, or of its last k axes to normalise
+    over those together (PyTorch's normalized_shape)."""
     x = _as_tensor(x, None)
-    g = _per_feature(gamma, x, "layer_norm", "gamma")
-    b = _per_feature(beta, x, "layer_norm", "beta")
+    (g, b), k = _per_feature([gamma, beta], x, "layer_norm", ["gamma", "beta"])
     e = _eps(eps, "layer_norm")
+    over = _over_trailing_axes(x, [g, b], k, lambda v, gv, bv: layer_norm(v, gv, bv, e))
+    if over is not None:
+        return over
     empty = _empty_result("layer_norm", [x, g, b], lambda v, *_: v,
                           lambda d, ty: _kiln.ops.layer_norm(d, ty[0], e))
     if empty is not None:
@@ -656,10 +684,15 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
 
 
 def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
-    """x / sqrt(mean(x^2) + eps) * gamma over the last axis, in one kernel."""
+    """x / sqrt(mean(x^2) + eps) * gamma over the last axis, in one kernel;
+    gamma has the shape of x's last axis, or of its last k axes to
+    normalise over those together."""
     x = _as_tensor(x, None)
-    g = _per_feature(gamma, x, "rms_norm", "gamma")
+    (g,), k = _per_feature([gamma], x, "rms_norm", ["gamma"])
     e = _eps(eps, "rms_norm")
+    over = _over_trailing_axes(x, [g], k, lambda v, gv: rms_norm(v, gv, e))
+    if over is not None:
+        return over
     empty = _empty_result("rms_norm", [x, g], lambda v, _: v,
                           lambda d, ty: _kiln.ops.rms_norm(d, ty[0], e))
     if empty is not None:

@@ -1448,3 +1448,47 @@ def test_zero_d_casts_gathers_and_numpy_methods(device, rng):
     np.testing.assert_allclose(np.mean(t, axis=0).numpy(), a.mean(axis=0), rtol=1e-5)
     with pytest.raises(TypeError, match="no out="):
         t.sum(out=t)
+
+
+@pytest.mark.parametrize("shape,k", [((2, 3, 5, 7), 2), ((2, 3, 5, 7), 3), ((4, 33, 2), 2),
+                                     ((2, 2, 3, 4, 5), 2), ((3, 1, 1000), 2)], ids=str)
+def test_norms_over_trailing_axes(device, rng, shape, k):
+    # gamma of x's last k axes normalises over them together (PyTorch's
+    # normalized_shape); a rank-5 x works where its [..., features] view has rank 4.
+    a = (100 + rng.standard_normal(shape)).astype(np.float32)
+    g = rng.uniform(0.5, 1.5, shape[-k:]).astype(np.float32)
+    b = rng.uniform(-1, 1, shape[-k:]).astype(np.float32)
+    x = kiln.tensor(a, device)
+    a64 = a.astype(np.float64)
+    axes = tuple(range(-k, 0))
+    mean = a64.mean(axes, keepdims=True)
+    var = a64.var(axes, keepdims=True)
+    got = kiln.ops.layer_norm(x, g, b)
+    assert got.shape == shape
+    _close(got.numpy(), (a64 - mean) / np.sqrt(var + 1e-5) * g + b, 5e-4)
+    want = a64 / np.sqrt((a64 ** 2).mean(axes, keepdims=True) + 1e-6) * g
+    got = kiln.ops.rms_norm(x, g)
+    assert got.shape == shape
+    _close(got.numpy(), want, 1e-5)
+    np.testing.assert_array_equal(x.numpy(), a)  # the view leaves x as it was
+
+
+def test_norm_parameters_name_the_axes(device):
+    bad = kiln.InvalidArgument
+    x = kiln.tensor(np.ones((2, 3, 4), np.float32), device)
+    with pytest.raises(bad, match=r"layer_norm: beta has shape \(4,\); it must be \(3, 4\), "
+                                  r"x's last 2 axes"):
+        kiln.ops.layer_norm(x, np.ones((3, 4), np.float32), np.ones(4, np.float32))
+    with pytest.raises(bad, match=r"rms_norm: gamma has shape \(2, 4\); it must be \(3, 4\)"):
+        kiln.ops.rms_norm(x, np.ones((2, 4), np.float32))
+    with pytest.raises(bad, match=r"rms_norm: gamma has shape \(\); it must be the shape of x's "
+                                  r"last axis or axes \(x has shape \(2, 3, 4\)\)"):
+        kiln.ops.rms_norm(x, np.array(1, np.float32))
+    with pytest.raises(bad, match=r"gamma has shape \(1, 2, 3, 4\); it must be the shape"):
+        kiln.ops.rms_norm(x, np.ones((1, 2, 3, 4), np.float32))
+    # Empty: a result of x's shape, no kernel run; a 0 among the normalised axes too.
+    for shape in [(0, 3, 4), (2, 0, 4)]:
+        z = kiln.tensor(np.ones(shape, np.float32), device)
+        g = np.ones(shape[1:], np.float32)
+        assert kiln.ops.layer_norm(z, g, g).shape == shape
+        assert kiln.ops.rms_norm(z, g).shape == shape
