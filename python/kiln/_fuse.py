@@ -136,6 +136,23 @@ Traced.__invert__ = lambda self: apply("bitwise_not", [self])  # type: ignore[at
 Traced.__hash__ = object.__hash__  # type: ignore[assignment]
 
 
+def _not_elementwise(what: str) -> Callable[..., Any]:
+    def method(self: Traced, *args: Any, **kwargs: Any) -> Any:
+        raise _kiln.InvalidArgument(
+            f"kiln.fuse: {what} of a traced value is not elementwise; a fused function holds "
+            f"elementwise operators only (call it outside, on the fused function's result)")
+    return method
+
+
+for _name in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "reshape", "transpose",
+              "flatten"):
+    setattr(Traced, _name, _not_elementwise(_name))
+Traced.__getitem__ = _not_elementwise("indexing")  # type: ignore[attr-defined]
+Traced.__matmul__ = _not_elementwise("@")  # type: ignore[attr-defined]
+Traced.__rmatmul__ = _not_elementwise("@")  # type: ignore[attr-defined]
+Traced.T = property(_not_elementwise("T"))  # type: ignore[attr-defined]
+
+
 def traced(*operands: Any) -> bool:
     """Whether any operand is a traced value (the elementwise operators of
     kiln.ops then record instead of running)."""

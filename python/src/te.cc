@@ -98,14 +98,27 @@ ir::Expr Constant(const ir::Expr& like, nb::handle other) {
   if (PyLong_Check(other.ptr())) {
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(other.ptr(), &overflow);
-    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
-      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
-                            " does not fit a 32-bit constant"));
+    const ir::DataType type = like.dtype();
+    if (type.is_float()) {
+      if (overflow != 0) {
+        Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
+                              " is too large for a ", type.ToString(), " constant"));
+      }
+      return ir::MakeConst(type, FitFloat(type, static_cast<double>(v)));
     }
-    if (like.dtype().is_float()) {
-      return ir::MakeConst(like.dtype(), FitFloat(like.dtype(), static_cast<double>(v)));
+    // The constant takes the other side's type, so it must hold its value
+    // there (numpy 2 refuses uint32 + -1 as well).
+    long long lo = INT32_MIN, hi = INT32_MAX;  // bool: any i32 (true where non-zero)
+    if (type.is_integer() && type.bits <= 32) {
+      lo = type.is_int() ? -(1ll << (type.bits - 1)) : 0;
+      hi = type.is_int() ? (1ll << (type.bits - 1)) - 1 : (1ll << type.bits) - 1;
     }
-    return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
+    if (overflow != 0 || v < lo || v > hi) {
+      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)), " next to a ",
+                            type.ToString(), " expression does not fit ", type.ToString(), " [", lo,
+                            ", ", hi, "]; cast one side"));
+    }
+    return ir::MakeConst(type, static_cast<int64_t>(v));
   }
   return ToExpr(other);
 }
@@ -179,6 +192,12 @@ std::vector<te::IterVar> AxesOf(nb::handle axes) {
   std::vector<te::IterVar> out;
   te::IterVar one;
   if (nb::try_cast<te::IterVar>(axes, one)) return {one};
+  if (!PyTuple_Check(axes.ptr()) && !PyList_Check(axes.ptr())) {
+    Throw(InvalidArgument(
+        "reduction axes must come from te.reduce_axis (one, or a list of them); "
+        "got ",
+        TypeNameOf(axes), nb::isinstance<ir::Expr>(axes) ? " (a compute's own index?)" : ""));
+  }
   for (nb::handle h : axes) {
     te::IterVar iv;
     if (!nb::try_cast<te::IterVar>(h, iv) || !iv.defined()) {
@@ -222,6 +241,10 @@ te::Tensor ComputeWith(nb::handle shape, const nb::callable& fcompute, const std
     NonEmptyName(a, "te.compute's axis_names");
   }
   std::vector<ir::Expr> dims = ShapeOf(shape);
+  if (axis_names.has_value() && axis_names->size() != dims.size()) {
+    Throw(InvalidArgument("te.compute '", name, "': ", axis_names->size(), " axis names for ",
+                          dims.size(), " axes"));
+  }
   std::optional<nb::python_error> error;
   std::optional<StatusError> status_error;
   te::Tensor t = te::Compute(
@@ -375,6 +398,12 @@ void BindTe(nb::module_& m) {
               std::vector<ir::Expr> result;
               ir::Expr single;
               if (nb::try_cast<ir::Expr>(out, single)) return std::vector<ir::Expr>{single};
+              if (!PyTuple_Check(out.ptr()) && !PyList_Check(out.ptr())) {
+                Throw(InvalidArgument("te.reduce '", name,
+                                      "': combine must return an expression or a list of them; "
+                                      "got ",
+                                      TypeNameOf(out)));
+              }
               for (nb::handle h : out) result.push_back(ToExpr(h, "a combined value"));
               return result;
             }};
@@ -611,6 +640,10 @@ void BindTe(nb::module_& m) {
           "Factors the reduction of `tensor` over `axis` (a part of a split reduction axis) "
           "into a new stage; returns it.")
       .def("__str__", [](const ScheduleHolder& s) { return s.schedule.ToString(); })
+      .def(
+          "__eq__",
+          [](const ScheduleHolder& a, const ScheduleHolder& b) { return a.schedule == b.schedule; },
+          nb::is_operator(), "Whether both schedules hold the same primitives, in order.")
       .def("__repr__", [](const ScheduleHolder& s) {
         return "te.Schedule(" + std::to_string(s.schedule.primitives().size()) + " primitives)";
       });

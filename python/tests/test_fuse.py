@@ -133,6 +133,10 @@ def test_errors(device):
         kiln.fuse(lambda a: a * x)(x)
     with pytest.raises(kiln.InvalidArgument, match="not elementwise"):
         kiln.fuse(lambda a: kiln.ops.sum(a))(x)
+    for method in (lambda a: a.sum(), lambda a: a[0], lambda a: a @ a.T, lambda a: x @ a,
+                   lambda a: a.reshape(12)):
+        with pytest.raises(kiln.InvalidArgument, match="of a traced value is not elementwise"):
+            kiln.fuse(method)(x)
     with pytest.raises(kiln.InvalidArgument, match="no truth value"):
         kiln.fuse(lambda a: a if a > 0 else -a)(x)
     with pytest.raises(kiln.InvalidArgument, match="returns one value"):

@@ -151,6 +151,18 @@ def test_te_matmul_scheduled(device, rng, mnk):
     s[C].bind(ii, "threadIdx.y")
     s[C].bind(ji, "threadIdx.x")
     assert str(s).splitlines()[0] == "C.split(i, 4)"
+    # A schedule is data: the same primitives make an equal schedule.
+    again = te.create_schedule(C)
+    assert again != s and again != str(s)
+    i2, j2 = again[C].axis
+    io2, ii2 = again[C].split(i2, 4)
+    jo2, ji2 = again[C].split(j2, 8)
+    again[C].reorder(io2, jo2, ii2, ji2)
+    for axis, launch in ((io2, "blockIdx.y"), (jo2, "blockIdx.x"), (ii2, "threadIdx.y")):
+        again[C].bind(axis, launch)
+    assert again != s
+    again[C].bind(ji2, "threadIdx.x")
+    assert again == s
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
@@ -287,6 +299,28 @@ def test_te_misplaced_arguments_are_type_errors():
     assert str(s) == ""
 
 
+def test_te_constants_take_the_other_sides_type(device):
+    U = te.placeholder((8,), "uint32", name="U")
+    I = te.placeholder((8,), "int32", name="I")
+    u = np.array([0, 1, 2, 3, 2**31, 2**32 - 1, 7, 8], np.uint32)
+    for body, want, dtype in (
+            (lambda i: U[i] + 4000000000, u + np.uint32(4000000000), "uint32"),  # wraps
+            (lambda i: U[i] < 3000000000, u < 3000000000, "bool"),
+            (lambda i: U[i] // 4294967295, u // np.uint32(4294967295), "uint32")):
+        C = te.compute((8,), body, name="C")
+        f = kiln.build(te.create_schedule(C), [C], [U], "k", device)
+        out = kiln.empty((8,), dtype, device)
+        f(kiln.tensor(u, device), out)
+        np.testing.assert_array_equal(out.numpy(), want)
+    with pytest.raises(kiln.InvalidArgument, match=r"-1 next to a u32 expression does not fit "
+                       r"u32 \[0, 4294967295\]"):
+        te.compute((8,), lambda i: U[i] + (-1), name="C")
+    with pytest.raises(kiln.InvalidArgument, match=r"2147483648 next to a i32 expression"):
+        te.compute((8,), lambda i: I[i] * 2**31, name="C")
+    with pytest.raises(kiln.InvalidArgument, match=r"does not fit u32"):
+        te.compute((8,), lambda i: U[i] + 2**32, name="C")
+
+
 def test_te_errors(device):
     A = te.placeholder((8, 8), "float32", name="A")
     with pytest.raises(kiln.InvalidArgument, match="rank 2 but is indexed with 1"):
@@ -297,6 +331,14 @@ def test_te_errors(device):
         te.compute((8,), lambda i: 1 / 0, name="B")
     with pytest.raises(kiln.InvalidArgument, match="not integral"):
         te.compute((8,), lambda i: i * 2.5, name="B")
+    with pytest.raises(kiln.InvalidArgument, match="te.compute 'B': 1 axis names for 2 axes"):
+        te.compute((8, 8), lambda i, j: A[i, j], name="B", axis_names=["x"])
+    with pytest.raises(kiln.InvalidArgument, match="must come from te.reduce_axis.*own index"):
+        te.compute((8,), lambda i: te.sum(A[i, i], i), name="B")
+    r = te.reduce_axis(8, "r")
+    with pytest.raises(kiln.InvalidArgument, match="te.reduce 'am': combine must return"):
+        te.compute((8,), lambda i: te.reduce("am", lambda acc, x: None, [0.0], [A[i, r]], r)[0],
+                   name="B")
     with pytest.raises(kiln.InvalidArgument, match="truth value"):
         te.compute((8,), lambda i: A[i, i] if A[i, i] > 0 else 0.0, name="B")
     B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")

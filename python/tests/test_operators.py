@@ -55,6 +55,25 @@ def test_int_operators(device, rng, op):
     _same(op(ta, np.int32(3)), op(a, np.int32(3)))
 
 
+def test_division_by_a_zero_constant_is_ieee(device, rng):
+    # numpy's results: +-inf, and NaN for 0/0 and NaN, whichever zero.
+    a = np.concatenate([[1, -2, 0, -0.0, np.nan, np.inf, -np.inf],
+                        rng.uniform(-2, 2, 26)]).astype(np.float32)
+    ta = kiln.tensor(a, device)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for zero in (0.0, -0.0):
+            for op in (operator.truediv, operator.floordiv, operator.mod):
+                want = op(a, np.float32(zero))
+                got = op(ta, zero).numpy()
+                if op is operator.mod:  # numpy's mod by zero is NaN, sign aside
+                    assert np.isnan(got).all(), (op, zero, got)
+                else:
+                    np.testing.assert_array_equal(got, want, err_msg=f"{op.__name__} {zero}")
+        i = kiln.tensor(np.array([1, -2, 0, 7], np.int32), device)
+        np.testing.assert_array_equal((i / 0).numpy(),
+                                      np.array([np.inf, -np.inf, np.nan, np.inf], np.float32))
+
+
 def test_unary_shift_power_and_matmul(device, rng):
     x = rng.uniform(0.5, 2, (7, 33)).astype(np.float32)
     i = rng.integers(-100, 100, 50).astype(np.int32)
@@ -141,6 +160,13 @@ def test_numpy_methods(device, rng):
                                rtol=2e-5, atol=2e-5)
     np.testing.assert_array_equal(t.argmax(axis=1).numpy(), x.argmax(axis=1))
     np.testing.assert_array_equal(t.argmin().numpy(), x.argmin())
+    # dtype= casts each element before the sum, as numpy does.
+    halves = np.array([1.5, 1.5, 2.5, -1.5], np.float32)
+    h = kiln.tensor(halves, device)
+    for name in ("sum", "prod"):
+        got = getattr(h, name)(dtype="int32").numpy()
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, getattr(halves, name)(dtype=np.int32))
     np.testing.assert_array_equal(t.reshape(35, 33).numpy(), x.reshape(35, 33))
     np.testing.assert_array_equal(t.reshape((33, -1)).numpy(), x.reshape((33, -1)))
     np.testing.assert_array_equal(t.transpose(2, 0, 1).numpy(), x.transpose(2, 0, 1))

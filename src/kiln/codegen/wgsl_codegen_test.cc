@@ -486,6 +486,25 @@ TEST(WgslCodegenTest, ConstantZeroDivisorsGiveTheIrsResults) {
   EXPECT_TRUE(Contains(f.wgsl, "A[4i] = A[4i] / 1i;")) << f.wgsl;
 }
 
+// A float divided by a constant zero is written without the division (a
+// driver's fast math may fold `x / 0f` to anything): a multiply by the
+// signed infinity, and NaN for the remainders.
+TEST(WgslCodegenTest, FloatConstantZeroDivisorsAreSpelledWithoutADivision) {
+  IRBuilder b("f");
+  Buffer F = b.BufferParam("F", kF32, {8});
+  b.Store(F, {0}, Load(F, {0}) / MakeConst(kF32, 0.0));
+  b.Store(F, {1}, FloorDiv(Load(F, {1}) + Load(F, {2}), MakeConst(kF32, -0.0)));
+  b.Store(F, {2}, FloorMod(Load(F, {2}), MakeConst(kF32, 0.0)));
+  b.Store(F, {3}, Load(F, {3}) / MakeConst(kF32, 2.0));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "F[0i] = F[0i] * kiln_f32_from_bits(0x7f800000u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[1i] = (F[1i] + F[2i]) * kiln_f32_from_bits(0xff800000u);"))
+      << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[2i] = kiln_f32_from_bits(0x7fc00000u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[3i] = F[3i] / 2f;")) << f.wgsl;
+  EXPECT_FALSE(Contains(f.wgsl, "/ 0f")) << f.wgsl;
+}
+
 TEST(WgslCodegenTest, MathIntrinsics) {
   IRBuilder b("math");
   Buffer A = b.BufferParam("A", kF32, {16});

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -103,6 +104,10 @@ class FunctionEmitter {
   std::string IntImm(const ir::IntImmNode* op);
   std::string FloatImm(const ir::FloatImmNode* op);
   std::string Binary(const ir::BinaryNode* op);
+  // A float `/`, `%`, floor_div or floor_mod by a constant zero, spelled
+  // without the division (nullopt for any other operation); `a` is the
+  // emitted dividend.
+  std::optional<std::string> FloatByConstZero(const ir::BinaryNode* op, const std::string& a);
   std::string Cast(const ir::CastNode* op);
   std::string Reinterpret(const ir::ReinterpretNode* op);
   std::string Ramp(const ir::RampNode* op);

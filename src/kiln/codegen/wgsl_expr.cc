@@ -303,6 +303,9 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
         break;
     }
   }
+  if (type.is_float()) {
+    if (std::optional<std::string> by_zero = FloatByConstZero(op, a)) return *by_zero;
+  }
   if (op->op == BinaryOp::kMod && type.is_int()) {
     // See WgslHelpers::RemInt for why signed `%` is not emitted.
     return StrCat(helpers_.RemInt(Type(type)), "(", StripParens(a), ", ", StripParens(b), ")");
@@ -331,6 +334,37 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
     }
     default:
       return Fail("unknown binary operator ", ir::BinaryOpName(op->op));
+  }
+}
+
+std::optional<std::string> FunctionEmitter::FloatByConstZero(const ir::BinaryNode* op,
+                                                             const std::string& a) {
+  // A float divided by a constant zero is an infinity or NaN in the IR, as
+  // in IEEE 754, but Vulkan drivers compiling with fast math may fold
+  // `x / 0.0` to anything (lavapipe gave 0, or dropped the store). Spelled
+  // without the division, the result is exact: x / +-0 == x * +-inf (NaN for
+  // a zero or NaN x), floor of that changes nothing, and x % +-0 is NaN.
+  std::optional<double> divisor = ir::AsConstFloat(op->b);
+  if (!divisor.has_value() || *divisor != 0) return std::nullopt;
+  ir::DataType scalar = ir::DataType::Float(op->a.dtype().bits);
+  auto special = [&](double value) {
+    ir::Expr c = ir::MakeConst(scalar, value);
+    return FloatImm(c.as<ir::FloatImmNode>());
+  };
+  switch (op->op) {
+    case BinaryOp::kDiv:
+    case BinaryOp::kFloorDiv: {
+      double inf = std::signbit(*divisor) ? -INFINITY : INFINITY;
+      return StrCat("(", Enclosed(a), " * ", special(inf), ")");
+    }
+    case BinaryOp::kMod:
+    case BinaryOp::kFloorMod: {
+      std::string nan = special(static_cast<double>(NAN));
+      if (op->a.dtype().lanes == 1) return nan;
+      return StrCat(Type(op->a.dtype()), "(", nan, ")");
+    }
+    default:
+      return std::nullopt;
   }
 }
 

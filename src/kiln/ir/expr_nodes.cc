@@ -379,6 +379,13 @@ bool IsConstInt(const Expr& e, int64_t value) {
   return c.has_value() && *c == value;
 }
 
+std::optional<double> AsConstFloat(const Expr& e) {
+  if (!e.defined()) return std::nullopt;
+  if (const auto* imm = e.as<FloatImmNode>()) return imm->value;
+  if (const auto* bc = e.as<BroadcastNode>()) return AsConstFloat(bc->value);
+  return std::nullopt;
+}
+
 namespace {
 
 // Calls f on each operand of e (not the var a let binds).

@@ -329,6 +329,8 @@ Expr MakeOne(DataType dtype);
 std::optional<int64_t> AsConstInt(const Expr& e);
 // True if e is an integer constant equal to `value`.
 bool IsConstInt(const Expr& e, int64_t value);
+// The value of a float constant (FloatImm, or a broadcast of one).
+std::optional<double> AsConstFloat(const Expr& e);
 
 // The deepest nesting an expression may have: the compiler's passes recurse
 // over expressions, and a deeper one (a chain of thousands of operators)

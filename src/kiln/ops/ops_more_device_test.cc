@@ -81,7 +81,7 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
   // `inputs` poisoned first), calls it, reads the outputs back, and checks
   // it against the interpreter when `differential`.
   void Run(const ir::Function& f, const std::vector<std::string>& inputs, Tensors& tensors,
-           bool differential) {
+           bool differential, uint32_t poison = kPoison) {
     SCOPED_TRACE(ir::Print(f));
     auto loaded = Load({f});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -90,7 +90,7 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
     };
     std::map<std::string, hal::BufferRef> buffers;
     for (auto& [name, data] : tensors) {
-      if (!is_input(name)) std::fill(data.begin(), data.end(), kPoison);
+      if (!is_input(name)) std::fill(data.begin(), data.end(), poison);
       auto b = device_->allocator().Allocate(data.size() * 4);
       ASSERT_TRUE(b.ok()) << b.status();
       Status up = hal::Upload(*device_, *b, 0,
@@ -1212,6 +1212,40 @@ TEST_F(ElementwiseTypesDeviceTest, ChainThroughAComparison) {
         {"X", Words(x)}, {"B1", Words(b)}, {"B4", Words(s)}, {"Y", std::vector<uint32_t>(n)}};
     ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "B1", "B4"}, t, n <= 4000));
     EXPECT_EQ(Ints(t["Y"]), want);
+  }
+}
+
+// A float divided by a constant zero is an infinity or NaN as in IEEE 754
+// (x / +-0 == x * +-inf, floor_div likewise, floor_mod NaN), on vector and
+// scalar paths, rather than whatever a driver's fast math folds it to.
+TEST_F(ElementwiseTypesDeviceTest, FloatDivisionByAConstantZero) {
+  for (const Shape& shape : {Shape{4, 16}, Shape{1027}, Shape{9}}) {
+    const int64_t n = NumElements(shape);
+    for (const char* op : {"div", "floor_div", "floor_mod"}) {
+      for (double zero : {0.0, -0.0}) {
+        SCOPED_TRACE(std::string(op) + " by " + (std::signbit(zero) ? "-0" : "+0") + " " +
+                     ShapeToString(shape));
+        auto f = ElementwiseChain({shape}, {ChainStep::WithConstant(op, zero)}, target_);
+        ASSERT_TRUE(f.ok()) << f.status();
+        std::vector<float> x = EdgyFloats(n);
+        std::vector<float> want(n);
+        const float inf = std::signbit(zero) ? -kInf : kInf;
+        for (int64_t i = 0; i < n; ++i) {
+          want[i] = std::string_view(op) == "floor_mod" ? kNan : x[i] * inf;
+        }
+        Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+        // Poisoned with 7.0, not NaN: the expected values are NaN.
+        ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true, 0x40e00000u));
+        std::vector<float> got = Floats(t["Y"]);
+        for (int64_t i = 0; i < n; ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << "[" << i << "] x=" << x[i] << ": " << got[i];
+          } else {
+            ASSERT_EQ(got[i], want[i]) << "[" << i << "] x=" << x[i];
+          }
+        }
+      }
+    }
   }
 }
 
