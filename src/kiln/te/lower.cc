@@ -2071,6 +2071,14 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
     }
     for (const Tensor& in : stage->op->inputs) visit(in, &t);
   };
+  for (const Tensor& o : outputs) {
+    const StageState* stage = o.op()->is_placeholder ? nullptr : impl.Find(o.op());
+    if (stage != nullptr && stage->inlined) {
+      return InvalidArgument(at, ": output '", o.name(),
+                             "' is inlined (compute_inline) into its readers and has no loops of "
+                             "its own; an output cannot be inlined");
+    }
+  }
   for (const Tensor& o : outputs) visit(o, nullptr);
   KILN_RETURN_IF_ERROR(error);
   InlinedDepth inlined_depth(impl);

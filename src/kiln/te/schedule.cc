@@ -1281,9 +1281,18 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
 }
 
 Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {
-  KILN_ASSIGN_OR_RETURN(std::string name,
-                        AxisName(*schedule_->impl_, consumer.name(), axis, "compute_at"));
-  Primitive p{Kind::kComputeAt, name_, {name}};
+  StatusOr<std::string> name = AxisName(*schedule_->impl_, consumer.name(), axis, "compute_at");
+  if (!name.ok()) {
+    // The error names the stage being moved as well as the consumer.
+    const std::string prefix = "compute_at of stage '" + consumer.name() + "'";
+    std::string message = name.status().message();
+    if (message.rfind(prefix, 0) == 0) {
+      message = "compute_at of stage '" + name_ + "' at stage '" + consumer.name() + "'" +
+                message.substr(prefix.size());
+    }
+    return Status(name.status().code(), message);
+  }
+  Primitive p{Kind::kComputeAt, name_, {*name}};
   p.target = consumer.name();
   return schedule_->Apply(p);
 }

@@ -559,7 +559,7 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
   ExpectError(c.ComputeAt(a, a.axis(0)), "compute_at of stage 'C': the stage is an output");
   ExpectError(a.ComputeAt(a, a.axis(0)), "a stage cannot be computed at itself");
   ExpectError(a.ComputeAt(c, a.axis(0)),
-              "compute_at of stage 'C': axis 'i' belongs to stage "
+              "compute_at of stage 'A_shared' at stage 'C': axis 'i' belongs to stage "
               "'A_shared'");
   ExpectError(a.SetScope(ir::MemoryScope::kGlobal), "only outputs are global");
   ExpectError(c.SetScope(ir::MemoryScope::kShared), "the stage is an output of the schedule");
@@ -915,6 +915,24 @@ TEST(TeScheduleTest, MalformedReducersAreErrors) {
   });
   ExpectError(Schedule::Create({Z}).status(),
               "compute 'Z': reducer 'mixed': identity 0 is i32 but value 0 is f32");
+}
+
+// An inlined stage has no loops of its own: naming it as an output is an
+// error (it would never be stored), whichever order the outputs come in.
+TEST(TeScheduleTest, AnInlinedStageIsNoOutput) {
+  Tensor X = Placeholder("X", {8}, ir::kF32);
+  Tensor B = Compute("B", {8}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0f; });
+  Tensor C = Compute("C", {8}, [&](const std::vector<Var>& i) { return B(i[0]) + 1.0f; });
+  auto s = Schedule::Create({C});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)[B].ComputeInline().ok());
+  const char* want =
+      "lowering 'k': output 'B' is inlined (compute_inline) into its readers and has no loops "
+      "of its own; an output cannot be inlined";
+  ExpectError(Lower(*s, {B}, {X}, "k").status(), want);
+  ExpectError(LowerKernels(*s, {C, B}, {X}, "k").status(), want);
+  ExpectError(LowerKernels(*s, {B, C}, {X}, "k").status(), want);
+  EXPECT_TRUE(Lower(*s, {C}, {X}, "k").ok());
 }
 
 TEST(TeScheduleTest, LowerKernelsSplitsAtRootStages) {
