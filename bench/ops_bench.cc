@@ -228,11 +228,25 @@ class Runner {
                             "x", wg[1], "x", wg[2]);
       }
     }
-    if (!options_.wgsl_dir.empty()) {
-      std::string base = StrCat(w.name, " ", w.shape);
-      for (char& c : base) {
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    std::string base = StrCat(w.name, " ", w.shape);
+    for (char& c : base) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    if (!options_.wgsl_from_dir.empty()) {
+      const std::string file = StrCat(options_.wgsl_from_dir, "/", base, ".wgsl");
+      std::error_code error;
+      if (std::filesystem::exists(file, error)) {
+        if (compiled.functions.size() != 1) {
+          return InvalidArgument("--wgsl-from: workload '", w.name, " ", w.shape, "' has ",
+                                 compiled.functions.size(),
+                                 " kernels; only a single kernel's WGSL can be replaced (", file,
+                                 ")");
+        }
+        KILN_ASSIGN_OR_RETURN(compiled.functions[0].wgsl, ReadInputFile(file, 16u << 20));
+        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file);
       }
+    }
+    if (!options_.wgsl_dir.empty()) {
       std::string file = StrCat(options_.wgsl_dir, "/", base, ".wgsl");
       std::string text;
       for (const codegen::CompiledFunction& f : compiled.functions) text += f.wgsl + "\n";

@@ -25,6 +25,10 @@ struct OpsBenchOptions {
   // Replaces the default tile of the fused attention workloads.
   std::optional<ops::AttentionTile> attention_tile;
   std::string wgsl_dir;  // where given, each workload's WGSL is written there
+  // Where given, a single-kernel workload whose file DIR/<name>_<shape>.wgsl
+  // exists runs that WGSL instead of the generated one (same interface,
+  // checked as always): for trying a hand-edited kernel.
+  std::string wgsl_from_dir;
   // Build and compile every workload for the device's limits, run nothing.
   bool compile_only = false;
   // Builds the operators as for a device without subgroups.

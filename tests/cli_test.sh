@@ -375,6 +375,23 @@ out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8
 grep -Eq "16 queries x 8 keys per block, 8 threads" <<<"$out" || fail "attention tile: $out"
 grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "attention tile check: $out"
 grep -Eq "^row combines: shared-memory tree \(--no-subgroups\)" <<<"$out" || fail "no-subgroups: $out"
+# --wgsl-from runs a hand-edited kernel in place of the generated one, still
+# checked: the written WGSL passes, an edited sum fails the check, WGSL
+# without the entry point is a clear error.
+"$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl "$tmp/wgsl" \
+  > /dev/null 2>&1 || fail "bench ops --wgsl"
+add_wgsl=$(ls "$tmp"/wgsl/elementwise_add_*.wgsl)
+out=$("$kiln" bench ops --small --filter "elementwise add" --repetitions 1 \
+  --wgsl-from "$tmp/wgsl" 2>&1) || fail "bench ops --wgsl-from: $out"
+grep -Eq "WGSL from .*elementwise_add_" <<<"$out" || fail "--wgsl-from not named: $out"
+grep -Eq "^elementwise add f32 .* PASS" <<<"$out" || fail "--wgsl-from check: $out"
+sed -i 's/A\[i\] + B\[i\]/A[i] - B[i]/' "$add_wgsl"
+out=$("$kiln" bench ops --small --filter "elementwise add" --repetitions 1 \
+  --wgsl-from "$tmp/wgsl" 2>&1) && fail "--wgsl-from with a wrong kernel passed: $out"
+grep -Eq "^elementwise add f32 .* FAIL" <<<"$out" || fail "--wgsl-from wrong kernel: $out"
+echo "fn broken(" > "$add_wgsl"
+expect_error "--wgsl-from without the entry point" "entry point 'elementwise_add' is not declared" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
 # Timed back to back too: the workload's time per run and the copy's, in the JSON.
 "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --json > "$tmp/b2b.json" ||
   fail "bench ops --json back to back"

@@ -159,7 +159,8 @@ int BenchMatmul(const Args& args) {
 
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert({"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl"});
+  valued.insert(
+      {"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl", "wgsl-from"});
   auto flags =
       Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
   if (!flags.ok()) return Fail(flags.status().message());
@@ -170,6 +171,9 @@ int BenchOps(const Args& args) {
         "  --filter TEXT    only the workloads whose name contains TEXT\n"
         "  --repetitions N  timed runs of each workload (default 20)\n"
         "  --wgsl DIR       write each workload's WGSL to DIR/<name>_<shape>.wgsl\n"
+        "  --wgsl-from DIR  run DIR/<name>_<shape>.wgsl, where it exists, instead of the\n"
+        "                   generated WGSL of a single-kernel workload (a hand-edited\n"
+        "                   kernel, same bindings and entry point; checked as always)\n"
         "  --compile-only   build and compile every workload (CPU ms), run nothing\n"
         "  --no-subgroups   build the operators as for a device without subgroups (the\n"
         "                   shared-memory combines), to compare the two\n"
@@ -205,6 +209,7 @@ int BenchOps(const Args& args) {
   oo.repetitions = static_cast<uint32_t>(*repetitions);
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
   if (auto dir = flags->Get("wgsl")) oo.wgsl_dir = *dir;
+  if (auto dir = flags->Get("wgsl-from")) oo.wgsl_from_dir = *dir;
   if (auto text = flags->Get("matmul-schedule")) {
     // Five to eight comma-separated integers, each field whole.
     int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
