@@ -347,6 +347,8 @@ def test_te_errors(device):
         s[B].bind(s[B].axis[0], "warpIdx.x")
     with pytest.raises(kiln.InvalidArgument):
         s[B].split(s[B].axis[0], 0)
+    with pytest.raises(kiln.InvalidArgument, match="reorder of stage 'B': no axes to reorder"):
+        s[B].reorder()
     for factor in (2**31 - 1, 2**31, 2**32 + 4, 2**40):  # extents are i32
         with pytest.raises(kiln.InvalidArgument, match="the factor must be at most 2"):
             s[B].split(s[B].axis[0], factor)

@@ -260,6 +260,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       break;
     }
     case Kind::kReorder: {
+      if (p.axes.empty()) return InvalidArgument(at, ": no axes to reorder");
       std::vector<IterVar> axes;
       std::vector<int> positions;
       for (const std::string& name : p.axes) {

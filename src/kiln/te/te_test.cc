@@ -219,6 +219,7 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   ASSERT_TRUE(s2.ok());
   Stage y = (*s2)[Y], z = (*s2)[Z];
   expect_error(z.Reorder({y.axis(0)}), "reorder of stage 'Z': axis 'i' belongs to stage 'Y'");
+  expect_error(z.Reorder({}), "reorder of stage 'Z': no axes to reorder");
   expect_error(z.ComputeInline(), "compute_inline of stage 'Z': the stage is an output");
   // The same launch axis bound with different extents in two stages.
   auto ys = y.Split(y.axis(0), 32);
