@@ -237,10 +237,9 @@ class Runner {
       std::error_code error;
       if (std::filesystem::exists(file, error)) {
         if (compiled.functions.size() != 1) {
-          return InvalidArgument("--wgsl-from: workload '", w.name, " ", w.shape, "' has ",
-                                 compiled.functions.size(),
-                                 " kernels; only a single kernel's WGSL can be replaced (", file,
-                                 ")");
+          return InvalidArgument(
+              "--wgsl-from: workload '", w.name, " ", w.shape, "' has ", compiled.functions.size(),
+              " kernels; only a single kernel's WGSL can be replaced (", file, ")");
         }
         KILN_ASSIGN_OR_RETURN(compiled.functions[0].wgsl, ReadInputFile(file, 16u << 20));
         t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file);
