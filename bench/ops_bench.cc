@@ -235,7 +235,8 @@ class Runner {
     if (!options_.wgsl_from_dir.empty()) {
       const std::string file = StrCat(options_.wgsl_from_dir, "/", base, ".wgsl");
       std::error_code error;
-      if (std::filesystem::exists(file, error)) {
+      // Anything there (a dangling link, a folder) is read, and refused.
+      if (std::filesystem::exists(std::filesystem::symlink_status(file, error))) {
         if (compiled.functions.size() != 1) {
           return InvalidArgument(
               "--wgsl-from: workload '", w.name, " ", w.shape, "' has ", compiled.functions.size(),

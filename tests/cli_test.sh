@@ -52,6 +52,14 @@ expect_error() {
 }
 run_v=("$kiln" run "$tmp/v.kmod" --fn vector_add)
 
+# Output that cannot be written (a full disk) fails the command.
+if [ -w /dev/full ]; then
+  if "$kiln" compile "$src/examples/vector_add.kir" --emit wgsl > /dev/full 2> "$tmp/full.err"; then
+    fail "--emit wgsl to a full device exited 0"
+  fi
+  grep -q "writing to standard output failed" "$tmp/full.err" || fail "full stdout: $(cat "$tmp/full.err")"
+fi
+
 # --help on every command: its usage, on stdout, exit 0.
 for cmd in info demo compile run "bench dispatch" "bench matmul" "bench compile" "bench kernel" \
   bench; do
@@ -390,6 +398,12 @@ out=$("$kiln" bench ops --small --filter "elementwise add" --repetitions 1 \
   --wgsl-from "$tmp/wgsl" 2>&1) && fail "--wgsl-from with a wrong kernel passed: $out"
 grep -Eq "^elementwise add f32 .* FAIL" <<<"$out" || fail "--wgsl-from wrong kernel: $out"
 echo "fn broken(" > "$add_wgsl"
+expect_error "--wgsl-from a missing folder" "--wgsl-from: '$tmp/no_such_dir' is not a directory" \
+  "$kiln" bench ops --small --filter "elementwise add" --wgsl-from "$tmp/no_such_dir"
+expect_error "--wgsl-from a file" "is not a directory" \
+  "$kiln" bench ops --small --filter "elementwise add" --wgsl-from "$add_wgsl"
+expect_error "--wgsl with no folder" "--wgsl needs a directory" \
+  "$kiln" bench ops --compile-only --filter "elementwise add" --wgsl ""
 expect_error "--wgsl-from without the entry point" "entry point 'elementwise_add' is not declared" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
 # Timed back to back too: the workload's time per run and the copy's, in the JSON.

@@ -208,8 +208,18 @@ int BenchOps(const Args& args) {
   if (*repetitions == 0) return Fail("flag --repetitions must be positive");
   oo.repetitions = static_cast<uint32_t>(*repetitions);
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
-  if (auto dir = flags->Get("wgsl")) oo.wgsl_dir = *dir;
-  if (auto dir = flags->Get("wgsl-from")) oo.wgsl_from_dir = *dir;
+  if (auto dir = flags->Get("wgsl")) {
+    if (dir->empty()) return Fail("flag --wgsl needs a directory");
+    oo.wgsl_dir = *dir;
+  }
+  if (auto dir = flags->Get("wgsl-from")) {
+    // A folder that is not there would run the generated kernels instead.
+    std::error_code error;
+    if (dir->empty() || !std::filesystem::is_directory(*dir, error)) {
+      return Fail("flag --wgsl-from: '" + *dir + "' is not a directory");
+    }
+    oo.wgsl_from_dir = *dir;
+  }
   if (auto text = flags->Get("matmul-schedule")) {
     // Five to eight comma-separated integers, each field whole.
     int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -1,4 +1,5 @@
 // kiln: the command-line tool.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -39,14 +40,19 @@ every command:
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
-      !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 1 : 0;
+namespace {
+
+// What a command printed must have reached stdout (a full disk, a closed
+// pipe): otherwise the command fails, whatever it returned.
+int Finish(int rc) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "kiln: writing to standard output failed: %s\n", std::strerror(errno));
+    return rc == 0 ? 1 : rc;
   }
-  std::string command = argv[1];
-  kiln::tool::Args args(argv + 2, argv + argc);
+  return rc;
+}
+
+int Dispatch(const std::string& command, const kiln::tool::Args& args) {
   // Host allocations are sized by the user's input: running out of memory
   // is an error, never an abort.
   try {
@@ -62,4 +68,17 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "kiln: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return Finish(argc < 2 ? 1 : 0);
+  }
+  std::string command = argv[1];
+  kiln::tool::Args args(argv + 2, argv + argc);
+  return Finish(Dispatch(command, args));
 }

@@ -86,48 +86,6 @@ std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
   return StrCat(v);
 }
 
-BufferCheck Compare(const std::string& name, ir::DataType t, const std::vector<uint8_t>& gpu,
-                    const std::vector<uint8_t>& ref, double tolerance) {
-  BufferCheck c;
-  c.name = name;
-  c.dtype = t.ToString();
-  const size_t bytes_per = t.is_bool() ? 4 : t.StorageBytes();
-  c.elements = ref.size() / bytes_per;
-  for (uint64_t i = 0; i < c.elements; ++i) {
-    const uint8_t* g = gpu.data() + i * bytes_per;
-    const uint8_t* r = ref.data() + i * bytes_per;
-    bool equal = std::memcmp(g, r, bytes_per) == 0;
-    double error = equal ? 0 : 1;
-    if (!equal && t.is_float()) {
-      double a = ElementAsDouble(t, g), b = ElementAsDouble(t, r);
-      if (std::isnan(a) && std::isnan(b)) {
-        equal = true;
-        error = 0;
-      } else {
-        error = std::fabs(a - b);
-        if (std::isnan(error)) error = INFINITY;
-        equal = error <= tolerance * (1 + std::fabs(b));
-      }
-    } else if (!equal && t.is_bool()) {
-      int32_t a, b;
-      std::memcpy(&a, g, 4);
-      std::memcpy(&b, r, 4);
-      equal = (a != 0) == (b != 0);
-      error = equal ? 0 : 1;
-    }
-    c.max_error = std::max(c.max_error, error);
-    if (!equal) {
-      if (c.first_mismatch < 0) {
-        c.first_mismatch = static_cast<int64_t>(i);
-        c.first_gpu = ElementText(t, g, bytes_per);
-        c.first_ref = ElementText(t, r, bytes_per);
-      }
-      ++c.mismatches;
-    }
-  }
-  return c;
-}
-
 // The bytes of buffer parameter `i` for these arguments, checked against
 // the device's maxBufferSize and maxStorageBufferBindingSize.
 StatusOr<uint64_t> BufferBytesWithinLimits(const Kernel& fn, size_t i, std::span<const Arg> args) {
@@ -153,6 +111,50 @@ StatusOr<uint64_t> BufferBytesWithinLimits(const Kernel& fn, size_t i, std::span
 }
 
 }  // namespace
+
+BufferCheck CompareBuffer(const std::string& name, ir::DataType t, const std::vector<uint8_t>& gpu,
+                          const std::vector<uint8_t>& ref, double tolerance) {
+  BufferCheck c;
+  c.name = name;
+  c.dtype = t.ToString();
+  const size_t bytes_per = t.is_bool() ? 4 : t.StorageBytes();
+  c.elements = ref.size() / bytes_per;
+  for (uint64_t i = 0; i < c.elements; ++i) {
+    const uint8_t* g = gpu.data() + i * bytes_per;
+    const uint8_t* r = ref.data() + i * bytes_per;
+    bool equal = std::memcmp(g, r, bytes_per) == 0;
+    double error = equal ? 0 : 1;
+    if (!equal && t.is_float()) {
+      double a = ElementAsDouble(t, g), b = ElementAsDouble(t, r);
+      if (std::isnan(a) && std::isnan(b)) {
+        equal = true;
+        error = 0;
+      } else {
+        error = std::fabs(a - b);
+        if (std::isnan(error)) error = INFINITY;
+        // An infinite reference matches only itself (the bytes compared
+        // above): a relative tolerance around it would accept anything.
+        equal = std::isfinite(b) && error <= tolerance * (1 + std::fabs(b));
+      }
+    } else if (!equal && t.is_bool()) {
+      int32_t a, b;
+      std::memcpy(&a, g, 4);
+      std::memcpy(&b, r, 4);
+      equal = (a != 0) == (b != 0);
+      error = equal ? 0 : 1;
+    }
+    c.max_error = std::max(c.max_error, error);
+    if (!equal) {
+      if (c.first_mismatch < 0) {
+        c.first_mismatch = static_cast<int64_t>(i);
+        c.first_gpu = ElementText(t, g, bytes_per);
+        c.first_ref = ElementText(t, r, bytes_per);
+      }
+      ++c.mismatches;
+    }
+  }
+  return c;
+}
 
 StatusOr<Arg> ParseScalarArg(std::string_view dtype, std::string_view text) {
   const std::string s(text);
@@ -404,7 +406,7 @@ StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
       const double tol = ref.dtype.is_float() && ref.dtype.bits == 16
                              ? std::max(options.tolerance, options.f16_tolerance)
                              : options.tolerance;
-      BufferCheck c = Compare(p.name, ref.dtype, out.bytes, ref.bytes, tol);
+      BufferCheck c = CompareBuffer(p.name, ref.dtype, out.bytes, ref.bytes, tol);
       result.max_error = std::max(result.max_error, c.max_error);
       result.pass &= c.mismatches == 0;
       result.buffers.push_back(std::move(c));

@@ -68,6 +68,13 @@ struct BufferCheck {
   std::string first_gpu, first_ref;
 };
 
+// Compares one buffer's GPU bytes with the reference's, element by element:
+// exact types bit for bit (bools as zero or not), floats within
+// `tolerance` relative to 1 + |ref| (NaN matches only NaN; an infinite
+// reference only itself).
+BufferCheck CompareBuffer(const std::string& name, ir::DataType t, const std::vector<uint8_t>& gpu,
+                          const std::vector<uint8_t>& ref, double tolerance);
+
 struct CheckResult {
   std::vector<BufferCheck> buffers;  // the written ones
   double max_error = 0;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "kiln/codegen/wgsl_codegen.h"
@@ -34,6 +36,29 @@ codegen::CompiledModule Compiled() {
   auto compiled = codegen::CompileModule(*module, {});
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   return *compiled;
+}
+
+std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// A relative tolerance must not make an infinite reference match anything.
+TEST(CompareBufferTest, InfinitiesAndNanMatchOnlyThemselves) {
+  const float inf = INFINITY, nan = NAN;
+  auto check = [](const std::vector<float>& gpu, const std::vector<float>& ref) {
+    return CompareBuffer("O", ir::kF32, FloatBytes(gpu), FloatBytes(ref), 1e-5);
+  };
+  EXPECT_EQ(check({inf, -inf, nan, 1.0f, -0.0f}, {inf, -inf, nan, 1.000001f, 0.0f}).mismatches, 0u);
+  for (float wrong : {65520.0f, -inf, nan, 3.4e38f}) {
+    BufferCheck c = check({wrong}, {inf});
+    EXPECT_EQ(c.mismatches, 1u) << wrong;
+    EXPECT_EQ(c.first_ref, "inf");
+  }
+  EXPECT_EQ(check({inf}, {65520.0f}).mismatches, 1u);
+  EXPECT_EQ(check({nan}, {1.0f}).mismatches, 1u);
+  EXPECT_EQ(check({1.1f}, {1.0f}).mismatches, 1u);
 }
 
 TEST(ValidateSourceIrTest, CompiledFunctionsAgreeWithTheirSource) {

@@ -200,14 +200,18 @@ namespace {
 int64_t FloatToInt(DataType t, double v) {
   if (std::isnan(v)) return 0;
   double x = std::trunc(v);
+  // Too large a value clamps at the largest f32 below the type's limit
+  // 2^n (2^n - 2^(n-24); 2^n - 1 for n <= 24), as the IR's casts do at run
+  // time (docs/ir.md), so that a folded cast agrees with an unfolded one.
+  const int n = t.is_uint() ? t.bits : t.bits - 1;
+  const double limit = std::ldexp(1.0, n);  // exactly representable
+  const double largest = std::trunc(limit - std::ldexp(1.0, n - 24));
   if (t.is_uint()) {
     if (x <= 0) return 0;
-    double limit = std::ldexp(1.0, t.bits);       // 2^bits, exactly representable
-    if (x >= limit) return WrapToIntType(t, -1);  // all ones
+    if (x >= limit) return static_cast<int64_t>(static_cast<uint64_t>(largest));
     return WrapToIntType(t, static_cast<int64_t>(static_cast<uint64_t>(x)));
   }
-  double limit = std::ldexp(1.0, t.bits - 1);
-  if (x >= limit) return static_cast<int64_t>((uint64_t{1} << (t.bits - 1)) - 1);
+  if (x >= limit) return static_cast<int64_t>(largest);
   if (x < -limit) return WrapToIntType(t, static_cast<int64_t>(uint64_t{1} << (t.bits - 1)));
   return static_cast<int64_t>(x);
 }
