@@ -373,12 +373,14 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
 
     def operand(o: Any) -> tuple:
         """(tensor type, constant) of a step's operand, noting a tensor."""
+        # Tagged: a tensor's signature and a constant must never compare
+        # equal (a shape-[1] f32 tensor's is (0, 1), like the constant 0.0).
         if _is_number(o):
-            key.append(_key_number(float(_number(o))))
+            key.append(("constant",) + _key_number(float(_number(o))))
             return None, float(_number(o))
         t = _operand(o, x.device)
         tensors.append(t)
-        key.append(t._sig)
+        key.append(("tensor",) + tuple(t._sig))
         return t._type, None
 
     for step in steps:

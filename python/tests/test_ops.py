@@ -392,6 +392,26 @@ def test_number_and_numpy_operands(device, rng):
     _close(kiln.ops.mul(x, b).numpy(), a * b)
 
 
+def test_chain_kernels_tell_tensors_from_constants(device):
+    # A shape-[1] float32 tensor and the constant 0.0 (or 1.0, 2.0) must not
+    # share a cached kernel, whichever comes first.
+    x = kiln.tensor(np.array([-2.0, -1.0, 1.0, 2.0], np.float32), device)
+    t = kiln.tensor(np.array([5.0], np.float32), device)
+    np.testing.assert_array_equal(
+        kiln.ops.elementwise_chain(x, [("clamp", t, 0.0)]).numpy(), [0, 0, 0, 0])
+    np.testing.assert_array_equal(
+        kiln.ops.elementwise_chain(x, [("clamp", 0.0, t)]).numpy(), [0, 0, 1, 2])
+    y = kiln.tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32), device)
+    np.testing.assert_array_equal(
+        kiln.ops.elementwise_chain(y, [("fma", t, 0.0)]).numpy(), [5, 10, 15, 20])
+    np.testing.assert_array_equal(
+        kiln.ops.elementwise_chain(y, [("fma", 0.0, t)]).numpy(), [5, 5, 5, 5])
+    w = kiln.tensor(np.array([3.0], np.float32), device)
+    np.testing.assert_array_equal(kiln.ops.elementwise_chain(y, [("mul", w)]).numpy(),
+                                  [3, 6, 9, 12])
+    np.testing.assert_array_equal((y * 0.0).numpy(), [0, 0, 0, 0])
+
+
 def test_chain(device, rng):
     a = rng.standard_normal((5, 33)).astype(np.float32)
     b = rng.standard_normal((33,)).astype(np.float32)
