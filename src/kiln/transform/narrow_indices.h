@@ -5,16 +5,22 @@
 // rewrites every i64 value to i32 and every u64 value to u32: constants,
 // loop and let variables, casts, and buffer extents.
 //
-// Narrowing is only done where it is provably safe at compile time;
-// otherwise the pass fails with a kInvalidArgument naming the expression:
-//   * a 64-bit constant must fit in the 32-bit type;
-//   * a constant loop range (min + extent) and a constant buffer extent
-//     must fit too;
+// The narrowed program computes each 64-bit value modulo 2^32, exactly
+// (+, -, * and the bitwise operations commute with wrap-around). That is
+// what indices (an index outside its buffer is a kernel bug either way) and
+// casts to 32 bits or fewer need. Every other use needs the value itself,
+// so the pass proves it fits the 32-bit type, from the ranges of constants,
+// casts of narrower values, loop bounds and lets, or fails with a
+// kInvalidArgument naming the use and the range it found:
+//   * comparisons, /, %, floor_div, floor_mod, min, max, abs, popcount,
+//     subgroup min/max and shift_right need their 64-bit operands in range,
+//     and conversions of a 64-bit value to a float or bool too;
+//   * shift amounts must lie in [0, 31];
+//   * a 64-bit constant must fit in the 32-bit type, and so must a loop's
+//     min, extent and end and a buffer's extents and strides;
 //   * buffers whose elements are 64-bit values cannot be narrowed (their
-//     data would change), nor can 64-bit reinterprets.
-// Non-constant extents come from 32-bit scalar parameters; the runtime
-// rejects buffers of 2^31 elements or more, so flat indices below such
-// extents fit in i32.
+//     data would change), nor can 64-bit reinterprets or conversions of a
+//     float to a 64-bit integer.
 #pragma once
 
 #include "kiln/ir/function.h"
