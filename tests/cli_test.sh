@@ -110,10 +110,12 @@ EOF
 expect_error "512 threads by default" "more than 256 threads" "$kiln" compile "$tmp/wide.kir" --emit wgsl
 out=$("$kiln" compile "$tmp/wide.kir" --max-invocations 512 --emit wgsl 2>&1)
 grep -q "@workgroup_size(256, 2" <<<"$out" || fail "--max-invocations 512 allows no 512 threads: $out"
-expect_error "--max-invocations 2^32" "from 0 to 4294967295, got '4294967296'" \
+expect_error "--max-invocations 2^32" "from 1 to 4294967295, got '4294967296'" \
   "$kiln" compile "$tmp/wide.kir" --max-invocations 4294967296 --emit wgsl
 expect_error "--max-invocations -1" "got '-1'" \
   "$kiln" compile "$tmp/wide.kir" --max-invocations -1 --emit wgsl
+expect_error "--max-invocations 0" "--max-invocations needs a decimal integer from 1 to 4294967295, got '0'" \
+  "$kiln" compile "$tmp/wide.kir" --max-invocations 0 --emit wgsl
 
 # Verifier errors point into the user's file.
 printf 'module {\n// a comment\n\nfn f(A: buffer<f32>[4], n: i32) {\n    A[0] = A[1] + n\n}\n}\n' \
@@ -161,6 +163,25 @@ expect_error "--output a FIFO" "exists and is not a regular file" \
 ln -s "$tmp/target.npy" "$tmp/link.npy"
 expect_error "--output a link" "is a symbolic link" "${run_v[@]}" --arg n=4 --output C="$tmp/link.npy"
 expect_error "--output empty" "--output C: no file given" "${run_v[@]}" --arg n=4 --output C=
+
+# compile -o is checked the same way, and never overwrites its input.
+cp "$src/examples/vector_add.kir" "$tmp/self.kir"
+expect_error "compile -o its input" "-o: '$tmp/./self.kir' is the input file" \
+  "$kiln" compile "$tmp/self.kir" -o "$tmp/./self.kir"
+ln "$tmp/self.kir" "$tmp/hard.kir"
+expect_error "compile -o a hard link to its input" "is the input file" \
+  "$kiln" compile "$tmp/self.kir" -o "$tmp/hard.kir"
+cmp -s "$tmp/self.kir" "$src/examples/vector_add.kir" || fail "compile -o destroyed its input"
+expect_error "compile -o a FIFO" "-o: '$tmp/out_fifo' exists and is not a regular file" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/out_fifo"
+[ -p "$tmp/out_fifo" ] || fail "compile -o replaced a FIFO"
+expect_error "compile -o a link" "-o: '$tmp/link.npy' is a symbolic link" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/link.npy"
+expect_error "compile -o a folder" "-o: '$tmp' is a directory" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp"
+expect_error "compile -o into a missing folder" "-o: '$tmp/none/v.kmod': folder '$tmp/none' does not exist" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/none/v.kmod"
+expect_error "compile -o empty" "-o: no file given" "$kiln" compile "$src/examples/vector_add.kir" -o ""
 
 # Scalars are checked before the device too.
 expect_error "a missing --arg" "needs a value for scalar parameter 'n'" "${run_v[@]}"
@@ -456,7 +477,7 @@ expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
 expect_error "bench kernel of an unknown function" "no function 'nope'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn nope --arg n=10
-expect_error "bench kernel --repetitions 0" "--repetitions must be positive" \
+expect_error "bench kernel --repetitions 0" "--repetitions needs a decimal integer from 1 to 1000000, got '0'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --repetitions 0
 expect_error "bench kernel --flops junk" "--flops needs a finite non-negative number" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --flops lots

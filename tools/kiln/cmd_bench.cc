@@ -48,12 +48,11 @@ int BenchDispatch(const Args& args) {
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::DispatchBenchOptions bo;
-  auto dispatches = flags->GetUint("dispatches", bo.dispatches, UINT32_MAX);
-  auto repetitions = flags->GetUint("repetitions", bo.repetitions, UINT32_MAX);
-  auto submits = flags->GetUint("submits", bo.submits, UINT32_MAX);
+  auto dispatches = flags->GetPositiveUint("dispatches", bo.dispatches, UINT32_MAX);
+  auto repetitions = flags->GetPositiveUint("repetitions", bo.repetitions, UINT32_MAX);
+  auto submits = flags->GetPositiveUint("submits", bo.submits, UINT32_MAX);
   for (auto* v : {&dispatches, &repetitions, &submits}) {
     if (!v->ok()) return Fail(v->status().message());
-    if (**v == 0) return Fail("--dispatches, --repetitions and --submits must be positive");
   }
   bo.dispatches = static_cast<uint32_t>(*dispatches);
   bo.repetitions = static_cast<uint32_t>(*repetitions);
@@ -114,10 +113,9 @@ int BenchMatmul(const Args& args) {
   if (!options.ok()) return Fail(options.status().message());
   bench::MatmulBenchOptions mo;
   auto size = flags->GetUint("size", mo.size, UINT32_MAX);
-  auto iterations = flags->GetUint("iterations", mo.iterations, UINT32_MAX);
+  auto iterations = flags->GetPositiveUint("iterations", mo.iterations, UINT32_MAX);
   if (!size.ok()) return Fail(size.status().message());
   if (!iterations.ok()) return Fail(iterations.status().message());
-  if (*iterations == 0) return Fail("flag --iterations must be positive");
   mo.size = static_cast<uint32_t>(*size);
   mo.iterations = static_cast<uint32_t>(*iterations);
   if (auto kir = flags->Get("kir")) mo.kir_path = *kir;
@@ -203,9 +201,8 @@ int BenchOps(const Args& args) {
   oo.small = flags->Has("small");
   oo.compile_only = flags->Has("compile-only");
   oo.no_subgroups = flags->Has("no-subgroups");
-  auto repetitions = flags->GetUint("repetitions", oo.repetitions, 100000);
+  auto repetitions = flags->GetPositiveUint("repetitions", oo.repetitions, 100000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
-  if (*repetitions == 0) return Fail("flag --repetitions must be positive");
   oo.repetitions = static_cast<uint32_t>(*repetitions);
   if (auto filter = flags->Get("filter")) oo.filter = *filter;
   if (auto dir = flags->Get("wgsl")) {
@@ -463,9 +460,8 @@ int BenchCompile(const Args& args) {
         "  --megabytes  compile generated modules of these sizes and report time per MB");
   }
   if (flags->Get("megabytes")) return BenchCompileScale(*flags);
-  auto reps = flags->GetUint("repetitions", 5, INT32_MAX);
+  auto reps = flags->GetPositiveUint("repetitions", 5, INT32_MAX);
   if (!reps.ok()) return Fail(reps.status().message());
-  if (*reps == 0) return Fail("flag --repetitions must be positive");
   std::vector<std::string> dirs = flags->positional();
   if (dirs.empty()) dirs = {KILN_SOURCE_DIR "/tests/corpus", KILN_SOURCE_DIR "/examples"};
   auto kir = KirFiles(dirs);
@@ -605,9 +601,8 @@ int BenchKernel(const Args& args) {
   if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kKernelUsage);
   const std::string path = flags->positional()[0];
   const std::string name = *flags->Get("fn");
-  auto repetitions = flags->GetUint("repetitions", 100, 1000000);
+  auto repetitions = flags->GetPositiveUint("repetitions", 100, 1000000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
-  if (*repetitions == 0) return Fail("flag --repetitions must be positive");
   auto warmup = flags->GetUint("warmup", 10, 1000000);
   if (!warmup.ok()) return Fail(warmup.status().message());
   auto flops = flags->GetNonNegativeDouble("flops", 0);

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "kernel_io.h"
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/parser.h"
@@ -114,16 +115,20 @@ int CompileCommand(const Args& args) {
     return Fail(
         "-o and --emit are alternatives (write a module, or print its WGSL or IR): give one");
   }
+  if (output) {
+    if (output->empty()) return Fail("-o: no file given");
+    Status writable = CheckOutputFile(*output, input).WithContext("-o");
+    if (!writable.ok()) return Fail(writable.message());
+  }
   if (emit && *emit != "wgsl" && *emit != "ir") {
     return Fail("--emit takes 'wgsl' or 'ir', got '" + *emit + "'");
   }
-  auto invocations = flags->GetUint("max-invocations", 256, UINT32_MAX);
+  auto invocations = flags->GetPositiveUint("max-invocations", 256, UINT32_MAX);
   auto storage = flags->GetUint("max-workgroup-storage", 16384, UINT32_MAX);
   auto buffers = flags->GetUint("max-storage-buffers", 8, UINT32_MAX);
   if (!buffers.ok()) return Fail(buffers.status().message());
   if (!invocations.ok()) return Fail(invocations.status().message());
   if (!storage.ok()) return Fail(storage.status().message());
-  if (*invocations == 0) return Fail("flag --max-invocations must be positive");
 
   codegen::CompileOptions options;
   options.codegen.limits.max_invocations_per_workgroup = static_cast<uint32_t>(*invocations);

@@ -102,10 +102,7 @@ Status CheckBufferFlags(const codegen::KernelMetadata& md,
 }
 
 // That every --output can be written, before anything runs: a path given,
-// not given twice, a regular file where something is there already (it is
-// replaced: written through a temporary beside it, then renamed, which must
-// never replace a device, a FIFO, a folder or a link), in an existing
-// writable folder.
+// not given twice, and one CheckOutputFile accepts.
 Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
   namespace fs = std::filesystem;
   std::map<fs::path, std::string> taken;
@@ -118,28 +115,7 @@ Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
       return InvalidArgument("--output ", name, ": '", file, "' is also the file of --output ",
                              it->second);
     }
-    const fs::file_status there = fs::symlink_status(file, error);
-    if (fs::is_directory(there)) {
-      return InvalidArgument("--output ", name, ": '", file, "' is a directory");
-    }
-    if (fs::is_symlink(there)) {
-      return InvalidArgument("--output ", name, ": '", file,
-                             "' is a symbolic link; name the file itself");
-    }
-    if (fs::exists(there) && !fs::is_regular_file(there)) {
-      return InvalidArgument("--output ", name, ": '", file,
-                             "' exists and is not a regular file (a device or a FIFO); it is "
-                             "not replaced");
-    }
-    const fs::path folder = fs::absolute(file, error).parent_path();
-    if (!fs::is_directory(folder, error)) {
-      return InvalidArgument("--output ", name, ": '", file, "': folder '", folder.string(),
-                             "' does not exist");
-    }
-    if (::access(folder.c_str(), W_OK) != 0) {
-      return InvalidArgument("--output ", name, ": '", file, "': cannot write in folder '",
-                             folder.string(), "': ", std::strerror(errno));
-    }
+    KILN_RETURN_IF_ERROR(CheckOutputFile(file).WithContext("--output " + name));
   }
   return Status::Ok();
 }

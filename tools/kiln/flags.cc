@@ -86,15 +86,29 @@ bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out) {
   return true;
 }
 
-StatusOr<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback, uint64_t max) const {
-  auto v = Get(name);
+namespace {
+
+StatusOr<uint64_t> GetUintFrom(const Flags& flags, const std::string& name, uint64_t fallback,
+                               uint64_t min, uint64_t max) {
+  auto v = flags.Get(name);
   if (!v) return fallback;
   uint64_t n = 0;
-  if (!ParseDecimal(*v, max, n)) {
-    return InvalidArgument("flag --", name, " needs a decimal integer from 0 to ", max, ", got '",
-                           *v, "'");
+  if (!ParseDecimal(*v, max, n) || n < min) {
+    return InvalidArgument("flag --", name, " needs a decimal integer from ", min, " to ", max,
+                           ", got '", *v, "'");
   }
   return n;
+}
+
+}  // namespace
+
+StatusOr<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback, uint64_t max) const {
+  return GetUintFrom(*this, name, fallback, 0, max);
+}
+
+StatusOr<uint64_t> Flags::GetPositiveUint(const std::string& name, uint64_t fallback,
+                                          uint64_t max) const {
+  return GetUintFrom(*this, name, fallback, 1, max);
 }
 
 StatusOr<double> Flags::GetNonNegativeDouble(const std::string& name, double fallback) const {

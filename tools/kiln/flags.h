@@ -33,6 +33,9 @@ class Flags {
   // digits), or `fallback` when the flag is absent.
   StatusOr<uint64_t> GetUint(const std::string& name, uint64_t fallback,
                              uint64_t max = UINT64_MAX) const;
+  // The same in [1, max], for counts and limits where 0 means nothing.
+  StatusOr<uint64_t> GetPositiveUint(const std::string& name, uint64_t fallback,
+                                     uint64_t max) const;
   // A finite, non-negative decimal number, or `fallback` when absent.
   StatusOr<double> GetNonNegativeDouble(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }

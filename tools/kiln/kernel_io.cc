@@ -1,8 +1,12 @@
 #include "kernel_io.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "kiln/codegen/extent_expr.h"
@@ -12,6 +16,34 @@
 #include "kiln/support/file.h"
 
 namespace kiln::tool {
+
+Status CheckOutputFile(const std::string& file, const std::string& input) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::file_status there = fs::symlink_status(file, error);
+  if (fs::is_directory(there)) return InvalidArgument("'", file, "' is a directory");
+  if (fs::is_symlink(there)) {
+    return InvalidArgument("'", file, "' is a symbolic link; name the file itself");
+  }
+  if (fs::exists(there) && !fs::is_regular_file(there)) {
+    return InvalidArgument("'", file,
+                           "' exists and is not a regular file (a device or a FIFO); it is not "
+                           "replaced");
+  }
+  if (!input.empty() && fs::exists(there) && fs::equivalent(file, input, error)) {
+    return InvalidArgument("'", file, "' is the input file '", input,
+                           "'; writing it would destroy the input");
+  }
+  const fs::path folder = fs::absolute(file, error).parent_path();
+  if (!fs::is_directory(folder, error)) {
+    return InvalidArgument("'", file, "': folder '", folder.string(), "' does not exist");
+  }
+  if (::access(folder.c_str(), W_OK) != 0) {
+    return InvalidArgument("'", file, "': cannot write in folder '", folder.string(),
+                           "': ", std::strerror(errno));
+  }
+  return Status::Ok();
+}
 
 using codegen::DType;
 

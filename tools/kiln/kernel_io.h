@@ -32,6 +32,13 @@ Status CollectRepeatedFlags(const Args& args, const std::vector<std::string>& re
                             std::map<std::string, std::map<std::string, std::string>>& values,
                             Args& rest);
 
+// That `file` may be written through WriteFileAtomically (a temporary
+// beside it, renamed over it) without harm, before any work is done: it is
+// absent or a regular file (never a folder, a symbolic link, a device or a
+// FIFO, which the rename would replace), in an existing writable folder, and
+// not `input` (the file the command reads) under any name.
+Status CheckOutputFile(const std::string& file, const std::string& input = "");
+
 // The compiled module at `path`, deserialized and validated; errors name it.
 StatusOr<codegen::CompiledModule> ReadModule(const std::string& path);
 
