@@ -465,14 +465,30 @@ grep -Eq "^flops 4.29497e\+09, [0-9.]+ GFLOP/s" <<<"$out" || fail "declared flop
 out=$("$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=16 --arg N=16 --arg K=16 \
   --repetitions 1 --warmup 0 --flops 7 2>&1) || fail "bench kernel, --flops: $out"
 grep -Eq "^flops 7, " <<<"$out" || fail "--flops over the declared work: $out"
-for bad in '"M + nope":no variable|nope' '"M < N":is not work' '"M - 2 * N":must be finite and >= 0'; do
-  attr=${bad%%:*}
-  sed "s/\"flops\": \"2 \* M \* N \* K\"/\"flops\": $attr/" "$src/examples/matmul_tiled.kir" > "$tmp/badflops.kir"
-  "$kiln" compile "$tmp/badflops.kir" -o "$tmp/badflops.kmod" >/dev/null || fail "compile $attr"
-  expect_error "flops attribute $attr" "attribute \"flops\" of matmul_tiled.*(${bad#*:})" \
-    "$kiln" bench kernel "$tmp/badflops.kmod" --fn matmul_tiled --arg M=16 --arg N=32 --arg K=16 \
-    --repetitions 1 --warmup 0
+# A malformed attribute is refused by compile, at the function; one whose
+# value only the arguments make invalid, by bench kernel.
+flops_kir() {
+  sed "s|\"flops\": \"2 \* M \* N \* K\"|\"flops\": $1|" "$src/examples/matmul_tiled.kir" > "$tmp/flops.kir"
+}
+for bad in '"M + nope"@.nope. is not a scalar parameter \(they are: K, M, N\)' \
+    '"M < N"@column 3: expected an operator or the end, found .<.' \
+    '"i32(M)"@.i32. is not a scalar parameter' '"2 * "@column 5: expected a number' \
+    '"1e999 * M"@expected a number \("1e999" is not one\)' '-5@is negative \(-5\)'; do
+  flops_kir "${bad%%@*}"
+  expect_error "flops attribute ${bad%%@*}" "attribute \"flops\" of matmul_tiled.*${bad#*@}" \
+    "$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod"
 done
+flops_kir '"M - 2 * N"'
+"$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod" >/dev/null || fail "compile M - 2 * N"
+expect_error "flops attribute negative for the arguments" \
+  "attribute \"flops\" of matmul_tiled .*is -48 for these arguments; it must be finite and >= 0" \
+  "$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=32 --arg K=16 \
+  --repetitions 1 --warmup 0
+flops_kir '"4294967296 * max(M, N) / (K - -1.5e0)"'
+"$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod" >/dev/null || fail "compile a large flops"
+out=$("$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=32 --arg K=16 \
+  --repetitions 1 --warmup 0 2>&1) || fail "bench kernel, a large flops: $out"
+grep -Eq "^flops 7.85365e\+09, " <<<"$out" || fail "flops beyond 32 bits: $out"
 expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
 expect_error "bench kernel of an unknown function" "no function 'nope'" \

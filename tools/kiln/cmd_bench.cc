@@ -29,6 +29,7 @@
 #include "kiln/ir/printer.h"
 #include "kiln/support/json.h"
 #include "ops_bench.h"
+#include "work.h"
 
 namespace kiln::tool {
 namespace {
@@ -498,79 +499,13 @@ int BenchCompile(const Args& args) {
   return 0;
 }
 
-// `e` in double precision (so that 2 * M * N * K cannot wrap), with the
-// scalar parameters' values: numbers, parameters, + - * / min max.
-StatusOr<double> EvaluateWork(const ir::Expr& e, const std::map<const ir::VarNode*, double>& vars) {
-  if (const auto* i = e.as<ir::IntImmNode>()) return static_cast<double>(i->value);
-  if (const auto* f = e.as<ir::FloatImmNode>()) return f->value;
-  if (const auto* v = e.as<ir::VarNode>()) {
-    auto it = vars.find(v);
-    if (it == vars.end()) return InvalidArgument("'", v->name, "' is not a scalar parameter");
-    return it->second;
-  }
-  if (const auto* c = e.as<ir::CastNode>()) return EvaluateWork(c->value, vars);
-  if (const auto* b = e.as<ir::BinaryNode>()) {
-    KILN_ASSIGN_OR_RETURN(double x, EvaluateWork(b->a, vars));
-    KILN_ASSIGN_OR_RETURN(double y, EvaluateWork(b->b, vars));
-    switch (b->op) {
-      case ir::BinaryOp::kAdd:
-        return x + y;
-      case ir::BinaryOp::kSub:
-        return x - y;
-      case ir::BinaryOp::kMul:
-        return x * y;
-      case ir::BinaryOp::kDiv:
-        return x / y;
-      case ir::BinaryOp::kMin:
-        return std::min(x, y);
-      case ir::BinaryOp::kMax:
-        return std::max(x, y);
-      default:
-        break;
-    }
-  }
-  return InvalidArgument("`", ir::Print(e),
-                         "` is not work: use numbers, scalar parameters, + - * / min max");
-}
-
-// The floating-point operations a kernel declares per dispatch: its IR
-// function's "flops" attribute, an integer or an expression over its scalar
-// parameters ("2 * M * N * K"), evaluated in double precision with the
-// call's scalars. nullopt where it declares none.
+// The floating-point operations a kernel declares per dispatch (work.h);
+// nullopt where it declares none.
 StatusOr<std::optional<double>> DeclaredFlops(const std::string& source_ir,
                                               const std::vector<runtime::Arg>& args) {
   if (source_ir.empty()) return std::optional<double>();
   KILN_ASSIGN_OR_RETURN(ir::Function f, ir::ParseFunction(source_ir));
-  const ir::AttrValue* attr = f.GetAttr("flops");
-  if (attr == nullptr) return std::optional<double>();
-  const std::string what = StrCat("attribute \"flops\" of ", f.name());
-  if (const int64_t* n = std::get_if<int64_t>(attr)) {
-    if (*n < 0) return InvalidArgument(what, " is negative (", *n, ")");
-    return std::optional<double>(static_cast<double>(*n));
-  }
-  const std::string& text = std::get<std::string>(*attr);
-  std::vector<ir::Var> vars;
-  std::map<const ir::VarNode*, double> values;
-  for (size_t i = 0; i < f.params().size() && i < args.size(); ++i) {
-    const ir::Param& p = f.params()[i];
-    if (p.is_buffer()) continue;
-    vars.push_back(p.var());
-    std::visit(
-        [&](auto v) {
-          using T = decltype(v);
-          if constexpr (std::is_arithmetic_v<T>) values[p.var().get()] = static_cast<double>(v);
-        },
-        args[i].scalar);
-  }
-  auto expr = ir::ParseExpr(text, vars);
-  if (!expr.ok()) return expr.status().WithContext(StrCat(what, " (\"", text, "\")"));
-  auto flops = EvaluateWork(*expr, values);
-  if (!flops.ok()) return flops.status().WithContext(StrCat(what, " (\"", text, "\")"));
-  if (!(*flops >= 0) || std::isinf(*flops)) {
-    return InvalidArgument(what, " (\"", text, "\") is ", *flops,
-                           " for these arguments; it must be finite and >= 0");
-  }
-  return std::optional<double>(*flops);
+  return DeclaredWork(f, args);
 }
 
 // kiln bench kernel K.kmod --fn NAME --arg ...: one compiled function on

@@ -17,6 +17,7 @@
 #include "kiln/ir/verifier.h"
 #include "kiln/support/file.h"
 #include "kiln/transform/lower.h"
+#include "work.h"
 
 namespace kiln::tool {
 
@@ -159,6 +160,10 @@ int CompileCommand(const Args& args) {
   };
   auto module = ParseIrFile(input, codegen::SourceVerifyOptions(options));
   if (!module.ok()) return Fail(module.status().ToString());
+  for (const ir::Function& f : module->functions) {
+    Status work = CheckDeclaredWork(f);
+    if (!work.ok()) return Fail(work.WithContext(input).ToString());
+  }
 
   if (emit && *emit == "ir") {
     for (const ir::Function& f : module->functions) {
