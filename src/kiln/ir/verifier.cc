@@ -18,6 +18,30 @@
 namespace kiln::ir {
 namespace {
 
+// The first statement (in visiting order) with an expression deeper than
+// `cap`, or null.
+const StmtNode* StatementWithDeepExpression(const Function& function, int cap) {
+  struct Finder : StmtVisitor {
+    int cap = 0;
+    const StmtNode* current = nullptr;
+    const StmtNode* found = nullptr;
+    void VisitStmt(const Stmt& s) override {
+      if (found != nullptr || !s.defined()) return;
+      const StmtNode* outer = current;
+      current = s.get();
+      StmtVisitor::VisitStmt(s);
+      current = outer;
+    }
+    void VisitExpr(const Expr& e) override {
+      if (found == nullptr && ExprDepth(e, cap) > cap) found = current;
+    }
+  } finder;
+  finder.cap = cap;
+  finder.VisitStmt(function.body());
+  return finder.found;
+}
+
+
 // Lines of a printed text, for quoting the offending line in messages.
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -139,6 +163,8 @@ class Listing {
         columns_(&columns),
         function_at_(function_at) {}
 
+  // Whether lines are the parsed text's (quoting them prints nothing).
+  bool has_source() const { return source_lines_ != nullptr; }
   // The line of `s`, or of the function when `s` is null or unknown.
   int LineOf(const StmtNode* s) const {
     const LineMap& lines = StmtLines();
@@ -259,6 +285,14 @@ class FunctionVerifier {
   // The deepest expression of the function, measured without recursion.
   Status CheckDepth() const {
     if (DeepestExpression(f_) > kMaxExprDepth) {
+      // At its line where that is the user's text; printing the function to
+      // find the line would recurse through the deep expression.
+      if (listing_.has_source()) {
+        return ErrorAt(StatementWithDeepExpression(f_, kMaxExprDepth),
+                       StrCat("an expression nests more than ", kMaxExprDepth,
+                              " levels deep; kiln compiles expressions up to that depth (split "
+                              "it with let statements)"));
+      }
       return CompileError("function '", f_.name(), "': an expression nests more than ",
                           kMaxExprDepth,
                           " levels deep; kiln compiles expressions up to that depth (split a "

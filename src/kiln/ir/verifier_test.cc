@@ -610,6 +610,23 @@ TEST(VerifierTest, SourceMapGivesTheUsersLineAndColumn) {
   EXPECT_EQ(Verify(*m).message().find("line 10"), std::string::npos) << Verify(*m);
 }
 
+// An expression too deep to compile is reported at its statement's line in
+// the user's text (the printed module is never made for it).
+TEST(VerifierTest, SourceMapLocatesTooDeepExpressions) {
+  std::string chain = "A[0]";
+  for (int i = 0; i < 600; ++i) chain += " + 1.0";
+  const std::string text = "module {\nfn f(A: buffer<f32>[4]) {\n  A[2] = 1.0\n\n  A[1] = " +
+                           chain + "\n}\n}\n";
+  SourceMap source;
+  StatusOr<Module> m = ParseModule(text, &source);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Status s = Verify(*m, {}, source);
+  EXPECT_EQ(s.code(), StatusCode::kCompileError);
+  EXPECT_EQ(s.message().rfind("function 'f', line 5, column 3: `A[1] = A[0] + 1.0 + ", 0), 0)
+      << s.message().substr(0, 200);
+  EXPECT_NE(s.message().find("nests more than 512 levels deep"), std::string::npos);
+}
+
 TEST(VerifierTest, SourceMapLocatesFunctionsAndLets) {
   const char* text =
       "module {\n"
