@@ -324,6 +324,11 @@ grep -q "interpreter" <<<"$out" || fail "run --check did not run the interpreter
 # Buffers not given get random data (written ones poisoned).
 out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" 2>&1) || fail "run with one input: $out"
 grep -q "^  C: \[$n\] f32 min " <<<"$out" || fail "no summary line for C: $out"
+# Integer buffers are summarized with exact integers (hashes are large u32s).
+"$kiln" compile "$src/tests/corpus/hash_u32.kir" -o "$tmp/hash.kmod" >/dev/null || fail "compile hash"
+out=$("$kiln" run "$tmp/hash.kmod" --fn hash --arg n=1000 --arg seed=12345 2>&1) || fail "run hash: $out"
+grep -Eq "^  H: \[1000\] u32 min [0-9]+ max [0-9]{10} mean [0-9.e+]+ first \[[0-9]+, [0-9]+, " \
+  <<<"$out" || fail "u32 summary not exact: $out"
 # Outputs take the parameter's N-D shape.
 out=$("$kiln" run "$tmp/mm.kmod" --fn matmul_tiled --arg M=32 --arg N=16 --arg K=16 \
   --output C="$tmp/mm.npy" 2>&1) || fail "matmul --output: $out"

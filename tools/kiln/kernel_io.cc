@@ -238,10 +238,12 @@ std::vector<double> Values(DType dtype, const std::vector<uint8_t>& bytes) {
   return out;
 }
 
+// A value as its type reads: integers exactly, floats to 6 digits.
 std::string Number(DType dtype, double v) {
   if (dtype == DType::kBool) return v != 0 ? "true" : "false";
+  const bool integer = dtype == DType::kI32 || dtype == DType::kU32 || dtype == DType::kInt8x4;
   char text[32];
-  std::snprintf(text, sizeof text, "%.6g", v);
+  std::snprintf(text, sizeof text, integer ? "%.0f" : "%.6g", v);
   return text;
 }
 
@@ -265,7 +267,7 @@ std::string ValueSummary(const std::string& name, DType dtype, const std::vector
     ++counted;
   }
   if (counted > 0) {
-    line += StrCat(" min ", Number(DType::kF32, lo), " max ", Number(DType::kF32, hi), " mean ",
+    line += StrCat(" min ", Number(dtype, lo), " max ", Number(dtype, hi), " mean ",
                    Number(DType::kF32, sum / static_cast<double>(counted)));
   }
   if (nans > 0) line += StrCat(" nan ", nans);
