@@ -94,7 +94,7 @@ class Traced:
 
     def astype(self, dtype: Any) -> "Traced":
         from . import ops
-        return ops.cast(self, dtype)
+        return ops._cast(self, dtype, "astype")
 
     def clip(self, lo: Any, hi: Any) -> "Traced":
         from . import ops

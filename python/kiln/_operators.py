@@ -91,6 +91,12 @@ def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A0
     return ops.clamp(self, min, max)
 
 
+def _astype(self: Tensor, dtype: Any) -> Tensor:
+    """kiln.ops.cast(self, dtype): a copy converted to float32, float16, int32
+    or bool."""
+    return ops._cast(self, dtype, "astype")
+
+
 def _shape_args(args: tuple) -> Any:
     """numpy's t.reshape(2, 3) or t.reshape((2, 3))."""
     return list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else list(args)
@@ -132,6 +138,7 @@ def install() -> None:
     Tensor.T = property(lambda self: ops.transpose(self))
     Tensor.flatten = lambda self: ops.reshape(self, [self.size])
     Tensor.clip = _clip
+    Tensor.astype = _astype
     # A tensor keeps its identity hash (as torch's): == is elementwise.
     Tensor.__hash__ = object.__hash__
     # numpy's binary operators defer to the tensor's reflected ones.

@@ -204,15 +204,22 @@ def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
     from ._tensor import tensor
     v = _number(v)
     if like.dtype in (np.int32, np.bool_):
-        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
-                not -2**31 <= v < 2**31:
-            raise _kiln.InvalidArgument(
-                f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
-                f"{like.dtype}; cast it to float32 to use other numbers)")
+        _check_int32_number(v, like, op)
         return tensor(np.array([int(v)], np.int32), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tensor(np.array([v], like.dtype), like.device)
+
+
+def _check_int32_number(v: Any, like: Any, op: str) -> None:
+    """The error for a number v used with the int32 (or bool) tensor or
+    array `like` where v is not an int32 value."""
+    v = _number(v)
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
+            not -2**31 <= v < 2**31:
+        raise _kiln.InvalidArgument(
+            f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
+            f"{like.dtype}; cast it to float32 to use other numbers)")
 
 
 def _check_takes(op: str, ts: Sequence[Tensor]) -> None:
@@ -234,8 +241,14 @@ _COMPARE_OPS = frozenset(_kiln.ops.compare_names())
 _TERNARY_OPS = frozenset(_kiln.ops.ternary_names())
 
 
+# Every elementwise op's number of operands, in the library's order.
+_ARITY = {**{op: 1 for op in _kiln.ops.unary_names()},
+          **{op: 2 for op in _kiln.ops.binary_names() + _kiln.ops.compare_names()},
+          **{op: 3 for op in _kiln.ops.ternary_names()}}
+
+
 def _arity(op: str) -> int:
-    return 3 if op in _TERNARY_OPS else 1 if op in _kiln.ops.unary_names() else 2
+    return _ARITY.get(op, 2)
 
 
 def elementwise(op: str, *operands: Any) -> Tensor:
@@ -243,6 +256,12 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     broadcast like numpy; a number operand of a binary op becomes a kernel
     constant, of a comparison or ternary op a one-element tensor of the
     other operands' dtype). A comparison returns a bool tensor."""
+    arity = _ARITY.get(op) if isinstance(op, str) else None
+    if arity is None:
+        raise _kiln.InvalidArgument(f"unknown elementwise op {op!r}; known: {', '.join(_ARITY)}")
+    if len(operands) != arity:
+        raise _kiln.InvalidArgument(
+            f"{op} takes {arity} input{'' if arity == 1 else 's'}, not {len(operands)}")
     if _fuse.traced(*operands):
         return _fuse.apply(op, operands)
     if op in _COMPARE_OPS or op in _TERNARY_OPS:
@@ -260,13 +279,27 @@ def elementwise(op: str, *operands: Any) -> Tensor:
             *[tuple(t.shape) for x, t in zip(operands, ts) if not _is_number(x)])))
         return _view(out, out.shape, np.bool_) if op in _COMPARE_OPS else out
     if len(operands) == 2 and _is_number(operands[1]) and not _is_number(operands[0]):
-        return elementwise_chain(operands[0], [(op, operands[1])])
+        return _with_number(op, operands[0], operands[1], False)
     if len(operands) == 2 and _is_number(operands[0]) and not _is_number(operands[1]):
-        return elementwise_chain(operands[1], [(op, operands[0], True)])
-    if not operands:
-        raise _kiln.InvalidArgument(f"{op} takes operands")
+        return _with_number(op, operands[1], operands[0], True)
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
     return _elementwise_tensors(op, [_operand(x, device) for x in operands])
+
+
+def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
+    """x op v (v op x where `first`) for a binary op and a number v: one
+    chain step, v a constant in the kernel. Its errors are the operator's,
+    as with two tensors, rather than the chain's."""
+    t = _operand(x, None)
+    try:
+        return elementwise_chain(t, [(op, v, True) if first else (op, v)])
+    except _kiln.InvalidArgument:
+        _check_kernel_types(op, [t])
+        # The op's own refusal of x's dtype (or of float16 on a device without it).
+        _kiln.ops.elementwise(t.device, op, [((1,), np.dtype(t.dtype).name)] * 2)
+        if t.dtype == np.int32:
+            _check_int32_number(v, x, op)  # (x: a tensor or array, bool or int32)
+        raise
 
 
 def _lift_0d(ts: Sequence[Tensor]) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
@@ -340,11 +373,13 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
         raise _kiln.InvalidArgument(
             f"elementwise_chain: steps must be a list of steps; got the string {steps!r} (one "
             f"step is [{steps!r}])")
+    if not hasattr(steps, "__iter__"):
+        raise ArgumentTypeError(
+            f"elementwise_chain: steps must be a list of steps; got {steps!r}")
+    steps = list(steps)  # a generator is read once
     # 0-d tensors run as shape (1,); the result takes the broadcast shape.
-    if not isinstance(steps, (str, bytes)) and hasattr(steps, "__iter__"):
-        steps = list(steps)  # a generator is read once
     shapes, lifted, lifted_steps = [tuple(x.shape)], x.ndim == 0, []
-    for step in steps if isinstance(steps, list) else []:
+    for step in steps:
         if isinstance(step, (tuple, list)) and step and step[0] != "cast":
             items = [step[0]]
             for o in step[1:]:
@@ -371,19 +406,23 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
     tensors = [x]
     key: list = ["chain", x._sig]
 
-    def operand(o: Any) -> tuple:
-        """(tensor type, constant) of a step's operand, noting a tensor."""
+    def operand(o: Any, k: int, step: Sequence[Any]) -> tuple:
+        """(tensor type, constant) of an operand of step k, noting a tensor."""
         # Tagged: a tensor's signature and a constant must never compare
         # equal (a shape-[1] f32 tensor's is (0, 1), like the constant 0.0).
         if _is_number(o):
             key.append(("constant",) + _key_number(float(_number(o))))
             return None, float(_number(o))
+        if not isinstance(o, (Tensor, np.ndarray)):
+            raise ArgumentTypeError(
+                f"elementwise_chain: step {k} ({step[0]}): an operand must be a kiln.Tensor, a "
+                f"numpy array or a number; got {type(o).__name__}")
         t = _operand(o, x.device)
         tensors.append(t)
         key.append(("tensor",) + tuple(t._sig))
         return t._type, None
 
-    for step in steps:
+    for k, step in enumerate(steps, 1):
         if isinstance(step, str):
             spec.append((step, None, None, False, None, None, None))
             key.append(step)
@@ -403,15 +442,16 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
         elif op in _CHAIN_TWO_OPERANDS:
             if len(step) != 3:
                 raise _kiln.InvalidArgument(f"a {op} step is ({op!r}, a, b); got {step!r}")
-            (t1, c1), (t2, c2) = operand(step[1]), operand(step[2])
+            (t1, c1), (t2, c2) = operand(step[1], k, step), operand(step[2], k, step)
             spec.append((op, t1, c1, False, t2, c2, None))
         else:
             if len(step) not in (2, 3):
                 raise _kiln.InvalidArgument(
                     f"a {op} step is ({op!r}, operand) or ({op!r}, operand, operand_first); "
                     f"got {step!r}")
-            first = bool(step[2]) if len(step) == 3 else False
-            t1, c1 = operand(step[1])
+            first = _flag(step[2], f"elementwise_chain: step {k} ({op}): operand_first") \
+                if len(step) == 3 else False
+            t1, c1 = operand(step[1], k, step)
             spec.append((op, t1, c1, first, None, None, None))
             key.append(first)
     compares = bool(spec) and spec[-1][0] in _COMPARE_OPS
@@ -449,9 +489,11 @@ def reduce(op: str, x: Any, keepdims: bool = False) -> Tensor:
     """A reduction (sum mean max min prod) over the last axis of a 2-D
     tensor: [rows, cols] -> [rows] ([rows, 1] with keepdims). (ops::Reduce;
     for any axes and ranks use sum, mean, prod, amax, amin.)"""
+    _check_reduce_op(op, "reduce")
+    keepdims = _flag(keepdims, f"reduce {op}: keepdims")
     x = _as_tensor(x, None)
-    key = ("reduce", op, bool(keepdims), x._sig)
-    return run(key, lambda d: _kiln.ops.reduce(d, op, x._type, bool(keepdims)), x)
+    key = ("reduce", op, keepdims, x._sig)
+    return run(key, lambda d: _kiln.ops.reduce(d, op, x._type, keepdims), x)
 
 
 
@@ -467,6 +509,20 @@ _I64_MIN = -2**63
 
 def _clamp64(v: int) -> int:
     return builtins.max(_I64_MIN, builtins.min(v, _I64_MAX))
+
+
+def _flag(v: Any, what: str) -> bool:
+    """A flag: a bool (numpy's too), never another value taken as true or
+    false."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise ArgumentTypeError(f"{what} must be a bool; got {v!r}")
+
+
+def _check_reduce_op(op: Any, fn: str) -> None:
+    if not isinstance(op, str) or op not in ("sum", "mean", "max", "min", "prod"):
+        raise _kiln.InvalidArgument(
+            f"{fn}: unknown reduce op {op!r}; the ops are sum, mean, max, min and prod")
 
 
 def _int(v: Any, what: str) -> int:
@@ -540,17 +596,12 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     (ops::ReduceAxes); float16 accumulates in float32; max and min
     propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
     int32, sums and products wrapping; mean takes floats."""
-    if not isinstance(op, str) or op not in ("sum", "mean", "max", "min", "prod"):
-        raise _kiln.InvalidArgument(
-            f"reduce_axes: unknown reduce op {op!r}; the ops are sum, mean, max, min and prod")
+    _check_reduce_op(op, "reduce_axes")
     x = _operand(x, None)
     if op == "mean" and x.dtype == np.int32:
         raise _kiln.InvalidArgument(
             "input X of reduce mean is i32; mean takes f32 or f16 (cast the integers first)")
-    if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
-        raise ArgumentTypeError(
-            f"reduce {op}: keepdims must be a bool; got {type(keepdims).__name__}")
-    keepdims = bool(keepdims)
+    keepdims = _flag(keepdims, f"reduce {op}: keepdims")
     axes = _axes(axis, x.ndim, f"reduce {op}")
     if not axes:
         # axis=() or a 0-d x: nothing reduced, as numpy: each element is its
@@ -570,7 +621,7 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
 
 def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
     x = _operand(x, None)
-    keepdims = bool(keepdims)
+    keepdims = _flag(keepdims, f"{op}: keepdims")
     if axis is None:  # over the flattened tensor, as numpy
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
         return _view(y, (1,) * x.ndim) if keepdims else y
@@ -721,9 +772,8 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
     (packed half-precision FMAs: faster where the device has them, with
     float16 rounding at every step of the sum; the epilogue still computes
     in float32)."""
-    for name, flag in (("transpose_a", transpose_a), ("transpose_b", transpose_b)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ArgumentTypeError(f"matmul: {name} must be a bool; got {flag!r}")
+    transpose_a = _flag(transpose_a, "matmul: transpose_a")
+    transpose_b = _flag(transpose_b, "matmul: transpose_b")
     device = _device_of(a, b)
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
@@ -813,12 +863,61 @@ def matmul_int8(a: Any, b: Any) -> Tensor:
     operand transposed as weights are stored; rank 2 to 4, batch axes
     broadcasting. K must be a multiple of 4 (pad both with zeros along K
     otherwise); sums are exact for K < 131072. The result is int32
-    [..., M, N]."""
+    [..., M, N]; with an operand of no elements it is empty, or zeros where
+    K is 0, as matmul's (no kernel runs)."""
     device = _device_of(a, b)
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
+    for name, t in (("a", a), ("b", b)):
+        # Named with the operands' shapes (the kernel sees K/4 int8x4 words).
+        if not 2 <= t.ndim <= 4:
+            raise _kiln.InvalidArgument(
+                f"matmul_int8: {name} has shape {list(t.shape)}; it needs rank 2 to 4")
+        words = math.prod(builtins.max(int(d), 1) for d in t.shape[:-1]) * \
+            builtins.max(int(t.shape[-1]) // 4, 1)
+        if words > 2**31 - 1:
+            raise _kiln.InvalidArgument(
+                f"matmul_int8: {name} has shape {list(t.shape)}; a kernel's operand holds at "
+                f"most 2^31 - 1 words of four int8")
+    if not a.size or not b.size:
+        return _empty_matmul_int8(a, b)
     return run(("matmul_int8", a._sig, b._sig),
                lambda d: _kiln.ops.matmul_int8(d, a._type, b._type), a, b)
+
+
+def _empty_matmul_int8(a: Tensor, b: Tensor) -> Tensor:
+    """matmul_int8 with an operand of no elements: an empty result, or where
+    only K is 0, zeros (sums of nothing), as matmul gives. What the call
+    with elements refuses is refused: the operands' dtypes, K and batch axes
+    here, with their shapes, then the kernel for them with every 0 extent
+    as 1 (K as 4) is built, not run."""
+    for name, t in (("a", a), ("b", b)):
+        dtype = np.dtype(t.dtype).name
+        if dtype != "int8":
+            raise _kiln.InvalidArgument(
+                f"matmul_int8: {name} is {dtype}{list(t.shape)}; it must be int8")
+        if t.shape[-1] % 4:
+            raise _kiln.InvalidArgument(
+                f"matmul_int8: K = {t.shape[-1]} (the last axis of {name} {list(t.shape)}) is "
+                f"not a multiple of 4; pad both operands with zeros along K")
+    if a.shape[-1] != b.shape[-1]:
+        raise _kiln.InvalidArgument(
+            f"matmul_int8: a is {list(a.shape)} and b {list(b.shape)}: the contraction "
+            f"dimension K differs ({a.shape[-1]} against {b.shape[-1]})")
+    try:
+        batch = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    except ValueError:
+        raise _kiln.InvalidArgument(
+            f"matmul_int8: batch dimensions: shapes {list(a.shape[:-2])} and "
+            f"{list(b.shape[:-2])} do not broadcast (a is {list(a.shape)}, b "
+            f"{list(b.shape)})") from None
+
+    def probe(t: Tensor) -> Any:
+        shape = [builtins.max(int(d), 1) for d in t.shape]
+        shape[-1] = builtins.max(int(t.shape[-1]), 4)
+        return shape, "int8"
+    _kiln.ops.matmul_int8(a.device, probe(a), probe(b))
+    return _from_host(np.zeros(tuple(batch) + (a.shape[-2], b.shape[-2]), np.int32), a)
 
 
 # ---------------------------------------------------------------------------
@@ -847,6 +946,8 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
         raise _kiln.InvalidArgument(
             f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
     perm = [_axis(v, x.ndim, f"permute: axes entry {i}") for i, v in enumerate(axes)]
+    if x.ndim == 0:  # numpy's transpose of a 0-d array: itself (a copy, as shape (1,))
+        return _view(permute(_view(x, (1,)), [0]), ())
     empty = _empty_result("permute", [x], lambda v: np.transpose(v, perm))
     if empty is not None:
         return empty
@@ -1011,7 +1112,12 @@ def gather(table: Any, indices: Any) -> Tensor:
     if (ints := _ints_of_bools(t)) is not None:
         return _bools(gather(ints[0], indices))
     if not isinstance(indices, Tensor):
-        idx = np.asarray(indices)
+        try:
+            idx = np.asarray(indices)
+        except ValueError as e:  # a ragged list
+            raise _kiln.InvalidArgument(
+                f"gather: indices must be a rectangular array of integers (each row of one "
+                f"length): {e}") from None
         if idx.dtype.kind not in "iu":
             raise _kiln.InvalidArgument(f"gather: indices must be integers; got {idx.dtype}")
         if idx.size and (idx.min() < -2**31 or idx.max() >= 2**31):
@@ -1045,6 +1151,8 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         raise ArgumentTypeError(f"pad: value must be a number; got {type(value).__name__}")
     v = float(value)
+    if x.ndim == 0:  # numpy's pad of a 0-d array: no axis padded (a copy, as shape (1,))
+        return _view(pad(_view(x, (1,)), 0, 0, v), ())
     empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v),
                           lambda d, ty: _kiln.ops.pad(d, ty[0], b, a, v))
     if empty is not None:
@@ -1108,9 +1216,18 @@ def cast(x: Any, dtype: Any) -> Tensor:
     """x converted to `dtype` (float32, float16, int32, bool): float to int32
     truncates toward zero and saturates, NaN gives 0; bool is x != 0 (NaN
     is true), and a bool x converts as 0 or 1."""
-    name = _dtype_name(dtype, "cast")
+    return _cast(x, dtype, "cast")
+
+
+def _cast(x: Any, dtype: Any, what: str) -> Tensor:
+    """cast(x, dtype), its errors naming `what` (cast, astype)."""
+    name = _dtype_name(dtype, what)
     if _fuse.traced(x):
         return _fuse.apply_cast(x, name)
+    if name not in ("float32", "float16", "int32", "bool"):
+        raise _kiln.InvalidArgument(
+            f"{what}: dtype {name} is not one kiln casts to; the dtypes are float32, float16, "
+            f"int32 and bool")
     x = _as_tensor(x, None)
     if name == "bool":
         return ne(x, 0)
@@ -1118,8 +1235,6 @@ def cast(x: Any, dtype: Any) -> Tensor:
         x = _view(x, x.shape, np.int32)
     if x.ndim == 0:  # kernels take ranks 1 to 4: the one element as shape (1,)
         return _view(cast(_view(x, (1,)), name), ())
-    if name not in ("float32", "float16", "int32"):
-        return run(("cast", name, x._sig), lambda d: _kiln.ops.cast(d, x._type, name), x)
     empty = _empty_result("cast", [x], lambda v: v.astype(name),
                           lambda d, ty: _kiln.ops.cast(d, ty[0], name))
     if empty is not None:
@@ -1181,9 +1296,10 @@ def _minmax(name: str) -> Callable[..., Tensor]:
 
     def op(a: Any, b: Any = None, *, axis: Union[None, int, Sequence[int]] = None,
            keepdims: bool = False) -> Tensor:
+        keep = _flag(keepdims, f"{name}: keepdims")
         if b is None:
-            return reduce_axes(name, a, axis, keepdims)
-        if axis is not None or keepdims:
+            return reduce_axes(name, a, axis, keep)
+        if axis is not None or keep:
             raise _kiln.InvalidArgument(
                 f"{name}(a, b) is elementwise and takes no axis or keepdims; for a reduction "
                 f"call {name}(x, axis=...) or a{name}(x, axis)")
@@ -1409,6 +1525,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     k and v [..., Sk, D] (rank 2 to 4, D a multiple of 4 up to 128); mask
     [Sq, Sk] added to the scores; causal: query i sees keys j <= i only; scale defaults to 1/sqrt(D). A query
     that sees no key gives NaN."""
+    causal = _flag(causal, "attention: causal")
     device = _device_of(q, k, v)
     q = _as_tensor(q, device)
     k = _as_tensor(k, q.device)
@@ -1427,8 +1544,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
                               not isinstance(scale, (int, float, np.integer, np.floating))):
         raise ArgumentTypeError(f"attention: scale must be a number; got {scale!r}")
     sc = None if scale is None else float(scale)
-    key = ("attention", q._sig, k._sig, v._sig, bool(causal),
+    key = ("attention", q._sig, k._sig, v._sig, causal,
            mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))
     return run(key, lambda d: _kiln.ops.attention(
-        d, q._type, k._type, v._type, bool(causal),
+        d, q._type, k._type, v._type, causal,
         mask_t._type if mask_t is not None else None, sc), *inputs)

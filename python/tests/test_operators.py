@@ -134,6 +134,52 @@ def test_truth_and_identity(device):
             ints < bad  # noqa: B015
 
 
+def test_errors_with_numbers_name_the_operation(device):
+    # t + 2.5 runs as a one-step chain; its errors are the operator's.
+    ints = kiln.tensor(np.arange(4, dtype=np.int32), device)
+    floats = kiln.tensor(np.ones(4, np.float32), device)
+    bools = ints > 1
+    bad = kiln.InvalidArgument
+    for call, message in [
+            (lambda: ints + 2.5, r"^add: the number 2.5 is not an int32 value \(the tensor "
+                                 r"operand is int32; cast it to float32"),
+            (lambda: 2.5 - ints, r"^sub: the number 2.5 is not an int32 value"),
+            (lambda: ints << 2**40, r"^shift_left: the number 1099511627776 is not an int32 value"),
+            (lambda: bools * 0.5, r"^mul: the number 0.5 is not an int32 value \(the tensor "
+                                  r"operand is bool"),
+            (lambda: kiln.tensor(np.zeros((0, 2), np.int32), device) + 2.5,
+             r"^add: the number 2.5 is not an int32 value"),
+            (lambda: ints.sum() + 2.5, r"^add: the number 2.5 is not an int32 value"),
+            (lambda: floats & 3, r"^input A of bitwise_and is f32, but bitwise_and takes i32"),
+            (lambda: 3 ^ floats, r"^input A of bitwise_xor is f32"),
+            (lambda: kiln.tensor(np.ones(3, np.uint32), device) + 1,
+             r"^add: an input has dtype uint32; supported dtypes are"),
+            (lambda: kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device) * 2,
+             r"^mul: an input has shape \(1, 1, 1, 1, 2\) of rank 5")]:
+        with pytest.raises(bad, match=message) as e:
+            call()
+        assert "chain" not in str(e.value)
+
+
+def test_astype_and_method_flags_refuse_other_values(device):
+    t = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device)
+    for dtype, message in [(None, "astype: dtype None is not a dtype"),
+                           (object(), "astype: dtype <object .*> is not a dtype"),
+                           (float, "astype: dtype float64 is not one kiln casts to; the dtypes "
+                                   "are float32, float16, int32 and bool"),
+                           ("uint8", "astype: dtype uint8 is not one kiln casts to")]:
+        with pytest.raises(kiln.InvalidArgument, match=message):
+            t.astype(dtype)
+    assert t.astype(np.int32).dtype == np.int32
+    for call, flag in [(lambda: t.sum(axis=0, keepdims="no"), "reduce sum: keepdims"),
+                       (lambda: t.max(keepdims=1), "reduce max: keepdims"),
+                       (lambda: t.argmax(0, "yes"), "argmax: keepdims"),
+                       (lambda: t.argmin(keepdims=None), "argmin: keepdims")]:
+        with pytest.raises(kiln.ArgumentTypeError, match=f"{flag} must be a bool"):
+            call()
+    assert t.argmax(0, np.True_).shape == (1, 3)
+
+
 def test_empty_tensors_check_dtypes(device):
     empty_int = kiln.tensor(np.zeros((0, 3), np.int32), device)
     empty_float = kiln.tensor(np.zeros((0, 3), np.float32), device)

@@ -321,7 +321,7 @@ def test_integer_and_comparison_errors(device):
         kiln.ops.bitwise_and(f, f)
     with pytest.raises(kiln.InvalidArgument, match="0.5 is not an int32 value"):
         kiln.ops.lt(xi, 0.5)
-    with pytest.raises(kiln.InvalidArgument, match="0.5 is not an i32"):
+    with pytest.raises(kiln.InvalidArgument, match="add: the number 0.5 is not an int32 value"):
         kiln.ops.add(xi, 0.5)
     with pytest.raises(kiln.InvalidArgument, match="dtype mismatch"):
         kiln.ops.clamp(f, xi, f)
@@ -778,6 +778,41 @@ def test_matmul_int8_extremes_and_errors(device, rng):
         kiln.ops.matmul_int8(x, kiln.tensor(_int8(rng, (3, 12)), device))
 
 
+def test_matmul_int8_empty_operands(device, rng):
+    # As matmul (float): an empty result, or zeros where K is 0; no kernel runs.
+    def z(*shape, dtype=np.int8):
+        return kiln.tensor(np.zeros(shape, dtype), device)
+    for sa, sb in [((0, 8), (3, 8)), ((2, 8), (0, 8)), ((2, 0), (3, 0)), ((0, 2, 8), (3, 8)),
+                   ((2, 1, 3, 0), (4, 5, 0)), ((0, 0), (0, 0))]:
+        a, b = np.zeros(sa, np.int8), np.zeros(sb, np.int8)
+        y = kiln.ops.matmul_int8(kiln.tensor(a, device), kiln.tensor(b, device))
+        want = np.matmul(a.astype(np.int32), np.swapaxes(b, -1, -2).astype(np.int32))
+        assert y.dtype == np.int32 and y.shape == want.shape, (sa, sb)
+        np.testing.assert_array_equal(y.numpy(), want)
+    # The same call with elements refuses these; the messages name the operands' shapes.
+    bad = kiln.InvalidArgument
+    for call, message in [
+            (lambda: kiln.ops.matmul_int8(z(0, 8), z(3, 12)),
+             r"a is \[0, 8\] and b \[3, 12\]: the contraction dimension K differs "
+             r"\(8 against 12\)"),
+            (lambda: kiln.ops.matmul_int8(z(2, 0), z(3, 4)), r"K differs \(0 against 4\)"),
+            (lambda: kiln.ops.matmul_int8(z(0, 6), z(3, 6)),
+             r"K = 6 \(the last axis of a \[0, 6\]\) is not a multiple of 4"),
+            (lambda: kiln.ops.matmul_int8(z(0, 8, dtype=np.float32), z(3, 8)),
+             r"a is float32\[0, 8\]; it must be int8"),
+            (lambda: kiln.ops.matmul_int8(z(0, 2, 8), z(3, 3, 8)),
+             r"batch dimensions: shapes \[0\] and \[3\] do not broadcast"),
+            (lambda: kiln.ops.matmul_int8(z(0), z(3, 8)),
+             r"a has shape \[0\]; it needs rank 2 to 4"),
+            (lambda: kiln.ops.matmul_int8(z(0, 2**33), z(0, 2**33)),
+             r"a has shape \[0, 8589934592\]; a kernel's operand holds at most 2\^31 - 1 words"),
+            # (with elements too: the user's shape, not the packed [..., K/4])
+            (lambda: kiln.ops.matmul_int8(z(1, 1, 1, 1, 2, 8), z(3, 8)),
+             r"a has shape \[1, 1, 1, 1, 2, 8\]; it needs rank 2 to 4")]:
+        with pytest.raises(bad, match=message):
+            call()
+
+
 # ---------------------------------------------------------------------------
 # Data movement, where and cast
 
@@ -796,6 +831,25 @@ def test_permute_transpose_reshape(device, rng, dtype):
     for shape in ((210,), (6, -1), (7, 5, 3, 2), (1, 1000 // 1000, 210)):
         np.testing.assert_array_equal(kiln.ops.reshape(x, shape).numpy(), a.reshape(shape))
     np.testing.assert_array_equal(kiln.ops.reshape(x, -1).numpy(), a.reshape(-1))
+
+
+def test_zero_d_permute_transpose_and_pad(device):
+    # numpy's transpose and pad of a 0-d array: a 0-d copy (no axis to move or pad).
+    for a in (np.array(2.5, np.float32), np.array(-7, np.int32), np.array(True)):
+        x = kiln.tensor(a, device)
+        for y, want in [(x.T, a.T), (x.transpose(), np.transpose(a)),
+                        (kiln.ops.transpose(x), np.transpose(a)),
+                        (kiln.ops.permute(x, []), np.transpose(a, ())),
+                        (kiln.ops.pad(x, [], []), np.pad(a, 0)),
+                        (kiln.ops.pad(x, 1, 2), np.pad(a, [(1, 2)]))]:
+            assert y.shape == () and y.dtype == a.dtype and y is not x
+            np.testing.assert_array_equal(y.numpy(), want)
+    i = kiln.tensor(np.array(3, np.int32), device)
+    np.testing.assert_array_equal(kiln.ops.pad(i, 1, 1, value=5).numpy(), 3)
+    with pytest.raises(kiln.InvalidArgument, match="value 0.5 is not an i32"):
+        kiln.ops.pad(i, 1, 1, value=0.5)  # as for a tensor with axes
+    with pytest.raises(kiln.InvalidArgument, match="permute: axes must list each of x's 0 axes"):
+        kiln.ops.permute(i, [0])
 
 
 def test_concat(device, rng):
@@ -1430,6 +1484,66 @@ def test_misuse_gets_clear_errors(device):
             call()
         with pytest.raises(kiln.ArgumentTypeError):
             call()
+
+
+def test_misused_op_names_steps_dtypes_and_indices(device):
+    t = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device)
+    table = kiln.tensor(np.arange(12, dtype=np.float32).reshape(4, 3), device)
+    bad = kiln.InvalidArgument
+    for call, message in [
+            (lambda: kiln.ops.elementwise_chain(t, None),
+             "steps must be a list of steps; got None"),
+            (lambda: kiln.ops.elementwise_chain(t, 3), "steps must be a list of steps; got 3"),
+            (lambda: kiln.ops.elementwise_chain(t, [("add", None)]),
+             r"step 1 \(add\): an operand must be a kiln.Tensor, a numpy array or a number; got "
+             r"NoneType"),
+            (lambda: kiln.ops.elementwise_chain(t, ["relu", ("where", 1.0, "b")]),
+             r"step 2 \(where\): an operand .* got str"),
+            (lambda: kiln.ops.reduce(3, t), "reduce: unknown reduce op 3; the ops are sum"),
+            (lambda: kiln.ops.reduce("bogus", t), "reduce: unknown reduce op 'bogus'"),
+            (lambda: kiln.ops.elementwise(3, t), "unknown elementwise op 3; known: neg"),
+            (lambda: kiln.ops.elementwise(None, t, t), "unknown elementwise op None"),
+            (lambda: kiln.ops.elementwise(3, t, 1.0), "unknown elementwise op 3"),
+            (lambda: kiln.ops.elementwise("where", t, 1.0), "unknown elementwise op 'where'"),
+            (lambda: kiln.ops.elementwise("exp", t, 1.0), "exp takes 1 input, not 2"),
+            (lambda: kiln.ops.cast(t, float), "cast: dtype float64 is not one kiln casts to"),
+            (lambda: kiln.ops.gather(table, [[0, 1], [2]]),
+             r"gather: indices must be a rectangular array of integers"),
+            (lambda: kiln.ops.gather(table, [0, [1, 2]]), "gather: indices must be a rectangular")]:
+        with pytest.raises(bad, match=message):
+            call()
+
+
+def test_flags_take_only_bools(device, rng):
+    a = rng.standard_normal((4, 8)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    q = kiln.tensor(rng.standard_normal((4, 8)).astype(np.float32), device)
+    m = kiln.tensor(rng.standard_normal((8, 8)).astype(np.float32), device)
+    for call, flag in [
+            (lambda v: kiln.ops.reduce("sum", t, v), "reduce sum: keepdims"),
+            (lambda v: kiln.ops.sum(t, 0, keepdims=v), "reduce sum: keepdims"),
+            (lambda v: kiln.ops.reduce_axes("prod", t, 1, v), "reduce prod: keepdims"),
+            (lambda v: kiln.ops.max(t, axis=0, keepdims=v), "max: keepdims"),
+            (lambda v: kiln.ops.min(t, axis=1, keepdims=v), "min: keepdims"),
+            (lambda v: kiln.ops.argmax(t, keepdims=v), "argmax: keepdims"),
+            (lambda v: kiln.ops.argmin(t, 0, v), "argmin: keepdims"),
+            (lambda v: kiln.ops.matmul(t, m, transpose_b=v), "matmul: transpose_b"),
+            (lambda v: kiln.ops.attention(q, q, q, causal=v), "attention: causal"),
+            (lambda v: kiln.ops.elementwise_chain(t, [("sub", 1.0, v)]),
+             r"elementwise_chain: step 1 \(sub\): operand_first")]:
+        for v in ("no", "yes", 1, 0, None, 1.0):
+            with pytest.raises(kiln.ArgumentTypeError, match=f"{flag} must be a bool; got"):
+                call(v)
+        # numpy's bools are bools.
+        np.testing.assert_array_equal(call(np.True_).numpy(), call(True).numpy())
+        np.testing.assert_array_equal(call(np.False_).numpy(), call(False).numpy())
+    for v in ("no", ""):  # max and min of two operands take no keepdims, and no "" for False
+        with pytest.raises(kiln.ArgumentTypeError, match="min: keepdims must be a bool"):
+            kiln.ops.min(t, t, keepdims=v)
+    np.testing.assert_allclose(kiln.ops.sum(t, 1, keepdims=np.True_).numpy(),
+                               a.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(
+        kiln.ops.elementwise_chain(t, [("sub", 1.0, np.True_)]).numpy(), 1.0 - a)
 
 
 def test_empty_tensors_are_checked_as_nonempty_ones(device):
