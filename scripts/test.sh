@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase's heading says how long the run has taken so far.
+phase() { echo "== $1 (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
+
 KILN_SANITIZE=1 KILN_FUZZ=1 scripts/setup.sh
 
 # Mesa's drivers want a runtime directory; CI machines may not set one.
@@ -20,13 +23,13 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 # drivers compiling kernels, one thread each.
 jobs="$(nproc)"
 
-echo "== tests (release build)"
+phase "tests (release build)"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-echo "== Python package (pytest on Dawn/Vulkan, Dawn/OpenGL and wgpu-native/Vulkan; the wheel in a clean venv)"
+phase "Python package (pytest on Dawn/Vulkan, Dawn/OpenGL and wgpu-native/Vulkan; the wheel in a clean venv)"
 KILN_TEST_WHEEL=1 PYTHONPATH="$PWD/build/python" .venv/bin/python -m pytest -q -rs python/tests
 
-echo "== tests (address+undefined sanitizers)"
+phase "tests (address+undefined sanitizers)"
 # Leaks inside the WebGPU implementations and Mesa are theirs, not kiln's.
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
@@ -47,7 +50,7 @@ ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -R '^kiln_cli[.]' \
   --label-exclude backend_vulkan
 
-echo "== fuzzing (bounded)"
+phase "fuzzing (bounded)"
 for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
   [ -x "$fuzzer" ] || continue
   corpus="$(dirname "$fuzzer")/corpus"
@@ -56,4 +59,4 @@ for fuzzer in build-fuzz/src/kiln/*/*_fuzzer; do
   echo "-- $(basename "$fuzzer") for ${KILN_FUZZ_SECONDS:-30} s"
   "$fuzzer" -max_total_time="${KILN_FUZZ_SECONDS:-30}" -print_final_stats=0 "$corpus" $seeds 2>&1 | tail -n 3
 done
-echo "== all tests passed"
+phase "all tests passed"
