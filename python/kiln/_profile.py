@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Optional
 
+import numpy as np
+
 from . import _kiln
 
 
@@ -26,6 +28,12 @@ class Profile:
     Work queued before the block is finished first and not timed."""
 
     def __init__(self, device: Optional[_kiln.Device] = None, print: bool = True) -> None:
+        from .ops import ArgumentTypeError
+        if device is not None and not isinstance(device, _kiln.Device):
+            raise ArgumentTypeError(
+                f"profile: device must be a kiln.Device; got {type(device).__name__}")
+        if not isinstance(print, (bool, np.bool_)):
+            raise ArgumentTypeError(f"profile: print must be a bool; got {print!r}")
         self.device = device if device is not None else _kiln.default_device()
         self.timings: List[DispatchTime] = []
         self._print = print

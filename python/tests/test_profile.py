@@ -34,3 +34,11 @@ def test_profiles_do_not_nest(device):
         with pytest.raises(kiln.FailedPrecondition, match="already open"):
             with kiln.profile(device, print=False):
                 pass
+
+
+def test_profile_arguments_are_checked(device):
+    for bad in ("no", 1, None):
+        with pytest.raises(kiln.ArgumentTypeError, match="profile: print must be a bool"):
+            kiln.profile(device, print=bad)
+    with pytest.raises(kiln.ArgumentTypeError, match="profile: device must be a kiln.Device"):
+        kiln.profile("dawn")
