@@ -324,6 +324,32 @@ class Simplifier : public StmtMutator {
     return true;
   }
 
+  // x where a + b is (x / c) * c + x % c (or the floor pair) for a positive
+  // constant c: the quotient times c plus the remainder is the dividend for
+  // both roundings, and nothing wraps (|q * c| <= |x|). Also with x itself
+  // a quotient y / k whose division the first term merged (y / (k * c)).
+  static Expr MatchQuotientPlusRemainder(const Expr& a, const Expr& b) {
+    Expr q;
+    int64_t c;
+    const auto* rem = b.as<BinaryNode>();
+    if (!MatchMulConst(a, &q, &c) || rem == nullptr) return Expr();
+    const auto* div = q.as<BinaryNode>();
+    if (div == nullptr) return Expr();
+    const BinaryOp rounding = div->op;
+    const bool pair = (rounding == BinaryOp::kDiv && rem->op == BinaryOp::kMod) ||
+                      (rounding == BinaryOp::kFloorDiv && rem->op == BinaryOp::kFloorMod);
+    std::optional<int64_t> d = AsConstInt(div->b);
+    if (!pair || !d || !IsConstInt(rem->b, c)) return Expr();
+    if (*d == c && StructurallyEqual(div->a, rem->a)) return div->a;
+    const auto* inner = rem->a.as<BinaryNode>();
+    if (inner == nullptr || inner->op != rounding) return Expr();
+    std::optional<int64_t> k = AsConstInt(inner->b);
+    if (!k || *k <= 0 || *d / c != *k || *d % c != 0 || !StructurallyEqual(div->a, inner->a)) {
+      return Expr();
+    }
+    return rem->a;
+  }
+
   // The rewritten a op b, or a null Expr when no rule applies.
   Expr SimplifyBinary(BinaryOp op, const Expr& a, const Expr& b) {
     if (a.dtype() != b.dtype()) return Expr();  // ill-typed: leave for the verifier
@@ -349,6 +375,10 @@ class Simplifier : public StmtMutator {
       case BinaryOp::kAdd:
       case BinaryOp::kSub: {
         if (op == BinaryOp::kSub && StructurallyEqual(a, b)) return MakeZero(t);
+        if (op == BinaryOp::kAdd && t.is_scalar()) {
+          if (Expr x = MatchQuotientPlusRemainder(a, b); x.defined()) return x;
+          if (Expr x = MatchQuotientPlusRemainder(b, a); x.defined()) return x;
+        }
         if (!cb || !t.is_scalar()) return Expr();
         int64_t c = op == BinaryOp::kAdd ? *cb : static_cast<int64_t>(uint64_t{0} - *cb);
         Expr x;
@@ -390,6 +420,13 @@ class Simplifier : public StmtMutator {
     int64_t c = *cb;
     bool is_div = op == BinaryOp::kDiv || op == BinaryOp::kFloorDiv;
     if (c == 1) return is_div ? a : MakeZero(t);
+    // (x / c0) / c == x / (c0 * c) for positive constants, both roundings.
+    if (const auto* inner = a.as<BinaryNode>(); inner && is_div && inner->op == op) {
+      std::optional<int64_t> c0 = AsConstInt(inner->b);
+      if (c0 && *c0 > 0 && *c0 <= TypeRange(t)->max / c) {
+        return BinaryNode::make(op, inner->a, IntImmNode::make(t, *c0 * c));
+      }
+    }
     std::optional<IntRange> ra = Bound(a);
     // 0 <= a < c: the quotient is 0 and the remainder a, for both roundings.
     if (ra && ra->min >= 0 && ra->max < c) return is_div ? MakeZero(t) : a;

@@ -11,6 +11,11 @@
 //  * reassociation of integer constants, exact under wrap-around:
 //    (x + 3) + 4 -> x + 7, (x - 3) + 4 -> x + 1, (x * 4) * 2 -> x * 8,
 //    constants moved right (3 + x -> x + 3), x + -3 -> x - 3;
+//  * quotient and remainder: (x / c) * c + x % c -> x and likewise with
+//    floor_div/floor_mod (any x; c a positive constant), also where x is
+//    itself a quotient y / k merged into the first term as y / (k * c);
+//    (x / c0) / c -> x / (c0 * c) for positive constants (either
+//    rounding) whose product fits the type;
 //  * division, only where provably safe: (x * m) % c -> 0 when c divides m
 //    and is a power of two (a multiple of c stays one under wrap-around);
 //    (x * m + y) / c -> x * (m / c) and (x * m + y) % c -> y (for /, %,

@@ -125,6 +125,47 @@ TEST_F(SimplifierTest, AppliesIdentities) {
   });
 }
 
+// (x / c) * c + x % c is x for either rounding and any x (wrap-around
+// cannot occur: |(x / c) * c| <= |x|); divisions by positive constants
+// merge. Both are checked by value too, for x across the i32 range.
+TEST_F(SimplifierTest, QuotientTimesDivisorPlusRemainderIsTheDividend) {
+  const std::vector<Rewrite> cases = {
+      {"x / 12 * 12 + x % 12", "x"},
+      {"x % 12 + x / 12 * 12", "x"},
+      {"floor_div(x, 5) * 5 + floor_mod(x, 5)", "x"},
+      {"x / 2 / 12", "x / 24"},
+      {"floor_div(floor_div(x, 2), 12)", "floor_div(x, 24)"},
+      {"x / 2 / 12 * 12 + x / 2 % 12", "x / 2"},
+      {"(x / 768 * 3 + x / 256 % 3) * 256 + x % 256", "x"},
+      // Not the identity: another divisor, mixed roundings, another
+      // dividend, a merged divisor past the type.
+      {"x / 12 * 12 + x % 6", "x / 12 * 12 + x % 6"},
+      {"x / 12 * 12 + floor_mod(x, 12)", "x / 12 * 12 + floor_mod(x, 12)"},
+      {"x / 12 * 12 + y % 12", "x / 12 * 12 + y % 12"},
+      {"x / 24 * 12 + x % 12", "x / 24 * 12 + x % 12"},
+      {"x / 65536 / 65536", "x / 65536 / 65536"},
+  };
+  ExpectRewrites(cases);
+  for (const Rewrite& c : cases) {
+    if (std::string(c.before).find('y') != std::string::npos) continue;
+    for (int64_t v :
+         {int64_t{-2147483648}, int64_t{-2147483647}, int64_t{-100000},   int64_t{-769},
+          int64_t{-768},        int64_t{-25},         int64_t{-24},       int64_t{-13},
+          int64_t{-12},         int64_t{-1},          int64_t{0},         int64_t{1},
+          int64_t{11},          int64_t{12},          int64_t{23},        int64_t{24},
+          int64_t{767},         int64_t{768},         int64_t{123456789}, int64_t{2147483647}}) {
+      auto at = [v](std::string text) {
+        const std::string value = "(" + std::to_string(v) + ")";
+        for (size_t i = text.find('x'); i != std::string::npos; i = text.find('x', i + 1)) {
+          text.replace(i, 1, value);
+        }
+        return text;
+      };
+      EXPECT_EQ(Run(at(c.before).c_str()), Run(at(c.after).c_str())) << c.before << " at " << v;
+    }
+  }
+}
+
 TEST_F(SimplifierTest, ReassociatesIntegerConstants) {
   ExpectRewrites({
       {"(x + 3) + 4", "x + 7"},
