@@ -74,7 +74,20 @@ runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb
     if (!is_int && !is_float) {
       Throw(InvalidArgument(where, " is an f32 scalar; got ", TypeNameOf(v)));
     }
-    return runtime::Arg::F32(static_cast<float>(PyFloat_AsDouble(v.ptr())));
+    // A Python int may be too large for a double; a finite value too large
+    // for an f32 would become infinite. Either is refused before recording.
+    const double x = PyFloat_AsDouble(v.ptr());
+    if (x == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      Throw(InvalidArgument(where, " is an f32 scalar; ", nb::cast<std::string>(nb::str(v)),
+                            " is out of its range"));
+    }
+    const float f = static_cast<float>(x);
+    if (std::isfinite(x) && !std::isfinite(f)) {
+      Throw(InvalidArgument(where, " is an f32 scalar; ", nb::cast<std::string>(nb::str(v)),
+                            " is out of its range (the largest f32 is 3.4028235e+38)"));
+    }
+    return runtime::Arg::F32(f);
   }
   if (!is_int || PyBool_Check(v.ptr())) {
     Throw(InvalidArgument(where, " is an ", codegen::DTypeName(p.dtype), " scalar; got ",
@@ -173,7 +186,8 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
                             " elements for these arguments; got a tensor of shape ",
                             ShapeText(tensors[i]->shape), " (", have, " elements)"));
     }
-    call[i].length = tensors[i]->nbytes();
+    // An empty tensor binds 4 bytes of its buffer (a binding is never empty).
+    call[i].length = std::max<uint64_t>(tensors[i]->nbytes(), 4);
   }
   k.module->device->Record(kernel, call);
   std::vector<TensorPtr> written;

@@ -58,6 +58,27 @@ def test_kernel_call_errors(device):
         kiln.compile(VECTOR_ADD, device)["vector_sub"]
 
 
+def test_kernel_f32_scalars_out_of_range_record_nothing(device):
+    k = kiln.compile((REPO / "examples" / "saxpy_vec4.kir").read_text(), device)["saxpy_vec4"]
+    x = kiln.tensor(np.ones(256, np.float32), device)
+    y = kiln.tensor(np.full(256, 7, np.float32), device)
+    for a in (2**1024, -2**1100, 1e300, -3.5e38):
+        with pytest.raises(kiln.InvalidArgument, match="parameter a .*f32 scalar; .* out of its range"):
+            k(x, x, y, 256, a)
+    np.testing.assert_array_equal(y.numpy(), np.full(256, 7, np.float32))  # nothing ran
+    k(x, x, y, 256, 2**20)  # an int an f32 holds exactly
+    np.testing.assert_array_equal(y.numpy(), np.full(256, 2**20 + 1, np.float32))
+    k(x, x, y, 256, float("inf"))  # infinities are f32 values
+    assert np.isposinf(y.numpy()).all()
+
+
+def test_kernel_on_empty_tensors_runs_nothing(device):
+    k = kiln.compile(VECTOR_ADD, device)["vector_add"]
+    e = kiln.empty((0,), "float32", device)
+    c = kiln.empty((0,), "float32", device)
+    assert k(e, e, c, 0) is c and c.numpy().shape == (0,)
+
+
 def test_bad_ir_reports_line_and_column(device):
     bad = VECTOR_ADD.replace("C[i] = A[i] + B[i]", "C[i] = A[i] + Q[i]")
     with pytest.raises(kiln.CompileError, match=r"line 20, column 23: undefined name 'Q'"):
