@@ -151,11 +151,19 @@ class Program {
   const std::vector<Slot>& inputs() const { return inputs_; }
   const std::vector<Slot>& outputs() const { return outputs_; }
   const std::string& label() const { return label_; }
-  const DevicePtr& device() const { return device_; }
   std::vector<std::string> wgsl() const;
 
+  // The device's Python object, for the garbage collector: a program in its
+  // device's operator cache refers back to the device, a cycle that only
+  // the collector can free (Python's reference counts alone never do).
+  nb::handle device_object() const { return device_object_; }
+
  private:
-  DevicePtr device_;
+  // One reference to the device's Python object, owned by the program
+  // alone (not shared with the tensors it makes), so that the collector
+  // may count it as the program's.
+  nb::object device_object_;
+  DeviceState* device_ = nullptr;
   std::string label_;
   std::unique_ptr<runtime::LoadedModule> module_;
   std::vector<const runtime::Kernel*> kernels_;

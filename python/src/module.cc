@@ -253,6 +253,24 @@ DevicePtr DefaultDevice() {
 
 namespace {
 
+// A device's operator cache holds programs, which hold the device: the
+// device tells the garbage collector about its cache, and each program
+// about its device (tensors.cc), so that a device no one else holds is
+// freed with its cache.
+int DeviceTraverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  Py_VISIT(nb::inst_ptr<DeviceState>(self)->cache().ptr());
+  return 0;
+}
+int DeviceClear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<DeviceState>(self)->cache().clear();
+  return 0;
+}
+PyType_Slot g_device_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(DeviceTraverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(DeviceClear)},
+                                {0, nullptr}};
+
 nb::dict LimitsDict(const hal::Limits& l) {
   nb::dict d;
   d["max_bind_groups"] = l.max_bind_groups;
@@ -343,7 +361,8 @@ NB_MODULE(_kiln, m) {
   nb::class_<DeviceState>(m, "Device",
                           "A WebGPU device. Arguments left as None are taken from KILN_IMPL, "
                           "KILN_BACKEND and KILN_TRUSTED, else kiln's defaults (Dawn, then "
-                          "wgpu-native; the implementation's first backend).")
+                          "wgpu-native; the implementation's first backend).",
+                          nb::type_slots(g_device_slots), nb::is_weak_referenceable())
       .def(
           "__init__",
           [](DeviceState* self, const std::optional<std::string>& impl,

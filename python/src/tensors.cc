@@ -147,7 +147,8 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
                                          const std::vector<ops::IntermediateTensor>& intermediates,
                                          std::string label) {
   auto p = std::make_shared<Program>();
-  p->device_ = device;
+  p->device_object_ = nb::cast(device);
+  p->device_ = device.get();
   p->label_ = std::move(label);
   codegen::CompiledModule compiled;
   for (const ir::Function& f : functions) {
@@ -218,7 +219,7 @@ std::vector<TensorPtr> Program::Run(const std::vector<TensorPtr>& inputs) const 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor* t = inputs[i].get();
     if (!t) Throw(InvalidArgument(label_, ": input ", inputs_[i].name, " is None"));
-    if (t->device != device_) {
+    if (t->device.get() != device_) {
       Throw(InvalidArgument(label_, ": input ", inputs_[i].name,
                             " is on another device than the operator"));
     }
@@ -228,9 +229,12 @@ std::vector<TensorPtr> Program::Run(const std::vector<TensorPtr>& inputs) const 
                             ShapeText(inputs_[i].shape)));
     }
   }
+  // The tensors made hold the device by a reference of their own.
+  const DevicePtr device =
+      inputs.empty() ? nb::cast<DevicePtr>(device_object_) : inputs.front()->device;
   std::vector<TensorPtr> outputs, temps;
-  for (const Slot& s : outputs_) outputs.push_back(NewTensor(device_, s.shape, s.dtype));
-  for (const Slot& s : temps_) temps.push_back(NewTensor(device_, s.shape, s.dtype));
+  for (const Slot& s : outputs_) outputs.push_back(NewTensor(device, s.shape, s.dtype));
+  for (const Slot& s : temps_) temps.push_back(NewTensor(device, s.shape, s.dtype));
   std::vector<runtime::Arg> args;
   for (size_t k = 0; k < kernels_.size(); ++k) {
     args.clear();
@@ -242,6 +246,20 @@ std::vector<TensorPtr> Program::Run(const std::vector<TensorPtr>& inputs) const 
   }
   return outputs;
 }
+
+namespace {
+
+// A program reports its device to the garbage collector (module.cc says why).
+int ProgramTraverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  Py_VISIT(nb::inst_ptr<Program>(self)->device_object().ptr());
+  return 0;
+}
+PyType_Slot g_program_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(ProgramTraverse)},
+                                 {0, nullptr}};
+
+}  // namespace
 
 using namespace nb::literals;  // NOLINT(google-build-using-namespace)
 
@@ -346,7 +364,8 @@ void BindTensors(nb::module_& m) {
 
   nb::class_<Program>(m, "Program",
                       "Compiled kernels run in order on tensors (an operator for one set of "
-                      "input shapes and dtypes).")
+                      "input shapes and dtypes).",
+                      nb::type_slots(g_program_slots))
       .def("run", &Program::Run, "inputs"_a,
            "Queues the kernels on the inputs; returns the output tensors.")
       .def("__call__",

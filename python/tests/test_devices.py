@@ -1,7 +1,10 @@
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
+import numpy as np
 import pytest
 
 import kiln
@@ -36,6 +39,34 @@ def test_bad_device_arguments():
         kiln.Device(backend="teletype")
     with pytest.raises(kiln.InvalidArgument):
         kiln.Device(feature_level="ultra")
+
+
+def test_a_device_no_one_holds_is_freed_with_its_operator_cache(device):
+    # Operators cache their programs on the device, and each program holds
+    # the device: a cycle the garbage collector frees.
+    fresh = kiln.Device(impl=device.impl, backend=device.backend)
+    x = kiln.tensor(np.arange(6, dtype=np.float32), fresh)
+    y = kiln.ops.exp(x + x)
+    assert len(fresh._cache) >= 2
+    gone = weakref.ref(fresh)
+    # A tensor keeps its device alive, and with it the cache.
+    del fresh, x
+    gc.collect()
+    assert gone() is not None
+    np.testing.assert_allclose((y * 1.0).numpy(), np.exp(2 * np.arange(6, dtype=np.float32)),
+                               rtol=1e-6)
+    assert len(gone()._cache) >= 3
+    # A program taken out of the cache keeps the device alive too.
+    program = next(iter(gone()._cache.values()))
+    del y
+    gc.collect()
+    assert gone() is not None
+    zeros = kiln.tensor(np.zeros(6, np.float32), gone())
+    assert program.run([zeros] * len(program.inputs))
+    del zeros
+    del program
+    gc.collect()
+    assert gone() is None
 
 
 def _run(code, **env):

@@ -306,6 +306,11 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
       options.backend = *backend;
     }
   }
+  if (options.backend == Backend::kNull) {
+    return InvalidArgument(
+        "backend 'null' runs no work (it completes every dispatch without computing anything, "
+        "so every result would be garbage): kiln makes no device on it");
+  }
   if (!options.trusted.has_value()) {
     const char* env = std::getenv("KILN_TRUSTED");
     const std::string value = env ? env : "";
@@ -354,9 +359,20 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
         got = impl_->BackendFromNative(info.backendType);
         p.AdapterInfoFreeMembers(info);
       }
-      if (got == Backend::kNull && a.backend != Backend::kNull) {
+      if (got == Backend::kNull) {
         p.AdapterRelease(*adapter);
         errors += (errors.empty() ? "" : "; ") + std::string("only the null backend by default");
+        continue;
+      }
+      // An implementation may answer with another backend than the one
+      // asked for (wgpu-native's one GL back end is desktop OpenGL where
+      // the driver has it): the device would not be the one named.
+      if (a.backend != Backend::kDefault && got != Backend::kDefault && got != a.backend) {
+        p.AdapterRelease(*adapter);
+        errors += (errors.empty() ? "" : "; ") +
+                  StrCat("asked for the ", BackendName(a.backend), " backend, ", impl_->name(),
+                         " offers ", BackendName(got), " instead (ask for backend '",
+                         BackendName(got), "')");
         continue;
       }
       adapter_handle_ = *adapter;

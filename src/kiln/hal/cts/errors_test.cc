@@ -188,6 +188,27 @@ TEST_F(ErrorTest, TheOtherImplementationsLibraryIsRefused) {
   EXPECT_TRUE(same.ok()) << same.status();
 }
 
+TEST_F(ErrorTest, NoDeviceOnTheNullBackendOrOnAnotherBackendThanAskedFor) {
+  DeviceOptions options = Options();
+  options.impl = device_->impl().kind();
+  options.backend = Backend::kNull;
+  auto null = Device::Create(options);
+  ASSERT_FALSE(null.ok());
+  EXPECT_EQ(null.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(null.status().message().find("runs no work"), std::string::npos) << null.status();
+  // wgpu-native answers a request for OpenGL ES with desktop OpenGL where
+  // the driver has it: a device is the backend asked for, or none.
+  for (Backend backend : {Backend::kOpenGL, Backend::kOpenGLES}) {
+    options.backend = backend;
+    auto made = Device::Create(options);
+    if (made.ok()) {
+      EXPECT_EQ((*made)->adapter().backend, backend) << (*made)->Describe();
+    } else {
+      EXPECT_EQ(made.status().code(), StatusCode::kUnavailable) << made.status();
+    }
+  }
+}
+
 TEST_F(ErrorTest, LostDeviceTurnsEveryCallIntoAnError) {
   auto lost = Device::Create(Options());
   ASSERT_TRUE(lost.ok()) << lost.status();
