@@ -274,6 +274,10 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     """`fn`, an elementwise function of tensors, as one kernel per
     combination of argument shapes and dtypes (see the module's text).
     Returns a function of tensors or numpy arrays that returns a tensor."""
+    if not callable(fn):
+        from .ops import ArgumentTypeError
+        raise ArgumentTypeError(
+            f"kiln.fuse takes a function of tensors; got {type(fn).__name__} {fn!r}")
     traces: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
 
     @functools.wraps(fn)

@@ -71,11 +71,12 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
                keepdims: bool = False) -> Tensor:
         if out is not None:
             raise TypeError(f"{fn.__name__}: kiln tensors take no out= (the result is a new tensor)")
+        what = f"{fn.__name__}(dtype=...)"
         if dtype is not None and fn.__name__ in ("sum", "prod"):
             # numpy's rule: each element becomes `dtype` before it is summed.
-            return fn(ops.cast(self, dtype), axis=axis, keepdims=keepdims)
+            return fn(ops._cast(self, dtype, what), axis=axis, keepdims=keepdims)
         y = fn(self, axis=axis, keepdims=keepdims)
-        return y if dtype is None else ops.cast(y, dtype)
+        return y if dtype is None else ops._cast(y, dtype, what)
     method.__doc__ = fn.__doc__
     return method
 

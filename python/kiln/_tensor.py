@@ -12,8 +12,51 @@ _SUPPORTED = {np.dtype(n) for n in
               ("float32", "float16", "int32", "uint32", "int8", "uint8", "bool")}
 
 
-def _device(device: Optional[_kiln.Device]) -> _kiln.Device:
-    return _kiln.default_device() if device is None else device
+def _device(device: Optional[_kiln.Device], what: str) -> _kiln.Device:
+    if device is None:
+        return _kiln.default_device()
+    if not isinstance(device, _kiln.Device):
+        from .ops import ArgumentTypeError
+        raise ArgumentTypeError(
+            f"{what}: device must be a kiln.Device or None (the default device); got "
+            f"{type(device).__name__} {device!r} (kiln.Device(impl=..., backend=...) makes one)")
+    return device
+
+
+def _all_ints(data: Any) -> bool:
+    """Whether Python data holds only ints (and bools), no floats."""
+    return all(isinstance(v, (int, np.integer)) for v in np.asarray(data, dtype=object).ravel())
+
+
+def _from_python(data: Any) -> np.ndarray:
+    """numpy's array of Python data (lists, numbers), its floats as float32
+    and its ints as int32, each int exactly and each float within float32's
+    range, else an error."""
+    array = np.asarray(data)
+    if array.dtype == np.float64:
+        finite = np.isfinite(array)
+        largest = np.abs(np.where(finite, array, 0)).max() if array.size else 0.0
+        # Ints only, made float64 by one beyond 64 bits.
+        if largest >= 2.0**63 and _all_ints(data):
+            raise _kiln.InvalidArgument(
+                "kiln.tensor: integers out of the int32 range (numpy made them float64)")
+        with np.errstate(over="ignore"):
+            narrow = array.astype(np.float32)
+        if (finite & np.isinf(narrow)).any():
+            raise _kiln.InvalidArgument(
+                f"kiln.tensor: {float(largest)!r} is beyond float32's range (largest "
+                f"{float(np.finfo(np.float32).max)!r}); give a float32 array to have it as "
+                f"inf")
+        return narrow
+    if array.dtype in (np.int64, np.uint64):
+        if array.size and (array.min() < -2**31 or array.max() >= 2**31):
+            raise _kiln.InvalidArgument("kiln.tensor: integers out of the int32 range")
+        return array.astype(np.int32)
+    if array.dtype == object:
+        raise _kiln.InvalidArgument(
+            "kiln.tensor: the data is not an array of numbers of one kind (numpy made an "
+            "array of objects: integers beyond 64 bits, or ragged lists)")
+    return array
 
 
 def tensor(data: Any, device: Optional[_kiln.Device] = None,
@@ -22,47 +65,57 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
     numpy.asarray takes) on `device` (the default device if None).
 
     dtypes: float32, float16, int32, uint32, int8, uint8 and bool, as numpy
-    has them. A Python list or number of floats becomes float32 and of ints
-    int32; a float64 or int64 *array* is an error (convert it first), so
-    precision is never lost silently. Non-contiguous arrays are copied in
+    has them. A Python list or number of floats becomes float32 (a finite
+    one beyond float32's range is an error) and of ints int32 (one beyond
+    int32's range is an error); a float64 or int64 *array* is an error
+    (convert it first), so precision is never lost silently. Non-contiguous arrays are copied in
     row-major order. bool elements are stored as 32-bit 0/1 (the kernel
     ABI's layout), int8/uint8 packed four to a word.
     """
+    device = _device(device, "kiln.tensor")
     if dtype is not None:
         array = np.asarray(data, dtype=dtype)
     elif isinstance(data, np.ndarray):
         array = data
     else:
-        array = np.asarray(data)
-        if array.dtype == np.float64:
-            array = array.astype(np.float32)
-        elif array.dtype == np.int64:
-            if array.size and (array.min() < -2**31 or array.max() >= 2**31):
-                raise _kiln.InvalidArgument("integers out of the int32 range")
-            array = array.astype(np.int32)
+        array = _from_python(data)
     if array.dtype not in _SUPPORTED:
         raise _kiln.InvalidArgument(
             f"arrays of {array.dtype} are not supported; kiln's dtypes are float32, float16, "
             f"int32, uint32, int8, uint8 and bool (convert with .astype)")
     if not array.flags.c_contiguous:
         array = array.copy(order="C")
-    return _kiln._tensor_from_array(array, _device(device))
+    return _kiln._tensor_from_array(array, device)
 
 
 def empty(shape: Sequence[int] | int, dtype: Any = "float32",
           device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
-    """A tensor of `shape` and `dtype` whose contents are unspecified (an
-    output for a kernel to write)."""
-    if isinstance(shape, (int, np.integer)):
+    """A tensor of `shape` and `dtype` (float32 where None) whose contents
+    are unspecified (an output for a kernel to write)."""
+    from .ops import ArgumentTypeError
+    device = _device(device, "kiln.empty")
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise ArgumentTypeError(
+            f"kiln.empty: the shape is an int or a tuple or list of ints; got "
+            f"{type(shape).__name__} {shape!r}")
     dims = []
     for i, d in enumerate(shape):
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"kiln.empty: shape entry {i} must be an int; got {d!r}")
+            raise ArgumentTypeError(f"kiln.empty: shape entry {i} must be an int; got {d!r}")
         if not -2**63 <= d < 2**63:  # (kiln's own check names a negative one)
             raise _kiln.InvalidArgument(f"kiln.empty: shape entry {i} is {d}; kiln's sizes fit "
                                         f"in 64 bits")
         dims.append(int(d))
     short = ("f32", "f16", "i32", "u32", "i8", "u8")
-    name = dtype if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
-    return _kiln._empty(dims, name, _device(device))
+    if dtype is None:
+        name = "float32"  # (numpy's None is float64, which kiln has not)
+    elif isinstance(dtype, str) and dtype in short:
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise ArgumentTypeError(f"kiln.empty: {dtype!r} is not a dtype") from None
+    return _kiln._empty(dims, name, device)

@@ -293,12 +293,15 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
     t = _operand(x, None)
     try:
         return elementwise_chain(t, [(op, v, True) if first else (op, v)])
-    except _kiln.InvalidArgument:
+    except _kiln.InvalidArgument as e:
         _check_kernel_types(op, [t])
         # The op's own refusal of x's dtype (or of float16 on a device without it).
         _kiln.ops.elementwise(t.device, op, [((1,), np.dtype(t.dtype).name)] * 2)
         if t.dtype == np.int32:
             _check_int32_number(v, x, op)  # (x: a tensor or array, bool or int32)
+        text = str(e)
+        if text.startswith("chain: "):  # (a tensor the device cannot bind)
+            raise type(e)(f"{op}: {text[len('chain: '):]}") from None
         raise
 
 
@@ -1014,6 +1017,19 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
         ts = [t for t in ts if t.size]
     if len(ts) == 1:
         return reshape(ts[0], ts[0].shape)
+    # A kernel binds each input and the output: more inputs than the device
+    # binds at once (Dawn: 9) are joined in groups, then the groups joined.
+    if len(ts) >= 8 and len(ts) >= (most := ts[0].device.limits[
+            "max_storage_buffers_per_shader_stage"]):
+        for t in ts[1:]:
+            if t.ndim != ts[0].ndim or t.dtype != ts[0].dtype or builtins.any(
+                    t.shape[d] != ts[0].shape[d] for d in range(t.ndim) if d != a):
+                raise _kiln.InvalidArgument(
+                    f"concat: {np.dtype(ts[0].dtype).name}{list(ts[0].shape)} and "
+                    f"{np.dtype(t.dtype).name}{list(t.shape)} differ in dtype, rank or an axis "
+                    f"other than the concatenation axis {a}")
+        step = most - 1
+        return concat([concat(ts[i:i + step], a) for i in range(0, len(ts), step)], a)
     key = ("concat", a) + tuple(t._sig for t in ts)
     return run(key, lambda d: _kiln.ops.concat(d, [t._type for t in ts], a), *ts)
 

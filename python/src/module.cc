@@ -68,7 +68,23 @@ void RegisterErrors(nb::module_& m) {
       std::rethrow_exception(p);
     } catch (const StatusError& e) {
       PyObject* type = g_errors[static_cast<int>(e.status().code())];
-      PyErr_SetString(type ? type : g_base_error, e.status().message().c_str());
+      // Messages quote what they were given: a NUL there is shown (as
+      // \x00), not the message's end, and bytes that are not UTF-8 are
+      // escaped rather than a UnicodeDecodeError.
+      std::string text;
+      for (char c : e.status().message()) {
+        if (c == '\0') {
+          text += "\\x00";
+        } else {
+          text += c;
+        }
+      }
+      PyObject* message = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                                               "backslashreplace");
+      if (message) {
+        PyErr_SetObject(type ? type : g_base_error, message);
+        Py_DECREF(message);
+      }
     }
   });
 }

@@ -203,6 +203,34 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
     }
     p->params_.push_back(std::move(params));
   }
+  // Every tensor is bound whole: one the device cannot bind is refused
+  // here, before any of the kernels is recorded.
+  const uint64_t most = device->device().limits().max_storage_buffer_binding_size;
+  for (const auto& [what, list] : {std::pair<const char*, const std::vector<Slot>*>{"input", &p->inputs_},
+                                   {"output", &p->outputs_},
+                                   {"intermediate", &p->temps_}}) {
+    for (const Slot& s : *list) {
+      // (bool is a 32-bit word per element; int8 packs four to a word.)
+      uint64_t bytes = DeviceBytes(s.dtype);
+      bool over = false;
+      for (int64_t d : s.shape) {
+        over |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(std::max<int64_t>(d, 0)),
+                                       &bytes);
+      }
+      bytes = (bytes + 3) / 4 * 4;
+      if (over) {
+        Throw(InvalidArgument(p->label_, ": its ", what, " ", s.name, ", ", DTypeName(s.dtype),
+                              ShapeText(s.shape), ", has more bytes than 64 bits count"));
+      }
+      if (bytes > most) {
+        Throw(InvalidArgument(p->label_, ": its ", what, " ", s.name, ", ", DTypeName(s.dtype),
+                              ShapeText(s.shape), ", is ", bytes,
+                              " bytes, more than the device binds of one buffer "
+                              "(maxStorageBufferBindingSize, ",
+                              most, " bytes)"));
+      }
+    }
+  }
   return p;
 }
 
@@ -301,6 +329,12 @@ void BindTensors(nb::module_& m) {
       .def(
           "__array__",
           [](const Tensor& t, nb::handle dtype, nb::handle copy) {
+            // numpy's protocol: copy=False asks for no copy, or an error.
+            if (copy.ptr() == Py_False) {
+              throw nb::value_error(
+                  "a kiln.Tensor's data is on the device: a numpy array of it is always a copy "
+                  "(copy=False cannot be honoured; np.asarray(t) or t.numpy() copies)");
+            }
             nb::object a = ToNumpy(t);
             if (!dtype.is_none()) a = a.attr("astype")(dtype);
             return a;

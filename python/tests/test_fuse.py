@@ -127,6 +127,9 @@ def test_unused_arguments_and_empty_tensors(device, rng):
 def test_errors(device):
     x = kiln.tensor(np.ones((3, 4), np.float32), device)
     i = kiln.tensor(np.ones(4, np.int32), device)
+    for not_a_function in (3, None, "relu"):
+        with pytest.raises(kiln.ArgumentTypeError, match="kiln.fuse takes a function"):
+            kiln.fuse(not_a_function)
     with pytest.raises(kiln.InvalidArgument, match="argument 1 is a float"):
         kiln.fuse(lambda a, b: a * b)(x, 2.0)
     with pytest.raises(kiln.InvalidArgument, match="operands are its arguments"):

@@ -866,6 +866,31 @@ def test_concat(device, rng):
     np.testing.assert_array_equal(kiln.ops.concat([ts[1]]).numpy(), parts[1])
 
 
+def test_concat_of_more_tensors_than_a_kernel_binds(device, rng):
+    # Dawn binds 10 storage buffers per kernel: 9 inputs and the output.
+    most = device.limits["max_storage_buffers_per_shader_stage"]
+    for count in (most + 1, 2 * most + 3):
+        parts = [rng.standard_normal((3, int(n), 2)).astype(np.float32)
+                 for n in rng.integers(1, 6, count)]
+        ts = [kiln.tensor(p, device) for p in parts]
+        np.testing.assert_array_equal(kiln.ops.concat(ts, axis=1).numpy(),
+                                      np.concatenate(parts, axis=1))
+        # The same tensor many times, and bools.
+        np.testing.assert_array_equal(kiln.ops.concat([ts[0]] * count, axis=-1).numpy(),
+                                      np.concatenate([parts[0]] * count, axis=-1))
+        flags = [p > 0 for p in parts]
+        np.testing.assert_array_equal(
+            kiln.ops.concat([kiln.tensor(f, device) for f in flags], axis=1).numpy(),
+            np.concatenate(flags, axis=1))
+    many = [kiln.tensor(np.ones((2, 3), np.float32), device)] * (most + 1)
+    with pytest.raises(kiln.InvalidArgument, match="differ in dtype, rank or an axis other"):
+        kiln.ops.concat(many + [kiln.tensor(np.ones((3, 3), np.float32), device)], axis=1)
+    with pytest.raises(kiln.InvalidArgument, match="float32, int32; they must have one"):
+        kiln.ops.concat(many + [kiln.tensor(np.ones((2, 3), np.int32), device)], axis=0)
+    with pytest.raises(kiln.InvalidArgument, match="differ in dtype, rank or an axis other"):
+        kiln.ops.concat(many + [kiln.tensor(np.ones((1, 2, 3), np.float32), device)], axis=0)
+
+
 SLICES = [(slice(None), slice(None, None, -1)), (slice(1, -1, 2), slice(-3, None)),
           (slice(None, None, -3), slice(30, 2, -7)), (slice(-100, 100), slice(5, 6)),
           (slice(6, None, -1), slice(None, -40, -1))]
@@ -1458,6 +1483,18 @@ def test_misuse_gets_clear_errors(device):
         kiln.empty((2**63,), device=device)
     with pytest.raises(TypeError, match="kiln.empty: shape entry 0 must be an int; got 2.7"):
         kiln.empty((2.7, 3), device=device)
+    # A tensor the device cannot bind is refused before anything runs,
+    # naming the operator, the tensor and the limit.
+    most = device.limits["max_storage_buffer_binding_size"]
+    n = int((most // 4) ** 0.5) + 1
+    col = kiln.tensor(np.ones((n, 1), np.float32), device)
+    row = kiln.tensor(np.ones((1, n), np.float32), device)
+    with pytest.raises(bad, match=rf"add: its output C, float32\[{n}, {n}\], is {n * n * 4} "
+                                  rf"bytes, more than the device binds of one buffer "
+                                  rf"\(maxStorageBufferBindingSize, {most} bytes\)"):
+        col + row
+    with pytest.raises(bad, match=rf"sum\(dtype=...\): dtype int64 is not one kiln casts to"):
+        t.sum(dtype=np.int64)
     # An unknown reduce op, even where nothing is reduced.
     for axis in ((), None):
         with pytest.raises(bad, match="unknown reduce op 'bogus'"):

@@ -49,6 +49,48 @@ def test_lists_and_numbers():
     assert kiln.tensor([1, 2, 3]).dtype == np.int32
 
 
+def test_python_numbers_that_int32_or_float32_cannot_hold_are_errors(device):
+    for ints in ([1, 2**31], [-2**31 - 1], [2**63], [1, 2**63], [1, 2**64]):
+        with pytest.raises(kiln.InvalidArgument, match="int32 range|beyond 64 bits"):
+            kiln.tensor(ints, device)
+    for floats in ([1e300], [0.5, -3.4028236e38]):
+        with pytest.raises(kiln.InvalidArgument, match="beyond float32's range"):
+            kiln.tensor(floats, device)
+    # What float32 holds (rounded), and inf and NaN as given, are taken.
+    edge = [3.4028235e38, -1e38, 1e-50, float("inf"), float("nan"), -0.0, 2.0**63]
+    out = kiln.tensor(edge, device).numpy()
+    np.testing.assert_array_equal(out, np.array(edge, np.float32))
+    assert np.signbit(out[5])
+    assert kiln.tensor([-2**31, 2**31 - 1, True], device).numpy().tolist() == \
+        [-2**31, 2**31 - 1, 1]
+    # An array says its own dtype: a float32 array's inf is data.
+    assert np.isinf(kiln.tensor(np.full(2, np.inf, np.float32), device).numpy()).all()
+
+
+def test_a_tensor_converts_to_numpy_only_by_copy(device):
+    t = kiln.tensor(np.arange(4, dtype=np.float32), device)
+    assert np.array(t).tolist() == [0, 1, 2, 3]
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="always a copy"):
+        np.array(t, copy=False)
+
+
+def test_wrong_shapes_devices_and_dtypes_of_tensor_and_empty(device):
+    for shape in (None, "3", 2.5, True, {3: 1}):
+        with pytest.raises(kiln.ArgumentTypeError, match="kiln.empty: the shape"):
+            kiln.empty(shape, "float32", device)
+    with pytest.raises(kiln.ArgumentTypeError, match="shape entry 1"):
+        kiln.empty((3, None), "float32", device)
+    with pytest.raises(kiln.ArgumentTypeError, match="device must be a kiln.Device"):
+        kiln.tensor(np.ones(3, np.float32), device="dawn")
+    with pytest.raises(kiln.ArgumentTypeError, match="device must be a kiln.Device"):
+        kiln.empty((3,), "float32", 0)
+    with pytest.raises(kiln.ArgumentTypeError, match="not a dtype"):
+        kiln.empty((3,), object(), device)
+    # dtype None is kiln's default, float32 (numpy's None would be float64).
+    assert kiln.empty((3,), None, device).dtype == np.float32
+
+
 def test_empty_has_shape_and_dtype(device):
     t = kiln.empty((7, 33), "float16", device)
     assert t.shape == (7, 33) and t.dtype == np.float16

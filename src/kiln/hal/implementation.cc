@@ -119,7 +119,7 @@ StatusOr<Backend> ParseBackend(std::string_view name) {
   if (name == "gles") return Backend::kOpenGLES;
   return InvalidArgument("unknown backend '", name,
                          "': expected one of default, vulkan, opengl, opengles, metal, d3d12, "
-                         "d3d11, null");
+                         "d3d11");
 }
 
 std::string_view FeatureName(Feature feature) {
