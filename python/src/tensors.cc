@@ -20,20 +20,33 @@ int64_t Tensor::size() const {
   return n;
 }
 
+namespace {
+
+// A tensor's shape: no negative dimension, and at most 2^48 elements
+// counting only its nonzero dimensions (numpy too refuses an empty shape
+// whose other dimensions overflow), so that every product of it is exact.
+void CheckShape(const std::vector<int64_t>& shape) {
+  int64_t nonzero = 1;
+  for (int64_t d : shape) {
+    if (d < 0) Throw(InvalidArgument("shape ", ShapeText(shape), " has a negative dimension"));
+    if (d == 0) continue;
+    if (nonzero > (int64_t{1} << 48) / d) {
+      Throw(InvalidArgument("shape ", ShapeText(shape),
+                            " has more elements than any device buffer holds (counting only its "
+                            "nonzero dimensions)"));
+    }
+    nonzero *= d;
+  }
+}
+
+}  // namespace
+
 TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype) {
+  CheckShape(shape);
   auto t = std::make_shared<Tensor>();
   t->device = device;
   t->shape = std::move(shape);
   t->dtype = dtype;
-  int64_t elements = 1;
-  for (int64_t d : t->shape) {
-    if (d < 0) Throw(InvalidArgument("shape ", ShapeText(t->shape), " has a negative dimension"));
-    if (d != 0 && elements > (int64_t{1} << 48) / d) {
-      Throw(InvalidArgument("shape ", ShapeText(t->shape),
-                            " has more elements than any device buffer holds"));
-    }
-    elements *= d;
-  }
   // Buffers are whole words, and never empty.
   const uint64_t bytes = std::max<uint64_t>(4, (t->nbytes() + 3) / 4 * 4);
   t->buffer = Check(device->device().allocator().Allocate(bytes));
@@ -378,13 +391,10 @@ void BindTensors(nb::module_& m) {
   m.def(
       "_view",
       [](const TensorPtr& t, const std::vector<int64_t>& shape, const std::string& dtype) {
+        CheckShape(shape);
         auto v = std::make_shared<Tensor>(*t);
         v->shape = shape;
         v->dtype = Check(ParseDType(dtype));
-        for (int64_t d : shape) {
-          if (d < 0)
-            Throw(InvalidArgument("shape ", ShapeText(shape), " has a negative dimension"));
-        }
         if (v->size() != t->size() || DeviceBytes(v->dtype) != DeviceBytes(t->dtype)) {
           Throw(InvalidArgument("a view of a ", DTypeName(t->dtype), ShapeText(t->shape),
                                 " tensor as ", DTypeName(v->dtype), ShapeText(shape),

@@ -87,6 +87,11 @@ def test_wrong_shapes_devices_and_dtypes_of_tensor_and_empty(device):
         kiln.empty((3,), "float32", 0)
     with pytest.raises(kiln.ArgumentTypeError, match="not a dtype"):
         kiln.empty((3,), object(), device)
+    # An empty shape whose other dimensions overflow is refused, as numpy does.
+    with pytest.raises(kiln.InvalidArgument, match="counting only its nonzero dimensions"):
+        kiln.empty((0, 2**62, 2**62), "float32", device)
+    big_empty = kiln.empty((0, 2**24, 2**24), "float32", device)
+    assert big_empty.numpy().shape == (0, 2**24, 2**24)
     # dtype None is kiln's default, float32 (numpy's None would be float64).
     assert kiln.empty((3,), None, device).dtype == np.float32
 
