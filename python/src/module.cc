@@ -263,6 +263,9 @@ DevicePtr DefaultDevice() {
   if (!*device) {
     auto made = hal::Device::Create(hal::DeviceOptions{});
     *device = std::make_shared<DeviceState>(Check(std::move(made)));
+    // Its Python object too, so that the garbage collector never takes it
+    // (with its operator cache) for a cycle no one holds.
+    new nb::object(nb::cast(*device));
   }
   return *device;
 }

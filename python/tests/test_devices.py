@@ -69,6 +69,16 @@ def test_a_device_no_one_holds_is_freed_with_its_operator_cache(device):
     assert gone() is None
 
 
+def test_the_default_device_keeps_its_operator_cache():
+    x = kiln.tensor(np.arange(3, dtype=np.float32))
+    (x * x).numpy()
+    cached = len(kiln.default_device()._cache)
+    assert cached >= 1
+    del x
+    gc.collect()
+    assert len(kiln.default_device()._cache) == cached
+
+
 def _run(code, **env):
     full = dict(os.environ)
     full.update(env)
