@@ -219,16 +219,17 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
   // Every tensor is bound whole: one the device cannot bind is refused
   // here, before any of the kernels is recorded.
   const uint64_t most = device->device().limits().max_storage_buffer_binding_size;
-  for (const auto& [what, list] : {std::pair<const char*, const std::vector<Slot>*>{"input", &p->inputs_},
-                                   {"output", &p->outputs_},
-                                   {"intermediate", &p->temps_}}) {
+  for (const auto& [what, list] :
+       {std::pair<const char*, const std::vector<Slot>*>{"input", &p->inputs_},
+        {"output", &p->outputs_},
+        {"intermediate", &p->temps_}}) {
     for (const Slot& s : *list) {
       // (bool is a 32-bit word per element; int8 packs four to a word.)
       uint64_t bytes = DeviceBytes(s.dtype);
       bool over = false;
       for (int64_t d : s.shape) {
-        over |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(std::max<int64_t>(d, 0)),
-                                       &bytes);
+        over |=
+            __builtin_mul_overflow(bytes, static_cast<uint64_t>(std::max<int64_t>(d, 0)), &bytes);
       }
       bytes = (bytes + 3) / 4 * 4;
       if (over) {
