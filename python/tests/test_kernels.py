@@ -58,6 +58,36 @@ def test_kernel_call_errors(device):
         kiln.compile(VECTOR_ADD, device)["vector_sub"]
 
 
+TWO_OUTPUTS = """module {
+fn two(A: buffer<f32>[n], B: buffer<f32>[n], C: buffer<f32>[n], n: i32) {
+  for bx in blockIdx.x(0, (n + 63) / 64) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = bx * 64 + tx
+      if (i < n) {
+        B[i] = A[i] + 1.0
+        C[i] = A[i] * 2.0
+      }
+    }
+  }
+}
+}"""
+
+
+def test_one_tensor_for_two_written_parameters_is_refused(device, rng):
+    two = kiln.compile(TWO_OUTPUTS, device)["two"]
+    a = rng.standard_normal(10).astype(np.float32)
+    x, out = kiln.tensor(a, device), _poisoned(10, np.float32, device)
+    with pytest.raises(kiln.InvalidArgument, match="arguments 1 \\('B'\\) and 2 \\('C'\\) are "
+                                                   "both written"):
+        two(x, out, out, 10)
+    # Nothing was recorded, and the device works on.
+    b, c = _poisoned(10, np.float32, device), _poisoned(10, np.float32, device)
+    two(x, b, c, 10)
+    np.testing.assert_array_equal(b.numpy(), a + 1)
+    np.testing.assert_array_equal(c.numpy(), a * 2)
+    np.testing.assert_array_equal(out.numpy(), np.full(10, np.nan, np.float32))
+
+
 def test_kernel_f32_scalars_out_of_range_record_nothing(device):
     k = kiln.compile((REPO / "examples" / "saxpy_vec4.kir").read_text(), device)["saxpy_vec4"]
     x = kiln.tensor(np.ones(256, np.float32), device)

@@ -38,8 +38,8 @@ TargetLimits TargetLimitsOf(const hal::Device& device) {
   return t;
 }
 
-StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(const std::shared_ptr<hal::Device>& device,
-                                               codegen::CompiledModule compiled) {
+StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(
+    const std::shared_ptr<hal::Device>& device, codegen::CompiledModule compiled) {
   KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled));
   const TargetLimits limits = TargetLimitsOf(*device);
   auto module = std::unique_ptr<LoadedModule>(new LoadedModule());
@@ -93,7 +93,7 @@ StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(const std::shared_ptr
 }
 
 StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::LoadFile(std::shared_ptr<hal::Device> device,
-                                                   const std::string& path) {
+                                                               const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
   auto compiled = codegen::DeserializeModule(bytes);
   if (!compiled.ok()) return compiled.status().WithContext(path);
@@ -165,8 +165,8 @@ std::vector<int64_t> Kernel::ScalarValues(std::span<const Arg> args) {
 }
 
 StatusOr<uint64_t> Kernel::EvaluateExtent(const codegen::ExtentExpr& expr,
-                                            std::span<const int64_t> scalars,
-                                            const std::function<std::string()>& what) const {
+                                          std::span<const int64_t> scalars,
+                                          const std::function<std::string()>& what) const {
   // Messages are built only on failure: this runs for every call.
   auto v = codegen::Evaluate(expr, scalars);
   if (!v.ok()) return v.status().WithContext(StrCat("function '", name(), "': ", what()));
@@ -178,10 +178,10 @@ StatusOr<uint64_t> Kernel::EvaluateExtent(const codegen::ExtentExpr& expr,
 }
 
 StatusOr<uint64_t> Kernel::BufferElements(size_t param, std::span<const Arg> args) const {
-  if (param >= metadata().params.size() ||
-      metadata().params[param].kind != ParamKind::kBuffer || args.size() != metadata().params.size()) {
-    return InvalidArgument("function '", name(), "': BufferElements of parameter ", param,
-                           " with ", args.size(), " arguments");
+  if (param >= metadata().params.size() || metadata().params[param].kind != ParamKind::kBuffer ||
+      args.size() != metadata().params.size()) {
+    return InvalidArgument("function '", name(), "': BufferElements of parameter ", param, " with ",
+                           args.size(), " arguments");
   }
   return Elements(param, ScalarValues(args));
 }
@@ -233,8 +233,8 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
   KILN_RETURN_IF_ERROR(availability_);
   const codegen::KernelMetadata& md = metadata();
   if (args.size() != md.params.size()) {
-    return InvalidArgument("function '", md.name, "' takes ", md.params.size(),
-                           " arguments, got ", args.size());
+    return InvalidArgument("function '", md.name, "' takes ", md.params.size(), " arguments, got ",
+                           args.size());
   }
   // Kinds and scalar types first: extents are evaluated from the scalars.
   for (size_t i = 0; i < args.size(); ++i) {
@@ -255,10 +255,13 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
   const hal::Limits& limits = device_->limits();
   LaunchPlan plan;
   plan.buffer_bytes.assign(md.params.size(), 0);
+  std::vector<size_t> binding_param;  // the parameter of each binding
   for (size_t i = 0; i < args.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     if (p.kind != ParamKind::kBuffer) continue;
-    auto where = [&] { return StrCat("function '", md.name, "' argument ", i, " ('", p.name, "')"); };
+    auto where = [&] {
+      return StrCat("function '", md.name, "' argument ", i, " ('", p.name, "')");
+    };
     KILN_ASSIGN_OR_RETURN(uint64_t elements, Elements(i, scalar_values));
     if (__builtin_mul_overflow(elements, uint64_t{element_bytes_[i]}, &plan.buffer_bytes[i])) {
       return InvalidArgument(where(), ": ", elements, " elements overflow 64 bits of bytes");
@@ -282,12 +285,10 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
                              " does not fit the buffer of ", buffer.size(), " bytes");
     }
     if (view < plan.buffer_bytes[i]) {
-      return InvalidArgument(where(), ": a ", a.offset == 0 && a.length == hal::kWholeBuffer
-                                                   ? "buffer"
-                                                   : "view",
+      return InvalidArgument(where(), ": a ",
+                             a.offset == 0 && a.length == hal::kWholeBuffer ? "buffer" : "view",
                              " of ", view, " bytes, but ", elements, " ",
-                             codegen::DTypeName(p.dtype), " elements need ",
-                             plan.buffer_bytes[i]);
+                             codegen::DTypeName(p.dtype), " elements need ", plan.buffer_bytes[i]);
     }
     if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
       return InvalidArgument(where(), ": the buffer was not created with storage usage");
@@ -296,11 +297,13 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
     const uint64_t bound = std::max<uint64_t>(plan.buffer_bytes[i], std::min<uint64_t>(4, view));
     if (bound == 0) return InvalidArgument(where(), ": an empty view");
     if ((bound + 3) / 4 * 4 > limits.max_storage_buffer_binding_size) {
-      return InvalidArgument(where(), ": ", bound, " bytes exceed the device's "
+      return InvalidArgument(where(), ": ", bound,
+                             " bytes exceed the device's "
                              "maxStorageBufferBindingSize of ",
                              limits.max_storage_buffer_binding_size);
     }
     plan.bindings.push_back({a.buffer, a.offset, bound});
+    binding_param.push_back(i);
   }
   // WebGPU forbids a buffer written by a dispatch from being bound to it
   // read-only as well.
@@ -318,12 +321,30 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
       }
     }
   }
-  KILN_ASSIGN_OR_RETURN(plan.num_blocks_x,
-                        EvaluateExtent(md.num_blocks_x, scalar_values,
-                                       [] { return std::string("blockIdx.x extent"); }));
-  KILN_ASSIGN_OR_RETURN(plan.num_blocks_y,
-                        EvaluateExtent(md.num_blocks_y, scalar_values,
-                                       [] { return std::string("blockIdx.y extent"); }));
+  // Nor may two bindings it writes overlap (the writes would race; Dawn
+  // refuses the dispatch, with an error that fails the device's later work).
+  for (size_t a = 0; a < plan.bindings.size(); ++a) {
+    for (size_t b = a + 1; b < plan.bindings.size(); ++b) {
+      const size_t i = binding_param[a], j = binding_param[b];
+      const hal::BufferBinding &x = plan.bindings[a], &y = plan.bindings[b];
+      if (md.params[i].access == codegen::BufferAccess::kReadWrite &&
+          md.params[j].access == codegen::BufferAccess::kReadWrite && x.buffer == y.buffer &&
+          x.offset < y.offset + y.length && y.offset < x.offset + x.length) {
+        return InvalidArgument("function '", md.name, "': arguments ", i, " ('", md.params[i].name,
+                               "') and ", j, " ('", md.params[j].name,
+                               "') are both written, and their views of one buffer overlap "
+                               "(bytes ",
+                               x.offset, " to ", x.offset + x.length, " and ", y.offset, " to ",
+                               y.offset + y.length, ")");
+      }
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(plan.num_blocks_x, EvaluateExtent(md.num_blocks_x, scalar_values, [] {
+                          return std::string("blockIdx.x extent");
+                        }));
+  KILN_ASSIGN_OR_RETURN(plan.num_blocks_y, EvaluateExtent(md.num_blocks_y, scalar_values, [] {
+                          return std::string("blockIdx.y extent");
+                        }));
   const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
   if (plan.num_blocks_x > uint64_t(max) * max || plan.num_blocks_x > UINT32_MAX ||
       plan.num_blocks_y > max) {
@@ -377,9 +398,8 @@ Status Kernel::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const {
 }
 
 Status Kernel::Call(std::span<const Arg> args) const {
-  KILN_ASSIGN_OR_RETURN(auto cb,
-                        hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot,
-                                                   {name(), false}));
+  KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
+                                     device_, hal::CommandBufferMode::kOneShot, {name(), false}));
   KILN_RETURN_IF_ERROR(Record(*cb, args));
   KILN_RETURN_IF_ERROR(cb->End());
   return hal::SubmitAndWait(*device_, *cb);

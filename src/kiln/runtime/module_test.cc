@@ -1,7 +1,10 @@
 // The module runtime: calls checked against metadata, launch grids, the
 // large-grid scheme, module files. Runs on the implementation $KILN_IMPL
 // names (CTest runs it once per implementation).
+#include "kiln/runtime/module.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,15 +12,12 @@
 #include <random>
 #include <string>
 
-#include <unistd.h>
-
+#include "kiln/check/check.h"
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/device.h"
 #include "kiln/hal/queue.h"
 #include "kiln/ir/parser.h"
-#include "kiln/check/check.h"
-#include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
 #include "kiln/support/status_matchers.h"
 
@@ -158,8 +158,7 @@ fn copy_rows(A: buffer<f32>[rows, cols] strides[ld, 1], B: buffer<f32>[rows, col
   {
     // Enough for rows * cols, too small for what the kernel reads.
     auto small = NewBuffer(rows * cols * 4);
-    Arg args[] = {Arg::Buffer(small), Arg::Buffer(B), Arg::I32(rows), Arg::I32(cols),
-                  Arg::I32(ld)};
+    Arg args[] = {Arg::Buffer(small), Arg::Buffer(B), Arg::I32(rows), Arg::I32(cols), Arg::I32(ld)};
     Status s = fn->Call(args);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("51 f32 elements need 204"), std::string::npos) << s;
@@ -171,8 +170,8 @@ fn copy_rows(A: buffer<f32>[rows, cols] strides[ld, 1], B: buffer<f32>[rows, col
   Arg args[] = {Arg::Buffer(A), Arg::Buffer(B), Arg::I32(rows), Arg::I32(cols), Arg::I32(ld)};
   ASSERT_TRUE(fn->Call(args).ok());
   std::vector<float> b(rows * cols);
-  ASSERT_TRUE(hal::Download(*device_, B, 0, {reinterpret_cast<uint8_t*>(b.data()), b.size() * 4})
-                  .ok());
+  ASSERT_TRUE(
+      hal::Download(*device_, B, 0, {reinterpret_cast<uint8_t*>(b.data()), b.size() * 4}).ok());
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) ASSERT_EQ(b[r * cols + c], a[r * ld + c]) << r << "," << c;
   }
@@ -204,8 +203,8 @@ TEST_F(RuntimeTest, BufferViewsShareOneArena) {
   // X in the middle slot, Y in the last: one buffer, two views, read and
   // written; WebGPU forbids that within one dispatch, so it is refused...
   {
-    Arg args[] = {Arg::Buffer(arena, slot, n * 4), Arg::Buffer(arena, 2 * slot, n * 4),
-                  Arg::I32(n), Arg::F32(3.0f)};
+    Arg args[] = {Arg::Buffer(arena, slot, n * 4), Arg::Buffer(arena, 2 * slot, n * 4), Arg::I32(n),
+                  Arg::F32(3.0f)};
     Status s = fn->Call(args);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("view the same buffer"), std::string::npos) << s;
@@ -230,9 +229,64 @@ TEST_F(RuntimeTest, BufferViewsShareOneArena) {
     EXPECT_TRUE(HasError(fn->Call(bad), StatusCode::kInvalidArgument, fragment));
   };
   if (align > 4) refused(Arg::Buffer(arena, 4), "minStorageBufferOffsetAlignment");
-  refused(Arg::Buffer(arena, slot, n * 4 - 4), "a view of 1196 bytes, but 300 f32 elements need 1200");
+  refused(Arg::Buffer(arena, slot, n * 4 - 4),
+          "a view of 1196 bytes, but 300 f32 elements need 1200");
   refused(Arg::Buffer(arena, 4 * slot), "past the end of the buffer");
   refused(Arg::Buffer(arena, 2 * slot, 2 * slot), "does not fit the buffer");
+}
+
+TEST_F(RuntimeTest, TwoWrittenViewsOfOneBufferMayNotOverlap) {
+  auto source = ir::ParseModule(R"(module {
+fn two(X: buffer<f32>[n], Y: buffer<f32>[n], Z: buffer<f32>[n], n: i32) {
+  for bx in blockIdx.x(0, (n + 63) / 64) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = bx * 64 + tx
+      if (i < n) {
+        Y[i] = X[i] + 1.0
+        Z[i] = X[i] * 2.0
+      }
+    }
+  }
+}
+})");
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto compiled = codegen::CompileModule(*source, CompileOptionsFor(*device_));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Kernel* fn = *(*loaded)->Find("two");
+  constexpr uint32_t n = 64, slot = 256;  // (a multiple of every offset alignment)
+  std::vector<float> x(n);
+  std::mt19937 rng(7);
+  for (auto& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  auto in = NewBuffer(n * 4);
+  ASSERT_TRUE(hal::Upload(*device_, in, 0, {reinterpret_cast<uint8_t*>(x.data()), n * 4}).ok());
+  auto arena = NewBuffer(2 * slot);
+  ASSERT_TRUE(hal::Upload(*device_, arena, 0, std::vector<uint8_t>(2 * slot, 0xFF)).ok());
+  // The whole buffer twice, and two views that share bytes: refused before
+  // anything is recorded.
+  for (bool whole : {true, false}) {
+    Arg args[] = {Arg::Buffer(in), Arg::Buffer(arena), Arg::Buffer(arena), Arg::I32(n)};
+    if (!whole) args[2] = Arg::Buffer(arena, 0, slot);
+    Status s = fn->Call(args);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("are both written, and their views of one buffer overlap"),
+              std::string::npos)
+        << s;
+  }
+  // Side by side in one buffer they may be written, and the device is as
+  // good as before.
+  Arg args[] = {Arg::Buffer(in), Arg::Buffer(arena, 0, slot), Arg::Buffer(arena, slot, slot),
+                Arg::I32(n)};
+  ASSERT_TRUE(fn->Call(args).ok());
+  std::vector<float> out(2 * slot / 4);
+  ASSERT_TRUE(
+      hal::Download(*device_, arena, 0, {reinterpret_cast<uint8_t*>(out.data()), 2 * slot}).ok());
+  for (uint32_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i], x[i] + 1.0f) << i;
+    ASSERT_EQ(out[slot / 4 + i], x[i] * 2.0f) << i;
+  }
+  EXPECT_TRUE(device_->CheckHealthy().ok());
 }
 
 TEST_F(RuntimeTest, WrongArgumentsAreClearErrors) {
@@ -373,7 +427,8 @@ TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
   auto loaded = LoadedModule::Load(device_, needs);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const Kernel* fn = *(*loaded)->Find("scale");
-  if (device_->HasFeature(hal::Feature::kSubgroups) && device_->HasFeature(hal::Feature::kShaderF16)) {
+  if (device_->HasFeature(hal::Feature::kSubgroups) &&
+      device_->HasFeature(hal::Feature::kShaderF16)) {
     EXPECT_TRUE(fn->availability().ok());
   } else {
     EXPECT_EQ(fn->availability().code(), StatusCode::kUnavailable);
@@ -533,8 +588,8 @@ TEST_F(RuntimeTest, UnknownFunctionNamesAreListedBriefly) {
 TEST_F(RuntimeTest, CheckerCatchesAWrongKernel) {
   // Compile `scale`, but check it against a source that scales by s + 1:
   // the differential check must fail, proving it can.
-  auto wrong = ir::ParseModule(std::string(kScale).replace(std::string(kScale).find("X[i] * s"),
-                                                            8, "X[i] * (s + 1.0)"));
+  auto wrong = ir::ParseModule(
+      std::string(kScale).replace(std::string(kScale).find("X[i] * s"), 8, "X[i] * (s + 1.0)"));
   ASSERT_TRUE(wrong.ok()) << wrong.status();
   auto fn = *module_->Find("scale");
   CheckOptions options;
