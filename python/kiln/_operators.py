@@ -103,6 +103,13 @@ def _shape_args(args: tuple) -> Any:
     return list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else list(args)
 
 
+def _iter(self: Tensor) -> Any:
+    """numpy's iteration: the tensor's rows along axis 0 (each a copy)."""
+    if not self.ndim:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+
+
 def install() -> None:
     pairs = {
         "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": _true_divide,
@@ -126,6 +133,7 @@ def install() -> None:
     Tensor.__abs__ = lambda self: ops.abs(self)
     Tensor.__invert__ = lambda self: ops.invert(self)
     Tensor.__bool__ = _truth
+    Tensor.__iter__ = _iter
     Tensor.__float__ = _scalar(float)
     Tensor.__int__ = _scalar(int)
     for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,

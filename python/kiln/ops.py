@@ -1510,6 +1510,8 @@ def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) 
     ks = _pair(kernel, "kernel", what)
     st = ks if stride is None else _pair(stride, "stride", what)
     pad = _pair(padding, "padding", what)
+    if builtins.min(st) < 1:  # (kiln's C++ takes 0 for "the window": not a stride)
+        raise _kiln.InvalidArgument(f"{what}: the stride must be at least 1; got {stride!r}")
     x = _as_tensor(x, None)
 
     def build(d: _kiln.Device, x_type: Any) -> Program:

@@ -205,6 +205,21 @@ DevicePtr OrDefault(const std::optional<DevicePtr>& device) {
   return device && *device ? *device : DefaultDevice();
 }
 
+std::string TypeName(nb::handle h) { return nb::cast<std::string>(nb::type_name(h.type())); }
+
+// A `device` argument: a kiln.Device, or None for the default device.
+DevicePtr DeviceArg(nb::handle device, const char* what) {
+  if (device.is_none()) return DefaultDevice();
+  DevicePtr d;
+  if (!nb::try_cast<DevicePtr>(device, d) || !d) {
+    throw nb::type_error(StrCat(what, ": device must be a kiln.Device or None (the default "
+                                "device); got ",
+                                TypeName(device))
+                             .c_str());
+  }
+  return d;
+}
+
 // Operators: a tensor type from (shape, dtype).
 using TensorTypeArg = std::pair<std::vector<int64_t>, std::string>;
 ops::TensorType ToTensorType(const TensorTypeArg& t) {
@@ -265,10 +280,36 @@ void BindKernels(nb::module_& m) {
           "device", [](const UserModule& mod) { return mod.device; }, "The device it is loaded on.")
       .def(
           "__getitem__",
-          [](const std::shared_ptr<UserModule>& mod, const std::string& name) {
-            return FindKernel(mod, name);
+          [](const std::shared_ptr<UserModule>& mod, nb::handle name) {
+            if (!nb::isinstance<nb::str>(name)) {
+              throw nb::type_error(
+                  StrCat("a kiln.Module's kernels are found by name (a str); got ", TypeName(name))
+                      .c_str());
+            }
+            return FindKernel(mod, nb::cast<std::string>(name));
           },
-          "name"_a, "The kernel called `name` (compiled for the device on first use).")
+          "name"_a, nb::sig("def __getitem__(self, name: str) -> Kernel"),
+          "The kernel called `name` (compiled for the device on first use).")
+      .def(
+          "__contains__",
+          [](const UserModule& mod, nb::handle name) {
+            if (!nb::isinstance<nb::str>(name)) return false;
+            const std::string n = nb::cast<std::string>(name);
+            for (const auto& k : mod.module->functions()) {
+              if (k->name() == n) return true;
+            }
+            return false;
+          },
+          "name"_a, nb::sig("def __contains__(self, name: object) -> bool"),
+          "Whether the module has a kernel called `name`.")
+      .def(
+          "__iter__",
+          [](const UserModule& mod) {
+            nb::list names;
+            for (const auto& k : mod.module->functions()) names.append(k->name());
+            return names.attr("__iter__")();
+          },
+          nb::sig("def __iter__(self) -> typing.Iterator[str]"), "The names of its kernels.")
       .def("__repr__", [](const UserModule& mod) {
         return "kiln.Module(" + std::to_string(mod.module->functions().size()) + " kernels)";
       });
@@ -308,26 +349,50 @@ void BindKernels(nb::module_& m) {
 
   m.def(
       "compile",
-      [](const std::string& text, const std::optional<DevicePtr>& device) {
-        DevicePtr dev = OrDefault(device);
+      [](nb::handle ir_text, nb::handle device) {
+        std::string text;
+        if (nb::isinstance<nb::str>(ir_text)) {
+          text = nb::cast<std::string>(ir_text);
+        } else if (nb::isinstance<nb::bytes>(ir_text)) {
+          nb::bytes b = nb::borrow<nb::bytes>(ir_text);
+          text.assign(b.c_str(), b.size());
+        } else {
+          throw nb::type_error(
+              StrCat("kiln.compile: ir_text is the text of a module (a str); got ",
+                     TypeName(ir_text), " (kiln.load_module loads a .kmod file)")
+                  .c_str());
+        }
+        DevicePtr dev = DeviceArg(device, "kiln.compile");
         ir::SourceMap source;
         ir::Module module = Check(ir::ParseModule(text, &source));
         Check(ir::Verify(module, codegen::SourceVerifyOptions(dev->compile_options()), source));
         return CompileFunctions(dev, module.functions);
       },
       "ir_text"_a, "device"_a = nb::none(),
+      nb::sig("def compile(ir_text: str | bytes, device: Device | None = None) -> Module"),
       "Compiles kiln IR text (a `module { ... }`) for a device (the default one if None) and "
       "loads it. Errors point at the text's line and column.");
   m.def(
       "load_module",
-      [](const std::string& path, const std::optional<DevicePtr>& device) {
-        DevicePtr dev = OrDefault(device);
+      [](nb::handle path_arg, nb::handle device) {
+        std::string path;
+        try {
+          path = nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(path_arg));
+        } catch (const nb::python_error&) {
+          throw nb::type_error(StrCat("kiln.load_module: path is a str or an os.PathLike; got ",
+                                      TypeName(path_arg))
+                                   .c_str());
+        }
+        DevicePtr dev = DeviceArg(device, "kiln.load_module");
         auto m = std::make_shared<UserModule>();
         m->device = dev;
         m->module = Check(runtime::LoadedModule::LoadFile(dev->device_ref(), path));
         return m;
       },
-      "path"_a, "device"_a = nb::none(), "Loads a compiled module (.kmod file) on a device.");
+      "path"_a, "device"_a = nb::none(),
+      nb::sig("def load_module(path: str | os.PathLike[str], device: Device | None = None) -> "
+              "Module"),
+      "Loads a compiled module (.kmod file) on a device.");
 }
 
 void BindOps(nb::module_& m) {

@@ -371,7 +371,7 @@ void BindTensors(nb::module_& m) {
           "a copy (kiln.ops.slice), each int dropping its axis.")
       .def("__len__",
            [](const Tensor& t) {
-             if (t.shape.empty()) Throw(InvalidArgument("len() of a 0-d tensor"));
+             if (t.shape.empty()) throw nb::type_error("len() of a 0-d tensor");
              return t.shape[0];
            })
       .def("__repr__", [](const Tensor& t) {

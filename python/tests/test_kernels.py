@@ -88,6 +88,16 @@ def test_one_tensor_for_two_written_parameters_is_refused(device, rng):
     np.testing.assert_array_equal(out.numpy(), np.full(10, np.nan, np.float32))
 
 
+def test_modules_take_bytes_and_names(device, tmp_path):
+    m = kiln.compile(VECTOR_ADD.encode(), device)
+    assert list(m) == ["vector_add"] and "vector_add" in m and "other" not in m and 0 not in m
+    for bad in (lambda: m[0], lambda: kiln.compile(3, device),
+                lambda: kiln.compile(VECTOR_ADD, "dawn"), lambda: kiln.load_module(3, device),
+                lambda: kiln.load_module(tmp_path / "v.kmod", "dawn")):
+        with pytest.raises(TypeError, match="a str|device must be a kiln.Device|os.PathLike"):
+            bad()
+
+
 def test_kernel_f32_scalars_out_of_range_record_nothing(device):
     k = kiln.compile((REPO / "examples" / "saxpy_vec4.kir").read_text(), device)["saxpy_vec4"]
     x = kiln.tensor(np.ones(256, np.float32), device)
@@ -129,6 +139,7 @@ def test_kmod_files(device, rng, tmp_path):
     subprocess.run([str(kiln_tool), "compile", str(REPO / "examples" / "vector_add.kir"), "-o",
                     str(kmod)], check=True)
     mod = kiln.load_module(str(kmod), device)
+    assert list(kiln.load_module(kmod, device)) == ["vector_add"]  # (an os.PathLike)
     a, b = (rng.standard_normal(33).astype(np.float32) for _ in range(2))
     c = _poisoned(33, np.float32, device)
     mod["vector_add"](kiln.tensor(a, device), kiln.tensor(b, device), c, 33)

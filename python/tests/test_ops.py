@@ -1483,6 +1483,15 @@ def test_misuse_gets_clear_errors(device):
         kiln.empty((2**63,), device=device)
     with pytest.raises(TypeError, match="kiln.empty: shape entry 0 must be an int; got 2.7"):
         kiln.empty((2.7, 3), device=device)
+    for stride in (0, (0, 1), (2, 0)):
+        with pytest.raises(bad, match="max_pool2d: the stride must be at least 1"):
+            kiln.ops.max_pool2d(x4, 2, stride=stride)
+        with pytest.raises(bad, match="avg_pool2d: the stride must be at least 1"):
+            kiln.ops.avg_pool2d(x4, 2, stride=stride)
+    q2 = kiln.tensor(np.zeros((2, 4), np.float32), device)
+    for scale in (1e39, -1e39, float("inf"), float("nan")):
+        with pytest.raises(bad, match="attention: the scale must be finite"):
+            kiln.ops.attention(q2, q2, q2, scale=scale)
     # A tensor the device cannot bind is refused before anything runs,
     # naming the operator, the tensor and the limit.
     most = device.limits["max_storage_buffer_binding_size"]

@@ -96,6 +96,18 @@ def test_wrong_shapes_devices_and_dtypes_of_tensor_and_empty(device):
     assert kiln.empty((3,), None, device).dtype == np.float32
 
 
+def test_iteration_and_len_as_numpy(device):
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    rows = list(kiln.tensor(a, device))
+    assert len(rows) == 3 and all(r.shape == (2,) for r in rows)
+    np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), a)
+    z = kiln.tensor(np.float32(5), device)
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        iter(z)
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(z)
+
+
 def test_empty_has_shape_and_dtype(device):
     t = kiln.empty((7, 33), "float16", device)
     assert t.shape == (7, 33) and t.dtype == np.float16

@@ -105,8 +105,9 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
                              "[Sq, Sk] = [", s.sq, ", ", s.sk, "] (added to the scores)");
     }
   }
-  if (o.scale && !std::isfinite(*o.scale)) {
-    return InvalidArgument("attention: the scale must be finite, got ", *o.scale);
+  // (The kernels multiply by it in f32: a double beyond f32 is inf there.)
+  if (o.scale && !std::isfinite(static_cast<float>(*o.scale))) {
+    return InvalidArgument("attention: the scale must be finite as an f32, got ", *o.scale);
   }
   const uint32_t buffers = 4 + (o.mask ? 1 : 0);
   if (buffers > target.limits.max_storage_buffers_per_stage) {
