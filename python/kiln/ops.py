@@ -88,6 +88,11 @@ def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -
     building it with build(device) the first time. Returns the one output,
     or the list of outputs. This is the path of every operator."""
     device = inputs[0].device
+    for t in inputs[1:]:
+        if t.device is not device:
+            raise _kiln.InvalidArgument(
+                f"{key[0]}: its tensors are on different devices ({device} and {t.device}); "
+                f"copy one over with kiln.tensor(t.numpy(), device)")
     cache = device._cache
     program = cache.get(key)
     if program is None:
@@ -371,7 +376,10 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
 
     Operands are tensors (broadcast with v) or numbers. A chain ending in a
     comparison gives a bool tensor."""
-    x = _operand(x, None)
+    # (A numpy x goes to the device of the steps' tensors.)
+    listed = steps if isinstance(steps, (list, tuple)) else ()
+    x = _operand(x, _device_of(x, *(o for st in listed if isinstance(st, (list, tuple))
+                                    for o in st)))
     if isinstance(steps, (str, bytes)):
         raise _kiln.InvalidArgument(
             f"elementwise_chain: steps must be a list of steps; got the string {steps!r} (one "
@@ -725,7 +733,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Tensor:
     biased variance, as numpy's var), in one kernel. gamma and beta have x's
     dtype and the shape of its last axis, or of its last k axes to normalise
     over those together (PyTorch's normalized_shape)."""
-    x = _as_tensor(x, None)
+    x = _as_tensor(x, _device_of(x, gamma, beta))
     (g, b), k = _per_feature([gamma, beta], x, "layer_norm", ["gamma", "beta"])
     e = _eps(eps, "layer_norm")
     over = _over_trailing_axes(x, [g, b], k, lambda v, gv, bv: layer_norm(v, gv, bv, e))
@@ -743,7 +751,7 @@ def rms_norm(x: Any, gamma: Any, eps: float = 1e-6) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * gamma over the last axis, in one kernel;
     gamma has the shape of x's last axis, or of its last k axes to
     normalise over those together."""
-    x = _as_tensor(x, None)
+    x = _as_tensor(x, _device_of(x, gamma))
     (g,), k = _per_feature([gamma], x, "rms_norm", ["gamma"])
     e = _eps(eps, "rms_norm")
     over = _over_trailing_axes(x, [g], k, lambda v, gv: rms_norm(v, gv, e))

@@ -67,11 +67,17 @@ std::string TypeNameOf(nb::handle h) {
   return nb::cast<std::string>(nb::type_name(h.type()));
 }
 
-runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle v) {
+runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle arg) {
+  // A numpy scalar (np.float32(2), np.int32(7)) counts as its Python value.
+  nb::object v = nb::borrow(arg);
+  if (!PyLong_Check(v.ptr()) && !PyFloat_Check(v.ptr()) && nb::hasattr(v, "dtype") &&
+      nb::hasattr(v, "item") && nb::hasattr(v, "ndim") && nb::cast<int>(v.attr("ndim")) == 0) {
+    v = v.attr("item")();
+  }
   const bool is_int = PyLong_Check(v.ptr()) != 0;
   const bool is_float = PyFloat_Check(v.ptr()) != 0;
   if (p.dtype == codegen::DType::kF32) {
-    if (!is_int && !is_float) {
+    if ((!is_int && !is_float) || PyBool_Check(v.ptr())) {
       Throw(InvalidArgument(where, " is an f32 scalar; got ", TypeNameOf(v)));
     }
     // A Python int may be too large for a double; a finite value too large

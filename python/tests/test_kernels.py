@@ -58,6 +58,25 @@ def test_kernel_call_errors(device):
         kiln.compile(VECTOR_ADD, device)["vector_sub"]
 
 
+def test_kernel_scalars_from_numpy(device, rng):
+    k = kiln.compile((REPO / "examples" / "saxpy_vec4.kir").read_text(), device)["saxpy_vec4"]
+    x, z = (rng.standard_normal(256).astype(np.float32) for _ in range(2))
+    tx, tz = kiln.tensor(x, device), kiln.tensor(z, device)
+    # A numpy scalar (or 0-d array) counts as its value.
+    for n, a in ((np.int32(256), np.float32(2.5)), (np.int64(256), np.float64(-1.0)),
+                 (256, np.array(0.5, np.float32))):
+        y = _poisoned(256, np.float32, device)
+        k(tx, tz, y, n, a)
+        np.testing.assert_allclose(y.numpy(), np.float32(a) * x + z, rtol=1e-6)
+    y = kiln.empty(256, "float32", device)
+    for n, a, bad in ((256, True, "a of kernel saxpy_vec4 is an f32 scalar; got bool"),
+                      (256, np.bool_(True), "is an f32 scalar; got bool"),
+                      (np.int32(256), np.ones(1, np.float32), "f32 scalar; got ndarray"),
+                      (np.uint64(2**40), 1.0, "n of kernel saxpy_vec4 .* out of its range")):
+        with pytest.raises(kiln.InvalidArgument, match=bad):
+            k(tx, tz, y, n, a)
+
+
 TWO_OUTPUTS = """module {
 fn two(A: buffer<f32>[n], B: buffer<f32>[n], C: buffer<f32>[n], n: i32) {
   for bx in blockIdx.x(0, (n + 63) / 64) {

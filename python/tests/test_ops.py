@@ -568,8 +568,18 @@ def test_tensors_of_two_devices_do_not_mix(rng):
     b = kiln.Device(impl="dawn", backend="vulkan")
     x = kiln.tensor(np.ones(4, np.float32), a)
     y = kiln.tensor(np.ones(4, np.float32), b)
-    with pytest.raises(kiln.InvalidArgument, match="another device"):
-        kiln.ops.add(x, y)
+    for mix in (lambda: kiln.ops.add(x, y), lambda: kiln.ops.layer_norm(x, y, y),
+                lambda: kiln.ops.rms_norm(x, y), lambda: kiln.ops.matmul(x.reshape(1, 4), y.reshape(4, 1)),
+                lambda: kiln.ops.elementwise_chain(x, [("add", y)])):
+        with pytest.raises(kiln.InvalidArgument, match="on different devices"):
+            mix()
+    # A numpy operand goes to the device of the tensors it meets.
+    a_ones = np.ones(4, np.float32)
+    for out in (kiln.ops.layer_norm(a_ones, y, y), kiln.ops.rms_norm(a_ones, y),
+                kiln.ops.elementwise_chain(a_ones, [("add", y)]), kiln.ops.add(a_ones, y)):
+        assert out.device is b
+    np.testing.assert_array_equal(kiln.ops.elementwise_chain(a_ones, [("add", y)]).numpy(),
+                                  np.full(4, 2, np.float32))
 
 
 # ---------------------------------------------------------------------------
