@@ -20,7 +20,7 @@ of a one-element tensor and an error for more elements, as in numpy.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Dict
 
 import numpy as np
 
@@ -65,12 +65,22 @@ def _scalar(kind: type) -> Callable[[Tensor], Any]:
     return method
 
 
+def _refuse(what: str, unsupported: Dict[str, Any]) -> None:
+    """numpy keywords kiln's methods do not take (initial=, where=, ...)."""
+    if unsupported:
+        raise TypeError(f"{what}() got an unexpected keyword argument "
+                        f"'{next(iter(unsupported))}' (kiln's tensors take fewer of numpy's "
+                        f"keywords: docs/python.md lists them)")
+
+
 def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     # numpy's np.sum(t) and friends call t.sum(axis=..., dtype=None, out=None).
     def method(self: Tensor, axis: Any = None, dtype: Any = None, out: Any = None,
-               keepdims: bool = False) -> Tensor:
+               keepdims: bool = False, **unsupported: Any) -> Tensor:
         if out is not None:
             raise TypeError(f"{fn.__name__}: kiln tensors take no out= (the result is a new tensor)")
+        _refuse(f"Tensor.{ {'amax': 'max', 'amin': 'min'}.get(fn.__name__, fn.__name__)}",
+                unsupported)
         what = f"{fn.__name__}(dtype=...)"
         if dtype is not None and fn.__name__ in ("sum", "prod"):
             # numpy's rule: each element becomes `dtype` before it is summed.
@@ -92,10 +102,29 @@ def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A0
     return ops.clamp(self, min, max)
 
 
-def _astype(self: Tensor, dtype: Any) -> Tensor:
+def _astype(self: Tensor, dtype: Any, copy: bool = True) -> Tensor:
     """kiln.ops.cast(self, dtype): a copy converted to float32, float16, int32
-    or bool."""
+    or bool (with copy=False, self where it has the dtype already, as
+    numpy)."""
+    if not copy and ops._dtype_name(dtype, "astype") == np.dtype(self.dtype).name:
+        return self
     return ops._cast(self, dtype, "astype")
+
+
+def _reshape(self: Tensor, *shape: Any, order: str = "C") -> Tensor:
+    if order != "C":
+        raise ops.ArgumentTypeError(f"Tensor.reshape: kiln tensors are row-major: order='C' "
+                                    f"only; got {order!r}")
+    return ops.reshape(self, _shape_args(shape))
+
+
+def _transpose(self: Tensor, *axes: Any, **kw: Any) -> Tensor:
+    if "axes" in kw:
+        if axes:
+            raise TypeError("Tensor.transpose: the axes given twice")
+        axes = (kw.pop("axes"),)
+    _refuse("Tensor.transpose", kw)
+    return ops.transpose(self, None if axes in ((), (None,)) else _shape_args(axes))
 
 
 def _shape_args(args: tuple) -> Any:
@@ -141,9 +170,8 @@ def install() -> None:
         setattr(Tensor, name, _reduction(fn))
     Tensor.argmax = lambda self, axis=None, keepdims=False: ops.argmax(self, axis, keepdims)
     Tensor.argmin = lambda self, axis=None, keepdims=False: ops.argmin(self, axis, keepdims)
-    Tensor.reshape = lambda self, *shape: ops.reshape(self, _shape_args(shape))
-    Tensor.transpose = lambda self, *axes: ops.transpose(
-        self, None if axes in ((), (None,)) else _shape_args(axes))
+    Tensor.reshape = _reshape
+    Tensor.transpose = _transpose
     Tensor.T = property(lambda self: ops.transpose(self))
     Tensor.flatten = lambda self: ops.reshape(self, [self.size])
     Tensor.clip = _clip

@@ -220,3 +220,23 @@ def test_numpy_methods(device, rng):
     np.testing.assert_array_equal(t.T.numpy(), x.T)
     np.testing.assert_array_equal(t.flatten().numpy(), x.flatten())
     np.testing.assert_array_equal(t.clip(-0.5, 0.5).numpy(), x.clip(-0.5, 0.5))
+
+
+def test_numpy_keywords_of_methods(device, rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    np.testing.assert_array_equal(t.transpose(axes=(1, 0)).numpy(), a.T)
+    np.testing.assert_array_equal(np.transpose(t, axes=(1, 0)).numpy(), a.T)
+    np.testing.assert_array_equal(t.reshape((4, 3), order="C").numpy(), a.reshape((4, 3)))
+    assert t.astype(np.float32, copy=False) is t
+    assert t.astype(np.float32) is not t
+    np.testing.assert_array_equal(t.astype("int32", copy=False).numpy(), a.astype(np.int32))
+    with pytest.raises(kiln.ArgumentTypeError, match="order='C' only"):
+        t.reshape(12, order="F")
+    with pytest.raises(TypeError, match="the axes given twice"):
+        t.transpose((1, 0), axes=(1, 0))
+    for call, name in ((lambda: np.max(t, initial=0), "Tensor.max"),
+                       (lambda: t.sum(where=True), "Tensor.sum"),
+                       (lambda: t.transpose(bogus=1), "Tensor.transpose")):
+        with pytest.raises(TypeError, match=name + r"\(\) got an unexpected keyword argument"):
+            call()
