@@ -95,11 +95,18 @@ def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A0
     """numpy's t.clip(min, max): either bound may be None (not both)."""
     if min is None and max is None:
         raise ValueError("clip: give min or max (or both)")
-    if max is None:
-        return ops.maximum(self, min)
-    if min is None:
-        return ops.minimum(self, max)
-    return ops.clamp(self, min, max)
+    try:
+        if max is None:
+            return ops.maximum(self, min)
+        if min is None:
+            return ops.minimum(self, max)
+        return ops.clamp(self, min, max)
+    except ops._kiln.InvalidArgument as e:  # (named as the method called)
+        text = str(e)
+        for inner in ("max: ", "min: ", "clamp: "):
+            if text.startswith(inner):
+                raise type(e)("clip: " + text[len(inner):]) from None
+        raise
 
 
 def _astype(self: Tensor, dtype: Any, copy: bool = True) -> Tensor:

@@ -1219,6 +1219,13 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     b = _as_tensor(b, a.device)
     if (ints := _ints_of_bools(a, b)) is not None:
         return _bools(where(cond, ints[0], ints[1]))
+    # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
+    if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
+        a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))
+    elif np.bool_ in (a.dtype, b.dtype) and a.dtype != b.dtype:
+        raise _kiln.InvalidArgument(
+            f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a bool goes "
+            f"with a bool or an int32 (cast the other with astype)")
     c = _as_tensor(cond, a.device)
     if c.dtype == np.bool_:
         c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1

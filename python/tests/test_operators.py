@@ -240,3 +240,21 @@ def test_numpy_keywords_of_methods(device, rng):
                        (lambda: t.transpose(bogus=1), "Tensor.transpose")):
         with pytest.raises(TypeError, match=name + r"\(\) got an unexpected keyword argument"):
             call()
+
+
+def test_where_and_clip_of_bools_and_ints(device):
+    c = np.array([True, False, True])
+    i = np.array([5, 6, -7], np.int32)
+    for args in ((c, c, i), (c, i, c), (c, c, c)):
+        got = kiln.ops.where(*[kiln.tensor(x, device) for x in args])
+        want = np.where(*args)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(kiln.InvalidArgument, match="where: a is bool and b float32"):
+        kiln.ops.where(kiln.tensor(c, device), kiln.tensor(c, device),
+                       kiln.tensor(np.ones(3, np.float32), device))
+    t = kiln.tensor(i, device)
+    for call in (lambda: t.clip(0.5), lambda: t.clip(None, 0.5), lambda: t.clip(0, 1.5)):
+        with pytest.raises(kiln.InvalidArgument, match="clip: the number"):
+            call()
+    np.testing.assert_array_equal(t.clip(-6, 5).numpy(), i.clip(-6, 5))
