@@ -211,16 +211,15 @@ DevicePtr OrDefault(const std::optional<DevicePtr>& device) {
   return device && *device ? *device : DefaultDevice();
 }
 
-std::string TypeName(nb::handle h) { return nb::cast<std::string>(nb::type_name(h.type())); }
-
 // A `device` argument: a kiln.Device, or None for the default device.
 DevicePtr DeviceArg(nb::handle device, const char* what) {
   if (device.is_none()) return DefaultDevice();
   DevicePtr d;
   if (!nb::try_cast<DevicePtr>(device, d) || !d) {
-    throw nb::type_error(StrCat(what, ": device must be a kiln.Device or None (the default "
+    throw nb::type_error(StrCat(what,
+                                ": device must be a kiln.Device or None (the default "
                                 "device); got ",
-                                TypeName(device))
+                                TypeNameOf(device))
                              .c_str());
   }
   return d;
@@ -288,9 +287,9 @@ void BindKernels(nb::module_& m) {
           "__getitem__",
           [](const std::shared_ptr<UserModule>& mod, nb::handle name) {
             if (!nb::isinstance<nb::str>(name)) {
-              throw nb::type_error(
-                  StrCat("a kiln.Module's kernels are found by name (a str); got ", TypeName(name))
-                      .c_str());
+              throw nb::type_error(StrCat("a kiln.Module's kernels are found by name (a str); got ",
+                                          TypeNameOf(name))
+                                       .c_str());
             }
             return FindKernel(mod, nb::cast<std::string>(name));
           },
@@ -363,10 +362,9 @@ void BindKernels(nb::module_& m) {
           nb::bytes b = nb::borrow<nb::bytes>(ir_text);
           text.assign(b.c_str(), b.size());
         } else {
-          throw nb::type_error(
-              StrCat("kiln.compile: ir_text is the text of a module (a str); got ",
-                     TypeName(ir_text), " (kiln.load_module loads a .kmod file)")
-                  .c_str());
+          throw nb::type_error(StrCat("kiln.compile: ir_text is the text of a module (a str); got ",
+                                      TypeNameOf(ir_text), " (kiln.load_module loads a .kmod file)")
+                                   .c_str());
         }
         DevicePtr dev = DeviceArg(device, "kiln.compile");
         ir::SourceMap source;
@@ -386,7 +384,7 @@ void BindKernels(nb::module_& m) {
           path = nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(path_arg));
         } catch (const nb::python_error&) {
           throw nb::type_error(StrCat("kiln.load_module: path is a str or an os.PathLike; got ",
-                                      TypeName(path_arg))
+                                      TypeNameOf(path_arg))
                                    .c_str());
         }
         DevicePtr dev = DeviceArg(device, "kiln.load_module");
