@@ -468,18 +468,19 @@ std::string Dims(const ops::Shape& s) {
 
 // ---- the workloads
 
-// ", copied ahead" where the GEMM copies its tiles one k-step ahead (or
-// ", loads branch-free" for branch-free double buffers), and ", sums as
-// fma" where its float sums of products are fma.
+// ", copied ahead" where the GEMM copies its tiles one k-step ahead (with
+// how the last k-step is treated: ", branch_free", ", no_branch",
+// ", peeled"; or ", loads branch-free" for branch-free double buffers), and
+// ", sums as fma" where its float sums of products are fma.
 std::string CopiedAhead(const ops::MatmulSchedule& s, bool int8 = false) {
   const std::string fma = s.fused_multiply_add && !int8 ? ", sums as fma" : "";
+  const bool last = s.last_copy != te::LastCopy::kSkipped;
   if (!s.CopiesAhead(int8)) {
-    return (s.double_buffer && s.branch_free_copies ? ", loads branch-free" : "") + fma;
+    return (s.double_buffer && last ? ", loads branch-free" : "") + fma;
   }
   if (!s.copy_through_registers) return ", copied ahead" + fma;
-  return (s.branch_free_copies ? ", copied ahead through registers, branch-free"
-                               : ", copied ahead through registers") +
-         fma;
+  return ", copied ahead through registers" +
+         (last ? ", " + std::string(te::LastCopyName(s.last_copy)) : "") + fma;
 }
 
 Workload MatmulWorkload(const std::string& name, const ops::Shape& a, const ops::Shape& b,
@@ -834,7 +835,7 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   result.gpu_timestamps = runner.timestamps();
   ops::Target target{runtime::TargetLimitsOf(*device), device->HasFeature(hal::Feature::kShaderF16),
                      device->HasFeature(hal::Feature::kSubgroups) && !options.no_subgroups,
-                     std::string(device->impl().name())};
+                     std::string(device->impl().name()), device->trusted()};
   result.subgroups = target.subgroups;
   const bool small = options.small;
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;

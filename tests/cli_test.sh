@@ -195,12 +195,21 @@ for cmd in info demo "bench ops" "bench matmul" "bench dispatch"; do
 done
 # --matmul-schedule: five to eight whole integers, or an error naming the form.
 for bad in "2,2,16,0,1x" "2,2,16,0,1 " "2,2,16,0,1,,1" "2,2,16,0,1," "2,2,16,0,1,1,1,1,1" \
-  "2,2,16,0,2" "" "99999999999,2,16,0,1"; do
+  "2,2,16,0,2" "" "99999999999,2,16,0,1" "2,2,16,0,1,1,4" "2,2,16,0,1,1,-1" "2,2,16,0,1,2"; do
   expect_error "--matmul-schedule '$bad'" "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL" \
     "$kiln" bench ops --compile-only --matmul-schedule "$bad"
 done
 out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,1,1 2>&1) ||
   fail "--matmul-schedule with eight fields: $out"
+# BRANCH_FREE 3 peels the last k-step of tiles copied through registers; of
+# tiles copied directly it is an error naming the schedule.
+out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,3,1 \
+  --wgsl "$tmp/peeled" 2>&1) || fail "--matmul-schedule with a peeled last k-step: $out"
+grep -q "k_outer < 255i" "$tmp/peeled/matmul_f32_4096x4096___4096x4096.wgsl" ||
+  fail "--matmul-schedule 2,2,16,0,1,1,3,1 did not peel the last k-step"
+expect_error "--matmul-schedule peeled without registers" \
+  "only tiles copied through registers or double-buffered treat the last k-step apart" \
+  "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,0,3
 # A filter that matches nothing is an error listing the workloads.
 expect_error "--filter matching nothing" "--filter 'no such op' matches no workload; the workloads: 'elementwise add f32'" \
   "$kiln" bench ops --compile-only --small --filter "no such op"

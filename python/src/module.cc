@@ -178,7 +178,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 DeviceState::DeviceState(std::shared_ptr<hal::Device> device)
     : device_(std::move(device)),
       target_{runtime::TargetLimitsOf(*device_), device_->HasFeature(hal::Feature::kShaderF16),
-              device_->HasFeature(hal::Feature::kSubgroups), std::string(device_->impl().name())},
+              device_->HasFeature(hal::Feature::kSubgroups), std::string(device_->impl().name()),
+              device_->trusted()},
       compile_options_(check::CompileOptionsFor(*device_)) {}
 
 DeviceState::~DeviceState() {

@@ -580,14 +580,38 @@ void BindTe(nb::module_& m) {
           "no branch.")
       .def(
           "copy_ahead",
-          [](const StageRef& s, bool through_registers, bool branch_free) {
-            Check(s.Get().CopyAhead(through_registers, branch_free));
+          [](const StageRef& s, bool through_registers, bool branch_free,
+             std::optional<std::string> last) {
+            te::LastCopy how = branch_free ? te::LastCopy::kLoadsAgain : te::LastCopy::kSkipped;
+            if (last) {
+              bool known = false;
+              for (te::LastCopy l :
+                   {te::LastCopy::kLoadsAgain, te::LastCopy::kStoresAgain, te::LastCopy::kPeeled}) {
+                if (*last == te::LastCopyName(l)) how = l, known = true;
+              }
+              if (!known) {
+                Throw(
+                    InvalidArgument("copy_ahead: last is 'branch_free', 'no_branch' or "
+                                    "'peeled', not '",
+                                    *last, "'"));
+              }
+              if (branch_free && how != te::LastCopy::kLoadsAgain) {
+                Throw(
+                    InvalidArgument("copy_ahead: branch_free=True is last='branch_free'; "
+                                    "it cannot be last='",
+                                    *last, "' too"));
+              }
+            }
+            Check(s.Get().CopyAhead(through_registers, how));
           },
-          "through_registers"_a = false, "branch_free"_a = false,
+          "through_registers"_a = false, "branch_free"_a = false, "last"_a = nb::none(),
           "Copies a single-buffered shared stage at a serial loop one iteration ahead; with "
           "through_registers, the next iteration's values are loaded into registers before the "
-          "iteration computes and stored after it, and with branch_free as well every iteration "
-          "loads (the last its own values again), with no branch around the loads.")
+          "iteration computes and stored after it, both under a branch that skips them in the "
+          "last iteration. branch_free (last='branch_free'): every iteration loads (the last its "
+          "own values again), no branch around the loads; last='no_branch': nor around the "
+          "stores; last='peeled': the loop runs one iteration fewer with no branch, and the last "
+          "iteration's math follows it.")
       .def(
           "subgroup_reduce", [](const StageRef& s) { Check(s.Get().SubgroupReduce()); },
           "Combines the stage's cross-thread reduction through subgroup operations.")

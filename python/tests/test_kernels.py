@@ -534,14 +534,19 @@ def test_te_computes_check_types_indices_and_constants(device, rng):
 
 
 PIPELININGS = ["double_buffer", "double_buffer(branch_free)", "copy_ahead",
-               "copy_ahead(registers)", "copy_ahead(registers, branch_free)"]
+               "copy_ahead(registers)", "copy_ahead(registers, branch_free)",
+               "copy_ahead(registers, no_branch)", "copy_ahead(registers, peeled)"]
 
 
 def _pipeline(stage, how):
     # double_buffer([branch_free=True]), copy_ahead() or
-    # copy_ahead(through_registers=True[, branch_free=True]).
-    if how.startswith("copy_ahead("):
-        stage.copy_ahead(through_registers=True, branch_free="branch_free" in how)
+    # copy_ahead(through_registers=True[, branch_free=True | last=...]).
+    if how == "copy_ahead(registers, branch_free)":
+        stage.copy_ahead(through_registers=True, branch_free=True)
+    elif how.startswith("copy_ahead(registers, "):
+        stage.copy_ahead(through_registers=True, last=how[len("copy_ahead(registers, "):-1])
+    elif how.startswith("copy_ahead("):
+        stage.copy_ahead(through_registers=True)
     elif how == "double_buffer(branch_free)":
         stage.double_buffer(branch_free=True)
     else:
@@ -569,7 +574,7 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     s[Cl].compute_at(s[C], tx)
     ko, ki = s[Cl].split(s[Cl].reduce_axis[0], 4)
     s[Cl].reorder(ko, ki, *s[Cl].axis)
-    fma = "branch_free" in pipelining  # as the library's rule for Dawn
+    fma = "registers, " in pipelining  # as the library's rule for Dawn
     if fma:
         s[Cl].fused_multiply_add()
     for T in (As, Bs):
@@ -585,13 +590,32 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     assert "A_shared." + (pipelining if "(" in pipelining else pipelining + "()") in str(s)
     lowered = te.lower(s, [C], [A, B], "mm")
     assert "shared" in lowered
-    assert ("A_shared_buf_staged" in lowered) == (pipelining != "copy_ahead")
+    steps = -(-K // 4)  # of the k loop; peeled, one step is only the last one's math
+    assert ("A_shared_buf_staged" in lowered) == (
+        pipelining != "copy_ahead" and not (pipelining.endswith("peeled)") and steps == 1))
     assert ("C_local.fused_multiply_add()" in str(s)) == fma
     assert ("= fma(A_shared_buf[" in lowered) == fma
+    if pipelining.startswith("copy_ahead(registers") and steps > 1:
+        # The next step's index clamped where the last step copies again.
+        assert ("min(k_outer + 1" in lowered) == pipelining.endswith(("branch_free)", "no_branch)"))
     if pipelining.startswith("copy_ahead"):
         with pytest.raises(kiln.InvalidArgument, match="double-buffered or copied ahead, not both"):
             s[As].double_buffer()
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
+
+
+def test_te_copy_ahead_refuses_unknown_or_conflicting_last_steps():
+    A, B, C = _matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    As = s.cache_read(A, "shared", [C])
+    with pytest.raises(kiln.InvalidArgument, match="last is 'branch_free', 'no_branch' or 'peeled', not 'sideways'"):
+        s[As].copy_ahead(through_registers=True, last="sideways")
+    with pytest.raises(kiln.InvalidArgument, match="branch_free=True is last='branch_free'"):
+        s[As].copy_ahead(through_registers=True, branch_free=True, last="peeled")
+    with pytest.raises(kiln.InvalidArgument, match="peeled only through registers"):
+        s[As].copy_ahead(last="peeled")
+    s[As].copy_ahead(through_registers=True, branch_free=True, last="branch_free")
+    assert "A_shared.copy_ahead(registers, branch_free)" in str(s)
 
 
 def test_te_fused_multiply_add_needs_a_float_sum_of_products():

@@ -181,7 +181,9 @@ int BenchOps(const Args& args) {
         "                   128x128 tile, k 16, double-buffered, unrolled; ROWS and COLS 1, 2\n"
         "                   or 4, K_TILE 8, 16 or 32; REGISTERS 1: single-buffered tiles copied\n"
         "                   ahead through registers, BRANCH_FREE 1: every k-step loading\n"
-        "                   (copied ahead through registers or double-buffered),\n"
+        "                   (copied ahead through registers or double-buffered), 2: and\n"
+        "                   storing (no_branch), 3: the last k-step peeled (both through\n"
+        "                   registers),\n"
         "                   FMA 1: sums of products as fma; docs/ops.md)\n"
         "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
         "                   (64,32 on the H200; docs/ops.md)\n"
@@ -233,15 +235,18 @@ int BenchOps(const Args& args) {
       parsed = first != last && error == std::errc() && end == last;
       at = comma + 1;
     }
-    if (!parsed || n < 5 || n > 8 ||
-        std::any_of(v + 3, v + 8, [](int x) { return x != 0 && x != 1; })) {
+    // Flags 0 or 1; BRANCH_FREE (the seventh) a te::LastCopy, 0 to 3.
+    bool flags_valid = true;
+    for (int i = 3; i < 8; ++i) flags_valid &= v[i] >= 0 && v[i] <= (i == 6 ? 3 : 1);
+    if (!parsed || n < 5 || n > 8 || !flags_valid) {
       return Fail(
           "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]] "
-          "(five to eight integers, those after K_TILE 0 or 1), got '" +
+          "(five to eight integers, those after K_TILE 0 or 1, BRANCH_FREE 0 to 3), got '" +
           *text + "'");
     }
-    oo.matmul_schedule = ops::MatmulSchedule{v[0],      v[1],      v[2],      v[3] == 1,
-                                             v[4] == 1, v[5] == 1, v[6] == 1, v[7] == 1};
+    oo.matmul_schedule = ops::MatmulSchedule{
+        v[0],     v[1], v[2], v[3] == 1, v[4] == 1, v[5] == 1, static_cast<te::LastCopy>(v[6]),
+        v[7] == 1};
   }
   if (auto text = flags->Get("attention-tile")) {
     long v[2];

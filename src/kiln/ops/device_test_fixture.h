@@ -43,6 +43,7 @@ class OpsDeviceFixture : public ::testing::Test {
     target_.shader_f16 = device_->HasFeature(hal::Feature::kShaderF16);
     target_.subgroups = device_->HasFeature(hal::Feature::kSubgroups);
     target_.implementation = device_->impl().name();
+    target_.trusted = device_->trusted();
   }
 
   // Values in [lo, hi), a fresh stream per call (seeded from gtest's seed).

@@ -208,10 +208,11 @@ class TeGemm {
       // Single-buffered tiles are copied one k step ahead: 2-11% faster on
       // the H200 for f32, f16 and the convolution (BENCHMARKS.md, "Copies
       // one iteration ahead").
-      if (s_.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer(s_.branch_free_copies));
+      if (s_.double_buffer) {
+        KILN_RETURN_IF_ERROR(st.DoubleBuffer(s_.last_copy != te::LastCopy::kSkipped));
+      }
       if (s_.CopiesAhead(spec_.math == GemmMath::kDot4I8)) {
-        KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers,
-                                          s_.copy_through_registers && s_.branch_free_copies));
+        KILN_RETURN_IF_ERROR(st.CopyAhead(s_.copy_through_registers, s_.last_copy));
       }
       const te::IterVar kx = st.axis(static_cast<int>(r)), x = st.axis(static_cast<int>(r + 1));
       if (k_contiguous) KILN_RETURN_IF_ERROR(st.Reorder({x, kx}));
@@ -272,6 +273,17 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
     return bad(
         "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "
         "vectors of both tiles)");
+  }
+  if (s.last_copy != te::LastCopy::kSkipped && !s.copy_through_registers && !s.double_buffer) {
+    return bad(
+        "only tiles copied through registers or double-buffered treat the last k-step "
+        "apart (copied directly, every copy is under a branch)");
+  }
+  if (s.double_buffer && s.last_copy != te::LastCopy::kSkipped &&
+      s.last_copy != te::LastCopy::kLoadsAgain) {
+    return bad(
+        "a double buffer is branch-free or not; no_branch and peeled are for tiles "
+        "copied ahead");
   }
   if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
     return bad(StrCat("its shared tiles take ", s.SharedBytes(),

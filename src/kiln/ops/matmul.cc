@@ -198,18 +198,25 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
   // 42.2, 37.0 against 38.6). Dawn's shader compiler does not contract the
   // sums of products into fused multiply-adds by itself: written as fma, its
   // branch-free f32 matmul ran 44.4 against 41.6 (45.0 against 42.7
-  // trusted).
+  // trusted). Through Dawn, what the copies do at the last k-step matters
+  // as much, and differently in each mode (4096^3 / the batched matmul):
+  // the loads again with the stores under a branch 44.3 / 22.4 (trusted
+  // 44.9 / 22.8), loads and stores under no branch 43.3 / 22.7 (trusted
+  // 47.3 / 23.0), the last k-step peeled 47.1 / 21.8 (trusted 46.2 / 22.1).
   const bool wgpu = target.implementation == "wgpu", dawn = target.implementation == "dawn";
   const bool registers = kind == GemmKind::kF32 && (wgpu || dawn);
-  const bool branch_free = registers && dawn;
+  const te::LastCopy last = !registers || !dawn ? te::LastCopy::kSkipped
+                            : !target.trusted && s.rows == 2 && s.cols == 2
+                                ? te::LastCopy::kPeeled
+                                : te::LastCopy::kStoresAgain;
   const bool fma = registers && dawn;
   // Single-buffered tiles first: on the H200 (Dawn/Vulkan) the double-buffered
   // kernel ran at 25.7 TFLOP/s against 36.2 for the single-buffered one
   // (BENCHMARKS.md).
   for (MatmulSchedule candidate :
-       {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers, branch_free, fma},
-        MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers, branch_free, fma},
-        MatmulSchedule{1, 1, 16, false, unroll, registers, branch_free, fma}}) {
+       {MatmulSchedule{s.rows, s.cols, 16, false, unroll, registers, last, fma},
+        MatmulSchedule{s.rows, s.cols, 8, false, unroll, registers, last, fma},
+        MatmulSchedule{1, 1, 16, false, unroll, registers, last, fma}}) {
     if ((candidate.rows * candidate.k_tile) % 16 != 0 ||
         (candidate.cols * candidate.k_tile) % 16 != 0) {
       continue;

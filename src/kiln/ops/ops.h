@@ -7,7 +7,7 @@
 //   ops::Target target{runtime::TargetLimitsOf(device),
 //                      device.HasFeature(hal::Feature::kShaderF16),
 //                      device.HasFeature(hal::Feature::kSubgroups),
-//                      std::string(device.impl().name())};
+//                      std::string(device.impl().name()), device.trusted()};
 //   auto add = ops::Elementwise("add", {{{7, 1}}, {{1, 33}}}, target);  // C[7, 33]
 //   auto chain = ops::ElementwiseChain({{1000}}, {ops::ChainStep::With("add", {{1000}}),
 //                                                 ops::ChainStep::Unary("relu")}, target);
@@ -28,6 +28,7 @@
 #include "kiln/ir/types.h"
 #include "kiln/support/status.h"
 #include "kiln/support/target_limits.h"
+#include "kiln/te/te.h"
 
 namespace kiln::ops {
 
@@ -56,6 +57,9 @@ struct Target {
   // kernel differently, a rule picks the order that is faster with each
   // (docs/ops.md).
   std::string implementation;
+  // Whether the device runs in trusted mode (hal::DeviceOptions::trusted),
+  // which a rule may schedule differently for (docs/ops.md).
+  bool trusted = false;
 };
 
 // "[7, 1]".
@@ -409,10 +413,13 @@ struct MatmulSchedule {
   // global loads issued before the math, stored into the tiles after it
   // (te::Stage::CopyAhead(true)).
   bool copy_through_registers = false;
-  // ... with every k-step loading (the last its own tile again), no branch
-  // around the loads (te::Stage::CopyAhead(true, true)); for double-buffered
-  // tiles, which always copy through registers, te::Stage::DoubleBuffer(true).
-  bool branch_free_copies = false;
+  // ... and what the copies do at the last k-step (te::LastCopy): skip it
+  // under a branch, load (kLoadsAgain) or load and store (kStoresAgain) its
+  // own tile again under no branch, or leave the loop one k-step early with
+  // its math after it (kPeeled). Double-buffered tiles, which always copy
+  // through registers, take kSkipped or kLoadsAgain (loads and stores under
+  // no branch, te::Stage::DoubleBuffer(true)).
+  te::LastCopy last_copy = te::LastCopy::kSkipped;
   // The accumulators' sums of products as fma(a, b, acc), one rounding per
   // step (te::Stage::FusedMultiplyAdd); the int8 GEMM's dot4I8 has none.
   bool fused_multiply_add = false;

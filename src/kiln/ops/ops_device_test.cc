@@ -594,8 +594,8 @@ TEST_F(MatmulDeviceTest, OddShapesWithTheDefaultSchedule) {
 }
 
 // A spread of matmul schedules (tile shapes, k tiles, double buffering,
-// unrolling), those whose shared tiles fit the target; the others are named
-// as skipped.
+// unrolling, the copies through registers and their last k-step), those
+// whose shared tiles fit the target; the others are named as skipped.
 std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
   std::vector<MatmulSchedule> out;
   for (const MatmulSchedule& s :
@@ -603,8 +603,11 @@ std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
         MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
         MatmulSchedule{1, 1, 16, false, true}, MatmulSchedule{4, 2, 8, false, false},
         MatmulSchedule{1, 4, 16, false, false},
-        MatmulSchedule{2, 1, 32, false, true, true, true, true},
-        MatmulSchedule{1, 1, 32, true, true, false, true}}) {
+        MatmulSchedule{2, 1, 32, false, true, true, te::LastCopy::kLoadsAgain, true},
+        MatmulSchedule{1, 1, 32, true, true, false, te::LastCopy::kLoadsAgain},
+        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kStoresAgain, true},
+        MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kPeeled},
+        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kPeeled, true}}) {
     if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
       std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
                   s.ToString().c_str(), target.limits.max_workgroup_storage_bytes);

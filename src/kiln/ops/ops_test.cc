@@ -424,8 +424,10 @@ TEST(OpsTest, MatmulErrors) {
   EXPECT_EQ(small->block_m(), 64);
   EXPECT_FALSE(small->unroll_k);
   // An f32 matmul's tiles go through registers where the implementation is
-  // known: under a branch for wgpu-native, branch-free (the last k-step
-  // loading its own tile again) for Dawn; not for f16 or the convolution.
+  // known: under a branch for wgpu-native; for Dawn branch-free (the last
+  // k-step loading and storing its own tile again), or in its default mode
+  // with the 128x128 tile the last k-step peeled; not for f16 or the
+  // convolution.
   EXPECT_FALSE(rule->copy_through_registers);
   for (const char* impl : {"dawn", "wgpu"}) {
     Target target = t;
@@ -434,7 +436,17 @@ TEST(OpsTest, MatmulErrors) {
     auto r = DefaultMatmulSchedule(1, 4096, 4096, target);
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(r->copy_through_registers) << impl;
-    EXPECT_EQ(r->branch_free_copies, dawn) << impl;
+    EXPECT_EQ(r->last_copy, dawn ? te::LastCopy::kPeeled : te::LastCopy::kSkipped) << impl;
+    Target trusted = target;
+    trusted.trusted = true;
+    EXPECT_EQ(DefaultMatmulSchedule(1, 4096, 4096, trusted)->last_copy,
+              dawn ? te::LastCopy::kStoresAgain : te::LastCopy::kSkipped)
+        << impl;
+    auto batched = DefaultMatmulSchedule(384, 128, 128, target);
+    ASSERT_TRUE(batched.ok());
+    EXPECT_EQ(batched->block_n(), 64);
+    EXPECT_EQ(batched->last_copy, dawn ? te::LastCopy::kStoresAgain : te::LastCopy::kSkipped)
+        << impl;
     // Sums of products as fma for Dawn's f32 matmul only.
     EXPECT_EQ(r->fused_multiply_add, dawn) << impl;
     for (GemmKind kind : {GemmKind::kF16, GemmKind::kConv, GemmKind::kInt8}) {
@@ -447,7 +459,23 @@ TEST(OpsTest, MatmulErrors) {
     EXPECT_NE(ir.find("_staged["), std::string::npos) << impl;
     EXPECT_EQ(ir.find("min(k_outer + 1, 3)") != std::string::npos, dawn) << ir;
     EXPECT_EQ(ir.find("= fma(") != std::string::npos, dawn) << ir;
+    // Peeled: 15 k-steps copying the next tile under no branch, the last
+    // one's math after the loop.
+    auto peeled = Matmul({{2048, 256}}, {{256, 4096}}, target);
+    ASSERT_TRUE(peeled.ok()) << peeled.status();
+    const std::string p = ir::Print(*peeled);
+    EXPECT_EQ(p.find("for k_outer in serial(0, 15)") != std::string::npos, dawn) << impl;
+    EXPECT_EQ(p.find("for k_outer in serial(0, 16)") != std::string::npos, !dawn) << impl;
+    EXPECT_EQ(p.find("min(k_outer + 1"), std::string::npos) << impl;
   }
+  // The last k-step's treatment applies to tiles copied through registers
+  // or double-buffered, and a double buffer is branch-free or not.
+  MatmulSchedule direct{2, 2, 16, false, true, false, te::LastCopy::kPeeled};
+  ExpectError(Matmul({{256, 64}}, {{64, 256}}, t, {}, "", direct).status(),
+              {"128x128 tile", "only tiles copied through registers or double-buffered"});
+  MatmulSchedule twice{2, 2, 16, true, true, false, te::LastCopy::kStoresAgain};
+  ExpectError(Matmul({{256, 64}}, {{64, 256}}, t, {}, "", twice).status(),
+              {"a double buffer is branch-free or not"});
 }
 
 TEST(OpsTest, MatmulInt8SignatureAndErrors) {

@@ -824,7 +824,7 @@ class KernelLowering {
     for (const StageState* a : attached_) {
       if (a->attach_stage == s.name() && a->attach_axis.same_as(axis)) here.push_back(a);
     }
-    if (CopiesAhead(s, axis, here, extent)) return Rotated(axis, ctx, here, body, extent);
+    if (CopiesAhead(s, axis, here, extent)) return Rotated(s, axis, ctx, here, body, extent);
     // Producers first: allocations nest outward from the last.
     std::vector<Stmt> seq;
     std::vector<Stmt> next_copies, next_loads, next_stores, free_loads, free_stores;
@@ -987,10 +987,16 @@ class KernelLowering {
   // below `extent`) and a barrier (they are visible). The same barriers as
   // copies at the top of each iteration, in the order the H200's shader
   // compilers schedule better: 2-8% on the f32 matmul (BENCHMARKS.md).
-  Stmt Rotated(const IterVar& axis, const ThreadContext& ctx,
+  // Where a stage is copied ahead `peeled`, the loop runs one iteration
+  // fewer, each copying under no branch, and `body` for the last iteration
+  // follows it (Peeled, from MakeLoop's caller).
+  Stmt Rotated(const StageState& s, const IterVar& axis, const ThreadContext& ctx,
                const std::vector<const StageState*>& here, const Stmt& body,
                const ir::Expr& extent) {
-    std::vector<Stmt> first, next, loads, free_loads, stores;
+    const bool peeled = std::any_of(here.begin(), here.end(), [](const StageState* p) {
+      return p->copy_ahead_registers && p->copy_ahead_last == LastCopy::kPeeled;
+    });
+    std::vector<Stmt> first, next, loads, free_loads, stores, free_stores;
     std::vector<ir::Buffer> staging;
     for (const StageState* p : here) {
       const Stmt lowered = LowerStage(*p, ctx);
@@ -1000,29 +1006,42 @@ class KernelLowering {
       const Stmt copy = ir::Substitute(lowered, {{axis.var().get(), axis.var() + 1}});
       rotated_[axis.get()].push_back(buffer);
       // copy_ahead(registers): the loads before the body, the stores after;
-      // branch-free, the last iteration loads its own values again.
+      // the last iteration loads its own values again where the loads are
+      // under no branch (in a peeled loop, every iteration has a next).
+      const LastCopy last = peeled ? LastCopy::kPeeled : p->copy_ahead_last;
       std::optional<StagedCopy> staged;
       if (p->copy_ahead_registers) {
+        const bool clamped = last == LastCopy::kLoadsAgain || last == LastCopy::kStoresAgain;
         staged = CopyStager::Stage(
-            p->copy_ahead_branch_free
+            clamped
                 ? ir::Substitute(lowered, {{axis.var().get(), ir::Min(axis.var() + 1, extent - 1)}})
                 : copy,
             buffer);
       }
       if (!staged) {
-        next.push_back(copy);
+        (peeled ? free_stores : next).push_back(copy);
         continue;
       }
-      (p->copy_ahead_branch_free ? free_loads : loads).push_back(staged->load);
-      stores.push_back(staged->store);
+      (last == LastCopy::kSkipped ? loads : free_loads).push_back(staged->load);
+      (last == LastCopy::kSkipped || last == LastCopy::kLoadsAgain ? stores : free_stores)
+          .push_back(staged->store);
       staging.push_back(staged->staging);
     }
     Stmt prologue = ir::MakeSeq(first);
     const ir::Expr runs = ir::Simplify(ir::IntConst(extent.dtype(), 0) < extent);
     const auto* known = runs.as<ir::BoolImmNode>();
-    if (known == nullptr || !known->value) prologue = ir::IfNode::make(runs, prologue);
+    const bool surely_runs = known != nullptr && known->value;
+    if (!surely_runs) prologue = ir::IfNode::make(runs, prologue);
     prologues_[axis.get()].push_back(prologue);
     prologues_[axis.get()].push_back(ir::BarrierNode::make());
+    if (peeled) {
+      // The last iteration's math; a barrier after it where the loop may
+      // start again (its next first copies overwrite the tiles).
+      Stmt tail = RenewBindings().MutateStmt(
+          ir::Substitute(body, {{axis.var().get(), ir::Simplify(extent - 1)}}));
+      if (MayRunAgain(s, axis)) tail = ir::MakeSeq({tail, ir::BarrierNode::make()});
+      peeled_[axis.get()] = surely_runs ? tail : ir::IfNode::make(runs, tail);
+    }
     const ir::Expr more = axis.var() + 1 < extent;
     std::vector<Stmt> seq;
     if (!loads.empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(loads)));
@@ -1032,12 +1051,26 @@ class KernelLowering {
     for (const std::vector<Stmt>* copies : {&stores, &next}) {
       if (!copies->empty()) seq.push_back(ir::IfNode::make(more, ir::MakeSeq(*copies)));
     }
+    seq.insert(seq.end(), free_stores.begin(), free_stores.end());
     seq.push_back(ir::BarrierNode::make());
     Stmt out = ir::MakeSeq(seq);
     for (auto it = staging.rbegin(); it != staging.rend(); ++it) {
       out = ir::AllocateNode::make(*it, out);
     }
     return out;
+  }
+
+  // Loop `var` of `extent` around `body`; where its copies ahead are
+  // peeled (Rotated), one iteration fewer and the last one's math after it.
+  Stmt MakeLoopAt(const IterVar& axis, const ir::Expr& extent, ir::LoopKind kind,
+                  const ThreadContext& ctx, const Stmt& body) {
+    auto it = peeled_.find(axis.get());
+    if (it == peeled_.end()) return MakeLoop(axis.var(), extent, kind, ctx, body);
+    Stmt tail = std::move(it->second);
+    peeled_.erase(it);
+    const ir::Expr fewer = ir::Simplify(extent - 1);
+    if (ir::AsConstInt(fewer) == 0) return tail;
+    return ir::MakeSeq({MakeLoop(axis.var(), fewer, kind, ctx, body), tail});
   }
 
   // The double buffers of the stages attached at loop `axis` of `s`, and
@@ -1145,6 +1178,9 @@ class KernelLowering {
   // The buffers of the stages loaded one iteration ahead at a loop, from
   // Rotated to AroundLoop.
   std::unordered_map<const IterVarNode*, std::vector<ir::Buffer>> rotated_;
+  // The last iteration of a loop whose copies ahead are peeled, from
+  // Rotated to MakeLoopAt.
+  std::unordered_map<const IterVarNode*, Stmt> peeled_;
   std::map<ir::LoopKind, std::pair<ir::Expr, const StageState*>> launch_extents_;
   IntervalMap loop_ranges_;
   Status error_;
@@ -1498,7 +1534,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       const IterVar& a = loops[k];
       body = EmitAttached(stage, a, ctx_inside.at(a.get()), body, layout.extent(a));
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
-      body = AroundLoop(stage, a, MakeLoop(a.var(), layout.extent(a), kind_of(a), ctx, body));
+      body = AroundLoop(stage, a, MakeLoopAt(a, layout.extent(a), kind_of(a), ctx, body));
     }
     return body;
   };

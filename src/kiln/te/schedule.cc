@@ -541,8 +541,13 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": copy_ahead copies directly or through \"registers\", not ",
                                Quote(p.scope));
       }
-      if (p.factor != 0 && (p.factor != 1 || p.scope.empty())) {
-        return InvalidArgument(at, ": copy_ahead is branch-free only through registers");
+      if (p.factor < 0 || p.factor > static_cast<int64_t>(LastCopy::kPeeled)) {
+        return InvalidArgument(at, ": copy_ahead's factor is a LastCopy (0 to 3), not ", p.factor);
+      }
+      if (p.factor != 0 && p.scope.empty()) {
+        return InvalidArgument(at, ": copy_ahead is ",
+                               LastCopyName(static_cast<LastCopy>(p.factor)),
+                               " only through registers");
       }
       if (stage.is_output) {
         return InvalidArgument(at,
@@ -557,7 +562,7 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       if (stage.copy_ahead) return InvalidArgument(at, ": the stage is already copied ahead");
       stage.copy_ahead = true;
       stage.copy_ahead_registers = p.scope == "registers";
-      stage.copy_ahead_branch_free = p.factor == 1;
+      stage.copy_ahead_last = static_cast<LastCopy>(p.factor);
       break;
     }
     case Kind::kSubgroupReduce: {
@@ -947,6 +952,20 @@ StatusOr<ir::MemoryScope> ScopeFromName(std::string_view name) {
   return InvalidArgument("'", name, "' is not a memory scope (global, shared, local)");
 }
 
+std::string_view LastCopyName(LastCopy last) {
+  switch (last) {
+    case LastCopy::kSkipped:
+      return "";
+    case LastCopy::kLoadsAgain:
+      return "branch_free";
+    case LastCopy::kStoresAgain:
+      return "no_branch";
+    case LastCopy::kPeeled:
+      return "peeled";
+  }
+  return "?";
+}
+
 std::string_view Primitive::KindName(Kind kind) {
   return te::KindName(kind);
 }
@@ -960,8 +979,9 @@ std::string Primitive::ToString() const {
       (kind == Kind::kCopyAhead && !scope.empty())) {
     args.push_back(scope);
   }
-  if ((kind == Kind::kCopyAhead || kind == Kind::kDoubleBuffer) && factor == 1) {
-    args.push_back("branch_free");
+  if (kind == Kind::kDoubleBuffer && factor == 1) args.push_back("branch_free");
+  if (kind == Kind::kCopyAhead && factor != 0) {
+    args.emplace_back(LastCopyName(static_cast<LastCopy>(factor)));
   }
   args.insert(args.end(), axes.begin(), axes.end());
   if (kind == Kind::kSplit || kind == Kind::kStorageAlign) args.push_back(std::to_string(factor));
@@ -1317,9 +1337,13 @@ Status Stage::DoubleBuffer(bool branch_free) {
 }
 
 Status Stage::CopyAhead(bool through_registers, bool branch_free) {
+  return CopyAhead(through_registers, branch_free ? LastCopy::kLoadsAgain : LastCopy::kSkipped);
+}
+
+Status Stage::CopyAhead(bool through_registers, LastCopy last) {
   Primitive p{Kind::kCopyAhead, name_};
   if (through_registers) p.scope = "registers";
-  if (branch_free) p.factor = 1;
+  p.factor = static_cast<int64_t>(last);
   return schedule_->Apply(p);
 }
 

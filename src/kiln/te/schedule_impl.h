@@ -48,10 +48,10 @@ struct StageState {
   bool double_buffer = false;
   bool double_buffer_branch_free = false;  // double_buffer(branch_free)
   bool copy_ahead = false;
-  bool copy_ahead_registers = false;    // copy_ahead(registers)
-  bool copy_ahead_branch_free = false;  // copy_ahead(registers, branch_free)
-  bool subgroup_reduce = false;         // its cross-thread reduction combines through subgroups
-  bool fused_multiply_add = false;      // its sum of products accumulates with fma
+  bool copy_ahead_registers = false;              // copy_ahead(registers)
+  LastCopy copy_ahead_last = LastCopy::kSkipped;  // copy_ahead(registers, ...)
+  bool subgroup_reduce = false;     // its cross-thread reduction combines through subgroups
+  bool fused_multiply_add = false;  // its sum of products accumulates with fma
 
   const std::string& name() const { return tensor.name(); }
   bool attached() const { return attach_axis.defined(); }

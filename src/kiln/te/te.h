@@ -232,12 +232,13 @@ struct Primitive {
   std::string stage;              // cache_read: the tensor read
   std::vector<std::string> axes;  // split/bind/unroll/vectorize/compute_at/storage_align/rfactor:
                                   // 1; fuse: 2; reorder: any; cache_read: the readers
-  int64_t factor = 0;  // split, storage_align; copy_ahead, double_buffer: 1 if branch-free
-  std::string thread;  // bind: "blockIdx.x", ...
-  std::string target;  // compute_at: the consumer stage
-  std::string scope;   // cache_read/cache_write/set_scope: "shared", "local";
-                       // copy_ahead: "registers" or empty
-  int64_t offset = 0;  // storage_align
+  int64_t factor = 0;             // split, storage_align; double_buffer: 1 if branch-free;
+                                  // copy_ahead: its LastCopy
+  std::string thread;             // bind: "blockIdx.x", ...
+  std::string target;             // compute_at: the consumer stage
+  std::string scope;              // cache_read/cache_write/set_scope: "shared", "local";
+                                  // copy_ahead: "registers" or empty
+  int64_t offset = 0;             // storage_align
 
   // "C.split(i, 16)", "C.bind(i_outer, blockIdx.x)", "C.vectorize(i_inner)",
   // "B.compute_inline()", "A_shared.compute_at(C, k_outer)",
@@ -245,12 +246,35 @@ struct Primitive {
   // "A_shared.storage_align(i, 32, 1)", "A_shared.double_buffer()",
   // "A_shared.double_buffer(branch_free)",
   // "A_shared.copy_ahead()", "A_shared.copy_ahead(registers)",
+  // "A_shared.copy_ahead(registers, branch_free)", "A_shared.copy_ahead(registers, no_branch)",
+  // "A_shared.copy_ahead(registers, peeled)",
   // "C.rfactor(k_inner)", "C.subgroup_reduce()", "C.fused_multiply_add()".
   std::string ToString() const;
   // The kind as records print it: "split", "compute_at", ...
   static std::string_view KindName(Kind kind);
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
+
+// What a copy ahead through registers (Stage::CopyAhead) does in the
+// loop's last iteration, which has no next values to copy.
+enum class LastCopy : uint8_t {
+  // The loads and the stores sit under a branch that skips them there
+  // ("copy_ahead(registers)").
+  kSkipped,
+  // No branch around the loads: every iteration loads, the last its own
+  // values again (the loop index clamped to the last); the stores stay
+  // under the branch ("copy_ahead(registers, branch_free)").
+  kLoadsAgain,
+  // ... and no branch around the stores either: the last iteration stores
+  // its own values again after its math ("copy_ahead(registers, no_branch)").
+  kStoresAgain,
+  // The loop runs one iteration fewer, every one copying under no branch,
+  // and the last iteration's math (without copies) follows the loop
+  // ("copy_ahead(registers, peeled)"): a larger kernel without clamps.
+  kPeeled,
+};
+// "", "branch_free", "no_branch", "peeled".
+std::string_view LastCopyName(LastCopy last);
 
 class Schedule;
 struct StageState;
@@ -355,8 +379,10 @@ class Stage {
   // at the last iteration; `branch_free` drops it: every iteration loads,
   // the last one its own values again (the loop index clamped to the last),
   // which some shader compilers schedule better ("copy_ahead(registers,
-  // branch_free)"; needs `through_registers`).
+  // branch_free)"; needs `through_registers`). The second form chooses
+  // among every treatment of the last iteration (LastCopy).
   Status CopyAhead(bool through_registers = false, bool branch_free = false);
+  Status CopyAhead(bool through_registers, LastCopy last);
   // The stage's cross-thread reduction (a reduction axis bound to
   // threadIdx.x) combines through subgroup operations instead of a
   // shared-memory tree: each subgroup reduces its threads' partials, one

@@ -459,12 +459,18 @@ std::vector<float> MatmulReference(const std::vector<float>& a, const std::vecto
 // accumulate with fma.
 TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
   testing::MatmulProgram p;
-  for (int variant = 0; variant < 13; ++variant) {
+  for (int variant = 0; variant < 17; ++variant) {
     // 5 and 6: 0 and 4 with the tiles copied one k step ahead instead; 7
     // and 8 the same through registers, 9 and 10 branch-free; 11 and 12: 3
-    // and 4 with branch-free double buffers.
-    const bool db_free = variant >= 11, ahead = variant >= 5 && !db_free;
+    // and 4 with branch-free double buffers; 13 and 14: 9 and 10 with the
+    // stores under no branch either, 15 and 16 with the last step peeled
+    // (K = 0 and K = 1 leave a loop of no iteration).
+    const bool db_free = variant == 11 || variant == 12, ahead = variant >= 5 && !db_free;
     const bool registers = ahead && variant >= 7, branch_free = ahead && variant >= 9;
+    const LastCopy last = !branch_free   ? LastCopy::kSkipped
+                          : variant < 13 ? LastCopy::kLoadsAgain
+                          : variant < 15 ? LastCopy::kStoresAgain
+                                         : LastCopy::kPeeled;
     const bool strided = variant >= 4 && variant % 2 == 0;
     const bool align = variant % 2 == 1 || strided;
     const bool twice = ((variant / 2 == 1 || strided) && !ahead) || db_free;
@@ -476,7 +482,7 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
       o.double_buffer_branch_free = db_free;
       o.copy_ahead = ahead;
       o.copy_ahead_registers = registers;
-      o.copy_ahead_branch_free = branch_free;
+      o.copy_ahead_last = last;
       o.fused_multiply_add = fma;
       if (strided) {
         o.strided = true;
@@ -497,8 +503,8 @@ TEST_F(TeDeviceTest, SharedMemoryMatmulFromCacheReadAndComputeAt) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
                      (align ? " aligned" : "") + (twice ? " double-buffered" : "") +
                      (ahead ? " copied ahead" : "") + (registers ? " through registers" : "") +
-                     (branch_free ? " branch-free" : "") + (strided ? " strided" : "") +
-                     (fma ? " fma" : ""));
+                     (branch_free ? " " + std::string(LastCopyName(last)) : "") +
+                     (strided ? " strided" : "") + (fma ? " fma" : ""));
         auto a = Random(std::max(m * kk, 1)), b = Random(std::max(kk * n, 1));
         ExpectNear(Run(*f, {a, b}, size_t(m) * n, {m, kk, n}), MatmulReference(a, b, m, n, kk),
                    1e-4f, "C");

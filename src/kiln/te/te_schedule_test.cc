@@ -155,7 +155,7 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
   // Branch-free: the loads are not under the loop's `k_outer + 1 <` branch
   // (only the stores are), and the last step loads its own tile again.
   o.copy_ahead_registers = true;
-  o.copy_ahead_branch_free = true;
+  o.copy_ahead_last = LastCopy::kLoadsAgain;
   auto free = testing::ScheduleSharedMatmul(p, o);
   ASSERT_TRUE(free.ok()) << free.status();
   EXPECT_TRUE(Contains(free->ToString(), "A_shared.copy_ahead(registers, branch_free)\n"));
@@ -169,8 +169,50 @@ TEST(TeScheduleTest, CopyAheadThroughRegistersLoadsBeforeTheMath) {
   Primitive not_registers{Primitive::Kind::kCopyAhead, "A_shared"};
   not_registers.factor = 1;
   const std::string before = again->ToString();
-  ExpectError(again->Apply(not_registers), "branch-free only through registers");
+  ExpectError(again->Apply(not_registers), "copy_ahead is branch_free only through registers");
+  not_registers.factor = 4;
+  ExpectError(again->Apply(not_registers), "copy_ahead's factor is a LastCopy (0 to 3), not 4");
   EXPECT_EQ(again->ToString(), before);  // a refused primitive changes nothing
+}
+
+// copy_ahead(registers, no_branch): neither the loads nor the stores sit
+// under a branch (the last step loads and stores its own tile again);
+// copy_ahead(registers, peeled): the loop runs one step fewer with the next
+// step's index unclamped and no branch, and the last step's math follows
+// it under `0 < extent` (K is symbolic). Both records replay.
+TEST(TeScheduleTest, CopyAheadWithoutBranchOrWithTheLastStepPeeled) {
+  testing::MatmulProgram p;
+  testing::SharedMatmulOptions o;
+  o.copy_ahead = true;
+  o.copy_ahead_registers = true;
+  o.copy_ahead_last = LastCopy::kStoresAgain;
+  auto free = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(free.ok()) << free.status();
+  EXPECT_TRUE(Contains(free->ToString(), "A_shared.copy_ahead(registers, no_branch)\n"));
+  auto f = Lower(*free, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string no_branch = ir::Print(*f);
+  EXPECT_TRUE(Contains(no_branch, "min(k_outer + 1, (K + 7) / 8 - 1) * 8")) << no_branch;
+  EXPECT_EQ(Occurrences(no_branch, "if (k_outer + 1 < (K + 7) / 8)"), 0u) << no_branch;
+  EXPECT_EQ(Occurrences(no_branch, "for k_outer in serial(0, (K + 7) / 8)"), 1u) << no_branch;
+
+  o.copy_ahead_last = LastCopy::kPeeled;
+  auto peeled = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(peeled.ok()) << peeled.status();
+  EXPECT_TRUE(Contains(peeled->ToString(), "A_shared.copy_ahead(registers, peeled)\n"));
+  auto replay = Schedule::Create({p.C});
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  for (const Primitive& prim : peeled->primitives()) ASSERT_TRUE(replay->Apply(prim).ok());
+  EXPECT_EQ(replay->ToString(), peeled->ToString());
+  EXPECT_NE(replay->ToString(), free->ToString());
+  auto g = Lower(*peeled, {p.C}, {p.A, p.B}, "mm");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string ir = ir::Print(*g);
+  EXPECT_EQ(Occurrences(ir, "min(k_outer + 1"), 0u) << ir;
+  EXPECT_EQ(Occurrences(ir, "if (k_outer + 1 < (K + 7) / 8)"), 0u) << ir;
+  EXPECT_EQ(Occurrences(ir, "for k_outer in serial(0, (K + 7) / 8 - 1)"), 1u) << ir;
+  EXPECT_TRUE(Contains(ir, "if (0 < (K + 7) / 8)")) << ir;
+  EXPECT_TRUE(codegen::CompileFunction(*g).ok());
 }
 
 // fused_multiply_add: the accumulators' update is one fma per element; the

@@ -28,10 +28,10 @@ struct SharedMatmulOptions {
   int64_t k_tile = 8;
   bool storage_align = true;
   bool double_buffer = false;
-  bool double_buffer_branch_free = false;  // ... its loads and stores under no branch
-  bool copy_ahead = false;                 // single-buffered tiles copied one k step ahead
-  bool copy_ahead_registers = false;       // ... through registers loaded before the math
-  bool copy_ahead_branch_free = false;     // ... every step loading (the last its own again)
+  bool double_buffer_branch_free = false;         // ... its loads and stores under no branch
+  bool copy_ahead = false;                        // single-buffered tiles copied one k step ahead
+  bool copy_ahead_registers = false;              // ... through registers loaded before the math
+  LastCopy copy_ahead_last = LastCopy::kSkipped;  // ... and its last step (branch_free, ...)
   // A thread's elements as groups of 4 spread across the tile (rows
   // 4 * ty + (tile / per_thread * 4) * g + i), not per_thread adjacent rows:
   // its registers and fragments are then strided regions.
@@ -110,7 +110,7 @@ inline StatusOr<Schedule> ScheduleSharedMatmul(const MatmulProgram& p,
     if (o.storage_align) KILN_RETURN_IF_ERROR(st.StorageAlign(st.axis(0), 32, 1));
     if (o.double_buffer) KILN_RETURN_IF_ERROR(st.DoubleBuffer(o.double_buffer_branch_free));
     if (o.copy_ahead) {
-      KILN_RETURN_IF_ERROR(st.CopyAhead(o.copy_ahead_registers, o.copy_ahead_branch_free));
+      KILN_RETURN_IF_ERROR(st.CopyAhead(o.copy_ahead_registers, o.copy_ahead_last));
     }
     // The tile's elements, spread over the threads of the workgroup.
     KILN_ASSIGN_OR_RETURN(IterVar fused, st.Fuse(st.axis(0), st.axis(1)));
