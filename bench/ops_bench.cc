@@ -1,7 +1,9 @@
 #include "ops_bench.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +26,39 @@
 
 namespace kiln::bench {
 namespace {
+
+// A hand-written kernel's own @workgroup_size(x[, y[, z]]), each a positive
+// integer literal, becomes its metadata's (written out whole, as the
+// module's validation reads it); a kernel that declares none is left to that
+// validation to name what is missing, a malformed size is an error naming
+// `file`.
+Status AdoptWorkgroupSize(codegen::CompiledFunction& f, const std::string& file) {
+  const std::string key = "@workgroup_size(";
+  const size_t at = f.wgsl.find(key);
+  if (at == std::string::npos) return Status::Ok();
+  const size_t end = f.wgsl.find(')', at);
+  std::array<uint32_t, 3> size = {1, 1, 1};
+  bool ok = end != std::string::npos;
+  size_t n = 0;
+  for (size_t p = at + key.size(); ok && p < end; ++n) {
+    const size_t comma = std::min(f.wgsl.find(',', p), end);
+    std::string field = f.wgsl.substr(p, comma - p);
+    field.erase(0, field.find_first_not_of(' '));
+    field.erase(field.find_last_not_of(" u") + 1);
+    uint32_t v = 0;
+    auto [last, error] = std::from_chars(field.data(), field.data() + field.size(), v);
+    ok = n < 3 && error == std::errc() && last == field.data() + field.size() && v > 0;
+    if (ok) size[n] = v;
+    p = comma + 1;
+  }
+  if (!ok || n == 0) {
+    return InvalidArgument("--wgsl-from: the @workgroup_size of ", file,
+                           " is not one to three positive integer literals");
+  }
+  f.wgsl.replace(at, end + 1 - at, StrCat(key, size[0], ", ", size[1], ", ", size[2], ")"));
+  f.metadata.workgroup_size = size;
+  return Status::Ok();
+}
 
 // The bandwidth ceiling: a plain copy over 4-lane vectors, written by hand.
 // The ceiling and its peers: hand-written vec4 kernels that stream memory
@@ -242,7 +277,11 @@ class Runner {
               "--wgsl-from: workload '", w.name, " ", w.shape, "' has ", compiled.functions.size(),
               " kernels; only a single kernel's WGSL can be replaced (", file, ")");
         }
-        KILN_ASSIGN_OR_RETURN(compiled.functions[0].wgsl, ReadInputFile(file, 16u << 20));
+        codegen::CompiledFunction& f = compiled.functions[0];
+        KILN_ASSIGN_OR_RETURN(f.wgsl, ReadInputFile(file, 16u << 20));
+        // The kernel may declare another workgroup size (the dispatch's
+        // workgroup count stays the generated kernel's).
+        KILN_RETURN_IF_ERROR(AdoptWorkgroupSize(f, file));
         t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file);
       }
     }
