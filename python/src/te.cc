@@ -39,8 +39,51 @@ ir::DataType ParseIrType(const std::string& name) {
   return Check(IrTypeOf(Check(ParseDType(name))));
 }
 
+// A Python object's type as a user writes it ("int", "te.Tensor").
 std::string TypeNameOf(nb::handle h) {
-  return nb::cast<std::string>(nb::type_name(h.type()));
+  std::string name = nb::cast<std::string>(nb::type_name(h.type()));
+  const std::string_view internal = "kiln._kiln.";
+  if (name.starts_with(internal)) name.erase(0, internal.size());
+  return name;
+}
+
+// Argument `what` of `fn` as a T, or a TypeError naming both and what came
+// (`expected`: how the message names a T).
+template <typename T>
+T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
+  T value;
+  if (!nb::try_cast<T>(h, value)) {
+    throw nb::type_error(
+        (std::string(fn) + ": " + what + " must be " + expected + ", not " + TypeNameOf(h))
+            .c_str());
+  }
+  return value;
+}
+
+// An int argument (a bool or a float is refused, not truncated).
+int64_t IntArg(nb::handle h, const char* fn, const char* what) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
+                          " (" + nb::cast<std::string>(nb::repr(h)) + ")")
+                             .c_str());
+  }
+  return ArgOf<int64_t>(h, fn, what, "an int of 64 bits");
+}
+
+// One tensor or an iterable of them (outputs, inputs, readers).
+std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what) {
+  te::Tensor one;
+  if (nb::try_cast<te::Tensor>(h, one)) return {one};
+  if (PyUnicode_Check(h.ptr()) || !nb::hasattr(h, "__iter__")) {
+    throw nb::type_error((std::string(fn) + ": " + what +
+                          " must be a te.Tensor or a list of them, not " + TypeNameOf(h))
+                             .c_str());
+  }
+  std::vector<te::Tensor> out;
+  for (nb::handle item : h) {
+    out.push_back(ArgOf<te::Tensor>(item, fn, what, "te.Tensors (a list of them)"));
+  }
+  return out;
 }
 
 // A finite number that a float type would round to infinity is an error
@@ -338,9 +381,10 @@ void BindTe(nb::module_& m) {
       "name"_a, "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
   te_m.def(
       "placeholder",
-      [](nb::handle shape, const std::string& dtype, const std::string& name) {
-        return te::Placeholder(NonEmptyName(name, "te.placeholder"), ShapeOf(shape),
-                               ParseIrType(dtype));
+      [](nb::handle shape, nb::handle dtype, const std::string& name) {
+        return te::Placeholder(
+            NonEmptyName(name, "te.placeholder"), ShapeOf(shape),
+            ParseIrType(ArgOf<std::string>(dtype, "te.placeholder", "dtype", "a str ('float32')")));
       },
       "shape"_a, "dtype"_a = "float32", "name"_a = "X",
       "An input tensor of the given shape (ints or size vars) and dtype.");
@@ -436,8 +480,12 @@ void BindTe(nb::module_& m) {
       "cond"_a, "a"_a, "b"_a, "a where cond holds, else b (both evaluated).");
   te_m.def(
       "cast",
-      [](const std::string& dtype, nb::handle e) {
-        return ir::Cast(ParseIrType(dtype), ToExpr(e));
+      [](nb::handle dtype, nb::handle e) {
+        if (!PyUnicode_Check(dtype.ptr()) && PyUnicode_Check(e.ptr())) {
+          throw nb::type_error("te.cast takes the dtype first: te.cast('float16', x)");
+        }
+        return ir::Cast(ParseIrType(ArgOf<std::string>(dtype, "te.cast", "dtype", "a str")),
+                        ToExpr(e));
       },
       "dtype"_a, "expr"_a, "expr converted to dtype.");
   te_m.def(
@@ -487,8 +535,10 @@ void BindTe(nb::module_& m) {
           "The current loop nest, outermost first.")
       .def(
           "split",
-          [](const StageRef& s, const te::IterVar& axis, int64_t factor) {
-            te::SplitResult r = Check(s.Get().Split(axis, factor));
+          [](const StageRef& s, nb::handle axis, nb::handle factor) {
+            te::SplitResult r =
+                Check(s.Get().Split(ArgOf<te::IterVar>(axis, "split", "axis", "an axis"),
+                                    IntArg(factor, "split", "factor")));
             return nb::make_tuple(r.outer, r.inner);
           },
           "axis"_a, "factor"_a, "Splits an axis: returns (outer, inner).")
@@ -518,7 +568,9 @@ void BindTe(nb::module_& m) {
           "Puts the given leaf axes in this order (in the positions they occupy).")
       .def(
           "bind",
-          [](const StageRef& s, const te::IterVar& axis, const std::string& thread) {
+          [](const StageRef& s, const te::IterVar& axis, nb::handle thread_name) {
+            const auto thread = ArgOf<std::string>(thread_name, "bind", "thread",
+                                                   "a str ('blockIdx.x', 'threadIdx.x', ...)");
             te::Stage stage = s.Get();
             StatusOr<te::ThreadAxis> parsed = te::ThreadAxisFromName(thread);
             if (!parsed.ok()) {
@@ -541,9 +593,10 @@ void BindTe(nb::module_& m) {
           "axis"_a, "Runs an innermost data-parallel axis of extent 2, 3 or 4 as one vector.")
       .def(
           "tile",
-          [](const StageRef& s, const te::IterVar& x, const te::IterVar& y, int64_t fx,
-             int64_t fy) {
-            te::Stage::TileResult r = Check(s.Get().Tile(x, y, fx, fy));
+          [](const StageRef& s, const te::IterVar& x, const te::IterVar& y, nb::handle fx,
+             nb::handle fy) {
+            te::Stage::TileResult r = Check(
+                s.Get().Tile(x, y, IntArg(fx, "tile", "x_factor"), IntArg(fy, "tile", "y_factor")));
             return nb::make_tuple(r.x_outer, r.y_outer, r.x_inner, r.y_inner);
           },
           "x"_a, "y"_a, "x_factor"_a, "y_factor"_a,
@@ -551,8 +604,10 @@ void BindTe(nb::module_& m) {
           "y_inner).")
       .def(
           "compute_at",
-          [](const StageRef& s, const StageRef& consumer, const te::IterVar& axis) {
-            Check(s.Get().ComputeAt(consumer.Get(), axis));
+          [](const StageRef& s, nb::handle consumer, nb::handle axis) {
+            Check(s.Get().ComputeAt(
+                ArgOf<StageRef>(consumer, "compute_at", "consumer", "a stage (s[C])").Get(),
+                ArgOf<te::IterVar>(axis, "compute_at", "axis", "an axis of the consumer")));
           },
           "consumer"_a, "axis"_a,
           "Computes this stage inside loop `axis` of `consumer`, over the region the loops "
@@ -565,8 +620,9 @@ void BindTe(nb::module_& m) {
           "scope"_a, "Where a computed-at stage lives: 'shared' or 'local'.")
       .def(
           "storage_align",
-          [](const StageRef& s, const te::IterVar& axis, int64_t factor, int64_t offset) {
-            Check(s.Get().StorageAlign(axis, factor, offset));
+          [](const StageRef& s, const te::IterVar& axis, nb::handle factor, nb::handle offset) {
+            Check(s.Get().StorageAlign(axis, IntArg(factor, "storage_align", "factor"),
+                                       IntArg(offset, "storage_align", "offset")));
           },
           "axis"_a, "factor"_a, "offset"_a,
           "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
@@ -625,8 +681,9 @@ void BindTe(nb::module_& m) {
                              "stages, printed one per line.")
       .def(
           "__getitem__",
-          [](const SchedulePtr& s, const te::Tensor& t) {
-            StageRef ref{s, t};
+          [](const SchedulePtr& s, nb::handle tensor) {
+            StageRef ref{
+                s, ArgOf<te::Tensor>(tensor, "te.Schedule[]", "the index", "a te.Tensor (s[C])")};
             (void)ref.Get();
             return ref;
           },
@@ -642,8 +699,15 @@ void BindTe(nb::module_& m) {
       .def(
           "cache_read",
           [](const SchedulePtr& s, const te::Tensor& t, const std::string& scope,
-             const std::vector<te::Tensor>& readers) {
-            return Check(s->schedule.CacheRead(t, Check(te::ScopeFromName(scope)), readers));
+             nb::handle readers) {
+            std::vector<te::Tensor> read_by;
+            StageRef stage;
+            if (nb::try_cast<StageRef>(readers, stage)) {
+              read_by.push_back(stage.tensor);
+            } else {
+              read_by = TensorsOf(readers, "cache_read", "readers");
+            }
+            return Check(s->schedule.CacheRead(t, Check(te::ScopeFromName(scope)), read_by));
           },
           "tensor"_a, "scope"_a, "readers"_a,
           "A stage copying `tensor` into 'shared' or 'local' memory, read by `readers` "
@@ -675,21 +739,7 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "create_schedule",
       [](nb::handle outputs) {
-        std::vector<te::Tensor> outs;
-        te::Tensor one;
-        if (nb::try_cast<te::Tensor>(outputs, one)) {
-          outs.push_back(one);
-        } else {
-          for (nb::handle h : outputs) {
-            te::Tensor t;
-            if (!nb::try_cast<te::Tensor>(h, t)) {
-              throw nb::type_error(
-                  ("create_schedule: an output is a " + TypeNameOf(h) + ", not a te.Tensor")
-                      .c_str());
-            }
-            outs.push_back(t);
-          }
-        }
+        const std::vector<te::Tensor> outs = TensorsOf(outputs, "create_schedule", "outputs");
         auto holder =
             std::make_shared<ScheduleHolder>(ScheduleHolder{Check(te::Schedule::Create(outs))});
         return holder;
@@ -697,8 +747,10 @@ void BindTe(nb::module_& m) {
       "outputs"_a, "A schedule of every compute the outputs depend on, nothing applied.");
   te_m.def(
       "lower",
-      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
-         const std::vector<te::Tensor>& inputs, const std::string& name) {
+      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
+         const std::string& name) {
+        const auto outputs = TensorsOf(outputs_arg, "te.lower", "outputs");
+        const auto inputs = TensorsOf(inputs_arg, "te.lower", "inputs");
         return ir::Print(Check(te::Lower(s.schedule, outputs, inputs, name)));
       },
       "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
@@ -706,8 +758,10 @@ void BindTe(nb::module_& m) {
 
   te_m.def(
       "lower_kernels",
-      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
-         const std::vector<te::Tensor>& inputs, const std::string& name) {
+      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
+         const std::string& name) {
+        const auto outputs = TensorsOf(outputs_arg, "te.lower_kernels", "outputs");
+        const auto inputs = TensorsOf(inputs_arg, "te.lower_kernels", "inputs");
         te::Kernels k = Check(te::LowerKernels(s.schedule, outputs, inputs, name));
         std::vector<std::string> texts;
         for (const ir::Function& f : k.functions) texts.push_back(ir::Print(f));
@@ -719,9 +773,10 @@ void BindTe(nb::module_& m) {
       "becomes a kernel '<name>_<stage>'.");
   m.def(
       "build_kernels",
-      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
-         const std::vector<te::Tensor>& inputs, const std::string& name,
-         std::optional<DevicePtr> device) {
+      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
+         const std::string& name, std::optional<DevicePtr> device) {
+        const auto outputs = TensorsOf(outputs_arg, "kiln.build_kernels", "outputs");
+        const auto inputs = TensorsOf(inputs_arg, "kiln.build_kernels", "inputs");
         DevicePtr dev = device && *device ? *device : DefaultDevice();
         te::Kernels k =
             Check(te::LowerKernels(s.schedule, outputs, inputs, name, dev->target().limits));
@@ -737,9 +792,10 @@ void BindTe(nb::module_& m) {
       "are the inputs and earlier intermediates it reads, its result, then the size vars.");
   m.def(
       "build",
-      [](const ScheduleHolder& s, const std::vector<te::Tensor>& outputs,
-         const std::vector<te::Tensor>& inputs, const std::string& name,
-         std::optional<DevicePtr> device) {
+      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
+         const std::string& name, std::optional<DevicePtr> device) {
+        const auto outputs = TensorsOf(outputs_arg, "kiln.build", "outputs");
+        const auto inputs = TensorsOf(inputs_arg, "kiln.build", "inputs");
         DevicePtr dev = device && *device ? *device : DefaultDevice();
         ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name, dev->target().limits));
         return FindKernel(CompileFunctions(dev, {f}), f.name());

@@ -343,24 +343,52 @@ def test_te_reducers(device, rng):
 
 
 def test_te_misplaced_arguments_are_type_errors():
-    # A tensor where a list of tensors belongs, a list where axes belong, a
-    # string among outputs: TypeErrors at once (a 1-D tensor used to be
-    # iterated forever, T[i] reading any i).
+    # A list where axes belong, a string among outputs, a float factor, a
+    # name for a tensor: TypeErrors at once, naming the function and the
+    # argument (a 1-D tensor used to be iterated forever, T[i] reading any i).
     A = te.placeholder((8,), "float32", name="A")
     C = te.compute((8,), lambda i: A[i] * 2.0, name="C")
     s = te.create_schedule(C)
     with pytest.raises(TypeError, match="te.Tensor 'C' is not iterable"):
         list(C)
-    with pytest.raises(TypeError):
-        te.lower(s, C, [A])
-    with pytest.raises(TypeError):
-        s.cache_read(A, "shared", C)
     with pytest.raises(TypeError, match="reorder: argument 2 is a str, not an axis"):
         s[C].reorder(s[C].axis[0], "i")
     with pytest.raises(TypeError, match="reorder: argument 1 is a list"):
         s[C].reorder([s[C].axis[0]])
-    with pytest.raises(TypeError, match="create_schedule: an output is a str"):
+    with pytest.raises(TypeError, match=r"create_schedule: outputs must be te.Tensors \(a list "
+                       r"of them\), not str"):
         te.create_schedule([C, "x"])
+    with pytest.raises(TypeError, match="te.lower: inputs must be a te.Tensor or a list of them, "
+                       "not int"):
+        te.lower(s, C, 3)
+    with pytest.raises(TypeError, match="kiln.build: outputs must be a te.Tensor or a list of "
+                       "them, not str"):
+        kiln.build(s, "C", [A])
+    with pytest.raises(TypeError, match=r"split: factor must be an int, not float \(2.0\)"):
+        s[C].split(s[C].axis[0], 2.0)
+    with pytest.raises(TypeError, match=r"split: factor must be an int, not bool \(True\)"):
+        s[C].split(s[C].axis[0], True)
+    with pytest.raises(TypeError, match="split: axis must be an axis, not int"):
+        s[C].split(0, 2)
+    with pytest.raises(TypeError, match="tile: y_factor must be an int, not float"):
+        s[C].tile(s[C].axis[0], s[C].axis[0], 2, 2.5)
+    with pytest.raises(TypeError, match="bind: thread must be a str"):
+        s[C].bind(s[C].axis[0], 0)
+    with pytest.raises(TypeError, match=r"compute_at: consumer must be a stage \(s\[C\]\), "
+                       "not te.Tensor"):
+        s[C].compute_at(C, s[C].axis[0])
+    with pytest.raises(TypeError, match=r"te.Schedule\[\]: the index must be a te.Tensor "
+                       r"\(s\[C\]\), not str"):
+        s["C"]
+    with pytest.raises(TypeError, match=r"te.cast takes the dtype first: te.cast\('float16', x\)"):
+        te.cast(A[0], "float16")
+    with pytest.raises(TypeError, match="te.placeholder: dtype must be a str"):
+        te.placeholder((8,), 5)
+    with pytest.raises(TypeError, match="storage_align: offset must be an int, not float"):
+        s[C].storage_align(s[C].axis[0], 8, 1.0)
+    assert str(s) == ""
+    # One tensor where a list belongs is that list.
+    assert te.lower(s, C, A) == te.lower(s, [C], [A])
     # Another program's tensor of the same name is not this schedule's stage.
     k = te.reduce_axis(8, "k")
     X = te.placeholder((8, 8), "float32", name="A")
@@ -378,6 +406,21 @@ def test_te_misplaced_arguments_are_type_errors():
     with pytest.raises(kiln.InvalidArgument, match="cache_write: tensor 'C' is not one of"):
         s.cache_write(D, "local")
     assert str(s) == ""
+
+
+def test_te_single_tensors_where_lists_belong():
+    # A reader, output or input given alone is the list of that one (a
+    # reader as its tensor or its stage); the records are the same.
+    records = []
+    for readers in ("tensor", "stage", "list"):
+        A = te.placeholder((8,), "float32", name="A")
+        C = te.compute((8,), lambda i: A[i] * 2.0, name="C")
+        s = te.create_schedule(C)
+        As = s.cache_read(A, "local", {"tensor": C, "stage": s[C], "list": [C]}[readers])
+        s[As].compute_at(s[C], s[C].axis[0])
+        records.append(str(s))
+        assert "A_local" in te.lower(s, C, A)
+    assert records[0] == records[1] == records[2], records
 
 
 def test_te_constants_take_the_other_sides_type(device):
