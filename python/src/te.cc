@@ -60,14 +60,17 @@ T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
   return value;
 }
 
-// An int argument (a bool or a float is refused, not truncated).
+// An int argument: a Python or numpy integer (a bool or a float is
+// refused, not truncated).
 int64_t IntArg(nb::handle h, const char* fn, const char* what) {
-  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+  if (!PyIndex_Check(h.ptr()) || PyBool_Check(h.ptr())) {
     throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
                           " (" + nb::cast<std::string>(nb::repr(h)) + ")")
                              .c_str());
   }
-  return ArgOf<int64_t>(h, fn, what, "an int of 64 bits");
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (index == nullptr) throw nb::python_error();
+  return ArgOf<int64_t>(nb::steal(index), fn, what, "an int of 64 bits");
 }
 
 // One tensor or an iterable of them (outputs, inputs, readers).

@@ -406,6 +406,8 @@ def test_te_misplaced_arguments_are_type_errors():
     with pytest.raises(kiln.InvalidArgument, match="cache_write: tensor 'C' is not one of"):
         s.cache_write(D, "local")
     assert str(s) == ""
+    s[C].split(s[C].axis[0], np.int64(4))  # a numpy integer is an int
+    assert "C.split(i, 4)" in str(s)
 
 
 def test_te_single_tensors_where_lists_belong():

@@ -989,7 +989,7 @@ class KernelLowering {
   // compilers schedule better: 2-8% on the f32 matmul (BENCHMARKS.md).
   // Where a stage is copied ahead `peeled`, the loop runs one iteration
   // fewer, each copying under no branch, and `body` for the last iteration
-  // follows it (Peeled, from MakeLoop's caller).
+  // follows it (MakeLoopAt).
   Stmt Rotated(const StageState& s, const IterVar& axis, const ThreadContext& ctx,
                const std::vector<const StageState*>& here, const Stmt& body,
                const ir::Expr& extent) {
