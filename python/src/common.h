@@ -48,6 +48,56 @@ T Check(StatusOr<T> value) {
   if (!value.ok()) Throw(value.status());
   return std::move(value).value();
 }
+
+// A Python object's type as a user writes it ("int", "te.Tensor",
+// "kiln.Tensor").
+inline std::string TypeNameOf(nb::handle h) {
+  std::string name = nb::cast<std::string>(nb::type_name(h.type()));
+  // kiln._kiln.te.Tensor is te.Tensor, kiln._kiln.Tensor is kiln.Tensor.
+  const std::string_view internal = "kiln._kiln.";
+  if (name.starts_with(internal)) {
+    name.erase(0, internal.size());
+    if (!name.starts_with("te.")) name.insert(0, "kiln.");
+  }
+  return name;
+}
+
+// Argument `what` of `fn` as a T, or a TypeError naming both and what came
+// (`expected`: how the message names a T).
+template <typename T>
+T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
+  T value;
+  if (!nb::try_cast<T>(h, value)) {
+    throw nb::type_error(
+        (std::string(fn) + ": " + what + " must be " + expected + ", not " + TypeNameOf(h))
+            .c_str());
+  }
+  return value;
+}
+
+// An int argument: a Python or numpy integer (a bool or a float is
+// refused, not truncated).
+inline int64_t IntArg(nb::handle h, const char* fn, const char* what) {
+  if (!PyIndex_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
+                          " (" + nb::cast<std::string>(nb::repr(h)) + ")")
+                             .c_str());
+  }
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (index == nullptr) throw nb::python_error();
+  return ArgOf<int64_t>(nb::steal(index), fn, what, "an int of 64 bits");
+}
+
+// A flag argument: a Python or numpy bool (not 0, 1 or a string).
+inline bool BoolArg(nb::handle h, const char* fn, const char* what) {
+  const std::string_view type = Py_TYPE(h.ptr())->tp_name;
+  if (!PyBool_Check(h.ptr()) && type != "numpy.bool" && type != "numpy.bool_") {
+    throw nb::type_error((std::string(fn) + ": " + what + " must be a bool, not " + TypeNameOf(h) +
+                          " (" + nb::cast<std::string>(nb::repr(h)) + ")")
+                             .c_str());
+  }
+  return PyObject_IsTrue(h.ptr()) == 1;
+}
 // Creates kiln.Error and its subclasses in `m` and installs the translator.
 void RegisterErrors(nb::module_& m);
 

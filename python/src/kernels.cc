@@ -63,10 +63,6 @@ bool TensorFits(DType t, codegen::DType param) {
   return false;
 }
 
-std::string TypeNameOf(nb::handle h) {
-  return nb::cast<std::string>(nb::type_name(h.type()));
-}
-
 runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle arg) {
   // A numpy scalar (np.float32(2), np.int32(7)) counts as its Python value.
   nb::object v = nb::borrow(arg);

@@ -385,10 +385,18 @@ NB_MODULE(_kiln, m) {
                           nb::type_slots(g_device_slots), nb::is_weak_referenceable())
       .def(
           "__init__",
-          [](DeviceState* self, const std::optional<std::string>& impl,
-             const std::optional<std::string>& backend,
-             const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
-            DevicePtr made = MakeDevice(impl, backend, feature_level, trusted);
+          [](DeviceState* self, nb::handle impl, nb::handle backend, nb::handle feature_level,
+             nb::handle trusted) {
+            auto name = [](nb::handle h, const char* what, const char* values) {
+              return ArgOf<std::optional<std::string>>(h, "kiln.Device", what, values);
+            };
+            DevicePtr made = MakeDevice(
+                name(impl, "impl", "a str ('dawn' or 'wgpu') or None"),
+                name(backend, "backend", "a str ('vulkan', 'opengl', ...) or None"),
+                name(feature_level, "feature_level", "a str ('core' or 'compatibility') or None"),
+                trusted.is_none()
+                    ? std::nullopt
+                    : std::optional<bool>(BoolArg(trusted, "kiln.Device", "trusted")));
             new (self) DeviceState(made->device_ref());
           },
           "impl"_a = nb::none(), "backend"_a = nb::none(), "feature_level"_a = nb::none(),

@@ -39,40 +39,6 @@ ir::DataType ParseIrType(const std::string& name) {
   return Check(IrTypeOf(Check(ParseDType(name))));
 }
 
-// A Python object's type as a user writes it ("int", "te.Tensor").
-std::string TypeNameOf(nb::handle h) {
-  std::string name = nb::cast<std::string>(nb::type_name(h.type()));
-  const std::string_view internal = "kiln._kiln.";
-  if (name.starts_with(internal)) name.erase(0, internal.size());
-  return name;
-}
-
-// Argument `what` of `fn` as a T, or a TypeError naming both and what came
-// (`expected`: how the message names a T).
-template <typename T>
-T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
-  T value;
-  if (!nb::try_cast<T>(h, value)) {
-    throw nb::type_error(
-        (std::string(fn) + ": " + what + " must be " + expected + ", not " + TypeNameOf(h))
-            .c_str());
-  }
-  return value;
-}
-
-// An int argument: a Python or numpy integer (a bool or a float is
-// refused, not truncated).
-int64_t IntArg(nb::handle h, const char* fn, const char* what) {
-  if (!PyIndex_Check(h.ptr()) || PyBool_Check(h.ptr())) {
-    throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
-                          " (" + nb::cast<std::string>(nb::repr(h)) + ")")
-                             .c_str());
-  }
-  PyObject* index = PyNumber_Index(h.ptr());
-  if (index == nullptr) throw nb::python_error();
-  return ArgOf<int64_t>(nb::steal(index), fn, what, "an int of 64 bits");
-}
-
 // One tensor or an iterable of them (outputs, inputs, readers).
 std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what) {
   te::Tensor one;
@@ -280,9 +246,21 @@ const std::string& NonEmptyName(const std::string& name, const char* what) {
   return name;
 }
 
-te::Tensor ComputeWith(nb::handle shape, const nb::callable& fcompute, const std::string& name,
+// A name argument of `what`: a str, not empty.
+std::string NameArg(nb::handle h, const char* what) {
+  return NonEmptyName(ArgOf<std::string>(h, what, "name", "a str"), what);
+}
+
+te::Tensor ComputeWith(nb::handle shape, nb::handle fcompute_arg, nb::handle name_arg,
                        const std::optional<std::vector<std::string>>& axis_names) {
-  NonEmptyName(name, "te.compute");
+  if (!PyCallable_Check(fcompute_arg.ptr())) {
+    throw nb::type_error(("te.compute: fcompute must be a function of the indices (lambda i, j: "
+                          "...), not " +
+                          TypeNameOf(fcompute_arg))
+                             .c_str());
+  }
+  const auto fcompute = nb::borrow<nb::callable>(fcompute_arg);
+  const std::string name = NameArg(name_arg, "te.compute");
   for (const std::string& a : axis_names.value_or(std::vector<std::string>{})) {
     NonEmptyName(a, "te.compute's axis_names");
   }
@@ -378,20 +356,19 @@ void BindTe(nb::module_& m) {
 
   te_m.def(
       "size_var",
-      [](const std::string& name) {
-        return ir::Expr(te::SizeVar(NonEmptyName(name, "te.size_var")));
-      },
-      "name"_a, "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
+      [](nb::handle name) { return ir::Expr(te::SizeVar(NameArg(name, "te.size_var"))); },
+      "name"_a.none(),
+      "A symbolic size: an i32 scalar parameter of the kernel when a shape uses it.");
   te_m.def(
       "placeholder",
-      [](nb::handle shape, nb::handle dtype, const std::string& name) {
+      [](nb::handle shape, nb::handle dtype, nb::handle name) {
         return te::Placeholder(
-            NonEmptyName(name, "te.placeholder"), ShapeOf(shape),
+            NameArg(name, "te.placeholder"), ShapeOf(shape),
             ParseIrType(ArgOf<std::string>(dtype, "te.placeholder", "dtype", "a str ('float32')")));
       },
       "shape"_a, "dtype"_a = "float32", "name"_a = "X",
       "An input tensor of the given shape (ints or size vars) and dtype.");
-  te_m.def("compute", &ComputeWith, "shape"_a, "fcompute"_a, "name"_a = "T",
+  te_m.def("compute", &ComputeWith, "shape"_a, "fcompute"_a.none(), "name"_a = "T",
            "axis_names"_a = nb::none(),
            "A tensor whose element at each index is fcompute(*index_vars): a Python function of "
            "one index expression per dimension, returning an expression.");
@@ -490,7 +467,7 @@ void BindTe(nb::module_& m) {
         return ir::Cast(ParseIrType(ArgOf<std::string>(dtype, "te.cast", "dtype", "a str")),
                         ToExpr(e));
       },
-      "dtype"_a, "expr"_a, "expr converted to dtype.");
+      "dtype"_a.none(), "expr"_a, "expr converted to dtype.");
   te_m.def(
       "const",
       [](nb::handle v, const std::string& dtype) {
@@ -544,13 +521,14 @@ void BindTe(nb::module_& m) {
                                     IntArg(factor, "split", "factor")));
             return nb::make_tuple(r.outer, r.inner);
           },
-          "axis"_a, "factor"_a, "Splits an axis: returns (outer, inner).")
+          "axis"_a.none(), "factor"_a.none(), "Splits an axis: returns (outer, inner).")
       .def(
           "fuse",
-          [](const StageRef& s, const te::IterVar& outer, const te::IterVar& inner) {
-            return Check(s.Get().Fuse(outer, inner));
+          [](const StageRef& s, nb::handle outer, nb::handle inner) {
+            return Check(s.Get().Fuse(ArgOf<te::IterVar>(outer, "fuse", "outer", "an axis"),
+                                      ArgOf<te::IterVar>(inner, "fuse", "inner", "an axis")));
           },
-          "outer"_a, "inner"_a, "Fuses two adjacent leaf axes into one.")
+          "outer"_a.none(), "inner"_a.none(), "Fuses two adjacent leaf axes into one.")
       .def(
           "reorder",
           [](const StageRef& s, const nb::args& axes) {
@@ -582,18 +560,24 @@ void BindTe(nb::module_& m) {
             }
             Check(stage.Bind(axis, *parsed));
           },
-          "axis"_a, "thread"_a,
+          "axis"_a, "thread"_a.none(),
           "Binds an axis to 'blockIdx.x', 'blockIdx.y', 'threadIdx.x' or 'threadIdx.y'.")
       .def(
-          "unroll", [](const StageRef& s, const te::IterVar& axis) { Check(s.Get().Unroll(axis)); },
-          "axis"_a, "Unrolls an axis (a constant extent).")
+          "unroll",
+          [](const StageRef& s, nb::handle axis) {
+            Check(s.Get().Unroll(ArgOf<te::IterVar>(axis, "unroll", "axis", "an axis")));
+          },
+          "axis"_a.none(), "Unrolls an axis (a constant extent).")
       .def(
           "compute_inline", [](const StageRef& s) { Check(s.Get().ComputeInline()); },
           "Inlines this compute into its consumers.")
       .def(
           "vectorize",
-          [](const StageRef& s, const te::IterVar& axis) { Check(s.Get().Vectorize(axis)); },
-          "axis"_a, "Runs an innermost data-parallel axis of extent 2, 3 or 4 as one vector.")
+          [](const StageRef& s, nb::handle axis) {
+            Check(s.Get().Vectorize(ArgOf<te::IterVar>(axis, "vectorize", "axis", "an axis")));
+          },
+          "axis"_a.none(),
+          "Runs an innermost data-parallel axis of extent 2, 3 or 4 as one vector.")
       .def(
           "tile",
           [](const StageRef& s, const te::IterVar& x, const te::IterVar& y, nb::handle fx,
@@ -602,7 +586,7 @@ void BindTe(nb::module_& m) {
                 s.Get().Tile(x, y, IntArg(fx, "tile", "x_factor"), IntArg(fy, "tile", "y_factor")));
             return nb::make_tuple(r.x_outer, r.y_outer, r.x_inner, r.y_inner);
           },
-          "x"_a, "y"_a, "x_factor"_a, "y_factor"_a,
+          "x"_a, "y"_a, "x_factor"_a.none(), "y_factor"_a.none(),
           "Splits two adjacent axes and orders them: returns (x_outer, y_outer, x_inner, "
           "y_inner).")
       .def(
@@ -612,26 +596,29 @@ void BindTe(nb::module_& m) {
                 ArgOf<StageRef>(consumer, "compute_at", "consumer", "a stage (s[C])").Get(),
                 ArgOf<te::IterVar>(axis, "compute_at", "axis", "an axis of the consumer")));
           },
-          "consumer"_a, "axis"_a,
+          "consumer"_a.none(), "axis"_a.none(),
           "Computes this stage inside loop `axis` of `consumer`, over the region the loops "
           "inside it read (bounds inference).")
       .def(
           "set_scope",
-          [](const StageRef& s, const std::string& scope) {
-            Check(s.Get().SetScope(Check(te::ScopeFromName(scope))));
+          [](const StageRef& s, nb::handle scope) {
+            Check(s.Get().SetScope(Check(te::ScopeFromName(
+                ArgOf<std::string>(scope, "set_scope", "scope", "a str ('shared' or 'local')")))));
           },
-          "scope"_a, "Where a computed-at stage lives: 'shared' or 'local'.")
+          "scope"_a.none(), "Where a computed-at stage lives: 'shared' or 'local'.")
       .def(
           "storage_align",
           [](const StageRef& s, const te::IterVar& axis, nb::handle factor, nb::handle offset) {
             Check(s.Get().StorageAlign(axis, IntArg(factor, "storage_align", "factor"),
                                        IntArg(offset, "storage_align", "offset")));
           },
-          "axis"_a, "factor"_a, "offset"_a,
+          "axis"_a, "factor"_a.none(), "offset"_a.none(),
           "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
       .def(
           "double_buffer",
-          [](const StageRef& s, bool branch_free) { Check(s.Get().DoubleBuffer(branch_free)); },
+          [](const StageRef& s, nb::handle branch_free) {
+            Check(s.Get().DoubleBuffer(BoolArg(branch_free, "double_buffer", "branch_free")));
+          },
           "branch_free"_a = false,
           "Alternates two halves of a shared stage computed at a serial loop, the next "
           "iteration's values loaded into registers during the math; with branch_free every "
@@ -639,8 +626,14 @@ void BindTe(nb::module_& m) {
           "no branch.")
       .def(
           "copy_ahead",
-          [](const StageRef& s, bool through_registers, bool branch_free,
-             std::optional<std::string> last) {
+          [](const StageRef& s, nb::handle registers_arg, nb::handle branch_free_arg,
+             nb::handle last_arg) {
+            const bool through_registers =
+                BoolArg(registers_arg, "copy_ahead", "through_registers");
+            const bool branch_free = BoolArg(branch_free_arg, "copy_ahead", "branch_free");
+            const auto last = ArgOf<std::optional<std::string>>(
+                last_arg, "copy_ahead", "last",
+                "a str ('branch_free', 'no_branch', 'peeled') or None");
             te::LastCopy how = branch_free ? te::LastCopy::kLoadsAgain : te::LastCopy::kSkipped;
             if (last) {
               bool known = false;
@@ -701,8 +694,10 @@ void BindTe(nb::module_& m) {
           "The primitives applied, in order, as text.")
       .def(
           "cache_read",
-          [](const SchedulePtr& s, const te::Tensor& t, const std::string& scope,
-             nb::handle readers) {
+          [](const SchedulePtr& s, nb::handle tensor, nb::handle scope_arg, nb::handle readers) {
+            const auto t = ArgOf<te::Tensor>(tensor, "cache_read", "tensor", "a te.Tensor");
+            const auto scope =
+                ArgOf<std::string>(scope_arg, "cache_read", "scope", "a str ('shared' or 'local')");
             std::vector<te::Tensor> read_by;
             StageRef stage;
             if (nb::try_cast<StageRef>(readers, stage)) {
@@ -712,22 +707,27 @@ void BindTe(nb::module_& m) {
             }
             return Check(s->schedule.CacheRead(t, Check(te::ScopeFromName(scope)), read_by));
           },
-          "tensor"_a, "scope"_a, "readers"_a,
+          "tensor"_a.none(), "scope"_a.none(), "readers"_a.none(),
           "A stage copying `tensor` into 'shared' or 'local' memory, read by `readers` "
           "instead; returns its tensor.")
       .def(
           "cache_write",
-          [](const SchedulePtr& s, const te::Tensor& t, const std::string& scope) {
-            return Check(s->schedule.CacheWrite(t, Check(te::ScopeFromName(scope))));
+          [](const SchedulePtr& s, nb::handle t, nb::handle scope) {
+            return Check(s->schedule.CacheWrite(
+                ArgOf<te::Tensor>(t, "cache_write", "tensor", "a te.Tensor"),
+                Check(te::ScopeFromName(ArgOf<std::string>(scope, "cache_write", "scope",
+                                                           "a str ('shared' or 'local')")))));
           },
-          "tensor"_a, "scope"_a,
+          "tensor"_a.none(), "scope"_a.none(),
           "Moves the computation of `tensor` into a new 'shared' or 'local' stage; returns it.")
       .def(
           "rfactor",
-          [](const SchedulePtr& s, const te::Tensor& t, const te::IterVar& axis) {
-            return Check(s->schedule.Rfactor(t, axis));
+          [](const SchedulePtr& s, nb::handle t, nb::handle axis) {
+            return Check(
+                s->schedule.Rfactor(ArgOf<te::Tensor>(t, "rfactor", "tensor", "a te.Tensor"),
+                                    ArgOf<te::IterVar>(axis, "rfactor", "axis", "an axis")));
           },
-          "tensor"_a, "axis"_a,
+          "tensor"_a.none(), "axis"_a.none(),
           "Factors the reduction of `tensor` over `axis` (a part of a split reduction axis) "
           "into a new stage; returns it.")
       .def("__str__", [](const ScheduleHolder& s) { return s.schedule.ToString(); })
@@ -747,7 +747,7 @@ void BindTe(nb::module_& m) {
             std::make_shared<ScheduleHolder>(ScheduleHolder{Check(te::Schedule::Create(outs))});
         return holder;
       },
-      "outputs"_a, "A schedule of every compute the outputs depend on, nothing applied.");
+      "outputs"_a.none(), "A schedule of every compute the outputs depend on, nothing applied.");
   te_m.def(
       "lower",
       [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
@@ -756,7 +756,7 @@ void BindTe(nb::module_& m) {
         const auto inputs = TensorsOf(inputs_arg, "te.lower", "inputs");
         return ir::Print(Check(te::Lower(s.schedule, outputs, inputs, name)));
       },
-      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
+      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
       "The kiln IR text the schedule lowers to.");
 
   te_m.def(
@@ -770,7 +770,7 @@ void BindTe(nb::module_& m) {
         for (const ir::Function& f : k.functions) texts.push_back(ir::Print(f));
         return nb::make_tuple(texts, k.intermediates);
       },
-      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel",
+      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
       "Lowers a program that needs several launches: (the kiln IR text of each kernel, in "
       "order; the intermediate tensors). Each stage neither inlined nor computed at another "
       "becomes a kernel '<name>_<stage>'.");
@@ -789,7 +789,8 @@ void BindTe(nb::module_& m) {
           kernels.push_back(nb::cast(FindKernel(module, f.name())));
         return nb::make_tuple(kernels, k.intermediates);
       },
-      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel", "device"_a = nb::none(),
+      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "device"_a = nb::none(),
       "te.lower_kernels, compiled for a device: (the kernels, callable, to run in order; the "
       "intermediate tensors, for which the caller allocates buffers). Each kernel's parameters "
       "are the inputs and earlier intermediates it reads, its result, then the size vars.");
@@ -803,7 +804,8 @@ void BindTe(nb::module_& m) {
         ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name, dev->target().limits));
         return FindKernel(CompileFunctions(dev, {f}), f.name());
       },
-      "schedule"_a, "outputs"_a, "inputs"_a, "name"_a = "kernel", "device"_a = nb::none(),
+      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "device"_a = nb::none(),
       "Lowers a schedule to a kernel whose parameters are inputs, then outputs, then the size "
       "vars, compiles it for a device (the default one if None) and returns it, callable.");
 }

@@ -39,6 +39,17 @@ def test_bad_device_arguments():
         kiln.Device(backend="teletype")
     with pytest.raises(kiln.InvalidArgument):
         kiln.Device(feature_level="ultra")
+    # Wrong types name the argument; trusted is a bool (numpy's too) or None.
+    with pytest.raises(TypeError, match=r"kiln.Device: impl must be a str \('dawn' or 'wgpu'\) "
+                       "or None, not int"):
+        kiln.Device(impl=3)
+    with pytest.raises(TypeError, match="kiln.Device: backend must be a str"):
+        kiln.Device(backend=b"vulkan")
+    with pytest.raises(TypeError, match=r"kiln.Device: trusted must be a bool, not str \('yes'\)"):
+        kiln.Device(trusted="yes")
+    with pytest.raises(TypeError, match="kiln.Device: trusted must be a bool, not int"):
+        kiln.Device(trusted=1)
+    assert kiln.Device(trusted=np.bool_(False)).trusted is False
 
 
 def test_a_device_no_one_holds_is_freed_with_its_operator_cache(device):

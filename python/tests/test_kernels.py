@@ -406,6 +406,26 @@ def test_te_misplaced_arguments_are_type_errors():
     with pytest.raises(kiln.InvalidArgument, match="cache_write: tensor 'C' is not one of"):
         s.cache_write(D, "local")
     assert str(s) == ""
+    for call, message in [
+            (lambda: s[C].unroll(3), "unroll: axis must be an axis, not int"),
+            (lambda: s[C].vectorize("i"), "vectorize: axis must be an axis, not str"),
+            (lambda: s[C].fuse(s[C].axis[0], None), "fuse: inner must be an axis, not NoneType"),
+            (lambda: s[C].set_scope(3), r"set_scope: scope must be a str \('shared' or 'local'\)"),
+            (lambda: s.cache_write(C, None), "cache_write: scope must be a str"),
+            (lambda: s.cache_read(3, "shared", C), "cache_read: tensor must be a te.Tensor, not int"),
+            (lambda: s.rfactor(C, 3), "rfactor: axis must be an axis, not int"),
+            (lambda: s[C].double_buffer("x"), r"double_buffer: branch_free must be a bool, not "
+                                             r"str \('x'\)"),
+            (lambda: s[C].copy_ahead(through_registers=1), "copy_ahead: through_registers must be "
+                                                           "a bool, not int"),
+            (lambda: s[C].copy_ahead(True, last=3), "copy_ahead: last must be a str"),
+            (lambda: te.compute((8,), None), "te.compute: fcompute must be a function of the "
+                                             "indices"),
+            (lambda: te.compute((8,), lambda i: A[i], name=3), "te.compute: name must be a str"),
+            (lambda: te.size_var(3), "te.size_var: name must be a str, not int")]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert str(s) == ""
     s[C].split(s[C].axis[0], np.int64(4))  # a numpy integer is an int
     assert "C.split(i, 4)" in str(s)
 
