@@ -43,8 +43,8 @@ Status AdoptWorkgroupSize(codegen::CompiledFunction& f, const std::string& file)
   for (size_t p = at + key.size(); ok && p < end; ++n) {
     const size_t comma = std::min(f.wgsl.find(',', p), end);
     std::string field = f.wgsl.substr(p, comma - p);
-    field.erase(0, field.find_first_not_of(' '));
-    field.erase(field.find_last_not_of(" u") + 1);
+    field.erase(0, field.find_first_not_of(" \t\r\n"));
+    field.erase(field.find_last_not_of(" \t\r\nui") + 1);  // 8u, 8i
     uint32_t v = 0;
     auto [last, error] = std::from_chars(field.data(), field.data() + field.size(), v);
     ok = n < 3 && error == std::errc() && last == field.data() + field.size() && v > 0;

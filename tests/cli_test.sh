@@ -435,11 +435,11 @@ grep -Eq "^elementwise add f32 .* FAIL" <<<"$out" || fail "--wgsl-from wrong ker
 # Another workgroup size is the kernel's own (the dispatch's workgroup count
 # stays the generated kernel's): half the threads leave half the output
 # poisoned, which the check finds; a malformed size is an error naming it.
-sed -i 's/A\[i\] - B\[i\]/A[i] + B[i]/; s/@workgroup_size(256, 1, 1)/@workgroup_size(128)/' "$add_wgsl"
+sed -i 's/A\[i\] - B\[i\]/A[i] + B[i]/; s/@workgroup_size(256, 1, 1)/@workgroup_size(128u, 1i)/' "$add_wgsl"
 out=$("$kiln" bench ops --small --filter "elementwise add" --repetitions 1 \
   --wgsl-from "$tmp/wgsl" 2>&1) && fail "--wgsl-from with half the threads passed: $out"
 grep -Eq "^elementwise add f32 .* FAIL" <<<"$out" || fail "--wgsl-from workgroup size: $out"
-sed -i 's/@workgroup_size(128)/@workgroup_size(256, 0)/' "$add_wgsl"
+sed -i 's/@workgroup_size(128u, 1i)/@workgroup_size(256, 0)/' "$add_wgsl"
 expect_error "--wgsl-from with a zero workgroup size" \
   "the @workgroup_size of .* is not one to three positive integer literals" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"

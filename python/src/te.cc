@@ -636,17 +636,9 @@ void BindTe(nb::module_& m) {
                 "a str ('branch_free', 'no_branch', 'peeled') or None");
             te::LastCopy how = branch_free ? te::LastCopy::kLoadsAgain : te::LastCopy::kSkipped;
             if (last) {
-              bool known = false;
-              for (te::LastCopy l :
-                   {te::LastCopy::kLoadsAgain, te::LastCopy::kStoresAgain, te::LastCopy::kPeeled}) {
-                if (*last == te::LastCopyName(l)) how = l, known = true;
-              }
-              if (!known) {
-                Throw(
-                    InvalidArgument("copy_ahead: last is 'branch_free', 'no_branch' or "
-                                    "'peeled', not '",
-                                    *last, "'"));
-              }
+              StatusOr<te::LastCopy> parsed = te::LastCopyFromName(*last);
+              if (!parsed.ok()) Check(parsed.status().WithContext("copy_ahead"));
+              how = *parsed;
               if (branch_free && how != te::LastCopy::kLoadsAgain) {
                 Throw(
                     InvalidArgument("copy_ahead: branch_free=True is last='branch_free'; "

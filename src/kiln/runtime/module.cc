@@ -305,31 +305,24 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
     plan.bindings.push_back({a.buffer, a.offset, bound});
     binding_param.push_back(i);
   }
-  // WebGPU forbids a buffer written by a dispatch from being bound to it
-  // read-only as well.
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (md.params[i].kind != ParamKind::kBuffer ||
-        md.params[i].access != codegen::BufferAccess::kReadWrite) {
-      continue;
-    }
-    for (size_t j = 0; j < args.size(); ++j) {
-      if (j != i && md.params[j].kind == ParamKind::kBuffer &&
-          md.params[j].access == codegen::BufferAccess::kRead && args[j].buffer == args[i].buffer) {
-        return InvalidArgument("function '", md.name, "': argument ", i, " ('", md.params[i].name,
-                               "') is written and argument ", j, " ('", md.params[j].name,
-                               "') only read, but they view the same buffer");
-      }
-    }
-  }
-  // Nor may two bindings it writes overlap (the writes would race; Dawn
-  // refuses the dispatch, with an error that fails the device's later work).
+  // One buffer bound twice: WebGPU forbids a buffer written by a dispatch
+  // from being bound to it read-only as well, and two written views of it
+  // may not overlap (the writes would race; Dawn refuses the dispatch, with
+  // an error that fails the device's later work).
   for (size_t a = 0; a < plan.bindings.size(); ++a) {
     for (size_t b = a + 1; b < plan.bindings.size(); ++b) {
-      const size_t i = binding_param[a], j = binding_param[b];
       const hal::BufferBinding &x = plan.bindings[a], &y = plan.bindings[b];
-      if (md.params[i].access == codegen::BufferAccess::kReadWrite &&
-          md.params[j].access == codegen::BufferAccess::kReadWrite && x.buffer == y.buffer &&
-          x.offset < y.offset + y.length && y.offset < x.offset + x.length) {
+      if (x.buffer != y.buffer) continue;
+      const size_t i = binding_param[a], j = binding_param[b];
+      const bool i_written = md.params[i].access == codegen::BufferAccess::kReadWrite;
+      const bool j_written = md.params[j].access == codegen::BufferAccess::kReadWrite;
+      if (i_written != j_written) {
+        const size_t w = i_written ? i : j, r = i_written ? j : i;
+        return InvalidArgument("function '", md.name, "': argument ", w, " ('", md.params[w].name,
+                               "') is written and argument ", r, " ('", md.params[r].name,
+                               "') only read, but they view the same buffer");
+      }
+      if (i_written && x.offset < y.offset + y.length && y.offset < x.offset + x.length) {
         return InvalidArgument("function '", md.name, "': arguments ", i, " ('", md.params[i].name,
                                "') and ", j, " ('", md.params[j].name,
                                "') are both written, and their views of one buffer overlap "

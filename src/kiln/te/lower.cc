@@ -1069,7 +1069,7 @@ class KernelLowering {
     Stmt tail = std::move(it->second);
     peeled_.erase(it);
     const ir::Expr fewer = ir::Simplify(extent - 1);
-    if (ir::AsConstInt(fewer) == 0) return tail;
+    if (const auto n = ir::AsConstInt(fewer); n && *n <= 0) return tail;
     return ir::MakeSeq({MakeLoop(axis.var(), fewer, kind, ctx, body), tail});
   }
 

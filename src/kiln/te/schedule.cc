@@ -966,6 +966,14 @@ std::string_view LastCopyName(LastCopy last) {
   return "?";
 }
 
+StatusOr<LastCopy> LastCopyFromName(std::string_view name) {
+  for (LastCopy l : {LastCopy::kLoadsAgain, LastCopy::kStoresAgain, LastCopy::kPeeled}) {
+    if (name == LastCopyName(l)) return l;
+  }
+  return InvalidArgument("last is 'branch_free', 'no_branch' or 'peeled', not ",
+                         Quote(std::string(name)));
+}
+
 std::string_view Primitive::KindName(Kind kind) {
   return te::KindName(kind);
 }

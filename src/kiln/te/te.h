@@ -275,6 +275,9 @@ enum class LastCopy : uint8_t {
 };
 // "", "branch_free", "no_branch", "peeled".
 std::string_view LastCopyName(LastCopy last);
+// The LastCopy of a name LastCopyName gives (not the empty one); an error
+// naming the choices.
+StatusOr<LastCopy> LastCopyFromName(std::string_view name);
 
 class Schedule;
 struct StageState;

@@ -213,6 +213,14 @@ TEST(TeScheduleTest, CopyAheadWithoutBranchOrWithTheLastStepPeeled) {
   EXPECT_EQ(Occurrences(ir, "for k_outer in serial(0, (K + 7) / 8 - 1)"), 1u) << ir;
   EXPECT_TRUE(Contains(ir, "if (0 < (K + 7) / 8)")) << ir;
   EXPECT_TRUE(codegen::CompileFunction(*g).ok());
+  // The names records print read back; the empty one and others do not.
+  for (LastCopy l : {LastCopy::kLoadsAgain, LastCopy::kStoresAgain, LastCopy::kPeeled}) {
+    auto parsed = LastCopyFromName(LastCopyName(l));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, l);
+  }
+  ExpectError(LastCopyFromName("").status(), "last is 'branch_free', 'no_branch' or 'peeled'");
+  ExpectError(LastCopyFromName("Peeled").status(), "not 'Peeled'");
 }
 
 // fused_multiply_add: the accumulators' update is one fma per element; the
