@@ -203,10 +203,6 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
   return nb::cast(written);
 }
 
-DevicePtr OrDefault(const std::optional<DevicePtr>& device) {
-  return device && *device ? *device : DefaultDevice();
-}
-
 // A `device` argument: a kiln.Device, or None for the default device.
 DevicePtr DeviceArg(nb::handle device, const char* what) {
   if (device.is_none()) return DefaultDevice();

@@ -1,12 +1,12 @@
 // Issuing a recorded command buffer: replays its records into WebGPU
 // encoders, one submission per execute segment. Records were validated when
 // they were made, so nothing here checks user input.
+#include <algorithm>
 #include <cstring>
 #include <variant>
 
-#include "kiln/hal/command_buffer_validation.h"
-
 #include "kiln/hal/command_buffer.h"
+#include "kiln/hal/command_buffer_validation.h"
 #include "kiln/hal/device.h"
 #include "kiln/hal/staging_buffer.h"
 
@@ -111,15 +111,23 @@ class CommandEncoderReplay {
     if (cb_.query_set_) EndPass();
   }
 
+  // Copies and clears go as pieces of at most DeviceOptions::copy_piece_bytes.
   void Encode(const CommandBuffer::CopyRecord& c) {
     EndPass();
-    p_.CommandEncoderCopyBufferToBuffer(encoder_, c.source, c.source_offset, c.target,
-                                        c.target_offset, c.length);
+    const uint64_t piece = cb_.device_->copy_piece_bytes();
+    for (uint64_t done = 0; done < c.length; done += piece) {
+      p_.CommandEncoderCopyBufferToBuffer(encoder_, c.source, c.source_offset + done, c.target,
+                                          c.target_offset + done, std::min(piece, c.length - done));
+    }
   }
 
   void Encode(const CommandBuffer::ClearRecord& c) {
     EndPass();
-    p_.CommandEncoderClearBuffer(encoder_, c.target, c.offset, c.length);
+    const uint64_t piece = cb_.device_->copy_piece_bytes();
+    for (uint64_t done = 0; done < c.length; done += piece) {
+      p_.CommandEncoderClearBuffer(encoder_, c.target, c.offset + done,
+                                   std::min(piece, c.length - done));
+    }
   }
 
   void Encode(const CommandBuffer::PushDebugRecord& c) {
@@ -173,8 +181,7 @@ Status CommandBuffer::Issue(std::span<const BufferRef> table) {
     TableGroup& group = table_groups_[g];
     for (const TableGroup::SlotUse& use : group.slots) {
       const DeviceBuffer& buffer = *table[use.slot];
-      const uint64_t length =
-          use.length == kWholeBuffer ? buffer.size() - use.offset : use.length;
+      const uint64_t length = use.length == kWholeBuffer ? buffer.size() - use.offset : use.length;
       group.entries[use.entry] = {buffer.handle(), use.offset, (length + 3) / 4 * 4};
     }
     KILN_ASSIGN_OR_RETURN(BindGroupRef ref,
@@ -201,7 +208,8 @@ Status CommandBuffer::Issue(std::span<const BufferRef> table) {
 
 StatusOr<std::vector<DispatchTiming>> CommandBuffer::ReadProfile() {
   if (!options_.profile) {
-    return FailedPrecondition("command buffer '", options_.label, "' was not recorded with profiling");
+    return FailedPrecondition("command buffer '", options_.label,
+                              "' was not recorded with profiling");
   }
   if (!issued_) return FailedPrecondition("command buffer '", options_.label, "' was never issued");
   std::vector<DispatchTiming> timings;
@@ -211,8 +219,8 @@ StatusOr<std::vector<DispatchTiming>> CommandBuffer::ReadProfile() {
   KILN_RETURN_IF_ERROR(MapAndWait(*device_, readback_buffer_->handle(), WGPUMapMode_Read, bytes,
                                   "reading timestamps"));
 
-  const auto* ticks =
-      static_cast<const uint64_t*>(p.BufferGetConstMappedRange(readback_buffer_->handle(), 0, bytes));
+  const auto* ticks = static_cast<const uint64_t*>(
+      p.BufferGetConstMappedRange(readback_buffer_->handle(), 0, bytes));
   for (size_t i = 0; i < profiled_names_.size(); ++i) {
     const uint64_t begin = ticks[2 * i], end = ticks[2 * i + 1];
     timings.push_back({names_[profiled_names_[i]], end >= begin ? double(end - begin) : 0.0});

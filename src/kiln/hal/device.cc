@@ -319,6 +319,10 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
     }
     options.trusted = value == "1";
   }
+  if (options.copy_piece_bytes < 4 || options.copy_piece_bytes % 4 != 0) {
+    return InvalidArgument("DeviceOptions::copy_piece_bytes is ", options.copy_piece_bytes,
+                           "; expected a multiple of 4, at least 4");
+  }
   Status order_error;
   std::vector<ImplKind> order = ImplOrder(options, &order_error);
   KILN_RETURN_IF_ERROR(order_error);
@@ -432,6 +436,7 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
   // Trusted mode: no robustness transform, no workgroup zero-initialisation.
   const char* trusted_toggles[] = {"disable_robustness", "disable_workgroup_init"};
   trusted_ = options.trusted.value_or(false);
+  copy_piece_bytes_ = options.copy_piece_bytes;
   if (impl_->kind() == ImplKind::kDawn) {
     toggles.chain.sType = static_cast<WGPUSType>(kDawnTogglesDescriptorSType);
     toggles.disabledToggleCount = 1;

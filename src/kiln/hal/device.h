@@ -61,7 +61,7 @@ struct AdapterReport {
   FeatureLevel feature_level = FeatureLevel::kCore;
   std::string vendor, architecture, device, description;
   uint32_t vendor_id = 0, device_id = 0;
-  std::string adapter_type;  // "discrete-gpu", "cpu", ...
+  std::string adapter_type;           // "discrete-gpu", "cpu", ...
   std::vector<std::string> features;  // names, kiln's or the implementation's
   Limits limits;
 };
@@ -87,6 +87,10 @@ struct DeviceOptions {
   size_t bind_group_cache_capacity = 1024;
   // Most bytes of freed buffers kept for reuse.
   uint64_t buffer_pool_capacity = 256ull << 20;
+  // Largest buffer copy or clear recorded as one WebGPU command; larger ones
+  // go as several (Mesa's lavapipe crashed copying 2 GiB or more in one
+  // command). A multiple of 4, at least 4.
+  uint64_t copy_piece_bytes = 1ull << 30;
   // Trusted mode ($KILN_TRUSTED=1 when not set here): the implementation's
   // robustness transform is off (no index clamping or bounds checks in
   // kernels) and, on Dawn, workgroup memory is not zero-initialised. For
@@ -126,6 +130,8 @@ class Device : public std::enable_shared_from_this<Device> {
   const AdapterReport& adapter() const { return adapter_; }
   // Whether the device was made in trusted mode (DeviceOptions::trusted).
   bool trusted() const { return trusted_; }
+  // DeviceOptions::copy_piece_bytes.
+  uint64_t copy_piece_bytes() const { return copy_piece_bytes_; }
   const Limits& limits() const { return limits_; }
   bool HasFeature(Feature feature) const;
   // One line: "dawn vulkan core: NVIDIA H200 (...)".
@@ -179,6 +185,7 @@ class Device : public std::enable_shared_from_this<Device> {
   WGPUQueue queue_ = nullptr;
   AdapterReport adapter_;
   bool trusted_ = false;
+  uint64_t copy_piece_bytes_ = 1ull << 30;
   Limits limits_;
   std::vector<bool> features_;  // indexed by Feature
   Status sticky_error_;
@@ -195,7 +202,9 @@ class Device : public std::enable_shared_from_this<Device> {
 };
 
 // webgpu.h string views.
-inline WGPUStringView ToStringView(std::string_view s) { return WGPUStringView{s.data(), s.size()}; }
+inline WGPUStringView ToStringView(std::string_view s) {
+  return WGPUStringView{s.data(), s.size()};
+}
 std::string FromStringView(WGPUStringView s);
 
 }  // namespace kiln::hal

@@ -176,6 +176,43 @@ TEST_F(HalTest, UploadAndDownloadAtAnyOffset) {
   EXPECT_EQ(Upload(*device_, buffer, 998, too_much).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(HalTest, LongCopiesAndClearsGoInPieces) {
+  // A device whose copies and clears go as 12-byte pieces: every transfer
+  // below spans many, and must land exactly as one command would.
+  DeviceOptions options = Options();
+  options.copy_piece_bytes = 12;
+  auto small = Device::Create(options);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  device_ = *small;
+  EXPECT_EQ(device_->copy_piece_bytes(), 12u);
+  const uint64_t size = 1000;
+  auto src = NewBuffer(size), dst = NewBuffer(size);
+  auto data = RandomBytes(size);
+  KILN_ASSERT_OK(Upload(*device_, src, 0, data));  // through a staging copy
+  std::vector<uint8_t> back(size);
+  KILN_ASSERT_OK(Download(*device_, src, 0, back));
+  ASSERT_EQ(back, data);
+  auto expect = Poison(dst);
+  const uint8_t zero = 0;
+  auto cb = NewCommandBuffer();
+  KILN_ASSERT_OK(cb->CopyBuffer(src, 4, dst, 16, 900));
+  KILN_ASSERT_OK(cb->FillBuffer(dst, 40, 100, &zero, 1));
+  Run(*cb);
+  std::memcpy(expect.data() + 16, data.data() + 4, 900);
+  std::fill(expect.begin() + 40, expect.begin() + 140, 0);
+  auto got = Read(dst);
+  for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(got[i], expect[i]) << "byte " << i;
+  for (uint64_t bad : {0, 2, 13}) {
+    options.copy_piece_bytes = bad;
+    auto refused = Device::Create(options);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("copy_piece_bytes is " + std::to_string(bad)),
+              std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST_F(HalTest, AllocatorPoolsFreedBuffersBySizeClass) {
   EXPECT_EQ(BufferAllocator::SizeClass(1), 256u);
   EXPECT_EQ(BufferAllocator::SizeClass(256), 256u);
@@ -211,8 +248,7 @@ TEST_F(HalTest, ZeroSizeAndTooLargeBuffersAreClearErrors) {
   const uint64_t max = device_->limits().max_buffer_size;
   auto huge = device_->allocator().Allocate(max + 1);
   EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(huge.status().message().find("maxBufferSize"), std::string::npos)
-      << huge.status();
+  EXPECT_NE(huge.status().message().find("maxBufferSize"), std::string::npos) << huge.status();
 }
 
 }  // namespace
