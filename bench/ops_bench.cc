@@ -267,8 +267,10 @@ class Runner {
     for (char& c : base) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }
+    std::string replaced_from;  // the --wgsl-from file that replaced the kernel
     if (!options_.wgsl_from_dir.empty()) {
       const std::string file = StrCat(options_.wgsl_from_dir, "/", base, ".wgsl");
+      if (first_wgsl_file_.empty()) first_wgsl_file_ = file;
       std::error_code error;
       // Anything there (a dangling link, a folder) is read, and refused.
       if (std::filesystem::exists(std::filesystem::symlink_status(file, error))) {
@@ -282,7 +284,11 @@ class Runner {
         // The kernel may declare another workgroup size (the dispatch's
         // workgroup count stays the generated kernel's).
         KILN_RETURN_IF_ERROR(AdoptWorkgroupSize(f, file));
-        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file);
+        const auto& wg = f.metadata.workgroup_size;
+        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file, ", workgroup ",
+                            wg[0], "x", wg[1], "x", wg[2]);
+        replaced_from = file;
+        ++wgsl_files_used_;
       }
     }
     if (!options_.wgsl_dir.empty()) {
@@ -301,7 +307,12 @@ class Runner {
       t.pass = true;
       return t;
     }
-    KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device_, std::move(compiled)));
+    auto load = runtime::LoadedModule::Load(device_, std::move(compiled));
+    if (!load.ok() && !replaced_from.empty()) {
+      // The module is the user's file, not a corrupt one kiln wrote.
+      return InvalidArgument("--wgsl-from: ", replaced_from, ": ", load.status().message());
+    }
+    KILN_ASSIGN_OR_RETURN(auto loaded, std::move(load));
     std::mt19937 rng(20261201);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     Tensors host;
@@ -385,6 +396,9 @@ class Runner {
   }
 
   bool timestamps() const { return device_->HasFeature(hal::Feature::kTimestampQuery); }
+  // --wgsl-from files that replaced a kernel, and the first name looked for.
+  int wgsl_files_used() const { return wgsl_files_used_; }
+  const std::string& first_wgsl_file() const { return first_wgsl_file_; }
 
  private:
   // The median over repetitions of the time of everything `record` records:
@@ -497,6 +511,8 @@ class Runner {
 
   std::shared_ptr<hal::Device> device_;
   OpsBenchOptions options_;
+  int wgsl_files_used_ = 0;
+  std::string first_wgsl_file_;
 };
 
 std::string Dims(const ops::Shape& s) {
@@ -987,6 +1003,13 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     }
     return InvalidArgument("--filter '", options.filter,
                            "' matches no workload; the workloads: ", all);
+  }
+  if (!options.wgsl_from_dir.empty() && runner.wgsl_files_used() == 0) {
+    // A misnamed file would otherwise pass unnoticed, the generated kernels run.
+    return InvalidArgument("--wgsl-from: '", options.wgsl_from_dir,
+                           "' holds no file named for a workload that ran (names as --wgsl "
+                           "writes them, such as '",
+                           runner.first_wgsl_file(), "')");
   }
   return result;
 }

@@ -439,6 +439,8 @@ sed -i 's/A\[i\] - B\[i\]/A[i] + B[i]/; s/@workgroup_size(256, 1, 1)/@workgroup_
 out=$("$kiln" bench ops --small --filter "elementwise add" --repetitions 1 \
   --wgsl-from "$tmp/wgsl" 2>&1) && fail "--wgsl-from with half the threads passed: $out"
 grep -Eq "^elementwise add f32 .* FAIL" <<<"$out" || fail "--wgsl-from workgroup size: $out"
+grep -Eq "WGSL from .*elementwise_add_.*, workgroup 128x1x1" <<<"$out" ||
+  fail "--wgsl-from's own workgroup size not shown: $out"
 sed -i 's/@workgroup_size(128u, 1i)/@workgroup_size(256, 0)/' "$add_wgsl"
 expect_error "--wgsl-from with a zero workgroup size" \
   "the @workgroup_size of .* is not one to three positive integer literals" \
@@ -450,8 +452,13 @@ expect_error "--wgsl-from a file" "is not a directory" \
   "$kiln" bench ops --small --filter "elementwise add" --wgsl-from "$add_wgsl"
 expect_error "--wgsl with no folder" "--wgsl needs a directory" \
   "$kiln" bench ops --compile-only --filter "elementwise add" --wgsl ""
-expect_error "--wgsl-from without the entry point" "entry point 'elementwise_add' is not declared" \
+expect_error "--wgsl-from without the entry point" "INVALID_ARGUMENT: .*--wgsl-from: $add_wgsl: .*entry point 'elementwise_add' is not declared" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
+# A folder holding no file named for a workload run is refused (a misnamed
+# file would otherwise go unnoticed).
+mkdir -p "$tmp/wgsl_other" && touch "$tmp/wgsl_other/elementwise_add.wgsl"
+expect_error "--wgsl-from with no file for the workload" "--wgsl-from: '$tmp/wgsl_other' holds no file named for a workload that ran \(names as --wgsl writes them, such as '$tmp/wgsl_other/elementwise_add_f32_[0-9]+.wgsl'\)" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl_other"
 # Timed back to back too: the workload's time per run and the copy's, in the JSON.
 "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --json > "$tmp/b2b.json" ||
   fail "bench ops --json back to back"
@@ -518,6 +525,25 @@ expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
 expect_error "bench kernel of an unknown function" "no function 'nope'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn nope --arg n=10
+expect_error "compile with nothing to make" "kiln compile .*casts.kir: say what to make: -o K.kmod \(a module\) or --emit wgsl\|ir" \
+  "$kiln" compile "$src/tests/corpus/casts.kir"
+expect_error "compile of two files" "kiln compile takes one input file; got 2: 'a.kir', 'b.kir'" \
+  "$kiln" compile a.kir b.kir -o "$tmp/two.kmod"
+expect_error "--print-after all in a list" "--print-after: 'all' stands alone \(every pass\), not in a list: 'unroll,all'" \
+  "$kiln" compile "$src/tests/corpus/casts.kir" --emit wgsl --print-after unroll,all
+expect_error "run without --fn" "kiln run .*v.kmod: --fn NAME is needed" "$kiln" run "$tmp/v.kmod"
+expect_error "run of two modules" "kiln run takes one module file; got 2: 'a', 'b'" \
+  "$kiln" run a b --fn vector_add
+# A NaN prints as "nan", never "-nan": +inf and -inf summed have no mean.
+h="{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
+printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\x80\x7f\x00\x00\x80\xff' "$h" $((117 - ${#h})) "" \
+  > "$tmp/infs.npy"
+out=$("${run_v[@]}" --arg n=2 --input A="$tmp/infs.npy" --input B="$tmp/infs.npy" 2>&1) ||
+  fail "run with infinite inputs: $out"
+grep -q "C: \[2\] f32 min -inf max inf mean nan first \[inf, -inf\]" <<<"$out" ||
+  fail "the summary of +inf and -inf: $out"
+expect_error "bench kernel of an empty grid" "'vector_add' launches no workgroup with these arguments \(its grid is 0 x 1 blocks\): there is nothing to time" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=0
 expect_error "bench kernel --repetitions 0" "--repetitions needs a decimal integer from 1 to 1000000, got '0'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --repetitions 0
 expect_error "bench kernel --flops junk" "--flops needs a finite non-negative number" \

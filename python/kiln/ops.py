@@ -1523,6 +1523,8 @@ def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) 
     if layout not in ("NHWC", "NCHW"):
         raise _kiln.InvalidArgument(f"{what}: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
     ks = _pair(kernel, "kernel", what)
+    if builtins.min(ks) < 1:
+        raise _kiln.InvalidArgument(f"{what}: the kernel must be at least 1; got {kernel!r}")
     st = ks if stride is None else _pair(stride, "stride", what)
     pad = _pair(padding, "padding", what)
     if builtins.min(st) < 1:  # (kiln's C++ takes 0 for "the window": not a stride)

@@ -594,6 +594,11 @@ int BenchKernel(const Args& args) {
   // Record once: the plan's checks fail here rather than mid-benchmark.
   auto plan = fn.Plan(*call_args);
   if (!plan.ok()) return Fail(plan.status().ToString());
+  if (plan->num_blocks_x == 0 || plan->num_blocks_y == 0) {
+    return Fail(StrCat("'", name, "' launches no workgroup with these arguments (its grid is ",
+                       plan->num_blocks_x, " x ", plan->num_blocks_y,
+                       " blocks): there is nothing to time"));
+  }
   uint64_t total_bytes = 0;
   for (uint64_t b : plan->buffer_bytes) total_bytes += b;
 

@@ -81,6 +81,12 @@ Status ParsePrintAfter(const std::string& value, PassWatch& watch) {
     return Status::Ok();
   }
   size_t start = 0;
+  if (value.find(',') != std::string::npos &&
+      (value.rfind("all,", 0) == 0 || value.find(",all,") != std::string::npos ||
+       (value.size() >= 4 && value.compare(value.size() - 4, 4, ",all") == 0))) {
+    return InvalidArgument("--print-after: 'all' stands alone (every pass), not in a list: '",
+                           value, "'");
+  }
   while (start <= value.size()) {
     size_t comma = value.find(',', start);
     std::string name = value.substr(start, comma == std::string::npos ? comma : comma - start);
@@ -107,11 +113,18 @@ int CompileCommand(const Args& args) {
                             {"time-passes", "verify-each"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
-  if (flags->positional().size() != 1) return Fail(kUsage);
+  if (flags->positional().empty()) return Fail(kUsage);
+  if (flags->positional().size() > 1) {
+    return Fail(StrCat("kiln compile takes one input file; got ", flags->positional().size(), ": ",
+                       QuotedList(flags->positional()), " (see --help)"));
+  }
   const std::string input = flags->positional()[0];
   auto emit = flags->Get("emit");
   auto output = flags->Get("o");
-  if (!emit && !output) return Fail(kUsage);
+  if (!emit && !output) {
+    return Fail(StrCat("kiln compile ", input,
+                       ": say what to make: -o K.kmod (a module) or --emit wgsl|ir (printed)"));
+  }
   if (emit && output) {
     return Fail(
         "-o and --emit are alternatives (write a module, or print its WGSL or IR): give one");

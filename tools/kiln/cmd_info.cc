@@ -110,4 +110,10 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+std::string QuotedList(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "'" : ", '") + item + "'";
+  return out;
+}
+
 }  // namespace kiln::tool

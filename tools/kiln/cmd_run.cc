@@ -136,7 +136,16 @@ int RunCommand(const Args& args) {
   auto flags = Flags::Parse(rest, valued, {"check", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
-  if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kUsage);
+  if (flags->positional().empty() && !flags->Get("fn")) return Fail(kUsage);
+  if (flags->positional().size() != 1) {
+    return Fail(StrCat("kiln run takes one module file; got ", flags->positional().size(),
+                       flags->positional().empty() ? "" : ": " + QuotedList(flags->positional()),
+                       " (see --help)"));
+  }
+  if (!flags->Get("fn")) {
+    return Fail(
+        StrCat("kiln run ", flags->positional()[0], ": --fn NAME is needed (the function to run)"));
+  }
   const std::string path = flags->positional()[0];
   const std::string name = *flags->Get("fn");
   const bool check_on = flags->Has("check");

@@ -18,4 +18,7 @@ int RunCommand(const Args& args);
 // Prints "kiln: <message>" to stderr; returns 1.
 int Fail(const std::string& message);
 
+// "'a', 'b'": a command's extra arguments, for its error.
+std::string QuotedList(const std::vector<std::string>& items);
+
 }  // namespace kiln::tool

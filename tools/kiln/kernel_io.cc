@@ -241,6 +241,7 @@ std::vector<double> Values(DType dtype, const std::vector<uint8_t>& bytes) {
 // A value as its type reads: integers exactly, floats to 6 digits.
 std::string Number(DType dtype, double v) {
   if (dtype == DType::kBool) return v != 0 ? "true" : "false";
+  if (std::isnan(v)) return "nan";  // printf would print the sign bit: "-nan"
   const bool integer = dtype == DType::kI32 || dtype == DType::kU32 || dtype == DType::kInt8x4;
   char text[32];
   std::snprintf(text, sizeof text, integer ? "%.0f" : "%.6g", v);

@@ -56,8 +56,9 @@ class WgslHelpers {
   // values the integer type holds (i32: [-2^31, 2^31 - 128], u32:
   // [0, 2^32 - 256], WGSL's rule), and NaN gives 0.
   std::string FloatToInt(bool is_signed, int lanes);
-  // tanh that returns NaN for NaN and evaluates in a range where every
-  // implementation's tanh is finite (|x| <= 16 rounds to +-1 in f32).
+  // tanh that returns NaN for NaN, evaluates in a range where every
+  // implementation's tanh is finite (|x| <= 16 rounds to +-1 in f32), and
+  // near 0 (|x| < 0.25) is its series, accurate to the last bits there.
   std::string Tanh(int lanes);
   // The identity on `type`. A call to it is not a WGSL constant expression,
   // so constant operands passed through it are evaluated at run time: WGSL
