@@ -81,15 +81,13 @@ Status ParsePrintAfter(const std::string& value, PassWatch& watch) {
     return Status::Ok();
   }
   size_t start = 0;
-  if (value.find(',') != std::string::npos &&
-      (value.rfind("all,", 0) == 0 || value.find(",all,") != std::string::npos ||
-       (value.size() >= 4 && value.compare(value.size() - 4, 4, ",all") == 0))) {
-    return InvalidArgument("--print-after: 'all' stands alone (every pass), not in a list: '",
-                           value, "'");
-  }
   while (start <= value.size()) {
     size_t comma = value.find(',', start);
     std::string name = value.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (name == "all") {  // (the value "all" alone returned above)
+      return InvalidArgument("--print-after: 'all' stands alone (every pass), not in a list: '",
+                             value, "'");
+    }
     if (transform::FindLoweringPass(name) == nullptr) {
       std::string known;
       for (const transform::Pass& pass : transform::LoweringPasses()) {
