@@ -496,19 +496,25 @@ def test_edge_values(device):
 
 def test_tanh_keeps_relative_accuracy_near_zero(device, rng):
     # Implementations build tanh from exp and lose relative accuracy near 0
-    # (1.3% at 1e-6 on lavapipe); kiln's tanh stays within a few ulps there,
-    # keeps the sign of zero, and is exact at the ends.
-    tiny = np.array([1e-30, 1e-10, 1e-6, -1e-6, 1e-4, 1e-2, 0.1, 0.2499, -0.2499, 0.25, 0.3],
-                    np.float32)
-    a = np.concatenate([tiny, rng.uniform(-0.3, 0.3, 200).astype(np.float32),
+    # (1.3% at 1e-6 on lavapipe). Below |x| = 0.25 kiln evaluates tanh's series:
+    # within 2 ulps there (1.12 at most over a dense grid on lavapipe), with the
+    # sign of zero kept. From 0.25 on it is the implementation's tanh, whose
+    # accuracy WGSL leaves loose (lavapipe: 7.5 ulps, 4.6e-7 relative, just
+    # above 0.25), so there it is held to a relative 1e-5; the ends are exact.
+    tiny = np.array([1e-30, 1e-10, 1e-6, -1e-6, 1e-4, 1e-2, 0.1, 0.2499, -0.2499], np.float32)
+    beyond = np.array([0.25, -0.25, 0.3, 1.0, -3.0, 9.0], np.float32)
+    a = np.concatenate([tiny, rng.uniform(-0.25, 0.25, 200).astype(np.float32),
+                        beyond, rng.uniform(-10, 10, 60).astype(np.float32),
                         np.array([0.0, -0.0, 20.0, -20.0, np.inf, -np.inf, np.nan], np.float32)])
     for shape in [(a.size,), (a.size // 4, 4)]:
-        x = a[:int(np.prod(shape))].reshape(shape)
-        y = kiln.ops.tanh(kiln.tensor(x, device)).numpy().ravel()
-        want = np.tanh(x.ravel().astype(np.float64))
-        finite = np.isfinite(want)
-        ulps = np.abs(y[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
-        assert ulps.max() <= 4, (x.ravel()[finite][ulps.argmax()], ulps.max())
+        x = a[:int(np.prod(shape))].reshape(shape).ravel()
+        y = kiln.ops.tanh(kiln.tensor(x.reshape(shape), device)).numpy().ravel()
+        want = np.tanh(x.astype(np.float64))
+        near = np.abs(x) < 0.25
+        ulps = np.abs(y[near] - want[near]) / np.spacing(np.abs(want[near]).astype(np.float32))
+        assert ulps.max() <= 2, (x[near][ulps.argmax()], ulps.max())
+        far = ~near & np.isfinite(x)
+        np.testing.assert_allclose(y[far], want[far], rtol=1e-5, atol=0)
     y = kiln.ops.tanh(kiln.tensor(a, device)).numpy()[-7:]
     assert not np.signbit(y[0]) and np.signbit(y[1])
     np.testing.assert_array_equal(y[2:6], [1, -1, 1, -1])
