@@ -1,4 +1,5 @@
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -133,8 +134,9 @@ def test_binary_broadcasting(device, rng, op, shapes):
 
 
 def test_float_pow_is_numpys_power(device):
-    # Zero, negative and infinite bases, NaN operands; -0.0 counts as 0.0.
-    bases = np.array([0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan,
+    # Zero, negative and infinite bases, NaN operands; -0.0 keeps its sign
+    # for odd integer exponents ((-0.0) ** -1 is -inf).
+    bases = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan,
                       1e-30, -7.0], np.float32)
     exps = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, np.inf, -np.inf,
                      np.nan, 1e9, 7.0, 4.0], np.float32)
@@ -144,10 +146,15 @@ def test_float_pow_is_numpys_power(device):
     for got in (kiln.ops.pow(kiln.tensor(a, device), kiln.tensor(b, device)).numpy(),
                 (kiln.tensor(a, device) ** kiln.tensor(b, device)).numpy()):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+        zero = want == 0
+        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     for e in (0, 1, 2, 3, 4, -1, -2, 2.5):
         with np.errstate(all="ignore"):
             want = np.power(bases, np.float32(e))
-        np.testing.assert_allclose((kiln.tensor(bases, device) ** e).numpy(), want, rtol=1e-5)
+        got = (kiln.tensor(bases, device) ** e).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
@@ -167,6 +174,46 @@ def test_max_min_propagate_nan(device, op):
     np.testing.assert_array_equal(kiln.fuse(lambda x, y: fn(x, y))(ta, tb).numpy(), want)
     np.testing.assert_array_equal(fn(ta, np.float32(np.nan)).numpy(), np.full(a.shape, np.nan))
     np.testing.assert_array_equal(kiln.ops.elementwise_chain(ta, [(op, tb)]).numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_constant_zero_operands_keep_ieee_results(device, rng, dtype):
+    # x * 0.0 is NaN for NaN or infinite x and a signed zero otherwise,
+    # -0.0 + 0.0 is +0.0, 0.0 / x is NaN for a zero x: drivers that fold
+    # these with the constant in the kernel (lavapipe) must not change them.
+    # Eager, in a chain and fused; numbers and 0-d tensors; vec4 and scalar
+    # kernels (lengths 4 * 9 and 9 * 7); numpy's exact bits as the reference.
+    if dtype == "float16":
+        require_feature(device, "shader-f16")
+    special = np.array([np.nan, np.inf, -np.inf, -1.0, 1.0, 0.0, -0.0, 2.5, -3.0], dtype)
+    ops = {"mul": operator.mul, "add": operator.add, "sub": operator.sub,
+           "div": operator.truediv, "floor_div": operator.floordiv, "pow": operator.pow}
+    for n in (36, 63):
+        xs = np.resize(rng.permutation(special), n)
+        x = kiln.tensor(xs, device)
+        for name, f in ops.items():
+            # (floor_div(inf, 1) is inf, where numpy gives NaN: docs/ops.md)
+            for c in (0.0, -0.0) + (() if name == "floor_div" else (1.0, -1.0)):
+                for first in (False, True):
+                    with np.errstate(all="ignore"):
+                        want = f(xs.dtype.type(c), xs) if first else f(xs, xs.dtype.type(c))
+                    results = {
+                        "eager": f(c, x) if first else f(x, c),
+                        "chain": kiln.ops.elementwise_chain(
+                            x, [(name, c, True) if first else (name, c)]),
+                        "fused": kiln.fuse(
+                            (lambda t: f(c, t)) if first else (lambda t: f(t, c)))(x),
+                    }
+                    for how, got in results.items():
+                        got = got.numpy()
+                        where = f"{how} {'%r %s x' % (c, name) if first else 'x %s %r' % (name, c)}"
+                        # (pow(|x|, y) of WGSL, used for y == -1, need not be exact)
+                        np.testing.assert_allclose(
+                            got, want, rtol=4 * np.finfo(dtype).eps if name == "pow" else 0,
+                            atol=0, err_msg=where)
+                        zero = want == 0
+                        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
+                                                      err_msg=f"{where}: sign of zero")
 
 
 def _edgy_ints(rng, shape, lo=-2**31, hi=2**31 - 1):

@@ -505,6 +505,40 @@ TEST(WgslCodegenTest, FloatConstantZeroDivisorsAreSpelledWithoutADivision) {
   EXPECT_FALSE(Contains(f.wgsl, "/ 0f")) << f.wgsl;
 }
 
+// Arithmetic with a constant zero operand goes through helpers on the bits
+// (a driver's fast math folds x * 0f to 0 and x + 0f to x); -0.0 added or
+// +0.0 subtracted is the identity, left to the driver; other constants stay.
+TEST(WgslCodegenTest, FloatConstantZeroOperandsGoThroughTheBits) {
+  IRBuilder b("f");
+  Buffer F = b.BufferParam("F", kF32, {12});
+  Buffer H = b.BufferParam("H", kF16, {2});
+  b.Store(F, {0}, Load(F, {0}) * MakeConst(kF32, 0.0));
+  b.Store(F, {1}, MakeConst(kF32, -0.0) * Load(F, {1}));
+  b.Store(F, {2}, Load(F, {2}) + MakeConst(kF32, 0.0));
+  b.Store(F, {3}, Load(F, {3}) - MakeConst(kF32, -0.0));
+  b.Store(F, {4}, MakeConst(kF32, 0.0) - Load(F, {4}));
+  b.Store(F, {5}, MakeConst(kF32, -0.0) / Load(F, {5}));
+  b.Store(F, {6}, FloorDiv(MakeConst(kF32, 0.0), Load(F, {6})));
+  b.Store(F, {7}, Load(F, {7}) + MakeConst(kF32, -0.0));
+  b.Store(F, {8}, Load(F, {8}) * MakeConst(kF32, 1.0));
+  b.Store(H, {0}, Load(H, {0}) * MakeConst(kF16, 0.0));
+  b.Store(F, {9}, -Load(F, {9}));  // -0.0 - x: WGSL's negation
+  b.Store(F, {10}, Load(F, {10}) * -(Load(F, {10}) + Load(F, {11})));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "F[0i] = kiln_times_zero_f32(F[0i], 0u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[1i] = kiln_times_zero_f32(F[1i], 0x80000000u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[2i] = kiln_plus_zero_f32(F[2i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[3i] = kiln_plus_zero_f32(F[3i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[4i] = kiln_zero_minus_f32(F[4i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[5i] = kiln_zero_over_f32(F[5i], 0x80000000u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[6i] = kiln_zero_over_f32(F[6i], 0u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[7i] = F[7i] + kiln_f32_from_bits(0x80000000u);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[8i] = F[8i] * 1f;")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "H[0i] = f16(kiln_times_zero_f32(f32(H[0i]), 0u));")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[9i] = -F[9i];")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[10i] = F[10i] * (-(F[10i] + F[11i]));")) << f.wgsl;
+}
+
 TEST(WgslCodegenTest, MathIntrinsics) {
   IRBuilder b("math");
   Buffer A = b.BufferParam("A", kF32, {16});

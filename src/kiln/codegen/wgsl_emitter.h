@@ -105,9 +105,13 @@ class FunctionEmitter {
   std::string FloatImm(const ir::FloatImmNode* op);
   std::string Binary(const ir::BinaryNode* op);
   // A float `/`, `%`, floor_div or floor_mod by a constant zero, spelled
-  // without the division (nullopt for any other operation); `a` is the
-  // emitted dividend.
-  std::optional<std::string> FloatByConstZero(const ir::BinaryNode* op, const std::string& a);
+  // without the division, or a float `*`, `+`, `-`, `/` or floor_div with a
+  // constant zero operand that a driver could fold (WgslHelpers::ConstZero);
+  // nullopt for any other operation. `a` and `b` are the emitted operands.
+  std::optional<std::string> FloatByConstZero(const ir::BinaryNode* op, const std::string& a,
+                                              const std::string& b);
+  std::string ConstZeroCall(WgslHelpers::ZeroOp zero_op, const std::string& x, ir::DataType type,
+                            std::optional<double> zero = std::nullopt);
   std::string Cast(const ir::CastNode* op);
   std::string Reinterpret(const ir::ReinterpretNode* op);
   std::string Ramp(const ir::RampNode* op);

@@ -5,6 +5,7 @@
 
 #include "kiln/codegen/wgsl_emitter.h"
 #include "kiln/codegen/wgsl_types.h"
+#include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
 
 namespace kiln::codegen {
@@ -303,8 +304,10 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
         break;
     }
   }
+  // A float negation (-0.0 - x) is WGSL's negation, which flips the sign bit.
+  if (type.is_float() && ir::IsNegation(op)) return StrCat("(-", Enclosed(b), ")");
   if (type.is_float()) {
-    if (std::optional<std::string> by_zero = FloatByConstZero(op, a)) return *by_zero;
+    if (std::optional<std::string> by_zero = FloatByConstZero(op, a, b)) return *by_zero;
   }
   if (op->op == BinaryOp::kMod && type.is_int()) {
     // See WgslHelpers::RemInt for why signed `%` is not emitted.
@@ -338,34 +341,73 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
 }
 
 std::optional<std::string> FunctionEmitter::FloatByConstZero(const ir::BinaryNode* op,
-                                                             const std::string& a) {
+                                                             const std::string& a,
+                                                             const std::string& b) {
   // A float divided by a constant zero is an infinity or NaN in the IR, as
   // in IEEE 754, but Vulkan drivers compiling with fast math may fold
   // `x / 0.0` to anything (lavapipe gave 0, or dropped the store). Spelled
   // without the division, the result is exact: x / +-0 == x * +-inf (NaN for
   // a zero or NaN x), floor of that changes nothing, and x % +-0 is NaN.
   std::optional<double> divisor = ir::AsConstFloat(op->b);
-  if (!divisor.has_value() || *divisor != 0) return std::nullopt;
-  ir::DataType scalar = ir::DataType::Float(op->a.dtype().bits);
-  auto special = [&](double value) {
-    ir::Expr c = ir::MakeConst(scalar, value);
-    return FloatImm(c.as<ir::FloatImmNode>());
-  };
-  switch (op->op) {
-    case BinaryOp::kDiv:
-    case BinaryOp::kFloorDiv: {
-      double inf = std::signbit(*divisor) ? -INFINITY : INFINITY;
-      return StrCat("(", Enclosed(a), " * ", special(inf), ")");
+  if (divisor.has_value() && *divisor == 0) {
+    ir::DataType scalar = ir::DataType::Float(op->a.dtype().bits);
+    auto special = [&](double value) {
+      ir::Expr c = ir::MakeConst(scalar, value);
+      return FloatImm(c.as<ir::FloatImmNode>());
+    };
+    switch (op->op) {
+      case BinaryOp::kDiv:
+      case BinaryOp::kFloorDiv: {
+        double inf = std::signbit(*divisor) ? -INFINITY : INFINITY;
+        return StrCat("(", Enclosed(a), " * ", special(inf), ")");
+      }
+      case BinaryOp::kMod:
+      case BinaryOp::kFloorMod: {
+        std::string nan = special(static_cast<double>(NAN));
+        if (op->a.dtype().lanes == 1) return nan;
+        return StrCat(Type(op->a.dtype()), "(", nan, ")");
+      }
+      default:
+        break;
     }
-    case BinaryOp::kMod:
-    case BinaryOp::kFloorMod: {
-      std::string nan = special(static_cast<double>(NAN));
-      if (op->a.dtype().lanes == 1) return nan;
-      return StrCat(Type(op->a.dtype()), "(", nan, ")");
-    }
-    default:
-      return std::nullopt;
   }
+  // The same drivers fold x * 0.0 to 0 (losing NaN and the sign), x + 0.0
+  // to x (-0 + 0 is +0) and 0.0 / x to 0: such operations go on the bits.
+  using ZeroOp = WgslHelpers::ZeroOp;
+  const ir::DataType type = op->a.dtype();
+  std::optional<double> left = ir::AsConstFloat(op->a), right = divisor;
+  auto zero = [](const std::optional<double>& c) { return c.has_value() && *c == 0; };
+  auto positive_zero = [&](const std::optional<double>& c) { return zero(c) && !std::signbit(*c); };
+  switch (op->op) {
+    case BinaryOp::kMul:
+      if (zero(right)) return ConstZeroCall(ZeroOp::kTimesZero, a, type, right);
+      if (zero(left)) return ConstZeroCall(ZeroOp::kTimesZero, b, type, left);
+      break;
+    case BinaryOp::kAdd:
+      if (positive_zero(right)) return ConstZeroCall(ZeroOp::kPlusZero, a, type);
+      if (positive_zero(left)) return ConstZeroCall(ZeroOp::kPlusZero, b, type);
+      break;
+    case BinaryOp::kSub:
+      if (zero(right) && std::signbit(*right)) return ConstZeroCall(ZeroOp::kPlusZero, a, type);
+      if (positive_zero(left)) return ConstZeroCall(ZeroOp::kZeroMinus, b, type);
+      break;
+    case BinaryOp::kDiv:
+    case BinaryOp::kFloorDiv:  // floor(+-0) is +-0, floor(NaN) NaN
+      if (zero(left)) return ConstZeroCall(ZeroOp::kZeroOver, b, type, left);
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::string FunctionEmitter::ConstZeroCall(WgslHelpers::ZeroOp zero_op, const std::string& x,
+                                           ir::DataType type, std::optional<double> zero) {
+  std::string call = StrCat(helpers_.ConstZero(zero_op, type.lanes), "(", AsF32(x, type));
+  if (zero.has_value()) call += std::signbit(*zero) ? ", 0x80000000u" : ", 0u";
+  call += ")";
+  if (type.bits == 32) return call;
+  return StrCat(Type(type), "(", call, ")");
 }
 
 std::string FunctionEmitter::Cast(const ir::CastNode* op) {

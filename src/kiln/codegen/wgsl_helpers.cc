@@ -137,6 +137,44 @@ std::string WgslHelpers::Tanh(int lanes) {
                     c("0.25f"), "), x, ", is_nan, "(x));\n", "}\n"));
 }
 
+std::string WgslHelpers::ConstZero(ZeroOp op, int lanes) {
+  const std::string f = Vec("f32", lanes), u = Vec("u32", lanes);
+  auto k = [&](const char* v) { return StrCat(u, "(", v, ")"); };
+  const std::string magnitude = StrCat("(bits & ", k("0x7fffffffu"), ")");
+  // The zero of the product's or quotient's sign, and NaN.
+  const std::string signed_zero =
+      StrCat("  let zero = (bits & ", k("0x80000000u"), ") ^ ", k("sign"), ";\n");
+  const std::string nan = k("0x7fc00000u");
+  std::string what, args = StrCat("x : ", f), result;
+  switch (op) {
+    case ZeroOp::kTimesZero:
+      what = "times_zero";
+      args += ", sign : u32";
+      result = StrCat(signed_zero, "  return bitcast<", f, ">(select(zero, ", nan, ", ", magnitude,
+                      " >= ", k("0x7f800000u"), "));\n");
+      break;
+    case ZeroOp::kZeroOver:
+      what = "zero_over";
+      args += ", sign : u32";
+      result = StrCat(signed_zero, "  return bitcast<", f, ">(select(zero, ", nan, ", (", magnitude,
+                      " == ", u, "()) | (", magnitude, " > ", k("0x7f800000u"), ")));\n");
+      break;
+    case ZeroOp::kPlusZero:
+      what = "plus_zero";
+      result = StrCat("  return bitcast<", f, ">(select(bits, ", u,
+                      "(), bits == ", k("0x80000000u"), "));\n");
+      break;
+    case ZeroOp::kZeroMinus:
+      what = "zero_minus";
+      result = StrCat("  return bitcast<", f, ">(select(bits ^ ", k("0x80000000u"), ", ", u,
+                      "(), bits == ", u, "()));\n");
+      break;
+  }
+  std::string name = HelperName(what, f);
+  return Add(name, StrCat("fn ", name, "(", args, ") -> ", f, " {\n", "  let bits = bitcast<", u,
+                          ">(x);\n", result, "}\n"));
+}
+
 std::string WgslHelpers::RunTime(const std::string& type) {
   std::string name = HelperName("rt", type);
   return Add(name,

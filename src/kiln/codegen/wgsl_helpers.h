@@ -6,6 +6,7 @@
 // NameSupply::kInternalPrefix so it cannot collide with a user name.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,6 +61,18 @@ class WgslHelpers {
   // implementation's tanh is finite (|x| <= 16 rounds to +-1 in f32), and
   // near 0 (|x| < 0.25) is its series, accurate to the last bits there.
   std::string Tanh(int lanes);
+  // Arithmetic with a constant zero operand, on the bits, so that a driver
+  // that folds `x * 0.0` to 0 or `x + 0.0` to x (lavapipe does both) cannot
+  // change the IEEE result:
+  //   kTimesZero: x * z, z a zero whose sign bit is the helper's u32
+  //               argument: NaN for a NaN or infinite x, else a zero of the
+  //               product's sign;
+  //   kZeroOver:  z / x: NaN for a zero or NaN x, else a zero of the
+  //               quotient's sign (an infinite x too);
+  //   kPlusZero:  x + 0.0 (and x - -0.0): x, but +0 for -0;
+  //   kZeroMinus: 0.0 - x: -x, but +0 for +0.
+  enum class ZeroOp : uint8_t { kTimesZero, kZeroOver, kPlusZero, kZeroMinus };
+  std::string ConstZero(ZeroOp op, int lanes);
   // The identity on `type`. A call to it is not a WGSL constant expression,
   // so constant operands passed through it are evaluated at run time: WGSL
   // rejects constant expressions that overflow (exp(100.0), 1 / 0, ...),

@@ -1,5 +1,7 @@
 #include "kiln/ir/expr_ops.h"
 
+#include <cmath>
+
 namespace kiln::ir {
 namespace {
 
@@ -53,7 +55,17 @@ Expr operator!(const Expr& a) {
   return NotNode::make(a);
 }
 Expr operator-(const Expr& a) {
+  // -0.0 - a is exactly a with its sign flipped, +0 and NaN included; 0 - a
+  // would give +0 for +0.
+  if (a.dtype().is_float()) return BinaryNode::make(BinaryOp::kSub, MakeConst(a.dtype(), -0.0), a);
   return BinaryNode::make(BinaryOp::kSub, MakeZero(a.dtype()), a);
+}
+
+bool IsNegation(const BinaryNode* op) {
+  if (op->op != BinaryOp::kSub) return false;
+  if (!op->a.dtype().is_float()) return IsConstInt(op->a, 0);
+  std::optional<double> c = AsConstFloat(op->a);
+  return c.has_value() && *c == 0 && std::signbit(*c);
 }
 
 Expr FloorDiv(const Expr& a, const Expr& b) {

@@ -43,8 +43,11 @@ KILN_IR_DECLARE_BINARY_OPERATOR(>=)
 Expr operator&&(const Expr& a, const Expr& b);
 Expr operator||(const Expr& a, const Expr& b);
 Expr operator!(const Expr& a);
-// 0 - a, with 0 of a's type.
+// a negated: -0.0 - a for floats (a with its sign flipped, as IEEE 754's
+// negation: -(+0) is -0), 0 - a for integers (wrapping).
 Expr operator-(const Expr& a);
+// Whether `op` is such a negation (its operand is op->b).
+bool IsNegation(const BinaryNode* op);
 
 Expr FloorDiv(const Expr& a, const Expr& b);
 Expr FloorMod(const Expr& a, const Expr& b);

@@ -46,7 +46,12 @@ TEST(ExprTest, OperatorsMakeConstantsOfTheOtherOperandsType) {
   Var h("h", kF16);
   EXPECT_EQ(Print(u + 1), "u + 1u32");
   EXPECT_EQ(Print(2.5 * h), "2.5f16 * h");
-  EXPECT_EQ(Print(-h), "0.0f16 - h");
+  // A float negation is -0.0 - h, printed as -h; an integer one 0 - i.
+  EXPECT_EQ(Print(-h), "-h");
+  EXPECT_TRUE(ir::IsNegation((-h).as<BinaryNode>()));
+  EXPECT_EQ(Print(-(h + h) * h), "(-(h + h)) * h");
+  EXPECT_EQ(Print(-Expr(Var("i", kI32))), "0 - i");
+  EXPECT_FALSE(ir::IsNegation((FloatConst(kF16, 0.0) - h).as<BinaryNode>()));
   EXPECT_EQ(Print(FloorDiv(u, Expr(IntConst(kU32, 4)))), "floor_div(u, 4u32)");
 }
 
@@ -66,14 +71,14 @@ TEST(ExprTest, IntrinsicTable) {
       const OperandRule rule = info.operands[k];
       ASSERT_FALSE(rule == OperandRule::kSameAs0 && k == 0) << IntrinsicName(op);
       ASSERT_FALSE(rule == OperandRule::kSameAs1 && k <= 1) << IntrinsicName(op);
-      Expr arg = rule == OperandRule::kFloat || rule == OperandRule::kNumber ||
-                         rule == OperandRule::kAny
-                     ? Expr(FloatConst(kF32, 1.0))
-                 : rule == OperandRule::kInteger || rule == OperandRule::kLaneIndex
-                     ? Expr(IntConst(kI32, 1))
-                 : rule == OperandRule::kInt8x4 ? Expr(Reinterpret(kInt8x4, Expr(IntConst(kI32, 1))))
-                 : rule == OperandRule::kScalarBool ? Expr(BoolConst(true))
-                                                    : args[rule == OperandRule::kSameAs0 ? 0 : 1];
+      Expr arg =
+          rule == OperandRule::kFloat || rule == OperandRule::kNumber || rule == OperandRule::kAny
+              ? Expr(FloatConst(kF32, 1.0))
+          : rule == OperandRule::kInteger || rule == OperandRule::kLaneIndex
+              ? Expr(IntConst(kI32, 1))
+          : rule == OperandRule::kInt8x4     ? Expr(Reinterpret(kInt8x4, Expr(IntConst(kI32, 1))))
+          : rule == OperandRule::kScalarBool ? Expr(BoolConst(true))
+                                             : args[rule == OperandRule::kSameAs0 ? 0 : 1];
       types.push_back(arg.dtype());
       EXPECT_TRUE(OperandFits(rule, arg.dtype(), types)) << IntrinsicName(op) << " operand " << k;
       args.push_back(arg);

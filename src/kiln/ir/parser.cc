@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
 #include "kiln/ir/lexer.h"
 #include "kiln/ir/text_syntax.h"
 
@@ -697,7 +698,7 @@ class Parser {
       if (!a.dtype().is_numeric()) {
         return ErrorAt(minus, StrCat("expected a numeric operand of '-', found type ", a.dtype()));
       }
-      return BinaryNode::make(BinaryOp::kSub, MakeZero(a.dtype()), a);
+      return -a;
     }
     return ParsePrimary();
   }

@@ -86,7 +86,7 @@ TEST(ParserTest, AcceptsHandWrittenShorthands) {
             "    A[i] = x\n"
             "  }\n"
             "  for i_1 in serial(2, 2) {\n"
-            "    A[i_1] = 0.0 - A[i_1]\n"
+            "    A[i_1] = -A[i_1]\n"
             "  }\n"
             "}\n");
 }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
 #include "kiln/ir/text_syntax.h"
 
 namespace kiln::ir {
@@ -254,6 +255,14 @@ class Printer {
           *out += ", ";
           PrintExpr(op->b, out);
           *out += ")";
+          return;
+        }
+        // A float negation prints as `-x`, which parses back to it (`-1.0`
+        // would parse as a literal, so a literal operand prints in full).
+        if (op->a.dtype().is_float() && IsNegation(op) && op->b.as<FloatImmNode>() == nullptr &&
+            op->b.as<BroadcastNode>() == nullptr) {
+          *out += "-";
+          PrintOperand(op->b, PrecedenceOf(op->b) < kPrecUnary, out);
           return;
         }
         // Left-associative: parenthesize a weaker left operand, and a right

@@ -297,7 +297,7 @@ ir::Expr IsNan(const ir::Expr& x) {
 
 // numpy's power for floats, from WGSL's pow (defined only for positive
 // bases): the magnitude is pow(|x|, y); a zero base gives 0 for y > 0 and
-// inf for y < 0; a negative base gives the magnitude with the sign of an
+// inf for y < 0; a negative base (-0.0 too) gives the magnitude with the sign of an
 // odd integer exponent, NaN for a finite one that is not an integer; NaN in
 // either operand gives NaN, except that y == 0 and x == 1 give 1, as do
 // |x| == 1 with an infinite y. A constant exponent of 0 to 4 multiplies.
@@ -323,7 +323,19 @@ ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
   ir::Var m("pow_m", t);
   const ir::Expr magnitude = ir::Select(ax == f(0), ir::Select(y > f(0), f(0), inf),
                                         ir::Call(ir::Intrinsic::kPow, {ax, y}));
-  ir::Expr r = ir::Select(x < f(0) && odd, -m, m);
+  // The sign goes on the bits, from x's sign bit, not x < 0: pow(-0.0, odd
+  // y) is -0.0 or -inf, and a driver that ignores the sign of zero may turn
+  // -m into m for m == 0.
+  const ir::DataType wide = ir::DataType::Float(32, t.lanes), bits = ir::kU32.with_lanes(t.lanes);
+  auto as_bits = [&](const ir::Expr& v) {
+    return ir::Reinterpret(bits, t.bits == 32 ? v : ir::Cast(wide, v));
+  };
+  const ir::Expr sign = ir::IntConst(bits, 0x80000000u);
+  const ir::Expr negative = ir::Call(ir::Intrinsic::kBitwiseAnd, {as_bits(x), sign}) == sign;
+  ir::Expr r = ir::Reinterpret(
+      wide, ir::Call(ir::Intrinsic::kBitwiseOr,
+                     {as_bits(m), ir::Select(negative && odd, sign, ir::IntConst(bits, 0))}));
+  if (t.bits != 32) r = ir::Cast(t, r);
   r = ir::Select((x < f(0) && !integral && ax != inf) || IsNan(x) || IsNan(y), nan, r);
   r = ir::Select(
       y == f(0) || x == f(1) || (ax == f(1) && ir::Call(ir::Intrinsic::kAbs, {y}) == inf), f(1), r);

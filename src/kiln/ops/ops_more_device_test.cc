@@ -1249,6 +1249,56 @@ TEST_F(ElementwiseTypesDeviceTest, FloatDivisionByAConstantZero) {
   }
 }
 
+// Arithmetic with a constant zero operand keeps IEEE 754's results: x * 0
+// is NaN for a NaN or infinite x and a signed zero otherwise, -0 + 0 is
+// +0, 0 - x is -x but +0 for +0, 0 / x is NaN for a zero x; on vector and
+// scalar paths, the zero's sign included, rather than a driver's folding.
+TEST_F(ElementwiseTypesDeviceTest, FloatArithmeticWithAConstantZero) {
+  struct Case {
+    const char* op;
+    double zero;
+    bool zero_first;
+  };
+  const std::vector<Case> cases = {
+      {"mul", 0.0, false}, {"mul", -0.0, false}, {"mul", 0.0, true},      {"mul", -0.0, true},
+      {"add", 0.0, false}, {"add", 0.0, true},   {"sub", -0.0, false},    {"sub", 0.0, true},
+      {"div", 0.0, true},  {"div", -0.0, true},  {"floor_div", 0.0, true}};
+  auto reference = [](const Case& c, float x) {
+    const float z = static_cast<float>(c.zero);
+    const std::string_view op = c.op;
+    if (op == "mul") return x * z;
+    if (op == "add") return x + z;
+    if (op == "sub") return c.zero_first ? z - x : x - z;
+    const float q = z / x;
+    return op == "div" ? q : std::floor(q);
+  };
+  for (const Shape& shape : {Shape{4, 16}, Shape{1027}, Shape{9}}) {
+    const int64_t n = NumElements(shape);
+    for (const Case& c : cases) {
+      const std::string zero = std::signbit(c.zero) ? "-0" : "0";
+      SCOPED_TRACE(
+          (c.zero_first ? zero + " " + c.op + " x " : "x " + std::string(c.op) + " " + zero + " ") +
+          ShapeToString(shape));
+      auto f =
+          ElementwiseChain({shape}, {ChainStep::WithConstant(c.op, c.zero, c.zero_first)}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<float> x = EdgyFloats(n);
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, true, 0x40e00000u));
+      std::vector<float> got = Floats(t["Y"]);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = reference(c, x[i]);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i])) << "[" << i << "] x=" << x[i] << ": " << got[i];
+        } else {
+          ASSERT_EQ(got[i], want) << "[" << i << "] x=" << x[i];
+          ASSERT_EQ(std::signbit(got[i]), std::signbit(want)) << "[" << i << "] x=" << x[i];
+        }
+      }
+    }
+  }
+}
+
 // Reductions and arg-reductions over i32: in i32, sums and products
 // wrapping, compared exactly.
 TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {

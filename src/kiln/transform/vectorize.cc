@@ -7,8 +7,8 @@
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
-#include "kiln/transform/lane_arith.h"
 #include "kiln/transform/fallible_mutator.h"
+#include "kiln/transform/lane_arith.h"
 
 namespace kiln::transform {
 namespace {
@@ -66,8 +66,14 @@ class BodyVectorizer : public ir::StmtMutator {
 
   Expr MutateReinterpret(const ir::ReinterpretNode* op, const Expr& e) override {
     Expr value = MutateExpr(op->value);
-    if (Lanes(value) != Lanes(op->value)) return Unsupported(e, "reinterpret of a varying value");
-    return ir::ReinterpretNode::make(op->dtype, value);
+    if (Lanes(value) == Lanes(op->value)) return ir::ReinterpretNode::make(op->dtype, value);
+    // A scalar reinterpret between types of one width (f32 <-> u32, ...)
+    // goes lane by lane; one that packs or splits lanes does not.
+    if (op->dtype.lanes == 1 && op->value.dtype().lanes == 1 &&
+        op->dtype.bits == op->value.dtype().bits) {
+      return ir::ReinterpretNode::make(op->dtype.with_lanes(Lanes(value)), value);
+    }
+    return Unsupported(e, "reinterpret of a varying value");
   }
 
   Expr MutateLet(const ir::LetNode* op, const Expr& e) override {

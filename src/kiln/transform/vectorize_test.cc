@@ -61,6 +61,21 @@ TEST(VectorizeTest, CallsAndSelectsAreWidened) {
 )");
 }
 
+// f32 <-> u32 keeps one lane per lane and widens (a reinterpret that packs
+// or splits lanes, f16x2 <-> u32, is still refused).
+TEST(VectorizeTest, ReinterpretsOfOneWidthAreWidened) {
+  IRBuilder b("signs");
+  Buffer A = b.BufferParam("A", kF32, {4});
+  Buffer U = b.BufferParam("U", kU32, {4});
+  b.For("v", LoopKind::kVectorized, 0, 4,
+        [&](Var v) { b.Store(U, {v}, Reinterpret(kU32, Load(A, {v}))); });
+  EXPECT_EQ(PrintedOrError(Vectorize(b.Build())),
+            R"(fn signs(A: buffer<f32>[4], U: buffer<u32>[4]) {
+  U[ramp(0, 1, 4)] = reinterpret<u32x4>(A[ramp(0, 1, 4)])
+}
+)");
+}
+
 TEST(VectorizeTest, ExtentOtherThanTwoToFourIsAnError) {
   IRBuilder b("wide");
   Buffer A = b.BufferParam("A", kF32, {8});
