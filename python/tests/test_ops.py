@@ -181,7 +181,7 @@ def test_constant_zero_operands_keep_ieee_results(device, rng, dtype):
     # x * 0.0 is NaN for NaN or infinite x and a signed zero otherwise,
     # -0.0 + 0.0 is +0.0, 0.0 / x is NaN for a zero x: drivers that fold
     # these with the constant in the kernel (lavapipe) must not change them.
-    # Eager, in a chain and fused; numbers and 0-d tensors; vec4 and scalar
+    # Eager, in a chain and fused; vec4 and scalar
     # kernels (lengths 4 * 9 and 9 * 7); numpy's exact bits as the reference.
     if dtype == "float16":
         require_feature(device, "shader-f16")

@@ -323,9 +323,8 @@ ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
   ir::Var m("pow_m", t);
   const ir::Expr magnitude = ir::Select(ax == f(0), ir::Select(y > f(0), f(0), inf),
                                         ir::Call(ir::Intrinsic::kPow, {ax, y}));
-  // The sign goes on the bits, from x's sign bit, not x < 0: pow(-0.0, odd
-  // y) is -0.0 or -inf, and a driver that ignores the sign of zero may turn
-  // -m into m for m == 0.
+  // The sign comes from x's sign bit, not x < 0 (pow(-0.0, odd y) is -0.0
+  // or -inf), and goes onto the magnitude's bits.
   const ir::DataType wide = ir::DataType::Float(32, t.lanes), bits = ir::kU32.with_lanes(t.lanes);
   auto as_bits = [&](const ir::Expr& v) {
     return ir::Reinterpret(bits, t.bits == 32 ? v : ir::Cast(wide, v));
