@@ -216,6 +216,30 @@ def test_constant_zero_operands_keep_ieee_results(device, rng, dtype):
                                                       err_msg=f"{where}: sign of zero")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_float_floor_div_and_mod_are_numpys_at_infinities(device, dtype):
+    # numpy's // and % for floats: an infinite dividend gives NaN (inf // 0
+    # stays inf), a finite one over an infinite divisor gives -1 and the
+    # divisor where the signs differ, else a zero and the dividend. The
+    # other values here have exact quotients, where flooring agrees.
+    if dtype == "float16":
+        require_feature(device, "shader-f16")
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 3.0]
+    a = np.repeat(np.array(special, dtype), len(special))
+    b = np.tile(np.array(special, dtype), len(special))
+    ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
+    for name, f in (("floor_div", operator.floordiv), ("floor_mod", operator.mod)):
+        with np.errstate(all="ignore"):
+            want = f(a, b)
+        for how, got in (("eager", f(ta, tb)), ("op", getattr(kiln.ops, name)(ta, tb)),
+                         ("fused", kiln.fuse(f)(ta, tb))):
+            got = got.numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{how} {name}")
+            by_inf = np.isinf(b) & np.isfinite(a)
+            np.testing.assert_array_equal(np.signbit(got[by_inf]), np.signbit(want[by_inf]),
+                                          err_msg=f"{how} {name}: sign")
+
+
 def _edgy_ints(rng, shape, lo=-2**31, hi=2**31 - 1):
     x = rng.integers(lo, hi, shape, dtype=np.int64, endpoint=True).astype(np.int32)
     flat = x.reshape(-1)

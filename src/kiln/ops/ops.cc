@@ -295,6 +295,58 @@ ir::Expr IsNan(const ir::Expr& x) {
   return x != x;  // NOLINT(misc-redundant-expression): the IR's NaN test
 }
 
+// A float's bits as u32 (lane for lane; f16 widened to f32 first, which
+// keeps every value), and back to the float type `t`.
+ir::Expr FloatBits(const ir::Expr& x) {
+  const ir::DataType t = x.dtype();
+  return ir::Reinterpret(ir::kU32.with_lanes(t.lanes),
+                         t.bits == 32 ? x : ir::Cast(ir::DataType::Float(32, t.lanes), x));
+}
+ir::Expr FromFloatBits(const ir::Expr& bits, ir::DataType t) {
+  ir::Expr r = ir::Reinterpret(ir::DataType::Float(32, t.lanes), bits);
+  return t.bits == 32 ? r : ir::Cast(t, r);
+}
+ir::Expr BitsConst(const ir::Expr& x, uint32_t v) {
+  return ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), v);
+}
+ir::Expr SignBits(const ir::Expr& x) {
+  return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x80000000u)});
+}
+ir::Expr MagnitudeBitsOf(const ir::Expr& x) {
+  return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x7fffffffu)});
+}
+ir::Expr IsInf(const ir::Expr& x) {
+  return MagnitudeBitsOf(x) == BitsConst(x, 0x7f800000u);
+}
+ir::Expr IsFinite(const ir::Expr& x) {
+  return MagnitudeBitsOf(x) < BitsConst(x, 0x7f800000u);
+}
+
+// numpy's floor_divide and remainder for floats where floor(a / b) and
+// a - b * floor(a / b) differ from it: an infinite dividend gives NaN
+// (numpy takes fmod(inf, b) first; a / b for b == 0 stays), and a finite
+// dividend over an infinite divisor gives -1 and b where their signs differ
+// (a != 0), else a zero of the quotient's sign and a (a zero of b's sign for
+// a == 0).
+ir::Expr FloatFloorDivOrMod(bool mod, const ir::Expr& a, const ir::Expr& b) {
+  const ir::DataType t = a.dtype();
+  ir::Var x(mod ? "fmod_a" : "fdiv_a", t), y(mod ? "fmod_b" : "fdiv_b", t);
+  auto f = [&](double v) { return ir::FloatConst(t, v); };
+  const ir::Expr differ = SignBits(x) != SignBits(y) && x != f(0);
+  const ir::Expr by_inf = IsInf(y) && IsFinite(x);
+  ir::Expr r;
+  if (mod) {
+    const ir::Expr zero_like_b = FromFloatBits(SignBits(y), t);
+    r = ir::Select(by_inf, ir::Select(x == f(0), zero_like_b, ir::Select(differ, y, x)),
+                   ir::FloorMod(x, y));
+    r = ir::Select(IsInf(x), f(std::numeric_limits<double>::quiet_NaN()), r);
+  } else {
+    r = ir::Select(by_inf, ir::Select(differ, f(-1), x / y), ir::FloorDiv(x, y));
+    r = ir::Select(IsInf(x) && y != f(0), f(std::numeric_limits<double>::quiet_NaN()), r);
+  }
+  return ir::Let(x, a, ir::Let(y, b, r));
+}
+
 // numpy's power for floats, from WGSL's pow (defined only for positive
 // bases): the magnitude is pow(|x|, y); a zero base gives 0 for y > 0 and
 // inf for y < 0; a negative base (-0.0 too) gives the magnitude with the sign of an
@@ -325,16 +377,11 @@ ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
                                         ir::Call(ir::Intrinsic::kPow, {ax, y}));
   // The sign comes from x's sign bit, not x < 0 (pow(-0.0, odd y) is -0.0
   // or -inf), and goes onto the magnitude's bits.
-  const ir::DataType wide = ir::DataType::Float(32, t.lanes), bits = ir::kU32.with_lanes(t.lanes);
-  auto as_bits = [&](const ir::Expr& v) {
-    return ir::Reinterpret(bits, t.bits == 32 ? v : ir::Cast(wide, v));
-  };
-  const ir::Expr sign = ir::IntConst(bits, 0x80000000u);
-  const ir::Expr negative = ir::Call(ir::Intrinsic::kBitwiseAnd, {as_bits(x), sign}) == sign;
-  ir::Expr r = ir::Reinterpret(
-      wide, ir::Call(ir::Intrinsic::kBitwiseOr,
-                     {as_bits(m), ir::Select(negative && odd, sign, ir::IntConst(bits, 0))}));
-  if (t.bits != 32) r = ir::Cast(t, r);
+  const ir::Expr sign = BitsConst(x, 0x80000000u);
+  ir::Expr r = FromFloatBits(
+      ir::Call(ir::Intrinsic::kBitwiseOr,
+               {FloatBits(m), ir::Select(SignBits(x) == sign && odd, sign, BitsConst(x, 0))}),
+      t);
   r = ir::Select((x < f(0) && !integral && ax != inf) || IsNan(x) || IsNan(y), nan, r);
   r = ir::Select(
       y == f(0) || x == f(1) || (ax == f(1) && ir::Call(ir::Intrinsic::kAbs, {y}) == inf), f(1), r);
@@ -385,8 +432,11 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "sub") return a - b;
   if (op == "mul") return a * b;
   if (op == "div") return a / b;
-  if (op == "floor_div") return ir::FloorDiv(a, b);
-  if (op == "floor_mod") return ir::FloorMod(a, b);
+  if (op == "floor_div" || op == "floor_mod") {
+    const bool mod = op == "floor_mod";
+    if (a.dtype().is_float()) return FloatFloorDivOrMod(mod, a, b);
+    return mod ? ir::FloorMod(a, b) : ir::FloorDiv(a, b);
+  }
   if ((op == "max" || op == "min") && a.dtype().is_float()) {
     // numpy's maximum and minimum: NaN where either is NaN (WGSL's max and
     // min may return either operand then), the second operand on a tie
