@@ -111,23 +111,27 @@ class CommandEncoderReplay {
     if (cb_.query_set_) EndPass();
   }
 
-  // Copies and clears go as pieces of at most DeviceOptions::copy_piece_bytes.
-  void Encode(const CommandBuffer::CopyRecord& c) {
+  // Copies and clears go as pieces of at most DeviceOptions::copy_piece_bytes:
+  // encode(offset into the transfer, piece length) for each.
+  template <typename F>
+  void InPieces(uint64_t length, F&& encode) {
     EndPass();
     const uint64_t piece = cb_.device_->copy_piece_bytes();
-    for (uint64_t done = 0; done < c.length; done += piece) {
-      p_.CommandEncoderCopyBufferToBuffer(encoder_, c.source, c.source_offset + done, c.target,
-                                          c.target_offset + done, std::min(piece, c.length - done));
-    }
+    for (uint64_t done = 0; done < length; done += piece)
+      encode(done, std::min(piece, length - done));
+  }
+
+  void Encode(const CommandBuffer::CopyRecord& c) {
+    InPieces(c.length, [&](uint64_t at, uint64_t n) {
+      p_.CommandEncoderCopyBufferToBuffer(encoder_, c.source, c.source_offset + at, c.target,
+                                          c.target_offset + at, n);
+    });
   }
 
   void Encode(const CommandBuffer::ClearRecord& c) {
-    EndPass();
-    const uint64_t piece = cb_.device_->copy_piece_bytes();
-    for (uint64_t done = 0; done < c.length; done += piece) {
-      p_.CommandEncoderClearBuffer(encoder_, c.target, c.offset + done,
-                                   std::min(piece, c.length - done));
-    }
+    InPieces(c.length, [&](uint64_t at, uint64_t n) {
+      p_.CommandEncoderClearBuffer(encoder_, c.target, c.offset + at, n);
+    });
   }
 
   void Encode(const CommandBuffer::PushDebugRecord& c) {

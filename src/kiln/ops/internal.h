@@ -52,6 +52,21 @@ ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
 ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b);
 // x converted to `dtype` by Cast's rules (f16 to i32 through f32).
 ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype);
+
+// Float tests on the bits, which no fast-math folding can change (WGSL lets
+// a compiler assume no NaN or infinity occurs, so `x != x` or `x - m` with
+// m == x may fold). Any float type and lane count; f16 is widened to f32
+// first, which keeps every value.
+// x's bits as u32 lanes, and such bits back as float type `t`.
+ir::Expr FloatBits(const ir::Expr& x);
+ir::Expr FromFloatBits(const ir::Expr& bits, ir::DataType t);
+// x's sign bit alone: 0 or 0x80000000 in each lane.
+ir::Expr SignBits(const ir::Expr& x);
+ir::Expr IsNan(const ir::Expr& x);
+ir::Expr IsInf(const ir::Expr& x);
+// NaN or an infinity. Row kernels whose IEEE result is NaN for a row of one
+// element test a row statistic (the max, the mean) with this and give NaN.
+ir::Expr IsNonFinite(const ir::Expr& x);
 // How deep an elementwise chain's or fused expression's expression may nest
 // before lowering: the compiler's limit (ir::kMaxExprDepth) less room for
 // the index arithmetic of its loads, which lowering adds.

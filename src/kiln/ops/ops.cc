@@ -149,6 +149,22 @@ int64_t ThreadsPerBlock(int64_t elements, const TargetLimits& limits) {
 
 namespace internal {
 
+ir::Expr FloatBits(const ir::Expr& x) {
+  const ir::DataType t = x.dtype();
+  return ir::Reinterpret(ir::kU32.with_lanes(t.lanes),
+                         t.bits == 32 ? x : ir::Cast(ir::DataType::Float(32, t.lanes), x));
+}
+
+ir::Expr FromFloatBits(const ir::Expr& bits, ir::DataType t) {
+  ir::Expr r = ir::Reinterpret(ir::DataType::Float(32, t.lanes), bits);
+  return t.bits == 32 ? r : ir::Cast(t, r);
+}
+
+ir::Expr SignBits(const ir::Expr& x) {
+  return ir::Call(ir::Intrinsic::kBitwiseAnd,
+                  {FloatBits(x), ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), 0x80000000u)});
+}
+
 Status CheckOpDtype(std::string_view op, ir::DataType dtype, std::string_view what) {
   if (ElementwiseOpTakes(op, dtype)) return Status::Ok();
   return InvalidArgument(what, " is ", dtype.ToString(), ", but ", op, " takes ",
@@ -289,38 +305,29 @@ ir::Expr Zero(ir::DataType t) {
   return t.is_float() ? ir::FloatConst(t, 0.0) : ir::IntConst(t, 0);
 }
 
-// Whether `x` is NaN, for any float type (the IR's NaN test, which the
-// code generator emits on the bits; false for integers).
-ir::Expr IsNan(const ir::Expr& x) {
-  return x != x;  // NOLINT(misc-redundant-expression): the IR's NaN test
-}
-
-// A float's bits as u32 (lane for lane; f16 widened to f32 first, which
-// keeps every value), and back to the float type `t`.
-ir::Expr FloatBits(const ir::Expr& x) {
-  const ir::DataType t = x.dtype();
-  return ir::Reinterpret(ir::kU32.with_lanes(t.lanes),
-                         t.bits == 32 ? x : ir::Cast(ir::DataType::Float(32, t.lanes), x));
-}
-ir::Expr FromFloatBits(const ir::Expr& bits, ir::DataType t) {
-  ir::Expr r = ir::Reinterpret(ir::DataType::Float(32, t.lanes), bits);
-  return t.bits == 32 ? r : ir::Cast(t, r);
-}
 ir::Expr BitsConst(const ir::Expr& x, uint32_t v) {
   return ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), v);
 }
-ir::Expr SignBits(const ir::Expr& x) {
-  return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x80000000u)});
-}
-ir::Expr MagnitudeBitsOf(const ir::Expr& x) {
+// |x|'s bits: 0x7f800000 separates the finite values, the infinities and NaN.
+ir::Expr MagnitudeBits(const ir::Expr& x) {
   return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x7fffffffu)});
 }
+
+}  // namespace
+
+ir::Expr IsNan(const ir::Expr& x) {
+  return MagnitudeBits(x) > BitsConst(x, 0x7f800000u);
+}
+
 ir::Expr IsInf(const ir::Expr& x) {
-  return MagnitudeBitsOf(x) == BitsConst(x, 0x7f800000u);
+  return MagnitudeBits(x) == BitsConst(x, 0x7f800000u);
 }
-ir::Expr IsFinite(const ir::Expr& x) {
-  return MagnitudeBitsOf(x) < BitsConst(x, 0x7f800000u);
+
+ir::Expr IsNonFinite(const ir::Expr& x) {
+  return MagnitudeBits(x) >= BitsConst(x, 0x7f800000u);
 }
+
+namespace {
 
 // numpy's floor_divide and remainder for floats where floor(a / b) and
 // a - b * floor(a / b) differ from it: an infinite dividend gives NaN
@@ -333,7 +340,7 @@ ir::Expr FloatFloorDivOrMod(bool mod, const ir::Expr& a, const ir::Expr& b) {
   ir::Var x(mod ? "fmod_a" : "fdiv_a", t), y(mod ? "fmod_b" : "fdiv_b", t);
   auto f = [&](double v) { return ir::FloatConst(t, v); };
   const ir::Expr differ = SignBits(x) != SignBits(y) && x != f(0);
-  const ir::Expr by_inf = IsInf(y) && IsFinite(x);
+  const ir::Expr by_inf = IsInf(y) && !IsNonFinite(x);
   ir::Expr r;
   if (mod) {
     const ir::Expr zero_like_b = FromFloatBits(SignBits(y), t);

@@ -191,23 +191,6 @@ StatusOr<ir::Function> LowerRows(te::Tensor Y, te::Tensor X, int rank, const Row
   return te::Lower(s, {Y}, {X}, name, target.limits);
 }
 
-namespace {
-// |x|'s bits as u32 (the sign cleared), against which 0x7f800000 separates
-// the finite values, the infinities and NaN.
-ir::Expr MagnitudeBits(const ir::Expr& x) {
-  return ir::Call(ir::Intrinsic::kBitwiseAnd,
-                  {ir::Reinterpret(ir::kU32, x), ir::IntConst(ir::kU32, 0x7fffffff)});
-}
-}  // namespace
-
-ir::Expr IsNan(const ir::Expr& x) {
-  return MagnitudeBits(x) > ir::IntConst(ir::kU32, 0x7f800000);
-}
-
-ir::Expr IsNonFinite(const ir::Expr& x) {
-  return MagnitudeBits(x) >= ir::IntConst(ir::kU32, 0x7f800000);
-}
-
 ir::Expr NanIf(const ir::Expr& poisoned, const ir::Expr& value) {
   return ir::Select(poisoned, ir::FloatConst(ir::kF32, std::numeric_limits<double>::quiet_NaN()),
                     value);

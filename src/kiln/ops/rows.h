@@ -88,13 +88,6 @@ std::vector<ir::Expr> WithAxisAt(const std::vector<ir::Var>& i, int axis, const 
 StatusOr<ir::Function> LowerRows(te::Tensor Y, te::Tensor X, int rank, const RowView& view,
                                  bool reduces, const Target& target, const std::string& name);
 
-// f32 NaN test on the bits (safe from fast-math folding of x != x).
-ir::Expr IsNan(const ir::Expr& x);
-// f32 NaN or infinity test on the bits. WGSL lets compilers assume neither
-// occurs, so `x - m` may fold to 0 where m is x itself (a one-element row);
-// kernels whose IEEE result is NaN for such rows test a row statistic (the
-// max, the mean) with this and give NaN.
-ir::Expr IsNonFinite(const ir::Expr& x);
 // NaN where `poisoned`, else `value` (f32).
 ir::Expr NanIf(const ir::Expr& poisoned, const ir::Expr& value);
 
