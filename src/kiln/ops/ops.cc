@@ -329,29 +329,61 @@ ir::Expr IsNonFinite(const ir::Expr& x) {
 
 namespace {
 
-// numpy's floor_divide and remainder for floats where floor(a / b) and
-// a - b * floor(a / b) differ from it: an infinite dividend gives NaN
-// (numpy takes fmod(inf, b) first; a / b for b == 0 stays), and a finite
-// dividend over an infinite divisor gives -1 and b where their signs differ
-// (a != 0), else a zero of the quotient's sign and a (a zero of b's sign for
-// a == 0).
+// numpy's floor_divide and remainder for floats. numpy floors the exact
+// quotient; q = floor(a / b) of the rounded quotient can be one too large
+// (1.0 / 0.1 rounds to 10 in f32) or, with WGSL's division (2.5 ulp), one
+// too small (6 / 3 computed as 1.9999999). The remainders a - q * b and
+// a - (q + 1) * b, each one fma, say which: q is too large where the first
+// has the sign opposite to b's, too small where the second is zero or has
+// b's sign. The remainder is then a - q' * b for the corrected q', as one
+// fma again; a zero takes b's sign. Where the device fuses the fma (one
+// rounding), the remainders are exact while |q| < 2^24 (2^11 for f16), q is
+// at most one off while |a / b| < 2^20 (2^8), and the results are numpy's
+// there; where it rounds the product first (lavapipe),
+// q' and the remainder are those of the rounded quotient. (A NaN or
+// infinite q, from NaN operands or a quotient beyond the type's range,
+// stays NaN or infinite either way.) At the infinities: an infinite
+// dividend gives NaN (numpy takes fmod(inf, b) first; a / b for b == 0
+// stays), and a finite dividend over an infinite divisor gives -1 and b
+// where their signs differ (a != 0), else a zero of the quotient's sign and
+// a (a zero of b's sign for a == 0).
 ir::Expr FloatFloorDivOrMod(bool mod, const ir::Expr& a, const ir::Expr& b) {
   const ir::DataType t = a.dtype();
-  ir::Var x(mod ? "fmod_a" : "fdiv_a", t), y(mod ? "fmod_b" : "fdiv_b", t);
+  const std::string p = mod ? "fmod_" : "fdiv_";
+  ir::Var x(p + "a", t), y(p + "b", t), q(p + "q", t), r(p + "r", t), r1(p + "r1", t),
+      fixed(p + "fixed", t);
   auto f = [&](double v) { return ir::FloatConst(t, v); };
+  auto remainder = [&](const ir::Expr& quotient) {
+    return ir::Call(ir::Intrinsic::kFma, {-quotient, y, x});
+  };
+  const ir::Expr zero_like_b = FromFloatBits(SignBits(y), t);
+  const ir::Expr over = r != f(0) && SignBits(r) != SignBits(y);
+  const ir::Expr under = !over && (r1 == f(0) || SignBits(r1) == SignBits(y));
+  ir::Expr finite = fixed;
+  if (mod) {
+    ir::Var m(p + "m", t);
+    finite = ir::Let(m, remainder(fixed), ir::Select(m == f(0), zero_like_b, m));
+  }
+  finite = ir::Let(
+      q, ir::Call(ir::Intrinsic::kFloor, {x / y}),
+      ir::Let(r, remainder(q),
+              ir::Let(r1, remainder(q + f(1)),
+                      ir::Let(fixed, ir::Select(over, q - f(1), ir::Select(under, q + f(1), q)),
+                              finite))));
   const ir::Expr differ = SignBits(x) != SignBits(y) && x != f(0);
   const ir::Expr by_inf = IsInf(y) && !IsNonFinite(x);
-  ir::Expr r;
+  const ir::Expr nan = f(std::numeric_limits<double>::quiet_NaN());
+  ir::Expr out;
+  // b == 0 is spelled apart: a driver may fold fma(-q, 0.0, a) to a where
+  // b is a constant zero (lavapipe does), and a % 0 is NaN.
   if (mod) {
-    const ir::Expr zero_like_b = FromFloatBits(SignBits(y), t);
-    r = ir::Select(by_inf, ir::Select(x == f(0), zero_like_b, ir::Select(differ, y, x)),
-                   ir::FloorMod(x, y));
-    r = ir::Select(IsInf(x), f(std::numeric_limits<double>::quiet_NaN()), r);
+    out = ir::Select(by_inf, ir::Select(x == f(0), zero_like_b, ir::Select(differ, y, x)), finite);
+    out = ir::Select(IsInf(x) || y == f(0), nan, out);
   } else {
-    r = ir::Select(by_inf, ir::Select(differ, f(-1), x / y), ir::FloorDiv(x, y));
-    r = ir::Select(IsInf(x) && y != f(0), f(std::numeric_limits<double>::quiet_NaN()), r);
+    out = ir::Select(by_inf, ir::Select(differ, f(-1), x / y), finite);
+    out = ir::Select(y == f(0), x / y, ir::Select(IsInf(x), nan, out));
   }
-  return ir::Let(x, a, ir::Let(y, b, r));
+  return ir::Let(x, a, ir::Let(y, b, out));
 }
 
 // numpy's power for floats, from WGSL's pow (defined only for positive
@@ -424,8 +456,9 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   // inlined into one another stays linear in size.
   if (op == "relu" || op == "gelu") {
     ir::Var v(std::string(op) + "_x", t);
-    // Negative values become 0; NaN stays NaN, as in maximum(x, 0).
-    if (op == "relu") return ir::Let(v, x, ir::Select(v < Zero(t), Zero(t), v));
+    // Values up to 0 become 0 (-0.0 too); NaN stays NaN: numpy's
+    // maximum(x, 0).
+    if (op == "relu") return ir::Let(v, x, ir::Select(v <= Zero(t), Zero(t), v));
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
     return ir::Let(
         v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));

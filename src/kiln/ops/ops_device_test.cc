@@ -21,6 +21,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
+#include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ops/device_test_fixture.h"
@@ -118,7 +119,7 @@ float RefUnary(const std::string& op, float x) {
   if (op == "ceil") return std::ceil(x);
   if (op == "round") return std::nearbyint(x);
   if (op == "trunc") return std::trunc(x);
-  if (op == "relu") return x < 0 ? 0.0f : x;
+  if (op == "relu") return x <= 0 ? 0.0f : x;
   if (op == "gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
   ADD_FAILURE() << "no reference for " << op;
   return 0;
@@ -265,6 +266,96 @@ TEST_F(OpsDeviceTest, FloatPowIsNumpysPower) {
         (want == got && std::signbit(want) == std::signbit(got)) ||
         (std::isfinite(want) && want != 0 && std::fabs(got - want) <= 1e-5f * std::fabs(want));
     EXPECT_TRUE(same) << "pow(" << a[i] << ", " << b[i] << "): " << got << ", numpy " << want;
+  }
+}
+
+// Operands of float floor_div and floor_mod: quotients at or next to
+// integers (1 / 0.1, 6 / 3, -tiny % big, 1 % -1, signed zeros), then those
+// of the random mantissas and powers of ten below 2^20 in size.
+void FloorOperands(std::vector<float> ma, std::vector<float> mb, std::vector<int32_t> ea,
+                   std::vector<int32_t> eb, std::vector<float>& a, std::vector<float>& b) {
+  a = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
+       5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f};
+  b = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
+       2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f};
+  for (size_t i = 0; i < ma.size(); ++i) {
+    const float x = ma[i] * std::pow(10.0f, float(ea[i])),
+                y = mb[i] * std::pow(10.0f, float(eb[i]));
+    if (y == 0 || std::fabs(double(x) / y) >= 1 << 20 ||
+        std::fabs(x) < std::ldexp(std::fabs(y), -20))
+      continue;
+    a.push_back(x);
+    b.push_back(y);
+  }
+}
+
+// numpy's a // b and a % b for these operands: flooring in double is exact
+// for them (the exact quotient of two floats is never within double's
+// rounding of an integer it is not, and a - q * b fits), then one rounding.
+float NumpyFloor(bool mod, float a, float b) {
+  const double q = std::floor(double(a) / b), m = double(a) - q * b;
+  if (mod) return m == 0 ? std::copysign(0.0f, b) : float(m);
+  return q == 0 ? std::copysign(0.0f, a / b) : float(q);
+}
+
+void ExpectNumpyFloor(bool mod, const std::vector<float>& a, const std::vector<float>& b,
+                      const std::vector<float>& got) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float want = NumpyFloor(mod, a[i], b[i]);
+    EXPECT_TRUE(got[i] == want && std::signbit(got[i]) == std::signbit(want))
+        << a[i] << (mod ? " % " : " // ") << b[i] << ": " << got[i] << ", numpy " << want;
+  }
+}
+
+// floor_div and floor_mod on floats are numpy's (the exact quotient floored:
+// 1 // 0.1 is 9, not the 10 of the rounded quotient; the remainder rounded
+// once, a zero one of b's sign), with an fma that rounds once: in the
+// interpreter, and on a device whose fma does. A device whose fma rounds
+// the product first (lavapipe) floors the rounded quotient (docs/ops.md).
+TEST_F(OpsDeviceTest, FloatFloorDivAndModAreNumpysInTheInterpreter) {
+  const int64_t n = 4099;
+  std::vector<float> a, b;
+  FloorOperands(Random(n), Random(n), RandomInts(n, -3, 6), RandomInts(n, -3, 3), a, b);
+  const int64_t m = static_cast<int64_t>(a.size());
+  for (bool mod : {false, true}) {
+    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{m}}, {{m}}}, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    std::vector<interp::ArgValue> args = {
+        interp::HostBuffer::FromVector(ir::kF32, {m}, a),
+        interp::HostBuffer::FromVector(ir::kF32, {m}, b),
+        interp::HostBuffer::FromVector(ir::kF32, {m}, std::vector<float>(m, std::nanf("")))};
+    Status run = interp::Run(*f, args);
+    ASSERT_TRUE(run.ok()) << run;
+    ExpectNumpyFloor(mod, a, b, std::get<interp::HostBuffer>(args.back()).ToVector<float>());
+  }
+}
+
+TEST_F(OpsDeviceTest, FloatFloorDivAndModAreNumpysWhereFmaRoundsOnce) {
+  // fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) is 2^-24, or 0 with the
+  // product rounded first.
+  auto probe = ir::ParseFunction(R"(
+fn fma_probe(A: buffer<f32>[1], C: buffer<f32>[1]) {
+  for tx in threadIdx.x(0, 1) {
+    C[0] = fma(A[0], A[0], -1.00048828125)
+  }
+})");
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  Tensors p = {{"A", {1.000244140625f}}, {"C", {0.0f}}};
+  ASSERT_NO_FATAL_FAILURE(Run({*probe}, {"A"}, p, /*differential=*/false));
+  if (p["C"][0] != std::ldexp(1.0f, -24)) {
+    GTEST_SKIP() << device_->Describe() << " rounds fma's product first (fma gave " << p["C"][0]
+                 << "), so floor_div and floor_mod floor the rounded quotient there";
+  }
+  const int64_t n = 4099;
+  std::vector<float> a, b;
+  FloorOperands(Random(n), Random(n), RandomInts(n, -3, 6), RandomInts(n, -3, 3), a, b);
+  const int64_t m = static_cast<int64_t>(a.size());
+  for (bool mod : {false, true}) {
+    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{m}}, {{m}}}, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Tensors t = {{"A", a}, {"B", b}, {"C", std::vector<float>(m)}};
+    ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, /*differential=*/false));
+    ExpectNumpyFloor(mod, a, b, t["C"]);
   }
 }
 
