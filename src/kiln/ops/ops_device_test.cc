@@ -269,28 +269,8 @@ TEST_F(OpsDeviceTest, FloatPowIsNumpysPower) {
   }
 }
 
-// Operands of float floor_div and floor_mod: quotients at or next to
-// integers (1 / 0.1, 6 / 3, -tiny % big, 1 % -1, signed zeros), then those
-// of the random mantissas and powers of ten below 2^20 in size.
-void FloorOperands(std::vector<float> ma, std::vector<float> mb, std::vector<int32_t> ea,
-                   std::vector<int32_t> eb, std::vector<float>& a, std::vector<float>& b) {
-  a = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
-       5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f};
-  b = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
-       2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f};
-  for (size_t i = 0; i < ma.size(); ++i) {
-    const float x = ma[i] * std::pow(10.0f, float(ea[i])),
-                y = mb[i] * std::pow(10.0f, float(eb[i]));
-    if (y == 0 || std::fabs(double(x) / y) >= 1 << 20 ||
-        std::fabs(x) < std::ldexp(std::fabs(y), -20))
-      continue;
-    a.push_back(x);
-    b.push_back(y);
-  }
-}
-
-// numpy's a // b and a % b for these operands: flooring in double is exact
-// for them (the exact quotient of two floats is never within double's
+// numpy's a // b and a % b for the operands below: flooring in double is
+// exact for them (the exact quotient of two floats is never within double's
 // rounding of an integer it is not, and a - q * b fits), then one rounding.
 float NumpyFloor(bool mod, float a, float b) {
   const double q = std::floor(double(a) / b), m = double(a) - q * b;
@@ -298,39 +278,70 @@ float NumpyFloor(bool mod, float a, float b) {
   return q == 0 ? std::copysign(0.0f, a / b) : float(q);
 }
 
-void ExpectNumpyFloor(bool mod, const std::vector<float>& a, const std::vector<float>& b,
-                      const std::vector<float>& got) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    const float want = NumpyFloor(mod, a[i], b[i]);
-    EXPECT_TRUE(got[i] == want && std::signbit(got[i]) == std::signbit(want))
-        << a[i] << (mod ? " % " : " // ") << b[i] << ": " << got[i] << ", numpy " << want;
-  }
-}
-
 // floor_div and floor_mod on floats are numpy's (the exact quotient floored:
 // 1 // 0.1 is 9, not the 10 of the rounded quotient; the remainder rounded
 // once, a zero one of b's sign), with an fma that rounds once: in the
 // interpreter, and on a device whose fma does. A device whose fma rounds
 // the product first (lavapipe) floors the rounded quotient (docs/ops.md).
-TEST_F(OpsDeviceTest, FloatFloorDivAndModAreNumpysInTheInterpreter) {
-  const int64_t n = 4099;
-  std::vector<float> a, b;
-  FloorOperands(Random(n), Random(n), RandomInts(n, -3, 6), RandomInts(n, -3, 3), a, b);
-  const int64_t m = static_cast<int64_t>(a.size());
+class FloatFloorTest : public OpsDeviceTest {
+ protected:
+  // Quotients at or next to integers (1 / 0.1, 6 / 3, -tiny % big, 1 % -1,
+  // signed zeros), then those of random mantissas and powers of ten below
+  // 2^20 in size.
+  void SetUp() override {
+    OpsDeviceTest::SetUp();
+    if (HasFatalFailure()) return;
+    a_ = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
+          5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f};
+    b_ = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
+          2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f};
+    const int64_t n = 4099;
+    const std::vector<float> ma = Random(n), mb = Random(n);
+    const std::vector<int32_t> ea = RandomInts(n, -3, 6), eb = RandomInts(n, -3, 3);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = ma[i] * std::pow(10.0f, float(ea[i])),
+                  y = mb[i] * std::pow(10.0f, float(eb[i]));
+      if (y == 0 || std::fabs(double(x) / y) >= 1 << 20 ||
+          std::fabs(x) < std::ldexp(std::fabs(y), -20))
+        continue;
+      a_.push_back(x);
+      b_.push_back(y);
+    }
+  }
+
+  int64_t size() const { return static_cast<int64_t>(a_.size()); }
+
+  ir::Function Op(bool mod) {
+    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{size()}}, {{size()}}}, target_);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? *f : ir::Function();
+  }
+
+  void ExpectNumpys(bool mod, const std::vector<float>& got) {
+    for (int64_t i = 0; i < size(); ++i) {
+      const float want = NumpyFloor(mod, a_[i], b_[i]);
+      EXPECT_TRUE(got[i] == want && std::signbit(got[i]) == std::signbit(want))
+          << a_[i] << (mod ? " % " : " // ") << b_[i] << ": " << got[i] << ", numpy " << want;
+    }
+  }
+
+  std::vector<float> a_, b_;
+};
+
+TEST_F(FloatFloorTest, NumpysInTheInterpreter) {
   for (bool mod : {false, true}) {
-    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{m}}, {{m}}}, target_);
-    ASSERT_TRUE(f.ok()) << f.status();
     std::vector<interp::ArgValue> args = {
-        interp::HostBuffer::FromVector(ir::kF32, {m}, a),
-        interp::HostBuffer::FromVector(ir::kF32, {m}, b),
-        interp::HostBuffer::FromVector(ir::kF32, {m}, std::vector<float>(m, std::nanf("")))};
-    Status run = interp::Run(*f, args);
+        interp::HostBuffer::FromVector(ir::kF32, {size()}, a_),
+        interp::HostBuffer::FromVector(ir::kF32, {size()}, b_),
+        interp::HostBuffer::FromVector(ir::kF32, {size()},
+                                       std::vector<float>(size(), std::nanf("")))};
+    Status run = interp::Run(Op(mod), args);
     ASSERT_TRUE(run.ok()) << run;
-    ExpectNumpyFloor(mod, a, b, std::get<interp::HostBuffer>(args.back()).ToVector<float>());
+    ExpectNumpys(mod, std::get<interp::HostBuffer>(args.back()).ToVector<float>());
   }
 }
 
-TEST_F(OpsDeviceTest, FloatFloorDivAndModAreNumpysWhereFmaRoundsOnce) {
+TEST_F(FloatFloorTest, NumpysWhereFmaRoundsOnce) {
   // fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) is 2^-24, or 0 with the
   // product rounded first.
   auto probe = ir::ParseFunction(R"(
@@ -346,16 +357,10 @@ fn fma_probe(A: buffer<f32>[1], C: buffer<f32>[1]) {
     GTEST_SKIP() << device_->Describe() << " rounds fma's product first (fma gave " << p["C"][0]
                  << "), so floor_div and floor_mod floor the rounded quotient there";
   }
-  const int64_t n = 4099;
-  std::vector<float> a, b;
-  FloorOperands(Random(n), Random(n), RandomInts(n, -3, 6), RandomInts(n, -3, 3), a, b);
-  const int64_t m = static_cast<int64_t>(a.size());
   for (bool mod : {false, true}) {
-    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{m}}, {{m}}}, target_);
-    ASSERT_TRUE(f.ok()) << f.status();
-    Tensors t = {{"A", a}, {"B", b}, {"C", std::vector<float>(m)}};
-    ASSERT_NO_FATAL_FAILURE(Run({*f}, {"A", "B"}, t, /*differential=*/false));
-    ExpectNumpyFloor(mod, a, b, t["C"]);
+    Tensors t = {{"A", a_}, {"B", b_}, {"C", std::vector<float>(size())}};
+    ASSERT_NO_FATAL_FAILURE(Run({Op(mod)}, {"A", "B"}, t, /*differential=*/false));
+    ExpectNumpys(mod, t["C"]);
   }
 }
 
