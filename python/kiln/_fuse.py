@@ -12,7 +12,8 @@ elements), and Python's operators and kiln.ops' elementwise operators on
 them (unary, binary, comparisons, fma, clamp/clip, where, cast, astype)
 record an expression instead of running a kernel. The expression becomes
 one ops::ElementwiseFused kernel, built the first time and cached on the
-device. Numbers inside the function are constants of the other operand's
+device (or several, where it reads more tensors than a kernel can bind:
+_stages). Numbers inside the function are constants of the other operand's
 dtype (int32 operands take integers only); the operators mean what they
 mean on kiln.Tensor (`/` of int32 divides in float32, `~ & | ^` of bools are
 logical, comparisons give bools).
@@ -270,6 +271,61 @@ def _prune(nodes: List[Tuple[Any, ...]], out: int) -> Tuple[List[Tuple[Any, ...]
     return pruned, used
 
 
+def _stages(nodes: List[Tuple[Any, ...]], buffers: int) -> List[Tuple[int, Tuple[Any, ...],
+                                                                      Tuple[Any, ...]]]:
+    """The kernels that compute the pruned expression `nodes` with at most
+    `buffers` storage buffers each (its inputs and its output): one where
+    the expression reads few enough tensors, else one more for each node
+    computed into a tensor of its own so that no kernel reads more. Walking
+    the nodes in order, a node that would read too many tensors has its
+    operands that read the most (more than one) computed apart first. Each
+    stage is (its root node, its nodes as the C++ binding takes them with
+    the root last, its inputs: ("arg", k) or ("node", j), a stage's root).
+    """
+    reads: List[frozenset] = []
+    apart = set()
+    for j, (kind, inp, _, _, _, args) in enumerate(nodes):
+        if kind == "input":
+            reads.append(frozenset([("arg", inp)]))
+            continue
+        union = frozenset().union(*(reads[a] for a in args))
+        while len(union) > buffers - 1:
+            wide = [a for a in args if len(reads[a]) > 1]
+            if not wide:
+                break  # as few as it can be: the kernel's own error says so
+            a = max(wide, key=lambda a: len(reads[a]))
+            apart.add(a)
+            reads[a] = frozenset([("node", a)])
+            union = frozenset().union(*(reads[a] for a in args))
+        reads.append(union)
+    stages = []
+    for root in sorted(apart) + [len(nodes) - 1]:
+        reached, todo = set(), [root]
+        while todo:
+            j = todo.pop()
+            if j in reached:
+                continue
+            reached.add(j)
+            if j == root or j not in apart:
+                todo.extend(nodes[j][5])
+        inputs: List[Tuple[str, int]] = []
+        index: Dict[int, int] = {}
+        spec = []
+        for j in sorted(reached):
+            kind, inp, value, dtype, op, args = nodes[j]
+            source = ("node", j) if j != root and j in apart else \
+                ("arg", inp) if kind == "input" else None
+            if source is not None:
+                if source not in inputs:
+                    inputs.append(source)
+                spec.append(("input", inputs.index(source), 0.0, None, "", ()))
+            else:
+                spec.append((kind, inp, value, dtype, op, tuple(index[a] for a in args)))
+            index[j] = len(spec) - 1
+        stages.append((root, tuple(spec), tuple(inputs)))
+    return stages
+
+
 def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     """`fn`, an elementwise function of tensors, as one kernel per
     combination of argument shapes and dtypes (see the module's text).
@@ -329,20 +385,28 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                     f"{getattr(fn, '__name__', 'kiln.fuse')}: a fused function returns one "
                     f"value computed from its arguments; got {type(out).__name__}")
             nodes, used = _prune(trace.nodes, out._node)
-            entry = (tuple((kind, i, v, d, op, tuple(a)) for kind, i, v, d, op, a in nodes),
-                     tuple(used), out.shape, out._dtype, out._bool)
+            limit = device.limits["max_storage_buffers_per_shader_stage"]
+            entry = (_stages(nodes, limit), tuple(used), out.shape, out._dtype, out._bool)
             traces[key] = entry
-        nodes, used, shape, dtype, is_bool = entry
-        # 0-d arguments run as shape (1,); the result takes the traced shape.
-        ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
-        if any(not t.size for t in ins):
-            y = ops._from_host(np.zeros(shape, dtype), ins[0])
+        stages, used, shape, dtype, is_bool = entry
+        if any(not tensors[k].size for k in used):
+            y = ops._from_host(np.zeros(shape, dtype), ops._operand(tensors[used[0]], device))
         else:
-            spec = [(kind, i, v, d, op, list(a)) for kind, i, v, d, op, a in nodes]
-            key = tuple((kind, i, ops._key_number(v), d, op, a) for kind, i, v, d, op, a in nodes)
-            y = ops.run(("fused", key) + tuple(t._sig for t in ins),
-                        lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins], spec),
-                        *ins)
+            # 0-d arguments run as shape (1,); the result takes the traced
+            # shape.
+            args, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
+            computed: Dict[int, Tensor] = {}
+            for root, nodes, sources in stages:
+                ins = [args[k] if kind == "arg" else computed[k] for kind, k in sources]
+                spec = [(kind, i, v, d, op, list(a)) for kind, i, v, d, op, a in nodes]
+                key = tuple((kind, i, ops._key_number(v), d, op, a)
+                            for kind, i, v, d, op, a in nodes)
+                computed[root] = ops.run(
+                    ("fused", key) + tuple(t._sig for t in ins),
+                    lambda d, ins=ins, spec=spec: _kiln.ops.elementwise_fused(
+                        d, [t._type for t in ins], spec),
+                    *ins)
+            y = computed[stages[-1][0]]
         y = ops._shaped(y, tuple(shape))
         return ops._view(y, y.shape, np.bool_) if is_bool else y
     return fused

@@ -193,6 +193,37 @@ def test_too_deep_expressions_are_refused(device, rng):
     np.testing.assert_array_equal(y, x.numpy())
 
 
+def test_expressions_reading_more_tensors_than_a_kernel_binds_are_split(device, rng):
+    # More arguments than the device binds storage buffers per kernel: the
+    # expression runs as several kernels, each within the limit, the values
+    # computed apart kept as tensors; broadcast shapes, a bool made early and
+    # used last, int32 arithmetic alongside.
+    limit = device.limits["max_storage_buffers_per_shader_stage"]
+    n = limit + 13
+    shapes = [(4, 7), (7,), (1, 7), (4, 1), ()]
+    xs = [rng.standard_normal(shapes[k % len(shapes)]).astype(np.float32) for k in range(n)]
+    ints = rng.integers(-100, 100, (4, 7)).astype(np.int32)
+
+    def body(where, i, *a):
+        keep = a[0] > a[1]
+        total = a[2]
+        for k in range(3, len(a)):
+            total = total + a[k] * (k % 3) if k % 2 else total - a[k]
+        return where(keep, total, (i * 3 + 1).astype("float32"))
+
+    fused = kiln.fuse(lambda *a: body(kiln.ops.where, *a))
+    before = len(device._cache)
+    got = fused(kiln.tensor(ints, device), *[kiln.tensor(x, device) for x in xs])
+    kernels = len(device._cache) - before
+    assert kernels >= 2 and kernels >= (n + 1) / (limit - 1)
+    want = body(np.where, ints, *[x.astype(np.float64) for x in xs])
+    assert got.shape == (4, 7) and got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
+    again = fused(kiln.tensor(ints, device), *[kiln.tensor(x, device) for x in xs])
+    assert len(device._cache) - before == kernels  # traced and built once
+    np.testing.assert_array_equal(again.numpy(), got.numpy())
+
+
 def test_bool_numbers_keep_bools_bool(device):
     # numpy: bool & True is bool, where(c, bools, True) is bool.
     m = np.array([True, False, True])
