@@ -13,10 +13,11 @@ them (unary, binary, comparisons, fma, clamp/clip, where, cast, astype)
 record an expression instead of running a kernel. The expression becomes
 one ops::ElementwiseFused kernel, built the first time and cached on the
 device (or several, where it reads more tensors than a kernel can bind or
-nests deeper than kiln compiles: _Plan). Numbers inside the function are constants of the other operand's
-dtype (int32 operands take integers only); the operators mean what they
-mean on kiln.Tensor (`/` of int32 divides in float32, `~ & | ^` of bools are
-logical, comparisons give bools).
+nests deeper than kiln compiles: _Plan). Numbers inside the function are
+constants of the other operand's dtype (int32 operands take integers
+only); the operators mean what they mean on kiln.Tensor (`/` of int32
+divides in float32, `~ & | ^` of bools are logical, comparisons give
+bools).
 
 The arguments are the kernel's inputs: tensors or numpy arrays, all on one
 device. Numbers the function reads (its constants, or variables it closes
