@@ -432,10 +432,27 @@ void ForEachOperand(const Expr& e, F&& f) {
   }
 }
 
+// The depth of `e` by plain recursion, visiting at most `budget` nodes (a
+// shared node once per path to it); -1 where the budget runs out first. The
+// recursion is as deep as the budget at most.
+int SmallExprDepth(const Expr& e, int& budget) {
+  if (--budget < 0) return -1;
+  int d = 0;
+  ForEachOperand(e, [&](const Expr& c) {
+    if (d < 0 || !c.defined()) return;
+    const int dc = SmallExprDepth(c, budget);
+    d = dc < 0 ? -1 : std::max(d, dc);
+  });
+  return d < 0 ? -1 : d + 1;
+}
+
 }  // namespace
 
 int ExprDepth(const Expr& e, int cap) {
   if (!e.defined()) return 0;
+  // Most expressions are small: measured directly, with nothing allocated.
+  int budget = 256;
+  if (const int d = SmallExprDepth(e, budget); d >= 0) return std::min(d, cap + 1);
   // Depth-first with an explicit stack of (node, operands pushed, path
   // length from e); each shared node is measured once.
   struct Entry {

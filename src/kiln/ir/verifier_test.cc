@@ -523,6 +523,15 @@ TEST(VerifierTest, ExpressionsDeeperThanTheLimitAreRefused) {
   Expr x = LoadNode::make(a, {Expr(0)});
   for (int k = 0; k < 60; ++k) x = x + x;
   EXPECT_EQ(ExprDepth(x), 62);
+  // Small expressions (measured without the shared-node table), with and
+  // without a cap below their depth.
+  Expr small = LoadNode::make(a, {Expr(0)}) * 2.0f + LoadNode::make(a, {Expr(1) + Expr(2)});
+  EXPECT_EQ(ExprDepth(small), 4);  // + over load over (1 + 2) over 1
+  EXPECT_EQ(ExprDepth(small, 2), 3);
+  EXPECT_EQ(ExprDepth(Expr(7)), 1);
+  Expr y = LoadNode::make(a, {Expr(0)});
+  for (int k = 0; k < 6; ++k) y = y + y;  // 127 paths through shared nodes
+  EXPECT_EQ(ExprDepth(y), 8);
 }
 
 // What the WGSL target would refuse after lowering, refused at its line
@@ -615,8 +624,8 @@ TEST(VerifierTest, SourceMapGivesTheUsersLineAndColumn) {
 TEST(VerifierTest, SourceMapLocatesTooDeepExpressions) {
   std::string chain = "A[0]";
   for (int i = 0; i < 600; ++i) chain += " + 1.0";
-  const std::string text = "module {\nfn f(A: buffer<f32>[4]) {\n  A[2] = 1.0\n\n  A[1] = " +
-                           chain + "\n}\n}\n";
+  const std::string text =
+      "module {\nfn f(A: buffer<f32>[4]) {\n  A[2] = 1.0\n\n  A[1] = " + chain + "\n}\n}\n";
   SourceMap source;
   StatusOr<Module> m = ParseModule(text, &source);
   ASSERT_TRUE(m.ok()) << m.status();
