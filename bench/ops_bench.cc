@@ -193,6 +193,7 @@ class Runner {
   // streams: timed per dispatch and back to back (Timing).
   struct Rates {
     double gb_per_s = 0, back_to_back_gb_per_s = 0;
+    double ms = 0, back_to_back_ms = 0;  // per run
   };
   StatusOr<Rates> StreamRate(const char* entry, int inputs, int64_t elements) {
     const hal::BindingKind in = hal::BindingKind::kReadOnlyStorage;
@@ -234,7 +235,8 @@ class Runner {
                                                (groups + row - 1) / row);
                           }));
     const double total = (inputs + 1.0) * bytes;
-    return Rates{total / (timing.ms * 1e6), total / (timing.back_to_back_ms * 1e6)};
+    return Rates{total / (timing.ms * 1e6), total / (timing.back_to_back_ms * 1e6), timing.ms,
+                 timing.back_to_back_ms};
   }
 
   StatusOr<OpsTiming> Run(const Workload& w) {
@@ -904,6 +906,9 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     result.copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
     result.add_gb_per_s = add.gb_per_s;
     result.mul_add_gb_per_s = mul_add.gb_per_s;
+    KILN_ASSIGN_OR_RETURN(auto one_workgroup, runner.StreamRate("copy", 1, 1024));
+    result.one_workgroup_ms = one_workgroup.ms;
+    result.one_workgroup_back_to_back_ms = one_workgroup.back_to_back_ms;
   }
 
   std::vector<std::function<Workload()>> workloads = {

@@ -86,6 +86,10 @@ struct OpsBenchResult {
   // Peers measured the same way: hand-written vec4 kernels with two input
   // streams (x + b1) and three ((x + b1) * b2), as the add and the chain.
   double add_gb_per_s = 0, mul_add_gb_per_s = 0;
+  // The copy of one workgroup's 4 KiB, timed the same way: what a dispatch
+  // costs whatever it does (its pass, launch and drain), which every time
+  // per dispatch includes.
+  double one_workgroup_ms = 0, one_workgroup_back_to_back_ms = 0;
   std::vector<OpsTiming> ops;
 };
 

@@ -466,6 +466,8 @@ python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["copy_back_to_back_gb_per_s"] > 0, d
+# What one workgroup'"'"'s dispatch costs, beside them.
+assert 0 < d["one_workgroup_dispatch_ms"] and 0 < d["one_workgroup_dispatch_back_to_back_ms"], d
 (o,) = d["ops"]
 assert o["back_to_back_ms"] > 0 and o["back_to_back_fraction_of_copy"] > 0, o
 assert o["check"] == "PASS", o

@@ -273,7 +273,10 @@ int BenchOps(const Args& args) {
     w.Key("copy_gb_per_s").Number(r->copy_gb_per_s);
     w.Key("copy_back_to_back_gb_per_s").Number(r->copy_back_to_back_gb_per_s);
     w.Key("hand_written_add_gb_per_s").Number(r->add_gb_per_s);
-    w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s).Key("ops").BeginArray();
+    w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s);
+    w.Key("one_workgroup_dispatch_ms").Number(r->one_workgroup_ms);
+    w.Key("one_workgroup_dispatch_back_to_back_ms").Number(r->one_workgroup_back_to_back_ms);
+    w.Key("ops").BeginArray();
     for (const auto& t : r->ops) {
       w.BeginObject().Key("name").String(t.name).Key("shape").String(t.shape);
       if (!t.skip.empty()) {
@@ -329,9 +332,13 @@ int BenchOps(const Args& args) {
                                                       : "shared-memory tree (no subgroups)");
   std::printf(
       "peers, hand-written the same way: x + b1 %.1f GB/s (%.0f%% of copy), "
-      "(x + b1) * b2 %.1f GB/s (%.0f%%)\n\n",
+      "(x + b1) * b2 %.1f GB/s (%.0f%%)\n",
       r->add_gb_per_s, 100 * r->add_gb_per_s / r->copy_gb_per_s, r->mul_add_gb_per_s,
       100 * r->mul_add_gb_per_s / r->copy_gb_per_s);
+  std::printf(
+      "one workgroup's dispatch (its 4 KiB copied): %.4f ms per dispatch, %.4f ms back to back "
+      "(the fixed cost inside every time per dispatch)\n\n",
+      r->one_workgroup_ms, r->one_workgroup_back_to_back_ms);
   std::printf("%-32s %-26s %10s %9s %7s %11s  %s\n", "operator", "shape", "ms", "GB/s", "of copy",
               "TFLOP/s", "check");
   for (const auto& t : r->ops) {
