@@ -160,9 +160,15 @@ ir::Expr FromFloatBits(const ir::Expr& bits, ir::DataType t) {
   return t.bits == 32 ? r : ir::Cast(t, r);
 }
 
+namespace {
+// A u32 constant with x's lanes.
+ir::Expr BitsConst(const ir::Expr& x, uint32_t v) {
+  return ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), v);
+}
+}  // namespace
+
 ir::Expr SignBits(const ir::Expr& x) {
-  return ir::Call(ir::Intrinsic::kBitwiseAnd,
-                  {FloatBits(x), ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), 0x80000000u)});
+  return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x80000000u)});
 }
 
 Status CheckOpDtype(std::string_view op, ir::DataType dtype, std::string_view what) {
@@ -305,9 +311,6 @@ ir::Expr Zero(ir::DataType t) {
   return t.is_float() ? ir::FloatConst(t, 0.0) : ir::IntConst(t, 0);
 }
 
-ir::Expr BitsConst(const ir::Expr& x, uint32_t v) {
-  return ir::IntConst(ir::kU32.with_lanes(x.dtype().lanes), v);
-}
 // |x|'s bits: 0x7f800000 separates the finite values, the infinities and NaN.
 ir::Expr MagnitudeBits(const ir::Expr& x) {
   return ir::Call(ir::Intrinsic::kBitwiseAnd, {FloatBits(x), BitsConst(x, 0x7fffffffu)});
@@ -357,8 +360,9 @@ ir::Expr FloatFloorDivOrMod(bool mod, const ir::Expr& a, const ir::Expr& b) {
     return ir::Call(ir::Intrinsic::kFma, {-quotient, y, x});
   };
   const ir::Expr zero_like_b = FromFloatBits(SignBits(y), t);
+  // (under is read only where over is false.)
   const ir::Expr over = r != f(0) && SignBits(r) != SignBits(y);
-  const ir::Expr under = !over && (r1 == f(0) || SignBits(r1) == SignBits(y));
+  const ir::Expr under = r1 == f(0) || SignBits(r1) == SignBits(y);
   ir::Expr finite = fixed;
   if (mod) {
     ir::Var m(p + "m", t);
