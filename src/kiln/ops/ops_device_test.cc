@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/device.h"
+#include "kiln/interp/half.h"
 #include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
@@ -54,7 +57,8 @@ class OpsDeviceTest : public testing::OpsDeviceFixture {
     std::map<std::string, hal::BufferRef> buffers;
     for (auto& [name, data] : tensors) {
       const bool is_input = std::find(inputs.begin(), inputs.end(), name) != inputs.end();
-      if (!is_input) std::fill(data.begin(), data.end(), std::nanf(""));
+      // The poison: a NaN as one f32 and as two f16s.
+      if (!is_input) std::fill(data.begin(), data.end(), std::bit_cast<float>(0x7FC07FC0u));
       auto b = device_->allocator().Allocate(data.size() * 4);
       ASSERT_TRUE(b.ok()) << b.status();
       Status up = hal::Upload(*device_, *b, 0,
@@ -269,13 +273,24 @@ TEST_F(OpsDeviceTest, FloatPowIsNumpysPower) {
   }
 }
 
-// numpy's a // b and a % b for the operands below: flooring in double is
-// exact for them (the exact quotient of two floats is never within double's
-// rounding of an integer it is not, and a - q * b fits), then one rounding.
-float NumpyFloor(bool mod, float a, float b) {
+// `v` rounded once to f16 (to nearest, ties to even): `v` is rounded to
+// f16's precision at its exponent while still a double, so the float that
+// FloatToHalfBits then takes is already a half.
+float RoundDoubleToHalf(double v) {
+  if (v == 0 || !std::isfinite(v)) return interp::RoundToHalf(static_cast<float>(v));
+  const double ulp = std::ldexp(1.0, std::max(std::ilogb(v) - 10, -24));
+  return interp::RoundToHalf(static_cast<float>(std::nearbyint(v / ulp) * ulp));
+}
+
+// numpy's a // b and a % b for the operands below, rounded once to f32 or
+// f16: flooring in double is exact for them (the exact quotient of two
+// floats is never within double's rounding of an integer it is not, and
+// a - q * b fits), then one rounding.
+float NumpyFloor(bool mod, float a, float b, bool half) {
   const double q = std::floor(double(a) / b), m = double(a) - q * b;
-  if (mod) return m == 0 ? std::copysign(0.0f, b) : float(m);
-  return q == 0 ? std::copysign(0.0f, a / b) : float(q);
+  const auto round = [&](double v) { return half ? RoundDoubleToHalf(v) : float(v); };
+  if (mod) return m == 0 ? std::copysign(0.0f, b) : round(m);
+  return q == 0 ? std::copysign(0.0f, a / b) : round(q);
 }
 
 // floor_div and floor_mod on floats are numpy's (the exact quotient floored:
@@ -283,86 +298,146 @@ float NumpyFloor(bool mod, float a, float b) {
 // once, a zero one of b's sign), with an fma that rounds once: in the
 // interpreter, and on a device whose fma does. A device whose fma rounds
 // the product first (lavapipe) floors the rounded quotient (docs/ops.md).
-class FloatFloorTest : public OpsDeviceTest {
+// The parameter: f16 operands rather than f32.
+class FloatFloorTest : public OpsDeviceTest, public ::testing::WithParamInterface<bool> {
  protected:
+  bool half() const { return GetParam(); }
+  ir::DataType dtype() const { return half() ? ir::kF16 : ir::kF32; }
+
   // Quotients at or next to integers (1 / 0.1, 6 / 3, -tiny % big, 1 % -1,
   // signed zeros), then those of random mantissas and powers of ten below
-  // 2^20 in size.
+  // 2^20 in size (2^8 for f16, whose operands are normal halves).
   void SetUp() override {
     OpsDeviceTest::SetUp();
     if (HasFatalFailure()) return;
-    a_ = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
-          5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f};
-    b_ = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
-          2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f};
-    const int64_t n = 4099;
-    const std::vector<float> ma = Random(n), mb = Random(n);
-    const std::vector<int32_t> ea = RandomInts(n, -3, 6), eb = RandomInts(n, -3, 3);
-    for (int64_t i = 0; i < n; ++i) {
-      const float x = ma[i] * std::pow(10.0f, float(ea[i])),
-                  y = mb[i] * std::pow(10.0f, float(eb[i]));
-      if (y == 0 || std::fabs(double(x) / y) >= 1 << 20 ||
-          std::fabs(x) < std::ldexp(std::fabs(y), -20))
-        continue;
+    const std::vector<float> a = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
+                                  5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f,  -1e-4f},
+                             b = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
+                                  2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f, 300.0f};
+    const double limit = half() ? 1 << 8 : 1 << 20;
+    const auto add = [&](float x, float y) {
+      if (half()) {
+        x = interp::RoundToHalf(x);
+        y = interp::RoundToHalf(y);
+        if (!std::isfinite(x) || y == 0 || std::fabs(double(x) / y) >= limit) return;
+      }
       a_.push_back(x);
       b_.push_back(y);
+    };
+    for (size_t i = 0; i < a.size(); ++i) add(a[i], b[i]);
+    const int64_t n = 4099;
+    const std::vector<float> ma = Random(n), mb = Random(n);
+    const std::vector<int32_t> ea = RandomInts(n, -3, half() ? 3 : 6),
+                               eb = RandomInts(n, -3, half() ? 2 : 3);
+    const float smallest = half() ? std::ldexp(1.0f, -14) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      float x = ma[i] * std::pow(10.0f, float(ea[i])), y = mb[i] * std::pow(10.0f, float(eb[i]));
+      if (half()) {
+        x = interp::RoundToHalf(x);
+        y = interp::RoundToHalf(y);
+      }
+      if (std::fabs(y) <= smallest || std::fabs(x) < smallest ||
+          std::fabs(double(x) / y) >= limit ||
+          std::fabs(x) < std::ldexp(std::fabs(y), half() ? -12 : -20))
+        continue;
+      add(x, y);
     }
   }
 
   int64_t size() const { return static_cast<int64_t>(a_.size()); }
 
-  ir::Function Op(bool mod) {
-    auto f = Elementwise(mod ? "floor_mod" : "floor_div", {{{size()}}, {{size()}}}, target_);
+  // `op` over [size()] operands of dtype(), for `target`.
+  ir::Function Op(bool mod, const Target& target) {
+    auto f = Elementwise(mod ? "floor_mod" : "floor_div",
+                         {{{size()}, dtype()}, {{size()}, dtype()}}, target);
     EXPECT_TRUE(f.ok()) << f.status();
     return f.ok() ? *f : ir::Function();
   }
 
+  // The buffer's bytes for `values` of dtype(), as the 4-byte words that
+  // Run moves (an f16 pair in each).
+  std::vector<float> Words(const std::vector<float>& values) const {
+    if (!half()) return values;
+    std::vector<uint16_t> bits(values.size() + values.size() % 2);
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = interp::FloatToHalfBits(values[i]);
+    std::vector<float> words(bits.size() / 2);
+    std::memcpy(words.data(), bits.data(), bits.size() * 2);
+    return words;
+  }
+  std::vector<float> Values(const std::vector<float>& words) const {
+    if (!half()) return words;
+    std::vector<uint16_t> bits(words.size() * 2);
+    std::memcpy(bits.data(), words.data(), bits.size() * 2);
+    std::vector<float> values(size());
+    for (int64_t i = 0; i < size(); ++i) values[i] = interp::HalfBitsToFloat(bits[i]);
+    return values;
+  }
+
   void ExpectNumpys(bool mod, const std::vector<float>& got) {
+    ASSERT_EQ(static_cast<int64_t>(got.size()), size());
     for (int64_t i = 0; i < size(); ++i) {
-      const float want = NumpyFloor(mod, a_[i], b_[i]);
+      const float want = NumpyFloor(mod, a_[i], b_[i], half());
       EXPECT_TRUE(got[i] == want && std::signbit(got[i]) == std::signbit(want))
-          << a_[i] << (mod ? " % " : " // ") << b_[i] << ": " << got[i] << ", numpy " << want;
+          << dtype().ToString() << " " << a_[i] << (mod ? " % " : " // ") << b_[i] << ": " << got[i]
+          << ", numpy " << want;
     }
   }
 
   std::vector<float> a_, b_;
 };
 
-TEST_F(FloatFloorTest, NumpysInTheInterpreter) {
+TEST_P(FloatFloorTest, NumpysInTheInterpreter) {
+  Target target = target_;
+  target.shader_f16 = true;  // the interpreter computes in f16 whatever the device
   for (bool mod : {false, true}) {
-    std::vector<interp::ArgValue> args = {
-        interp::HostBuffer::FromVector(ir::kF32, {size()}, a_),
-        interp::HostBuffer::FromVector(ir::kF32, {size()}, b_),
-        interp::HostBuffer::FromVector(ir::kF32, {size()},
-                                       std::vector<float>(size(), std::nanf("")))};
-    Status run = interp::Run(Op(mod), args);
+    const auto buffer = [&](const std::vector<float>& values) {
+      const std::vector<float> words = Words(values);
+      interp::HostBuffer b = interp::HostBuffer::FromVector(dtype(), {size()}, words);
+      b.bytes.resize(size() * dtype().StorageBytes());
+      return b;
+    };
+    std::vector<interp::ArgValue> args = {buffer(a_), buffer(b_),
+                                          buffer(std::vector<float>(size(), std::nanf("")))};
+    Status run = interp::Run(Op(mod, target), args);
     ASSERT_TRUE(run.ok()) << run;
-    ExpectNumpys(mod, std::get<interp::HostBuffer>(args.back()).ToVector<float>());
+    std::vector<float> words((size() * dtype().StorageBytes() + 3) / 4);
+    const auto& out = std::get<interp::HostBuffer>(args.back()).bytes;
+    std::memcpy(words.data(), out.data(), out.size());
+    ExpectNumpys(mod, Values(words));
   }
 }
 
-TEST_F(FloatFloorTest, NumpysWhereFmaRoundsOnce) {
-  // fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) is 2^-24, or 0 with the
-  // product rounded first.
-  auto probe = ir::ParseFunction(R"(
-fn fma_probe(A: buffer<f32>[1], C: buffer<f32>[1]) {
-  for tx in threadIdx.x(0, 1) {
-    C[0] = fma(A[0], A[0], -1.00048828125)
-  }
-})");
+TEST_P(FloatFloorTest, NumpysWhereFmaRoundsOnce) {
+  if (half() && !target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  // fma(1 + e, 1 + e, -(1 + 2e)) is e^2, or 0 with the product rounded
+  // first: e = 2^-12 for f32, 2^-6 for f16 (in the low half of the word).
+  const int e = half() ? -6 : -12;
+  const std::string type = dtype().ToString();
+  auto probe = ir::ParseFunction("fn fma_probe(A: buffer<" + type + ">[2], C: buffer<" + type +
+                                 ">[2]) {\n  for tx in threadIdx.x(0, 1) {\n    C[0] = fma(A[0], "
+                                 "A[0], -A[1])\n    C[1] = A[1]\n  }\n}");
   ASSERT_TRUE(probe.ok()) << probe.status();
-  Tensors p = {{"A", {1.000244140625f}}, {"C", {0.0f}}};
+  const float one_e = 1 + std::ldexp(1.0f, e), one_2e = 1 + std::ldexp(1.0f, e + 1);
+  Tensors p = {{"A", Words({one_e, one_2e})}, {"C", Words({0.0f, 0.0f})}};
   ASSERT_NO_FATAL_FAILURE(Run({*probe}, {"A"}, p, /*differential=*/false));
-  if (p["C"][0] != std::ldexp(1.0f, -24)) {
-    GTEST_SKIP() << device_->Describe() << " rounds fma's product first (fma gave " << p["C"][0]
-                 << "), so floor_div and floor_mod floor the rounded quotient there";
+  const float fma =
+      half() ? interp::HalfBitsToFloat(static_cast<uint16_t>(std::bit_cast<uint32_t>(p["C"][0])))
+             : p["C"][0];
+  if (fma != std::ldexp(1.0f, 2 * e)) {
+    GTEST_SKIP() << device_->Describe() << " rounds " << type << " fma's product first (fma gave "
+                 << fma << "), so floor_div and floor_mod floor the rounded quotient there";
   }
   for (bool mod : {false, true}) {
-    Tensors t = {{"A", a_}, {"B", b_}, {"C", std::vector<float>(size())}};
-    ASSERT_NO_FATAL_FAILURE(Run({Op(mod)}, {"A", "B"}, t, /*differential=*/false));
-    ExpectNumpys(mod, t["C"]);
+    Tensors t = {{"A", Words(a_)}, {"B", Words(b_)}, {"C", Words(std::vector<float>(size()))}};
+    ASSERT_NO_FATAL_FAILURE(Run({Op(mod, target_)}, {"A", "B"}, t, /*differential=*/false));
+    ExpectNumpys(mod, Values(t["C"]));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(F32AndF16, FloatFloorTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "f16" : "f32";
+                         });
 
 // ((x + b) * s) then relu then tanh then (1 - v) then max with a row, as
 // one kernel.
