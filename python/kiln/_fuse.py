@@ -237,7 +237,7 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
             raise _kiln.InvalidArgument(
                 f"{op}: dtype mismatch: {like.name} and {x._dtype.name} (cast one first)")
     _check_takes(trace, op, like, len(operands))
-    if op in ops.COMPARE_OPS:
+    if op in ops.COMPARE_OPS or op in ops.PREDICATE_OPS:
         return trace.add(("op", 0, 0.0, None, op, args), shape, np.int32, True)
     logical = every_bool and op in ("bitwise_and", "bitwise_or", "bitwise_xor")
     return trace.add(("op", 0, 0.0, None, op, args), shape, like, logical)

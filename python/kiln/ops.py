@@ -244,6 +244,8 @@ def _operand(x: Any, device: Optional[_kiln.Device]) -> Tensor:
 
 _COMPARE_OPS = frozenset(_kiln.ops.compare_names())
 _TERNARY_OPS = frozenset(_kiln.ops.ternary_names())
+# The ops whose result is a bool tensor: comparisons and unary predicates.
+_BOOL_OPS = _COMPARE_OPS | frozenset(_kiln.ops.predicate_names())
 
 
 # Every elementwise op's number of operands, in the library's order.
@@ -288,7 +290,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     if len(operands) == 2 and _is_number(operands[0]) and not _is_number(operands[1]):
         return _with_number(op, operands[1], operands[0], True)
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
-    return _elementwise_tensors(op, [_operand(x, device) for x in operands])
+    out = _elementwise_tensors(op, [_operand(x, device) for x in operands])
+    return _view(out, out.shape, np.bool_) if op in _BOOL_OPS else out
 
 
 def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
@@ -334,7 +337,7 @@ def _elementwise_nd(op: str, ts: List[Tensor]) -> Tensor:
         _check_takes(op, ts)
     def check(d: _kiln.Device, types: List[Any]) -> Any:
         return _kiln.ops.elementwise(d, op, types)
-    if op in _COMPARE_OPS:
+    if op in _BOOL_OPS:
         empty = _empty_result(op, ts, lambda *v: np.zeros(np.broadcast_shapes(
             *[a.shape for a in v]), np.int32), check)
         if empty is not None:
@@ -465,7 +468,7 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
             t1, c1 = operand(step[1], k, step)
             spec.append((op, t1, c1, first, None, None, None))
             key.append(first)
-    compares = bool(spec) and spec[-1][0] in _COMPARE_OPS
+    compares = bool(spec) and spec[-1][0] in _BOOL_OPS
     if any(not t.size for t in tensors):
         # No kernel runs: the one for the same steps with elements is built
         # (every step checked), then the result's shape and dtype are given.
@@ -485,7 +488,7 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
                 continue
             if not _kiln.ops.elementwise_takes(step[0], running):
                 _kiln.ops.elementwise(x.device, step[0], [((1,), running)] * _arity(step[0]))
-            if step[0] in _COMPARE_OPS:  # the running value is int32 from here
+            if step[0] in _BOOL_OPS:  # the running value is int32 from here
                 running = "int32"
         dtype = np.int32 if compares else np.dtype(running)
         empty = _empty_result("elementwise_chain", tensors, lambda *v: np.zeros(
@@ -1343,6 +1346,7 @@ def _minmax(name: str) -> Callable[..., Tensor]:
 
 
 UNARY_OPS: Tuple[str, ...] = tuple(_kiln.ops.unary_names())
+PREDICATE_OPS: Tuple[str, ...] = tuple(_kiln.ops.predicate_names())
 BINARY_OPS: Tuple[str, ...] = tuple(_kiln.ops.binary_names())
 REDUCE_OPS: Tuple[str, ...] = tuple(_kiln.ops.reduce_names())
 
@@ -1422,6 +1426,36 @@ def _logical(name: str) -> Callable[[Any, Any], Tensor]:
 bitwise_not = _logical_not("bitwise_not")
 invert = _logical_not("invert")
 popcount = _unary("popcount")
+sign = _unary("sign")
+sign.__doc__ = "Elementwise sign(x), numpy's: -1, 0 or 1 (-0.0 gives 0.0), NaN for NaN."
+square = _unary("square")
+square.__doc__ = "Elementwise x * x (int32 wraps)."
+reciprocal = _unary("reciprocal")
+reciprocal.__doc__ = "Elementwise 1 / x (float32 or float16)."
+
+
+def _predicate(name: str) -> Callable[[Any], Tensor]:
+    unary = _unary(name)
+
+    def op(x: Any) -> Tensor:
+        if _fuse.traced(x):
+            return _fuse.apply(name, [x])
+        t = _operand(x, None)
+        if not t.size:
+            _check_kernel_types(name, [t])
+            _check_takes(name, [t])
+            return _from_host(np.zeros(t.shape, np.bool_), t)
+        out = unary(t)
+        return _view(out, out.shape, np.bool_)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"Elementwise {name}(x) of a float32 or float16 tensor: a bool tensor, "
+                  f"as numpy's (decided from the bits, whatever the driver's arithmetic).")
+    return op
+
+
+isnan = _predicate("isnan")
+isinf = _predicate("isinf")
+isfinite = _predicate("isfinite")
 bitwise_and = _logical("bitwise_and")
 bitwise_or = _logical("bitwise_or")
 bitwise_xor = _logical("bitwise_xor")

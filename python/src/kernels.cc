@@ -397,6 +397,7 @@ void BindOps(nb::module_& m) {
   o.def("binary_names", []() { return Names(ops::BinaryOpNames()); });
   o.def("compare_names", []() { return Names(ops::CompareOpNames()); });
   o.def("ternary_names", []() { return Names(ops::TernaryOpNames()); });
+  o.def("predicate_names", []() { return Names(ops::PredicateOpNames()); });
   o.def(
       "elementwise_takes",
       [](const std::string& op, const std::string& dtype) {

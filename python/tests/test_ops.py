@@ -16,7 +16,9 @@ NUMPY_UNARY = {
     "cos": np.cos, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
     "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
     "relu": lambda x: np.maximum(x, 0), "gelu": lambda x: x / 2 * (1 + _erf(x / np.sqrt(2))),
+    "sign": np.sign, "square": np.square, "reciprocal": np.reciprocal,
 }
+NUMPY_PREDICATE = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
 NUMPY_BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "floor_div": np.floor_divide, "floor_mod": np.mod,
@@ -50,6 +52,7 @@ NUMPY_INT_UNARY = {
     "neg": lambda x: _wrap(-np.asarray(x, np.int64)),
     "abs": lambda x: _wrap(np.abs(np.asarray(x, np.int64))),
     "relu": lambda x: np.maximum(x, 0),
+    "sign": np.sign, "square": lambda x: _wrap(np.asarray(x, np.int64) ** 2),
     "bitwise_not": np.invert,
     "popcount": lambda x: np.array([bin(int(v) & 0xFFFFFFFF).count("1") for v in np.ravel(x)],
                                    np.int32).reshape(np.shape(x)),
@@ -88,7 +91,9 @@ def _close(got, want, tol=2e-5):
 
 
 def test_every_operator_has_a_function():
-    assert set(kiln.ops.UNARY_OPS) == set(NUMPY_UNARY) | set(NUMPY_INT_UNARY)
+    assert set(kiln.ops.UNARY_OPS) == set(NUMPY_UNARY) | set(NUMPY_INT_UNARY) | \
+        set(NUMPY_PREDICATE)
+    assert set(kiln.ops.PREDICATE_OPS) == set(NUMPY_PREDICATE)
     assert set(kiln.ops.BINARY_OPS) == set(NUMPY_BINARY) | set(NUMPY_INT_BINARY)
     assert set(kiln.ops.COMPARE_OPS) == set(NUMPY_COMPARE)
     assert set(kiln.ops.TERNARY_OPS) == {"fma", "clamp"}
@@ -111,6 +116,49 @@ def test_unary(device, rng, op, shape):
         x = np.round(x * 8) / 8 + 1 / 32  # keep away from ties and edges
     y = getattr(kiln.ops, op)(kiln.tensor(x, device))
     _close(y.numpy(), NUMPY_UNARY[op](x.astype(np.float64)), 2e-5 if op != "erf" else 1e-4)
+
+
+_EDGES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3.0, -0.25]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_sign_square_reciprocal_and_predicates_at_the_edges(device, rng, dtype):
+    # numpy's, bit for bit where exact: sign(-0.0) is 0.0, sign(nan) nan;
+    # the predicates give bool tensors; empty and 0-d tensors too.
+    if dtype == "float16":
+        require_feature(device, "shader-f16")
+    big = np.finfo(dtype).max
+    x = np.concatenate([_EDGES, [big, -big, np.finfo(dtype).tiny],
+                        rng.uniform(-4, 4, 1000)]).astype(dtype)
+    t = kiln.tensor(x, device)
+    for name in ("sign", "square", "reciprocal", "isnan", "isinf", "isfinite"):
+        with np.errstate(over="ignore", divide="ignore"):
+            want = getattr(np, name)(x)
+        for how, got in (("eager", getattr(kiln.ops, name)(t)),
+                         ("fused", kiln.fuse(getattr(kiln.ops, name))(t))):
+            got = got.numpy()
+            assert got.dtype == want.dtype, (how, name)
+            if name == "reciprocal":
+                # Within WGSL's 2.5 ulp; 1 / +-0 and 1 / +-inf are infinite and
+                # zero, their signs the device's (docs/ir.md, "Numerics").
+                edge = ~np.isfinite(want) | (want == 0)
+                np.testing.assert_array_equal(np.abs(got[edge]), np.abs(want[edge]))
+                _close(got[~edge], want[~edge], 1e-3 if dtype == "float16" else 1e-6)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"{how} {name}")
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want),
+                                              err_msg=f"{how} {name}: sign")
+        for shape in ((0, 3), ()):
+            e = np.full(shape, -2.5, dtype)
+            got = getattr(kiln.ops, name)(kiln.tensor(e, device)).numpy()
+            assert got.shape == shape and got.dtype == getattr(np, name)(e).dtype, (name, shape)
+            np.testing.assert_array_equal(got, getattr(np, name)(e))
+
+
+def test_predicates_refuse_integers(device):
+    for name in ("isnan", "isinf", "isfinite", "reciprocal"):
+        with pytest.raises(kiln.InvalidArgument, match=name):
+            getattr(kiln.ops, name)(kiln.tensor(np.arange(3, dtype=np.int32), device))
 
 
 @pytest.mark.parametrize("op", sorted(NUMPY_BINARY))

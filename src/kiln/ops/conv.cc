@@ -122,13 +122,7 @@ StatusOr<Geometry> CheckConv(const TensorType& x, const TensorType& w, const Tar
                              g.f, "] (one per filter)");
     }
   }
-  if (!o.activation.empty() && !internal::IsUnary(o.activation)) {
-    return internal::UnknownOp("activation", o.activation, UnaryOpNames());
-  }
-  if (!o.activation.empty()) {
-    KILN_RETURN_IF_ERROR(internal::CheckOpDtype(o.activation, ir::kF32,
-                                                "conv2d: the activation's input (the f32 sum)"));
-  }
+  KILN_RETURN_IF_ERROR(internal::CheckActivation(o.activation, "conv2d"));
   if (g.kh * g.kw * g.cg > std::numeric_limits<int32_t>::max()) {
     return InvalidArgument("conv2d: the reduction has more than 2^31 - 1 terms");
   }

@@ -156,7 +156,7 @@ StatusOr<CheckedStep> CheckChainStep(const ChainStep& step, size_t k, ir::DataTy
     KILN_RETURN_IF_ERROR(CheckChainOperand(step.second_tensor, step.second_constant, 1, k,
                                            c.operand, what, where, target, shape, tensors));
   }
-  if (internal::IsCompare(step.op)) c.out = ir::kI32;
+  if (internal::GivesBool(step.op)) c.out = ir::kI32;
   if (c.kind == StepKind::kWhere) c.out = c.operand;
   return c;
 }
@@ -395,7 +395,7 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
   }
   if (n.op == "where") return NodeType{args[1].dtype, shape};
   KILN_RETURN_IF_ERROR(internal::CheckOpDtype(n.op, args[0].dtype, where));
-  return NodeType{internal::IsCompare(n.op) ? ir::kI32 : args[0].dtype, shape};
+  return NodeType{internal::GivesBool(n.op) ? ir::kI32 : args[0].dtype, shape};
 }
 
 }  // namespace

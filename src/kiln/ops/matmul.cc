@@ -101,13 +101,7 @@ StatusOr<Shapes> CheckShapes(const TensorType& a, const TensorType& b, const Tar
                              a.dtype.ToString());
     }
   }
-  if (!o.activation.empty() && !internal::IsUnary(o.activation)) {
-    return internal::UnknownOp("activation", o.activation, UnaryOpNames());
-  }
-  if (!o.activation.empty()) {
-    KILN_RETURN_IF_ERROR(internal::CheckOpDtype(o.activation, ir::kF32,
-                                                "matmul: the activation's input (the f32 sum)"));
-  }
+  KILN_RETURN_IF_ERROR(internal::CheckActivation(o.activation, "matmul"));
   if (o.accumulate != ir::kF32 && o.accumulate != ir::kF16) {
     return InvalidArgument("matmul: accumulate is ", o.accumulate.ToString(),
                            "; it must be f32 or f16");

@@ -55,9 +55,15 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 
 const std::vector<std::string_view>& UnaryOpNames() {
   static const std::vector<std::string_view> kNames = {
-      "neg",   "abs",   "exp",   "exp2", "log",     "log2",        "sqrt",
-      "rsqrt", "sin",   "cos",   "tanh", "sigmoid", "erf",         "floor",
-      "ceil",  "round", "trunc", "relu", "gelu",    "bitwise_not", "popcount"};
+      "neg",   "abs",    "exp",        "exp2",  "log",     "log2",        "sqrt",
+      "rsqrt", "sin",    "cos",        "tanh",  "sigmoid", "erf",         "floor",
+      "ceil",  "round",  "trunc",      "relu",  "gelu",    "bitwise_not", "popcount",
+      "sign",  "square", "reciprocal", "isnan", "isinf",   "isfinite"};
+  return kNames;
+}
+
+const std::vector<std::string_view>& PredicateOpNames() {
+  static const std::vector<std::string_view> kNames = {"isnan", "isinf", "isfinite"};
   return kNames;
 }
 
@@ -91,8 +97,9 @@ bool IntegerOnly(std::string_view op) {
                     "shift_left", "shift_right"});
 }
 bool FloatOnly(std::string_view op) {
-  return OneOf(op, {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-                    "erf", "floor", "ceil", "round", "trunc", "gelu", "fma"});
+  return OneOf(op, {"exp",   "exp2", "log",     "log2",       "sqrt",  "rsqrt", "sin",
+                    "cos",   "tanh", "sigmoid", "erf",        "floor", "ceil",  "round",
+                    "trunc", "gelu", "fma",     "reciprocal", "isnan", "isinf", "isfinite"});
 }
 
 // x ** e on integers: square-and-multiply over the 31 bits of e >= 0, the
@@ -281,6 +288,19 @@ bool IsCompare(std::string_view op) {
 bool IsTernary(std::string_view op) {
   return Listed(TernaryOpNames(), op);
 }
+bool GivesBool(std::string_view op) {
+  return IsCompare(op) || Listed(PredicateOpNames(), op);
+}
+
+Status CheckActivation(const std::string& activation, std::string_view op) {
+  if (activation.empty()) return Status::Ok();
+  if (!IsUnary(activation)) return UnknownOp("activation", activation, UnaryOpNames());
+  if (GivesBool(activation)) {
+    return InvalidArgument(op, ": activation ", activation,
+                           " gives 0 or 1 for a predicate, not a value of the sum's dtype");
+  }
+  return CheckOpDtype(activation, ir::kF32, StrCat(op, ": the activation's input (the f32 sum)"));
+}
 
 std::vector<std::string_view> ElementwiseOpNames() {
   std::vector<std::string_view> all;
@@ -466,6 +486,32 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
     // x/2 * (1 + erf(x / sqrt(2))), the exact form.
     return ir::Let(
         v, x, v * 0.5 * (Intrinsic1(ir::Intrinsic::kErf, v * (1.0 / std::numbers::sqrt2)) + 1.0));
+  }
+  if (op == "sign") {
+    ir::Var v("sign_x", t);
+    if (!t.is_float()) {
+      const ir::Expr one = ir::IntConst(t, 1);
+      return ir::Let(v, x, ir::Select(v > Zero(t), one, ir::Select(v < Zero(t), -one, Zero(t))));
+    }
+    // numpy's: -1, 0 or 1, a zero of either sign giving +0; NaN stays NaN.
+    // Built from the bits (1.0's with x's sign bit), since a driver free to
+    // ignore the sign of zero may turn a float select of 0.0 into -0.0.
+    const ir::Expr one_bits = ir::Call(ir::Intrinsic::kBitwiseOr,
+                                       {SignBits(v), BitsConst(v, 0x3f800000u)});
+    const ir::Expr bits = ir::Select(
+        IsNan(v), FloatBits(v),
+        ir::Select(MagnitudeBits(v) == BitsConst(v, 0), BitsConst(v, 0), one_bits));
+    return ir::Let(v, x, FromFloatBits(bits, t));
+  }
+  if (op == "square") {
+    ir::Var v("square_x", t);
+    return ir::Let(v, x, v * v);
+  }
+  if (op == "reciprocal") return ir::FloatConst(t, 1.0) / x;
+  if (op == "isnan" || op == "isinf" || op == "isfinite") {
+    // From the bits, which no driver's fast arithmetic rearranges.
+    const ir::Expr c = op == "isnan" ? IsNan(x) : op == "isinf" ? IsInf(x) : !IsNonFinite(x);
+    return ir::Cast(ir::kI32.with_lanes(c.dtype().lanes), c);
   }
   KILN_CHECK_MSG(false, "unknown unary op ", op);
   return {};

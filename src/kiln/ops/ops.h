@@ -73,7 +73,9 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 
 // The operator names each kind accepts, in a fixed order.
 //   unary:   neg abs exp exp2 log log2 sqrt rsqrt sin cos tanh sigmoid erf
-//            floor ceil round trunc relu gelu bitwise_not popcount
+//            floor ceil round trunc relu gelu bitwise_not popcount sign
+//            square reciprocal isnan isinf isfinite (the last three, the
+//            predicates, give i32 1 where true, else 0, as comparisons do)
 //   binary:  add sub mul div floor_div floor_mod max min pow bitwise_and
 //            bitwise_or bitwise_xor shift_left shift_right
 //   compare: eq ne lt le gt ge (an i32 result, 1 where true, else 0)
@@ -82,6 +84,7 @@ const std::vector<std::string_view>& UnaryOpNames();
 const std::vector<std::string_view>& BinaryOpNames();
 const std::vector<std::string_view>& CompareOpNames();
 const std::vector<std::string_view>& TernaryOpNames();
+const std::vector<std::string_view>& PredicateOpNames();  // the unary ops giving i32 0 or 1
 //   reduce:  sum mean max min prod
 const std::vector<std::string_view>& ReduceOpNames();
 // Whether elementwise op `op` takes tensors of `dtype`: the float math

@@ -125,6 +125,9 @@ float RefUnary(const std::string& op, float x) {
   if (op == "trunc") return std::trunc(x);
   if (op == "relu") return x <= 0 ? 0.0f : x;
   if (op == "gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+  if (op == "sign") return std::isnan(x) ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f;
+  if (op == "square") return x * x;
+  if (op == "reciprocal") return 1.0f / x;
   ADD_FAILURE() << "no reference for " << op;
   return 0;
 }
@@ -155,7 +158,11 @@ const Shape kUnaryShapes[] = {{1}, {7, 33}, {1000}, {5, 1, 33, 7}, {4097}, {1024
 TEST_F(OpsDeviceTest, UnaryOps) {
   for (std::string_view name : UnaryOpNames()) {
     const std::string op(name);
-    if (!ElementwiseOpTakes(op, ir::kF32)) continue;  // i32 ops: ops_more_device_test.cc
+    // i32 ops and the predicates (an i32 result): ops_more_device_test.cc
+    if (!ElementwiseOpTakes(op, ir::kF32) ||
+        std::find(PredicateOpNames().begin(), PredicateOpNames().end(), name) !=
+            PredicateOpNames().end())
+      continue;
     for (const Shape& shape : kUnaryShapes) {
       SCOPED_TRACE(op + " " + ShapeToString(shape));
       auto f = Elementwise(op, {{shape}}, target_);

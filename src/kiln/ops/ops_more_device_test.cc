@@ -950,6 +950,8 @@ int32_t RefInt(const std::string& op, int32_t a, int32_t b = 0) {
   if (op == "neg") return wrap(0u - ua);
   if (op == "abs") return a < 0 ? wrap(0u - ua) : a;
   if (op == "relu") return std::max(a, 0);
+  if (op == "sign") return a > 0 ? 1 : a < 0 ? -1 : 0;
+  if (op == "square") return wrap(ua * ua);
   if (op == "bitwise_not") return wrap(~ua);
   if (op == "popcount") return std::popcount(ua);
   if (op == "add") return wrap(ua + ub);
@@ -1037,7 +1039,7 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerOps) {
       if (ElementwiseOpTakes(op, ir::kI32)) ops.push_back(op);
     }
   }
-  ASSERT_EQ(ops.size(), 19u);  // 5 unary, 14 binary
+  ASSERT_EQ(ops.size(), 21u);  // 7 unary, 14 binary
   for (std::string_view name : ops) {
     const std::string op(name);
     const bool unary =
@@ -1117,6 +1119,64 @@ TEST_F(ElementwiseTypesDeviceTest, Comparisons) {
         EXPECT_EQ(Ints(t["C"]), want);
       }
     }
+  }
+}
+
+// sign, square, reciprocal and the predicates at every float edge (NaN,
+// infinities, signed zeros, the largest and smallest normal floats), as
+// numpy gives them: sign(-0.0) is +0.0 and sign(NaN) NaN; a predicate is
+// i32 1 or 0. Then f16 against the interpreter.
+TEST_F(ElementwiseTypesDeviceTest, SignSquareReciprocalAndPredicates) {
+  const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::min();
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{4097}}) {
+    std::vector<float> x = EdgyFloats(n);
+    const float more[] = {big, -big, tiny, -tiny, 1e20f, -3.0f};
+    for (size_t k = 0; k < std::size(more) && k + 7 < x.size(); ++k)
+      x[(n / 3 + 7 + k) % n] = more[k];
+    for (std::string_view name : {"sign", "square", "reciprocal", "isnan", "isinf", "isfinite"}) {
+      const std::string op(name);
+      SCOPED_TRACE(op + " [" + std::to_string(n) + "]");
+      auto f = Elementwise(op, {{{n}, ir::kF32}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+      const bool predicate = op.starts_with("is");
+      for (int64_t k = 0; k < n; ++k) {
+        const float v = x[k];
+        if (predicate) {
+          const int32_t want = op == "isnan"   ? std::isnan(v)
+                               : op == "isinf" ? std::isinf(v)
+                                               : std::isfinite(v);
+          EXPECT_EQ(Ints(t["Y"])[k], want) << op << "(" << v << ")";
+          continue;
+        }
+        const float got = Floats(t["Y"])[k];
+        const float want = op == "sign"     ? (std::isnan(v) ? v
+                                               : v > 0       ? 1.0f
+                                               : v < 0       ? -1.0f
+                                                             : 0.0f)
+                           : op == "square" ? v * v
+                                            : 1.0f / v;
+        // sign and square are exact; the reciprocal within WGSL's 2.5 ulp,
+        // its zeros and infinities (of 1 / +-inf, 1 / +-0) of either sign:
+        // the device's (docs/ir.md, "Numerics").
+        const bool same = (std::isnan(want) && std::isnan(got)) ||
+                          (got == want && std::signbit(got) == std::signbit(want)) ||
+                          (op == "reciprocal" && (std::isinf(want) || want == 0) &&
+                           std::fabs(got) == std::fabs(want)) ||
+                          (op == "reciprocal" && std::isfinite(want) && want != 0 &&
+                           std::fabs(got - want) <= 3e-7f * std::fabs(want));
+        EXPECT_TRUE(same) << op << "(" << v << "): " << got << ", numpy " << want;
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTypesDeviceTest, SignSquareReciprocalAndPredicatesInF16) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  for (std::string_view op : {"sign", "square", "reciprocal", "isnan", "isinf", "isfinite"}) {
+    SCOPED_TRACE(op);
+    ASSERT_NO_FATAL_FAILURE(CheckF16(Elementwise(op, {{{1000}, ir::kF16}}, target_)));
   }
 }
 

@@ -392,6 +392,10 @@ TEST(OpsTest, MatmulErrors) {
   o = {};
   o.activation = "relux";
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"unknown activation op 'relux'"});
+  o.activation = "isnan";
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"matmul: activation isnan", "predicate"});
+  o.activation = "bitwise_not";
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"bitwise_not", "f32 sum"});
   o = {};
   o.accumulate = ir::kF16;
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(),
@@ -526,6 +530,10 @@ TEST(OpsTest, ConvAndPoolErrors) {
   Conv2dOptions o;
   o.groups = 3;
   ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(), {"groups 3", "divide"});
+  o = {};
+  o.activation = "isinf";
+  ExpectError(Conv2d({{1, 5, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(),
+              {"conv2d: activation isinf", "predicate"});
   o = {};
   ExpectError(Conv2d({{1, 2, 5, 4}}, {{3, 3, 4, 8}}, t, o).status(),
               {"window spans 3 along H", "has only 2"});
