@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
@@ -16,6 +18,8 @@ TEST(ExprTest, VarsAreIdentityObjects) {
   EXPECT_TRUE(a.same_as(Var::FromExpr(a)));
   EXPECT_FALSE(StructurallyEqual(a + 1, b + 1));
   EXPECT_TRUE(StructurallyEqual(a + 1, a + 1));
+  EXPECT_FALSE(StructurallyEqual(FloatConst(kF32, 0.0), FloatConst(kF32, -0.0)));
+  EXPECT_TRUE(StructurallyEqual(FloatConst(kF32, NAN), FloatConst(kF32, -NAN)));
 }
 
 TEST(ExprTest, ConstantsAreNormalized) {

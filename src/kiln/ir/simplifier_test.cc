@@ -219,6 +219,9 @@ TEST_F(SimplifierTest, SelectsAndVectors) {
       {"select(true, x, y)", "x"},
       {"select(1 > 2, x, y)", "y"},
       {"select(b, x + 0, x)", "x"},
+      {"select(b, 0.0, 0.0)", "0.0"},
+      // 0.0 and -0.0 are different constants: no fold.
+      {"select(b, -0.0, 0.0)", "select(b, -0.0, 0.0)"},
       {"if_then_else(false, A[x], 0.0)", "0.0"},
       {"if_then_else(2 > 1, A[x + 0], 0.0)", "A[x]"},
       {"if_then_else(b, A[x], A[x])", "A[x]"},
