@@ -81,13 +81,13 @@ bool IsCompare(std::string_view op);
 // A comparison or a unary predicate (isnan, isinf, isfinite): the result
 // is i32 0 or 1.
 bool GivesBool(std::string_view op);
+bool IsTernary(std::string_view op);
+// Every elementwise op name: unary, binary, comparison, ternary.
+std::vector<std::string_view> ElementwiseOpNames();
 
 // An epilogue's activation: empty (none), or a unary op that maps the f32
 // sum to an f32 (not a predicate). `op` names the operator for errors.
 Status CheckActivation(const std::string& activation, std::string_view op);
-bool IsTernary(std::string_view op);
-// Every elementwise op name: unary, binary, comparison, ternary.
-std::vector<std::string_view> ElementwiseOpNames();
 
 // "unknown <kind> op 'x'; known: a, b, c".
 Status UnknownOp(std::string_view kind, std::string_view op,

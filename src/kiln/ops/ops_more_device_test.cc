@@ -405,6 +405,57 @@ TEST_F(OpsMoreDeviceTest, SoftmaxAndLogSoftmaxAlongAnAxis) {
   }
 }
 
+// Rows holding NaN or infinities give numpy's softmax at every row length,
+// the long rows' vectorized rule included: NaN for a row with NaN (wherever
+// it is) or +inf, or with only -inf; -inf beside finite values gets weight
+// 0 (-inf under log_softmax).
+TEST_F(OpsMoreDeviceTest, SoftmaxOfRowsWithNanOrInfinities) {
+  for (int64_t length : {int64_t{1}, int64_t{2}, int64_t{300}, int64_t{4096}}) {
+    const int64_t rows = 8;
+    std::vector<float> x = Random(rows * length, -3, 3);
+    auto at = [&](int64_t r, int64_t k) -> float& { return x[r * length + (k % length)]; };
+    at(0, length / 2) = kNan;                               // a NaN in the middle
+    at(1, 0) = kNan;                                        // a NaN first
+    at(2, length - 1) = kInf;                               // +inf last
+    for (int64_t k = 0; k < length; ++k) at(3, k) = -kInf;  // only -inf
+    at(4, 1) = -kInf;                                       // -inf beside finite values
+    at(5, 0) = kNan;                                        // NaN and +inf
+    at(5, length - 1) = kInf;
+    for (int64_t k = 0; k < length; ++k) at(6, k) = kNan;  // only NaN
+    at(7, length - 1) = kNan;                              // -inf and NaN
+    at(7, 0) = -kInf;
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::string(log ? "log_softmax [" : "softmax [") + std::to_string(length) + "]");
+      auto f = log ? LogSoftmax({{rows, length}}, 1, target_)
+                   : SoftmaxAxis({{rows, length}}, 1, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(rows * length)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, rows * length <= kDifferentialLimit));
+      const std::vector<float> y = Floats(t["Y"]);
+      for (int64_t r = 0; r < rows; ++r) {
+        // IEEE arithmetic in double, the maximum propagating NaN: numpy's.
+        double m = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < length; ++k) {
+          const double v = x[r * length + k];
+          m = std::isnan(v) || std::isnan(m) ? NAN : std::max(m, v);
+        }
+        for (int64_t k = 0; k < length; ++k) sum += std::exp(x[r * length + k] - m);
+        for (int64_t k = 0; k < length; ++k) {
+          const double v = x[r * length + k] - m;
+          const double want = log ? v - std::log(sum) : std::exp(v) / sum;
+          const float got = y[r * length + k];
+          if (std::isnan(want) || std::isinf(want)) {
+            EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want)
+                << "row " << r << " [" << k << "]: " << got << ", numpy " << want;
+          } else {
+            EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << "row " << r << " [" << k << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Norms
 
