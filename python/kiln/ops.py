@@ -1482,6 +1482,44 @@ for _name, _alias in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
                                     f"IEEE says (unequal to everything).")
     globals()[_alias] = _nary(_name, globals()[_name].__doc__)
     globals()[_alias].__name__ = globals()[_alias].__qualname__ = _alias
+
+
+def logical_not(x: Any) -> Tensor:
+    """numpy's logical_not: a bool tensor, True where x is 0 (NaN counts as
+    true, so gives False)."""
+    return eq(x, 0)  # noqa: F821 (defined above)
+
+
+def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
+    def truth(x: Any) -> Any:  # a number's as a Python bool (NaN is true)
+        return builtins.bool(x != 0) if _is_number(x) else ne(x, 0)  # noqa: F821 (above)
+
+    def truths(a: Any, b: Any) -> Tensor:
+        if _is_number(a) and _is_number(b):
+            raise _kiln.InvalidArgument(f"{name}: at least one operand must be a tensor")
+        return globals()[combine](truth(a), truth(b))
+    fused = _fuse.fuse(truths)
+
+    def op(a: Any, b: Any) -> Tensor:
+        # Tensors and arrays: one kernel for each signature; a number
+        # operand (fused functions take no numbers) or a trace: the steps.
+        try:
+            if _fuse.traced(a, b) or _is_number(a) or _is_number(b):
+                return truths(a, b)
+            return fused(a, b)
+        except _kiln.InvalidArgument as e:
+            if str(e).startswith(name):
+                raise
+            raise _kiln.InvalidArgument(f"{name}: {e}") from None
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"numpy's {name}(a, b), broadcasting like numpy: a bool tensor of the "
+                  f"operands' truth values (non-zero; NaN is true) combined.")
+    return op
+
+
+logical_and = _logical_of_truths("logical_and", "bitwise_and")
+logical_or = _logical_of_truths("logical_or", "bitwise_or")
+logical_xor = _logical_of_truths("logical_xor", "bitwise_xor")
 fma = _nary("fma", "fma(a, b, c) = a * b + c elementwise (float32 or float16), broadcasting "
                    "like numpy; the device may round once or twice.")
 clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broadcasting like "

@@ -99,6 +99,8 @@ def test_every_operator_has_a_function():
     assert set(kiln.ops.TERNARY_OPS) == {"fma", "clamp"}
     assert set(kiln.ops.REDUCE_OPS) == {"sum", "mean", "max", "min", "prod"}
     assert set(kiln.ops.ARG_REDUCE_OPS) == {"argmax", "argmin"}
+    for name in ("logical_and", "logical_or", "logical_xor", "logical_not"):
+        assert callable(getattr(kiln.ops, name)), name
     for name in ("matmul", "matmul_int8", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
                  "log_softmax", "layer_norm", "rms_norm", "permute", "transpose", "reshape",
                  "concat", "slice", "gather", "pad", "where", "cast", "conv2d", "max_pool2d",
@@ -157,6 +159,40 @@ def test_sign_square_reciprocal_and_predicates_at_the_edges(device, rng, dtype):
             got = getattr(kiln.ops, name)(kiln.tensor(e, device)).numpy()
             assert got.shape == shape and got.dtype == getattr(np, name)(e).dtype, (name, shape)
             np.testing.assert_array_equal(got, getattr(np, name)(e))
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor", "logical_not"])
+def test_logical_ops_are_numpys(device, rng, name):
+    # Truth values of bool, int32 and float tensors (NaN and -0.0 included),
+    # broadcasting, numbers on either side, empty tensors, inside kiln.fuse.
+    i = rng.integers(-2, 3, (7, 33)).astype(np.int32)
+    f = rng.choice(np.array([0.0, -0.0, np.nan, 1.5, -np.inf], np.float32), (7, 33))
+    bl = rng.integers(0, 2, (33,)).astype(np.bool_)
+    ours, theirs = getattr(kiln.ops, name), getattr(np, name)
+
+    def check(got, want):
+        got = got.numpy()
+        assert got.dtype == np.bool_ and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    if name == "logical_not":
+        for x in (i, f, bl):
+            check(ours(kiln.tensor(x, device)), theirs(x))
+        check(kiln.fuse(lambda x: ours(x))(kiln.tensor(f, device)), theirs(f))
+        return
+    for x, y in ((i, f), (f, bl), (bl, i), (i, i[::-1].copy())):
+        check(ours(kiln.tensor(x, device), kiln.tensor(y, device)), theirs(x, y))
+        check(ours(kiln.tensor(x, device), y), theirs(x, y))  # a numpy operand
+    for v in (0, 3, 0.0, float("nan"), True, False):
+        check(ours(kiln.tensor(f, device), v), theirs(f, v))
+        check(ours(v, kiln.tensor(i, device)), theirs(v, i))
+    check(kiln.fuse(lambda x, y: ours(x > 0, y))(kiln.tensor(i, device), kiln.tensor(f, device)),
+          theirs(i > 0, f))
+    e = np.zeros((0, 33), np.float32)
+    check(ours(kiln.tensor(e, device), kiln.tensor(bl, device)), theirs(e, bl))
+    with pytest.raises(kiln.InvalidArgument, match=f"{name}: .*broadcast"):
+        ours(kiln.tensor(i, device), kiln.tensor(np.zeros((3, 2), np.int32), device))
+    with pytest.raises(kiln.InvalidArgument, match=f"{name}: at least one operand"):
+        ours(1, 0)
 
 
 def test_predicates_refuse_integers(device):
