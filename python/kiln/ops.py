@@ -1510,7 +1510,7 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
         except _kiln.InvalidArgument as e:
             if str(e).startswith(name):
                 raise
-            raise _kiln.InvalidArgument(f"{name}: {e}") from None
+            raise type(e)(f"{name}: {e}") from None
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (f"numpy's {name}(a, b), broadcasting like numpy: a bool tensor of the "
                   f"operands' truth values (non-zero; NaN is true) combined.")
