@@ -1434,28 +1434,6 @@ reciprocal = _unary("reciprocal")
 reciprocal.__doc__ = "Elementwise 1 / x (float32 or float16)."
 
 
-def _predicate(name: str) -> Callable[[Any], Tensor]:
-    unary = _unary(name)
-
-    def op(x: Any) -> Tensor:
-        if _fuse.traced(x):
-            return _fuse.apply(name, [x])
-        t = _operand(x, None)
-        if not t.size:
-            _check_kernel_types(name, [t])
-            _check_takes(name, [t])
-            return _from_host(np.zeros(t.shape, np.bool_), t)
-        out = unary(t)
-        return _view(out, out.shape, np.bool_)
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = (f"Elementwise {name}(x) of a float32 or float16 tensor: a bool tensor, "
-                  f"as numpy's (decided from the bits, whatever the driver's arithmetic).")
-    return op
-
-
-isnan = _predicate("isnan")
-isinf = _predicate("isinf")
-isfinite = _predicate("isfinite")
 bitwise_and = _logical("bitwise_and")
 bitwise_or = _logical("bitwise_or")
 bitwise_xor = _logical("bitwise_xor")
@@ -1520,6 +1498,10 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
 logical_and = _logical_of_truths("logical_and", "bitwise_and")
 logical_or = _logical_of_truths("logical_or", "bitwise_or")
 logical_xor = _logical_of_truths("logical_xor", "bitwise_xor")
+for _name in _kiln.ops.predicate_names():
+    globals()[_name] = _nary(_name, f"Elementwise {_name}(x) of a float32 or float16 tensor: a "
+                                    f"bool tensor, as numpy's (decided from the bits, whatever "
+                                    f"the driver's arithmetic).")
 fma = _nary("fma", "fma(a, b, c) = a * b + c elementwise (float32 or float16), broadcasting "
                    "like numpy; the device may round once or twice.")
 clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broadcasting like "

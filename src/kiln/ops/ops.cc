@@ -97,9 +97,9 @@ bool IntegerOnly(std::string_view op) {
                     "shift_left", "shift_right"});
 }
 bool FloatOnly(std::string_view op) {
-  return OneOf(op, {"exp",   "exp2", "log",     "log2",       "sqrt",  "rsqrt", "sin",
-                    "cos",   "tanh", "sigmoid", "erf",        "floor", "ceil",  "round",
-                    "trunc", "gelu", "fma",     "reciprocal", "isnan", "isinf", "isfinite"});
+  return OneOf(op, {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+                    "erf", "floor", "ceil", "round", "trunc", "gelu", "fma", "reciprocal"}) ||
+         std::ranges::find(PredicateOpNames(), op) != PredicateOpNames().end();
 }
 
 // x ** e on integers: square-and-multiply over the 31 bits of e >= 0, the
@@ -327,6 +327,11 @@ ir::Expr Intrinsic1(ir::Intrinsic fn, const ir::Expr& x) {
   return ir::Call(fn, {x});
 }
 
+// A bool (or bool vector) as i32 1 or 0, the library's bool results.
+ir::Expr BoolAsI32(const ir::Expr& c) {
+  return ir::Cast(ir::kI32.with_lanes(c.dtype().lanes), c);
+}
+
 ir::Expr Zero(ir::DataType t) {
   return t.is_float() ? ir::FloatConst(t, 0.0) : ir::IntConst(t, 0);
 }
@@ -496,11 +501,11 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
     // numpy's: -1, 0 or 1, a zero of either sign giving +0; NaN stays NaN.
     // Built from the bits (1.0's with x's sign bit), since a driver free to
     // ignore the sign of zero may turn a float select of 0.0 into -0.0.
-    const ir::Expr one_bits = ir::Call(ir::Intrinsic::kBitwiseOr,
-                                       {SignBits(v), BitsConst(v, 0x3f800000u)});
-    const ir::Expr bits = ir::Select(
-        IsNan(v), FloatBits(v),
-        ir::Select(MagnitudeBits(v) == BitsConst(v, 0), BitsConst(v, 0), one_bits));
+    const ir::Expr one_bits =
+        ir::Call(ir::Intrinsic::kBitwiseOr, {SignBits(v), BitsConst(v, 0x3f800000u)});
+    const ir::Expr bits =
+        ir::Select(IsNan(v), FloatBits(v),
+                   ir::Select(MagnitudeBits(v) == BitsConst(v, 0), BitsConst(v, 0), one_bits));
     return ir::Let(v, x, FromFloatBits(bits, t));
   }
   if (op == "square") {
@@ -510,8 +515,7 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   if (op == "reciprocal") return ir::FloatConst(t, 1.0) / x;
   if (op == "isnan" || op == "isinf" || op == "isfinite") {
     // From the bits, which no driver's fast arithmetic rearranges.
-    const ir::Expr c = op == "isnan" ? IsNan(x) : op == "isinf" ? IsInf(x) : !IsNonFinite(x);
-    return ir::Cast(ir::kI32.with_lanes(c.dtype().lanes), c);
+    return BoolAsI32(op == "isnan" ? IsNan(x) : op == "isinf" ? IsInf(x) : !IsNonFinite(x));
   }
   KILN_CHECK_MSG(false, "unknown unary op ", op);
   return {};
@@ -558,7 +562,7 @@ ir::Expr ApplyCompare(std::string_view op, const ir::Expr& a, const ir::Expr& b)
   if (op == "gt") c = a > b;
   if (op == "ge") c = a >= b;
   KILN_CHECK_MSG(c.defined(), "unknown comparison ", op);
-  return ir::Cast(ir::kI32.with_lanes(c.dtype().lanes), c);
+  return BoolAsI32(c);
 }
 
 ir::Expr ApplyTernary(std::string_view op, const ir::Expr& a, const ir::Expr& b,
