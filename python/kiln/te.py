@@ -13,7 +13,8 @@ schedule its loops, and build it with kiln.build.
     kernel = kiln.build(s, [B], [A], "exp2x")
 
 Expressions (te.Expr) take Python's operators; a Python number takes the
-other operand's type. Reductions: te.sum / te.max / te.min / te.prod over
+other operand's type. Reductions: te.sum / te.max / te.min / te.prod
+(and te.device_max / te.device_min, which leave NaN to the device) over
 te.reduce_axis axes (te.sum(A[i, k], k), or axis=k as in TVM), inside a
 compute body. Intrinsics: te.exp, te.log,
 te.sqrt, te.pow, te.fma, ...; te.maximum / te.minimum, te.select, te.cast.

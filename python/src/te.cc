@@ -381,8 +381,12 @@ void BindTe(nb::module_& m) {
       "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
   // sum/prod/max/min(expr, axes), or axis= as TVM spells it.
   using Reduction = ir::Expr (*)(ir::Expr, const std::vector<te::IterVar>&);
-  const std::pair<const char*, Reduction> reductions[] = {
-      {"sum", &te::Sum}, {"prod", &te::Prod}, {"max", &te::Max}, {"min", &te::Min}};
+  const std::pair<const char*, Reduction> reductions[] = {{"sum", &te::Sum},
+                                                          {"prod", &te::Prod},
+                                                          {"max", &te::Max},
+                                                          {"min", &te::Min},
+                                                          {"device_max", &te::DeviceMax},
+                                                          {"device_min", &te::DeviceMin}};
   for (const auto& [name, reduce] : reductions) {
     const std::string fn = name;
     te_m.def(

@@ -326,6 +326,8 @@ def test_te_reducers(device, rng):
         "max": te.compute((7,), lambda i: te.max(X[i, k], axis=[k]), name="Mx"),  # TVM's keyword
         "min": te.compute((7,), lambda i: te.min(X[i, k], axes=k), name="Mn"),
         "prod": te.compute((7,), lambda i: te.prod(X[i, k], [k]), name="P"),
+        "device_max": te.compute((7,), lambda i: te.device_max(X[i, k], k), name="Dx"),
+        "device_min": te.compute((7,), lambda i: te.device_min(X[i, k], k), name="Dn"),
     }
     for bad in (lambda i: te.sum(X[i, k]), lambda i: te.sum(X[i, k], k, axis=k)):
         with pytest.raises(kiln.InvalidArgument, match="takes the reduction axes once"):
@@ -338,7 +340,8 @@ def test_te_reducers(device, rng):
         kern = kiln.build(s, [T], [X], "r_" + name, device)
         y = _poisoned(7, np.float32, device)
         kern(xt, y)
-        want = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}[name](x, axis=1)
+        want = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod,
+                "device_max": np.max, "device_min": np.min}[name](x, axis=1)
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
 
 

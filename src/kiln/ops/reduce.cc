@@ -250,11 +250,13 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
 namespace {
 
 // Softmax or log-softmax along `axis` as TE: the row statistics M (the
-// maximum; NaN propagates) and S (the sum of exp(x - M)) are reductions
-// with keepdims shapes, computed per row by the row-wise rule
-// (ScheduleRowwise); Y reads them. A row holding NaN or +inf, or only -inf,
-// gives NaN (as IEEE arithmetic on x - max does): its maximum is then not
-// finite, which Y tests.
+// maximum) and S (the sum of exp(x - M)) are reductions with keepdims
+// shapes, computed per row by the row-wise rule (ScheduleRowwise); Y reads
+// them. A row holding NaN or +inf, or only -inf, gives NaN (as IEEE
+// arithmetic on x - max does): M is the device's maximum (te::DeviceMax, one
+// instruction per element), which may pass over a NaN, but then that NaN
+// element makes S NaN; and where M is not finite (a NaN the maximum kept,
+// +inf, or a row of -inf), Y tests it.
 StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t axis,
                                      const Target& target, const std::string& name) {
   const std::string op = log ? "log_softmax" : "softmax";
@@ -274,7 +276,7 @@ StatusOr<ir::Function> SoftmaxKernel(bool log, const TensorType& input, int64_t 
   auto row_of = [&](const std::vector<ir::Var>& i) { return internal::WithAxisAt(i, a, I32(0)); };
   te::IterVar k1 = te::ReduceAxis(I32(view.length), "k");
   te::Tensor M = te::Compute("M", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
-    return te::Max(x_at(i, k1), {k1});
+    return te::DeviceMax(x_at(i, k1), {k1});
   });
   te::IterVar k2 = te::ReduceAxis(I32(view.length), "k");
   te::Tensor S = te::Compute("S", Extents(stat_shape), [&](const std::vector<ir::Var>& i) {

@@ -454,15 +454,18 @@ bool HasBarrier(const Stmt& s) {
   return finder.found;
 }
 
-// The subgroup's reduction of `v` by `kind` (sum, max or min), the same in
-// each of its threads. Float max and min propagate NaN: subgroup max/min
-// leave it unspecified, so a NaN anywhere in the subgroup (counted with an
-// integer subgroup max) gives NaN.
+// The subgroup's reduction of `v` by `kind` (sum, max, min, device_max or
+// device_min), the same in each of its threads. Float max and min propagate
+// NaN: subgroup max/min leave it unspecified, so a NaN anywhere in the
+// subgroup (counted with an integer subgroup max) gives NaN; device_max and
+// device_min leave it so.
 ir::Expr SubgroupCombine(ReducerKind kind, const ir::Expr& v) {
   if (kind == ReducerKind::kSum) return ir::Call(ir::Intrinsic::kSubgroupAdd, {v});
-  const bool max = kind == ReducerKind::kMax;
+  const bool max = kind == ReducerKind::kMax || kind == ReducerKind::kDeviceMax;
   ir::Expr m = ir::Call(max ? ir::Intrinsic::kSubgroupMax : ir::Intrinsic::kSubgroupMin, {v});
-  if (!v.dtype().is_float()) return m;
+  if (!v.dtype().is_float() || kind == ReducerKind::kDeviceMax || kind == ReducerKind::kDeviceMin) {
+    return m;
+  }
   const ir::Expr nan_seen =
       ir::Call(ir::Intrinsic::kSubgroupMax,
                {ir::Select(v != v,  // NOLINT(misc-redundant-expression): the IR's NaN test
@@ -1784,8 +1787,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     std::vector<Stmt> seq;
     ir::Expr total_at_0;  // the reduction, read by the storing thread
     if (stage.subgroup_reduce) {
-      const bool builtin = op->reducer == ReducerKind::kSum || op->reducer == ReducerKind::kMax ||
-                           op->reducer == ReducerKind::kMin;
+      const bool builtin = op->reducer != ReducerKind::kCustom && op->reducer != ReducerKind::kProd;
       if (Status checked =
               CheckSubgroupReduce(stage, width, slot_prefix.empty(), types, /*butterfly=*/!builtin);
           !checked.ok()) {

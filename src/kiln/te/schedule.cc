@@ -779,7 +779,7 @@ Status Rfactor(Schedule::Impl& impl, const Primitive& p) {
   }
   if (old.reducer == ReducerKind::kCustom) {
     return InvalidArgument(at, ": the stage reduces with user-defined reducer '", old.custom_name,
-                           "'; rfactor supports sum, prod, max and min");
+                           "'; rfactor supports sum, prod, max, min, device_max and device_min");
   }
   if (stage.fused_multiply_add) {
     // Its products would move to the new stage, and it would sum partials.

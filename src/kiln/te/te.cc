@@ -198,6 +198,12 @@ Expr Max(Expr source, const std::vector<IterVar>& axes) {
 Expr Min(Expr source, const std::vector<IterVar>& axes) {
   return MakeReduction(ReducerKind::kMin, std::move(source), axes);
 }
+Expr DeviceMax(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kDeviceMax, std::move(source), axes);
+}
+Expr DeviceMin(Expr source, const std::vector<IterVar>& axes) {
+  return MakeReduction(ReducerKind::kDeviceMin, std::move(source), axes);
+}
 
 Expr Sum(Expr source, std::initializer_list<IterVar> axes) {
   return MakeReduction(ReducerKind::kSum, std::move(source), axes);
@@ -210,6 +216,12 @@ Expr Max(Expr source, std::initializer_list<IterVar> axes) {
 }
 Expr Min(Expr source, std::initializer_list<IterVar> axes) {
   return MakeReduction(ReducerKind::kMin, std::move(source), axes);
+}
+Expr DeviceMax(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kDeviceMax, std::move(source), axes);
+}
+Expr DeviceMin(Expr source, std::initializer_list<IterVar> axes) {
+  return MakeReduction(ReducerKind::kDeviceMin, std::move(source), axes);
 }
 
 std::vector<Expr> Reduce(const CommReducer& reducer, const std::vector<Expr>& sources,
@@ -248,6 +260,10 @@ std::string_view ReducerName(ReducerKind kind) {
       return "max";
     case ReducerKind::kMin:
       return "min";
+    case ReducerKind::kDeviceMax:
+      return "device_max";
+    case ReducerKind::kDeviceMin:
+      return "device_min";
     case ReducerKind::kCustom:
       return "custom";
   }
@@ -262,8 +278,10 @@ Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype) {
     case ReducerKind::kProd:
       return is_float ? ir::FloatConst(dtype, 1.0) : ir::IntConst(dtype, 1);
     case ReducerKind::kMax:
-    case ReducerKind::kMin: {
-      const bool max = kind == ReducerKind::kMax;
+    case ReducerKind::kMin:
+    case ReducerKind::kDeviceMax:
+    case ReducerKind::kDeviceMin: {
+      const bool max = kind == ReducerKind::kMax || kind == ReducerKind::kDeviceMax;
       if (is_float) {
         const double inf = std::numeric_limits<double>::infinity();
         return ir::FloatConst(dtype, max ? -inf : inf);
@@ -306,6 +324,10 @@ Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value, bool m
       return ir::Select(better || value != value,  // NOLINT(misc-redundant-expression): NaN test
                         value, acc);
     }
+    case ReducerKind::kDeviceMax:
+      return ir::Max(acc, value);
+    case ReducerKind::kDeviceMin:
+      return ir::Min(acc, value);
     case ReducerKind::kCustom:
       break;
   }

@@ -83,15 +83,27 @@ IterVar ReduceAxis(Expr extent, const std::string& name);
 // Commutative, associative reductions with an identity. Each returns a
 // placeholder expression that Compute recognises; use it only inside a
 // compute body, at most once per body. Float Max and Min propagate NaN.
+// DeviceMax and DeviceMin combine with the device's max and min (ir::Max,
+// ir::Min, and subgroupMax/subgroupMin across threads), which leave NaN to
+// the device: where the reduction meets a NaN, the result is NaN or the
+// extremum of some of the other values. They cost one instruction per
+// element where Max and Min cost a comparison, a NaN test and a select; use
+// them for a statistic whose use catches a NaN anyway (softmax's maximum,
+// whose row sum turns NaN from the NaN element itself). Integers: the same
+// as Max and Min.
 Expr Sum(Expr source, const std::vector<IterVar>& axes);
 Expr Prod(Expr source, const std::vector<IterVar>& axes);
 Expr Max(Expr source, const std::vector<IterVar>& axes);
 Expr Min(Expr source, const std::vector<IterVar>& axes);
+Expr DeviceMax(Expr source, const std::vector<IterVar>& axes);
+Expr DeviceMin(Expr source, const std::vector<IterVar>& axes);
 // `Sum(x, {k})`: a braced list of axes (not an ir::Expr).
 Expr Sum(Expr source, std::initializer_list<IterVar> axes);
 Expr Prod(Expr source, std::initializer_list<IterVar> axes);
 Expr Max(Expr source, std::initializer_list<IterVar> axes);
 Expr Min(Expr source, std::initializer_list<IterVar> axes);
+Expr DeviceMax(Expr source, std::initializer_list<IterVar> axes);
+Expr DeviceMin(Expr source, std::initializer_list<IterVar> axes);
 
 // A user-defined commutative, associative reduction over one or more values
 // (a tuple reducer when more than one, like argmax's (index, value)):
@@ -122,12 +134,13 @@ struct CommReducer {
 std::vector<Expr> Reduce(const CommReducer& reducer, const std::vector<Expr>& sources,
                          const std::vector<IterVar>& axes);
 
-enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin, kCustom };
+enum class ReducerKind : uint8_t { kSum, kProd, kMax, kMin, kDeviceMax, kDeviceMin, kCustom };
 std::string_view ReducerName(ReducerKind kind);
 // The reducer's identity in `dtype` (0, 1, -inf / lowest, +inf / highest).
 Expr ReducerIdentity(ReducerKind kind, ir::DataType dtype);
 // combine(acc, value). Float max and min propagate NaN (a NaN anywhere in
-// the reduction gives NaN), unlike ir's min/max. With `multiply_add`, a
+// the reduction gives NaN), unlike ir's min/max; device_max and device_min
+// are ir's. With `multiply_add`, a
 // float sum whose value is a product a * b combines as fma(a, b, acc).
 Expr ReducerCombine(ReducerKind kind, const Expr& acc, const Expr& value,
                     bool multiply_add = false);

@@ -727,9 +727,18 @@ StatusOr<ir::Function> LowerRowReduction(ReducerKind kind, ir::DataType dtype, i
   IterVar k = ReduceAxis(cols, "k");
   Tensor Y = Compute("Y", {rows}, [&](const std::vector<Var>& i) {
     const Expr x = X(i[0], k);
-    return kind == ReducerKind::kSum   ? Sum(x, {k})
-           : kind == ReducerKind::kMax ? Max(x, {k})
-                                       : Min(x, {k});
+    switch (kind) {
+      case ReducerKind::kSum:
+        return Sum(x, {k});
+      case ReducerKind::kMax:
+        return Max(x, {k});
+      case ReducerKind::kDeviceMax:
+        return DeviceMax(x, {k});
+      case ReducerKind::kDeviceMin:
+        return DeviceMin(x, {k});
+      default:
+        return Min(x, {k});
+    }
   });
   KILN_ASSIGN_OR_RETURN(Schedule s, Schedule::Create({Y}));
   Stage y = s[Y];
@@ -785,15 +794,20 @@ TEST_F(TeDeviceTest, IntegerCrossThreadReductions) {
 
 // Row sums, maxima and minima across 128 threads combined through
 // subgroups (where the device has them) and through the shared tree: NaN
-// propagates through max and min either way; rows shorter than the
-// workgroup leave threads with nothing but the identity.
+// propagates through max and min either way; device_max and device_min give
+// for a row holding NaN either NaN or one of its other values, and the exact
+// extremum elsewhere; rows shorter than the workgroup leave threads with
+// nothing but the identity.
 TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
   const bool has_subgroups = device_->HasFeature(hal::Feature::kSubgroups);
   if (!has_subgroups) {
     std::printf("[ INFO     ] %s does not offer subgroups: only the shared tree runs\n",
                 device_->Describe().c_str());
   }
-  for (const ReducerKind kind : {ReducerKind::kSum, ReducerKind::kMax, ReducerKind::kMin}) {
+  for (const ReducerKind kind : {ReducerKind::kSum, ReducerKind::kMax, ReducerKind::kMin,
+                                 ReducerKind::kDeviceMax, ReducerKind::kDeviceMin}) {
+    const bool device = kind == ReducerKind::kDeviceMax || kind == ReducerKind::kDeviceMin;
+    const bool is_max = kind == ReducerKind::kMax || kind == ReducerKind::kDeviceMax;
     for (const bool subgroups : {false, true}) {
       if (subgroups && !has_subgroups) continue;
       SCOPED_TRACE(std::string(ReducerName(kind)) + (subgroups ? " through subgroups" : " tree"));
@@ -804,6 +818,10 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
                     std::string::npos,
                 subgroups)
           << printed;
+      // Only the NaN-propagating reducers test for NaN.
+      EXPECT_EQ(printed.find("!=") != std::string::npos,
+                kind == ReducerKind::kMax || kind == ReducerKind::kMin)
+          << printed;
       for (const Shape2& sh : {Shape2{1, 1}, {3, 7}, {5, 128}, {4, 1000}, {2, 4097}}) {
         SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols));
         auto x = Random(sh.rows * sh.cols);
@@ -811,7 +829,7 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
         if (sh.rows > 1) x[sh.cols + sh.cols - 1] = NAN;
         if (sh.rows > 2) {
           x[2 * sh.cols] = -0.0f;
-          x[2 * sh.cols + sh.cols / 2] = kind == ReducerKind::kMin ? -INFINITY : INFINITY;
+          x[2 * sh.cols + sh.cols / 2] = is_max ? INFINITY : -INFINITY;
         }
         std::vector<float> want(sh.rows);
         for (int row = 0; row < sh.rows; ++row) {
@@ -823,14 +841,24 @@ TEST_F(TeDeviceTest, CrossThreadReductionsThroughSubgroups) {
             } else if (std::isnan(v) || std::isnan(acc)) {
               acc = NAN;
             } else {
-              acc = kind == ReducerKind::kMax ? std::max<double>(acc, v) : std::min<double>(acc, v);
+              acc = is_max ? std::max<double>(acc, v) : std::min<double>(acc, v);
             }
           }
           want[row] = static_cast<float>(acc);
         }
         std::vector<float> got = Run(*f, {x}, want.size(), {sh.rows, sh.cols});
         for (int row = 0; row < sh.rows; ++row) {
-          if (std::isnan(want[row]) || std::isinf(want[row])) {
+          const auto first = x.begin() + row * sh.cols;
+          if (device && std::isnan(want[row])) {
+            // NaN, or a value of the row's own.
+            EXPECT_TRUE(std::isnan(got[row]) ||
+                        std::find(first, first + sh.cols, got[row]) != first + sh.cols)
+                << "row " << row << ": " << got[row];
+          } else if (device) {
+            // The extremum is one of the row's values: exact, bit for bit
+            // (a -0.0 and a 0.0 compare equal, and either may be the answer).
+            EXPECT_EQ(got[row], want[row]) << "row " << row;
+          } else if (std::isnan(want[row]) || std::isinf(want[row])) {
             EXPECT_EQ(std::isnan(got[row]), std::isnan(want[row])) << "row " << row;
             if (std::isinf(want[row])) {
               EXPECT_EQ(got[row], want[row]) << "row " << row;

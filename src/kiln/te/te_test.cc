@@ -8,6 +8,7 @@
 
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/structural_equal.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/te/te_test_kernels.h"
 
@@ -132,6 +133,32 @@ TEST(TeTest, ReductionsAccumulateInALocal) {
   EXPECT_TRUE(Contains(text, "if (k < K)"));
   EXPECT_TRUE(Contains(text, "C[i, j] = C_acc[0]"));
   EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+}
+
+// A row maximum by Max tests for NaN at each step; by DeviceMax it is the
+// IR's max, one call per element, from the same identity.
+TEST(TeTest, DeviceMaxCombinesWithTheDevicesMax) {
+  for (const bool device : {false, true}) {
+    SCOPED_TRACE(device ? "DeviceMax" : "Max");
+    Var n = SizeVar("n"), m = SizeVar("m");
+    Tensor X = Placeholder("X", {n, m}, ir::kF32);
+    IterVar k = ReduceAxis(m, "k");
+    Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) {
+      return device ? DeviceMax(X(i[0], k), {k}) : Max(X(i[0], k), {k});
+    });
+    auto s = Schedule::Create({Y});
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto f = Lower(*s, {Y}, {X}, "row_max");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const std::string text = ir::Print(*f);
+    EXPECT_TRUE(Contains(text, "Y_acc[0] = -inf")) << text;
+    EXPECT_EQ(Contains(text, "Y_acc[0] = max(Y_acc[0], X[i, k])"), device) << text;
+    EXPECT_EQ(Contains(text, "!="), !device) << text;
+    EXPECT_TRUE(codegen::CompileFunction(*f).ok());
+  }
+  EXPECT_EQ(ReducerName(ReducerKind::kDeviceMin), "device_min");
+  EXPECT_TRUE(ir::StructurallyEqual(ReducerIdentity(ReducerKind::kDeviceMin, ir::kI32),
+                                    ReducerIdentity(ReducerKind::kMin, ir::kI32)));
 }
 
 TEST(TeTest, ComputeInlineSubstitutesTheProducer) {
