@@ -12,8 +12,9 @@ elements), and Python's operators and kiln.ops' elementwise operators on
 them (unary, binary, comparisons, fma, clamp/clip, where, cast, astype)
 record an expression instead of running a kernel. The expression becomes
 one ops::ElementwiseFused kernel, built the first time and cached on the
-device (or several, where it reads more tensors than a kernel can bind or
-nests deeper than kiln compiles: _Plan). Numbers inside the function are
+device (or several run in order, where it reads more tensors than a kernel
+can bind or nests deeper than kiln compiles: ops::ElementwiseFusedKernels
+plans them). Numbers inside the function are
 constants of the other operand's dtype (int32 operands take integers
 only); the operators mean what they mean on kiln.Tensor (`/` of int32
 divides in float32, `~ & | ^` of bools are logical, comparisons give
@@ -273,88 +274,18 @@ def _prune(nodes: List[Tuple[Any, ...]], out: int) -> Tuple[List[Tuple[Any, ...]
 
 
 class _Plan:
-    """How a traced expression runs: its pruned nodes (the output last), the
-    nodes computed into tensors of their own (`apart`), and the kernels
-    that follow, each (its root node, its nodes as the C++ binding takes
-    them with the root last, its inputs: ("arg", k) or ("node", j), an
-    earlier kernel's root). One kernel where the expression fits in one."""
+    """How a traced expression runs: its pruned nodes (the output last) as
+    the C++ binding takes them, the arguments they read, and the result's
+    shape, dtype and whether it is bool."""
 
-    def __init__(self, nodes: List[Tuple[Any, ...]], used: List[int], out: Traced,
-                 buffers: int) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: List[Tuple[Any, ...]], used: List[int], out: Traced) -> None:
+        from .ops import _key_number
+        self.spec = [(kind, inp, value, dtype, op, list(args))
+                     for kind, inp, value, dtype, op, args in nodes]
+        self.key = tuple((kind, inp, _key_number(value), dtype, op, tuple(args))
+                         for kind, inp, value, dtype, op, args in nodes)
         self.used = tuple(used)
         self.shape, self.dtype, self.is_bool = out.shape, out._dtype, out._bool
-        self.buffers = buffers
-        self.apart: set = set()
-        self.stages: List[Tuple[int, Tuple[Any, ...], Tuple[Any, ...]]] = []
-        self._plan()
-
-    def _reached(self, root: int) -> List[int]:
-        """The nodes the kernel of `root` computes or reads, in order."""
-        reached, todo = set(), [root]
-        while todo:
-            j = todo.pop()
-            if j not in reached:
-                reached.add(j)
-                if j == root or j not in self.apart:
-                    todo.extend(self.nodes[j][5])
-        return sorted(reached)
-
-    def _plan(self) -> None:
-        # No kernel reads more tensors than it can bind (buffers, less one
-        # for its output): walking the nodes in order, a node that would
-        # has its operands that read the most (more than one) computed
-        # apart first.
-        reads: List[frozenset] = []
-        for j, (kind, inp, _, _, _, args) in enumerate(self.nodes):
-            if kind == "input":
-                reads.append(frozenset([("arg", inp)]))
-                continue
-            union = frozenset().union(*(reads[a] for a in args))
-            while len(union) > self.buffers - 1:
-                wide = [a for a in args if len(reads[a]) > 1]
-                if not wide:
-                    break  # as few as it can be: the kernel's own error says so
-                a = max(wide, key=lambda a: len(reads[a]))
-                self.apart.add(a)
-                reads[a] = frozenset([("node", a)])
-                union = frozenset().union(*(reads[a] for a in args))
-            reads.append(frozenset([("node", j)]) if j in self.apart else union)
-        self.stages = []
-        for root in sorted(self.apart) + [len(self.nodes) - 1]:
-            inputs: List[Tuple[str, int]] = []
-            index: Dict[int, int] = {}
-            spec = []
-            for j in self._reached(root):
-                kind, inp, value, dtype, op, args = self.nodes[j]
-                source = ("node", j) if j != root and j in self.apart else \
-                    ("arg", inp) if kind == "input" else None
-                if source is not None:
-                    if source not in inputs:
-                        inputs.append(source)
-                    spec.append(("input", inputs.index(source), 0.0, None, "", ()))
-                else:
-                    spec.append((kind, inp, value, dtype, op, tuple(index[a] for a in args)))
-                index[j] = len(spec) - 1
-            self.stages.append((root, tuple(spec), tuple(inputs)))
-
-    def split(self, root: int) -> bool:
-        """Computes apart the node halfway down the deepest path of the
-        kernel of `root` (one that nested too deep to build), and plans
-        again. False where that kernel is too shallow to split."""
-        level: Dict[int, int] = {}
-        for j in self._reached(root):
-            kind, args = self.nodes[j][0], self.nodes[j][5]
-            inner = kind == "op" and (j == root or j not in self.apart)
-            level[j] = 1 + max((level[a] for a in args), default=0) if inner else 0
-        j = root
-        while level[j] > level[root] // 2:
-            j = max(self.nodes[j][5], key=lambda a: level[a])
-        if j == root or level[j] == 0:
-            return False
-        self.apart.add(j)
-        self._plan()
-        return True
 
 
 def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
@@ -365,7 +296,7 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
         from .ops import ArgumentTypeError
         raise ArgumentTypeError(
             f"kiln.fuse takes a function of tensors; got {type(fn).__name__} {fn!r}")
-    traces: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
+    traces: Dict[Tuple[Any, ...], _Plan] = {}
 
     @functools.wraps(fn)
     def fused(*args: Any, **kwargs: Any) -> Any:
@@ -416,7 +347,7 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                     f"{getattr(fn, '__name__', 'kiln.fuse')}: a fused function returns one "
                     f"value computed from its arguments; got {type(out).__name__}")
             nodes, used = _prune(trace.nodes, out._node)
-            entry = _Plan(nodes, used, out, device.limits["max_storage_buffers_per_shader_stage"])
+            entry = _Plan(nodes, used, out)
             traces[key] = entry
         plan = entry
         used, shape = plan.used, plan.shape
@@ -424,30 +355,12 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
             y = ops._from_host(np.zeros(shape, plan.dtype), ops._operand(tensors[used[0]], device))
         else:
             # 0-d arguments run as shape (1,); the result takes the traced
-            # shape.
-            args, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
-            computed: Dict[int, Tensor] = {}
-            while True:
-                try:
-                    for root, nodes, sources in plan.stages:
-                        if root in computed:
-                            continue
-                        ins = [args[k] if kind == "arg" else computed[k] for kind, k in sources]
-                        spec = [(kind, i, v, d, op, list(a)) for kind, i, v, d, op, a in nodes]
-                        key = tuple((kind, i, ops._key_number(v), d, op, a)
-                                    for kind, i, v, d, op, a in nodes)
-                        computed[root] = ops.run(
-                            ("fused", key) + tuple(t._sig for t in ins),
-                            lambda d, ins=ins, spec=spec: _kiln.ops.elementwise_fused(
-                                d, [t._type for t in ins], spec),
-                            *ins)
-                    break
-                except _kiln.InvalidArgument as e:
-                    # A kernel nesting deeper than kiln compiles: half of it
-                    # becomes a kernel of its own.
-                    if "levels deep" not in str(e) or not plan.split(root):
-                        raise
-            y = computed[plan.stages[-1][0]]
+            # shape. One program: one kernel, or several in order.
+            ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
+            y = ops.run(("fused", plan.key) + tuple(t._sig for t in ins),
+                        lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins],
+                                                              plan.spec),
+                        *ins)
         y = ops._shaped(y, tuple(shape))
         return ops._view(y, y.shape, np.bool_) if plan.is_bool else y
     return fused

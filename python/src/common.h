@@ -181,14 +181,16 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
 
 // Compiled kernels run in order on tensors. Buffer parameters of the same
 // name are the same tensor across kernels: those no kernel writes are the
-// inputs (in order of first use), those written and not intermediates the
-// outputs; intermediates are allocated per run.
+// inputs (in the order of `input_order`, their names, where given, else of
+// first use), those written and not intermediates the outputs;
+// intermediates are allocated per run.
 class Program {
  public:
   static std::shared_ptr<Program> Create(const DevicePtr& device,
                                          const std::vector<ir::Function>& functions,
                                          const std::vector<ops::IntermediateTensor>& intermediates,
-                                         std::string label);
+                                         std::string label,
+                                         const std::vector<std::string>& input_order = {});
   // Checks the inputs (count, device, shape, dtype), allocates the outputs,
   // records every kernel, and returns the outputs (work queued, not done).
   std::vector<TensorPtr> Run(const std::vector<TensorPtr>& inputs) const;

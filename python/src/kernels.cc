@@ -252,7 +252,7 @@ ProgramPtr FromFunction(const DevicePtr& device, StatusOr<ir::Function> f) {
 ProgramPtr FromSequence(const DevicePtr& device, StatusOr<ops::KernelSequence> s,
                         const std::string& label) {
   ops::KernelSequence seq = Check(std::move(s));
-  return Program::Create(device, seq.functions, seq.intermediates, label);
+  return Program::Create(device, seq.functions, seq.intermediates, label, seq.inputs);
 }
 
 nb::list Names(const std::vector<std::string_view>& names) {
@@ -463,9 +463,11 @@ void BindOps(nb::module_& m) {
           if (dtype) n.dtype = Check(IrTypeOf(Check(ParseDType(*dtype))));
           graph.push_back(std::move(n));
         }
-        return FromFunction(d, ops::ElementwiseFused(types, graph, d->target()));
+        return FromSequence(d, ops::ElementwiseFusedKernels(types, graph, d->target()), "fused");
       },
-      "device"_a, "inputs"_a, "nodes"_a);
+      "device"_a, "inputs"_a, "nodes"_a,
+      "The program of a fused elementwise expression: one kernel, or several in order where "
+      "one would read more tensors than the device binds or nest deeper than kiln compiles.");
   o.def(
       "reduce",
       [](const DevicePtr& d, const std::string& op, const TensorTypeArg& input, bool keepdims) {

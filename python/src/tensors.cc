@@ -158,7 +158,8 @@ std::vector<int64_t> ShapeArg(const std::vector<int64_t>& shape) {
 std::shared_ptr<Program> Program::Create(const DevicePtr& device,
                                          const std::vector<ir::Function>& functions,
                                          const std::vector<ops::IntermediateTensor>& intermediates,
-                                         std::string label) {
+                                         std::string label,
+                                         const std::vector<std::string>& input_order) {
   auto p = std::make_shared<Program>();
   p->device_object_ = nb::cast(device);
   p->device_ = device.get();
@@ -215,6 +216,29 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
       params.push_back(it->second);
     }
     p->params_.push_back(std::move(params));
+  }
+  if (!input_order.empty()) {
+    // The same inputs, in the order given.
+    std::vector<Slot> ordered;
+    std::vector<int> moved_to(p->inputs_.size(), -1);
+    for (const std::string& name : input_order) {
+      for (size_t k = 0; k < p->inputs_.size(); ++k) {
+        if (p->inputs_[k].name == name && moved_to[k] < 0) {
+          moved_to[k] = static_cast<int>(ordered.size());
+          ordered.push_back(p->inputs_[k]);
+        }
+      }
+    }
+    if (ordered.size() != p->inputs_.size() || input_order.size() != ordered.size()) {
+      Throw(Internal(p->label_, ": its input order names ", input_order.size(),
+                     " tensors, and its kernels read ", p->inputs_.size()));
+    }
+    p->inputs_ = std::move(ordered);
+    for (auto& params : p->params_) {
+      for (auto& [kind, index] : params) {
+        if (kind == 0) index = moved_to[index];
+      }
+    }
   }
   // Every tensor is bound whole: one the device cannot bind is refused
   // here, before any of the kernels is recorded.

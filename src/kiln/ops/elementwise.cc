@@ -1,6 +1,9 @@
 // Elementwise operators and fused elementwise chains.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -400,34 +403,43 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
 
 }  // namespace
 
-StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
-                                        const std::vector<FusedNode>& nodes, const Target& target,
-                                        const std::string& name) {
+namespace {
+
+// A fused graph, checked: each node's type, which nodes the output reads,
+// and how often each is read.
+struct FusedGraph {
+  std::vector<NodeType> types;
+  std::vector<bool> reached;
+  std::vector<int> uses;
+  size_t out() const { return types.size() - 1; }
+};
+
+StatusOr<FusedGraph> CheckFusedGraph(const std::vector<TensorType>& inputs,
+                                     const std::vector<FusedNode>& nodes, const Target& target) {
   if (nodes.empty()) return InvalidArgument("a fused expression needs at least one node");
   for (size_t k = 0; k < inputs.size(); ++k) {
     KILN_RETURN_IF_ERROR(
         internal::CheckData(inputs[k], target, StrCat("input X", k, " of the fused expression")));
   }
-  std::vector<NodeType> types;
+  FusedGraph g;
   for (size_t j = 0; j < nodes.size(); ++j) {
-    KILN_ASSIGN_OR_RETURN(NodeType t, CheckFusedNode(inputs, types, nodes[j], j, target));
-    types.push_back(std::move(t));
+    KILN_ASSIGN_OR_RETURN(NodeType t, CheckFusedNode(inputs, g.types, nodes[j], j, target));
+    g.types.push_back(std::move(t));
   }
-  // The nodes the output reads, and how often each is read.
-  const size_t out = nodes.size() - 1;
-  std::vector<int> uses(nodes.size(), 0);
-  std::vector<bool> reached(nodes.size(), false);
-  reached[out] = true;
+  const size_t out = g.out();
+  g.uses.assign(nodes.size(), 0);
+  g.reached.assign(nodes.size(), false);
+  g.reached[out] = true;
   for (size_t j = out + 1; j-- > 0;) {
-    if (!reached[j]) continue;
+    if (!g.reached[j]) continue;
     for (int a : nodes[j].args) {
-      reached[a] = true;
-      ++uses[a];
+      g.reached[a] = true;
+      ++g.uses[a];
     }
   }
   std::vector<bool> used(inputs.size(), false);
   for (size_t j = 0; j < nodes.size(); ++j) {
-    if (reached[j] && nodes[j].kind == FusedNode::Kind::kInput) used[nodes[j].input] = true;
+    if (g.reached[j] && nodes[j].kind == FusedNode::Kind::kInput) used[nodes[j].input] = true;
   }
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!used[k]) {
@@ -438,36 +450,44 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
   if (inputs.empty()) {
     return InvalidArgument("the fused expression's output (node ", out, ") uses no input");
   }
-  const Shape& out_shape = types[out].shape;
-  if (inputs.size() + 1 > target.limits.max_storage_buffers_per_stage) {
-    return InvalidArgument("the fused expression uses ", inputs.size() + 1,
-                           " storage buffers (its inputs and Y); the target allows ",
-                           target.limits.max_storage_buffers_per_stage, " per stage");
-  }
+  return g;
+}
 
-  // Each op node nests one level at least: refuse a graph deeper than the
-  // limit before building its expression (measured exactly below).
+Status FusedTooDeep() {
+  return InvalidArgument("the fused expression nests more than ", internal::kMaxFusedDepth,
+                         " levels deep, the most kiln compiles (each node used more than once "
+                         "adds a level too); split it into several");
+}
+
+// The kernel of a checked graph, its parameters named `input_names` and
+// `output_name`; nullopt where its expression nests deeper than kiln
+// compiles.
+StatusOr<std::optional<ir::Function>> BuildFused(const std::vector<TensorType>& inputs,
+                                                 const std::vector<FusedNode>& nodes,
+                                                 const FusedGraph& g,
+                                                 const std::vector<std::string>& input_names,
+                                                 const std::string& output_name,
+                                                 const Target& target, const std::string& name) {
+  const size_t out = g.out();
+  // Each op node nests one level at least: a graph deeper than the limit is
+  // refused before its expression is built (measured exactly below).
   std::vector<int> levels(nodes.size(), 1);
   for (size_t j = 0; j < nodes.size(); ++j) {
     for (int a : nodes[j].args) levels[j] = std::max(levels[j], levels[a] + 1);
   }
-  auto too_deep = [] {
-    return InvalidArgument("the fused expression nests more than ", internal::kMaxFusedDepth,
-                           " levels deep, the most kiln compiles (each node used more than once "
-                           "adds a level too); split it into several");
-  };
-  if (levels[out] > internal::kMaxFusedDepth) return too_deep();
+  if (levels[out] > internal::kMaxFusedDepth) return std::optional<ir::Function>();
 
+  const Shape& out_shape = g.types[out].shape;
   std::vector<te::Tensor> placeholders;
   for (size_t k = 0; k < inputs.size(); ++k) {
     placeholders.push_back(
-        te::Placeholder(StrCat("X", k), Extents(inputs[k].shape), inputs[k].dtype));
+        te::Placeholder(input_names[k], Extents(inputs[k].shape), inputs[k].dtype));
   }
-  te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
+  te::Tensor Y = te::Compute(output_name, Extents(out_shape), [&](const std::vector<ir::Var>& i) {
     std::vector<ir::Expr> value(nodes.size());
     std::vector<std::pair<ir::Var, ir::Expr>> lets;  // in order: each may read the ones before
     for (size_t j = 0; j < nodes.size(); ++j) {
-      if (!reached[j]) continue;
+      if (!g.reached[j]) continue;
       const FusedNode& n = nodes[j];
       std::vector<ir::Expr> a;
       for (int k : n.args) a.push_back(value[k]);
@@ -490,7 +510,7 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
           break;
       }
       // A value read twice is computed once (constants are free to repeat).
-      if (uses[j] > 1 && n.kind != FusedNode::Kind::kConstant) {
+      if (g.uses[j] > 1 && n.kind != FusedNode::Kind::kConstant) {
         ir::Var v(StrCat("n", j), e.dtype());
         lets.emplace_back(v, e);
         e = v;
@@ -502,10 +522,224 @@ StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
     return result;
   });
   if (ir::ExprDepth(Y.op()->body, internal::kMaxFusedDepth) > internal::kMaxFusedDepth) {
-    return too_deep();
+    return std::optional<ir::Function>();
   }
   KILN_ASSIGN_OR_RETURN(te::Schedule s, te::Schedule::Create({Y}));
-  return LowerFlat(s, Y, placeholders, out_shape, target, name);
+  KILN_ASSIGN_OR_RETURN(ir::Function f, LowerFlat(s, Y, placeholders, out_shape, target, name));
+  return std::optional<ir::Function>(std::move(f));
+}
+
+std::vector<std::string> InputNames(size_t count) {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < count; ++k) names.push_back(StrCat("X", k));
+  return names;
+}
+
+// How a fused graph runs as kernels: the nodes computed into tensors of
+// their own (`apart`), and per kernel its root (an apart node, or the
+// output last), the nodes it computes with the root last, and its inputs,
+// each the graph's input k (encoded -1 - k) or an earlier kernel's root.
+// No kernel reads more tensors than `buffers` less one (its output): in
+// node order, a node that would has those of its operands that read the
+// most (more than one) computed apart first.
+class FusedPlan {
+ public:
+  struct Stage {
+    int root = 0;
+    std::vector<int> reached;  // the nodes it computes or reads, in order
+    std::vector<FusedNode> nodes;
+    std::vector<int> inputs;
+  };
+
+  FusedPlan(const std::vector<FusedNode>& nodes, const FusedGraph& g, size_t buffers)
+      : nodes_(nodes), g_(g), buffers_(buffers) {
+    Plan();
+  }
+  const std::vector<Stage>& stages() const { return stages_; }
+
+  // Computes apart the node halfway down the deepest path of the kernel of
+  // `root`, and plans again; false where that kernel cannot be split.
+  bool Split(int root) {
+    std::map<int, int> level;
+    for (int j : Reached(root)) {
+      const bool inner = nodes_[j].kind == FusedNode::Kind::kOp && (j == root || !apart_.count(j));
+      int deepest = 0;
+      for (int a : nodes_[j].args) deepest = std::max(deepest, level[a]);
+      level[j] = inner ? deepest + 1 : 0;
+    }
+    int j = root;
+    while (level[j] > level[root] / 2) {
+      const std::vector<int>& args = nodes_[j].args;
+      j = *std::max_element(args.begin(), args.end(),
+                            [&](int a, int b) { return level[a] < level[b]; });
+    }
+    if (j == root || level[j] == 0) return false;
+    apart_.insert(j);
+    Plan();
+    return true;
+  }
+
+ private:
+  // The nodes the kernel of `root` computes or reads, in order.
+  std::vector<int> Reached(int root) const {
+    std::set<int> reached;
+    std::vector<int> todo = {root};
+    while (!todo.empty()) {
+      const int j = todo.back();
+      todo.pop_back();
+      if (!reached.insert(j).second) continue;
+      if (j == root || !apart_.count(j))
+        todo.insert(todo.end(), nodes_[j].args.begin(), nodes_[j].args.end());
+    }
+    return {reached.begin(), reached.end()};
+  }
+
+  void Plan() {
+    std::vector<std::set<int>> reads(nodes_.size());
+    auto union_of = [&](const std::vector<int>& args) {
+      std::set<int> u;
+      for (int a : args) u.insert(reads[a].begin(), reads[a].end());
+      return u;
+    };
+    for (size_t j = 0; j < nodes_.size(); ++j) {
+      if (!g_.reached[j]) continue;
+      const FusedNode& n = nodes_[j];
+      if (n.kind == FusedNode::Kind::kInput) {
+        reads[j] = {-1 - n.input};
+        continue;
+      }
+      std::set<int> u = union_of(n.args);
+      while (u.size() + 1 > buffers_) {
+        int wide = -1;
+        for (int a : n.args) {
+          if (reads[a].size() > 1 && (wide < 0 || reads[a].size() > reads[wide].size())) wide = a;
+        }
+        if (wide < 0) break;  // as few as it can be: the kernel's own error says so
+        apart_.insert(wide);
+        reads[wide] = {wide};
+        u = union_of(n.args);
+      }
+      reads[j] = apart_.count(static_cast<int>(j)) ? std::set<int>{static_cast<int>(j)} : u;
+    }
+    stages_.clear();
+    std::vector<int> roots(apart_.begin(), apart_.end());
+    roots.push_back(static_cast<int>(g_.out()));
+    for (int root : roots) {
+      Stage st;
+      st.root = root;
+      st.reached = Reached(root);
+      // The tensor node j reads, or 0 where it is computed here (node 0 is
+      // an input or a constant, never a root).
+      auto source_of = [&](int j) {
+        if (j != root && apart_.count(j)) return j;
+        return nodes_[j].kind == FusedNode::Kind::kInput ? -1 - nodes_[j].input : 0;
+      };
+      // Its inputs: the graph's in their order, then the kernels' roots.
+      std::set<int> graph_inputs, roots_read;
+      for (int j : st.reached) {
+        const int source = source_of(j);
+        if (source < 0) graph_inputs.insert(-1 - source);
+        if (source > 0) roots_read.insert(source);
+      }
+      for (int k : graph_inputs) st.inputs.push_back(-1 - k);
+      st.inputs.insert(st.inputs.end(), roots_read.begin(), roots_read.end());
+      std::map<int, int> index;
+      for (int j : st.reached) {
+        const FusedNode& n = nodes_[j];
+        if (const int source = source_of(j); source != 0) {
+          const auto at = std::find(st.inputs.begin(), st.inputs.end(), source);
+          st.nodes.push_back(FusedNode::Input(static_cast<int>(at - st.inputs.begin())));
+        } else {
+          FusedNode copy = n;
+          for (int& a : copy.args) a = index.at(a);
+          st.nodes.push_back(std::move(copy));
+        }
+        index[j] = static_cast<int>(st.nodes.size()) - 1;
+      }
+      stages_.push_back(std::move(st));
+    }
+  }
+
+  const std::vector<FusedNode>& nodes_;
+  const FusedGraph& g_;
+  size_t buffers_;
+  std::set<int> apart_;
+  std::vector<Stage> stages_;
+};
+
+}  // namespace
+
+StatusOr<ir::Function> ElementwiseFused(const std::vector<TensorType>& inputs,
+                                        const std::vector<FusedNode>& nodes, const Target& target,
+                                        const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(FusedGraph g, CheckFusedGraph(inputs, nodes, target));
+  if (inputs.size() + 1 > target.limits.max_storage_buffers_per_stage) {
+    return InvalidArgument("the fused expression uses ", inputs.size() + 1,
+                           " storage buffers (its inputs and Y); the target allows ",
+                           target.limits.max_storage_buffers_per_stage, " per stage");
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<ir::Function> f,
+                        BuildFused(inputs, nodes, g, InputNames(inputs.size()), "Y", target, name));
+  if (!f) return FusedTooDeep();
+  return std::move(*f);
+}
+
+StatusOr<KernelSequence> ElementwiseFusedKernels(const std::vector<TensorType>& inputs,
+                                                 const std::vector<FusedNode>& nodes,
+                                                 const Target& target, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(FusedGraph g, CheckFusedGraph(inputs, nodes, target));
+  FusedPlan plan(nodes, g, target.limits.max_storage_buffers_per_stage);
+  // Each kernel built, by its root, with the nodes it was built from: a
+  // split replans every kernel, but changes only the one it splits.
+  std::map<int, std::pair<std::vector<int>, ir::Function>> built;
+  auto tensor_name = [&](int source) {
+    return source < 0 ? StrCat("X", -1 - source) : StrCat("T", source);
+  };
+  while (true) {
+    const std::vector<FusedPlan::Stage>& stages = plan.stages();
+    bool replanned = false;
+    for (size_t k = 0; k < stages.size() && !replanned; ++k) {
+      const FusedPlan::Stage& st = stages[k];
+      auto it = built.find(st.root);
+      if (it != built.end() && it->second.first == st.reached) continue;
+      std::vector<TensorType> types;
+      std::vector<std::string> names;
+      for (int source : st.inputs) {
+        types.push_back(source < 0 ? inputs[-1 - source]
+                                   : TensorType{g.types[source].shape, g.types[source].dtype});
+        names.push_back(tensor_name(source));
+      }
+      const bool last = st.root == static_cast<int>(g.out());
+      KILN_ASSIGN_OR_RETURN(FusedGraph sub, CheckFusedGraph(types, st.nodes, target));
+      if (types.size() + 1 > target.limits.max_storage_buffers_per_stage) {
+        return InvalidArgument("node ", st.root, " of the fused expression reads ", types.size(),
+                               " tensors as one kernel at least, and the target binds ",
+                               target.limits.max_storage_buffers_per_stage,
+                               " storage buffers per stage (its output one of them)");
+      }
+      KILN_ASSIGN_OR_RETURN(
+          std::optional<ir::Function> f,
+          BuildFused(types, st.nodes, sub, names, last ? "Y" : tensor_name(st.root), target,
+                     stages.size() == 1 ? name : StrCat(name, "_", st.root)));
+      if (!f) {
+        if (!plan.Split(st.root)) return FusedTooDeep();
+        replanned = true;
+        continue;
+      }
+      built.insert_or_assign(st.root, std::make_pair(st.reached, std::move(*f)));
+    }
+    if (replanned) continue;
+    KernelSequence seq;
+    for (const FusedPlan::Stage& st : stages) {
+      seq.functions.push_back(built.at(st.root).second);
+      if (st.root != static_cast<int>(g.out())) {
+        seq.intermediates.push_back(IntermediateTensor{tensor_name(st.root), g.types[st.root].shape,
+                                                       g.types[st.root].dtype});
+      }
+    }
+    seq.inputs = InputNames(inputs.size());
+    return seq;
+  }
 }
 
 }  // namespace kiln::ops

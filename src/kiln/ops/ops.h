@@ -262,7 +262,24 @@ struct IntermediateTensor {
 struct KernelSequence {
   std::vector<ir::Function> functions;
   std::vector<IntermediateTensor> intermediates;
+  // The names of its input tensors in the order its callers pass them;
+  // empty: in order of first use by the kernels.
+  std::vector<std::string> inputs;
 };
+
+// The same expression as kernels to run in order, where one kernel cannot
+// hold it: one that would read more tensors than the target binds storage
+// buffers per stage, or nest deeper than kiln compiles, has parts computed
+// into intermediate tensors by kernels of their own first (`T<j>`, node j's
+// value; halfway down the deepest path where too deep). Inputs X0 ..
+// X<n-1> (`inputs` of the sequence), output Y. Kernels are named
+// `<name>_<j>` after the node each computes, or `name` where one kernel
+// does it all (as ElementwiseFused's). Errors: those of ElementwiseFused but
+// the buffer and depth limits.
+StatusOr<KernelSequence> ElementwiseFusedKernels(const std::vector<TensorType>& inputs,
+                                                 const std::vector<FusedNode>& nodes,
+                                                 const Target& target,
+                                                 const std::string& name = "fused");
 
 // Softmax over the last axis of a 2-D f32 input X[rows, cols], numerically
 // stable, as three kernels (one materialised stage each):

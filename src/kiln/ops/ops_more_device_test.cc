@@ -83,7 +83,14 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
   void Run(const ir::Function& f, const std::vector<std::string>& inputs, Tensors& tensors,
            bool differential, uint32_t poison = kPoison) {
     SCOPED_TRACE(ir::Print(f));
-    auto loaded = Load({f});
+    RunInOrder({f}, inputs, tensors, differential, poison);
+  }
+  // The same for kernels called in order (a sequence's, which pass
+  // intermediates by name).
+  void RunInOrder(const std::vector<ir::Function>& functions,
+                  const std::vector<std::string>& inputs, Tensors& tensors, bool differential,
+                  uint32_t poison = kPoison) {
+    auto loaded = Load(functions);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     auto is_input = [&](const std::string& n) {
       return std::find(inputs.begin(), inputs.end(), n) != inputs.end();
@@ -98,20 +105,26 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
       ASSERT_TRUE(up.ok()) << up;
       buffers[name] = *b;
     }
-    auto kernel = (*loaded)->Find(f.name());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    std::vector<Arg> args;
-    for (const ir::Param& p : f.params()) {
-      ASSERT_TRUE(buffers.count(p.name())) << p.name();
-      args.push_back(Arg::Buffer(buffers[p.name()]));
+    for (const ir::Function& f : functions) {
+      auto kernel = (*loaded)->Find(f.name());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      std::vector<Arg> args;
+      for (const ir::Param& p : f.params()) {
+        ASSERT_TRUE(buffers.count(p.name())) << p.name();
+        args.push_back(Arg::Buffer(buffers[p.name()]));
+      }
+      Status called = (*kernel)->Call(args);
+      ASSERT_TRUE(called.ok()) << called;
     }
-    Status called = (*kernel)->Call(args);
-    ASSERT_TRUE(called.ok()) << called;
     if (differential) {
-      auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
-      ASSERT_TRUE(checked.ok()) << checked.status();
-      EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                                 << checked->Summary();
+      for (const ir::Function& f : functions) {
+        auto kernel = (*loaded)->Find(f.name());
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+        ASSERT_TRUE(checked.ok()) << checked.status();
+        EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                                   << checked->Summary();
+      }
     }
     for (auto& [name, data] : tensors) {
       if (is_input(name)) continue;
@@ -1662,6 +1675,76 @@ TEST_F(ElementwiseTypesDeviceTest, DeepestChainRunsAndDeeperIsRefused) {
   Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(33)}};
   ASSERT_NO_FATAL_FAILURE(Run(*m, {"X"}, t, true));
   ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+}
+
+// Fused expressions too large for one kernel run as kernels in order
+// (ElementwiseFusedKernels), exactly: 2600 steps of a = a * 0.5 + (b or 1)
+// (each step exact in f32, fused into an fma or not) nest too deep for one;
+// eleven inputs of two shapes, on a target binding 4 buffers per kernel,
+// read too many. Intermediates and Y poisoned first.
+TEST_F(ElementwiseTypesDeviceTest, FusedExpressionsTooLargeForOneKernel) {
+  using N = FusedNode;
+  const Shape shape{3, 11}, row{11};
+  std::vector<FusedNode> deep = {N::Input(0), N::Input(1), N::Constant(0.5), N::Constant(1.0)};
+  int a = 0;
+  for (int k = 0; k < 2600; ++k) {
+    deep.push_back(N::Op("mul", {a, 2}));
+    deep.push_back(N::Op("add", {static_cast<int>(deep.size()) - 1, k % 7 == 0 ? 1 : 3}));
+    a = static_cast<int>(deep.size()) - 1;
+  }
+  auto seq = ElementwiseFusedKernels({{shape}, {row}}, deep, target_);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  EXPECT_GE(seq->functions.size(), 2u);
+  std::vector<float> x = Random(33), b = Random(11), want(33);
+  for (int64_t e = 0; e < 33; ++e) {
+    float v = x[e];
+    for (int k = 0; k < 2600; ++k) v = v * 0.5f + (k % 7 == 0 ? b[e % 11] : 1.0f);
+    want[e] = v;
+  }
+  Tensors t = {{"X0", Words(x)}, {"X1", Words(b)}, {"Y", std::vector<uint32_t>(33)}};
+  for (const IntermediateTensor& m : seq->intermediates) {
+    t[m.name] = std::vector<uint32_t>(NumElements(m.shape));
+  }
+  ASSERT_NO_FATAL_FAILURE(RunInOrder(seq->functions, {"X0", "X1"}, t, false));
+  ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+
+  Target narrow = target_;
+  narrow.limits.max_storage_buffers_per_stage = 4;
+  std::vector<TensorType> inputs;
+  std::vector<FusedNode> wide;
+  std::vector<std::vector<float>> values;
+  Tensors u = {{"Y", std::vector<uint32_t>(33)}};
+  std::vector<std::string> names;
+  for (int k = 0; k < 11; ++k) {
+    const Shape& s = k % 2 ? shape : row;
+    inputs.push_back({s});
+    values.push_back(Random(NumElements(s)));
+    names.push_back("X" + std::to_string(k));
+    u[names.back()] = Words(values.back());
+    wide.push_back(N::Input(k));
+    if (k > 0) {
+      const int last = static_cast<int>(wide.size());
+      wide.push_back(N::Op(k % 3 ? "add" : "mul", {last - 2, last - 1}));
+    }
+  }
+  auto split = ElementwiseFusedKernels(inputs, wide, narrow);
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_GE(split->functions.size(), 4u);
+  for (const IntermediateTensor& m : split->intermediates) {
+    u[m.name] = std::vector<uint32_t>(NumElements(m.shape));
+  }
+  ASSERT_NO_FATAL_FAILURE(RunInOrder(split->functions, names, u, false));
+  std::vector<float> sums(33);
+  for (int64_t e = 0; e < 33; ++e) {
+    float v = values[0][e % 11];
+    for (int k = 1; k < 11; ++k) {
+      const float w = values[k][k % 2 ? e : e % 11];
+      v = k % 3 ? v + w : v * w;
+    }
+    sums[e] = v;
+  }
+  // (A multiply and the add after it may run as one fma.)
+  ExpectNear(Floats(u["Y"]), sums, 1e-5f, "Y");
 }
 
 // A fused expression over f32 and i32 with comparisons, a cast, a where and

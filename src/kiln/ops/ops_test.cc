@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/ir/printer.h"
+#include "kiln/ir/verifier.h"
 
 namespace kiln::ops {
 namespace {
@@ -218,6 +219,68 @@ TEST(OpsTest, FusedExpressionsComputeSharedValuesOnceAndCheckTheirNodes) {
                        {N::Input(1), N::Input(0), N::Constant(1.0), N::Op("where", {0, 1, 0})}, t)
           .status(),
       {"node 3 (where)", "argument 1 is f32 but argument 0 is i32"});
+}
+
+// ElementwiseFusedKernels: a graph that fits is the one kernel of
+// ElementwiseFused (its inputs in their order, whatever order the graph
+// reads them in); one that reads more tensors than a kernel binds runs as
+// several, none binding more, the values computed apart as intermediates;
+// one nesting deeper than kiln compiles is split until each kernel fits.
+TEST(OpsTest, FusedExpressionsTooLargeForOneKernelRunAsSeveral) {
+  using N = FusedNode;
+  Target t = Default();
+  const TensorType x{{7, 33}}, b{{33}};
+  const std::vector<FusedNode> small = {N::Input(1), N::Input(0), N::Op("mul", {1, 1}),
+                                        N::Op("add", {2, 0})};
+  auto one = ElementwiseFusedKernels({x, b}, small, t);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto f = ElementwiseFused({x, b}, small, t);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(one->functions.size(), 1u);
+  EXPECT_TRUE(one->intermediates.empty());
+  EXPECT_EQ(ir::Print(one->functions[0]), ir::Print(*f));
+  EXPECT_EQ(one->inputs, (std::vector<std::string>{"X0", "X1"}));
+  // The same errors as one kernel's, but the limits.
+  ExpectError(ElementwiseFusedKernels({x, b}, {N::Input(0), N::Op("exp", {0})}, t).status(),
+              {"input X1 is not used", "node 1"});
+
+  // Eleven inputs summed in a chain, with a target binding 4 buffers.
+  t.limits.max_storage_buffers_per_stage = 4;
+  std::vector<TensorType> inputs;
+  std::vector<FusedNode> wide;
+  for (int k = 0; k < 11; ++k) {
+    inputs.push_back(k % 2 ? x : b);
+    wide.push_back(N::Input(k));
+    if (k > 0)
+      wide.push_back(N::Op(k % 3 ? "add" : "mul",
+                           {static_cast<int>(wide.size()) - 2, static_cast<int>(wide.size()) - 1}));
+  }
+  ExpectError(ElementwiseFused(inputs, wide, t).status(),
+              {"uses 12 storage buffers", "allows 4 per stage"});
+  auto several = ElementwiseFusedKernels(inputs, wide, t, "wide");
+  ASSERT_TRUE(several.ok()) << several.status();
+  EXPECT_GE(several->functions.size(), 4u);
+  EXPECT_EQ(several->intermediates.size(), several->functions.size() - 1);
+  for (const ir::Function& k : several->functions) {
+    EXPECT_LE(k.params().size(), 4u) << k.name();
+    EXPECT_EQ(k.name().rfind("wide_", 0), 0u) << k.name();
+  }
+  EXPECT_EQ(several->functions.back().params().back().name(), "Y");
+  for (const IntermediateTensor& m : several->intermediates) {
+    EXPECT_EQ(m.name[0], 'T') << m.name;
+    EXPECT_EQ(m.shape, (Shape{7, 33})) << m.name;
+  }
+
+  // A chain of 3000 negations: too deep for one kernel, and for ElementwiseFused.
+  std::vector<FusedNode> deep = {N::Input(0)};
+  for (int k = 0; k < 3000; ++k) deep.push_back(N::Op("neg", {k}));
+  ExpectError(ElementwiseFused({x}, deep, Default()).status(), {"levels deep"});
+  auto split = ElementwiseFusedKernels({x}, deep, Default());
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_GE(split->functions.size(), 3000u / 512);
+  for (const ir::Function& k : split->functions) {
+    EXPECT_LE(ir::DeepestExpression(k), ir::kMaxExprDepth) << k.name();
+  }
 }
 
 TEST(OpsTest, Errors) {
