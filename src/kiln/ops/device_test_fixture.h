@@ -5,8 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kiln/check/check.h"
@@ -86,6 +91,59 @@ class OpsDeviceFixture : public ::testing::Test {
       ASSERT_TRUE(checked.ok()) << checked.status();
       EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
                                  << checked->Summary();
+    }
+  }
+
+  // Compiles `functions` as one module and calls them in order. Each
+  // buffer parameter is the entry of `tensors` of its name (elements of 4
+  // bytes: floats or words): those in `inputs` are uploaded as they are,
+  // every other one starts as `poison`'s bits (sized by the entry) and is
+  // read back into `tensors` afterwards. Each function is also checked
+  // against the interpreter where `differential`.
+  template <typename Element>
+  void RunInOrder(const std::vector<ir::Function>& functions,
+                  const std::vector<std::string>& inputs,
+                  std::map<std::string, std::vector<Element>>& tensors, bool differential,
+                  uint32_t poison) {
+    static_assert(sizeof(Element) == 4);
+    auto loaded = Load(functions);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto is_input = [&](const std::string& n) {
+      return std::find(inputs.begin(), inputs.end(), n) != inputs.end();
+    };
+    std::map<std::string, hal::BufferRef> buffers;
+    for (auto& [name, data] : tensors) {
+      if (!is_input(name)) std::fill(data.begin(), data.end(), std::bit_cast<Element>(poison));
+      auto b = device_->allocator().Allocate(data.size() * 4);
+      ASSERT_TRUE(b.ok()) << b.status();
+      Status up = hal::Upload(*device_, *b, 0,
+                              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(up.ok()) << up;
+      buffers[name] = *b;
+    }
+    for (const ir::Function& f : functions) {
+      auto kernel = (*loaded)->Find(f.name());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      std::vector<runtime::Arg> args;
+      for (const ir::Param& p : f.params()) {
+        ASSERT_TRUE(p.is_buffer()) << p.name();
+        ASSERT_TRUE(buffers.count(p.name())) << p.name();
+        args.push_back(runtime::Arg::Buffer(buffers[p.name()]));
+      }
+      Status called = (*kernel)->Call(args);
+      ASSERT_TRUE(called.ok()) << called;
+      if (differential) {
+        auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
+        ASSERT_TRUE(checked.ok()) << checked.status();
+        EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
+                                   << checked->Summary();
+      }
+    }
+    for (auto& [name, data] : tensors) {
+      if (is_input(name)) continue;
+      Status down = hal::Download(*device_, buffers[name], 0,
+                                  {reinterpret_cast<uint8_t*>(data.data()), data.size() * 4});
+      ASSERT_TRUE(down.ok()) << down;
     }
   }
 

@@ -40,56 +40,13 @@ using Tensors = std::map<std::string, std::vector<float>>;
 
 class OpsDeviceTest : public testing::OpsDeviceFixture {
  protected:
-  // Compiles `functions` as one module and calls them in order. Each
-  // buffer parameter is the entry of `tensors` of its name: those in
-  // `inputs` are uploaded as they are, every other one starts as NaN
-  // (sized by the entry) and is read back into `tensors` afterwards. Each
-  // function is also checked against the interpreter unless `differential`
-  // is false.
+  // RunInOrder, the outputs poisoned with a NaN that is also two f16 NaNs.
   void Run(const std::vector<ir::Function>& functions, const std::vector<std::string>& inputs,
            Tensors& tensors, bool differential = true) {
     std::string printed;
     for (const auto& f : functions) printed += ir::Print(f);
     SCOPED_TRACE(printed);
-    auto loaded = Load(functions);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-
-    std::map<std::string, hal::BufferRef> buffers;
-    for (auto& [name, data] : tensors) {
-      const bool is_input = std::find(inputs.begin(), inputs.end(), name) != inputs.end();
-      // The poison: a NaN as one f32 and as two f16s.
-      if (!is_input) std::fill(data.begin(), data.end(), std::bit_cast<float>(0x7FC07FC0u));
-      auto b = device_->allocator().Allocate(data.size() * 4);
-      ASSERT_TRUE(b.ok()) << b.status();
-      Status up = hal::Upload(*device_, *b, 0,
-                              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4});
-      ASSERT_TRUE(up.ok()) << up;
-      buffers[name] = *b;
-    }
-    for (const ir::Function& f : functions) {
-      auto kernel = (*loaded)->Find(f.name());
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      std::vector<Arg> args;
-      for (const ir::Param& p : f.params()) {
-        ASSERT_TRUE(p.is_buffer()) << p.name();
-        ASSERT_TRUE(buffers.count(p.name())) << p.name();
-        args.push_back(Arg::Buffer(buffers[p.name()]));
-      }
-      Status called = (*kernel)->Call(args);
-      ASSERT_TRUE(called.ok()) << called;
-      if (differential) {
-        auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
-        ASSERT_TRUE(checked.ok()) << checked.status();
-        EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                                   << checked->Summary();
-      }
-    }
-    for (auto& [name, data] : tensors) {
-      if (std::find(inputs.begin(), inputs.end(), name) != inputs.end()) continue;
-      Status down = hal::Download(*device_, buffers[name], 0,
-                                  {reinterpret_cast<uint8_t*>(data.data()), data.size() * 4});
-      ASSERT_TRUE(down.ok()) << down;
-    }
+    RunInOrder(functions, inputs, tensors, differential, 0x7FC07FC0u);
   }
 
   static void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,

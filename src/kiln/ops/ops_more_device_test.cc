@@ -85,54 +85,6 @@ class OpsMoreDeviceTest : public testing::OpsDeviceFixture {
     SCOPED_TRACE(ir::Print(f));
     RunInOrder({f}, inputs, tensors, differential, poison);
   }
-  // The same for kernels called in order (a sequence's, which pass
-  // intermediates by name).
-  void RunInOrder(const std::vector<ir::Function>& functions,
-                  const std::vector<std::string>& inputs, Tensors& tensors, bool differential,
-                  uint32_t poison = kPoison) {
-    auto loaded = Load(functions);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    auto is_input = [&](const std::string& n) {
-      return std::find(inputs.begin(), inputs.end(), n) != inputs.end();
-    };
-    std::map<std::string, hal::BufferRef> buffers;
-    for (auto& [name, data] : tensors) {
-      if (!is_input(name)) std::fill(data.begin(), data.end(), poison);
-      auto b = device_->allocator().Allocate(data.size() * 4);
-      ASSERT_TRUE(b.ok()) << b.status();
-      Status up = hal::Upload(*device_, *b, 0,
-                              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4});
-      ASSERT_TRUE(up.ok()) << up;
-      buffers[name] = *b;
-    }
-    for (const ir::Function& f : functions) {
-      auto kernel = (*loaded)->Find(f.name());
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      std::vector<Arg> args;
-      for (const ir::Param& p : f.params()) {
-        ASSERT_TRUE(buffers.count(p.name())) << p.name();
-        args.push_back(Arg::Buffer(buffers[p.name()]));
-      }
-      Status called = (*kernel)->Call(args);
-      ASSERT_TRUE(called.ok()) << called;
-    }
-    if (differential) {
-      for (const ir::Function& f : functions) {
-        auto kernel = (*loaded)->Find(f.name());
-        ASSERT_TRUE(kernel.ok()) << kernel.status();
-        auto checked = check::RunAndCheck(**kernel, f, check::CheckOptions{});
-        ASSERT_TRUE(checked.ok()) << checked.status();
-        EXPECT_TRUE(checked->pass) << f.name() << " seed " << checked->seed << "\n"
-                                   << checked->Summary();
-      }
-    }
-    for (auto& [name, data] : tensors) {
-      if (is_input(name)) continue;
-      Status down = hal::Download(*device_, buffers[name], 0,
-                                  {reinterpret_cast<uint8_t*>(data.data()), data.size() * 4});
-      ASSERT_TRUE(down.ok()) << down;
-    }
-  }
 
   // Checks an f16 kernel against the interpreter only, where the device has
   // shader-f16.
@@ -1705,7 +1657,7 @@ TEST_F(ElementwiseTypesDeviceTest, FusedExpressionsTooLargeForOneKernel) {
   for (const IntermediateTensor& m : seq->intermediates) {
     t[m.name] = std::vector<uint32_t>(NumElements(m.shape));
   }
-  ASSERT_NO_FATAL_FAILURE(RunInOrder(seq->functions, {"X0", "X1"}, t, false));
+  ASSERT_NO_FATAL_FAILURE(RunInOrder(seq->functions, {"X0", "X1"}, t, false, kPoison));
   ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
 
   Target narrow = target_;
@@ -1733,7 +1685,7 @@ TEST_F(ElementwiseTypesDeviceTest, FusedExpressionsTooLargeForOneKernel) {
   for (const IntermediateTensor& m : split->intermediates) {
     u[m.name] = std::vector<uint32_t>(NumElements(m.shape));
   }
-  ASSERT_NO_FATAL_FAILURE(RunInOrder(split->functions, names, u, false));
+  ASSERT_NO_FATAL_FAILURE(RunInOrder(split->functions, names, u, false, kPoison));
   std::vector<float> sums(33);
   for (int64_t e = 0; e < 33; ++e) {
     float v = values[0][e % 11];
