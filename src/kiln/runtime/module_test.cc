@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
 
 #include "kiln/check/check.h"
+#include "kiln/check/corpus.h"
 #include "kiln/codegen/module_format.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/device.h"
@@ -240,19 +242,12 @@ TEST_F(RuntimeTest, BufferViewsShareOneArena) {
 }
 
 TEST_F(RuntimeTest, TwoWrittenViewsOfOneBufferMayNotOverlap) {
-  auto source = ir::ParseModule(R"(module {
-fn two(X: buffer<f32>[n], Y: buffer<f32>[n], Z: buffer<f32>[n], n: i32) {
-  for bx in blockIdx.x(0, (n + 63) / 64) {
-    for tx in threadIdx.x(0, 64) {
-      let i: i32 = bx * 64 + tx
-      if (i < n) {
-        Y[i] = X[i] + 1.0
-        Z[i] = X[i] * 2.0
-      }
-    }
-  }
-}
-})");
+  // two(A, B, C, n): B = A + 1, C = A * 2.
+  const char* env = std::getenv("KILN_SOURCE_DIR");
+  auto file = check::ReadCorpusFile(std::string(env && *env ? env : KILN_SOURCE_DIR) +
+                                    "/tests/corpus/two_outputs.kir");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto source = ir::ParseModule(file->text);
   ASSERT_TRUE(source.ok()) << source.status();
   auto compiled = codegen::CompileModule(*source, CompileOptionsFor(*device_));
   ASSERT_TRUE(compiled.ok()) << compiled.status();
