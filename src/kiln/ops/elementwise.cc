@@ -689,9 +689,14 @@ StatusOr<KernelSequence> ElementwiseFusedKernels(const std::vector<TensorType>& 
                                                  const Target& target, const std::string& name) {
   KILN_ASSIGN_OR_RETURN(FusedGraph g, CheckFusedGraph(inputs, nodes, target));
   FusedPlan plan(nodes, g, target.limits.max_storage_buffers_per_stage);
-  // Each kernel built, by its root, with the nodes it was built from: a
-  // split replans every kernel, but changes only the one it splits.
-  std::map<int, std::pair<std::vector<int>, ir::Function>> built;
+  // Each kernel built, by its root, with the nodes it reached and the
+  // tensors it read: a split replans every kernel, but changes only those
+  // whose nodes it moves.
+  struct Built {
+    std::vector<int> reached, inputs;
+    ir::Function function;
+  };
+  std::map<int, Built> built;
   auto tensor_name = [&](int source) {
     return source < 0 ? StrCat("X", -1 - source) : StrCat("T", source);
   };
@@ -701,7 +706,9 @@ StatusOr<KernelSequence> ElementwiseFusedKernels(const std::vector<TensorType>& 
     for (size_t k = 0; k < stages.size() && !replanned; ++k) {
       const FusedPlan::Stage& st = stages[k];
       auto it = built.find(st.root);
-      if (it != built.end() && it->second.first == st.reached) continue;
+      if (it != built.end() && it->second.reached == st.reached && it->second.inputs == st.inputs) {
+        continue;
+      }
       std::vector<TensorType> types;
       std::vector<std::string> names;
       for (int source : st.inputs) {
@@ -726,12 +733,12 @@ StatusOr<KernelSequence> ElementwiseFusedKernels(const std::vector<TensorType>& 
         replanned = true;
         continue;
       }
-      built.insert_or_assign(st.root, std::make_pair(st.reached, std::move(*f)));
+      built.insert_or_assign(st.root, Built{st.reached, st.inputs, std::move(*f)});
     }
     if (replanned) continue;
     KernelSequence seq;
     for (const FusedPlan::Stage& st : stages) {
-      seq.functions.push_back(built.at(st.root).second);
+      seq.functions.push_back(built.at(st.root).function);
       if (st.root != static_cast<int>(g.out())) {
         seq.intermediates.push_back(IntermediateTensor{tensor_name(st.root), g.types[st.root].shape,
                                                        g.types[st.root].dtype});
