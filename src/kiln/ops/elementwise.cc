@@ -595,31 +595,41 @@ class FusedPlan {
   }
 
   void Plan() {
-    std::vector<std::set<int>> reads(nodes_.size());
-    auto union_of = [&](const std::vector<int>& args) {
-      std::set<int> u;
-      for (int a : args) u.insert(reads[a].begin(), reads[a].end());
-      return u;
-    };
-    for (size_t j = 0; j < nodes_.size(); ++j) {
-      if (!g_.reached[j]) continue;
-      const FusedNode& n = nodes_[j];
-      if (n.kind == FusedNode::Kind::kInput) {
-        reads[j] = {-1 - n.input};
-        continue;
-      }
-      std::set<int> u = union_of(n.args);
-      while (u.size() + 1 > buffers_) {
-        int wide = -1;
-        for (int a : n.args) {
-          if (reads[a].size() > 1 && (wide < 0 || reads[a].size() > reads[wide].size())) wide = a;
+    // Computing a node apart can make a later node that shares its inputs
+    // read more tensors (the intermediate beside them), so the walk repeats
+    // until it computes nothing more apart: then every node's reads are
+    // those of the final plan.
+    for (bool more = true; more;) {
+      more = false;
+      std::vector<std::set<int>> reads(nodes_.size());
+      auto union_of = [&](const std::vector<int>& args) {
+        std::set<int> u;
+        for (int a : args) u.insert(reads[a].begin(), reads[a].end());
+        return u;
+      };
+      for (size_t j = 0; j < nodes_.size(); ++j) {
+        if (!g_.reached[j]) continue;
+        const FusedNode& n = nodes_[j];
+        if (n.kind == FusedNode::Kind::kInput) {
+          reads[j] = {-1 - n.input};
+          continue;
         }
-        if (wide < 0) break;  // as few as it can be: the kernel's own error says so
-        apart_.insert(wide);
-        reads[wide] = {wide};
-        u = union_of(n.args);
+        std::set<int> u = union_of(n.args);
+        while (u.size() + 1 > buffers_) {
+          int wide = -1;
+          for (int a : n.args) {
+            if (reads[a].size() > 1 && (wide < 0 || reads[a].size() > reads[wide].size())) {
+              wide = a;
+            }
+          }
+          if (wide < 0) break;  // as few as it can be: the kernel's own error says so
+          apart_.insert(wide);
+          more = true;
+          reads[wide] = {wide};
+          u = union_of(n.args);
+        }
+        reads[j] = apart_.count(static_cast<int>(j)) ? std::set<int>{static_cast<int>(j)} : u;
       }
-      reads[j] = apart_.count(static_cast<int>(j)) ? std::set<int>{static_cast<int>(j)} : u;
     }
     stages_.clear();
     std::vector<int> roots(apart_.begin(), apart_.end());

@@ -1,13 +1,16 @@
 // Reductions over any axes, arg-reductions, softmax, norms, data movement,
 // where and cast on the CPU: the kernels' signatures and schedule rules, the
-// time to build them, every argument error, and the subgroup combine on the
-// interpreter for every subgroup size.
+// time to build them, every argument error, the subgroup combine on the
+// interpreter for every subgroup size, and fused expressions planned as
+// several kernels against one kernel on the interpreter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -282,6 +285,84 @@ TEST(OpsMoreTest, ShuffledCombinesAreRightForEverySubgroupSize) {
           }
         }
       }
+    }
+  }
+}
+
+// Random elementwise graphs over up to twelve inputs of broadcasting
+// shapes, planned by ElementwiseFusedKernels for targets binding 4 to 6
+// buffers per kernel, run kernel by kernel on the interpreter (intermediates
+// by name), give bit for bit what ElementwiseFused's one kernel gives for a
+// target that binds them all; every kernel binds at most the limit.
+TEST(OpsMoreTest, FusedKernelsInOrderMatchOneKernel) {
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 17);
+  const std::vector<Shape> shapes = {{3, 5}, {5}, {3, 1}, {1, 5}, {1}};
+  const char* ops2[] = {"add", "sub", "mul", "max", "min"};
+  const char* ops1[] = {"neg", "abs", "square"};
+  Target wide;
+  wide.limits.max_storage_buffers_per_stage = 16;
+  for (int trial = 0; trial < 60; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int n_inputs = 2 + static_cast<int>(rng() % 11);
+    std::vector<TensorType> inputs;
+    std::vector<FusedNode> nodes;
+    std::vector<interp::HostBuffer> values;
+    for (int k = 0; k < n_inputs; ++k) {
+      inputs.push_back({shapes[rng() % shapes.size()]});
+      nodes.push_back(FusedNode::Input(k));
+      std::vector<float> v(NumElements(inputs.back().shape));
+      for (float& x : v) x = std::uniform_real_distribution<float>(-2, 2)(rng);
+      values.push_back(interp::HostBuffer::FromVector(ir::kF32, inputs.back().shape, v));
+    }
+    // Ops on random earlier nodes, then a chain through every node so that
+    // the output uses every input.
+    const int extra = static_cast<int>(rng() % 30);
+    for (int k = 0; k < extra; ++k) {
+      const int a = static_cast<int>(rng() % nodes.size()),
+                b = static_cast<int>(rng() % nodes.size());
+      nodes.push_back(rng() % 4 == 0 ? FusedNode::Op(ops1[rng() % 3], {a})
+                                     : FusedNode::Op(ops2[rng() % 5], {a, b}));
+    }
+    const int made = static_cast<int>(nodes.size());
+    for (int k = 0; k + 1 < made; ++k) {
+      nodes.push_back(FusedNode::Op(ops2[rng() % 5], {static_cast<int>(nodes.size()) - 1, k}));
+    }
+    auto one = ElementwiseFused(inputs, nodes, wide);
+    ASSERT_TRUE(one.ok()) << one.status();
+    std::vector<interp::ArgValue> args(values.begin(), values.end());
+    Shape out;
+    for (const ir::Expr& e : one->params().back().buffer().shape()) {
+      out.push_back(e.as<ir::IntImmNode>()->value);
+    }
+    args.push_back(interp::HostBuffer(ir::kF32, out));
+    ASSERT_TRUE(interp::Run(*one, args).ok());
+    const std::vector<float> want = std::get<interp::HostBuffer>(args.back()).ToVector<float>();
+
+    Target narrow = wide;
+    narrow.limits.max_storage_buffers_per_stage = 4 + static_cast<uint32_t>(rng() % 3);
+    auto seq = ElementwiseFusedKernels(inputs, nodes, narrow);
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    std::map<std::string, interp::HostBuffer> named;
+    for (int k = 0; k < n_inputs; ++k) named["X" + std::to_string(k)] = values[k];
+    for (const IntermediateTensor& m : seq->intermediates) {
+      named[m.name] = interp::HostBuffer(m.dtype, m.shape);
+    }
+    named["Y"] = interp::HostBuffer(ir::kF32, out);
+    for (const ir::Function& f : seq->functions) {
+      ASSERT_LE(f.params().size(), narrow.limits.max_storage_buffers_per_stage) << ir::Print(f);
+      std::vector<interp::ArgValue> call;
+      for (const ir::Param& p : f.params()) call.push_back(named.at(p.name()));
+      Status run = interp::Run(f, call);
+      ASSERT_TRUE(run.ok()) << run << ir::Print(f);
+      named[f.params().back().name()] = std::get<interp::HostBuffer>(call.back());
+    }
+    EXPECT_EQ(seq->functions.size() > 1,
+              n_inputs + 1 > static_cast<int>(narrow.limits.max_storage_buffers_per_stage));
+    const std::vector<float> got = named["Y"].ToVector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t e = 0; e < want.size(); ++e) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[e]), std::bit_cast<uint32_t>(want[e]))
+          << "element " << e << ": " << got[e] << " vs " << want[e];
     }
   }
 }
