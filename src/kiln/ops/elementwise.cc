@@ -558,14 +558,23 @@ class FusedPlan {
   const std::vector<Stage>& stages() const { return stages_; }
 
   // Computes apart the node halfway down the deepest path of the kernel of
-  // `root`, and plans again; false where that kernel cannot be split.
+  // `root`, and plans again; false where that kernel cannot be split. Only
+  // a node that reads some tensor is computed apart (a kernel of constants
+  // alone would have no shape): those that read none count as level 0.
   bool Split(int root) {
     std::map<int, int> level;
+    std::map<int, bool> reads_tensor;
     for (int j : Reached(root)) {
-      const bool inner = nodes_[j].kind == FusedNode::Kind::kOp && (j == root || !apart_.count(j));
+      const FusedNode& n = nodes_[j];
+      const bool inner = n.kind == FusedNode::Kind::kOp && (j == root || !apart_.count(j));
+      bool tensor = n.kind == FusedNode::Kind::kInput || !inner;
       int deepest = 0;
-      for (int a : nodes_[j].args) deepest = std::max(deepest, level[a]);
-      level[j] = inner ? deepest + 1 : 0;
+      for (int a : n.args) {
+        deepest = std::max(deepest, level[a]);
+        tensor = tensor || reads_tensor[a];
+      }
+      reads_tensor[j] = n.kind != FusedNode::Kind::kConstant && tensor;
+      level[j] = inner && reads_tensor[j] ? deepest + 1 : 0;
     }
     int j = root;
     while (level[j] > level[root] / 2) {
