@@ -398,6 +398,9 @@ TEST(OpsMoreTest, DeepFusedKernelsInOrderAgree) {
   for (int trial = 0; trial < 10; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     const bool constant_ops = trial >= 6;
+    // Fixed graphs where ops may read the constant alone: the first (seed
+    // 87) is one where a split once computed apart a part of constants.
+    if (constant_ops) rng.seed(81 + trial);
     const int n_inputs = 2 + static_cast<int>(rng() % 5);
     std::vector<TensorType> inputs;
     std::vector<FusedNode> nodes;
