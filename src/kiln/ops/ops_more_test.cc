@@ -345,10 +345,14 @@ TEST(OpsMoreTest, FusedKernelsInOrderMatchOneKernel) {
     ASSERT_TRUE(seq.ok()) << seq.status();
     std::map<std::string, interp::HostBuffer> named;
     for (int k = 0; k < n_inputs; ++k) named["X" + std::to_string(k)] = values[k];
-    for (const IntermediateTensor& m : seq->intermediates) {
-      named[m.name] = interp::HostBuffer(m.dtype, m.shape);
-    }
-    named["Y"] = interp::HostBuffer(ir::kF32, out);
+    // Intermediates and Y poisoned with NaN.
+    auto poisoned = [](const Shape& shape) {
+      return interp::HostBuffer::FromVector(
+          ir::kF32, shape,
+          std::vector<float>(NumElements(shape), std::numeric_limits<float>::quiet_NaN()));
+    };
+    for (const IntermediateTensor& m : seq->intermediates) named[m.name] = poisoned(m.shape);
+    named["Y"] = poisoned(out);
     for (const ir::Function& f : seq->functions) {
       ASSERT_LE(f.params().size(), narrow.limits.max_storage_buffers_per_stage) << ir::Print(f);
       std::vector<interp::ArgValue> call;
@@ -382,9 +386,12 @@ TEST(OpsMoreTest, DeepFusedKernelsInOrderAgree) {
     std::map<std::string, interp::HostBuffer> named;
     for (size_t k = 0; k < values.size(); ++k) named["X" + std::to_string(k)] = values[k];
     for (const IntermediateTensor& m : seq.intermediates) {
-      named[m.name] = interp::HostBuffer(m.dtype, m.shape);
+      named[m.name] = interp::HostBuffer::FromVector(
+          m.dtype, m.shape,
+          std::vector<float>(NumElements(m.shape), std::numeric_limits<float>::quiet_NaN()));
     }
-    named["Y"] = interp::HostBuffer(ir::kF32, shape);
+    named["Y"] = interp::HostBuffer::FromVector(
+        ir::kF32, shape, std::vector<float>(6, std::numeric_limits<float>::quiet_NaN()));
     for (const ir::Function& f : seq.functions) {
       EXPECT_LE(ir::DeepestExpression(f), ir::kMaxExprDepth) << f.name();
       std::vector<interp::ArgValue> call;
