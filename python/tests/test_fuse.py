@@ -265,3 +265,47 @@ def test_fused_functions_compose_and_take_positional_tensors(device):
     np.testing.assert_allclose(got, x / (1 + np.exp(-x)) + 1, rtol=1e-5, atol=1e-6)
     with pytest.raises(kiln.InvalidArgument, match="pass the tensors positionally"):
         kiln.fuse(lambda x, b: x + b)(kiln.tensor(x, device), b=kiln.tensor(b, device))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_random_expressions_match_numpy(device, rng, dtype):
+    # Random graphs of binary operators, maxima, minima and where over
+    # arguments of broadcasting shapes (some 0-d) against numpy: int32
+    # exactly (it wraps alike), some graphs long enough to run as several
+    # kernels; float32 closely, in short graphs (the device may fuse a
+    # multiply and an add, and a long graph would amplify the difference).
+    shapes = [(3, 4), (4,), (3, 1), (1, 4), (), (2, 3, 4), (1,)]
+    binary = {"add": lambda a, b, m: a + b, "sub": lambda a, b, m: a - b,
+              "mul": lambda a, b, m: a * b,
+              "max": lambda a, b, m: (kiln.ops.maximum if m is kiln else np.maximum)(a, b),
+              "min": lambda a, b, m: (kiln.ops.minimum if m is kiln else np.minimum)(a, b),
+              "where": lambda a, b, m: (kiln.ops.where if m is kiln else np.where)(a > b, a, b)}
+    names = sorted(binary)
+    for trial in range(8):
+        n = int(rng.integers(1, 9))
+        args = [(rng.integers(-5, 5, shapes[k]) if dtype == "int32" else
+                 rng.uniform(-2, 2, shapes[k])).astype(dtype)
+                for k in rng.integers(0, len(shapes), n)]
+        steps = [(names[int(rng.integers(len(names)))], int(rng.integers(n + s)),
+                  int(rng.integers(n + s)))
+                 for s in range(int(rng.integers(300, 700) if dtype == "int32" and trial % 2 else
+                                    rng.integers(0, 30)))]
+
+        def body(*xs, m):
+            values = list(xs)
+            for op, a, b in steps:
+                values.append(binary[op](values[a], values[b], m))
+            total = values[-1]
+            for v in values[:-1]:
+                total = total + v
+            return total
+
+        got = kiln.fuse(lambda *xs: body(*xs, m=kiln))(*[kiln.tensor(x, device) for x in args])
+        with np.errstate(all="ignore"):
+            want = np.asarray(body(*args, m=np))
+        assert got.shape == want.shape and got.dtype == want.dtype, (trial, steps)
+        if dtype == "int32":
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=f"trial {trial}")
+        else:
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4, equal_nan=True,
+                                       err_msg=f"trial {trial}")
