@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -290,11 +291,11 @@ TEST(OpsMoreTest, ShuffledCombinesAreRightForEverySubgroupSize) {
   }
 }
 
-// Random elementwise graphs over up to twelve inputs of broadcasting
-// shapes, planned by ElementwiseFusedKernels for targets binding 4 to 6
-// buffers per kernel, run kernel by kernel on the interpreter (intermediates
-// by name), give bit for bit what ElementwiseFused's one kernel gives for a
-// target that binds them all; every kernel binds at most the limit.
+// Random elementwise graphs (f32 ops, and wheres of i32 comparisons) over
+// up to twelve inputs of broadcasting shapes, planned by ElementwiseFusedKernels for targets
+// binding 4 to 6 buffers per kernel, run kernel by kernel on the interpreter (intermediates by
+// name), give bit for bit what ElementwiseFused's one kernel gives for a target that binds them
+// all; every kernel binds at most the limit.
 TEST(OpsMoreTest, FusedKernelsInOrderMatchOneKernel) {
   std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 17);
   const std::vector<Shape> shapes = {{3, 5}, {5}, {3, 1}, {1, 5}, {1}};
@@ -315,18 +316,32 @@ TEST(OpsMoreTest, FusedKernelsInOrderMatchOneKernel) {
       for (float& x : v) x = std::uniform_real_distribution<float>(-2, 2)(rng);
       values.push_back(interp::HostBuffer::FromVector(ir::kF32, inputs.back().shape, v));
     }
-    // Ops on random earlier nodes, then a chain through every node so that
-    // the output uses every input.
+    // Ops on random earlier f32 nodes, then a chain through every f32 node
+    // so that the output uses every input.
+    std::vector<int> floats(nodes.size());
+    for (size_t k = 0; k < floats.size(); ++k) floats[k] = static_cast<int>(k);
+    auto add = [&](FusedNode n) {
+      nodes.push_back(std::move(n));
+      floats.push_back(static_cast<int>(nodes.size()) - 1);
+    };
     const int extra = static_cast<int>(rng() % 30);
     for (int k = 0; k < extra; ++k) {
-      const int a = static_cast<int>(rng() % nodes.size()),
-                b = static_cast<int>(rng() % nodes.size());
-      nodes.push_back(rng() % 4 == 0 ? FusedNode::Op(ops1[rng() % 3], {a})
-                                     : FusedNode::Op(ops2[rng() % 5], {a, b}));
+      const int a = floats[rng() % floats.size()], b = floats[rng() % floats.size()];
+      const uint32_t pick = rng() % 8;
+      if (pick == 0) {
+        // An i32 comparison (an i32 intermediate where computed apart) and
+        // a where reading it.
+        nodes.push_back(FusedNode::Op("gt", {a, b}));
+        const int c = floats[rng() % floats.size()], d = floats[rng() % floats.size()];
+        add(FusedNode::Op("where", {static_cast<int>(nodes.size()) - 1, c, d}));
+      } else {
+        add(pick < 3 ? FusedNode::Op(ops1[rng() % 3], {a})
+                     : FusedNode::Op(ops2[rng() % 5], {a, b}));
+      }
     }
-    const int made = static_cast<int>(nodes.size());
-    for (int k = 0; k + 1 < made; ++k) {
-      nodes.push_back(FusedNode::Op(ops2[rng() % 5], {static_cast<int>(nodes.size()) - 1, k}));
+    const std::vector<int> made = floats;
+    for (size_t k = 0; k + 1 < made.size(); ++k) {
+      add(FusedNode::Op(ops2[rng() % 5], {static_cast<int>(nodes.size()) - 1, made[k]}));
     }
     auto one = ElementwiseFused(inputs, nodes, wide);
     ASSERT_TRUE(one.ok()) << one.status();
@@ -346,13 +361,17 @@ TEST(OpsMoreTest, FusedKernelsInOrderMatchOneKernel) {
     std::map<std::string, interp::HostBuffer> named;
     for (int k = 0; k < n_inputs; ++k) named["X" + std::to_string(k)] = values[k];
     // Intermediates and Y poisoned with NaN.
-    auto poisoned = [](const Shape& shape) {
-      return interp::HostBuffer::FromVector(
-          ir::kF32, shape,
-          std::vector<float>(NumElements(shape), std::numeric_limits<float>::quiet_NaN()));
+    // (An i32 intermediate takes the same bits: 2143289344.)
+    auto poisoned = [](const Shape& shape, ir::DataType dtype) {
+      const std::vector<float> nan(NumElements(shape), std::numeric_limits<float>::quiet_NaN());
+      interp::HostBuffer b(dtype, shape);
+      std::memcpy(b.bytes.data(), nan.data(), b.bytes.size());
+      return b;
     };
-    for (const IntermediateTensor& m : seq->intermediates) named[m.name] = poisoned(m.shape);
-    named["Y"] = poisoned(out);
+    for (const IntermediateTensor& m : seq->intermediates) {
+      named[m.name] = poisoned(m.shape, m.dtype);
+    }
+    named["Y"] = poisoned(out, ir::kF32);
     for (const ir::Function& f : seq->functions) {
       ASSERT_LE(f.params().size(), narrow.limits.max_storage_buffers_per_stage) << ir::Print(f);
       std::vector<interp::ArgValue> call;

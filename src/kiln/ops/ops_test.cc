@@ -271,6 +271,16 @@ TEST(OpsTest, FusedExpressionsTooLargeForOneKernelRunAsSeveral) {
     EXPECT_EQ(m.shape, (Shape{7, 33})) << m.name;
   }
 
+  // A node reading more tensors than a target binds, whatever is computed
+  // apart: refused by name.
+  Target three = Default();
+  three.limits.max_storage_buffers_per_stage = 3;
+  ExpectError(
+      ElementwiseFusedKernels(
+          {b, b, b}, {N::Input(0), N::Input(1), N::Input(2), N::Op("fma", {0, 1, 2})}, three)
+          .status(),
+      {"node 3 of the fused expression reads 3 tensors", "binds 3 storage buffers"});
+
   // A chain of 3000 negations: too deep for one kernel, and for ElementwiseFused.
   std::vector<FusedNode> deep = {N::Input(0)};
   for (int k = 0; k < 3000; ++k) deep.push_back(N::Op("neg", {k}));
