@@ -399,6 +399,13 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
               Quote(stage.leaves[m].name()), " is inside it); reorder it innermost first");
         }
       }
+      for (const StageState& other : impl.stages) {
+        if (other.attach_stage == stage.name() && other.attach_axis.same_as(axis)) {
+          return InvalidArgument(at, ": stage ", Quote(other.name()), " is computed at loop ",
+                                 Quote(axis.name()),
+                                 "; a stage cannot be computed inside a vector loop");
+        }
+      }
       stage.annotations[axis.get()] = ir::LoopKind::kVectorized;
       break;
     }

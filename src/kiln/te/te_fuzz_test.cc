@@ -198,6 +198,25 @@ TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
         {K::kSetScope, "B", {}, 0, "", "", "shared"},
         {K::kCacheRead, "B", {"C"}, 0, "", "", "shared"}},
        "APPLY:is computed at stage 'C', which would read the cache instead"},
+      // A stage computed at the loop its consumer then vectorizes (the
+      // stage's computation was dropped with the loop).
+      {3,
+       {{K::kSplit, "C", {"i"}, 2},
+        {K::kBind, "C", {"i_outer"}, 0, "blockIdx.x"},
+        {K::kBind, "C", {"i_inner"}, 0, "threadIdx.x"},
+        {K::kSplit, "B", {"i"}, 64},
+        {K::kSplit, "C", {"j"}, 4},
+        {K::kComputeAt, "B", {"j_inner"}, 0, "", "C"},
+        {K::kVectorize, "C", {"j_inner"}}},
+       "APPLY:stage 'B' is computed at loop 'j_inner'; a stage cannot be computed inside a vector "
+       "loop"},
+      {9,
+       {{K::kReorder, "P", {"i"}},
+        {K::kSplit, "C", {"i"}, 4},
+        {K::kComputeAt, "P", {"i_inner"}, 0, "", "C"},
+        {K::kSplit, "C", {"i_outer"}, 8},
+        {K::kVectorize, "C", {"i_inner"}}},
+       "APPLY:stage 'P' is computed at loop 'i_inner'"},
   };
   for (size_t n = 0; n < cases.size(); ++n) {
     const Case& c = cases[n];
