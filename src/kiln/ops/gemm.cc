@@ -12,8 +12,7 @@
 namespace kiln::ops::internal {
 namespace {
 
-constexpr int kThreads = 16;           // per side of the workgroup
-constexpr int kInvocations = 16 * 16;  // per workgroup
+constexpr int kThreads = 16;  // along x (C's columns); along y, MatmulSchedule::threads_y
 constexpr int kLanes = 4;
 
 std::vector<te::Var> Prefix(const std::vector<te::Var>& v, size_t n) {
@@ -129,11 +128,12 @@ class TeGemm {
   struct Split4 {
     te::IterVar tile, group, thread, lane;
   };
-  static StatusOr<Split4> SplitTile(te::Stage& st, const te::IterVar& x, int64_t block) {
+  static StatusOr<Split4> SplitTile(te::Stage& st, const te::IterVar& x, int64_t block,
+                                    int64_t threads) {
     Split4 out;
     KILN_ASSIGN_OR_RETURN(te::SplitResult t, st.Split(x, block));
     KILN_ASSIGN_OR_RETURN(te::SplitResult l, st.Split(t.inner, kLanes));
-    KILN_ASSIGN_OR_RETURN(te::SplitResult g, st.Split(l.outer, kThreads));
+    KILN_ASSIGN_OR_RETURN(te::SplitResult g, st.Split(l.outer, threads));
     return Split4{t.outer, g.outer, g.inner, l.inner};
   }
 
@@ -147,8 +147,8 @@ class TeGemm {
 
     // C: blocks, threads, each thread's strided 4 x 4 blocks.
     te::Stage c = sch[c_];
-    KILN_ASSIGN_OR_RETURN(Split4 i, SplitTile(c, c.axis(static_cast<int>(r)), bm));
-    KILN_ASSIGN_OR_RETURN(Split4 j, SplitTile(c, c.axis(static_cast<int>(r + 1)), bn));
+    KILN_ASSIGN_OR_RETURN(Split4 i, SplitTile(c, c.axis(static_cast<int>(r)), bm, s_.threads_y));
+    KILN_ASSIGN_OR_RETURN(Split4 j, SplitTile(c, c.axis(static_cast<int>(r + 1)), bn, kThreads));
     std::vector<te::IterVar> order;
     for (size_t d = 0; d < r; ++d) order.push_back(c.axis(static_cast<int>(d)));
     for (const te::IterVar& a :
@@ -222,7 +222,7 @@ class TeGemm {
         KILN_RETURN_IF_ERROR(st.Vectorize(lanes.inner));
         fused = lanes.outer;
       }
-      KILN_ASSIGN_OR_RETURN(te::SplitResult per, st.Split(fused, kInvocations));
+      KILN_ASSIGN_OR_RETURN(te::SplitResult per, st.Split(fused, s_.threads_y * kThreads));
       KILN_ASSIGN_OR_RETURN(te::SplitResult t, st.Split(per.inner, kThreads));
       KILN_RETURN_IF_ERROR(st.Bind(t.outer, te::ThreadAxis::kThreadY));
       KILN_RETURN_IF_ERROR(st.Bind(t.inner, te::ThreadAxis::kThreadX));
@@ -269,6 +269,7 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
   if (s.rows != 1 && s.rows != 2 && s.rows != 4) return bad("rows must be 1, 2 or 4");
   if (s.cols != 1 && s.cols != 2 && s.cols != 4) return bad("cols must be 1, 2 or 4");
   if (s.k_tile != 8 && s.k_tile != 16 && s.k_tile != 32) return bad("k_tile must be 8, 16 or 32");
+  if (s.threads_y != 8 && s.threads_y != 16) return bad("threads_y must be 8 or 16");
   if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
     return bad(
         "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "
@@ -290,10 +291,11 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
                       " bytes; the target's workgroup storage is ",
                       target.limits.max_workgroup_storage_bytes));
   }
-  if (target.limits.max_invocations_per_workgroup < kInvocations ||
-      target.limits.max_workgroup_size_x < kThreads ||
-      target.limits.max_workgroup_size_y < kThreads) {
-    return bad("the target cannot run workgroups of 16 x 16 invocations");
+  if (target.limits.max_invocations_per_workgroup < uint32_t(s.threads_y * kThreads) ||
+      target.limits.max_workgroup_size_x < uint32_t(kThreads) ||
+      target.limits.max_workgroup_size_y < uint32_t(s.threads_y)) {
+    return bad(StrCat("the target cannot run workgroups of ", kThreads, " x ", s.threads_y,
+                      " invocations"));
   }
   return Status::Ok();
 }

@@ -8,10 +8,10 @@
 //                            (dot4i8 of packed int8 words for GemmMath::kDot4I8)
 //   C[batch..., i, j]      = epilogue(acc[batch..., i, j])
 //
-// The schedule (MatmulSchedule): C in (64 * rows) x (64 * cols) tiles, one
-// per workgroup of 16 x 16 threads (batch and tile indices fused into
-// blockIdx.x); each thread's (4 * rows) x (4 * cols) elements in 4 x 4
-// blocks 64 apart (strided thread tiles: a warp's reads of the shared
+// The schedule (MatmulSchedule): C in (4 * threads_y * rows) x (64 * cols)
+// tiles, one per workgroup of threads_y x 16 threads (batch and tile indices
+// fused into blockIdx.x); each thread's (4 * rows) x (4 * cols) elements in
+// 4 x 4 blocks 4 * threads_y and 64 apart (strided thread tiles: a warp's reads of the shared
 // tiles are contiguous), accumulated in registers (acc local, computed at
 // the thread); A_tile and B_tile k-major in shared memory at each step of
 // k_tile, copied by all the threads as 4-lane vectors along the operand's

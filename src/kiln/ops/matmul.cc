@@ -159,14 +159,20 @@ int64_t MatmulSchedule::SharedBytes() const {
 std::string MatmulSchedule::ToString() const {
   return StrCat(block_m(), "x", block_n(), " tile, k ", k_tile,
                 double_buffer ? ", double-buffered" : ", single-buffered",
-                unroll_k ? ", unrolled" : "");
+                unroll_k ? ", unrolled" : "",
+                threads_y != 16 ? StrCat(", ", threads_y, " x 16 threads") : "");
 }
 
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target, GemmKind kind) {
   MatmulSchedule s;
+  // Workgroups of 16 x 16 threads where the target runs them, else 8 x 16
+  // (tiles of half the rows).
+  const TargetLimits& limits = target.limits;
+  const int threads_y =
+      limits.max_invocations_per_workgroup >= 256 && limits.max_workgroup_size_y >= 16 ? 16 : 8;
   auto workgroups = [&](int rows, int cols) {
-    return batch * CeilDiv(m, 64 * rows) * CeilDiv(n, 64 * cols);
+    return batch * CeilDiv(m, 4 * threads_y * rows) * CeilDiv(n, 64 * cols);
   };
   // The 128x128 tile only where it makes several waves of workgroups (a
   // GPU's size is not visible through WebGPU): the batched matmul of
@@ -215,11 +221,18 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
         (candidate.cols * candidate.k_tile) % 16 != 0) {
       continue;
     }
+    candidate.threads_y = threads_y;
     if (candidate.SharedBytes() <= storage) return candidate;
   }
-  return InvalidArgument("matmul: the target's workgroup storage (", storage,
-                         " bytes) holds no matmul tile (the smallest takes ",
-                         MatmulSchedule{1, 1, 16, false, false}.SharedBytes(), ")");
+  return InvalidArgument(
+      "matmul: the target's workgroup storage (", storage,
+      " bytes) holds no matmul tile (the smallest takes ",
+      [&] {
+        MatmulSchedule smallest{1, 1, 16, false, false};
+        smallest.threads_y = threads_y;
+        return smallest.SharedBytes();
+      }(),
+      ")");
 }
 
 StatusOr<ir::Function> Matmul(const TensorType& a, const TensorType& b, const Target& target,

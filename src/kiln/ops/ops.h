@@ -416,9 +416,10 @@ struct MatmulOptions {
   ir::DataType accumulate = ir::kF32;
 };
 
-// How one matmul kernel is tiled. A workgroup of 16 x 16 threads computes
-// a (64 * rows) x (64 * cols) tile of C; each thread a (4 * rows) x
-// (4 * cols) register tile made of 4 x 4 blocks spaced 64 apart, so the
+// How one matmul kernel is tiled. A workgroup of 16 x 16 threads (8 x 16
+// with threads_y 8) computes a (4 * threads_y * rows) x (64 * cols) tile of
+// C; each thread a (4 * rows) x (4 * cols) register tile made of 4 x 4
+// blocks spaced 4 * threads_y (rows) and 64 (columns) apart, so the
 // vector reads of a warp from the shared tiles are contiguous. The k
 // dimension advances k_tile at a time through shared tiles of A and B,
 // double-buffered (the next tile loaded into registers during the math, one
@@ -443,8 +444,12 @@ struct MatmulSchedule {
   // The accumulators' sums of products as fma(a, b, acc), one rounding per
   // step (te::Stage::FusedMultiplyAdd); the int8 GEMM's dot4I8 has none.
   bool fused_multiply_add = false;
+  // Threads along C's rows: 16 (a workgroup of 16 x 16), or 8 (8 x 16, for
+  // targets that run at most 128 invocations per workgroup, as WebGPU's
+  // compatibility mode guarantees), which halves block_m.
+  int threads_y = 16;
 
-  int64_t block_m() const { return 64 * rows; }
+  int64_t block_m() const { return 4 * threads_y * rows; }
   int64_t block_n() const { return 64 * cols; }
   // Bytes of workgroup memory the shared tiles take.
   int64_t SharedBytes() const;

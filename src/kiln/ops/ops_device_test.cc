@@ -744,7 +744,11 @@ std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
         MatmulSchedule{1, 1, 32, true, true, false, te::LastCopy::kLoadsAgain},
         MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kStoresAgain, true},
         MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kPeeled},
-        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kPeeled, true}}) {
+        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kPeeled, true},
+        // Workgroups of 8 x 16 threads (targets of 128 invocations).
+        MatmulSchedule{2, 2, 16, false, true, false, te::LastCopy::kSkipped, false, 8},
+        MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kStoresAgain, true, 8},
+        MatmulSchedule{2, 2, 8, true, false, false, te::LastCopy::kSkipped, false, 8}}) {
     if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
       std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
                   s.ToString().c_str(), target.limits.max_workgroup_storage_bytes);

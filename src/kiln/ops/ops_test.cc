@@ -553,6 +553,31 @@ TEST(OpsTest, MatmulErrors) {
   MatmulSchedule twice{2, 2, 16, true, true, false, te::LastCopy::kStoresAgain};
   ExpectError(Matmul({{256, 64}}, {{64, 256}}, t, {}, "", twice).status(),
               {"a double buffer is branch-free or not"});
+  // A target of 128 invocations (WebGPU's compatibility mode) gets
+  // workgroups of 8 x 16 threads and tiles of half the rows.
+  Target compat = t;
+  compat.limits.max_invocations_per_workgroup = 128;
+  compat.limits.max_workgroup_size_x = compat.limits.max_workgroup_size_y = 128;
+  auto half = DefaultMatmulSchedule(1, 4096, 4096, compat);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_EQ(half->threads_y, 8);
+  EXPECT_EQ(half->block_m(), 64);
+  EXPECT_EQ(half->ToString(), "64x128 tile, k 16, single-buffered, unrolled, 8 x 16 threads");
+  auto narrow = Matmul({{100, 64}}, {{64, 70}}, compat);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_NE(ir::Print(*narrow).find("threadIdx.y(0, 8)"), std::string::npos) << ir::Print(*narrow);
+  EXPECT_EQ(DefaultMatmulSchedule(1, 4096, 4096, t)->threads_y, 16);
+  ExpectError(
+      Matmul({{256, 64}}, {{64, 256}}, compat, {}, "", MatmulSchedule{1, 1, 16, false, true})
+          .status(),
+      {"cannot run workgroups of 16 x 16 invocations"});
+  MatmulSchedule odd{1, 1, 16, false, true};
+  odd.threads_y = 4;
+  ExpectError(Matmul({{256, 64}}, {{64, 256}}, t, {}, "", odd).status(),
+              {"threads_y must be 8 or 16"});
+  compat.limits.max_invocations_per_workgroup = 64;
+  ExpectError(Matmul({{256, 64}}, {{64, 256}}, compat).status(),
+              {"cannot run workgroups of 16 x 8 invocations"});
 }
 
 TEST(OpsTest, MatmulInt8SignatureAndErrors) {

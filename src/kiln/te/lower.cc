@@ -2374,6 +2374,18 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
                            " (compute shared stages at an inner loop, split their axes, or "
                            "pad less)");
   }
+  int64_t bound = 0;
+  std::string buffer_names;
+  for (const ir::Param& p : f.params()) {
+    if (!p.is_buffer()) continue;
+    ++bound;
+    buffer_names += (buffer_names.empty() ? "" : ", ") + p.name();
+  }
+  if (bound > limits.max_storage_buffers_per_stage) {
+    return InvalidArgument(at, ": the kernel binds ", bound, " storage buffers (", buffer_names,
+                           "); the target allows ", limits.max_storage_buffers_per_stage,
+                           " per shader stage (maxStorageBuffersPerShaderStage)");
+  }
   // Stages inlined into one another can nest deeper than any one of them:
   // the user's expression, not a lowering error (and not printed).
   if (ir::DeepestExpression(f) > ir::kMaxExprDepth) return InlinedTooDeep(at);
