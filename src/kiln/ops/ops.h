@@ -484,6 +484,8 @@ enum class GemmKind : uint8_t {
 // `fma` (its shader compiler leaves them unfused). The k-steps are unrolled
 // where the problem fills the GPU (at least 128 workgroups); smaller problems get the smaller
 // kernel, which compiles faster and whose launch is not limited by its inner loop.
+// Workgroups of 16 x 16 threads, or 8 x 16 (threads_y 8) where the target runs
+// fewer than 256 invocations per workgroup or 16 along y.
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target,
                                                GemmKind kind = GemmKind::kF32);
