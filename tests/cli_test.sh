@@ -193,14 +193,19 @@ grep -q "device:" <<<"$out" && fail "a malformed --arg found only after the devi
 for cmd in info demo "bench ops" "bench matmul" "bench dispatch"; do
   expect_error "kiln $cmd extra" "kiln $cmd takes no arguments, got 'extra'" "$kiln" $cmd extra
 done
-# --matmul-schedule: five to eight whole integers, or an error naming the form.
+# --matmul-schedule: five to nine whole integers, or an error naming the form.
 for bad in "2,2,16,0,1x" "2,2,16,0,1 " "2,2,16,0,1,,1" "2,2,16,0,1," "2,2,16,0,1,1,1,1,1" \
+  "2,2,16,0,1,1,1,1,16,1" "2,2,16,0,1,1,1,1,12" \
   "2,2,16,0,2" "" "99999999999,2,16,0,1" "2,2,16,0,1,1,4" "2,2,16,0,1,1,-1" "2,2,16,0,1,2"; do
   expect_error "--matmul-schedule '$bad'" "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL" \
     "$kiln" bench ops --compile-only --matmul-schedule "$bad"
 done
 out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,1,1 2>&1) ||
   fail "--matmul-schedule with eight fields: $out"
+out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,1,1,8 \
+  --wgsl "$tmp/eight" 2>&1) || fail "--matmul-schedule with nine fields: $out"
+grep -q "@workgroup_size(16, 8, 1)" "$tmp/eight/matmul_f32_4096x4096___4096x4096.wgsl" ||
+  fail "--matmul-schedule ...,8 did not take workgroups of 16 x 8 threads"
 # BRANCH_FREE 3 peels the last k-step of tiles copied through registers; of
 # tiles copied directly it is an error naming the schedule.
 out=$("$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2,2,16,0,1,1,3,1 \

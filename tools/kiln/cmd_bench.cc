@@ -177,7 +177,8 @@ int BenchOps(const Args& args) {
         "  --compile-only   build and compile every workload (CPU ms), run nothing\n"
         "  --no-subgroups   build the operators as for a device without subgroups (the\n"
         "                   shared-memory combines), to compare the two\n"
-        "  --matmul-schedule ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]]\n"
+        "  --matmul-schedule "
+        "ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA[,THREADS_Y]]]]\n"
         "                   the matmuls' schedule instead of the rule's (2,2,16,1,1: a\n"
         "                   128x128 tile, k 16, double-buffered, unrolled; ROWS and COLS 1, 2\n"
         "                   or 4, K_TILE 8, 16 or 32; REGISTERS 1: single-buffered tiles copied\n"
@@ -185,7 +186,8 @@ int BenchOps(const Args& args) {
         "                   (copied ahead through registers or double-buffered), 2: and\n"
         "                   storing (no_branch), 3: the last k-step peeled (both through\n"
         "                   registers),\n"
-        "                   FMA 1: sums of products as fma; docs/ops.md)\n"
+        "                   FMA 1: sums of products as fma, THREADS_Y 8: workgroups of\n"
+        "                   8 x 16 threads; docs/ops.md)\n"
         "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
         "                   (64,32 on the H200; docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
@@ -222,8 +224,8 @@ int BenchOps(const Args& args) {
     oo.wgsl_from_dir = *dir;
   }
   if (auto text = flags->Get("matmul-schedule")) {
-    // Five to eight comma-separated integers, each field whole.
-    int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    // Five to nine comma-separated integers, each field whole.
+    int v[9] = {0, 0, 0, 0, 0, 0, 0, 0, 16};
     size_t n = 0;
     bool parsed = true;
     for (size_t at = 0; parsed && at <= text->size(); ++n) {
@@ -231,23 +233,26 @@ int BenchOps(const Args& args) {
       if (comma == std::string::npos) comma = text->size();
       const char* first = text->data() + at;
       const char* last = text->data() + comma;
-      auto [end, error] = n < 8 ? std::from_chars(first, last, v[n])
+      auto [end, error] = n < 9 ? std::from_chars(first, last, v[n])
                                 : std::from_chars_result{first, std::errc::invalid_argument};
       parsed = first != last && error == std::errc() && end == last;
       at = comma + 1;
     }
-    // Flags 0 or 1; BRANCH_FREE (the seventh) a te::LastCopy, 0 to 3.
-    bool flags_valid = true;
+    // Flags 0 or 1; BRANCH_FREE (the seventh) a te::LastCopy, 0 to 3;
+    // THREADS_Y (the ninth) 8 or 16.
+    bool flags_valid = v[8] == 8 || v[8] == 16;
     for (int i = 3; i < 8; ++i) flags_valid &= v[i] >= 0 && v[i] <= (i == 6 ? 3 : 1);
-    if (!parsed || n < 5 || n > 8 || !flags_valid) {
+    if (!parsed || n < 5 || n > 9 || !flags_valid) {
       return Fail(
-          "--matmul-schedule takes ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA]]] "
-          "(five to eight integers, those after K_TILE 0 or 1, BRANCH_FREE 0 to 3), got '" +
+          "--matmul-schedule takes "
+          "ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA[,THREADS_Y]]]] (five to "
+          "nine integers, those after K_TILE 0 or 1, BRANCH_FREE 0 to 3, THREADS_Y 8 or 16), got "
+          "'" +
           *text + "'");
     }
     oo.matmul_schedule = ops::MatmulSchedule{
-        v[0],     v[1], v[2], v[3] == 1, v[4] == 1, v[5] == 1, static_cast<te::LastCopy>(v[6]),
-        v[7] == 1};
+        v[0],      v[1], v[2], v[3] == 1, v[4] == 1, v[5] == 1, static_cast<te::LastCopy>(v[6]),
+        v[7] == 1, v[8]};
   }
   if (auto text = flags->Get("attention-tile")) {
     long v[2];
