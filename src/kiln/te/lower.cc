@@ -382,7 +382,16 @@ class StageLayout {
   ir::Expr extent(const IterVar& axis) const { return extents_.at(axis.get()); }
   ir::LoopKind loop_kind(const IterVar& axis) const {
     auto it = stage_.annotations.find(axis.get());
-    return it == stage_.annotations.end() ? ir::LoopKind::kSerial : it->second;
+    if (it == stage_.annotations.end()) return ir::LoopKind::kSerial;
+    // A vectorized axis whose region at the consumer's loop leaves one
+    // lane is a scalar loop.
+    if (it->second == ir::LoopKind::kVectorized) {
+      auto e = extents_.find(axis.get());
+      if (e != extents_.end() && ir::AsConstInt(ir::Simplify(e->second)) == 1) {
+        return ir::LoopKind::kSerial;
+      }
+    }
+    return it->second;
   }
   bool DividesExactly(const IterVar& parent, int64_t factor) const {
     const std::optional<int64_t> e = ir::AsConstInt(ir::Simplify(extent(parent)));
@@ -2299,6 +2308,16 @@ class SharedAllocations : public ir::StmtVisitor {
  public:
   void VisitAllocate(const ir::AllocateNode* op) override {
     const ir::Buffer& b = op->buffer;
+    if (b.scope() == ir::MemoryScope::kLocal && oversized_local.empty()) {
+      std::optional<int64_t> elements = ir::AllocatedElements(b);
+      if (elements && *elements > ir::kMaxLocalElements) {
+        oversized_local =
+            StrCat("local buffer '", b.name(), "' would hold ", *elements,
+                   " elements (its region and its padding); a local buffer holds "
+                   "at most ",
+                   ir::kMaxLocalElements, " (compute the stage at an inner loop, or pad less)");
+      }
+    }
     if (b.scope() == ir::MemoryScope::kShared) {
       // A shape that is not constant is the verifier's to report.
       if (std::optional<int64_t> elements = ir::AllocatedElements(b)) {
@@ -2321,6 +2340,8 @@ class SharedAllocations : public ir::StmtVisitor {
   }
   int64_t total = 0;
   std::string list;
+  // The first local buffer over the verifier's limit, described; "" if none.
+  std::string oversized_local;
 };
 
 // One kernel: `root` and the stages computed in it. Its buffer parameters
@@ -2374,6 +2395,7 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
                            " (compute shared stages at an inner loop, split their axes, or "
                            "pad less)");
   }
+  if (!shared.oversized_local.empty()) return InvalidArgument(at, ": ", shared.oversized_local);
   int64_t bound = 0;
   std::string buffer_names;
   for (const ir::Param& p : f.params()) {

@@ -217,6 +217,41 @@ TEST(TeFuzzTest, SchedulesOnceWrongAreRightOrErrors) {
         {K::kSplit, "C", {"i_outer"}, 8},
         {K::kVectorize, "C", {"i_inner"}}},
        "APPLY:stage 'P' is computed at loop 'i_inner'"},
+      // A local stage whose region and padding exceed what a local buffer
+      // holds (lowered to a function the verifier refused).
+      {14,
+       {{K::kSplit, "C", {"i"}, 64},
+        {K::kBind, "C", {"i_outer"}, 0, "blockIdx.x"},
+        {K::kBind, "C", {"i_inner"}, 0, "threadIdx.x"},
+        {K::kSplit, "C", {"j"}, 64},
+        {K::kComputeAt, "B", {"i_inner"}, 0, "", "C"},
+        {K::kSplit, "C", {"j_outer"}, 16},
+        {K::kSplit, "C", {"j_inner"}, 8},
+        {K::kSplit, "C", {"j_outer_inner"}, 8},
+        {K::kStorageAlign, "B", {"j"}, 32}},
+       "local buffer 'B_buf' would hold 65569 elements"},
+      {3,
+       {{K::kSplit, "C", {"i"}, 32},
+        {K::kBind, "C", {"i_outer"}, 0, "blockIdx.x"},
+        {K::kBind, "C", {"i_inner"}, 0, "threadIdx.x"},
+        {K::kFuse, "B", {"i", "j"}},
+        {K::kComputeAt, "B", {"i_outer"}, 0, "", "C"},
+        {K::kStorageAlign, "B", {"j"}, 16},
+        {K::kSplit, "C", {"j"}, 16},
+        {K::kSplit, "C", {"j_outer"}, 32},
+        {K::kReorder, "C", {"j_inner", "i_inner"}}},
+       "local buffer 'B_buf' would hold"},
+      // A vectorized axis whose region at the consumer's loop is one lane
+      // (lowered to a vector loop of extent 1).
+      {11,
+       {{K::kSplit, "C", {"i2"}, 2},
+        {K::kVectorize, "C", {"i2_inner"}},
+        {K::kUnroll, "C", {"i2_outer"}},
+        {K::kCacheRead, "A", {"C"}, 0, "", "", "local"},
+        {K::kComputeAt, "A_local", {"i1"}, 0, "", "C"},
+        {K::kReorder, "A_local", {"i1", "i2", "i0"}},
+        {K::kVectorize, "A_local", {"i0"}}},
+       ""},
   };
   for (size_t n = 0; n < cases.size(); ++n) {
     const Case& c = cases[n];
