@@ -187,6 +187,11 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
   } else {
     s.rows = s.cols = 1;
   }
+  // A side the problem fills at most half of keeps the smaller tile: the
+  // larger one's other half would compute nothing but guarded waste (the
+  // attention's P @ V, N = 64, ran its 128-column tiles half empty).
+  if (n <= 64) s.cols = 1;
+  if (m <= 4 * threads_y) s.rows = 1;
   const uint32_t storage = target.limits.max_workgroup_storage_bytes;
   const bool unroll = workgroups(s.rows, s.cols) >= kEnoughWorkgroups;
   // The f32 matmul's tiles through registers, as each implementation's

@@ -1630,8 +1630,8 @@ TEST_F(ElementwiseTypesDeviceTest, DeepestChainRunsAndDeeperIsRefused) {
 }
 
 // Fused expressions too large for one kernel run as kernels in order
-// (ElementwiseFusedKernels), exactly: 2600 steps of a = a * 0.5 + (b or 1)
-// (each step exact in f32, fused into an fma or not) nest too deep for one;
+// (ElementwiseFusedKernels): 2600 steps of a = a * 0.5 + (b or 1) nest too
+// deep for one;
 // eleven inputs of two shapes, on a target binding 4 buffers per kernel,
 // read too many. Intermediates and Y poisoned first.
 TEST_F(ElementwiseTypesDeviceTest, FusedExpressionsTooLargeForOneKernel) {
@@ -1658,7 +1658,10 @@ TEST_F(ElementwiseTypesDeviceTest, FusedExpressionsTooLargeForOneKernel) {
     t[m.name] = std::vector<uint32_t>(NumElements(m.shape));
   }
   ASSERT_NO_FATAL_FAILURE(RunInOrder(seq->functions, {"X0", "X1"}, t, false, kPoison));
-  ExpectNear(Floats(t["Y"]), want, 0.0f, "Y");
+  // Not bit for bit: a driver may contract and reassociate the chain's
+  // multiplies and adds (SPIR-V without NoContraction allows both), a
+  // rounding or two per step, which each later step halves.
+  ExpectNear(Floats(t["Y"]), want, 4e-6f, "Y");
 
   Target narrow = target_;
   narrow.limits.max_storage_buffers_per_stage = 4;

@@ -500,6 +500,15 @@ TEST(OpsTest, MatmulErrors) {
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->block_m(), 64);
   EXPECT_FALSE(small->unroll_k);
+  // A side of at most 64 keeps the 64-wide tile there even where the
+  // workgroups would call for the largest (the attention's P @ V).
+  for (auto [m, n, bm, bn] :
+       {std::tuple{512, 64, 128, 64}, {64, 512, 64, 128}, {512, 65, 128, 128}, {40, 33, 64, 64}}) {
+    auto s = DefaultMatmulSchedule(384, m, n, t);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->block_m(), bm) << m << "x" << n;
+    EXPECT_EQ(s->block_n(), bn) << m << "x" << n;
+  }
   // An f32 matmul's tiles go through registers where the implementation is
   // known: under a branch for wgpu-native; for Dawn branch-free (the last
   // k-step loading and storing its own tile again), or in its default mode
