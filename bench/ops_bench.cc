@@ -899,6 +899,15 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
   if (!options.compile_only) {
     const int64_t elements = small ? 1 << 16 : stream;
+    // The full-size ceiling binds 2^26 floats per buffer (the largest
+    // workloads more); say so before a dispatch fails on it.
+    const uint64_t bound = uint64_t(elements) * 4;
+    if (bound > target.limits.max_storage_buffer_binding_size) {
+      return InvalidArgument(
+          "the full-size workloads bind ", bound, " bytes and more per buffer; this device (",
+          device->impl().name(), ") binds at most ", target.limits.max_storage_buffer_binding_size,
+          " (maxStorageBufferBindingSize); --small runs every operator at small shapes");
+    }
     KILN_ASSIGN_OR_RETURN(auto copy, runner.StreamRate("copy", 1, elements));
     KILN_ASSIGN_OR_RETURN(auto add, runner.StreamRate("add", 2, elements));
     KILN_ASSIGN_OR_RETURN(auto mul_add, runner.StreamRate("mul_add", 3, elements));

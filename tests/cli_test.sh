@@ -218,6 +218,14 @@ expect_error "--matmul-schedule peeled without registers" \
 # A filter that matches nothing is an error listing the workloads.
 expect_error "--filter matching nothing" "--filter 'no such op' matches no workload; the workloads: 'elementwise add f32'" \
   "$kiln" bench ops --compile-only --small --filter "no such op"
+# Full size on a device that cannot bind its buffers (the CPU drivers):
+# one clear error up front, naming the limit and --small.
+if out=$("$kiln" bench ops --filter "elementwise add" --repetitions 1 2>&1); then
+  echo "skip: full-size bench ops error (this device binds 2^28-byte buffers)"
+else
+  grep -Eq "the full-size workloads bind 268435456 bytes .* binds at most [0-9]+ \(maxStorageBufferBindingSize\); --small runs" \
+    <<<"$out" || fail "bench ops at full size on a small device: $out"
+fi
 expect_error "bench matmul --size 0" "matmul size 0 is not a positive multiple of 16" \
   "$kiln" bench matmul --size 0
 "$kiln" no_such_command >/dev/null 2>&1
