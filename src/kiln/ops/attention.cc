@@ -121,7 +121,7 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
 class AttentionKernel {
  public:
   AttentionKernel(const Shapes& s, const AttentionTile& tile, const TensorType& q,
-                  const AttentionOptions& o, double scale, const std::string& name)
+                  const AttentionOptions& o, double scale, const std::string& name, int64_t storage)
       : s_(s),
         o_(o),
         dtype_(q.dtype),
@@ -137,7 +137,9 @@ class AttentionKernel {
         cols_((d4_ + nx_ - 1) / nx_),
         pstride_(bq_ + 4),
         q_blocks_((s.sq + bq_ - 1) / bq_),
-        k_blocks_((s.sk + bk_ - 1) / bk_) {}
+        k_blocks_((s.sk + bk_ - 1) / bk_),
+        split_(Rounds() <= kMaxPrefetchRounds &&
+               AttentionSharedBytes(tile, s.d) + 4 * s.d * tile.keys <= storage) {}
 
   ir::Function Build() {
     Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
@@ -149,16 +151,25 @@ class AttentionKernel {
            [&](const Var& block) {
              Shared("Qs", d_ * bq_, [&](const Buffer& qs) {
                Shared("KVs", d_ * bk_, [&](const Buffer& kvs) {
-                 Shared("Ps", bk_ * pstride_, [&](const Buffer& ps) {
-                   Shared("Red", nx_ * pstride_, [&](const Buffer& red) {
-                     Qs_ = qs;
-                     KVs_ = kvs;
-                     Ps_ = ps;
-                     Red_ = red;
-                     b_.For("t", ir::LoopKind::kThreadX, 0, I32(threads_),
-                            [&](const Var& t) { Thread(block, t); });
+                 auto rest = [&](const Buffer& vs) {
+                   Shared("Ps", bk_ * pstride_, [&](const Buffer& ps) {
+                     Shared("Red", nx_ * pstride_, [&](const Buffer& red) {
+                       Qs_ = qs;
+                       KVs_ = kvs;
+                       Vs_ = vs;
+                       Ps_ = ps;
+                       Red_ = red;
+                       b_.For("t", ir::LoopKind::kThreadX, 0, I32(threads_),
+                              [&](const Var& t) { Thread(block, t); });
+                     });
                    });
-                 });
+                 };
+                 // With room for both, V has a block of its own.
+                 if (split_) {
+                   Shared("Vs", d_ * bk_, rest);
+                 } else {
+                   rest(kvs);
+                 }
                });
              });
            });
@@ -227,7 +238,7 @@ class AttentionKernel {
   void StoreV(const Buffer& stage) {
     Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
       Expr r = idx / d4_, c = (idx % d4_) * 4;
-      b_.Store(KVs_, {ir::Ramp(r * d_ + c, 1, 4)}, ir::Load(stage, {Vec(4 * p)}));
+      b_.Store(Vs_, {ir::Ramp(r * d_ + c, 1, 4)}, ir::Load(stage, {Vec(4 * p)}));
     });
   }
   // Column vector ci of the thread's accumulator columns, guarded where the
@@ -341,6 +352,22 @@ class AttentionKernel {
         b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
           Var k0 = b_.Let("k0", kb * bk_);
           Expr next;
+          if (split_) {
+            // K in KVs, V in Vs: V stored while the scores read K, the next
+            // K while the probabilities are made.
+            next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
+            LoadBlock(K_, next, kn, /*k_major=*/true);
+            Scores(k0);
+            StoreV(vn);
+            b_.Barrier();
+            LoadBlock(V_, next, vn, /*k_major=*/false);
+            StoreK(kn);
+            Softmax();
+            b_.Barrier();
+            Accumulate();
+            b_.Barrier();
+            return;
+          }
           if (prefetch) {
             next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
             LoadBlock(K_, next, kn, /*k_major=*/true);
@@ -445,7 +472,7 @@ class AttentionKernel {
           b_.Store(af_, {Vec(4 * h)}, ir::Load(Ps_, {QueryVec(j * pstride_, h)}));
         }
         OverColumns([&](int ci, const Expr& c) {
-          b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(j * d_ + c, 1, 4)}));
+          b_.Store(bf_, {Vec(0)}, ir::Load(Vs_, {ir::Ramp(j * d_ + c, 1, 4)}));
           for (int qi = 0; qi < kQueries; ++qi) {
             b_.Store(acc_, {AccVec(qi, ci)},
                      ir::Load(acc_, {AccVec(qi, ci)}) +
@@ -485,7 +512,10 @@ class AttentionKernel {
   const int cols_;     // vectors of output columns per thread
   const int pstride_;  // row stride of Ps and Red
   const int64_t q_blocks_, k_blocks_;
-  Buffer Q_, K_, V_, M_, O_, Qs_, KVs_, Ps_, Red_;
+  // Whether V's blocks have a buffer of their own (Vs_; else they replace K's
+  // in KVs_): 3 barriers per block instead of 4.
+  const bool split_;
+  Buffer Q_, K_, V_, M_, O_, Qs_, KVs_, Vs_, Ps_, Red_;
   Buffer stage_, s_buf_, acc_, m_, l_, af_, bf_, pt_;
   Expr t_, ty_, tx_, q0_;
   std::vector<Expr> coords_;
@@ -569,7 +599,7 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
     KILN_ASSIGN_OR_RETURN(tile, DefaultAttentionTile(s.d, target));
   }
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  AttentionKernel kernel(s, tile, q, o, scale, name);
+  AttentionKernel kernel(s, tile, q, o, scale, name, target.limits.max_workgroup_storage_bytes);
   ir::Function f = kernel.Build();
   ir::VerifyOptions verify;
   verify.limits = target.limits;
