@@ -188,8 +188,9 @@ int BenchOps(const Args& args) {
         "                   registers),\n"
         "                   FMA 1: sums of products as fma, THREADS_Y 8: workgroups of\n"
         "                   8 x 16 threads; docs/ops.md)\n"
-        "  --attention-tile QUERIES,KEYS  the fused attention's tile instead of the rule's\n"
-        "                   (64,32 on the H200; docs/ops.md)\n"
+        "  --attention-tile QUERIES,KEYS[,OWN_V]  the fused attention's tile instead of the\n"
+        "                   rule's (64,32 on the H200); OWN_V 1: V's blocks in a buffer of\n"
+        "                   their own (docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
@@ -255,12 +256,15 @@ int BenchOps(const Args& args) {
         v[7] == 1, v[8]};
   }
   if (auto text = flags->Get("attention-tile")) {
-    long v[2];
+    long v[3] = {0, 0, 0};
     char tail = 0;
-    if (std::sscanf(text->c_str(), "%ld,%ld%c", &v[0], &v[1], &tail) != 2) {
-      return Fail("--attention-tile takes QUERIES,KEYS (two integers), got '" + *text + "'");
+    const int n = std::sscanf(text->c_str(), "%ld,%ld,%ld%c", &v[0], &v[1], &v[2], &tail);
+    if ((n != 2 && n != 3) || (n == 3 && v[2] != 0 && v[2] != 1) ||
+        std::count(text->begin(), text->end(), ',') != n - 1) {
+      return Fail("--attention-tile takes QUERIES,KEYS[,OWN_V] (two integers, then 0 or 1), got '" +
+                  *text + "'");
     }
-    oo.attention_tile = ops::AttentionTile{v[0], v[1]};
+    oo.attention_tile = ops::AttentionTile{v[0], v[1], v[2] == 1};
   }
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());

@@ -117,11 +117,16 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
   return s;
 }
 
+// Vectors of a block of K (or V) each thread moves.
+int64_t ReadRounds(const AttentionTile& tile, int64_t head_dim) {
+  return (tile.keys * (head_dim / 4) + tile.threads() - 1) / tile.threads();
+}
+
 // Writes the kernel for one tile shape; see the comment at the top.
 class AttentionKernel {
  public:
   AttentionKernel(const Shapes& s, const AttentionTile& tile, const TensorType& q,
-                  const AttentionOptions& o, double scale, const std::string& name, int64_t storage)
+                  const AttentionOptions& o, double scale, const std::string& name)
       : s_(s),
         o_(o),
         dtype_(q.dtype),
@@ -138,8 +143,7 @@ class AttentionKernel {
         pstride_(bq_ + 4),
         q_blocks_((s.sq + bq_ - 1) / bq_),
         k_blocks_((s.sk + bk_ - 1) / bk_),
-        split_(Rounds() <= kMaxPrefetchRounds &&
-               AttentionSharedBytes(tile, s.d) + 4 * s.d * tile.keys <= storage) {}
+        split_(tile.own_v) {}
 
   ir::Function Build() {
     Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
@@ -214,7 +218,7 @@ class AttentionKernel {
       }
     }
   }
-  int Rounds() const { return static_cast<int>((bk_ * d4_ + threads_ - 1) / threads_); }
+  int Rounds() const { return static_cast<int>(ReadRounds({bq_, bk_}, d_)); }
   // The block of K or V at key k0 into `stage` registers, a vector per round
   // of the cooperative loop; Store* then moves them into KVs: K k-major
   // (KVs[c * Bk + key]), V row-major (KVs[key * D + c]). Keys past Sk are
@@ -537,12 +541,13 @@ bool Fits(const AttentionTile& tile, int64_t head_dim, const Target& target) {
 }  // namespace
 
 std::string AttentionTile::ToString() const {
-  return StrCat(queries, " queries x ", keys, " keys per block, ", threads(), " threads");
+  return StrCat(queries, " queries x ", keys, " keys per block, ", threads(), " threads",
+                own_v ? ", V in a buffer of its own" : "");
 }
 
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim) {
   const int64_t stride = tile.queries + 4;
-  return 4 * (head_dim * tile.queries + head_dim * tile.keys +
+  return 4 * (head_dim * tile.queries + (tile.own_v ? 2 : 1) * head_dim * tile.keys +
               (tile.keys + tile.keys / kKeys) * stride);
 }
 
@@ -576,6 +581,12 @@ Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Tar
   if (tile.keys < 4 || tile.keys > 128 || tile.keys % 4 != 0) {
     return bad("keys must be a multiple of 4 from 4 to 128");
   }
+  if (const int64_t rounds = ReadRounds(tile, head_dim);
+      tile.own_v && rounds > kMaxPrefetchRounds) {
+    return bad(StrCat("V's own buffer needs the read-ahead, at most ", kMaxPrefetchRounds,
+                      " vectors of a block per thread; for D = ", head_dim, " each moves ",
+                      rounds));
+  }
   if (!Fits(tile, head_dim, target)) {
     return bad(StrCat(
         "for D = ", head_dim, " it takes ", AttentionSharedBytes(tile, head_dim),
@@ -599,7 +610,7 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
     KILN_ASSIGN_OR_RETURN(tile, DefaultAttentionTile(s.d, target));
   }
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  AttentionKernel kernel(s, tile, q, o, scale, name, target.limits.max_workgroup_storage_bytes);
+  AttentionKernel kernel(s, tile, q, o, scale, name);
   ir::Function f = kernel.Build();
   ir::VerifyOptions verify;
   verify.limits = target.limits;

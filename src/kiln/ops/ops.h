@@ -566,12 +566,16 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
 // The fused attention kernel's blocking: a workgroup of (queries / 4) x
 // (keys / 4) threads computes `queries` queries against blocks of `keys`
 // keys; each thread a 4 x 4 tile of the block's scores and 4 rows of the
-// output.
+// output. `own_v`: V's blocks in a shared buffer of their own instead of
+// replacing K's (three barriers per block instead of four, a block more of
+// workgroup memory); only with the read-ahead (at most 4 vectors of a
+// block per thread). Not yet chosen by the rule: not yet timed on a GPU.
 struct AttentionTile {
   int64_t queries = 64;
   int64_t keys = 32;
+  bool own_v = false;
   int64_t threads() const { return queries / 4 * (keys / 4); }
-  // "64 queries x 32 keys per block, 128 threads".
+  // "64 queries x 32 keys per block, 128 threads" (", V in a buffer of its own").
   std::string ToString() const;
   friend bool operator==(const AttentionTile&, const AttentionTile&) = default;
 };
@@ -597,8 +601,8 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
                                  std::string name = "");
 
 // Bytes of workgroup memory the kernel takes: Q (D x queries f32), a block
-// of K or V (D x keys), the block's probabilities and the partial row
-// statistics (keys + keys / 4 rows of queries + 4).
+// of K or V (D x keys; with own_v, one of each), the block's probabilities
+// and the partial row statistics (keys + keys / 4 rows of queries + 4).
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim);
 // The first of these tiles (queries x keys) that fits the target's
 // workgroup storage and size and leaves each thread at most 4 vectors of

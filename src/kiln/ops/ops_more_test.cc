@@ -677,6 +677,18 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   }
   tiled.tile = AttentionTile{16, 16};
   EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
+  // V in a buffer of its own: only with the read-ahead, and it takes a
+  // block more of workgroup memory; the rule does not choose it.
+  tiled.tile = AttentionTile{16, 16, true};
+  EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
+  ExpectError(
+      Attention({{9, 128}}, {{9, 128}}, {{9, 128}}, t, tiled).status(),
+      {"attention tile 16 queries x 16 keys per block, 16 threads, V in a buffer of its own",
+       "needs the read-ahead, at most 4 vectors of a block per thread; for D = 128 each "
+       "moves 32"});
+  EXPECT_EQ(AttentionSharedBytes({16, 16, true}, 8) - AttentionSharedBytes({16, 16}, 8),
+            4 * 8 * 16);
+  for (int64_t d : {8, 64, 128}) EXPECT_FALSE(DefaultAttentionTile(d, t)->own_v);
 }
 
 }  // namespace
