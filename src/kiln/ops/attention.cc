@@ -168,7 +168,7 @@ class AttentionKernel {
                      });
                    });
                  };
-                 // With room for both, V has a block of its own.
+                 // With own_v, V has a block of its own.
                  if (split_) {
                    Shared("Vs", d_ * bk_, rest);
                  } else {
