@@ -472,8 +472,8 @@ enum class GemmKind : uint8_t {
 
 // The default rule: 128 x 128 tiles where that makes at least 512
 // workgroups, else 128 x 64 or 64 x 128 where that makes at least 128, else
-// 64 x 64, in each case 64 along a side of at most 64 (N <= 64: 64 columns;
-// M <= 64 rows per tile's half: the smaller rows); k_tile 16
+// 64 x 64, in each case the smaller tile along a side that fits it (N <= 64:
+// 64 columns; M <= 4 * threads_y: the smaller rows); k_tile 16
 // where the target's workgroup storage holds it, else 8, single-buffered
 // (measured faster than double-buffering on the H200; BENCHMARKS.md). An f32
 // matmul's tiles are copied ahead through registers where the target's
