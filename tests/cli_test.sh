@@ -502,7 +502,7 @@ assert "same_bytes_copy_gb_per_s" not in o and o["check"] == "PASS", o
 ' "$tmp/mm.json" || fail "bench ops int8: $(cat "$tmp/mm.json")"
 expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS\[,OWN_V\] \(two integers, then 0 or 1\), got '16x8'" \
   "$kiln" bench ops --small --filter attention --attention-tile 16x8
-for bad in 16,8,2 16,8, 16,8,1,1; do
+for bad in 16,8,2 16,8, 16,8,1,1 "16, 8" +16,8 99999999999999999999,8; do
   expect_error "--attention-tile $bad" "--attention-tile takes QUERIES,KEYS\[,OWN_V\]" \
     "$kiln" bench ops --small --filter attention --attention-tile "$bad"
 done
@@ -512,6 +512,10 @@ out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,1
 grep -Eq "16 queries x 16 keys per block, 16 threads, V in a buffer of its own" <<<"$out" ||
   fail "attention tile with V's own buffer: $out"
 grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "own V check: $out"
+expect_error "--matmul-schedule with a space" "--matmul-schedule takes ROWS,COLS" \
+  "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule "2, 2,16,0,1"
+expect_error "--matmul-schedule out of range" "--matmul-schedule takes ROWS,COLS" \
+  "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 99999999999,2,16,0,1
 expect_error "--attention-tile own V without read-ahead" "V's own buffer needs the read-ahead" \
   "$kiln" bench ops --small --filter "attention fused" --attention-tile 8,8,1
 expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \

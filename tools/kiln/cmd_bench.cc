@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,26 @@
 
 namespace kiln::tool {
 namespace {
+
+// Comma-separated decimal integers, each field whole (no sign but '-', no
+// spaces, none empty), at most `max_fields` of them; nullopt otherwise.
+std::optional<std::vector<long>> ParseIntList(std::string_view text, size_t max_fields) {
+  std::vector<long> values;
+  for (size_t at = 0; at <= text.size();) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string_view::npos) comma = text.size();
+    const char* first = text.data() + at;
+    const char* last = text.data() + comma;
+    long v = 0;
+    auto [end, error] = std::from_chars(first, last, v);
+    if (first == last || error != std::errc() || end != last || values.size() == max_fields) {
+      return std::nullopt;
+    }
+    values.push_back(v);
+    at = comma + 1;
+  }
+  return values;
+}
 
 int BenchDispatch(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
@@ -225,25 +246,16 @@ int BenchOps(const Args& args) {
     oo.wgsl_from_dir = *dir;
   }
   if (auto text = flags->Get("matmul-schedule")) {
-    // Five to nine comma-separated integers, each field whole.
-    int v[9] = {0, 0, 0, 0, 0, 0, 0, 0, 16};
-    size_t n = 0;
-    bool parsed = true;
-    for (size_t at = 0; parsed && at <= text->size(); ++n) {
-      size_t comma = text->find(',', at);
-      if (comma == std::string::npos) comma = text->size();
-      const char* first = text->data() + at;
-      const char* last = text->data() + comma;
-      auto [end, error] = n < 9 ? std::from_chars(first, last, v[n])
-                                : std::from_chars_result{first, std::errc::invalid_argument};
-      parsed = first != last && error == std::errc() && end == last;
-      at = comma + 1;
-    }
-    // Flags 0 or 1; BRANCH_FREE (the seventh) a te::LastCopy, 0 to 3;
-    // THREADS_Y (the ninth) 8 or 16.
+    // Five to nine integers; flags 0 or 1; BRANCH_FREE (the seventh) a
+    // te::LastCopy, 0 to 3; THREADS_Y (the ninth) 8 or 16.
+    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 9);
+    long v[9] = {0, 0, 0, 0, 0, 0, 0, 0, 16};
+    if (parsed) std::copy(parsed->begin(), parsed->end(), v);
     bool flags_valid = v[8] == 8 || v[8] == 16;
+    // (ROWS, COLS and K_TILE as int; the schedule's check says which it takes.)
+    for (int i = 0; i < 3; ++i) flags_valid &= v[i] >= INT_MIN && v[i] <= INT_MAX;
     for (int i = 3; i < 8; ++i) flags_valid &= v[i] >= 0 && v[i] <= (i == 6 ? 3 : 1);
-    if (!parsed || n < 5 || n > 9 || !flags_valid) {
+    if (!parsed || parsed->size() < 5 || !flags_valid) {
       return Fail(
           "--matmul-schedule takes "
           "ROWS,COLS,K_TILE,DOUBLE,UNROLL[,REGISTERS[,BRANCH_FREE[,FMA[,THREADS_Y]]]] (five to "
@@ -251,16 +263,21 @@ int BenchOps(const Args& args) {
           "'" +
           *text + "'");
     }
-    oo.matmul_schedule = ops::MatmulSchedule{
-        v[0],      v[1], v[2], v[3] == 1, v[4] == 1, v[5] == 1, static_cast<te::LastCopy>(v[6]),
-        v[7] == 1, v[8]};
+    oo.matmul_schedule = ops::MatmulSchedule{static_cast<int>(v[0]),
+                                             static_cast<int>(v[1]),
+                                             static_cast<int>(v[2]),
+                                             v[3] == 1,
+                                             v[4] == 1,
+                                             v[5] == 1,
+                                             static_cast<te::LastCopy>(v[6]),
+                                             v[7] == 1,
+                                             static_cast<int>(v[8])};
   }
   if (auto text = flags->Get("attention-tile")) {
+    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 3);
     long v[3] = {0, 0, 0};
-    char tail = 0;
-    const int n = std::sscanf(text->c_str(), "%ld,%ld,%ld%c", &v[0], &v[1], &v[2], &tail);
-    if ((n != 2 && n != 3) || (n == 3 && v[2] != 0 && v[2] != 1) ||
-        std::count(text->begin(), text->end(), ',') != n - 1) {
+    if (parsed) std::copy(parsed->begin(), parsed->end(), v);
+    if (!parsed || parsed->size() < 2 || (v[2] != 0 && v[2] != 1)) {
       return Fail("--attention-tile takes QUERIES,KEYS[,OWN_V] (two integers, then 0 or 1), got '" +
                   *text + "'");
     }
