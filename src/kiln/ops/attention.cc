@@ -7,13 +7,13 @@
 // block's scores S = Q K^T and 4 queries x (D / threads across) columns of
 // the output accumulator. Q
 // (pre-scaled) stays in shared memory, k-major; each block of K passes
-// through shared memory k-major, then the block of V takes its place; both
-// are read from device memory into registers one block ahead. Per block: the scores, the new row
-// maxima (partial maxima combined through shared memory), P = exp(S - max) into shared memory, the
-// accumulator and the per-thread partial row sums rescaled (the online
-// softmax), then O += P V. The row sums are combined once at the end. The
-// kernel is written with the IR builder: the block loop carries state across
-// a reduction, which tensor expressions cannot express.
+// through shared memory k-major, and the block of V through a buffer of its
+// own (own_v) or in K's place; both are read from device memory into
+// registers one block ahead where a thread moves at most 4 vectors of each. Per block: the scores,
+// the new row maxima (partial maxima combined through shared memory), P = exp(S - max) into shared
+// memory, the accumulator and the per-thread partial row sums rescaled (the online softmax), then O
+// += P V. The row sums are combined once at the end. The kernel is written with the IR builder: the
+// block loop carries state across a reduction, which tensor expressions cannot express.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -559,6 +559,12 @@ StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& tar
       const int64_t column_vectors = (head_dim / 4 + across - 1) / across;
       if (Fits(tile, head_dim, target) &&
           (!small_accumulator || column_vectors <= kMaxColumnVectors)) {
+        // V's own buffer where the read-ahead holds and it still fits.
+        AttentionTile own = tile;
+        own.own_v = true;
+        if (ReadRounds(own, head_dim) <= kMaxPrefetchRounds && Fits(own, head_dim, target)) {
+          return own;
+        }
         return tile;
       }
     }

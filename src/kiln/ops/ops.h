@@ -569,7 +569,7 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
 // output. `own_v`: V's blocks in a shared buffer of their own instead of
 // replacing K's (three barriers per block instead of four, a block more of
 // workgroup memory); only with the read-ahead (at most 4 vectors of a
-// block per thread). Not yet chosen by the rule: not yet timed on a GPU.
+// block per thread).
 struct AttentionTile {
   int64_t queries = 64;
   int64_t keys = 32;
@@ -607,7 +607,8 @@ int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim);
 // The first of these tiles (queries x keys) that fits the target's
 // workgroup storage and size and leaves each thread at most 4 vectors of
 // output columns (failing that, the first that fits): 64x32, 32x32, 16x32,
-// 32x16, 16x16, 16x8, 8x8.
+// 32x16, 16x16, 16x8, 8x8; with own_v where the read-ahead holds and the
+// extra block still fits (the H200's D = 64 tile).
 StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target);
 // That `tile` is well formed (queries a multiple of 4 up to 256, keys a
 // multiple of 4 up to 128) and fits the target for this D.

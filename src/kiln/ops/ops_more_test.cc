@@ -688,7 +688,20 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
        "moves 32"});
   EXPECT_EQ(AttentionSharedBytes({16, 16, true}, 8) - AttentionSharedBytes({16, 16}, 8),
             4 * 8 * 16);
-  for (int64_t d : {8, 64, 128}) EXPECT_FALSE(DefaultAttentionTile(d, t)->own_v);
+  // The rule gives V its own buffer where the read-ahead holds and the
+  // extra block fits: the H200's D = 64 tile (43,648 bytes of 49,152), not
+  // D = 128 (each thread moves 16 vectors of a block) nor 32 x 32 at D = 64.
+  EXPECT_TRUE(DefaultAttentionTile(8, t)->own_v);
+  Target h200;
+  h200.limits.max_workgroup_storage_bytes = 48 << 10;
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true}));
+  EXPECT_EQ(AttentionSharedBytes({64, 32, true}, 64), 43648);
+  EXPECT_EQ(*DefaultAttentionTile(128, h200), (AttentionTile{32, 32, false}));
+  h200.limits.max_workgroup_storage_bytes = 32 << 10;
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{32, 32, false}));
+  // Where the extra block does not fit, the same tile without it.
+  h200.limits.max_workgroup_storage_bytes = AttentionSharedBytes({64, 32}, 64);
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, false}));
 }
 
 }  // namespace
