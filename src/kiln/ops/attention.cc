@@ -5,15 +5,16 @@
 // of keys, as two small matrix products per block with register tiles (the
 // way the GEMM's schedule does): each thread owns 4 queries x 4 keys of the
 // block's scores S = Q K^T and 4 queries x (D / threads across) columns of
-// the output accumulator. Q
-// (pre-scaled) stays in shared memory, k-major; each block of K passes
-// through shared memory k-major, and the block of V through a buffer of its
-// own (own_v) or in K's place; both are read from device memory into
-// registers one block ahead where a thread moves at most 4 vectors of each. Per block: the scores,
-// the new row maxima (partial maxima combined through shared memory), P = exp(S - max) into shared
-// memory, the accumulator and the per-thread partial row sums rescaled (the online softmax), then O
-// += P V. The row sums are combined once at the end. The kernel is written with the IR builder: the
-// block loop carries state across a reduction, which tensor expressions cannot express.
+// the output accumulator. Q (pre-scaled) stays in shared memory, k-major;
+// each block of K passes through shared memory k-major, and the block of V
+// through a buffer of its own (own_v) or in K's place; both are read from
+// device memory into registers one block ahead where a thread moves at most
+// 4 vectors of each. Per block: the scores, the new row maxima (partial
+// maxima combined through shared memory), P = exp(S - max) into shared
+// memory, the accumulator and the per-thread partial row sums rescaled (the
+// online softmax), then O += P V. The row sums are combined once at the end.
+// The kernel is written with the IR builder: the block loop carries state
+// across a reduction, which tensor expressions cannot express.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

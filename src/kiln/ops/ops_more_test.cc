@@ -678,7 +678,7 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   tiled.tile = AttentionTile{16, 16};
   EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
   // V in a buffer of its own: only with the read-ahead, and it takes a
-  // block more of workgroup memory; the rule does not choose it.
+  // block more of workgroup memory.
   tiled.tile = AttentionTile{16, 16, true};
   EXPECT_TRUE(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, tiled).ok());
   ExpectError(
