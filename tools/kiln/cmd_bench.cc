@@ -209,9 +209,10 @@ int BenchOps(const Args& args) {
         "                   registers),\n"
         "                   FMA 1: sums of products as fma, THREADS_Y 8: workgroups of\n"
         "                   8 x 16 threads; docs/ops.md)\n"
-        "  --attention-tile QUERIES,KEYS[,OWN_V]  the fused attention's tile instead of the\n"
-        "                   rule's (64,32 on the H200); OWN_V 1: V's blocks in a buffer of\n"
-        "                   their own (docs/ops.md)\n"
+        "  --attention-tile QUERIES,KEYS[,OWN_V[,UNROLL]]  the fused attention's tile\n"
+        "                   instead of the rule's (64,32,1 on the H200, and 1 through Dawn);\n"
+        "                   OWN_V 1: V's blocks in a buffer of their own, UNROLL 1: the\n"
+        "                   scores' loop over D unrolled (docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
@@ -274,14 +275,16 @@ int BenchOps(const Args& args) {
                                              static_cast<int>(v[8])};
   }
   if (auto text = flags->Get("attention-tile")) {
-    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 3);
-    long v[3] = {0, 0, 0};
+    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 4);
+    long v[4] = {0, 0, 0, 0};
     if (parsed) std::copy(parsed->begin(), parsed->end(), v);
-    if (!parsed || parsed->size() < 2 || (v[2] != 0 && v[2] != 1)) {
-      return Fail("--attention-tile takes QUERIES,KEYS[,OWN_V] (two integers, then 0 or 1), got '" +
-                  *text + "'");
+    if (!parsed || parsed->size() < 2 || (v[2] != 0 && v[2] != 1) || (v[3] != 0 && v[3] != 1)) {
+      return Fail(
+          "--attention-tile takes QUERIES,KEYS[,OWN_V[,UNROLL]] (two integers, then 0 or 1 "
+          "each), got '" +
+          *text + "'");
     }
-    oo.attention_tile = ops::AttentionTile{v[0], v[1], v[2] == 1};
+    oo.attention_tile = ops::AttentionTile{v[0], v[1], v[2] == 1, v[3] == 1};
   }
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());

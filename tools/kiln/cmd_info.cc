@@ -49,6 +49,8 @@ void PrintJson(const hal::Device::Enumeration& e) {
     w.Key("adapterType").String(a.adapter_type);
     w.Key("vendorId").Uint(a.vendor_id);
     w.Key("deviceId").Uint(a.device_id);
+    w.Key("subgroupMinSize").Uint(a.subgroup_min_size);
+    w.Key("subgroupMaxSize").Uint(a.subgroup_max_size);
     w.Key("features").BeginArray();
     for (const std::string& f : a.features) w.String(f);
     w.EndArray();
@@ -75,6 +77,9 @@ void PrintText(const hal::Device::Enumeration& e) {
                 a.device == a.description ? "" : a.device.c_str(), a.adapter_type.c_str());
     if (!a.vendor.empty())
       std::printf("  vendor       %s %s\n", a.vendor.c_str(), a.architecture.c_str());
+    if (a.subgroup_max_size != 0) {
+      std::printf("  subgroups    %u to %u threads\n", a.subgroup_min_size, a.subgroup_max_size);
+    }
     std::printf("  features    ");
     for (const std::string& f : a.features) std::printf(" %s", f.c_str());
     std::printf("\n  limits\n");

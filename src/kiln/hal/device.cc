@@ -224,6 +224,8 @@ AdapterReport ReadAdapterReport(const Implementation& impl, WGPUAdapter adapter,
     r.adapter_type = AdapterTypeName(info.adapterType);
     r.vendor_id = info.vendorID;
     r.device_id = info.deviceID;
+    r.subgroup_min_size = info.subgroupMinSize;
+    r.subgroup_max_size = info.subgroupMaxSize;
     p.AdapterInfoFreeMembers(info);
   }
   WGPUSupportedFeatures features = {};

@@ -64,6 +64,8 @@ struct AdapterReport {
   std::string adapter_type;           // "discrete-gpu", "cpu", ...
   std::vector<std::string> features;  // names, kiln's or the implementation's
   Limits limits;
+  // Threads per subgroup, fewest and most (0 where the adapter does not say).
+  uint32_t subgroup_min_size = 0, subgroup_max_size = 0;
 };
 
 struct DeviceOptions {

@@ -13,6 +13,8 @@
 // maxima combined through shared memory), P = exp(S - max) into shared
 // memory, the accumulator and the per-thread partial row sums rescaled (the
 // online softmax), then O += P V. The row sums are combined once at the end.
+// The scores' loop over D may be unrolled (unroll_scores; the rule's choice
+// through Dawn).
 // The kernel is written with the IR builder: the block loop carries state
 // across a reduction, which tensor expressions cannot express.
 #include <algorithm>
@@ -144,7 +146,8 @@ class AttentionKernel {
         pstride_(bq_ + 4),
         q_blocks_((s.sq + bq_ - 1) / bq_),
         k_blocks_((s.sk + bk_ - 1) / bk_),
-        split_(tile.own_v) {}
+        split_(tile.own_v),
+        unroll_scores_(tile.unroll_scores) {}
 
   ir::Function Build() {
     Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
@@ -404,7 +407,8 @@ class AttentionKernel {
   // (with the running maxima) into Red[tx][query].
   void Scores(const Var& k0) {
     for (int qi = 0; qi < kQueries; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
-    b_.For("kc", ir::LoopKind::kSerial, 0, I32(d4_), [&](const Var& kc) {
+    const ir::LoopKind kind = unroll_scores_ ? ir::LoopKind::kUnrolled : ir::LoopKind::kSerial;
+    b_.For("kc", kind, 0, I32(d4_), [&](const Var& kc) {
       for (int e = 0; e < 4; ++e) {
         Expr k = kc * 4 + e;
         for (int h = 0; h < kQueries / 4; ++h) {
@@ -520,6 +524,8 @@ class AttentionKernel {
   // Whether V's blocks have a buffer of their own (Vs_; else they replace K's
   // in KVs_): 3 barriers per block instead of 4.
   const bool split_;
+  // Whether the scores' loop over D is unrolled.
+  const bool unroll_scores_;
   Buffer Q_, K_, V_, M_, O_, Qs_, KVs_, Vs_, Ps_, Red_;
   Buffer stage_, s_buf_, acc_, m_, l_, af_, bf_, pt_;
   Expr t_, ty_, tx_, q0_;
@@ -543,7 +549,8 @@ bool Fits(const AttentionTile& tile, int64_t head_dim, const Target& target) {
 
 std::string AttentionTile::ToString() const {
   return StrCat(queries, " queries x ", keys, " keys per block, ", threads(), " threads",
-                own_v ? ", V in a buffer of its own" : "");
+                own_v ? ", V in a buffer of its own" : "",
+                unroll_scores ? ", the scores' loop over D unrolled" : "");
 }
 
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim) {
@@ -560,10 +567,13 @@ StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& tar
       const int64_t column_vectors = (head_dim / 4 + across - 1) / across;
       if (Fits(tile, head_dim, target) &&
           (!small_accumulator || column_vectors <= kMaxColumnVectors)) {
-        // V's own buffer where the read-ahead holds and it still fits.
+        // V's own buffer where the read-ahead holds and it still fits;
+        // then through Dawn the scores' loop over D unrolled (faster
+        // through Dawn, slower through wgpu-native: BENCHMARKS.md).
         AttentionTile own = tile;
         own.own_v = true;
         if (ReadRounds(own, head_dim) <= kMaxPrefetchRounds && Fits(own, head_dim, target)) {
+          own.unroll_scores = target.implementation == "dawn";
           return own;
         }
         return tile;

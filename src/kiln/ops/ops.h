@@ -569,13 +569,16 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
 // output. `own_v`: V's blocks in a shared buffer of their own instead of
 // replacing K's (three barriers per block instead of four, a block more of
 // workgroup memory); only with the read-ahead (at most 4 vectors of a
-// block per thread).
+// block per thread). `unroll_scores`: the scores' loop over D written out
+// (D / 4 steps).
 struct AttentionTile {
   int64_t queries = 64;
   int64_t keys = 32;
   bool own_v = false;
+  bool unroll_scores = false;
   int64_t threads() const { return queries / 4 * (keys / 4); }
-  // "64 queries x 32 keys per block, 128 threads" (", V in a buffer of its own").
+  // "64 queries x 32 keys per block, 128 threads" (", V in a buffer of its
+  // own", ", the scores' loop over D unrolled").
   std::string ToString() const;
   friend bool operator==(const AttentionTile&, const AttentionTile&) = default;
 };
@@ -608,7 +611,8 @@ int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim);
 // workgroup storage and size and leaves each thread at most 4 vectors of
 // output columns (failing that, the first that fits): 64x32, 32x32, 16x32,
 // 32x16, 16x16, 16x8, 8x8; with own_v where the read-ahead holds and the
-// extra block still fits (the H200's D = 64 tile).
+// extra block still fits (the H200's D = 64 tile), and then through Dawn
+// (target.implementation "dawn") with unroll_scores.
 StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& target);
 // That `tile` is well formed (queries a multiple of 4 up to 256, keys a
 // multiple of 4 up to 128) and fits the target for this D.

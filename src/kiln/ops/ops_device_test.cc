@@ -1305,6 +1305,19 @@ TEST_F(AttentionDeviceTest, GivenTiles) {
   o.mask = TensorType{{21, 19}};
   o.tile = AttentionTile{8, 16, true};
   Check({21, 8}, 19, o, /*differential=*/true);
+  // The scores' loop over D unrolled (the rule's through Dawn), here on
+  // every implementation.
+  o = {};
+  o.tile = AttentionTile{32, 32, true, true};
+  o.causal = true;
+  Check({2, 70, 32}, 70, o);
+  o = {};
+  o.mask = TensorType{{21, 19}};
+  o.tile = AttentionTile{8, 16, true, true};
+  Check({21, 8}, 19, o, /*differential=*/true);
+  o = {};
+  o.tile = AttentionTile{16, 16, false, true};
+  Check({1, 9, 128}, 33, o);
 }
 
 TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {

@@ -702,6 +702,34 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   // Where the extra block does not fit, the same tile without it.
   h200.limits.max_workgroup_storage_bytes = AttentionSharedBytes({64, 32}, 64);
   EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, false}));
+  // Through Dawn, the tiles with V's own buffer unroll the scores' loop over
+  // D; not through wgpu-native, nor without V's own buffer.
+  h200.limits.max_workgroup_storage_bytes = 48 << 10;
+  h200.implementation = "dawn";
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, true}));
+  EXPECT_EQ(*DefaultAttentionTile(128, h200), (AttentionTile{32, 32, false, false}));
+  h200.implementation = "wgpu";
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, false}));
+}
+
+// The unrolled loop: the same kernel with the scores' loop over D written
+// out, D / 4 steps of 4 k each.
+TEST(OpsMoreTest, AttentionScoresLoopUnrolled) {
+  Target t;
+  t.limits.max_workgroup_storage_bytes = 48 << 10;
+  const TensorType q{{2, 70, 32}};
+  AttentionOptions o;
+  o.tile = AttentionTile{32, 32, true, false};
+  auto serial = Attention(q, q, q, t, o);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  o.tile = AttentionTile{32, 32, true, true};
+  auto unrolled = Attention(q, q, q, t, o);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.status();
+  EXPECT_EQ(Count(*serial, "unroll("), 0u);
+  EXPECT_EQ(Count(*unrolled, "unroll("), 1u) << ir::Print(*unrolled);
+  EXPECT_EQ(o.tile->ToString(),
+            "32 queries x 32 keys per block, 64 threads, V in a buffer of its own, the scores' "
+            "loop over D unrolled");
 }
 
 }  // namespace
