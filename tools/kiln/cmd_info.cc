@@ -1,5 +1,6 @@
 // kiln info: every implementation kiln can load, its adapters, their
 // backend, feature level, features and limits.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -78,7 +79,10 @@ void PrintText(const hal::Device::Enumeration& e) {
     if (!a.vendor.empty())
       std::printf("  vendor       %s %s\n", a.vendor.c_str(), a.architecture.c_str());
     if (a.subgroup_max_size != 0) {
-      std::printf("  subgroups    %u to %u threads\n", a.subgroup_min_size, a.subgroup_max_size);
+      const bool usable =
+          std::find(a.features.begin(), a.features.end(), "subgroups") != a.features.end();
+      std::printf("  subgroups    %u to %u threads%s\n", a.subgroup_min_size, a.subgroup_max_size,
+                  usable ? "" : " (no subgroups feature)");
     }
     std::printf("  features    ");
     for (const std::string& f : a.features) std::printf(" %s", f.c_str());
