@@ -94,6 +94,8 @@ std::string SanitizeWgslIdentifier(std::string_view name) {
 std::string NameSupply::Fresh(std::string_view hint) {
   std::string base = SanitizeWgslIdentifier(hint);
   if (base.starts_with(kInternalPrefix)) base.insert(0, "v");
+  // A reserved prefix (texture...) reserves every numbered variant too.
+  if (IsReservedWgslName(base + "_1")) base.insert(0, "v");
   if (!IsReservedWgslName(base) && taken_.insert(base).second) return base;
   for (int i = 1;; ++i) {
     std::string candidate = base + "_" + std::to_string(i);

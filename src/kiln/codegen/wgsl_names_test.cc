@@ -59,6 +59,10 @@ TEST(WgslNamesTest, FreshNamesNeverCollideNorUseReservedWords) {
   EXPECT_EQ(names.Fresh("a.b"), "a_b");
   EXPECT_EQ(names.Fresh("a_b"), "a_b_1");
   EXPECT_EQ(names.Fresh("kiln_erf_f32"), "vkiln_erf_f32");
+  // Every name with the texture prefix is reserved, numbered or not.
+  EXPECT_EQ(names.Fresh("texture_fn"), "vtexture_fn");
+  EXPECT_EQ(names.Fresh("textureA"), "vtextureA");
+  EXPECT_EQ(names.Fresh("textureA"), "vtextureA_1");
   names.Reserve("helper");
   EXPECT_EQ(names.Fresh("helper"), "helper_1");
 }
