@@ -283,6 +283,10 @@ class Runner {
         }
         codegen::CompiledFunction& f = compiled.functions[0];
         KILN_ASSIGN_OR_RETURN(f.wgsl, ReadInputFile(file, 16u << 20));
+        if (auto at = FirstNonTextByte(f.wgsl)) {
+          return InvalidArgument("--wgsl-from: ", file, " is not WGSL text: byte ", *at,
+                                 " is not UTF-8 (or is NUL)");
+        }
         // The kernel may declare another workgroup size (the dispatch's
         // workgroup count stays the generated kernel's).
         KILN_RETURN_IF_ERROR(AdoptWorkgroupSize(f, file));

@@ -136,6 +136,33 @@ printf 'module {\nfn f(A: buffer<f32>[1000]) {\n  for i in unroll(0, 1000) {\n  
   > "$tmp/unroll.kir"
 expect_error "a long unrolled loop" "line 3, column 3: .for i in unroll\(0, 1000\).: unrolled loop 'i' has extent 1000, more than the limit of 256" \
   "$kiln" compile "$tmp/unroll.kir" -o "$tmp/unroll.kmod"
+printf 'module {\nfn f(A: buffer<f32>[n], n: i32) {\n  A[n - 1] = 1.0\n  A[0 - 1] = 2.0\n}\n}\n' \
+  > "$tmp/negative.kir"
+expect_error "a constant negative index" "line 4, column 3: .A\[0 - 1\] = 2.0.: .0 - 1., the index of buffer 'A' in dimension 0, is -1; an index is never negative" \
+  "$kiln" compile "$tmp/negative.kir" -o "$tmp/negative.kmod"
+printf 'module {\nfn f(A: buffer<f32>[4]) {\n  while (true) {\n    A[0] = 1.0\n  }\n}\n}\n' \
+  > "$tmp/forever.kir"
+expect_error "a while loop that never ends" "line 3, column 3: .while \(true\).: the condition .true. is always true, so the loop never ends" \
+  "$kiln" compile "$tmp/forever.kir" -o "$tmp/forever.kmod"
+# Deeper than WGSL functions hold: ifs at their line; ternaries (blocks the
+# code generator adds) by the function.
+python3 - "$tmp" <<'PY'
+import sys
+body = "A[0] = 1.0"
+for d in range(63):
+    body = f"if (n > {d}) {{\n{body}\n}}"
+open(sys.argv[1] + "/deep.kir", "w").write(
+    "module {\nfn f(A: buffer<f32>[4], n: i32) {\n" + body + "\n}\n}\n")
+value = "1.0"
+for d in range(63):
+    value = f"if_then_else(n > {d}, {value}, 0.0)"
+open(sys.argv[1] + "/ternaries.kir", "w").write(
+    "module {\nfn f(A: buffer<f32>[4], n: i32) {\nA[0] = " + value + "\n}\n}\n")
+PY
+expect_error "ifs nested 63 deep" "deep.kir: function 'f', line 65, column 1: .if \(n > 0\).: loops and ifs nest more than 62 deep here" \
+  "$kiln" compile "$tmp/deep.kir" -o "$tmp/deep.kmod"
+expect_error "ternaries nested 63 deep" "kernel 'f': its WGSL nests blocks 63 deep .*more than the 62 WebGPU implementations accept" \
+  "$kiln" compile "$tmp/ternaries.kir" -o "$tmp/ternaries.kmod"
 printf 'module {\nfn g(A: buffer<f32>[4],\n     B: buffer<f64>[4]) {\n}\n}\n' > "$tmp/f64.kir"
 expect_error "an f64 buffer" "line 2, column 1: .*buffer parameter 'B' has element type f64; kernel buffers hold" \
   "$kiln" compile "$tmp/f64.kir" --emit wgsl
@@ -190,6 +217,20 @@ expect_error "compile -o a folder" "-o: '$tmp' is a directory" \
 expect_error "compile -o into a missing folder" "-o: '$tmp/none/v.kmod': folder '$tmp/none' does not exist" \
   "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/none/v.kmod"
 expect_error "compile -o empty" "-o: no file given" "$kiln" compile "$src/examples/vector_add.kir" -o ""
+# run --output never overwrites the module being run.
+cp "$tmp/v.kmod" "$tmp/self.kmod"
+expect_error "run --output its module" "--output C: '$tmp/./self.kmod' is the input file" \
+  "$kiln" run "$tmp/self.kmod" --fn vector_add --arg n=4 --output C="$tmp/./self.kmod"
+cmp -s "$tmp/self.kmod" "$tmp/v.kmod" || fail "run --output destroyed its module"
+
+# The demo's matmul size: a multiple of 16 up to 4096 (its CPU check is n^3),
+# refused before the device.
+expect_error "--matmul-size past 4096" "--matmul-size needs a decimal integer from 1 to 4096, got '65552'" \
+  "$kiln" demo --matmul-size 65552
+grep -q "device:" <<<"$out" && fail "--matmul-size checked only after the device was opened: $out"
+expect_error "--matmul-size 0" "from 1 to 4096, got '0'" "$kiln" demo --matmul-size 0
+expect_error "--matmul-size not of 16" "--matmul-size needs a multiple of 16 .*got 40" \
+  "$kiln" demo --matmul-size 40
 
 # Scalars are checked before the device too.
 expect_error "a missing --arg" "needs a value for scalar parameter 'n'" "${run_v[@]}"
@@ -246,6 +287,8 @@ expect_error "bench compile of a missing folder" "'$tmp/none' does not exist" \
   "$kiln" bench compile "$tmp/none"
 expect_error "bench compile --megabytes 1x" "--megabytes takes sizes in MB" \
   "$kiln" bench compile --megabytes 1x
+expect_error "bench compile --megabytes past 512" "--megabytes takes sizes in MB, each above 0 and at most 512, separated by commas, got '1000000'" \
+  "$kiln" bench compile --megabytes 2,1000000
 
 # Any seed repeats its inputs, 0 included.
 for k in 1 2; do
@@ -475,6 +518,9 @@ expect_error "--wgsl with no folder" "--wgsl needs a directory" \
   "$kiln" bench ops --compile-only --filter "elementwise add" --wgsl ""
 expect_error "--wgsl-from without the entry point" "INVALID_ARGUMENT: .*--wgsl-from: $add_wgsl: .*entry point 'elementwise_add' is not declared" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
+printf '// binary\n\x00\xff\xfe' > "$add_wgsl"
+expect_error "--wgsl-from a binary file" "--wgsl-from: $add_wgsl is not WGSL text: byte 10 is not UTF-8" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
 # A folder holding no file named for a workload run is refused (a misnamed
 # file would otherwise go unnoticed).
 mkdir -p "$tmp/wgsl_other" && touch "$tmp/wgsl_other/elementwise_add.wgsl"
@@ -529,6 +575,11 @@ expect_error "--matmul-schedule with a space" "--matmul-schedule takes ROWS,COLS
   "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule "2, 2,16,0,1"
 expect_error "--matmul-schedule out of range" "--matmul-schedule takes ROWS,COLS" \
   "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 99999999999,2,16,0,1
+# Fields that fit the flag but no tile are quoted as given.
+expect_error "--matmul-schedule rows INT_MAX" "schedule \(rows 2147483647, cols 2, k_tile 16, threads_y 16\): rows must be 1, 2 or 4" \
+  "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule 2147483647,2,16,0,1
+expect_error "--attention-tile queries INT64_MAX" "attention tile \(queries 9223372036854775807, keys 16\): queries must be a multiple of 4" \
+  "$kiln" bench ops --compile-only --filter "attention fused" --attention-tile 9223372036854775807,16
 expect_error "--attention-tile own V without read-ahead" "V's own buffer needs the read-ahead" \
   "$kiln" bench ops --small --filter "attention fused" --attention-tile 8,8,1
 expect_error "--attention-tile too large" "attention tile 256 queries x 128 keys per block, 2048 threads: .*2048 invocations" \

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import re
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -96,7 +97,15 @@ def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -
     cache = device._cache
     program = cache.get(key)
     if program is None:
-        program = build(device)
+        try:
+            program = build(device)
+        except _kiln.Error as e:
+            # Every refusal names the operator (some come from a layer below
+            # it: an input's dtype no kernel binds).
+            text = str(e)
+            if not re.match(r"[\w.]+: ", text):
+                raise type(e)(f"{key[0]}: {text}") from None
+            raise
         cache[key] = program
     out = program.run(list(inputs))
     return out[0] if len(out) == 1 else out
@@ -290,7 +299,18 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     if len(operands) == 2 and _is_number(operands[0]) and not _is_number(operands[1]):
         return _with_number(op, operands[1], operands[0], True)
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
-    out = _elementwise_tensors(op, [_operand(x, device) for x in operands])
+    try:
+        out = _elementwise_tensors(op, [_operand(x, device) for x in operands])
+    except _kiln.InvalidArgument as e:
+        given = [np.dtype(x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype)
+                 for x in operands]
+        if "dtype mismatch" in str(e) and np.bool_ in given:
+            # Bools run as int32: name the dtypes as the caller gave them.
+            names = ", ".join(f"{'ABC'[i]} is {d.name}" for i, d in enumerate(given))
+            raise _kiln.InvalidArgument(
+                f"{op}: dtype mismatch: {names} (bool operands run as int32; cast them to the "
+                f"other operands' dtype)") from None
+        raise
     return _view(out, out.shape, np.bool_) if op in _BOOL_OPS else out
 
 

@@ -788,6 +788,20 @@ def test_errors(device):
         kiln.ops.exp([1.0, 2.0])
     with pytest.raises(kiln.InvalidArgument, match="takes 2 inputs"):
         kiln.ops.elementwise("add", f32)
+    # A bool operand is named as given, though it runs as int32.
+    flags = kiln.tensor(np.ones((7, 2), bool), device)
+    with pytest.raises(kiln.InvalidArgument,
+                       match="add: dtype mismatch: A is float32, B is bool .bool operands run"):
+        f32 + flags
+    with pytest.raises(kiln.InvalidArgument, match="mul: dtype mismatch: A is bool, B is float32"):
+        kiln.ops.mul(flags, np.ones((7, 2), np.float32))
+    # int8 tensors (matmul_int8's) in data movement: refused naming the operator.
+    i8 = kiln.tensor(np.ones((4, 8), np.int8), device)
+    for call, name in ((lambda: kiln.ops.transpose(i8), "permute"),
+                       (lambda: kiln.ops.reshape(i8, (8, 4)), "reshape"),
+                       (lambda: i8[1:3, ::2], "slice")):
+        with pytest.raises(kiln.InvalidArgument, match=f"^{name}: int8 tensors have no kernel "):
+            call()
 
 
 def test_tensors_of_two_devices_do_not_mix(rng):

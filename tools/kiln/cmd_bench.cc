@@ -437,14 +437,21 @@ StatusOr<std::vector<std::string>> KirFiles(const std::vector<std::string>& path
   return files;
 }
 
+// The largest module `bench compile --megabytes` generates.
+constexpr double kMaxScaleMegabytes = 512;
+
 int BenchCompileScale(const Flags& flags) {
   std::vector<double> sizes;
   std::istringstream list(*flags.Get("megabytes"));
   for (std::string item; std::getline(list, item, ',');) {
     char* end = nullptr;
     const double mb = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(mb > 0) || mb > 1e6)
-      return Fail("--megabytes takes sizes in MB separated by commas, got '" + item + "'");
+    // (Compiling takes several times the module's size in memory.)
+    if (item.empty() || *end != '\0' || !(mb > 0) || mb > kMaxScaleMegabytes ||
+        item.find_first_of("xX") != std::string::npos) {
+      return Fail(StrCat("--megabytes takes sizes in MB, each above 0 and at most ",
+                         kMaxScaleMegabytes, ", separated by commas, got '", item, "'"));
+    }
     sizes.push_back(mb);
   }
   std::vector<std::string> dirs = flags.positional();

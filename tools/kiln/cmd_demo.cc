@@ -18,6 +18,9 @@
 namespace kiln::tool {
 namespace {
 
+// The largest --matmul-size: its CPU check is size^3 multiply-adds.
+constexpr uint64_t kMaxMatmulSize = 4096;
+
 using hal::BindingKind;
 using hal::BufferRef;
 
@@ -140,10 +143,11 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
   StatusOr<Outcome> Matmul(uint32_t size) {
     Outcome o{StrCat("matmul: 16x16 tiled f32, ", size, "^3")};
     o.tolerance = 1e-4 * size;
-    auto as = Random(size * size), bs = Random(size * size);
+    const size_t elements = size_t{size} * size;
+    auto as = Random(elements), bs = Random(elements);
     KILN_ASSIGN_OR_RETURN(BufferRef a, Buffer(ToBytes(as)));
     KILN_ASSIGN_OR_RETURN(BufferRef b, Buffer(ToBytes(bs)));
-    KILN_ASSIGN_OR_RETURN(BufferRef c, Buffer(Poison(size * size * 4)));
+    KILN_ASSIGN_OR_RETURN(BufferRef c, Buffer(Poison(elements * 4)));
     KILN_ASSIGN_OR_RETURN(
         auto exe, hal::LoadExecutable(
                       *device_, {"matmul",
@@ -163,8 +167,10 @@ fn axpb(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_id) l: ve
     for (uint32_t i = 0; i < size; ++i) {
       for (uint32_t j = 0; j < size; ++j) {
         double ref = 0;
-        for (uint32_t k = 0; k < size; ++k) ref += double(as[i * size + k]) * bs[k * size + j];
-        o.max_error = std::max(o.max_error, std::fabs(got[i * size + j] - ref));
+        for (size_t k = 0; k < size; ++k) {
+          ref += double(as[size_t{i} * size + k]) * bs[k * size + j];
+        }
+        o.max_error = std::max(o.max_error, std::fabs(got[size_t{i} * size + j] - ref));
       }
     }
     return o;
@@ -240,14 +246,18 @@ int DemoCommand(const Args& args) {
     return PrintUsage(
         "usage: kiln demo [--matmul-size N] [--impl I] [--backend B] [--feature-level L] "
         "[--trusted]\n"
-        "  runs hand-written kernels through the HAL and checks them on the CPU");
+        "  runs hand-written kernels through the HAL and checks them on the CPU\n"
+        "  --matmul-size N   the tiled matmul's size: a multiple of 16 up to 4096 (default 256)");
   }
   if (Status none = flags->NoArguments("kiln demo"); !none.ok()) return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
-  auto size = flags->GetUint("matmul-size", 256, UINT32_MAX);
+  auto size = flags->GetPositiveUint("matmul-size", 256, kMaxMatmulSize);
   if (!size.ok()) return Fail(size.status().message());
-  if (*size == 0 || *size % 16 != 0) return Fail("--matmul-size must be a positive multiple of 16");
+  if (*size % 16 != 0) {
+    return Fail(
+        StrCat("flag --matmul-size needs a multiple of 16 (the kernel's tile), got ", *size));
+  }
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());
   std::printf("device: %s\n", (*device)->Describe().c_str());

@@ -102,8 +102,9 @@ Status CheckBufferFlags(const codegen::KernelMetadata& md,
 }
 
 // That every --output can be written, before anything runs: a path given,
-// not given twice, and one CheckOutputFile accepts.
-Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
+// not given twice, not the module being run, and one CheckOutputFile accepts.
+Status CheckOutputPaths(const std::map<std::string, std::string>& outputs,
+                        const std::string& module) {
   namespace fs = std::filesystem;
   std::map<fs::path, std::string> taken;
   for (const auto& [name, file] : outputs) {
@@ -115,7 +116,7 @@ Status CheckOutputPaths(const std::map<std::string, std::string>& outputs) {
       return InvalidArgument("--output ", name, ": '", file, "' is also the file of --output ",
                              it->second);
     }
-    KILN_RETURN_IF_ERROR(CheckOutputFile(file).WithContext("--output " + name));
+    KILN_RETURN_IF_ERROR(CheckOutputFile(file, module).WithContext("--output " + name));
   }
   return Status::Ok();
 }
@@ -180,7 +181,7 @@ int RunCommand(const Args& args) {
   if (!named.ok()) return Fail(named.message());
   Status buffers_named = CheckBufferFlags(md, inputs, outputs);
   if (!buffers_named.ok()) return Fail(buffers_named.message());
-  Status writable = CheckOutputPaths(outputs);
+  Status writable = CheckOutputPaths(outputs, path);
   if (!writable.ok()) return Fail(writable.message());
   // The input files and their dtypes, before the device too.
   std::map<std::string, npy::Array> arrays;

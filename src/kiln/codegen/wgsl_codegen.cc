@@ -52,6 +52,8 @@ ir::VerifyOptions SourceVerifyOptions(const CompileOptions& options) {
   verify.limits = options.codegen.limits;
   verify.max_unrolled_extent = options.lower.unroll.max_extent;
   verify.kernel_buffer_types = true;
+  verify.max_nested_blocks = ir::kMaxWgslNestedBlocks;
+  verify.constant_indices_in_bounds = true;
   return verify;
 }
 

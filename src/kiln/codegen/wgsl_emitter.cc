@@ -39,7 +39,7 @@ void FunctionEmitter::EmitBody(const ir::Stmt& body, int indent) {
 }
 
 void FunctionEmitter::Indent() {
-  ++indent_;
+  deepest_ = std::max(deepest_, ++indent_);
   reusable_.clear();
 }
 

@@ -85,6 +85,8 @@ class FunctionEmitter {
   bool uses_subgroup_size() const { return uses_subgroup_size_; }
   // Whether the body has a `while` loop (one that need not terminate).
   bool has_while_loops() const { return has_while_loops_; }
+  // The deepest block the body opened, counting the function's own as 1.
+  int deepest_block() const { return deepest_; }
   // Module-scope `var<workgroup>` declarations, one per line.
   const std::string& workgroup_decls() const { return workgroup_decls_; }
   int64_t workgroup_bytes() const { return workgroup_bytes_; }
@@ -174,6 +176,7 @@ class FunctionEmitter {
   LaunchNames launch_;
   std::string out_;
   int indent_ = 0;
+  int deepest_ = 0;  // the deepest indent_ reached
   // Hoisted lets of the statement being emitted, by the WGSL text of their
   // value: a vector store's index and its value's load often share a base.
   std::unordered_map<std::string, std::string> reusable_;

@@ -7,6 +7,7 @@
 #include "kiln/codegen/wgsl_packing.h"
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/verifier.h"
 
 namespace kiln::codegen {
 namespace {
@@ -74,6 +75,14 @@ StatusOr<CompiledFunction> KernelGenerator::Generate() {
 
   emitter_.EmitBody(function_.body(), 1);
   KILN_RETURN_IF_ERROR(emitter_.status());
+  // Lowering may add blocks (guards) to what the verifier counted.
+  if (emitter_.deepest_block() > ir::kMaxWgslNestedBlocks + 1) {
+    return InvalidArgument("its WGSL nests blocks ", emitter_.deepest_block() - 1,
+                           " deep (loops, ifs, if_then_else and the guards lowering adds), more "
+                           "than the ",
+                           ir::kMaxWgslNestedBlocks,
+                           " WebGPU implementations accept; nest fewer of them");
+  }
   if (emitter_.workgroup_bytes() > options_.limits.max_workgroup_storage_bytes) {
     return InvalidArgument("shared allocations take ", emitter_.workgroup_bytes(),
                            " bytes, more than the device's maxComputeWorkgroupStorageSize of ",

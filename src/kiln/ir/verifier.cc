@@ -41,7 +41,6 @@ const StmtNode* StatementWithDeepExpression(const Function& function, int cap) {
   return finder.found;
 }
 
-
 // Lines of a printed text, for quoting the offending line in messages.
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -438,6 +437,27 @@ class FunctionVerifier {
         return Error(StrCat("indices of buffer '", buffer.name(), "' have different lane counts"));
       }
     }
+    if (options_.constant_indices_in_bounds) {
+      for (size_t d = 0; d < indices.size(); ++d) {
+        KILN_RETURN_IF_ERROR(CheckConstantIndex(buffer, d, indices[d]));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // A constant index (constants only, folded) inside dimension `d`.
+  Status CheckConstantIndex(const Buffer& buffer, size_t d, const Expr& index) {
+    if (index.dtype().lanes != 1) return Status::Ok();
+    std::optional<Expr> folded = Folded(index);
+    std::optional<int64_t> value = folded ? AsConstInt(*folded) : std::nullopt;
+    if (!value) return Status::Ok();
+    const std::string where =
+        StrCat(Quote(index), ", the index of buffer '", buffer.name(), "' in dimension ", d);
+    if (*value < 0) return Error(StrCat(where, ", is ", *value, "; an index is never negative"));
+    std::optional<int64_t> extent = AsConstInt(buffer.shape()[d]);
+    if (extent && *value >= *extent) {
+      return Error(StrCat(where, ", is ", *value, ", past the dimension's extent ", *extent));
+    }
     return Status::Ok();
   }
 
@@ -597,6 +617,17 @@ class FunctionVerifier {
 
   // ------------------------------------------------------------ statements
 
+  // A scalar expression of constants alone, folded; empty for any other.
+  static std::optional<Expr> Folded(const Expr& e) {
+    if (e.kind() == ExprKind::kIntImm || e.kind() == ExprKind::kBoolImm) return e;
+    if (e.kind() == ExprKind::kVar || e.dtype().lanes != 1) return std::nullopt;
+    static const std::unordered_set<const VarNode*> kNoParams;
+    ParamOnlyChecker constants(kNoParams);
+    constants.VisitExpr(e);
+    if (!constants.ok) return std::nullopt;
+    return Simplify(e);
+  }
+
   Status CheckCond(const Expr& cond) {
     KILN_RETURN_IF_ERROR(CheckExpr(cond));
     return ExpectType(cond, cond.dtype() == kBool, "bool");
@@ -611,11 +642,19 @@ class FunctionVerifier {
     return status;
   }
 
-  // Checks `body` with its statement's condition diverging or not.
-  Status CheckBody(const Stmt& body, bool diverges, const Stmt& at) {
+  // Checks `body` with its statement's condition diverging or not, one
+  // block deeper where the statement opens one in WGSL.
+  Status CheckBody(const Stmt& body, bool diverges, const Stmt& at, bool opens_block = true) {
+    if (opens_block && options_.max_nested_blocks && blocks_ >= *options_.max_nested_blocks) {
+      return Error(StrCat("loops and ifs nest more than ", *options_.max_nested_blocks,
+                          " deep here, the most a WGSL function can hold (WebGPU "
+                          "implementations refuse deeper statements)"));
+    }
+    blocks_ += opens_block ? 1 : 0;
     if (diverges) divergence_.push_back({at.get()});
     Status s = CheckStmt(body);
     if (diverges) divergence_.pop_back();
+    blocks_ -= opens_block ? 1 : 0;
     return s;
   }
 
@@ -655,6 +694,13 @@ class FunctionVerifier {
       case StmtKind::kWhile: {
         const auto* op = s.as<WhileNode>();
         KILN_RETURN_IF_ERROR(CheckCond(op->cond));
+        // Nothing leaves a loop but its condition (the IR has no break).
+        if (std::optional<Expr> c = Folded(op->cond);
+            c && c->kind() == ExprKind::kBoolImm && c->as<BoolImmNode>()->value) {
+          return Error(StrCat("the condition ", Quote(op->cond),
+                              " is always true, so the loop never ends (only its condition "
+                              "can end a while loop)"));
+        }
         return CheckBody(op->body, IsThreadVarying(op->cond), s);
       }
       case StmtKind::kIf: {
@@ -773,7 +819,9 @@ class FunctionVerifier {
     if (IsThreadIdx(op->kind) || varying_bounds) varying_.insert(op->loop_var.get());
     bool bound_here = IsThreadBinding(op->kind);
     if (bound_here) active_axes_.insert(op->kind);
-    Status status = CheckBody(op->body, varying_bounds, s);
+    // (Thread-bound loops become launch indices, unrolled and vectorized
+    // ones copies of their bodies: only serial loops open a block.)
+    Status status = CheckBody(op->body, varying_bounds, s, op->kind == LoopKind::kSerial);
     if (bound_here) active_axes_.erase(op->kind);
     Undefine(op->loop_var);
     return status;
@@ -849,6 +897,8 @@ class FunctionVerifier {
   std::unordered_set<const VarNode*> scalar_params_;
   std::unordered_set<const VarNode*> varying_;  // vars that may differ between threads
   std::vector<Divergence> divergence_;
+  // Blocks (serial loops, while loops, ifs) around the statement checked.
+  int blocks_ = 0;
   std::unordered_map<LoopKind, Expr> axis_extents_;
   std::unordered_set<LoopKind> active_axes_;
   int64_t shared_bytes_ = 0;

@@ -65,7 +65,21 @@ struct VerifyOptions {
   // i32, u32, bool or int8x4): the WGSL target's rule, where the CPU
   // interpreter takes any type.
   bool kernel_buffer_types = false;
+  // When set, serial loops, while loops and ifs nest at most this deep: the
+  // blocks of WGSL they become count against the implementations' limit on
+  // nested statements (kMaxWgslNestedBlocks).
+  std::optional<int> max_nested_blocks;
+  // Whether an index that is a constant must lie inside its dimension: never
+  // negative, and below the extent where that is a constant too. (WGSL
+  // refuses such constants at load time, where no IR line is known.)
+  bool constant_indices_in_bounds = false;
 };
+
+// The blocks (serial loops, while loops, ifs) kiln nests in a WGSL function:
+// Tint counts each as two of the 127 nested statements the WGSL spec
+// guarantees ("statement nesting depth / chaining length exceeds limit of
+// 127" past 63 levels, the function's own braces one of them).
+inline constexpr int kMaxWgslNestedBlocks = 62;
 
 Status Verify(const Function& function, const VerifyOptions& options = {});
 // The type rules of Verify on one expression outside any function: operand

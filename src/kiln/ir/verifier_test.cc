@@ -388,6 +388,16 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n"
      "}\n",
      "function 'f', line 9: the module already has a function of this name"},
+    {"WhileConditionAlwaysTrue",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  while (1 < 2 && true) {\n"
+     "    A[0] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `while (1 < 2 && true)`: the condition `1 < 2 && true` is always "
+     "true, so the loop never ends (only its condition can end a while loop)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Errors, VerifyErrorTest, ::testing::ValuesIn(kVerifyErrors),
@@ -562,6 +572,58 @@ TEST(VerifierTest, KernelRulesAtTheirLineWhenAsked) {
   EXPECT_EQ(Verify(*module, options, source).message(),
             "function 'f', line 3, column 3: `for i in unroll(0, 300)`: unrolled loop 'i' has "
             "extent 300, more than the limit of 299 (unroll the inner loop of a split instead)");
+}
+
+// Constant indices outside their dimension, and statements nested deeper
+// than WGSL functions hold, refused at their line when the options ask.
+TEST(VerifierTest, ConstantIndicesAndNestingAtTheirLineWhenAsked) {
+  const char* text =
+      "module {\n"
+      "fn f(A: buffer<f32>[n, 4], S: buffer<f32>[8], n: i32) {\n"
+      "  A[n - 1, 3] = 1.0\n"
+      "  A[-1, 0] = 1.0\n"
+      "  A[0, 2 * 2] = S[7]\n"
+      "  A[0, 0] = S[8 - 8]\n"
+      "}\n"
+      "}\n";
+  SourceMap source;
+  auto module = ParseModule(text, &source);
+  ASSERT_TRUE(module.ok()) << module.status();
+  VerifyOptions options;
+  EXPECT_TRUE(Verify(*module, options, source).ok());  // the interpreter reports it when run
+  options.constant_indices_in_bounds = true;
+  EXPECT_EQ(Verify(*module, options, source).message(),
+            "function 'f', line 4, column 3: `A[-1, 0] = 1.0`: `-1`, the index of buffer 'A' in "
+            "dimension 0, is -1; an index is never negative");
+  auto fixed = ParseModule(
+      std::string(text).replace(std::string(text).find("A[-1, 0]"), 8, "A[0, 0]"), &source);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(Verify(*fixed, options, source).message(),
+            "function 'f', line 5, column 3: `A[0, 2 * 2] = S[7]`: `2 * 2`, the index of buffer "
+            "'A' in dimension 1, is 4, past the dimension's extent 4");
+
+  // Nesting: serial loops and ifs count, thread-bound and unrolled loops not.
+  auto nest = [](int ifs) {
+    std::string body = "A[0, 0] = 1.0";
+    for (int d = 0; d < ifs; ++d) {
+      body = StrCat(d % 2 ? "for k" + std::to_string(d) + " in serial(0, n) {\n"
+                          : "if (n > " + std::to_string(d) + ") {\n",
+                    body, "\n}");
+    }
+    return StrCat("module {\nfn f(A: buffer<f32>[n, 4], n: i32) {\n",
+                  "for tx in threadIdx.x(0, 4) {\nfor u in unroll(0, 2) {\n", body,
+                  "\n}\n}\n}\n}\n");
+  };
+  options.max_nested_blocks = 3;
+  auto three = ParseModule(nest(3), &source);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_TRUE(Verify(*three, options, source).ok()) << Verify(*three, options, source);
+  auto four = ParseModule(nest(4), &source);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(Verify(*four, options, source).message(),
+            "function 'f', line 8, column 1: `if (n > 0)`: loops and ifs nest more than 3 deep "
+            "here, the most a WGSL function can hold (WebGPU implementations refuse deeper "
+            "statements)");
 }
 
 // One expression on its own: type rules only, with free variables and

@@ -589,15 +589,21 @@ StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& tar
 }
 
 Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Target& target) {
+  // Sizes out of range are quoted as given (the threads they would make can
+  // be any number); the rest by the tile they make.
+  auto bad_size = [&](const std::string& why) {
+    return InvalidArgument("attention tile (queries ", tile.queries, ", keys ", tile.keys,
+                           "): ", why);
+  };
+  if (tile.queries < 4 || tile.queries > 256 || tile.queries % 4 != 0) {
+    return bad_size("queries must be a multiple of 4 from 4 to 256");
+  }
+  if (tile.keys < 4 || tile.keys > 128 || tile.keys % 4 != 0) {
+    return bad_size("keys must be a multiple of 4 from 4 to 128");
+  }
   auto bad = [&](const std::string& why) {
     return InvalidArgument("attention tile ", tile.ToString(), ": ", why);
   };
-  if (tile.queries < 4 || tile.queries > 256 || tile.queries % 4 != 0) {
-    return bad("queries must be a multiple of 4 from 4 to 256");
-  }
-  if (tile.keys < 4 || tile.keys > 128 || tile.keys % 4 != 0) {
-    return bad("keys must be a multiple of 4 from 4 to 128");
-  }
   if (const int64_t rounds = ReadRounds(tile, head_dim);
       tile.own_v && rounds > kMaxPrefetchRounds) {
     return bad(StrCat("V's own buffer needs the read-ahead, at most ", kMaxPrefetchRounds,

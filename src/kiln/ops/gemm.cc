@@ -263,13 +263,21 @@ Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::Da
 }  // namespace
 
 Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::string_view what) {
+  // A field out of its range is quoted as given (the tile it would make
+  // can be any size); the rest by the tile it makes.
+  auto bad_field = [&](const std::string& why) {
+    return InvalidArgument(what, " schedule (rows ", s.rows, ", cols ", s.cols, ", k_tile ",
+                           s.k_tile, ", threads_y ", s.threads_y, "): ", why);
+  };
+  if (s.rows != 1 && s.rows != 2 && s.rows != 4) return bad_field("rows must be 1, 2 or 4");
+  if (s.cols != 1 && s.cols != 2 && s.cols != 4) return bad_field("cols must be 1, 2 or 4");
+  if (s.k_tile != 8 && s.k_tile != 16 && s.k_tile != 32) {
+    return bad_field("k_tile must be 8, 16 or 32");
+  }
+  if (s.threads_y != 8 && s.threads_y != 16) return bad_field("threads_y must be 8 or 16");
   auto bad = [&](const std::string& why) {
     return InvalidArgument(what, " schedule ", s.ToString(), ": ", why);
   };
-  if (s.rows != 1 && s.rows != 2 && s.rows != 4) return bad("rows must be 1, 2 or 4");
-  if (s.cols != 1 && s.cols != 2 && s.cols != 4) return bad("cols must be 1, 2 or 4");
-  if (s.k_tile != 8 && s.k_tile != 16 && s.k_tile != 32) return bad("k_tile must be 8, 16 or 32");
-  if (s.threads_y != 8 && s.threads_y != 16) return bad("threads_y must be 8 or 16");
   if ((s.rows * s.k_tile) % 16 != 0 || (s.cols * s.k_tile) % 16 != 0) {
     return bad(
         "rows * k_tile and cols * k_tile must be multiples of 16 (each thread loads whole "

@@ -449,8 +449,8 @@ struct MatmulSchedule {
   // compatibility mode guarantees), which halves block_m.
   int threads_y = 16;
 
-  int64_t block_m() const { return 4 * threads_y * rows; }
-  int64_t block_n() const { return 64 * cols; }
+  int64_t block_m() const { return int64_t{4} * threads_y * rows; }
+  int64_t block_n() const { return int64_t{64} * cols; }
   // Bytes of workgroup memory the shared tiles take.
   int64_t SharedBytes() const;
   // "128x128 tile, k 16, double-buffered".

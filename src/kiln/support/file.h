@@ -3,7 +3,9 @@
 // files whole or not at all.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +22,13 @@ inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
 // call never blocks on a FIFO and never reads past `max_bytes`.
 StatusOr<std::string> ReadInputFile(const std::string& path,
                                     uint64_t max_bytes = kMaxInputFileBytes);
+
+// Where `text` stops being UTF-8 text: the offset of its first byte that
+// does not begin or continue a well-formed UTF-8 character (overlong forms,
+// surrogates and code points past U+10FFFF included) or is NUL; empty when
+// all of it is. Text formats (WGSL, IR) check their files with it so binary
+// junk is named as such, not as a syntax error somewhere inside it.
+std::optional<size_t> FirstNonTextByte(std::string_view text);
 
 // Writes `bytes` to `path` through a temporary file beside it (`path`.tmp)
 // renamed into place, so a failed write leaves neither a partial file nor

@@ -89,5 +89,24 @@ TEST_F(ReadInputFileTest, WritesAtomicallyAndNamesTheTemporaryFile) {
   EXPECT_EQ(*ReadInputFile(path), "abc");
 }
 
+TEST(FirstNonTextByteTest, AcceptsUtf8AndFindsTheFirstByteThatIsNot) {
+  using namespace std::string_literals;
+  EXPECT_EQ(FirstNonTextByte(""), std::nullopt);
+  EXPECT_EQ(FirstNonTextByte("fn f() {}\n\t// x"), std::nullopt);
+  // Two-, three- and four-byte characters, the largest code point.
+  EXPECT_EQ(FirstNonTextByte("\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF"),
+            std::nullopt);
+  EXPECT_EQ(FirstNonTextByte("ab\0c"s), 2u);
+  EXPECT_EQ(FirstNonTextByte("ab\x80"), 2u);             // a lone continuation byte
+  EXPECT_EQ(FirstNonTextByte("a\xC0\xAF"), 1u);          // overlong '/'
+  EXPECT_EQ(FirstNonTextByte("a\xE0\x80\xAF"), 1u);      // overlong, three bytes
+  EXPECT_EQ(FirstNonTextByte("a\xED\xA0\x80"), 1u);      // a surrogate
+  EXPECT_EQ(FirstNonTextByte("a\xF4\x90\x80\x80"), 1u);  // past U+10FFFF
+  EXPECT_EQ(FirstNonTextByte("a\xF5\x80\x80\x80"), 1u);
+  EXPECT_EQ(FirstNonTextByte("abc\xE2\x82"), 3u);  // cut short at the end
+  EXPECT_EQ(FirstNonTextByte("\xE2\x82x"), 0u);    // a continuation missing
+  EXPECT_EQ(FirstNonTextByte("\xFF"), 0u);
+}
+
 }  // namespace
 }  // namespace kiln
