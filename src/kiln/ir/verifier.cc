@@ -151,6 +151,15 @@ class VaryingFinder : public ExprVisitor {
 // function's own in its module's printed text) is computed then too.
 class Listing {
  public:
+  // The most of a line a message quotes (a statement may be any length).
+  static constexpr size_t kMaxQuotedLine = 160;
+  static std::string Cut(std::string line) {
+    if (line.size() <= kMaxQuotedLine) return line;
+    const size_t more = line.size() - kMaxQuotedLine;
+    line.resize(kMaxQuotedLine);
+    return StrCat(line, " ... (", more, " more characters)");
+  }
+
   // Printed: lines of Print(f), shifted by offset().
   Listing(const Function& f, std::function<int()> offset) : f_(f), offset_fn_(std::move(offset)) {}
   // Source: the parsed text's lines and each statement's line and column.
@@ -177,16 +186,17 @@ class Listing {
     auto it = s != nullptr ? columns_->find(s) : columns_->end();
     return it == columns_->end() ? function_at_.column : it->second;
   }
-  // Line `line`'s text, trimmed, or nothing when it is out of range.
+  // Line `line`'s text, trimmed and cut at kMaxQuotedLine characters, or
+  // nothing when it is out of range.
   std::optional<std::string> Text(int line) const {
     if (source_lines_ != nullptr) {
       if (line < 1 || line > static_cast<int>(source_lines_->size())) return std::nullopt;
-      return Trim((*source_lines_)[line - 1]);
+      return Cut(Trim((*source_lines_)[line - 1]));
     }
     Make();
     const int local = line - offset_;
     if (local < 1 || local > static_cast<int>(text_.size())) return std::nullopt;
-    return Trim(text_[local - 1]);
+    return Cut(Trim(text_[local - 1]));
   }
 
  private:

@@ -574,6 +574,29 @@ TEST(VerifierTest, KernelRulesAtTheirLineWhenAsked) {
             "extent 300, more than the limit of 299 (unroll the inner loop of a split instead)");
 }
 
+// The module of `text` with its source map (an empty module, and a test
+// failure, where it does not parse).
+Module ParsedOrEmpty(const std::string& text, SourceMap& source) {
+  StatusOr<Module> m = ParseModule(text, &source);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : Module{};
+}
+
+// A long line is quoted up to 160 characters, then counted.
+TEST(VerifierTest, LongLinesAreQuotedInPart) {
+  std::string sum;
+  for (int i = 0; i < 50; ++i) sum += "1.0 + ";
+  const std::string text =
+      "module {\nfn f(A: buffer<f32>[4], n: i32) {\n  A[0] = " + sum + "n\n}\n}\n";
+  SourceMap source;
+  const std::string message = Verify(ParsedOrEmpty(text, source), {}, source).message();
+  const std::string line = "A[0] = " + sum + "n";
+  EXPECT_NE(message.find("`" + line.substr(0, 160) + " ... (" + std::to_string(line.size() - 160) +
+                         " more characters)`: "),
+            std::string::npos)
+      << message;
+}
+
 // Constant indices outside their dimension, and statements nested deeper
 // than WGSL functions hold, refused at their line when the options ask.
 TEST(VerifierTest, ConstantIndicesAndNestingAtTheirLineWhenAsked) {
@@ -587,18 +610,16 @@ TEST(VerifierTest, ConstantIndicesAndNestingAtTheirLineWhenAsked) {
       "}\n"
       "}\n";
   SourceMap source;
-  auto module = ParseModule(text, &source);
-  ASSERT_TRUE(module.ok()) << module.status();
+  const Module module = ParsedOrEmpty(text, source);
   VerifyOptions options;
-  EXPECT_TRUE(Verify(*module, options, source).ok());  // the interpreter reports it when run
+  EXPECT_TRUE(Verify(module, options, source).ok());  // the interpreter reports it when run
   options.constant_indices_in_bounds = true;
-  EXPECT_EQ(Verify(*module, options, source).message(),
+  EXPECT_EQ(Verify(module, options, source).message(),
             "function 'f', line 4, column 3: `A[-1, 0] = 1.0`: `-1`, the index of buffer 'A' in "
             "dimension 0, is -1; an index is never negative");
-  auto fixed = ParseModule(
-      std::string(text).replace(std::string(text).find("A[-1, 0]"), 8, "A[0, 0]"), &source);
-  ASSERT_TRUE(fixed.ok()) << fixed.status();
-  EXPECT_EQ(Verify(*fixed, options, source).message(),
+  const Module fixed = ParsedOrEmpty(
+      std::string(text).replace(std::string(text).find("A[-1, 0]"), 8, "A[0, 0]"), source);
+  EXPECT_EQ(Verify(fixed, options, source).message(),
             "function 'f', line 5, column 3: `A[0, 2 * 2] = S[7]`: `2 * 2`, the index of buffer "
             "'A' in dimension 1, is 4, past the dimension's extent 4");
 
@@ -615,12 +636,9 @@ TEST(VerifierTest, ConstantIndicesAndNestingAtTheirLineWhenAsked) {
                   "\n}\n}\n}\n}\n");
   };
   options.max_nested_blocks = 3;
-  auto three = ParseModule(nest(3), &source);
-  ASSERT_TRUE(three.ok()) << three.status();
-  EXPECT_TRUE(Verify(*three, options, source).ok()) << Verify(*three, options, source);
-  auto four = ParseModule(nest(4), &source);
-  ASSERT_TRUE(four.ok()) << four.status();
-  EXPECT_EQ(Verify(*four, options, source).message(),
+  const Module three = ParsedOrEmpty(nest(3), source);
+  EXPECT_TRUE(Verify(three, options, source).ok()) << Verify(three, options, source);
+  EXPECT_EQ(Verify(ParsedOrEmpty(nest(4), source), options, source).message(),
             "function 'f', line 8, column 1: `if (n > 0)`: loops and ifs nest more than 3 deep "
             "here, the most a WGSL function can hold (WebGPU implementations refuse deeper "
             "statements)");

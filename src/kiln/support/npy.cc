@@ -225,6 +225,12 @@ class HeaderParser {
       n = n * 10 + digit;
       ++pos_;
     }
+    // Python (so NumPy) reads no decimal with a leading zero but 0 itself
+    // (00 is 0; 0100 is no int).
+    if (pos_ - start > 1 && text_[start] == '0' && n != 0) {
+      return Malformed("dimension '", text_.substr(start, pos_ - start), "' at byte ", start,
+                       " of the header has a leading zero (not a Python int)");
+    }
     // NumPy writes Python ints; 3L is the Python 2 spelling some files keep.
     if (pos_ < text_.size() && text_[pos_] == 'L' && pos_ > start) ++pos_;
     if (pos_ == start) {

@@ -55,7 +55,8 @@ TEST(NpyTest, ParsesVersions2And3AndOtherSpellings) {
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   EXPECT_EQ(scalar->elements(), 1u);
   EXPECT_EQ(scalar->ShapeText(), "()");
-  auto empty = Parse(File("{'descr': '|b1', 'fortran_order': False, 'shape': (0, 5)}", ""));
+  // (00 is a Python int, 0, as numpy reads it.)
+  auto empty = Parse(File("{'descr': '|b1', 'fortran_order': False, 'shape': (00, 5)}", ""));
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->elements(), 0u);
   for (auto [descr, size] : {std::pair{"|u1", 1}, {"|i1", 1}, {"<u4", 4}, {"=f4", 4}, {"<b1", 1}}) {
@@ -112,6 +113,8 @@ TEST(NpyTest, RejectsMalformedFiles) {
               "unknown key 'x'");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", ""),
               "negative dimension");
+  ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (01,)}", Floats({1})),
+              "dimension '01' at byte 51 of the header has a leading zero (not a Python int)");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", Floats({1, 2})),
               "is not a tuple");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}", ""),
