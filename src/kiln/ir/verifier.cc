@@ -155,8 +155,10 @@ class Listing {
   static constexpr size_t kMaxQuotedLine = 160;
   static std::string Cut(std::string line) {
     if (line.size() <= kMaxQuotedLine) return line;
-    const size_t more = line.size() - kMaxQuotedLine;
-    line.resize(kMaxQuotedLine);
+    size_t keep = kMaxQuotedLine;  // (not inside a UTF-8 character)
+    while (keep > 0 && (static_cast<unsigned char>(line[keep]) & 0xC0) == 0x80) --keep;
+    const size_t more = line.size() - keep;
+    line.resize(keep);
     return StrCat(line, " ... (", more, " more characters)");
   }
 
