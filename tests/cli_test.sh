@@ -146,19 +146,26 @@ expect_error "a while loop that never ends" "line 3, column 3: .while \(true\).:
   "$kiln" compile "$tmp/forever.kir" -o "$tmp/forever.kmod"
 # Deeper than WGSL functions hold: ifs at their line; ternaries (blocks the
 # code generator adds) by the function.
+# 62 levels, the most, load on the device and pass the check.
 python3 - "$tmp" <<'PY'
 import sys
-body = "A[0] = 1.0"
-for d in range(63):
-    body = f"if (n > {d}) {{\n{body}\n}}"
-open(sys.argv[1] + "/deep.kir", "w").write(
-    "module {\nfn f(A: buffer<f32>[4], n: i32) {\n" + body + "\n}\n}\n")
-value = "1.0"
-for d in range(63):
-    value = f"if_then_else(n > {d}, {value}, 0.0)"
-open(sys.argv[1] + "/ternaries.kir", "w").write(
-    "module {\nfn f(A: buffer<f32>[4], n: i32) {\nA[0] = " + value + "\n}\n}\n")
+for depth in (62, 63):
+    body = "A[0] = 1.0"
+    value = "1.0"
+    for d in range(depth):
+        body = f"if (n > {d}) {{\n{body}\n}}"
+        value = f"if_then_else(n > {d}, {value}, 0.0)"
+    suffix = "" if depth == 63 else "62"
+    open(f"{sys.argv[1]}/deep{suffix}.kir", "w").write(
+        "module {\nfn f(A: buffer<f32>[4], n: i32) {\n" + body + "\n}\n}\n")
+    open(f"{sys.argv[1]}/ternaries{suffix}.kir", "w").write(
+        "module {\nfn f(A: buffer<f32>[4], n: i32) {\nA[0] = " + value + "\n}\n}\n")
 PY
+for k in deep62 ternaries62; do
+  "$kiln" compile "$tmp/$k.kir" -o "$tmp/$k.kmod" >/dev/null || fail "compile $k"
+  out=$("$kiln" run "$tmp/$k.kmod" --fn f --arg n=70 --check 2>&1) || fail "$k on the device: $out"
+  grep -q "PASS" <<<"$out" || fail "$k printed no PASS: $out"
+done
 expect_error "ifs nested 63 deep" "deep.kir: function 'f', line 65, column 1: .if \(n > 0\).: loops and ifs nest more than 62 deep here" \
   "$kiln" compile "$tmp/deep.kir" -o "$tmp/deep.kmod"
 expect_error "ternaries nested 63 deep" "kernel 'f': its WGSL nests blocks 63 deep .*more than the 62 WebGPU implementations accept" \
@@ -231,6 +238,8 @@ grep -q "device:" <<<"$out" && fail "--matmul-size checked only after the device
 expect_error "--matmul-size 0" "from 1 to 4096, got '0'" "$kiln" demo --matmul-size 0
 expect_error "--matmul-size not of 16" "--matmul-size needs a multiple of 16 .*got 40" \
   "$kiln" demo --matmul-size 40
+out=$("$kiln" demo --matmul-size 16 2>&1) || fail "demo --matmul-size 16: $out"
+grep -q "matmul: 16x16 tiled f32, 16^3 .* PASS" <<<"$out" || fail "demo at the smallest size: $out"
 
 # Scalars are checked before the device too.
 expect_error "a missing --arg" "needs a value for scalar parameter 'n'" "${run_v[@]}"

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -731,24 +732,28 @@ TEST_F(MatmulDeviceTest, OddShapesWithTheDefaultSchedule) {
 }
 
 // A spread of matmul schedules (tile shapes, k tiles, double buffering,
-// unrolling, the copies through registers and their last k-step), those
-// whose shared tiles fit the target; the others are named as skipped.
-std::vector<MatmulSchedule> SchedulesThatFit(const Target& target) {
+// unrolling, the copies through registers and their last k-step).
+const MatmulSchedule kScheduleSweep[] = {
+    MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
+    MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
+    MatmulSchedule{1, 1, 16, false, true}, MatmulSchedule{4, 2, 8, false, false},
+    MatmulSchedule{1, 4, 16, false, false},
+    MatmulSchedule{2, 1, 32, false, true, true, te::LastCopy::kLoadsAgain, true},
+    MatmulSchedule{1, 1, 32, true, true, false, te::LastCopy::kLoadsAgain},
+    MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kStoresAgain, true},
+    MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kPeeled},
+    MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kPeeled, true},
+    // Workgroups of 8 x 16 threads (targets of 128 invocations).
+    MatmulSchedule{2, 2, 16, false, true, false, te::LastCopy::kSkipped, false, 8},
+    MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kStoresAgain, true, 8},
+    MatmulSchedule{2, 2, 8, true, false, false, te::LastCopy::kSkipped, false, 8}};
+
+// Those of `schedules` whose shared tiles fit the target; the others are
+// named as skipped.
+std::vector<MatmulSchedule> SchedulesThatFit(const Target& target,
+                                             std::span<const MatmulSchedule> schedules) {
   std::vector<MatmulSchedule> out;
-  for (const MatmulSchedule& s :
-       {MatmulSchedule{2, 2, 16, false, true}, MatmulSchedule{2, 2, 8, true, false},
-        MatmulSchedule{2, 1, 16, false, false}, MatmulSchedule{1, 2, 16, true, false},
-        MatmulSchedule{1, 1, 16, false, true}, MatmulSchedule{4, 2, 8, false, false},
-        MatmulSchedule{1, 4, 16, false, false},
-        MatmulSchedule{2, 1, 32, false, true, true, te::LastCopy::kLoadsAgain, true},
-        MatmulSchedule{1, 1, 32, true, true, false, te::LastCopy::kLoadsAgain},
-        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kStoresAgain, true},
-        MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kPeeled},
-        MatmulSchedule{2, 2, 16, false, true, true, te::LastCopy::kPeeled, true},
-        // Workgroups of 8 x 16 threads (targets of 128 invocations).
-        MatmulSchedule{2, 2, 16, false, true, false, te::LastCopy::kSkipped, false, 8},
-        MatmulSchedule{1, 2, 16, false, false, true, te::LastCopy::kStoresAgain, true, 8},
-        MatmulSchedule{2, 2, 8, true, false, false, te::LastCopy::kSkipped, false, 8}}) {
+  for (const MatmulSchedule& s : schedules) {
     if (s.SharedBytes() > target.limits.max_workgroup_storage_bytes) {
       std::printf("skipping %s: the device has %u bytes of workgroup storage\n",
                   s.ToString().c_str(), target.limits.max_workgroup_storage_bytes);
@@ -765,7 +770,7 @@ TEST_F(MatmulDeviceTest, AlignedShapesTakeTheVectorPath) {
 }
 
 TEST_F(MatmulDeviceTest, EverySchedule) {
-  for (const MatmulSchedule& s : SchedulesThatFit(target_)) {
+  for (const MatmulSchedule& s : SchedulesThatFit(target_, kScheduleSweep)) {
     SCOPED_TRACE(s.ToString());
     // Aligned for the first schedule (the one large shapes get), ragged for the rest.
     if (s == MatmulSchedule{2, 2, 16, false, true}) {
@@ -1014,9 +1019,7 @@ TEST_F(MatmulInt8DeviceTest, ScheduleOfEachFeature) {
       {2, 2, 16, false, true, true, te::LastCopy::kStoresAgain, true},
       {1, 2, 16, false, false, true, te::LastCopy::kPeeled},
       {1, 2, 16, false, false, true, te::LastCopy::kStoresAgain, true, 8}};
-  const std::vector<MatmulSchedule> fit = SchedulesThatFit(target_);
-  for (const MatmulSchedule& s : features) {
-    if (std::find(fit.begin(), fit.end(), s) == fit.end()) continue;  // (named as skipped)
+  for (const MatmulSchedule& s : SchedulesThatFit(target_, features)) {
     SCOPED_TRACE(s.ToString());
     if (s == MatmulSchedule{2, 2, 16, false, true}) {
       Check({{256, 64}, {256, 64}, s});
