@@ -170,6 +170,38 @@ expect_error "ifs nested 63 deep" "deep.kir: function 'f', line 65, column 1: .i
   "$kiln" compile "$tmp/deep.kir" -o "$tmp/deep.kmod"
 expect_error "ternaries nested 63 deep" "kernel 'f': its WGSL nests blocks 63 deep .*more than the 62 WebGPU implementations accept" \
   "$kiln" compile "$tmp/ternaries.kir" -o "$tmp/ternaries.kmod"
+# A loop that never ends on the device is an error after --timeout, on
+# every device (Dawn's OpenGL backend runs it inside the submit), and a
+# kernel that ends within it passes.
+cat > "$tmp/spin.kir" <<'KIR'
+module {
+fn spin(X: buffer<i32>[n], n: i32, stop: i32) {
+  for tx in threadIdx.x(0, 64) {
+    if (tx < n) {
+      alloc st: i32[1] local {
+        st[0] = 0
+        while (st[0] != stop) {
+          st[0] = st[0] + 2
+        }
+        X[tx] = st[0]
+      }
+    }
+  }
+}
+}
+KIR
+"$kiln" compile "$tmp/spin.kir" -o "$tmp/spin.kmod" >/dev/null || fail "compile spin"
+out=$("$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout 60 --check 2>&1) ||
+  fail "a loop that ends, under --timeout: $out"
+grep -q "PASS" <<<"$out" || fail "a loop that ends printed no PASS: $out"
+expect_error "a loop that never ends" "function 'spin': the device had not finished after 1 s \(--timeout\); a loop that never ends\?" \
+  "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1001 --timeout 1
+expect_error "a loop that never ends, benchmarked" "function 'spin': the device had not finished after 0.5 s" \
+  "$kiln" bench kernel "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1001 --timeout 0.5
+expect_error "--timeout negative" "flag --timeout needs a finite non-negative number, got '-1'" \
+  "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout -1
+expect_error "--timeout too long" "flag --timeout is at most 1000000 seconds \(0 for no limit\), got '1e7'" \
+  "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout 1e7
 printf 'module {\nfn g(A: buffer<f32>[4],\n     B: buffer<f64>[4]) {\n}\n}\n' > "$tmp/f64.kir"
 expect_error "an f64 buffer" "line 2, column 1: .*buffer parameter 'B' has element type f64; kernel buffers hold" \
   "$kiln" compile "$tmp/f64.kir" --emit wgsl

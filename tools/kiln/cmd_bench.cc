@@ -570,6 +570,8 @@ int BenchKernel(const Args& args) {
       "  --flops N         the floating-point operations one dispatch does, to report FLOP/s\n"
       "                    (default: the kernel's \"flops\" attribute, where it declares one)\n"
       "  --seed N          the random inputs' seed (default: a fresh one)\n"
+      "  --timeout SECONDS a first, untimed dispatch must finish by then (default 300; 0: no\n"
+      "                    limit), or kiln exits at once with an error, the dispatch left running\n"
       "Times each dispatch with GPU timestamps where the device has timestamp-query, else\n"
       "the wall time of a submit and wait of one dispatch; prints the median and minimum,\n"
       "the bytes of the buffer arguments and the implied GB/s (bytes / median time).";
@@ -579,7 +581,7 @@ int BenchKernel(const Args& args) {
   if (!collected.ok()) return Fail(collected.message());
   const auto& scalars = repeated["arg"];
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert({"fn", "repetitions", "warmup", "flops", "seed"});
+  valued.insert({"fn", "repetitions", "warmup", "flops", "seed", "timeout"});
   auto flags = Flags::Parse(rest, valued, {"json", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kKernelUsage);
@@ -594,6 +596,8 @@ int BenchKernel(const Args& args) {
   if (!flops.ok()) return Fail(flops.status().message());
   auto seed = flags->GetUint("seed", 0);
   if (!seed.ok()) return Fail(seed.status().message());
+  auto timeout = TimeoutFlag(*flags);
+  if (!timeout.ok()) return Fail(timeout.status().message());
 
   auto compiled = ReadModule(path);
   if (!compiled.ok()) return Fail(compiled.status().ToString());
@@ -645,6 +649,15 @@ int BenchKernel(const Args& args) {
   }
   uint64_t total_bytes = 0;
   for (uint64_t b : plan->buffer_bytes) total_bytes += b;
+  // One dispatch under the watchdog before the batches: a kernel that never
+  // ends is reported, not waited for.
+  {
+    Watchdog watchdog(*timeout);
+    watchdog.Arm(StrCat("function '", name, "'"));
+    Status once = fn.Call(*call_args);
+    watchdog.Disarm();
+    if (!once.ok()) return Fail(once.ToString());
+  }
 
   const bool timestamps = device->HasFeature(hal::Feature::kTimestampQuery);
   std::vector<double> ms;

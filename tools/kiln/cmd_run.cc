@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "                           print PASS, FAIL or SKIP\n"
     "  --tolerance T            floats compare within T * (1 + |reference|) (default 1e-4)\n"
     "  --seed N                 the random inputs' seed (default: a fresh one)\n"
+    "  --timeout SECONDS        fail if the device has not finished the call by then (default\n"
+    "                           300; 0: no limit); kiln then exits at once, the call left running\n"
     "  --trusted                trusted mode: no robustness checks in kernels (see README)\n"
     "dtypes: f32 <f4, f16 <f2, i32 <i4, u32 <u4, bool |b1, int8x4 |i1 (or |u1) [..., 4]\n"
     "exit: 0 on PASS (or a run without --check); 1 on FAIL, an error, or SKIP under --check\n"
@@ -133,7 +135,7 @@ int RunCommand(const Args& args) {
   const auto& inputs = repeated["input"];
   const auto& outputs = repeated["output"];
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert({"fn", "seed", "tolerance"});
+  valued.insert({"fn", "seed", "tolerance", "timeout"});
   auto flags = Flags::Parse(rest, valued, {"check", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
   if (flags->help()) return PrintUsage(kUsage);
@@ -158,6 +160,12 @@ int RunCommand(const Args& args) {
   auto tolerance = flags->GetNonNegativeDouble("tolerance", check.tolerance);
   if (!tolerance.ok()) return Fail(tolerance.status().message());
   check.tolerance = *tolerance;
+  auto timeout = TimeoutFlag(*flags);
+  if (!timeout.ok()) return Fail(timeout.status().message());
+  Watchdog watchdog(*timeout);
+  check.on_device_call = [&watchdog, &name](bool running) {
+    running ? watchdog.Arm(StrCat("function '", name, "'")) : watchdog.Disarm();
+  };
 
   auto compiled = ReadModule(path);
   if (!compiled.ok()) return Fail(compiled.status().ToString());

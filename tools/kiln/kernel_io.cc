@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -100,6 +102,47 @@ StatusOr<LoadedKernel> LoadKernel(const Flags& flags, codegen::CompiledModule co
   KILN_ASSIGN_OR_RETURN(out.module, runtime::LoadedModule::Load(out.device, std::move(compiled)));
   KILN_ASSIGN_OR_RETURN(out.kernel, out.module->Find(name));
   return out;
+}
+
+StatusOr<std::chrono::nanoseconds> TimeoutFlag(const Flags& flags) {
+  KILN_ASSIGN_OR_RETURN(double seconds,
+                        flags.GetNonNegativeDouble("timeout", kDefaultTimeoutSeconds));
+  if (seconds > 1e6) {
+    return InvalidArgument("flag --timeout is at most 1000000 seconds (0 for no limit), got '",
+                           *flags.Get("timeout"), "'");
+  }
+  if (seconds == 0) return hal::kInfinite;
+  // At least a nanosecond: a tiny positive limit is not "no limit".
+  return std::max(std::chrono::nanoseconds(1),
+                  std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
+}
+
+void Watchdog::Arm(const std::string& what) {
+  Disarm();
+  if (limit_ == hal::kInfinite) return;
+  armed_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + limit_;
+  thread_ = std::thread([this, what, deadline] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (disarmed_.wait_until(lock, deadline, [this] { return !armed_; })) return;
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "kiln: %s: the device had not finished after %g s (--timeout); a loop that "
+                 "never ends? WebGPU cannot stop it, so kiln exits without waiting for it\n",
+                 what.c_str(), static_cast<double>(limit_.count()) / 1e9);
+    std::fflush(stderr);
+    std::_Exit(1);
+  });
+}
+
+void Watchdog::Disarm() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
+  disarmed_.notify_all();
+  thread_.join();
 }
 
 npy::DType NpyDTypeOf(DType t) {

@@ -9,10 +9,14 @@
 // |i1).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -53,6 +57,35 @@ struct LoadedKernel {
 // to print.
 StatusOr<LoadedKernel> LoadKernel(const Flags& flags, codegen::CompiledModule compiled,
                                   const std::string& name);
+
+// --timeout SECONDS: how long the device may take over one call (default
+// kDefaultTimeoutSeconds; 0 for no limit). At most 1e6 seconds.
+inline constexpr double kDefaultTimeoutSeconds = 300;
+StatusOr<std::chrono::nanoseconds> TimeoutFlag(const Flags& flags);
+
+// Turns a device call that never ends (a loop whose condition never
+// fails) into an error. Between Arm and Disarm, once `limit` has passed, it
+// prints "kiln: <what>: the device had not finished after ..." and ends the
+// process at once with exit code 1. It cannot do less: WebGPU cannot cancel
+// submitted work, some implementations run it inside the submit (Dawn's
+// OpenGL backend on llvmpipe), and destroying the device would wait for it.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::nanoseconds limit) : limit_(limit) {}
+  ~Watchdog() { Disarm(); }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void Arm(const std::string& what);  // no effect with an infinite limit
+  void Disarm();
+
+ private:
+  std::chrono::nanoseconds limit_;
+  std::mutex mutex_;
+  std::condition_variable disarmed_;
+  bool armed_ = false;
+  std::thread thread_;
+};
 
 // The .npy dtype a parameter's elements are written as.
 npy::DType NpyDTypeOf(codegen::DType t);

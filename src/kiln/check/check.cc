@@ -382,7 +382,10 @@ StatusOr<CheckResult> Run(const Kernel& fn, const ir::Function* source,
   KILN_ASSIGN_OR_RETURN(std::vector<Arg> args, MakeArgs(fn, options, rng, &ref_args));
 
   auto t0 = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(fn.Call(args));
+  if (options.on_device_call) options.on_device_call(true);
+  Status called = fn.Call(args);
+  if (options.on_device_call) options.on_device_call(false);
+  KILN_RETURN_IF_ERROR(called);
   auto t1 = std::chrono::steady_clock::now();
   if (source != nullptr) {
     KILN_RETURN_IF_ERROR(interp::Run(*source, ref_args).WithContext("the interpreter"));

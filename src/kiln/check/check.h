@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ struct CheckOptions {
   // random data, or the poison of a written buffer. Each must be exactly the
   // parameter's bytes for the scalar arguments.
   std::map<std::string, std::vector<uint8_t>> inputs;
+  // Called with true just before the device call and with false once it has
+  // returned (not around the interpreter): where a tool arms a watchdog.
+  std::function<void(bool running)> on_device_call;
 };
 
 // A buffer's content after the call, as the GPU left it.

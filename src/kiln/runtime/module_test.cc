@@ -601,5 +601,22 @@ TEST_F(RuntimeTest, CheckerCatchesAWrongKernel) {
   EXPECT_TRUE(right->pass) << right->Summary();
 }
 
+TEST_F(RuntimeTest, CheckerReportsTheDeviceCallToItsHook) {
+  // The hook brackets the device call only: once before it, once after it,
+  // whether or not the interpreter runs too.
+  auto fn = *module_->Find("scale");
+  CheckOptions options;
+  options.scalar_args = {{"n", "300"}, {"s", "2"}};
+  std::vector<bool> calls;
+  options.on_device_call = [&](bool running) { calls.push_back(running); };
+  auto checked = RunAndCheck(*fn, source_.functions[0], options);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_TRUE(checked->pass) << checked->Summary();
+  EXPECT_EQ(calls, (std::vector<bool>{true, false}));
+  calls.clear();
+  ASSERT_TRUE(check::RunOnDevice(*fn, options).ok());
+  EXPECT_EQ(calls, (std::vector<bool>{true, false}));
+}
+
 }  // namespace
 }  // namespace kiln::runtime
