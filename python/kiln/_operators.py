@@ -73,26 +73,38 @@ def _refuse(what: str, unsupported: Dict[str, Any]) -> None:
                         f"keywords: docs/python.md lists them)")
 
 
+def _no_out(what: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"{what}: kiln tensors take no out= (the result is a new tensor)")
+
+
 def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     # numpy's np.sum(t) and friends call t.sum(axis=..., dtype=None, out=None).
     def method(self: Tensor, axis: Any = None, dtype: Any = None, out: Any = None,
                keepdims: bool = False, **unsupported: Any) -> Tensor:
-        if out is not None:
-            raise TypeError(f"{fn.__name__}: kiln tensors take no out= (the result is a new tensor)")
-        _refuse(f"Tensor.{ {'amax': 'max', 'amin': 'min'}.get(fn.__name__, fn.__name__)}",
-                unsupported)
+        method_name = f"Tensor.{ {'amax': 'max', 'amin': 'min'}.get(fn.__name__, fn.__name__)}"
+        _no_out(method_name, out)
+        _refuse(method_name, unsupported)
         what = f"{fn.__name__}(dtype=...)"
         if dtype is not None and fn.__name__ in ("sum", "prod"):
             # numpy's rule: each element becomes `dtype` before it is summed.
-            return fn(ops._cast(self, dtype, what), axis=axis, keepdims=keepdims)
+            x = ops._cast(self, dtype, what)
+            y = fn(x, axis=axis, keepdims=keepdims)
+            # bools add as logical or and multiply as logical and: the count
+            # (or product) of 0s and 1s, nonzero.
+            return ops._cast(y, "bool", what) if x.dtype == np.bool_ else y
         y = fn(self, axis=axis, keepdims=keepdims)
         return y if dtype is None else ops._cast(y, dtype, what)
     method.__doc__ = fn.__doc__
     return method
 
 
-def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    """numpy's t.clip(min, max): either bound may be None (not both)."""
+def _clip(self: Tensor, min: Any = None, max: Any = None, out: Any = None,  # noqa: A002
+          **unsupported: Any) -> Tensor:
+    """numpy's t.clip(min, max): either bound may be None (not both).
+    np.clip(t, lo, hi) calls it."""
+    _no_out("Tensor.clip", out)
+    _refuse("Tensor.clip", unsupported)
     if min is None and max is None:
         raise ValueError("clip: give min or max (or both)")
     try:
@@ -109,16 +121,36 @@ def _clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A0
         raise
 
 
-def _astype(self: Tensor, dtype: Any, copy: bool = True) -> Tensor:
+def _arg_reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    # np.argmax(t) calls t.argmax(axis=None, out=None[, keepdims=...]).
+    def method(self: Tensor, axis: Any = None, out: Any = None, *, keepdims: bool = False,
+               **unsupported: Any) -> Tensor:
+        _no_out(f"Tensor.{fn.__name__}", out)
+        _refuse(f"Tensor.{fn.__name__}", unsupported)
+        return fn(self, axis, keepdims)
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _flatten(self: Tensor, order: str = "C") -> Tensor:
+    if order != "C":
+        raise ops.ArgumentTypeError(f"Tensor.flatten: kiln tensors are row-major: order='C' "
+                                    f"only; got {order!r}")
+    return ops.reshape(self, [self.size])
+
+
+def _astype(self: Tensor, dtype: Any, copy: bool = True, **unsupported: Any) -> Tensor:
     """kiln.ops.cast(self, dtype): a copy converted to float32, float16, int32
     or bool (with copy=False, self where it has the dtype already, as
     numpy)."""
+    _refuse("Tensor.astype", unsupported)
     if not copy and ops._dtype_name(dtype, "astype") == np.dtype(self.dtype).name:
         return self
     return ops._cast(self, dtype, "astype")
 
 
-def _reshape(self: Tensor, *shape: Any, order: str = "C") -> Tensor:
+def _reshape(self: Tensor, *shape: Any, order: str = "C", **unsupported: Any) -> Tensor:
+    _refuse("Tensor.reshape", unsupported)
     if order != "C":
         raise ops.ArgumentTypeError(f"Tensor.reshape: kiln tensors are row-major: order='C' "
                                     f"only; got {order!r}")
@@ -175,12 +207,12 @@ def install() -> None:
     for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,
                      "min": ops.amin}.items():
         setattr(Tensor, name, _reduction(fn))
-    Tensor.argmax = lambda self, axis=None, keepdims=False: ops.argmax(self, axis, keepdims)
-    Tensor.argmin = lambda self, axis=None, keepdims=False: ops.argmin(self, axis, keepdims)
+    Tensor.argmax = _arg_reduction(ops.argmax)
+    Tensor.argmin = _arg_reduction(ops.argmin)
     Tensor.reshape = _reshape
     Tensor.transpose = _transpose
     Tensor.T = property(lambda self: ops.transpose(self))
-    Tensor.flatten = lambda self: ops.reshape(self, [self.size])
+    Tensor.flatten = _flatten
     Tensor.clip = _clip
     Tensor.astype = _astype
     # A tensor keeps its identity hash (as torch's): == is elementwise.

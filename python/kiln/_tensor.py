@@ -69,7 +69,7 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
     one beyond float32's range is an error) and of ints int32 (one beyond
     int32's range is an error); a float64 or int64 *array* is an error
     (convert it first), so precision is never lost silently. Non-contiguous arrays are copied in
-    row-major order. bool elements are stored as 32-bit 0/1 (the kernel
+    row-major order, and big-endian ones in the machine's byte order. bool elements are stored as 32-bit 0/1 (the kernel
     ABI's layout), int8/uint8 packed four to a word.
     """
     device = _device(device, "kiln.tensor")
@@ -79,6 +79,8 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
         array = data
     else:
         array = _from_python(data)
+    if not array.dtype.isnative:  # big-endian data: the copy is in the device's order
+        array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype not in _SUPPORTED:
         raise _kiln.InvalidArgument(
             f"arrays of {array.dtype} are not supported; kiln's dtypes are float32, float16, "

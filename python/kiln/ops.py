@@ -48,6 +48,8 @@ argument checked); other empty dimensions there are errors.
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import math
 import re
 import warnings
@@ -78,8 +80,56 @@ def _as_tensor(x: Any, device: Optional[_kiln.Device]) -> Tensor:
             "kiln.fuse: a traced value reached an operator that is not elementwise (a "
             "reduction, matmul, data movement); a fused function holds elementwise "
             "operators only")
-    raise ArgumentTypeError(
-        f"an operand must be a kiln.Tensor or numpy array; got {type(x).__name__}")
+    raise _operand_error(x)
+
+
+def _operand_error(x: Any) -> ArgumentTypeError:
+    """The error for an operand that is not a tensor. It carries the
+    operand: the public operator it reached names the argument it came in
+    (_naming_operands)."""
+    e = ArgumentTypeError(
+        f"an operand must be a kiln.Tensor or a numpy array; got {type(x).__name__}")
+    e._kiln_operand = x
+    return e
+
+
+def _where_passed(fn: Callable[..., Any], args: tuple, kwargs: dict, x: Any) -> Optional[str]:
+    """The argument of the call fn(*args, **kwargs) that is (or holds, in a
+    list or tuple) the object x: "b", "tensors[1]"; None where none is."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    for name, value in bound.arguments.items():
+        if value is x:
+            return name
+        if isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                if v is x:
+                    return f"{name}[{i}]"
+    return None
+
+
+def _naming_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, its operand-type errors naming fn and the argument (the
+    outermost operator that was passed the operand names it)."""
+    @functools.wraps(fn)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ArgumentTypeError as e:
+            if not hasattr(e, "_kiln_operand"):
+                raise
+            x = e._kiln_operand
+            where = _where_passed(fn, args, kwargs, x)
+            if where is None:
+                raise
+            named_error = ArgumentTypeError(
+                f"{fn.__name__}: {where} must be a kiln.Tensor or a numpy array; got "
+                f"{type(x).__name__}")
+            named_error._kiln_operand = x
+            raise named_error from None
+    return named
 
 
 
@@ -374,11 +424,13 @@ def _dtype_name(dtype: Any, what: str) -> str:
     (f32 f16 i32), as numpy's name; an error naming `what` otherwise."""
     short = {"f32": "float32", "f16": "float16", "i32": "int32"}
     if dtype is None:  # numpy reads None as float64
-        raise _kiln.InvalidArgument(f"{what}: dtype None is not a dtype")
+        raise ArgumentTypeError(f"{what}: dtype None is not a dtype")
     try:
         return short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
     except TypeError as e:
-        raise _kiln.InvalidArgument(f"{what}: dtype {dtype!r} is not a dtype") from e
+        # A string that names no dtype is a bad value; anything else a bad type.
+        raise (_kiln.InvalidArgument if isinstance(dtype, str) else ArgumentTypeError)(
+            f"{what}: dtype {dtype!r} is not a dtype") from e
 
 
 _CHAIN_TWO_OPERANDS = frozenset(_TERNARY_OPS | {"where"})
@@ -825,10 +877,10 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         if residual is not None:
             raise _kiln.InvalidArgument("matmul: a residual needs operands of rank 2 or more")
     if accumulate not in ("float32", "float16"):
-        raise _kiln.InvalidArgument(
+        raise (_kiln.InvalidArgument if isinstance(accumulate, str) else ArgumentTypeError)(
             f"matmul: accumulate must be 'float32' or 'float16'; got {accumulate!r}")
     if activation is not None and not isinstance(activation, str):
-        raise _kiln.InvalidArgument(
+        raise ArgumentTypeError(
             f"matmul: activation must be a unary op name or None; got {activation!r}")
     act = activation or ""
     bias_t = residual_t = None
@@ -1499,6 +1551,9 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
     fused = _fuse.fuse(truths)
 
     def op(a: Any, b: Any) -> Tensor:
+        for v in (a, b):
+            if not (_is_number(v) or isinstance(v, (Tensor, np.ndarray)) or _fuse.traced(v)):
+                raise _operand_error(v)
         # Tensors and arrays: one kernel for each signature; a number
         # operand (fused functions take no numbers) or a trace: the steps.
         try:
@@ -1560,10 +1615,9 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
     depthwise); bias [F]; activation a unary op name applied after the bias.
     An implicit GEMM on the matmul kernel where each group has at least 16
     filters and 16 reduction terms, else one thread per output element."""
-    if layout not in ("NHWC", "NCHW"):
-        raise _kiln.InvalidArgument(f"conv2d: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+    _layout(layout, "conv2d")
     if activation is not None and not isinstance(activation, str):
-        raise _kiln.InvalidArgument(
+        raise ArgumentTypeError(
             f"conv2d: activation must be a unary op name or None; got {activation!r}")
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise ArgumentTypeError(f"conv2d: groups must be an int; got {groups!r}")
@@ -1592,10 +1646,15 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
     return run(key, lambda d: build(d, x._type), *inputs)
 
 
+def _layout(layout: Any, what: str) -> None:
+    if layout not in ("NHWC", "NCHW"):
+        raise (_kiln.InvalidArgument if isinstance(layout, str) else ArgumentTypeError)(
+            f"{what}: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+
+
 def _pool(op: str, x: Any, kernel: Any, stride: Any, padding: Any, layout: str) -> Tensor:
     what = f"{op}_pool2d"
-    if layout not in ("NHWC", "NCHW"):
-        raise _kiln.InvalidArgument(f"{what}: layout must be 'NHWC' or 'NCHW'; got {layout!r}")
+    _layout(layout, what)
     ks = _pair(kernel, "kernel", what)
     if builtins.min(ks) < 1:
         raise _kiln.InvalidArgument(f"{what}: the kernel must be at least 1; got {kernel!r}")
@@ -1658,3 +1717,10 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     return run(key, lambda d: _kiln.ops.attention(
         d, q._type, k._type, v._type, causal,
         mask_t._type if mask_t is not None else None, sc), *inputs)
+
+
+# Every public operator names the argument of a wrong-typed operand.
+for _name, _fn in list(globals().items()):
+    if not _name.startswith("_") and inspect.isfunction(_fn) and _fn.__module__ == __name__:
+        globals()[_name] = _naming_operands(_fn)
+del _name, _fn

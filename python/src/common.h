@@ -6,6 +6,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -62,12 +63,37 @@ inline std::string TypeNameOf(nb::handle h) {
   return name;
 }
 
+// The UTF-8 text of str `h` (which the caller has checked is a str), or a
+// ValueError naming `fn`, `what` and where the text holds a lone surrogate
+// (which UTF-8 cannot encode: '\ud800', or a byte os.fsdecode could not
+// decode).
+inline std::string TextOf(nb::handle h, std::string_view fn, std::string_view what) {
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(h.ptr(), &size);
+  if (utf8 != nullptr) return std::string(utf8, static_cast<size_t>(size));
+  PyErr_Clear();
+  Py_ssize_t at = 0;
+  Py_UCS4 c = 0;
+  for (const Py_ssize_t n = PyUnicode_GetLength(h.ptr()); at < n; ++at) {
+    c = PyUnicode_ReadChar(h.ptr(), at);
+    if (c >= 0xD800 && c <= 0xDFFF) break;
+  }
+  char code[16];
+  std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+  throw nb::value_error((std::string(fn) + ": " + std::string(what) +
+                         " is not valid text: it holds a lone surrogate (" + code +
+                         ") at index " + std::to_string(at) + ", which UTF-8 cannot encode")
+                            .c_str());
+}
+
 // Argument `what` of `fn` as a T, or a TypeError naming both and what came
 // (`expected`: how the message names a T).
 template <typename T>
 T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
   T value;
   if (!nb::try_cast<T>(h, value)) {
+    // A str that is refused is one UTF-8 cannot encode: say so.
+    if (PyUnicode_Check(h.ptr())) (void)TextOf(h, fn, what);
     throw nb::type_error(
         (std::string(fn) + ": " + what + " must be " + expected + ", not " + TypeNameOf(h))
             .c_str());

@@ -132,7 +132,7 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
   std::vector<nb::handle> values(params.size());
   for (size_t i = 0; i < args.size(); ++i) values[i] = args[i];
   for (auto [key, value] : kwargs) {
-    const std::string kname = nb::cast<std::string>(key);
+    const std::string kname = TextOf(key, "kernel " + name, "a keyword argument's name");
     size_t i = 0;
     while (i < params.size() && params[i].name != kname) ++i;
     if (i == params.size()) {
@@ -283,7 +283,7 @@ void BindKernels(nb::module_& m) {
                                           TypeNameOf(name))
                                        .c_str());
             }
-            return FindKernel(mod, nb::cast<std::string>(name));
+            return FindKernel(mod, TextOf(name, "kiln.Module", "the kernel's name"));
           },
           "name"_a, nb::sig("def __getitem__(self, name: str) -> Kernel"),
           "The kernel called `name` (compiled for the device on first use).")
@@ -291,7 +291,13 @@ void BindKernels(nb::module_& m) {
           "__contains__",
           [](const UserModule& mod, nb::handle name) {
             if (!nb::isinstance<nb::str>(name)) return false;
-            const std::string n = nb::cast<std::string>(name);
+            Py_ssize_t size = 0;
+            const char* utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
+            if (utf8 == nullptr) {  // no kernel has a name UTF-8 cannot hold
+              PyErr_Clear();
+              return false;
+            }
+            const std::string_view n(utf8, static_cast<size_t>(size));
             for (const auto& k : mod.module->functions()) {
               if (k->name() == n) return true;
             }
@@ -349,7 +355,7 @@ void BindKernels(nb::module_& m) {
       [](nb::handle ir_text, nb::handle device) {
         std::string text;
         if (nb::isinstance<nb::str>(ir_text)) {
-          text = nb::cast<std::string>(ir_text);
+          text = TextOf(ir_text, "kiln.compile", "ir_text");
         } else if (nb::isinstance<nb::bytes>(ir_text)) {
           nb::bytes b = nb::borrow<nb::bytes>(ir_text);
           text.assign(b.c_str(), b.size());
@@ -371,13 +377,22 @@ void BindKernels(nb::module_& m) {
   m.def(
       "load_module",
       [](nb::handle path_arg, nb::handle device) {
-        std::string path;
+        // The file system's own bytes (os.fsencode: a str through the
+        // file system encoding, bytes as they are).
+        nb::object encoded;
         try {
-          path = nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(path_arg));
+          encoded = nb::module_::import_("os").attr("fsencode")(path_arg);
         } catch (const nb::python_error&) {
-          throw nb::type_error(StrCat("kiln.load_module: path is a str or an os.PathLike; got ",
-                                      TypeNameOf(path_arg))
-                                   .c_str());
+          throw nb::type_error(
+              StrCat("kiln.load_module: path is a str, bytes or an os.PathLike; got ",
+                     TypeNameOf(path_arg))
+                  .c_str());
+        }
+        nb::bytes raw = nb::borrow<nb::bytes>(encoded);
+        const std::string path(raw.c_str(), raw.size());
+        if (path.find('\0') != std::string::npos) {
+          throw nb::value_error(
+              "kiln.load_module: path holds a NUL character, which no file name can");
         }
         DevicePtr dev = DeviceArg(device, "kiln.load_module");
         auto m = std::make_shared<UserModule>();
@@ -386,8 +401,8 @@ void BindKernels(nb::module_& m) {
         return m;
       },
       "path"_a, "device"_a = nb::none(),
-      nb::sig("def load_module(path: str | os.PathLike[str], device: Device | None = None) -> "
-              "Module"),
+      nb::sig("def load_module(path: str | bytes | os.PathLike[str] | os.PathLike[bytes], "
+              "device: Device | None = None) -> Module"),
       "Loads a compiled module (.kmod file) on a device.");
 }
 

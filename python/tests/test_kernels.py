@@ -155,6 +155,25 @@ def test_kmod_files(device, rng, tmp_path):
     np.testing.assert_array_equal(c.numpy(), a + b)
     with pytest.raises(kiln.Error, match="missing.kmod"):
         kiln.load_module(str(tmp_path / "missing.kmod"), device)
+    # A path is the file system's bytes: given as bytes, cut at no NUL.
+    assert list(kiln.load_module(bytes(kmod), device)) == ["vector_add"]
+    with pytest.raises(ValueError, match="path holds a NUL character"):
+        kiln.load_module(str(kmod) + "\x00junk", device)
+    with pytest.raises(kiln.Error, match="cannot open"):
+        kiln.load_module(str(tmp_path).encode() + b"/\xff.kmod", device)
+    # Text UTF-8 cannot hold (a lone surrogate) is named, never a C++ error.
+    for call, text in ((lambda: kiln.compile("module {\ud800}", device),
+                        r"kiln.compile: ir_text is not valid text: it holds a lone surrogate "
+                        r"\(U\+D800\) at index 8"),
+                       (lambda: mod["vector\udc80"], "kiln.Module: the kernel's name is not valid"),
+                       (lambda: mod["vector_add"](**{"\ud800": 1}),
+                        "a keyword argument's name is not valid text"),
+                       (lambda: kiln.Device(impl="\ud800"), "kiln.Device: impl is not valid text"),
+                       (lambda: te.placeholder((4,), "float32", name="a\ud800"),
+                        "te.placeholder: name is not valid text")):
+        with pytest.raises(ValueError, match=text):
+            call()
+    assert "\ud800" not in mod
     (tmp_path / "junk.kmod").write_bytes(b"not a module")
     with pytest.raises(kiln.DataLoss):
         kiln.load_module(str(tmp_path / "junk.kmod"), device)

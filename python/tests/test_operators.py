@@ -173,11 +173,11 @@ def test_astype_and_method_flags_refuse_other_values(device):
     assert t.astype(np.int32).dtype == np.int32
     for call, flag in [(lambda: t.sum(axis=0, keepdims="no"), "reduce sum: keepdims"),
                        (lambda: t.max(keepdims=1), "reduce max: keepdims"),
-                       (lambda: t.argmax(0, "yes"), "argmax: keepdims"),
+                       (lambda: t.argmax(0, keepdims="yes"), "argmax: keepdims"),
                        (lambda: t.argmin(keepdims=None), "argmin: keepdims")]:
         with pytest.raises(kiln.ArgumentTypeError, match=f"{flag} must be a bool"):
             call()
-    assert t.argmax(0, np.True_).shape == (1, 3)
+    assert t.argmax(0, keepdims=np.True_).shape == (1, 3)
 
 
 def test_empty_tensors_check_dtypes(device):
@@ -240,6 +240,48 @@ def test_numpy_keywords_of_methods(device, rng):
                        (lambda: t.transpose(bogus=1), "Tensor.transpose")):
         with pytest.raises(TypeError, match=name + r"\(\) got an unexpected keyword argument"):
             call()
+
+
+def test_numpy_functions_dispatch_to_the_methods(device, rng):
+    # np.argmax / np.argmin / np.clip pass out=None: the methods take it, so
+    # the work runs on the device and the result is a tensor.
+    a = rng.standard_normal((4, 9)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    for got, want in ((np.argmax(t), np.argmax(a)), (np.argmin(t, axis=1), np.argmin(a, axis=1)),
+                      (np.argmax(t, axis=0, keepdims=True), np.argmax(a, axis=0, keepdims=True)),
+                      (np.clip(t, -0.5, 0.5), np.clip(a, -0.5, 0.5)),
+                      (np.clip(t, -0.5, None), np.clip(a, -0.5, None))):
+        assert isinstance(got, kiln.Tensor)
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(t.flatten("C").numpy(), a.flatten("C"))
+    for call, name in ((lambda: t.argmin(out=np.zeros(4)), "Tensor.argmin: kiln tensors take no out="),
+                       (lambda: t.clip(0, 1, out=np.zeros(1)), "Tensor.clip: kiln tensors take no out="),
+                       (lambda: t.argmax(bogus=1), r"Tensor.argmax\(\) got an unexpected keyword"),
+                       (lambda: t.clip(a_min=0), r"Tensor.clip\(\) got an unexpected keyword"),
+                       (lambda: t.astype("int32", casting="unsafe"),
+                        r"Tensor.astype\(\) got an unexpected keyword argument 'casting'"),
+                       (lambda: t.reshape(shape=(36,)), r"Tensor.reshape\(\) got an unexpected keyword"),
+                       (lambda: t.flatten("F"), "Tensor.flatten: kiln tensors are row-major")):
+        with pytest.raises(TypeError, match=name):
+            call()
+
+
+def test_sum_and_prod_as_bools_are_logical(device):
+    # numpy adds bools as or and multiplies them as and.
+    a = np.array([[1.5, -2.5, 0.0], [0.5, 3.0, -1.0], [0.0, 0.0, 0.0]], np.float32)
+    t = kiln.tensor(a, device)
+    for name in ("sum", "prod"):
+        for axis in (None, 0, 1):
+            got = getattr(t, name)(axis=axis, dtype=bool).numpy()
+            want = getattr(a, name)(axis=axis, dtype=bool)
+            assert got.dtype == np.bool_, (name, axis)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} axis={axis}")
+    b = kiln.tensor(a > 0, device)
+    np.testing.assert_array_equal(np.sum(b, axis=0, dtype=bool).numpy(),
+                                  np.sum(a > 0, axis=0, dtype=bool))
+    empty = kiln.tensor(np.zeros((0, 3), np.float32), device)
+    np.testing.assert_array_equal(empty.sum(axis=0, dtype=bool).numpy(), [False] * 3)
+    np.testing.assert_array_equal(empty.prod(axis=0, dtype=bool).numpy(), [True] * 3)
 
 
 def test_where_and_clip_of_bools_and_ints(device):

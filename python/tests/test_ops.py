@@ -769,6 +769,49 @@ def test_kernels_are_cached_per_shape_and_dtype(device, rng):
     assert len(device._cache) == n + 1
 
 
+def test_operand_type_errors_name_the_operator_and_argument(device):
+    x = kiln.tensor(np.ones((2, 3), np.float32), device)
+    x4 = kiln.tensor(np.ones((1, 4, 4, 2), np.float32), device)
+    w4 = kiln.tensor(np.ones((3, 3, 2, 2), np.float32), device)
+    for call, text in ((lambda: kiln.ops.layer_norm(x, None, None), "layer_norm: gamma .*NoneType"),
+                       (lambda: kiln.ops.rms_norm(x, "g"), "rms_norm: gamma .*str"),
+                       (lambda: kiln.ops.matmul(x, x.T, bias=[1.0, 2.0]), "matmul: bias .*list"),
+                       (lambda: kiln.ops.matmul(x, 1), "matmul: b .*int"),
+                       (lambda: kiln.ops.sum([1, 2]), "sum: x .*list"),
+                       (lambda: kiln.ops.where(None, x, x), "where: cond .*NoneType"),
+                       (lambda: kiln.ops.conv2d(None, w4), "conv2d: x .*NoneType"),
+                       (lambda: kiln.ops.conv2d(x4, w4, bias="b"), "conv2d: bias .*str"),
+                       (lambda: kiln.ops.logical_and(x, None), "logical_and: b .*NoneType"),
+                       (lambda: kiln.ops.add(x, None), "add: b .*NoneType"),
+                       (lambda: kiln.ops.concat([x, "a"]), r"concat: tensors\[1\] .*str"),
+                       (lambda: kiln.ops.attention(x, x, None), "attention: v .*NoneType"),
+                       (lambda: kiln.ops.softmax(None), "softmax: x .*NoneType")):
+        with pytest.raises(kiln.ArgumentTypeError, match=text.replace(
+                " .*", " must be a kiln.Tensor or a numpy array; got ")):
+            call()
+    # Attributes of the wrong type are TypeErrors too; a bad value of the
+    # right type is kiln.InvalidArgument only.
+    for call, text in ((lambda: kiln.ops.matmul(x, x.T, activation=1), "matmul: activation"),
+                       (lambda: kiln.ops.matmul(x, x.T, accumulate=None), "matmul: accumulate"),
+                       (lambda: kiln.ops.conv2d(x4, w4, layout=None), "conv2d: layout"),
+                       (lambda: kiln.ops.conv2d(x4, w4, activation=1), "conv2d: activation"),
+                       (lambda: kiln.ops.max_pool2d(x4, layout=4), "max_pool2d: layout"),
+                       (lambda: x.astype(3), "astype: dtype 3 is not a dtype"),
+                       (lambda: kiln.ops.cast(x, None), "cast: dtype None is not a dtype")):
+        with pytest.raises(kiln.ArgumentTypeError, match=text):
+            call()
+    for call, text in ((lambda: kiln.ops.matmul(x, x.T, accumulate="f64"), "matmul: accumulate"),
+                       (lambda: kiln.ops.conv2d(x4, w4, layout="NCWH"), "conv2d: layout"),
+                       (lambda: x.astype("float99"), "astype: dtype 'float99' is not a dtype")):
+        with pytest.raises(kiln.InvalidArgument, match=text) as e:
+            call()
+        assert not isinstance(e.value, TypeError), e.value
+    # Pooling has no dilation to speak of.
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"max_pool2d: the window spans 8 along H \(kernel 8\) but"):
+        kiln.ops.max_pool2d(x4, kernel=8)
+
+
 def test_errors(device):
     f32 = kiln.tensor(np.ones((7, 2), np.float32), device)
     with pytest.raises(kiln.InvalidArgument, match="do not broadcast"):
@@ -784,7 +827,7 @@ def test_errors(device):
         kiln.ops.exp(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device))
     with pytest.raises(kiln.InvalidArgument, match="2-D|rank"):
         kiln.ops.reduce("sum", kiln.tensor(np.ones(5, np.float32), device))
-    with pytest.raises(kiln.InvalidArgument, match="kiln.Tensor or numpy"):
+    with pytest.raises(kiln.InvalidArgument, match="exp: x must be a kiln.Tensor or a numpy array"):
         kiln.ops.exp([1.0, 2.0])
     with pytest.raises(kiln.InvalidArgument, match="takes 2 inputs"):
         kiln.ops.elementwise("add", f32)

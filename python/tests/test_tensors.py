@@ -37,6 +37,14 @@ def test_non_contiguous_input_is_copied_in_order(device, rng):
         np.testing.assert_array_equal(kiln.tensor(view, device).numpy(), view)
 
 
+def test_big_endian_input_is_converted(device, rng):
+    for dtype in (">f4", ">i4", ">u4", ">f2"):
+        a = (rng.standard_normal(37) * 100).astype(dtype)
+        t = kiln.tensor(a, device)
+        assert t.dtype == np.dtype(dtype).newbyteorder("=")
+        np.testing.assert_array_equal(t.numpy(), a)
+
+
 def test_edge_values_survive_bit_for_bit(device):
     a = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-45, 3.4e38], np.float32)
     out = kiln.tensor(a, device).numpy()

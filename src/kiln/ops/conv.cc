@@ -64,8 +64,10 @@ StatusOr<int64_t> OutExtent(std::string_view what, std::string_view axis, int64_
   const int64_t span = dilation * (kernel - 1) + 1;
   const int64_t padded = in + 2 * pad;
   if (padded < span) {
+    // (Pooling has no dilation: its window is its kernel.)
     return InvalidArgument(what, ": the window spans ", span, " along ", axis, " (kernel ", kernel,
-                           ", dilation ", dilation, ") but the padded input has only ", padded);
+                           dilation == 1 ? "" : StrCat(", dilation ", dilation),
+                           ") but the padded input has only ", padded);
   }
   return (padded - span) / stride + 1;
 }
