@@ -428,7 +428,24 @@ out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" --input B="$tmp/b.npy" \
 grep -q "^  C: \[$n\] f32 min 0 max 148.5 mean 74.25 first \[0, 1.5, 3, 4.5, 6, 7.5, ...\]$" \
   <<<"$out" || fail "no summary line for C: $out"
 grep -q "interpreter" <<<"$out" && fail "the interpreter ran without --check: $out"
-[ ! -e "$tmp/c.npy.tmp" ] || fail "a temporary output file was left behind"
+compgen -G "$tmp/c.npy.*tmp" >/dev/null && fail "a temporary output file was left behind"
+# Files and links named like a temporary are never written, followed or
+# removed: the module being run, a link to a precious file, another output.
+cp "$tmp/v.kmod" "$tmp/m.npy.tmp"
+echo precious > "$tmp/precious.txt"
+ln -s "$tmp/precious.txt" "$tmp/linked.kmod.tmp"
+out=$("$kiln" run "$tmp/m.npy.tmp" --fn vector_add --arg n=4 --output C="$tmp/m.npy" 2>&1) ||
+  fail "run a module named like a temporary: $out"
+cmp -s "$tmp/v.kmod" "$tmp/m.npy.tmp" || fail "writing m.npy changed the module m.npy.tmp"
+"$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/linked.kmod" >/dev/null || fail "compile beside a link"
+[ "$(cat "$tmp/precious.txt")" = precious ] && [ -L "$tmp/linked.kmod.tmp" ] && [ ! -L "$tmp/linked.kmod" ] ||
+  fail "compile -o linked.kmod wrote through the link linked.kmod.tmp"
+printf 'module {\nfn two(A: buffer<f32>[4], B: buffer<f32>[4]) {\n  A[0] = 1.0\n  B[0] = 2.0\n}\n}\n' \
+  > "$tmp/two2.kir"
+"$kiln" compile "$tmp/two2.kir" -o "$tmp/two2.kmod" >/dev/null || fail "compile two2"
+"$kiln" run "$tmp/two2.kmod" --fn two --output A="$tmp/f.npy" --output B="$tmp/f.npy.tmp" >/dev/null ||
+  fail "two outputs, one named like the other's temporary"
+[ -f "$tmp/f.npy" ] && [ -f "$tmp/f.npy.tmp" ] || fail "an output named like a temporary was lost"
 # Any shape of the right element count; --check compares on the same inputs.
 out=$("${run_v[@]}" --arg n=$n --input A="$tmp/a.npy" --input=B="$tmp/b2d.npy" \
   --output C="$tmp/c2.npy" --check 2>&1) || fail "run --check with .npy inputs: $out"
@@ -657,6 +674,42 @@ flops_kir '"4294967296 * max(M, N) / (K - -1.5e0)"'
 out=$("$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=32 --arg K=16 \
   --repetitions 1 --warmup 0 2>&1) || fail "bench kernel, a large flops: $out"
 grep -Eq "^flops 7.85365e\+09, " <<<"$out" || fail "flops beyond 32 bits: $out"
+# Nesting is bounded (no stack to exhaust) and the quote of a long
+# attribute is cut; a NUL in it is escaped, not the end of the message.
+flops_kir "\"$(printf '(%.0s' $(seq 300))M$(printf ')%.0s' $(seq 300))\""
+expect_error "flops attribute nested 300 deep" \
+  "attribute \"flops\" of matmul_tiled \(\"\(+ \.\.\. \(441 more characters\)\"\): column 257: the expression nests more than 256 deep" \
+  "$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod"
+flops_kir "\"$(printf -- '-%.0s' $(seq 100000))M\""
+expect_error "flops attribute of 100000 minus signs" "column 257: the expression nests more than 256 deep" \
+  "$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod"
+flops_kir '"M@NUL@ * 2"'
+python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[1], 'wb').write(d.replace(b'@NUL@', bytes(1)))" "$tmp/flops.kir"
+expect_error "a NUL in a flops attribute" 'column 2: expected an operator or the end, found .\\x00.$' \
+  "$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod"
+flops_kir '"0 - 0"'
+"$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod" >/dev/null || fail "compile flops 0 - 0"
+out=$("$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=16 --arg K=16 \
+  --repetitions 1 --warmup 0 2>&1) || fail "bench kernel, flops 0 - 0: $out"
+grep -q -- "-0" <<<"$out" && fail "flops of -0 printed with its sign: $out"
+flops_kir '"(M - M) / (N - N)"'
+"$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod" >/dev/null || fail "compile flops 0 / 0"
+expect_error "flops attribute NaN for the arguments" "is nan for these arguments" \
+  "$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=16 --arg K=16 \
+  --repetitions 1 --warmup 0
+out=$("$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=64 --repetitions 1 --warmup 0 \
+  --flops 1e-320 2>&1) || fail "--flops of a subnormal: $out"
+expect_error "bench dispatch --dispatches 2^32 - 1" \
+  "flag --dispatches needs a decimal integer from 1 to 1000000, got '4294967295'" \
+  "$kiln" bench dispatch --dispatches 4294967295
+expect_error "-o ending in /" "'$tmp/v.kmod/' ends in '/': it names a folder, not a file" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/v.kmod/"
+expect_error "-o inside a file" "folder '$tmp/v.kmod' is not a folder" \
+  "$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/v.kmod/x.kmod"
+printf 'module {\nfn f(A: buffer<f32>[4]) {\n  for b in blockIdx.x(0, 2 - 6) {\n    A[0] = 1.0\n  }\n}\n}\n' \
+  > "$tmp/negative_grid.kir"
+expect_error "a negative constant grid" "line 3, column 3: .for b in blockIdx.x.0, 2 - 6..: blockIdx.x extent .2 - 6. is -4; a launch extent may be 0" \
+  "$kiln" compile "$tmp/negative_grid.kir" --emit wgsl
 expect_error "bench kernel without a scalar" "scalar parameter 'n'" \
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add
 expect_error "bench kernel of an unknown function" "no function 'nope'" \

@@ -70,9 +70,11 @@ int BenchDispatch(const Args& args) {
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::DispatchBenchOptions bo;
-  auto dispatches = flags->GetPositiveUint("dispatches", bo.dispatches, UINT32_MAX);
-  auto repetitions = flags->GetPositiveUint("repetitions", bo.repetitions, UINT32_MAX);
-  auto submits = flags->GetPositiveUint("submits", bo.submits, UINT32_MAX);
+  // At most a million each (as bench kernel's counts): one command buffer
+  // records every dispatch of a repetition, and its memory grows with them.
+  auto dispatches = flags->GetPositiveUint("dispatches", bo.dispatches, 1000000);
+  auto repetitions = flags->GetPositiveUint("repetitions", bo.repetitions, 1000000);
+  auto submits = flags->GetPositiveUint("submits", bo.submits, 1000000);
   for (auto* v : {&dispatches, &repetitions, &submits}) {
     if (!v->ok()) return Fail(v->status().message());
   }

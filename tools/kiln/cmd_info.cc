@@ -115,7 +115,20 @@ int InfoCommand(const Args& args) {
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "kiln: %s\n", message.c_str());
+  // Control bytes a message quotes from a file (a NUL in an attribute, a
+  // corrupt name) are escaped: printed raw, a NUL would cut the message.
+  std::string text;
+  for (const char c : message) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && c != '\n' && c != '\t') || b == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", b);
+      text += escaped;
+    } else {
+      text += c;
+    }
+  }
+  std::fprintf(stderr, "kiln: %s\n", text.c_str());
   return 1;
 }
 

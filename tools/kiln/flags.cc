@@ -122,7 +122,8 @@ StatusOr<double> Flags::GetNonNegativeDouble(const std::string& name, double fal
   const bool number = !text.empty() && end == text.c_str() + text.size() &&
                       (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
                       text.find_first_of("xX") == std::string::npos;
-  if (!number || errno == ERANGE || !std::isfinite(d) || d < 0) {
+  // (ERANGE also flags an underflow, to a subnormal or zero: a fine value.)
+  if (!number || !std::isfinite(d) || d < 0) {
     return InvalidArgument("flag --", name, " needs a finite non-negative number, got '", text,
                            "'");
   }

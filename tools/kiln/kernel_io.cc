@@ -36,9 +36,13 @@ Status CheckOutputFile(const std::string& file, const std::string& input) {
     return InvalidArgument("'", file, "' is the input file '", input,
                            "'; writing it would destroy the input");
   }
+  if (!file.empty() && file.back() == '/') {
+    return InvalidArgument("'", file, "' ends in '/': it names a folder, not a file");
+  }
   const fs::path folder = fs::absolute(file, error).parent_path();
   if (!fs::is_directory(folder, error)) {
-    return InvalidArgument("'", file, "': folder '", folder.string(), "' does not exist");
+    return InvalidArgument("'", file, "': folder '", folder.string(), "' ",
+                           fs::exists(folder, error) ? "is not a folder" : "does not exist");
   }
   if (::access(folder.c_str(), W_OK) != 0) {
     return InvalidArgument("'", file, "': cannot write in folder '", folder.string(),

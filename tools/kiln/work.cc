@@ -18,7 +18,7 @@ class WorkParser {
     KILN_ASSIGN_OR_RETURN(double value, Expr());
     SkipSpace();
     if (pos_ != text_.size()) return Error("an operator or the end");
-    return value;
+    return value + 0.0;  // -0 counts no work: 0
   }
 
  private:
@@ -44,6 +44,16 @@ class WorkParser {
 
   StatusOr<double> Factor() {
     SkipSpace();
+    // Each '-', '(' and min/max nests one call deeper: bounded, so no
+    // attribute can exhaust the stack.
+    if (++depth_ > kMaxDepth) {
+      return InvalidArgument("column ", pos_ + 1, ": the expression nests more than ", kMaxDepth,
+                             " deep ('-', '(', min and max) here");
+    }
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (Accept('-')) {
       KILN_ASSIGN_OR_RETURN(double value, Factor());
       return -value;
@@ -118,9 +128,11 @@ class WorkParser {
     return InvalidArgument("column ", pos_ + 1, ": expected ", expected, ", found ", found);
   }
 
+  static constexpr int kMaxDepth = 256;
   std::string_view text_;
   const std::map<std::string, double>& scalars_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 std::string What(const ir::Function& f) {
@@ -154,7 +166,9 @@ Status CheckDeclaredWork(const ir::Function& f) {
   for (const ir::Param& p : f.params()) {
     if (!p.is_buffer()) scalars[p.var().name()] = 1.0;
   }
-  return EvaluateWork(*text, scalars).status().WithContext(StrCat(What(f), " (\"", *text, "\")"));
+  return EvaluateWork(*text, scalars)
+      .status()
+      .WithContext(StrCat(What(f), " (\"", Shortened(*text, 160), "\")"));
 }
 
 StatusOr<std::optional<double>> DeclaredWork(const ir::Function& f,
@@ -174,11 +188,12 @@ StatusOr<std::optional<double>> DeclaredWork(const ir::Function& f,
         },
         args[i].scalar);
   }
-  const std::string what = StrCat(What(f), " (\"", *text, "\")");
+  const std::string what = StrCat(What(f), " (\"", Shortened(*text, 160), "\")");
   auto flops = EvaluateWork(*text, scalars);
   if (!flops.ok()) return flops.status().WithContext(what);
   if (!(*flops >= 0) || std::isinf(*flops)) {
-    return InvalidArgument(what, " is ", *flops,
+    // (NaN as "nan" whatever its sign bit.)
+    return InvalidArgument(what, " is ", std::isnan(*flops) ? "nan" : StrCat(*flops),
                            " for these arguments; it must be finite and >= 0");
   }
   return std::optional<double>(*flops);

@@ -153,14 +153,7 @@ class Listing {
  public:
   // The most of a line a message quotes (a statement may be any length).
   static constexpr size_t kMaxQuotedLine = 160;
-  static std::string Cut(std::string line) {
-    if (line.size() <= kMaxQuotedLine) return line;
-    size_t keep = kMaxQuotedLine;  // (not inside a UTF-8 character)
-    while (keep > 0 && (static_cast<unsigned char>(line[keep]) & 0xC0) == 0x80) --keep;
-    const size_t more = line.size() - keep;
-    line.resize(keep);
-    return StrCat(line, " ... (", more, " more characters)");
-  }
+  static std::string Cut(std::string line) { return Shortened(std::move(line), kMaxQuotedLine); }
 
   // Printed: lines of Print(f), shifted by offset().
   Listing(const Function& f, std::function<int()> offset) : f_(f), offset_fn_(std::move(offset)) {}
@@ -864,6 +857,13 @@ class FunctionVerifier {
     } else if (!UsesOnlyScalarParams(op->extent)) {
       return Error(StrCat(axis, " extent ", Quote(op->extent),
                           " may use only constants and scalar parameters"));
+    } else if (std::optional<Expr> folded = Folded(op->extent)) {
+      // The runtime refuses a negative grid; a constant one can never launch.
+      std::optional<int64_t> extent = AsConstInt(*folded);
+      if (extent && *extent < 0) {
+        return Error(StrCat(axis, " extent ", Quote(op->extent), " is ", *extent,
+                            "; a launch extent may be 0 (no blocks) but never negative"));
+      }
     }
     auto [it, inserted] = axis_extents_.emplace(op->kind, op->extent);
     if (!inserted && !StructurallyEqual(it->second, op->extent)) {

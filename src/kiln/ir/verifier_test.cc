@@ -290,6 +290,16 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 2: `fn f(A: buffer<f32>[4] strides [-1])`: buffer 'A' has stride -1; "
      "strides are positive"},
+    {"NegativeBlockExtent",
+     "module {\n"
+     "fn f(A: buffer<f32>[4]) {\n"
+     "  for b in blockIdx.x(0, 2 - 6) {\n"
+     "    A[0] = 1.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for b in blockIdx.x(0, 2 - 6)`: blockIdx.x extent `2 - 6` is -4; a "
+     "launch extent may be 0 (no blocks) but never negative"},
     {"NegativeExtent",
      "module {\n"
      "fn f(A: buffer<f32>[-4]) {\n"

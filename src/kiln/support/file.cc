@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <new>
+#include <random>
 
 namespace kiln {
 namespace {
@@ -96,27 +96,41 @@ StatusOr<std::string> ReadInputFile(const std::string& path, uint64_t max_bytes)
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
-  const std::string temporary = path + ".tmp";
-  {
-    // The file is written beside its destination first: errors there name
-    // that temporary file, which is what could not be made.
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return InvalidArgument("cannot write '", path, "': cannot create its temporary '", temporary,
-                             "': ", std::strerror(errno));
-    }
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const int error = errno;
-      std::remove(temporary.c_str());
-      return InvalidArgument("cannot write '", path, "': writing its temporary '", temporary,
-                             "': ", std::strerror(error));
-    }
+  // The temporary is a fresh file beside the destination, made exclusively
+  // (O_EXCL, never through a link) under a random name: no existing file,
+  // link or other output can be the one written or removed.
+  std::random_device random;
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 64; ++attempt) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, ".%08x.tmp", static_cast<unsigned>(random()));
+    temporary = path + suffix;
+    fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
   }
+  if (fd < 0) {
+    return InvalidArgument("cannot write '", path, "': cannot create a temporary file beside it ('",
+                           temporary, "'): ", std::strerror(errno));
+  }
+  const auto failed = [&](std::string_view doing, int error) {
+    if (fd >= 0) close(fd);
+    unlink(temporary.c_str());
+    return InvalidArgument("cannot write '", path, "': ", doing, " its temporary '", temporary,
+                           "': ", std::strerror(error));
+  };
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed("writing", n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  const int closed = close(fd);
+  fd = -1;
+  if (closed != 0) return failed("closing", errno);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
-    std::remove(temporary.c_str());
+    unlink(temporary.c_str());
     return InvalidArgument("cannot write '", path, "': ", std::strerror(error));
   }
   return Status::Ok();

@@ -30,9 +30,11 @@ StatusOr<std::string> ReadInputFile(const std::string& path,
 // junk is named as such, not as a syntax error somewhere inside it.
 std::optional<size_t> FirstNonTextByte(std::string_view text);
 
-// Writes `bytes` to `path` through a temporary file beside it (`path`.tmp)
-// renamed into place, so a failed write leaves neither a partial file nor
-// the temporary. kInvalidArgument naming the path, and why, on failure.
+// Writes `bytes` to `path` through a temporary file beside it
+// (`path`.XXXXXXXX.tmp, a fresh name, created exclusively: never an existing
+// file or a link) renamed into place, so a failed write leaves neither a
+// partial file nor the temporary. kInvalidArgument naming the path, and
+// why, on failure.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 
 }  // namespace kiln

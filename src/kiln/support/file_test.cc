@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -73,6 +77,16 @@ TEST_F(ReadInputFileTest, RefusesFilesOverTheLimit) {
   EXPECT_EQ(exact->size(), 100u);
 }
 
+// The names in `dir`, sorted.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 // The file appears whole or not at all; an error names what failed.
 TEST_F(ReadInputFileTest, WritesAtomicallyAndNamesTheTemporaryFile) {
   const std::string path = dir_ + "/out";
@@ -80,13 +94,33 @@ TEST_F(ReadInputFileTest, WritesAtomicallyAndNamesTheTemporaryFile) {
   auto back = ReadInputFile(path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, "abc");
-  // A folder in the temporary's place: the old file stays, the message
-  // names the temporary.
+  EXPECT_EQ(Entries(dir_), std::vector<std::string>{"out"});  // no temporary left
+  // A missing folder: the message names the temporary it could not make.
+  Status s = WriteFileAtomically(dir_ + "/none/out", "defg");
+  EXPECT_EQ(s.message().rfind("cannot write '" + dir_ +
+                                  "/none/out': cannot create a temporary "
+                                  "file beside it ('" +
+                                  dir_ + "/none/out.",
+                              0),
+            0u)
+      << s;
+  EXPECT_NE(s.message().find(".tmp'): No such file or directory"), std::string::npos) << s;
+}
+
+// What lies beside the destination, under the names a fixed temporary would
+// take, is never written, followed or removed.
+TEST_F(ReadInputFileTest, WritingNeverTouchesFilesOrLinksBesideIt) {
+  const std::string path = dir_ + "/out";
   ASSERT_EQ(mkdir((path + ".tmp").c_str(), 0700), 0);
-  Status s = WriteFileAtomically(path, "defg");
-  EXPECT_EQ(s.message(), "cannot write '" + path + "': cannot create its temporary '" + path +
-                             ".tmp': Is a directory");
+  std::ofstream(dir_ + "/small") << "precious";
+  ASSERT_EQ(symlink((dir_ + "/small").c_str(), (path + ".tmp.link").c_str()), 0);
+  ASSERT_EQ(symlink((dir_ + "/small").c_str(), (dir_ + "/empty").c_str()), 0);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(WriteFileAtomically(path, "abc").ok());
   EXPECT_EQ(*ReadInputFile(path), "abc");
+  EXPECT_EQ(*ReadInputFile(dir_ + "/small"), "precious");
+  EXPECT_EQ(Entries(dir_),
+            (std::vector<std::string>{"empty", "out", "out.tmp", "out.tmp.link", "small"}));
+  unlink((path + ".tmp.link").c_str());
 }
 
 TEST(FirstNonTextByteTest, AcceptsUtf8AndFindsTheFirstByteThatIsNot) {

@@ -7,17 +7,28 @@ namespace kiln {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kCompileError: return "COMPILE_ERROR";
-    case StatusCode::kOutOfMemory: return "OUT_OF_MEMORY";
-    case StatusCode::kDeviceLost: return "DEVICE_LOST";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kDataLoss: return "DATA_LOSS";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kCompileError:
+      return "COMPILE_ERROR";
+    case StatusCode::kOutOfMemory:
+      return "OUT_OF_MEMORY";
+    case StatusCode::kDeviceLost:
+      return "DEVICE_LOST";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kDataLoss:
+      return "DATA_LOSS";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -46,6 +57,15 @@ void CheckFailed(const char* file, int line, const char* cond, const std::string
   std::fprintf(stderr, "kiln internal error at %s:%d: check failed: %s %s\n", file, line, cond,
                msg.c_str());
   std::abort();
+}
+
+std::string Shortened(std::string text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t keep = max_bytes;  // (not inside a UTF-8 character)
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  const size_t more = text.size() - keep;
+  text.resize(keep);
+  return StrCat(text, " ... (", more, " more characters)");
 }
 
 }  // namespace kiln

@@ -40,6 +40,11 @@ std::string StrCat(const Args&... args) {
   return os.str();
 }
 
+// `text` as a message quotes it: whole when at most `max_bytes` long, else
+// its first `max_bytes` bytes (never cutting a UTF-8 character) and
+// " ... (N more characters)".
+std::string Shortened(std::string text, size_t max_bytes);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -114,14 +119,13 @@ Status Internal(const Args&... args) {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : v_(status) { CheckNotOk(); }  // NOLINT
+  StatusOr(const Status& status) : v_(status) { CheckNotOk(); }        // NOLINT
   StatusOr(Status&& status) : v_(std::move(status)) { CheckNotOk(); }  // NOLINT
-  StatusOr(const T& value) : v_(value) {}  // NOLINT
-  StatusOr(T&& value) : v_(std::move(value)) {}  // NOLINT
-  template <typename U,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, T> &&
-                                        !std::is_same_v<std::decay_t<U>, Status>>>
+  StatusOr(const T& value) : v_(value) {}                              // NOLINT
+  StatusOr(T&& value) : v_(std::move(value)) {}                        // NOLINT
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status>>>
   StatusOr(U&& value) : v_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -155,16 +159,16 @@ void StatusOr<T>::CheckNotOk() {
 #define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
 
 // Returns the status of `expr` from the enclosing function if it is an error.
-#define KILN_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::kiln::Status kiln_status_ = (expr);          \
-    if (!kiln_status_.ok()) return kiln_status_;   \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
+    if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 
 // Like KILN_RETURN_IF_ERROR, adding context to the message on the way up.
-#define KILN_RETURN_IF_ERROR_CTX(expr, ...)                                          \
-  do {                                                                               \
-    ::kiln::Status kiln_status_ = (expr);                                            \
+#define KILN_RETURN_IF_ERROR_CTX(expr, ...)                                               \
+  do {                                                                                    \
+    ::kiln::Status kiln_status_ = (expr);                                                 \
     if (!kiln_status_.ok()) return kiln_status_.WithContext(::kiln::StrCat(__VA_ARGS__)); \
   } while (0)
 
@@ -178,11 +182,11 @@ void StatusOr<T>::CheckNotOk() {
   KILN_ASSIGN_OR_RETURN_IMPL(KILN_CONCAT(kiln_statusor_, __LINE__), lhs, expr)
 
 // For kiln's own invariants, never for user input.
-#define KILN_CHECK(cond)                                                  \
-  do {                                                                    \
-    if (!(cond)) ::kiln::CheckFailed(__FILE__, __LINE__, #cond, "");      \
+#define KILN_CHECK(cond)                                             \
+  do {                                                               \
+    if (!(cond)) ::kiln::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
-#define KILN_CHECK_MSG(cond, ...)                                                        \
-  do {                                                                                   \
+#define KILN_CHECK_MSG(cond, ...)                                                             \
+  do {                                                                                        \
     if (!(cond)) ::kiln::CheckFailed(__FILE__, __LINE__, #cond, ::kiln::StrCat(__VA_ARGS__)); \
   } while (0)
