@@ -104,7 +104,9 @@ class HeaderParser {
       return Malformed("expected ',' or '}' at byte ", pos_, " of the header");
     }
     SkipSpace();
-    if (pos_ != text_.size()) return Malformed("text after the header's dictionary");
+    if (pos_ != text_.size()) {
+      return Malformed("text after the header's dictionary at byte ", pos_, " of the header");
+    }
     if (!descr) return Malformed("the header has no 'descr'");
     if (!fortran) return Malformed("the header has no 'fortran_order'");
     if (!shape) return Malformed("the header has no 'shape'");
@@ -153,11 +155,16 @@ class HeaderParser {
     if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) {
       return Malformed("expected a quoted key or string at byte ", pos_, " of the header");
     }
+    const size_t open = pos_;
     const char quote = text_[pos_++];
     const size_t end = text_.find(quote, pos_);
-    if (end == std::string_view::npos) return Malformed("an unterminated string");
+    if (end == std::string_view::npos) {
+      return Malformed("the string at byte ", open, " of the header is not terminated");
+    }
     std::string s(text_.substr(pos_, end - pos_));
-    if (s.find('\\') != std::string::npos) return Malformed("an escape in a string");
+    if (const size_t escape = s.find('\\'); escape != std::string::npos) {
+      return Malformed("an escape in a string at byte ", pos_ + escape, " of the header");
+    }
     pos_ = end + 1;
     return s;
   }
@@ -203,6 +210,7 @@ class HeaderParser {
     }
     if (c == '[' || c == '{') {
       // A list (structured dtype) or a dict: skipped to its matching bracket.
+      const size_t open = pos_;
       int depth = 0;
       for (; pos_ < text_.size(); ++pos_) {
         const char d = text_[pos_];
@@ -212,7 +220,7 @@ class HeaderParser {
           return v;
         }
       }
-      return Malformed("an unterminated '", c, "'");
+      return Malformed("the '", c, "' at byte ", open, " of the header is not closed");
     }
     return Malformed("unexpected '", c, "' at byte ", pos_, " of the header");
   }
@@ -221,7 +229,9 @@ class HeaderParser {
     uint64_t n = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
       const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (n > (UINT64_MAX - digit) / 10) return Malformed("a dimension beyond 64 bits in 'shape'");
+      if (n > (UINT64_MAX - digit) / 10) {
+        return Malformed("the dimension at byte ", start, " of the header is beyond 64 bits");
+      }
       n = n * 10 + digit;
       ++pos_;
     }
@@ -235,7 +245,7 @@ class HeaderParser {
     if (pos_ < text_.size() && text_[pos_] == 'L' && pos_ > start) ++pos_;
     if (pos_ == start) {
       if (pos_ < text_.size() && text_[pos_] == '-') {
-        return Malformed("a negative dimension in 'shape'");
+        return Malformed("a negative dimension in 'shape' at byte ", pos_, " of the header");
       }
       return Malformed("expected a dimension in 'shape' at byte ", pos_, " of the header");
     }
@@ -296,9 +306,11 @@ StatusOr<Array> Parse(std::string_view bytes) {
                     bytes.size() - 8 - length_bytes, " after the preamble");
   }
   std::string_view header = bytes.substr(8 + length_bytes, header_length);
-  for (char c : header) {
-    if (major < 3 && static_cast<unsigned char>(c) >= 0x80) {
-      return DataLoss("malformed header: a byte that is not ASCII");
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (major < 3 && static_cast<unsigned char>(header[i]) >= 0x80) {
+      return DataLoss("malformed header: byte ", i, " of the header is not ASCII (0x", std::hex,
+                      static_cast<unsigned>(static_cast<unsigned char>(header[i])), std::dec,
+                      "); version ", static_cast<int>(major), " headers are ASCII");
     }
   }
   KILN_ASSIGN_OR_RETURN(Array array, HeaderParser(header).Parse());

@@ -112,7 +112,7 @@ TEST(NpyTest, RejectsMalformedFiles) {
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", ""),
               "unknown key 'x'");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", ""),
-              "negative dimension");
+              "a negative dimension in 'shape' at byte 51 of the header");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (01,)}", Floats({1})),
               "dimension '01' at byte 51 of the header has a leading zero (not a Python int)");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", Floats({1, 2})),
@@ -125,17 +125,23 @@ TEST(NpyTest, RejectsMalformedFiles) {
               "malformed header");
   ExpectError(File("['descr']", ""), "not a dictionary");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", Floats({1})),
-              "text after");
+              "text after the header's dictionary at byte 56 of the header");
   ExpectError(
       File("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", ""),
-      "beyond 64 bits");
+      "the dimension at byte 51 of the header is beyond 64 bits");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
                    "4294967296)}",
                    ""),
               "more elements than 64 bits");
   ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,)}", ""),
               "more bytes than 64 bits");
-  ExpectError(File("{'descr': '<f4", ""), "unterminated string");
+  ExpectError(File("{'descr': '<f4", ""), "the string at byte 10 of the header is not terminated");
+  ExpectError(File("{'descr': '<f\\4', 'fortran_order': False, 'shape': (1,)}", ""),
+              "an escape in a string at byte 13 of the header");
+  ExpectError(File("{'descr': [('a', '<f4')", ""),
+              "the '[' at byte 10 of the header is not closed");
+  ExpectError(File("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x\xc3\xa9': 1}", ""),
+              "byte 58 of the header is not ASCII (0xc3); version 1 headers are ASCII");
 }
 
 TEST(NpyTest, SerializeRoundTrips) {
