@@ -11,6 +11,7 @@
 #include <span>
 #include <utility>
 
+#include "kiln/codegen/extent_lowering.h"
 #include "kiln/interp/half.h"
 #include "kiln/interp/interpreter.h"
 #include "kiln/ir/parser.h"
@@ -246,13 +247,17 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
                   " in the source IR");
     }
     if (!buffer) continue;
+    // The metadata's extent programs, not only their text, are the source's
+    // extents lowered: a runtime computes buffer sizes from the programs.
     const ir::Buffer& b = params[i].buffer();
+    const auto lowered_as = [&](const ir::Expr& e, const codegen::ExtentExpr& program) {
+      auto lowered = codegen::LowerExtent(e, params, "");
+      return lowered.ok() && *lowered == program;
+    };
     bool same = b.shape().size() == p.shape.size() && b.strides().size() == p.strides.size();
-    for (size_t d = 0; same && d < p.shape.size(); ++d) {
-      same = ir::Print(b.shape()[d]) == p.shape[d].text;
-    }
+    for (size_t d = 0; same && d < p.shape.size(); ++d) same = lowered_as(b.shape()[d], p.shape[d]);
     for (size_t d = 0; same && d < p.strides.size(); ++d) {
-      same = ir::Print(b.strides()[d]) == p.strides[d].text;
+      same = lowered_as(b.strides()[d], p.strides[d]);
     }
     if (!same) return fail("the shape of parameter '", p.name, "' differs from the source IR's");
   }

@@ -78,6 +78,12 @@ TEST(ValidateSourceIrTest, DisagreementsAreRefused) {
        "parameter 1 is buffer 'Y' of type i32 in the metadata but buffer 'Y' of type f32"},
       {"shape", [](auto& f) { f.metadata.params[0].shape[0].text = "n * 2"; },
        "the shape of parameter 'X' differs from the source IR's"},
+      {"shape program",
+       [](auto& f) {
+         f.metadata.params[0].shape[0] = codegen::ExtentExpr::Constant(3);
+         f.metadata.params[0].shape[0].text = "n";  // the text kept, the program changed
+       },
+       "the shape of parameter 'X' differs from the source IR's"},
       {"strides", [](auto& f) { f.metadata.params[1].strides.clear(); },
        "the shape of parameter 'Y' differs"},
       {"another function", [](auto& f) { f.source_ir = "fn other(A: buffer<i32>[4]) {\n}\n"; },

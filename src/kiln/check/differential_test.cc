@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "kiln/check/check.h"
+#include "kiln/check/corpus.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/hal/device.h"
 #include "kiln/ir/parser.h"
 #include "kiln/ir/verifier.h"
-#include "kiln/check/check.h"
-#include "kiln/check/corpus.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/test_device.h"
 
@@ -58,6 +58,11 @@ TEST_P(DifferentialTest, MatchesTheInterpreter) {
   options.lower.verify_each_pass = true;  // a pass that breaks the IR is named
   auto compiled = codegen::CompileModule(*module, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
+  // Each function's metadata is its source IR's, as `kiln run --check`
+  // requires of a module.
+  for (const codegen::CompiledFunction& f : compiled->functions) {
+    EXPECT_TRUE(ValidateSourceIr(f).ok()) << f.metadata.name << ": " << ValidateSourceIr(f);
+  }
   auto loaded = LoadedModule::Load(device_, *compiled);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   for (const CorpusRun& run : file->runs) {
