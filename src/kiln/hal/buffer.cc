@@ -9,12 +9,16 @@
 
 namespace kiln::hal {
 
-DeviceBuffer::~DeviceBuffer() { device_->allocator().Recycle(this); }
+DeviceBuffer::~DeviceBuffer() {
+  device_->allocator().Recycle(this);
+}
 
 BufferAllocator::BufferAllocator(Device* device, uint64_t pool_capacity_bytes)
     : device_(device), pool_capacity_(pool_capacity_bytes) {}
 
-BufferAllocator::~BufferAllocator() { Trim(); }
+BufferAllocator::~BufferAllocator() {
+  Trim();
+}
 
 uint64_t BufferAllocator::SizeClass(uint64_t size) {
   if (size <= 4096) return (size + 255) / 256 * 256;
@@ -30,10 +34,18 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
   if (size == 0) return InvalidArgument("buffer size must be greater than zero");
   const uint64_t max = device_->limits().max_buffer_size;
   if (size > max) {
-    return InvalidArgument("buffer of ", size, " bytes exceeds the device's maxBufferSize of ",
-                           max, " bytes");
+    return InvalidArgument("buffer of ", size, " bytes exceeds the device's maxBufferSize of ", max,
+                           " bytes");
   }
-  uint64_t allocated = std::min(SizeClass(size), (max + 3) / 4 * 4);
+  // Buffers hold whole 4-byte words (storage bindings and copies need
+  // them), so the largest is maxBufferSize rounded down to a word.
+  const uint64_t largest = max / 4 * 4;
+  if (size > largest) {
+    return InvalidArgument("buffer of ", size, " bytes exceeds ", largest,
+                           " bytes, the device's maxBufferSize of ", max,
+                           " bytes in whole 4-byte words");
+  }
+  uint64_t allocated = std::min(SizeClass(size), largest);
   allocated = std::max<uint64_t>(allocated, (size + 3) / 4 * 4);
   auto key = std::make_pair(usage, allocated);
   WGPUBuffer handle = nullptr;
@@ -103,11 +115,24 @@ void BufferAllocator::Trim() {
   stats_.pooled_bytes = 0;
 }
 
+std::string RangeText(uint64_t offset, uint64_t length) {
+  if (length > UINT64_MAX - offset) return StrCat("[", offset, ", ", offset, " + ", length, ")");
+  return StrCat("[", offset, ", ", offset + length, ")");
+}
+
+Status CheckOwnBuffer(const Device& device, const DeviceBuffer& buffer, std::string_view what) {
+  if (buffer.device() != &device) {
+    return InvalidArgument(what, " belongs to another device (buffers are one device's; this is ",
+                           device.Describe(), ")");
+  }
+  return Status();
+}
+
 Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
                   std::string_view what) {
   if (offset > buffer.size() || length > buffer.size() - offset) {
-    return InvalidArgument(what, " range [", offset, ", ", offset + length,
-                           ") is outside the buffer of ", buffer.size(), " bytes");
+    return InvalidArgument(what, " range ", RangeText(offset, length), " is outside the buffer of ",
+                           buffer.size(), " bytes");
   }
   return Status();
 }
@@ -145,20 +170,23 @@ Status MapAndWait(Device& device, WGPUBuffer buffer, WGPUMapMode mode, uint64_t 
 
 Status Upload(Device& device, const BufferRef& target, uint64_t offset,
               std::span<const uint8_t> data) {
+  if (!target) return InvalidArgument("upload: no target buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "upload: the target buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*target, offset, data.size(), "upload:"));
   if (data.empty()) return Status();
   const uint64_t staged = (data.size() + 3) / 4 * 4;
-  KILN_ASSIGN_OR_RETURN(BufferRef staging,
-                        device.allocator().Allocate(
-                            staged, WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc));
-  KILN_RETURN_IF_ERROR(MapAndWait(device, staging->handle(), WGPUMapMode_Write, staged, "mapping a staging buffer"));
+  KILN_ASSIGN_OR_RETURN(
+      BufferRef staging,
+      device.allocator().Allocate(staged, WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc));
+  KILN_RETURN_IF_ERROR(
+      MapAndWait(device, staging->handle(), WGPUMapMode_Write, staged, "mapping a staging buffer"));
   void* dst = device.procs().BufferGetMappedRange(staging->handle(), 0, staged);
   if (!dst) return Internal("upload: the staging buffer has no mapped range");
   std::memcpy(dst, data.data(), data.size());
   device.procs().BufferUnmap(staging->handle());
 
-  KILN_ASSIGN_OR_RETURN(auto cmd, CommandBuffer::Create(device.shared_from_this(),
-                                                        CommandBufferMode::kOneShot));
+  KILN_ASSIGN_OR_RETURN(
+      auto cmd, CommandBuffer::Create(device.shared_from_this(), CommandBufferMode::kOneShot));
   if (offset % 4 == 0 && data.size() % 4 == 0) {
     KILN_RETURN_IF_ERROR(cmd->CopyBuffer(staging, 0, target, offset, data.size()));
   } else {
@@ -172,19 +200,20 @@ Status Upload(Device& device, const BufferRef& target, uint64_t offset,
   return SubmitAndWait(device, *cmd).WithContext("upload");
 }
 
-Status Download(Device& device, const BufferRef& source, uint64_t offset,
-                std::span<uint8_t> out) {
+Status Download(Device& device, const BufferRef& source, uint64_t offset, std::span<uint8_t> out) {
+  if (!source) return InvalidArgument("download: no source buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *source, "download: the source buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*source, offset, out.size(), "download:"));
   if (out.empty()) return Status();
   // Copy the 4-byte aligned range around the request; the buffer's
   // allocation is a multiple of 4 bytes, so the range stays inside it.
   const uint64_t begin = offset / 4 * 4;
   const uint64_t end = (offset + out.size() + 3) / 4 * 4;
-  KILN_ASSIGN_OR_RETURN(BufferRef staging,
-                        device.allocator().Allocate(
-                            end - begin, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst));
-  KILN_ASSIGN_OR_RETURN(auto cmd, CommandBuffer::Create(device.shared_from_this(),
-                                                        CommandBufferMode::kOneShot));
+  KILN_ASSIGN_OR_RETURN(
+      BufferRef staging,
+      device.allocator().Allocate(end - begin, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst));
+  KILN_ASSIGN_OR_RETURN(
+      auto cmd, CommandBuffer::Create(device.shared_from_this(), CommandBufferMode::kOneShot));
   KILN_RETURN_IF_ERROR(cmd->CopyBufferUnchecked(source, begin, staging, 0, end - begin));
   KILN_RETURN_IF_ERROR(cmd->End());
   KILN_RETURN_IF_ERROR(SubmitAndWait(device, *cmd).WithContext("download"));

@@ -7,6 +7,8 @@
 // configured number of bytes and can be trimmed.
 #pragma once
 
+#include <webgpu.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "kiln/support/status.h"
-#include <webgpu.h>
 
 namespace kiln::hal {
 
@@ -36,6 +37,9 @@ class DeviceBuffer {
   WGPUBufferUsage usage() const { return usage_; }
   // Stable for the buffer's lifetime; distinct between live buffers.
   uint64_t id() const { return id_; }
+  // The device that made it: only that device's command buffers, uploads
+  // and downloads take it.
+  const Device* device() const { return device_.get(); }
 
  private:
   friend class BufferAllocator;
@@ -52,11 +56,11 @@ class DeviceBuffer {
 using BufferRef = std::shared_ptr<DeviceBuffer>;
 
 struct AllocatorStats {
-  uint64_t allocations = 0;   // Allocate calls that succeeded
-  uint64_t pool_hits = 0;     // served from the pool
-  uint64_t pool_misses = 0;   // needed a new WebGPU buffer
+  uint64_t allocations = 0;  // Allocate calls that succeeded
+  uint64_t pool_hits = 0;    // served from the pool
+  uint64_t pool_misses = 0;  // needed a new WebGPU buffer
   uint64_t live_buffers = 0;
-  uint64_t live_bytes = 0;    // allocated_size of live buffers
+  uint64_t live_bytes = 0;  // allocated_size of live buffers
   uint64_t pooled_buffers = 0;
   uint64_t pooled_bytes = 0;
   uint64_t peak_live_bytes = 0;
@@ -97,6 +101,10 @@ class BufferAllocator {
 // kInvalidArgument "WHAT range [offset, offset + length) is outside the
 // buffer of N bytes" unless the range lies inside `buffer`: the one range
 // check of the HAL's public calls.
+// "[16, 32)", or "[16, 16 + 18446744073709551615)" where the end is past 64 bits.
+std::string RangeText(uint64_t offset, uint64_t length);
+// That `buffer` is one of `device`'s: kInvalidArgument naming `what` else.
+Status CheckOwnBuffer(const Device& device, const DeviceBuffer& buffer, std::string_view what);
 Status CheckRange(const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
                   std::string_view what);
 

@@ -252,7 +252,7 @@ Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t
                                        const BufferRef& indirect, uint64_t offset) {
   KILN_RETURN_IF_ERROR(CheckRecording());
   KILN_RETURN_IF_ERROR(ValidateDispatch(*device_, executable, entry, bindings, constants));
-  KILN_RETURN_IF_ERROR(ValidateIndirect(indirect, offset));
+  KILN_RETURN_IF_ERROR(ValidateIndirect(*device_, indirect, offset));
   Retain(indirect);
   return RecordDispatch(executable, entry, bindings, constants, 0, 0, 0, indirect->handle(),
                         offset);
@@ -261,7 +261,7 @@ Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t
 Status CommandBuffer::FillBuffer(const BufferRef& target, uint64_t offset, uint64_t length,
                                  const void* pattern, size_t pattern_length) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  KILN_RETURN_IF_ERROR(ValidateFill(target, offset, length, pattern, pattern_length));
+  KILN_RETURN_IF_ERROR(ValidateFill(*device_, target, offset, length, pattern, pattern_length));
   if (length == 0) return Status();
   uint32_t word = 0;
   std::memcpy(&word, pattern, pattern_length);
@@ -312,7 +312,7 @@ Status CommandBuffer::RecordFill(const BufferRef& target, uint64_t offset, uint6
 Status CommandBuffer::UpdateBuffer(const BufferRef& target, uint64_t offset,
                                    std::span<const uint8_t> data) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  KILN_RETURN_IF_ERROR(ValidateUpdate(target, offset, data.size()));
+  KILN_RETURN_IF_ERROR(ValidateUpdate(*device_, target, offset, data.size()));
   if (data.empty()) return Status();
   Retain(target);
   if (offset % 4 == 0 && data.size() % 4 == 0) {
@@ -345,7 +345,7 @@ Status CommandBuffer::CopyBuffer(const BufferRef& source, uint64_t source_offset
                                  const BufferRef& target, uint64_t target_offset,
                                  uint64_t length) {
   KILN_RETURN_IF_ERROR(CheckRecording());
-  KILN_RETURN_IF_ERROR(ValidateCopy(source, source_offset, target, target_offset, length));
+  KILN_RETURN_IF_ERROR(ValidateCopy(*device_, source, source_offset, target, target_offset, length));
   if (length == 0) return Status();
   if (source_offset % 4 == 0 && target_offset % 4 == 0 && length % 4 == 0) {
     return CopyBufferUnchecked(source, source_offset, target, target_offset, length);

@@ -77,15 +77,17 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
     }
     if (!binding.buffer) return InvalidArgument(at(), ": no buffer");
     const DeviceBuffer& buffer = *binding.buffer;
+    if (buffer.device() != &device) KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, buffer, at()));
     if (binding.offset >= buffer.size()) {
       return InvalidArgument(at(), ": offset ", binding.offset, " is not inside the buffer of ",
                              buffer.size(), " bytes");
     }
     uint64_t length =
         binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
-    if (length == 0 || length > buffer.size() - binding.offset) {
-      return InvalidArgument(at(), ": range [", binding.offset, ", ", binding.offset + length,
-                             ") does not fit the buffer of ", buffer.size(), " bytes");
+    if (length == 0) return InvalidArgument(at(), ": an empty range (length 0)");
+    if (length > buffer.size() - binding.offset) {
+      return InvalidArgument(at(), ": range ", RangeText(binding.offset, length),
+                             " does not fit the buffer of ", buffer.size(), " bytes");
     }
     if (AlignUp(length, 4) > limits.max_storage_buffer_binding_size) {
       return InvalidArgument(at(), ": ", length, " bytes exceed maxStorageBufferBindingSize (",
@@ -122,8 +124,9 @@ Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_poi
   return Status();
 }
 
-Status ValidateIndirect(const BufferRef& indirect, uint64_t offset) {
+Status ValidateIndirect(const Device& device, const BufferRef& indirect, uint64_t offset) {
   if (!indirect) return InvalidArgument("indirect dispatch: no indirect buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *indirect, "indirect dispatch: the buffer"));
   if (offset % 4 != 0 || offset > indirect->size() || indirect->size() - offset < 12) {
     return InvalidArgument("indirect dispatch: offset ", offset,
                            " must be a multiple of 4 with 12 bytes after it in the buffer of ",
@@ -135,9 +138,10 @@ Status ValidateIndirect(const BufferRef& indirect, uint64_t offset) {
   return Status();
 }
 
-Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length, const void* pattern,
-                    size_t pattern_length) {
+Status ValidateFill(const Device& device, const BufferRef& target, uint64_t offset, uint64_t length,
+                    const void* pattern, size_t pattern_length) {
   if (!target) return InvalidArgument("fill: no target buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "fill: the target buffer"));
   if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
     return InvalidArgument("fill: pattern length ", pattern_length, " is not 1, 2 or 4 bytes");
   }
@@ -159,8 +163,10 @@ Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length, c
   return Status();
 }
 
-Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size) {
+Status ValidateUpdate(const Device& device, const BufferRef& target, uint64_t offset,
+                      uint64_t size) {
   if (!target) return InvalidArgument("update: no target buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "update: the target buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*target, offset, size, "update:"));
   if (size != 0 && (offset % 4 != 0 || size % 4 != 0) &&
       !(target->usage() & WGPUBufferUsage_Storage)) {
@@ -169,9 +175,11 @@ Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size) {
   return Status();
 }
 
-Status ValidateCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
-                    uint64_t target_offset, uint64_t length) {
+Status ValidateCopy(const Device& device, const BufferRef& source, uint64_t source_offset,
+                    const BufferRef& target, uint64_t target_offset, uint64_t length) {
   if (!source || !target) return InvalidArgument("copy: no source or target buffer");
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *source, "copy: the source buffer"));
+  KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "copy: the target buffer"));
   if (source == target) return InvalidArgument("copy: source and target are the same buffer");
   KILN_RETURN_IF_ERROR(CheckRange(*source, source_offset, length, "copy: source"));
   KILN_RETURN_IF_ERROR(CheckRange(*target, target_offset, length, "copy: target"));
@@ -198,6 +206,8 @@ Status ValidateBindingTable(const Device& device, std::span<const SlotRequiremen
       return InvalidArgument("command buffer '", label, "': binding-table slot ", s,
                              " has no buffer");
     }
+    KILN_RETURN_IF_ERROR(CheckOwnBuffer(
+        device, *buffer, StrCat("command buffer '", label, "': binding-table slot ", s)));
     if (buffer->size() < slots[s].min_size) {
       return InvalidArgument("command buffer '", label, "': binding-table slot ", s, " holds ",
                              buffer->size(), " bytes; its bindings need ", slots[s].min_size);

@@ -24,12 +24,14 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
 // Workgroup counts against maxComputeWorkgroupsPerDimension.
 Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_point, uint32_t x,
                                uint32_t y, uint32_t z);
-Status ValidateIndirect(const BufferRef& indirect, uint64_t offset);
-Status ValidateFill(const BufferRef& target, uint64_t offset, uint64_t length, const void* pattern,
-                    size_t pattern_length);
-Status ValidateUpdate(const BufferRef& target, uint64_t offset, uint64_t size);
-Status ValidateCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
-                    uint64_t target_offset, uint64_t length);
+// Each of these also refuses a buffer of another device than `device`.
+Status ValidateIndirect(const Device& device, const BufferRef& indirect, uint64_t offset);
+Status ValidateFill(const Device& device, const BufferRef& target, uint64_t offset, uint64_t length,
+                    const void* pattern, size_t pattern_length);
+Status ValidateUpdate(const Device& device, const BufferRef& target, uint64_t offset,
+                      uint64_t size);
+Status ValidateCopy(const Device& device, const BufferRef& source, uint64_t source_offset,
+                    const BufferRef& target, uint64_t target_offset, uint64_t length);
 
 // A binding table against what a command buffer's records need of it.
 Status ValidateBindingTable(const Device& device, std::span<const SlotRequirement> slots,

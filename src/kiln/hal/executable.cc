@@ -49,8 +49,10 @@ Status ValidateLayouts(const Device& device, const ExecutableSpec& spec) {
   for (const EntryPointLayout& e : spec.entry_points) {
     int uniforms = 0, storage = 0;
     for (BindingKind b : e.bindings) {
-      if (b == BindingKind::kUniform) ++uniforms;
-      else ++storage;
+      if (b == BindingKind::kUniform)
+        ++uniforms;
+      else
+        ++storage;
     }
     std::string where = StrCat("executable '", spec.label, "' entry point '", e.name, "'");
     if (uniforms > 1) return InvalidArgument(where, ": more than one uniform (constants) binding");
@@ -105,8 +107,7 @@ StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view l
   desc.nextInChain = &source.chain;
   desc.label = ToStringView(label);
   Status compiled = device.WithErrorScopes(
-      StrCat("compiling the WGSL of '", label, "'"), StatusCode::kCompileError,
-      [&] {
+      StrCat("compiling the WGSL of '", label, "'"), StatusCode::kCompileError, [&] {
         // wgpu-native's trusted mode: no bounds checks or loop bounding in
         // the shader (Dawn's is set on the device).
         if (device.trusted() && p.DeviceCreateShaderModuleTrusted != nullptr) {
@@ -175,8 +176,12 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
       e.binding = static_cast<uint32_t>(i);
       e.visibility = WGPUShaderStage_Compute;
       switch (layout.bindings[i]) {
-        case BindingKind::kReadOnlyStorage: e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage; break;
-        case BindingKind::kStorage: e.buffer.type = WGPUBufferBindingType_Storage; break;
+        case BindingKind::kReadOnlyStorage:
+          e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;
+          break;
+        case BindingKind::kStorage:
+          e.buffer.type = WGPUBufferBindingType_Storage;
+          break;
         case BindingKind::kUniform:
           e.buffer.type = WGPUBufferBindingType_Uniform;
           e.buffer.hasDynamicOffset = true;
@@ -254,8 +259,8 @@ StatusOr<ExecutableRef> ExecutableLoader::Finish(PendingExecutable::State& state
                                   ? StatusCode::kCompileError
                                   : StatusCode::kInternal,
                               StrCat("creating the pipeline of entry point '", ep.layout.name,
-                                     "' of '", state.executable->label(), "': ", device.impl().name(),
-                                     ": ", pending.message))
+                                     "' of '", state.executable->label(),
+                                     "': ", device.impl().name(), ": ", pending.message))
                      : s;
     }
   }
@@ -294,6 +299,8 @@ Status CheckWgsl(Device& device, std::string_view label, const std::string& wgsl
 }
 
 StatusOr<ExecutableRef> LoadExecutable(Device& device, const ExecutableSpec& spec) {
+  // A lost or destroyed device loads nothing, not even what it has cached.
+  KILN_RETURN_IF_ERROR(device.CheckHealthy());
   std::string key = CacheKey(spec);
   if (ExecutableRef cached = device.executable_cache().Find(key)) return cached;
   KILN_ASSIGN_OR_RETURN(PendingExecutable pending, ExecutableLoader::Start(device, spec, key));

@@ -40,6 +40,7 @@ TargetLimits TargetLimitsOf(const hal::Device& device) {
 
 StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(
     const std::shared_ptr<hal::Device>& device, codegen::CompiledModule compiled) {
+  if (!device) return InvalidArgument("loading a module: no device");
   KILN_RETURN_IF_ERROR(codegen::ValidateModule(compiled));
   const TargetLimits limits = TargetLimitsOf(*device);
   auto module = std::unique_ptr<LoadedModule>(new LoadedModule());

@@ -584,6 +584,14 @@ TEST_F(RuntimeTest, UnknownFunctionNamesAreListedBriefly) {
   EXPECT_EQ((*loaded)->prepared_count(), 0u);
 }
 
+TEST_F(RuntimeTest, LoadingOnNoDeviceIsAnError) {
+  auto compiled = codegen::CompileModule(source_);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto none = LoadedModule::Load(nullptr, *compiled);
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.status().message(), "loading a module: no device");
+}
+
 TEST_F(RuntimeTest, CheckerCatchesAWrongKernel) {
   // Compile `scale`, but check it against a source that scales by s + 1:
   // the differential check must fail, proving it can.

@@ -2114,6 +2114,17 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
                                 "output (LowerKernels makes it a kernel of its own)");
         return;
       }
+      // Memory scopes and padding are of a stage computed at a loop: a
+      // stage of its own is a global kernel, where they would be ignored.
+      if (stage->scope_set || !stage->alignments.empty()) {
+        error = InvalidArgument(
+            at, ": stage '", t.name(), "' has ",
+            stage->scope_set ? StrCat(ScopeName(stage->scope), " memory (set_scope)")
+                             : std::string("a storage_align"),
+            " but is not computed at another stage's loop (compute_at), so it would be a kernel "
+            "of its own writing global memory");
+        return;
+      }
       g.roots.push_back(stage);
     }
     for (const Tensor& in : stage->op->inputs) visit(in, &t);

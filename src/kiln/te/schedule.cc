@@ -421,7 +421,10 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": the stage is an output of the schedule");
       }
       if (stage.applied > 0) {
-        return InvalidArgument(at, ": the stage already has loop primitives applied");
+        // (Counted: every primitive on the stage, set_scope and storage_align too.)
+        return InvalidArgument(at,
+                               ": the stage already has primitives applied; an inlined stage has "
+                               "no loops, memory or layout of its own");
       }
       for (const StageState& other : impl.stages) {
         if (other.attach_stage == stage.name()) {
@@ -1030,12 +1033,17 @@ const StageState* Schedule::Impl::Find(const OperationNode* op) const {
 
 Schedule::Schedule() : impl_(std::make_unique<Impl>()) {}
 Schedule::Schedule(const Schedule& o) : impl_(std::make_unique<Impl>(*o.impl_)) {}
+// Assignments keep each state where it is, so stages keep theirs: a copy
+// overwrites this schedule's state, a move swaps the two states.
 Schedule& Schedule::operator=(const Schedule& o) {
-  impl_ = std::make_unique<Impl>(*o.impl_);
+  if (this != &o) *impl_ = *o.impl_;
   return *this;
 }
 Schedule::Schedule(Schedule&&) noexcept = default;
-Schedule& Schedule::operator=(Schedule&&) noexcept = default;
+Schedule& Schedule::operator=(Schedule&& o) noexcept {
+  impl_.swap(o.impl_);
+  return *this;
+}
 Schedule::~Schedule() = default;
 
 StatusOr<Schedule> Schedule::Create(const std::vector<Tensor>& outputs) {
@@ -1091,12 +1099,12 @@ Stage Schedule::operator[](const Tensor& tensor) {
   const StageState* stage = tensor.defined() ? impl_->Find(tensor.op()) : nullptr;
   KILN_CHECK_MSG(stage != nullptr, "tensor '", tensor.defined() ? tensor.name() : "?",
                  "' is not a compute stage of this schedule");
-  return Stage(this, stage->name());
+  return Stage(impl_.get(), stage->name());
 }
 
 StatusOr<Stage> Schedule::FindStage(const Tensor& tensor) {
   if (!tensor.defined()) return InvalidArgument("the tensor is undefined");
-  if (const StageState* stage = impl_->Find(tensor.op())) return Stage(this, stage->name());
+  if (const StageState* stage = impl_->Find(tensor.op())) return Stage(impl_.get(), stage->name());
   if (impl_->Find(tensor.name()) != nullptr) {
     return InvalidArgument("tensor '", tensor.name(),
                            "' is not a stage of this schedule: its stage of that name computes "
@@ -1109,7 +1117,7 @@ StatusOr<Stage> Schedule::FindStage(const std::string& name) {
   if (impl_->Find(name) == nullptr) {
     return InvalidArgument("the schedule has no stage named '", name, "'");
   }
-  return Stage(this, name);
+  return Stage(impl_.get(), name);
 }
 
 namespace {
@@ -1170,25 +1178,30 @@ StatusOr<Tensor> Schedule::Rfactor(const Tensor& tensor, const IterVar& axis) {
   return impl_->Find(tensor.op())->op->inputs[0];
 }
 
-Status Schedule::Apply(const Primitive& primitive) {
+// Schedule::Apply, on the state a schedule and its stages share.
+static Status ApplyPrimitive(ScheduleState& impl, const Primitive& primitive) {
   if (primitive.kind == Kind::kCacheRead || primitive.kind == Kind::kCacheWrite ||
       primitive.kind == Kind::kRfactor) {
     // These add a stage and rewrite others: all or nothing.
-    Impl saved = *impl_;
-    Status status = ApplyGraphPrimitive(*impl_, primitive);
-    if (!status.ok()) *impl_ = std::move(saved);
+    ScheduleState saved = impl;
+    Status status = ApplyGraphPrimitive(impl, primitive);
+    if (!status.ok()) impl = std::move(saved);
     return status;
   }
-  StageState* stage = impl_->Find(primitive.stage);
+  StageState* stage = impl.Find(primitive.stage);
   if (stage == nullptr) {
     return InvalidArgument(KindName(primitive.kind), ": the schedule has no stage named '",
                            primitive.stage, "'");
   }
   // Primitives either apply completely or not at all.
   StageState saved = *stage;
-  Status status = ApplyTo(*impl_, *stage, primitive);
+  Status status = ApplyTo(impl, *stage, primitive);
   if (!status.ok()) *stage = std::move(saved);
   return status;
+}
+
+Status Schedule::Apply(const Primitive& primitive) {
+  return ApplyPrimitive(*impl_, primitive);
 }
 
 Status Schedule::Apply(const std::vector<Primitive>& primitives) {
@@ -1213,7 +1226,7 @@ std::string Schedule::ToString() const {
 // Stage
 
 StageState& Stage::state() const {
-  StageState* stage = schedule_->impl_->Find(name_);
+  StageState* stage = schedule_->Find(name_);
   KILN_CHECK_MSG(stage != nullptr, "stage '", name_, "' is not in its schedule");
   return *stage;
 }
@@ -1247,53 +1260,53 @@ std::vector<IterVar> Stage::leaf_axes() const {
 }
 
 StatusOr<SplitResult> Stage::Split(const IterVar& axis, int64_t factor) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "split"));
-  KILN_RETURN_IF_ERROR(schedule_->Apply(Primitive{Kind::kSplit, name_, {name}, factor}));
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "split"));
+  KILN_RETURN_IF_ERROR(ApplyPrimitive(*schedule_, Primitive{Kind::kSplit, name_, {name}, factor}));
   const Relation& r = state().relations.back();
   return SplitResult{r.outer, r.inner};
 }
 
 StatusOr<IterVar> Stage::Fuse(const IterVar& outer, const IterVar& inner) {
-  KILN_ASSIGN_OR_RETURN(std::string a, AxisName(*schedule_->impl_, name_, outer, "fuse"));
-  KILN_ASSIGN_OR_RETURN(std::string b, AxisName(*schedule_->impl_, name_, inner, "fuse"));
-  KILN_RETURN_IF_ERROR(schedule_->Apply(Primitive{Kind::kFuse, name_, {a, b}}));
+  KILN_ASSIGN_OR_RETURN(std::string a, AxisName(*schedule_, name_, outer, "fuse"));
+  KILN_ASSIGN_OR_RETURN(std::string b, AxisName(*schedule_, name_, inner, "fuse"));
+  KILN_RETURN_IF_ERROR(ApplyPrimitive(*schedule_, Primitive{Kind::kFuse, name_, {a, b}}));
   return state().relations.back().fused;
 }
 
 Status Stage::Reorder(const std::vector<IterVar>& order) {
   Primitive p{Kind::kReorder, name_};
   for (const IterVar& a : order) {
-    KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, a, "reorder"));
+    KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, a, "reorder"));
     p.axes.push_back(name);
   }
-  return schedule_->Apply(p);
+  return ApplyPrimitive(*schedule_, p);
 }
 
 Status Stage::Bind(const IterVar& axis, ThreadAxis thread) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "bind"));
-  return schedule_->Apply(
-      Primitive{Kind::kBind, name_, {name}, 0, std::string(ThreadAxisName(thread))});
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "bind"));
+  return ApplyPrimitive(
+      *schedule_, Primitive{Kind::kBind, name_, {name}, 0, std::string(ThreadAxisName(thread))});
 }
 
 Status Stage::Unroll(const IterVar& axis) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "unroll"));
-  return schedule_->Apply(Primitive{Kind::kUnroll, name_, {name}});
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "unroll"));
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kUnroll, name_, {name}});
 }
 
 Status Stage::Vectorize(const IterVar& axis) {
-  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_->impl_, name_, axis, "vectorize"));
-  return schedule_->Apply(Primitive{Kind::kVectorize, name_, {name}});
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "vectorize"));
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kVectorize, name_, {name}});
 }
 
 Status Stage::ComputeInline() {
-  return schedule_->Apply(Primitive{Kind::kComputeInline, name_});
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kComputeInline, name_});
 }
 
 StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int64_t x_factor,
                                         int64_t y_factor) {
   const std::vector<IterVar> leaves = state().leaves;
-  KILN_ASSIGN_OR_RETURN(std::string xn, AxisName(*schedule_->impl_, name_, x, "tile"));
-  KILN_ASSIGN_OR_RETURN(std::string yn, AxisName(*schedule_->impl_, name_, y, "tile"));
+  KILN_ASSIGN_OR_RETURN(std::string xn, AxisName(*schedule_, name_, x, "tile"));
+  KILN_ASSIGN_OR_RETURN(std::string yn, AxisName(*schedule_, name_, y, "tile"));
   int px = -1, py = -1;
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves[i].same_as(x)) px = static_cast<int>(i);
@@ -1304,7 +1317,7 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
                            "' must be a loop directly outside loop '", yn, "'");
   }
   // All three records or none.
-  Schedule saved = *schedule_;
+  ScheduleState saved = *schedule_;
   auto tile = [&]() -> StatusOr<TileResult> {
     KILN_ASSIGN_OR_RETURN(SplitResult sx, Split(x, x_factor));
     KILN_ASSIGN_OR_RETURN(SplitResult sy, Split(y, y_factor));
@@ -1317,7 +1330,7 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
 }
 
 Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {
-  StatusOr<std::string> name = AxisName(*schedule_->impl_, consumer.name(), axis, "compute_at");
+  StatusOr<std::string> name = AxisName(*schedule_, consumer.name(), axis, "compute_at");
   if (!name.ok()) {
     // The error names the stage being moved as well as the consumer.
     const std::string prefix = "compute_at of stage '" + consumer.name() + "'";
@@ -1330,25 +1343,24 @@ Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {
   }
   Primitive p{Kind::kComputeAt, name_, {*name}};
   p.target = consumer.name();
-  return schedule_->Apply(p);
+  return ApplyPrimitive(*schedule_, p);
 }
 
 Status Stage::SetScope(ir::MemoryScope scope) {
   Primitive p{Kind::kSetScope, name_};
   p.scope = std::string(ScopeName(scope));
-  return schedule_->Apply(p);
+  return ApplyPrimitive(*schedule_, p);
 }
 
 Status Stage::StorageAlign(const IterVar& axis, int64_t factor, int64_t offset) {
-  KILN_ASSIGN_OR_RETURN(std::string name,
-                        AxisName(*schedule_->impl_, name_, axis, "storage_align"));
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "storage_align"));
   Primitive p{Kind::kStorageAlign, name_, {name}, factor};
   p.offset = offset;
-  return schedule_->Apply(p);
+  return ApplyPrimitive(*schedule_, p);
 }
 
 Status Stage::DoubleBuffer(bool branch_free) {
-  return schedule_->Apply(Primitive{Kind::kDoubleBuffer, name_, {}, branch_free ? 1 : 0});
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kDoubleBuffer, name_, {}, branch_free ? 1 : 0});
 }
 
 Status Stage::CopyAhead(bool through_registers, bool branch_free) {
@@ -1359,15 +1371,15 @@ Status Stage::CopyAhead(bool through_registers, LastCopy last) {
   Primitive p{Kind::kCopyAhead, name_};
   if (through_registers) p.scope = "registers";
   p.factor = static_cast<int64_t>(last);
-  return schedule_->Apply(p);
+  return ApplyPrimitive(*schedule_, p);
 }
 
 Status Stage::SubgroupReduce() {
-  return schedule_->Apply(Primitive{Kind::kSubgroupReduce, name_});
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kSubgroupReduce, name_});
 }
 
 Status Stage::FusedMultiplyAdd() {
-  return schedule_->Apply(Primitive{Kind::kFusedMultiplyAdd, name_});
+  return ApplyPrimitive(*schedule_, Primitive{Kind::kFusedMultiplyAdd, name_});
 }
 
 }  // namespace kiln::te

@@ -57,7 +57,7 @@ struct StageState {
   bool attached() const { return attach_axis.defined(); }
 };
 
-struct Schedule::Impl {
+struct ScheduleState {
   std::vector<Tensor> outputs;
   std::vector<StageState> stages;  // producers before consumers
   std::vector<Primitive> primitives;

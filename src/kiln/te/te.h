@@ -293,6 +293,7 @@ std::string_view LastCopyName(LastCopy last);
 StatusOr<LastCopy> LastCopyFromName(std::string_view name);
 
 class Schedule;
+struct ScheduleState;
 struct StageState;
 
 struct SplitResult {
@@ -301,7 +302,10 @@ struct SplitResult {
 
 // A handle to one stage of a Schedule (a compute tensor). Every primitive
 // checks its arguments and returns an error naming the stage, the axis and
-// the reason, leaving the schedule as it was.
+// the reason, leaving the schedule as it was. A stage refers to its
+// schedule's state, which moving the schedule carries along: it stays valid
+// while the schedule it came from, or the one that schedule was moved into,
+// lives.
 class Stage {
  public:
   const std::string& name() const;
@@ -419,9 +423,9 @@ class Stage {
 
  private:
   friend class Schedule;
-  Stage(Schedule* schedule, std::string name) : schedule_(schedule), name_(std::move(name)) {}
+  Stage(ScheduleState* schedule, std::string name) : schedule_(schedule), name_(std::move(name)) {}
   StageState& state() const;
-  Schedule* schedule_;
+  ScheduleState* schedule_;
   std::string name_;  // stages are found by name: cache_read and rfactor add stages
 };
 
@@ -478,7 +482,7 @@ class Schedule {
     return a.primitives() == b.primitives();
   }
 
-  struct Impl;
+  using Impl = ScheduleState;
   const Impl& impl() const { return *impl_; }
 
  private:

@@ -255,7 +255,8 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   ASSERT_TRUE(y.Bind(ys->inner, ThreadAxis::kThreadX).ok());
   ASSERT_TRUE(z.Bind(zs->inner, ThreadAxis::kThreadX).ok());
   expect_error(y.ComputeInline(),
-               "compute_inline of stage 'Y': the stage already has loop primitives applied");
+               "compute_inline of stage 'Y': the stage already has primitives applied; an inlined "
+               "stage has no loops, memory or layout of its own");
   // As two kernels that is fine; in one kernel it is an error.
   EXPECT_TRUE(LowerKernels(*s2, {Z}, {X}, "two").ok());
   ASSERT_TRUE(y.ComputeAt(z, zs->outer).ok());
@@ -697,6 +698,54 @@ TEST(TeTest, DefinitionsReadingOutOfBoundsAreErrors) {
   EXPECT_EQ(error(Compute("M", {n}, [&](const std::vector<Var>& i) { return X(i[0] % 3); })), "");
   EXPECT_EQ(error(Compute("T", {4, 8}, [&](const std::vector<Var>& i) { return C8(i[1], i[0]); })),
             "");
+}
+
+// A stage handle follows its schedule's state through moves and
+// assignments.
+TEST(TeTest, StagesSurviveMovingAndAssigningTheirSchedule) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n}, ir::kF32);
+  Tensor Y = Compute("Y", {n}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0; });
+  auto made = Schedule::Create({Y});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Stage y = (*made)[Y];
+  Schedule moved = std::move(*made);
+  ASSERT_TRUE(y.Split(y.axis(0), 4).ok());
+  EXPECT_EQ(moved.primitives().size(), 1u);
+  Schedule assigned = *Schedule::Create({Y});
+  Stage ya = assigned[Y];
+  assigned = moved;  // a copy: `ya` now sees the split too
+  EXPECT_EQ(ya.leaf_axes().size(), 2u);
+  Schedule other = *Schedule::Create({Y});
+  other = std::move(assigned);  // `ya` follows the state into `other`
+  ASSERT_TRUE(ya.Unroll(ya.leaf_axes()[1]).ok());
+  EXPECT_EQ(other.primitives().size(), 2u);
+  EXPECT_EQ(moved.primitives().size(), 1u);  // the copy is its own
+}
+
+// Memory scopes and padding belong to stages computed at a loop: on a stage
+// of its own they are refused when lowering, not ignored.
+TEST(TeTest, ScopeAndAlignmentOfAStageOfItsOwnAreRefused) {
+  Var n = SizeVar("n");
+  Tensor X = Placeholder("X", {n, n}, ir::kF32);
+  Tensor Y = Compute("Y", {n, n}, [&](const std::vector<Var>& i) { return X(i[0], i[1]) * 2.0; });
+  Tensor Z = Compute("Z", {n, n}, [&](const std::vector<Var>& i) { return Y(i[0], i[1]) + 1.0; });
+  for (bool scope : {true, false}) {
+    auto s = Schedule::Create({Z});
+    ASSERT_TRUE(s.ok()) << s.status();
+    Stage y = (*s)[Y];
+    if (scope) {
+      ASSERT_TRUE(y.SetScope(ir::MemoryScope::kShared).ok());
+    } else {
+      ASSERT_TRUE(y.StorageAlign(y.axis(0), 32, 1).ok());
+    }
+    auto lowered = LowerKernels(*s, {Z}, {X}, "k");
+    EXPECT_EQ(lowered.status().message(),
+              std::string("lowering 'k': stage 'Y' has ") +
+                  (scope ? "shared memory (set_scope)" : "a storage_align") +
+                  " but is not computed at another stage's loop (compute_at), so it would be a "
+                  "kernel of its own writing global memory");
+  }
 }
 
 }  // namespace

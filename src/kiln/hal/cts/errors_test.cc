@@ -215,6 +215,8 @@ TEST_F(ErrorTest, LostDeviceTurnsEveryCallIntoAnError) {
   std::shared_ptr<Device> device = *lost;
   auto buffer = device->allocator().Allocate(64);
   ASSERT_TRUE(buffer.ok());
+  // Loaded before: a lost device refuses it even from its cache.
+  ASSERT_TRUE(LoadExecutable(*device, AxpbSpec()).ok());
   device->Destroy();
   EXPECT_EQ(device->CheckHealthy().code(), StatusCode::kDeviceLost);
   EXPECT_EQ(device->allocator().Allocate(64).status().code(), StatusCode::kDeviceLost);
@@ -224,6 +226,83 @@ TEST_F(ErrorTest, LostDeviceTurnsEveryCallIntoAnError) {
   std::vector<uint8_t> out(64);
   EXPECT_EQ(Download(*device, *buffer, 0, out).code(), StatusCode::kDeviceLost);
   // The shared device is unaffected.
+  ExpectDeviceStillWorks();
+}
+
+// A buffer is one device's: another device's command buffers, uploads and
+// downloads refuse it when called, record nothing, and the device works on.
+TEST_F(ErrorTest, AnotherDevicesBufferIsRefusedWhereItIsNamed) {
+  auto other_device = Device::Create(Options());
+  ASSERT_TRUE(other_device.ok()) << other_device.status();
+  auto theirs = (*other_device)->allocator().Allocate(256);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  auto ours = NewBuffer(256);
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto cb = NewCommandBuffer();
+  const uint32_t zero = 0;
+  const std::vector<uint8_t> bytes(16, 7);
+  AxpbConstants c{};
+  BufferBinding bindings[] = {{ours}, {*theirs}};
+  auto refused = [](const Status& s, std::string_view what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what << ": " << s;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s;
+    EXPECT_NE(s.message().find("belongs to another device"), std::string::npos) << s;
+  };
+  refused(cb->FillBuffer(*theirs, 0, 16, &zero, 4), "fill: the target buffer");
+  refused(cb->UpdateBuffer(*theirs, 0, bytes), "update: the target buffer");
+  refused(cb->CopyBuffer(ours, 0, *theirs, 0, 16), "copy: the target buffer");
+  refused(cb->CopyBuffer(*theirs, 0, ours, 0, 16), "copy: the source buffer");
+  refused(cb->Dispatch(*exe, 0, bindings, BytesOf(c), 1), "dispatch of 'axpb', binding 1");
+  refused(Upload(*device_, *theirs, 0, bytes), "upload: the target buffer");
+  std::vector<uint8_t> out(16);
+  refused(Download(*device_, *theirs, 0, out), "download: the source buffer");
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+  Run(*cb);
+  KILN_EXPECT_OK(device_->CheckHealthy());
+  KILN_EXPECT_OK((*other_device)->CheckHealthy());
+  ExpectDeviceStillWorks();
+}
+
+// Null buffers and ranges past 64 bits are errors that say what they are.
+TEST_F(ErrorTest, NullBuffersAndOverflowingRangesAreNamed) {
+  std::vector<uint8_t> out(4);
+  EXPECT_EQ(Upload(*device_, nullptr, 0, out).message(), "upload: no target buffer");
+  EXPECT_EQ(Download(*device_, nullptr, 0, out).message(), "download: no source buffer");
+  auto x = NewBuffer(100);
+  EXPECT_EQ(Upload(*device_, x, UINT64_MAX - 3, out).message(),
+            "upload: range [18446744073709551612, 18446744073709551612 + 4) is outside the "
+            "buffer of 100 bytes");
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto y = NewBuffer(4000);
+  auto cb = NewCommandBuffer();
+  AxpbConstants c{};
+  BufferBinding empty[] = {{x}, {y, 0, 0}};
+  EXPECT_EQ(cb->Dispatch(*exe, 0, empty, BytesOf(c), 1).message(),
+            "dispatch of 'axpb', binding 1 (read-write storage): an empty range (length 0)");
+  BufferBinding past[] = {{x}, {y, 256, UINT64_MAX - 100}};
+  EXPECT_EQ(cb->Dispatch(*exe, 0, past, BytesOf(c), 1).message(),
+            "dispatch of 'axpb', binding 1 (read-write storage): range [256, 256 + "
+            "18446744073709551515) does not fit the buffer of 4000 bytes");
+  Run(*cb);
+  ExpectDeviceStillWorks();
+}
+
+// A buffer holds whole 4-byte words: the largest is maxBufferSize rounded
+// down, and a request past it is refused before anything is allocated.
+TEST_F(ErrorTest, BuffersPastTheLargestWholeWordSizeAreRefused) {
+  const uint64_t max = device_->limits().max_buffer_size;
+  const uint64_t largest = max / 4 * 4;
+  auto over = device_->allocator().Allocate(largest + 1);
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument) << over.status();
+  if (largest + 1 <= max) {
+    EXPECT_NE(over.status().message().find(StrCat("exceeds ", largest,
+                                                  " bytes, the device's maxBufferSize of ", max,
+                                                  " bytes in whole 4-byte words")),
+              std::string::npos)
+        << over.status();
+  }
   ExpectDeviceStillWorks();
 }
 
