@@ -69,9 +69,37 @@ double FitFloat(ir::DataType type, double v) {
   return v;
 }
 
+// A numpy scalar as the Python number it holds (numpy.int64 as int,
+// numpy.float32 as float, numpy.bool as bool); anything else as it is.
+nb::object PythonNumber(nb::handle h) {
+  const std::string_view type = Py_TYPE(h.ptr())->tp_name;
+  if (type.rfind("numpy.", 0) != 0) return nb::borrow(h);
+  if (type == "numpy.bool" || type == "numpy.bool_") {
+    return nb::borrow(PyObject_IsTrue(h.ptr()) == 1 ? Py_True : Py_False);
+  }
+  PyObject* number = nullptr;
+  if (PyIndex_Check(h.ptr())) {
+    number = PyNumber_Index(h.ptr());
+  } else if (PyFloat_Check(h.ptr()) || PyObject_HasAttrString(h.ptr(), "__float__")) {
+    if (PyObject_HasAttrString(h.ptr(), "imag")) {
+      // A complex scalar has no float value to take.
+      nb::object imag = nb::borrow(h).attr("imag");
+      if (PyObject_IsTrue(imag.ptr()) == 1) return nb::borrow(h);
+    }
+    number = PyNumber_Float(h.ptr());
+  }
+  if (number == nullptr) {
+    PyErr_Clear();
+    return nb::borrow(h);
+  }
+  return nb::steal(number);
+}
+
 // A Python value as an expression: an Expr, an axis, or a number (an i32,
-// f32 or bool constant).
-ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
+// f32 or bool constant; numpy's scalars as their values).
+ir::Expr ToExpr(nb::handle value, const char* what = "operand") {
+  const nb::object number = PythonNumber(value);
+  const nb::handle h = number;
   ir::Expr e;
   if (nb::try_cast<ir::Expr>(h, e)) return e;
   te::IterVar iv;
@@ -95,7 +123,9 @@ ir::Expr ToExpr(nb::handle h, const char* what = "operand") {
 
 // `self OP other`: a Python number takes self's type (a non-integral float
 // next to an integer expression is an error).
-ir::Expr Constant(const ir::Expr& like, nb::handle other) {
+ir::Expr Constant(const ir::Expr& like, nb::handle value) {
+  const nb::object number = PythonNumber(value);
+  const nb::handle other = number;
   if (PyFloat_Check(other.ptr()) && !PyBool_Check(other.ptr())) {
     const double v = PyFloat_AsDouble(other.ptr());
     if (!like.dtype().is_float()) {
@@ -408,6 +438,10 @@ void BindTe(nb::module_& m) {
          nb::handle axes) {
         std::vector<ir::Expr> values;
         for (nb::handle h : sources) values.push_back(ToExpr(h, "a reduced value"));
+        if (values.empty()) {
+          Throw(InvalidArgument("te.reduce '", name,
+                                "': no values to reduce (values lists one expression per value)"));
+        }
         std::vector<ir::Expr> identities;
         size_t k = 0;
         for (nb::handle h : identity) {

@@ -82,6 +82,20 @@ def test_clip_fma_and_signed_zero(device, rng):
     np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
 
 
+def test_clip_as_tensors_have_it(device, rng):
+    # Traced values clip as tensors do: either bound None, by keyword, and
+    # through np.clip.
+    x = rng.uniform(-3, 3, (7, 33)).astype(np.float32)
+    t = kiln.tensor(x, device)
+    for f, want in ((lambda a: a.clip(None, 1), np.clip(x, None, 1)),
+                    (lambda a: a.clip(max=1), np.clip(x, None, 1)),
+                    (lambda a: a.clip(min=-1), np.clip(x, -1, None)),
+                    (lambda a: np.clip(a, -1, 1) * 2, np.clip(x, -1, 1) * 2)):
+        np.testing.assert_array_equal(kiln.fuse(f)(t).numpy(), want)
+    with pytest.raises(ValueError, match="give min or max"):
+        kiln.fuse(lambda a: a.clip())(t)
+
+
 def test_float16(device, rng):
     require_feature(device, "shader-f16")
     x = rng.standard_normal((7, 33)).astype(np.float16)

@@ -479,6 +479,53 @@ def test_te_constants_take_the_other_sides_type(device):
         te.compute((8,), lambda i: U[i] + 2**32, name="C")
 
 
+def test_te_definitions_use_only_their_own_axes(device):
+    # An axis that is not the compute's own, or a reduction hidden in a
+    # reducer, is refused with the definition instead of becoming a scalar
+    # parameter of the kernel.
+    A = te.placeholder((8,), "float32", name="A")
+    k, k2 = te.reduce_axis(8, "k"), te.reduce_axis(8, "k2")
+    C = te.compute((8,), lambda i: A[i] * 2, name="C")
+    X = te.placeholder((4, 64), "float32", name="X")
+    kk = te.reduce_axis(64, "kk")
+    for body, name, message in (
+            (lambda i: A[k], "B", "compute 'B': axis 'k' is neither an axis of 'B' nor one its "
+                                  "reduction takes"),
+            (lambda i: te.sum(A[k], k2), "B", "axis 'k' is neither an axis of 'B'"),
+            (lambda i: A[C.axis[0]], "D", "compute 'D': axis 'i' is neither an axis of 'D'"),
+            (lambda i: te.sum(A[k] * A[k], [k, k]), "E",
+             "compute 'E': reduction axis 'k' is listed twice in its sum")):
+        with pytest.raises(kiln.InvalidArgument, match=message):
+            te.create_schedule(te.compute((8,), body, name=name))
+    Y = te.compute((4,), lambda i: te.reduce(
+        "s", lambda a, n: [a[0] + te.sum(n[0], te.reduce_axis(3, "q"))], [0.0], [X[i, kk]],
+        kk)[0], name="Y")
+    with pytest.raises(kiln.InvalidArgument,
+                       match="compute 'Y': reducer 's' has a reduction inside its combine"):
+        te.create_schedule(Y)
+    with pytest.raises(kiln.InvalidArgument, match="te.reduce 'r': no values to reduce"):
+        te.reduce("r", lambda a, n: [], [], [], kk)
+    # Kernel parameters are called by name: a size var may not share a tensor's.
+    n = te.size_var("n")
+    An = te.placeholder((n,), "float32", name="n")
+    Bn = te.compute((n,), lambda i: An[i] * 2, name="Bn")
+    with pytest.raises(kiln.InvalidArgument, match="size var 'n' has the name of tensor 'n'"):
+        kiln.build(te.create_schedule(Bn), [Bn], [An], "f", device)
+
+
+def test_te_takes_numpy_scalars(device, rng):
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[np.int64(7) - i] * np.float32(1.5) + np.int32(2), name="B")
+    f = kiln.build(te.create_schedule(B), [B], [A], "g", device)
+    a = rng.standard_normal(8).astype(np.float32)
+    b = kiln.empty((8,), device=device)
+    f(kiln.tensor(a, device), b)
+    np.testing.assert_allclose(b.numpy(), a[::-1] * np.float32(1.5) + 2, rtol=1e-6)
+    assert str(te.const(np.float32(0.5))) == str(te.const(0.5))
+    with pytest.raises(kiln.InvalidArgument, match="got complex64"):
+        A[0] + np.complex64(1j)
+
+
 def test_te_errors(device):
     A = te.placeholder((8, 8), "float32", name="A")
     with pytest.raises(kiln.InvalidArgument, match="rank 2 but is indexed with 1"):

@@ -2394,6 +2394,14 @@ StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState&
         }
       }
     }
+    // Kernels are called with their parameters by name: no two may share one.
+    for (const ir::Param& p : params) {
+      if (p.name() == v.name()) {
+        return InvalidArgument(at, ": size var '", v.name(), "' has the name of ",
+                               p.is_buffer() ? "tensor" : "another size var", " '", p.name(),
+                               "'; the kernel's parameters take their names, which must differ");
+      }
+    }
     params.push_back(ir::Param::FromVar(v));
   }
   ir::Function f = ir::Simplify(ir::Function(name, params, body));

@@ -1325,8 +1325,14 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
     return TileResult{sx.outer, sy.outer, sx.inner, sy.inner};
   };
   StatusOr<TileResult> result = tile();
-  if (!result.ok()) *schedule_ = std::move(saved);
-  return result;
+  if (result.ok()) return result;
+  *schedule_ = std::move(saved);
+  // The error is tile's, though a split or reorder inside it found it.
+  std::string message = result.status().message();
+  for (const std::string inner : {"split of stage", "reorder of stage"}) {
+    if (message.rfind(inner, 0) == 0) message = "tile of stage" + message.substr(inner.size());
+  }
+  return Status(result.status().code(), message);
 }
 
 Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {

@@ -1,6 +1,7 @@
 // Tensor expressions: placeholders, computes, reductions.
 #include "kiln/te/te.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -35,6 +36,30 @@ std::unordered_map<const ir::VarNode*, PendingReduction>& PendingReductions() {
 std::unordered_map<const ir::BufferNode*, std::weak_ptr<const OperationNode>>& TensorOfBuffer() {
   thread_local std::unordered_map<const ir::BufferNode*, std::weak_ptr<const OperationNode>> map;
   return map;
+}
+
+// The vars of every axis made on this thread (Compute's and ReduceAxis's),
+// held weakly: a body may use only its own axes, and an axis var found
+// elsewhere is a mistake to name rather than a scalar parameter to invent.
+std::unordered_map<const ir::VarNode*, std::weak_ptr<const ir::ExprNode>>& AxisVars() {
+  thread_local std::unordered_map<const ir::VarNode*, std::weak_ptr<const ir::ExprNode>> vars;
+  return vars;
+}
+
+void RegisterAxisVar(const Var& var) {
+  auto& vars = AxisVars();
+  thread_local size_t prune_at = 4096;
+  if (vars.size() >= prune_at) {
+    // Forget the axes that no longer exist before the map grows further.
+    std::erase_if(vars, [](const auto& entry) { return entry.second.expired(); });
+    prune_at = std::max<size_t>(4096, 2 * vars.size());
+  }
+  vars[var.get()] = var.node();
+}
+
+bool IsAxisVar(const ir::VarNode* v) {
+  auto it = AxisVars().find(v);
+  return it != AxisVars().end() && it->second.lock().get() == v;
 }
 
 Expr MakeReduction(ReducerKind kind, Expr source, const std::vector<IterVar>& axes) {
@@ -180,6 +205,7 @@ Var SizeVar(const std::string& name) {
 IterVar ReduceAxis(Expr extent, const std::string& name) {
   auto node = std::make_shared<IterVarNode>();
   node->var = Var(name, ir::kI32);
+  RegisterAxisVar(node->var);
   node->extent = std::move(extent);
   node->is_reduce = true;
   node->name = name;
@@ -364,6 +390,7 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     }
     auto node = std::make_shared<IterVarNode>();
     node->var = Var(axis_name, ir::kI32);
+    RegisterAxisVar(node->var);
     node->extent = shape[d];
     node->name = axis_name;
     names.insert(axis_name);
@@ -424,6 +451,15 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
         }
         error = CheckCustomReducer(*op);
       }
+      for (size_t a = 0; a < it->second.axes.size(); ++a) {
+        for (size_t b = 0; b < a; ++b) {
+          if (it->second.axes[a].var().same_as(it->second.axes[b].var()) && error.ok()) {
+            error =
+                InvalidArgument("compute '", name, "': reduction axis '", it->second.axes[a].name(),
+                                "' is listed twice in its ", ReducerName(it->second.kind));
+          }
+        }
+      }
       for (const IterVar& r : it->second.axes) {
         // A per-stage copy of the axis keeps the var (the identity the
         // source uses) under a name unique within the stage.
@@ -469,6 +505,37 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
           error = InvalidArgument("compute '", name, "': reduction axis '", v->name,
                                   "' is used outside its reduction");
         }
+      }
+    }
+  }
+
+  // Every axis the definition uses is its own: one of its axes, or one of
+  // the axes its reduction takes. No reduction hides in a reducer's
+  // combine function or identity.
+  if (error.ok()) {
+    std::unordered_set<const ir::VarNode*> own;
+    for (const IterVar& a : op->axis) own.insert(a.var().get());
+    for (const IterVar& r : op->reduce_axis) own.insert(r.var().get());
+    UseCollector all;
+    all.VisitExpr(body);
+    if (op->has_reduction) all.VisitExpr(op->reduce_source);
+    for (const Expr& e : op->reduce_sources) all.VisitExpr(e);
+    for (const ir::VarNode* v : all.vars) {
+      if (own.count(v) == 0 && IsAxisVar(v)) {
+        error = InvalidArgument("compute '", name, "': axis '", v->name,
+                                "' is neither an axis of '", name,
+                                "' nor one its reduction takes (an axis of another compute, or "
+                                "a reduction axis that no reduction in this body reduces over)");
+        break;
+      }
+    }
+    UseCollector reducer;
+    for (const Expr& e : op->custom_combine) reducer.VisitExpr(e);
+    for (const Expr& e : op->custom_identity) reducer.VisitExpr(e);
+    for (const ir::VarNode* v : reducer.vars) {
+      if (error.ok() && PendingReductions().count(v) != 0) {
+        error = InvalidArgument("compute '", name, "': reducer '", op->custom_name,
+                                "' has a reduction inside its combine function or identity");
       }
     }
   }

@@ -623,6 +623,10 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
               "must come from the one split of a root reduction axis");
   ExpectError(c.Tile(c.axis(1), c.axis(0), 4, 4).status(),
               "tile of stage 'C': axis 'j' must be a loop directly outside loop 'i'");
+  const size_t leaves = c.leaf_axes().size();
+  ExpectError(c.Tile(c.axis(0), c.axis(1), 4, 0).status(),
+              "tile of stage 'C': axis 'j' split by 0; the factor must be positive");
+  EXPECT_EQ(c.leaf_axes().size(), leaves);  // nothing of the failed tile stays
   // Failed primitives leave no record.
   EXPECT_EQ(s->ToString(), "A.cache_read(shared, C)\n");
 

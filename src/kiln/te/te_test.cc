@@ -374,11 +374,48 @@ TEST(TeTest, LoweringReportsMisuse) {
     return X(i[0]);
   });
   Tensor Z = Compute("Z", {n}, [&](const std::vector<Var>& i) { return Y(i[0]) + X(leaked); });
-  auto u = Schedule::Create({Z});
-  ASSERT_TRUE(u.ok());
-  ASSERT_TRUE((*u)[Y].ComputeInline().ok());
-  EXPECT_TRUE(Contains(Lower(*u, {Z}, {X}, "leak").status().message(),
-                       "uses axis 'i' of stage 'Y' outside that stage"));
+  // Refused with the definition, before any schedule.
+  EXPECT_EQ(Schedule::Create({Z}).status().message(),
+            "compute 'Z': axis 'i' is neither an axis of 'Z' nor one its reduction takes (an axis "
+            "of another compute, or a reduction axis that no reduction in this body reduces "
+            "over)");
+}
+
+// Axes a definition may not use, a reduction axis listed twice, and a
+// reduction inside a reducer's combine function are refused with the
+// definition rather than becoming scalar parameters of the kernel.
+TEST(TeTest, ForeignAxesAndMalformedReductionsAreRefused) {
+  Tensor A = Placeholder("A", {8}, ir::kF32);
+  IterVar k = ReduceAxis(8, "k"), k2 = ReduceAxis(8, "k2");
+  auto refused = [](const Tensor& t, const std::string& message) {
+    auto s = Schedule::Create({t});
+    EXPECT_FALSE(s.ok()) << message;
+    EXPECT_TRUE(Contains(s.status().message(), message)) << s.status();
+  };
+  refused(Compute("B", {8}, [&](const std::vector<Var>&) { return A(k.var()); }),
+          "compute 'B': axis 'k' is neither an axis of 'B' nor one its reduction takes");
+  refused(Compute("C", {8}, [&](const std::vector<Var>&) { return Sum(A(k.var()), {k2}); }),
+          "compute 'C': axis 'k' is neither an axis of 'C'");
+  refused(Compute("D", {8},
+                  [&](const std::vector<Var>&) {
+                    return Sum(A(k.var()) * 2.0, {k, k});
+                  }),
+          "compute 'D': reduction axis 'k' is listed twice in its sum");
+  // A size var is a scalar parameter, as documented.
+  Var n = SizeVar("n");
+  Tensor E =
+      Compute("E", {8}, [&](const std::vector<Var>& i) { return A(i[0]) * ir::Cast(ir::kF32, n); });
+  EXPECT_TRUE(Schedule::Create({E}).ok());
+  // A size var named like a tensor (or like another size var): the kernel's
+  // parameters would share a name.
+  Var clash = SizeVar("A");
+  Tensor F = Compute(
+      "F", {8}, [&](const std::vector<Var>& i) { return A(i[0]) * ir::Cast(ir::kF32, clash); });
+  auto s = Schedule::Create({F});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Lower(*s, {F}, {A}, "f").status().message(),
+            "lowering 'f': size var 'A' has the name of tensor 'A'; the kernel's parameters take "
+            "their names, which must differ");
 }
 
 TEST(TeTest, FuseMakesOneLoop) {
