@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -81,8 +83,8 @@ inline std::string TextOf(nb::handle h, std::string_view fn, std::string_view wh
   char code[16];
   std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
   throw nb::value_error((std::string(fn) + ": " + std::string(what) +
-                         " is not valid text: it holds a lone surrogate (" + code +
-                         ") at index " + std::to_string(at) + ", which UTF-8 cannot encode")
+                         " is not valid text: it holds a lone surrogate (" + code + ") at index " +
+                         std::to_string(at) + ", which UTF-8 cannot encode")
                             .c_str());
 }
 
@@ -92,8 +94,10 @@ template <typename T>
 T ArgOf(nb::handle h, const char* fn, const char* what, const char* expected) {
   T value;
   if (!nb::try_cast<T>(h, value)) {
-    // A str that is refused is one UTF-8 cannot encode: say so.
-    if (PyUnicode_Check(h.ptr())) (void)TextOf(h, fn, what);
+    // A str refused where text is expected is one UTF-8 cannot encode: say so.
+    if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>) {
+      if (PyUnicode_Check(h.ptr())) (void)TextOf(h, fn, what);
+    }
     throw nb::type_error(
         (std::string(fn) + ": " + what + " must be " + expected + ", not " + TypeNameOf(h))
             .c_str());

@@ -379,14 +379,22 @@ void BindKernels(nb::module_& m) {
       [](nb::handle path_arg, nb::handle device) {
         // The file system's own bytes (os.fsencode: a str through the
         // file system encoding, bytes as they are).
-        nb::object encoded;
-        try {
-          encoded = nb::module_::import_("os").attr("fsencode")(path_arg);
-        } catch (const nb::python_error&) {
+        nb::module_ os = nb::module_::import_("os");
+        if (!nb::isinstance<nb::str>(path_arg) && !nb::isinstance<nb::bytes>(path_arg) &&
+            !nb::isinstance(path_arg, os.attr("PathLike"))) {
           throw nb::type_error(
               StrCat("kiln.load_module: path is a str, bytes or an os.PathLike; got ",
                      TypeNameOf(path_arg))
                   .c_str());
+        }
+        nb::object encoded;
+        try {
+          encoded = os.attr("fsencode")(path_arg);
+        } catch (const nb::python_error& e) {
+          // A str the file system encoding cannot hold (a lone surrogate).
+          throw nb::value_error(StrCat("kiln.load_module: path cannot be a file name: ",
+                                       nb::cast<std::string>(nb::str(e.value())))
+                                    .c_str());
         }
         nb::bytes raw = nb::borrow<nb::bytes>(encoded);
         const std::string path(raw.c_str(), raw.size());

@@ -157,6 +157,8 @@ def test_kmod_files(device, rng, tmp_path):
         kiln.load_module(str(tmp_path / "missing.kmod"), device)
     # A path is the file system's bytes: given as bytes, cut at no NUL.
     assert list(kiln.load_module(bytes(kmod), device)) == ["vector_add"]
+    with pytest.raises(ValueError, match="path cannot be a file name: 'utf-8' codec can't encode"):
+        kiln.load_module("\ud800.kmod", device)
     with pytest.raises(ValueError, match="path holds a NUL character"):
         kiln.load_module(str(kmod) + "\x00junk", device)
     with pytest.raises(kiln.Error, match="cannot open"):

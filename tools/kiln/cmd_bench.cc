@@ -572,8 +572,9 @@ int BenchKernel(const Args& args) {
       "  --flops N         the floating-point operations one dispatch does, to report FLOP/s\n"
       "                    (default: the kernel's \"flops\" attribute, where it declares one)\n"
       "  --seed N          the random inputs' seed (default: a fresh one)\n"
-      "  --timeout SECONDS a first, untimed dispatch must finish by then (default 300; 0: no\n"
-      "                    limit), or kiln exits at once with an error, the dispatch left running\n"
+      "  --timeout SECONDS the first warm-up dispatch, run alone, must finish by then (default\n"
+      "                    300; 0: no limit), or kiln exits at once with an error, the dispatch\n"
+      "                    left running (with --warmup 0 nothing is watched)\n"
       "Times each dispatch with GPU timestamps where the device has timestamp-query, else\n"
       "the wall time of a submit and wait of one dispatch; prints the median and minimum,\n"
       "the bytes of the buffer arguments and the implied GB/s (bytes / median time).";
@@ -651,23 +652,25 @@ int BenchKernel(const Args& args) {
   }
   uint64_t total_bytes = 0;
   for (uint64_t b : plan->buffer_bytes) total_bytes += b;
-  // One dispatch under the watchdog before the batches: a kernel that never
-  // ends is reported, not waited for.
-  {
+  // The first warm-up dispatch runs alone under the watchdog: a kernel
+  // that never ends is reported, not waited for.
+  uint64_t warmups = *warmup;
+  if (warmups > 0 && *timeout != hal::kInfinite) {
     Watchdog watchdog(*timeout);
     watchdog.Arm(StrCat("function '", name, "'"));
     Status once = fn.Call(*call_args);
     watchdog.Disarm();
     if (!once.ok()) return Fail(once.ToString());
+    --warmups;
   }
 
   const bool timestamps = device->HasFeature(hal::Feature::kTimestampQuery);
   std::vector<double> ms;
   auto time = [&]() -> Status {
-    if (*warmup > 0) {
+    if (warmups > 0) {
       KILN_ASSIGN_OR_RETURN(auto cb, hal::CommandBuffer::Create(
                                          device, hal::CommandBufferMode::kOneShot, {"warmup"}));
-      for (uint64_t i = 0; i < *warmup; ++i) KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
+      for (uint64_t i = 0; i < warmups; ++i) KILN_RETURN_IF_ERROR(fn.Record(*cb, *call_args));
       KILN_RETURN_IF_ERROR(cb->End());
       KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device, *cb));
     }

@@ -46,14 +46,19 @@ class WorkParser {
     SkipSpace();
     // Each '-', '(' and min/max nests one call deeper: bounded, so no
     // attribute can exhaust the stack.
-    if (++depth_ > kMaxDepth) {
+    const bool nests =
+        pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '(' ||
+                                text_.substr(pos_, 3) == "min" || text_.substr(pos_, 3) == "max");
+    if (nests && ++depth_ > kMaxDepth) {
       return InvalidArgument("column ", pos_ + 1, ": the expression nests more than ", kMaxDepth,
                              " deep ('-', '(', min and max) here");
     }
     struct Leave {
-      int& depth;
-      ~Leave() { --depth; }
-    } leave{depth_};
+      int* depth;
+      ~Leave() {
+        if (depth) --*depth;
+      }
+    } leave{nests ? &depth_ : nullptr};
     if (Accept('-')) {
       KILN_ASSIGN_OR_RETURN(double value, Factor());
       return -value;

@@ -271,6 +271,9 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
     // enough for what the kernel reaches.
     const Arg& a = args[i];
     const hal::DeviceBuffer& buffer = *a.buffer;
+    if (buffer.device() != device_.get()) {
+      KILN_RETURN_IF_ERROR(hal::CheckOwnBuffer(*device_, buffer, where() + ": the buffer"));
+    }
     if (a.offset > buffer.size()) {
       return InvalidArgument(where(), ": offset ", a.offset, " is past the end of the buffer of ",
                              buffer.size(), " bytes");

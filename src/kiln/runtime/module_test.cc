@@ -584,6 +584,28 @@ TEST_F(RuntimeTest, UnknownFunctionNamesAreListedBriefly) {
   EXPECT_EQ((*loaded)->prepared_count(), 0u);
 }
 
+// Another device's buffer is refused when the call is planned, and both
+// devices work on (WebGPU would lose the device that records it).
+TEST_F(RuntimeTest, AnotherDevicesBufferIsRefused) {
+  auto other = hal::Device::Create();  // as the test device was: $KILN_IMPL, ...
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto theirs = (*other)->allocator().Allocate(400);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  auto fn = *module_->Find("scale");
+  auto X = NewBuffer(400);
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(*theirs), Arg::I32(100), Arg::F32(1)};
+  Status s = fn->Call(args);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("argument 1 ('Y'): the buffer belongs to another device"),
+            std::string::npos)
+      << s;
+  KILN_EXPECT_OK(device_->CheckHealthy());
+  KILN_EXPECT_OK((*other)->CheckHealthy());
+  auto Y = NewBuffer(400);
+  Arg ok[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(100), Arg::F32(1)};
+  KILN_EXPECT_OK(fn->Call(ok));
+}
+
 TEST_F(RuntimeTest, LoadingOnNoDeviceIsAnError) {
   auto compiled = codegen::CompileModule(source_);
   ASSERT_TRUE(compiled.ok()) << compiled.status();

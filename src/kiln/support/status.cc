@@ -63,7 +63,10 @@ std::string Shortened(std::string text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   size_t keep = max_bytes;  // (not inside a UTF-8 character)
   while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
-  const size_t more = text.size() - keep;
+  size_t more = 0;  // characters, not bytes: continuation bytes are not counted
+  for (size_t i = keep; i < text.size(); ++i) {
+    more += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+  }
   text.resize(keep);
   return StrCat(text, " ... (", more, " more characters)");
 }

@@ -2117,10 +2117,17 @@ StatusOr<Graph> CollectStages(const Schedule::Impl& impl, const std::vector<Tens
       // Memory scopes and padding are of a stage computed at a loop: a
       // stage of its own is a global kernel, where they would be ignored.
       if (stage->scope_set || !stage->alignments.empty()) {
+        const bool set_scope =
+            std::any_of(impl.primitives.begin(), impl.primitives.end(), [&](const Primitive& p) {
+              return p.kind == Primitive::Kind::kSetScope && p.stage == t.name();
+            });
         error = InvalidArgument(
             at, ": stage '", t.name(), "' has ",
-            stage->scope_set ? StrCat(ScopeName(stage->scope), " memory (set_scope)")
-                             : std::string("a storage_align"),
+            stage->scope_set
+                ? StrCat(ScopeName(stage->scope), " memory (",
+                         set_scope ? "set_scope" : "a cache stage of cache_read or cache_write",
+                         ")")
+                : std::string("a storage_align"),
             " but is not computed at another stage's loop (compute_at), so it would be a kernel "
             "of its own writing global memory");
         return;

@@ -1036,7 +1036,11 @@ Schedule::Schedule(const Schedule& o) : impl_(std::make_unique<Impl>(*o.impl_)) 
 // Assignments keep each state where it is, so stages keep theirs: a copy
 // overwrites this schedule's state, a move swaps the two states.
 Schedule& Schedule::operator=(const Schedule& o) {
-  if (this != &o) *impl_ = *o.impl_;
+  if (!impl_) {
+    impl_ = std::make_unique<Impl>(*o.impl_);  // this one was moved from
+  } else if (this != &o) {
+    *impl_ = *o.impl_;
+  }
   return *this;
 }
 Schedule::Schedule(Schedule&&) noexcept = default;

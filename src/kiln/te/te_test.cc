@@ -758,6 +758,12 @@ TEST(TeTest, StagesSurviveMovingAndAssigningTheirSchedule) {
   ASSERT_TRUE(ya.Unroll(ya.leaf_axes()[1]).ok());
   EXPECT_EQ(other.primitives().size(), 2u);
   EXPECT_EQ(moved.primitives().size(), 1u);  // the copy is its own
+  // A schedule moved from takes a copy again.
+  Schedule source = *Schedule::Create({Y});
+  Schedule target = std::move(source);
+  source = moved;
+  EXPECT_EQ(source.primitives().size(), 1u);
+  EXPECT_EQ(target.primitives().size(), 0u);
 }
 
 // Memory scopes and padding belong to stages computed at a loop: on a stage
@@ -783,6 +789,14 @@ TEST(TeTest, ScopeAndAlignmentOfAStageOfItsOwnAreRefused) {
                   " but is not computed at another stage's loop (compute_at), so it would be a "
                   "kernel of its own writing global memory");
   }
+  // A cache stage left where cache_read put it says so.
+  auto s = Schedule::Create({Z});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->CacheRead(X, ir::MemoryScope::kShared, {Y}).ok());
+  EXPECT_EQ(LowerKernels(*s, {Z}, {X}, "k").status().message(),
+            "lowering 'k': stage 'X_shared' has shared memory (a cache stage of cache_read or "
+            "cache_write) but is not computed at another stage's loop (compute_at), so it would "
+            "be a kernel of its own writing global memory");
 }
 
 }  // namespace
