@@ -53,7 +53,8 @@ Status AdoptWorkgroupSize(codegen::CompiledFunction& f, const std::string& file)
   }
   if (!ok || n == 0) {
     return InvalidArgument("--wgsl-from: the @workgroup_size of ", file,
-                           " is not one to three positive integer literals");
+                           " is not one to three positive decimal integer literals (kiln reads "
+                           "no hexadecimal or expressions there)");
   }
   f.wgsl.replace(at, end + 1 - at, StrCat(key, size[0], ", ", size[1], ", ", size[2], ")"));
   f.metadata.workgroup_size = size;
@@ -348,7 +349,13 @@ class Runner {
     std::vector<std::vector<runtime::Arg>> args;
     for (size_t fi = 0; fi < w.functions.size(); ++fi) {
       const ir::Function& f = w.functions[fi];
-      KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, loaded->Find(f.name()));
+      StatusOr<const runtime::Kernel*> found = loaded->Find(f.name());  // (prepares it)
+      if (!found.ok() && !replaced_from.empty()) {
+        // WGSL the device refuses is the user's file's: name it.
+        return Status(found.status().code(),
+                      StrCat("--wgsl-from: ", replaced_from, ": ", found.status().message()));
+      }
+      KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, std::move(found));
       KILN_RETURN_IF_ERROR(k->availability());
       kernels.push_back(k);
       std::vector<runtime::Arg> a;

@@ -533,7 +533,10 @@ d = json.load(open(sys.argv[1]))
 assert d["benchmark"] == "ops" and len(d["ops"]) >= 10, d
 assert isinstance(d["subgroups"], bool), d
 assert all(o.get("compile_ms", -1) >= 0 and "ms" not in o for o in d["ops"] if "skip" not in o), d
+assert d["compile_only"] is True and "timing" not in d and "copy_gb_per_s" not in d, d
 ' "$tmp/ops.json" || fail "bench ops --compile-only --json: $(cat "$tmp/ops.json")"
+expect_error "bench compile --megabytes ''" "--megabytes takes sizes in MB, each above 0 and at most 512, separated by commas, got ''" \
+  "$kiln" bench compile --megabytes ""
 # The rules' attention tile and subgroup use replaced; malformed and unusable tiles.
 out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8 --no-subgroups \
   --repetitions 1 2>&1) || fail "bench ops --attention-tile 16,8: $out"
@@ -565,7 +568,12 @@ grep -Eq "WGSL from .*elementwise_add_.*, workgroup 128x1x1" <<<"$out" ||
   fail "--wgsl-from's own workgroup size not shown: $out"
 sed -i 's/@workgroup_size(128u, 1i)/@workgroup_size(256, 0)/' "$add_wgsl"
 expect_error "--wgsl-from with a zero workgroup size" \
-  "the @workgroup_size of .* is not one to three positive integer literals" \
+  "the @workgroup_size of .* is not one to three positive decimal integer literals" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
+# WGSL the device refuses names the file it came from.
+sed -i 's/@workgroup_size(256, 0)/@workgroup_size(256)/' "$add_wgsl"
+echo "const kiln_broken: f32 = no_such_name;" >> "$add_wgsl"
+expect_error "--wgsl-from WGSL the device refuses" "COMPILE_ERROR: .*--wgsl-from: $add_wgsl: loading function 'elementwise_add': compiling the WGSL of 'elementwise_add'" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
 echo "fn broken(" > "$add_wgsl"
 expect_error "--wgsl-from a missing folder" "--wgsl-from: '$tmp/no_such_dir' is not a directory" \

@@ -300,14 +300,22 @@ int BenchOps(const Args& args) {
   if (flags->Has("json")) {
     JsonWriter w;
     w.BeginObject().Key("benchmark").String("ops").Key("device").String(r->device);
-    w.Key("small").Bool(oo.small).Key("timing").String(timing);
+    w.Key("small").Bool(oo.small);
+    // --compile-only measures nothing: no timing and no ceilings to report.
+    if (oo.compile_only) {
+      w.Key("compile_only").Bool(true);
+    } else {
+      w.Key("timing").String(timing);
+    }
     w.Key("subgroups").Bool(r->subgroups);
-    w.Key("copy_gb_per_s").Number(r->copy_gb_per_s);
-    w.Key("copy_back_to_back_gb_per_s").Number(r->copy_back_to_back_gb_per_s);
-    w.Key("hand_written_add_gb_per_s").Number(r->add_gb_per_s);
-    w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s);
-    w.Key("one_workgroup_dispatch_ms").Number(r->one_workgroup_ms);
-    w.Key("one_workgroup_dispatch_back_to_back_ms").Number(r->one_workgroup_back_to_back_ms);
+    if (!oo.compile_only) {
+      w.Key("copy_gb_per_s").Number(r->copy_gb_per_s);
+      w.Key("copy_back_to_back_gb_per_s").Number(r->copy_back_to_back_gb_per_s);
+      w.Key("hand_written_add_gb_per_s").Number(r->add_gb_per_s);
+      w.Key("hand_written_mul_add_gb_per_s").Number(r->mul_add_gb_per_s);
+      w.Key("one_workgroup_dispatch_ms").Number(r->one_workgroup_ms);
+      w.Key("one_workgroup_dispatch_back_to_back_ms").Number(r->one_workgroup_back_to_back_ms);
+    }
     w.Key("ops").BeginArray();
     for (const auto& t : r->ops) {
       w.BeginObject().Key("name").String(t.name).Key("shape").String(t.shape);
@@ -444,6 +452,10 @@ constexpr double kMaxScaleMegabytes = 512;
 
 int BenchCompileScale(const Flags& flags) {
   std::vector<double> sizes;
+  if (flags.Get("megabytes")->empty()) {
+    return Fail(StrCat("--megabytes takes sizes in MB, each above 0 and at most ",
+                       kMaxScaleMegabytes, ", separated by commas, got ''"));
+  }
   std::istringstream list(*flags.Get("megabytes"));
   for (std::string item; std::getline(list, item, ',');) {
     char* end = nullptr;
