@@ -101,18 +101,10 @@ class Traced:
 
     def clip(self, min: Any = None, max: Any = None,  # noqa: A002
              out: Any = None) -> "Traced":
-        """As kiln.Tensor.clip: either bound may be None (not both);
-        np.clip(t, lo, hi) calls it."""
-        from . import ops
-        if out is not None:
-            raise TypeError("Tensor.clip: kiln tensors take no out= (the result is a new tensor)")
-        if min is None and max is None:
-            raise ValueError("clip: give min or max (or both)")
-        if max is None:
-            return ops.maximum(self, min)
-        if min is None:
-            return ops.minimum(self, max)
-        return ops.clamp(self, min, max)
+        """As kiln.Tensor.clip (the same method): either bound may be None
+        (not both); np.clip(t, lo, hi) calls it."""
+        from ._operators import _clip
+        return _clip(self, min, max, out)
 
 
 def _method(name: str, reflected: bool = False) -> Callable[..., Any]:
