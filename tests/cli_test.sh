@@ -198,6 +198,10 @@ expect_error "a loop that never ends" "function 'spin': the device had not finis
   "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1001 --timeout 1
 expect_error "a loop that never ends, benchmarked" "function 'spin': the device had not finished after 0.5 s" \
   "$kiln" bench kernel "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1001 --timeout 0.5
+expect_error "a loop that never ends, benchmarked without warm-up" \
+  "function 'spin' \(3 timed dispatches\): the device had not finished after 0.5 s" \
+  "$kiln" bench kernel "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1001 --timeout 0.5 \
+  --warmup 0 --repetitions 3
 expect_error "--timeout negative" "flag --timeout needs a finite non-negative number, got '-1'" \
   "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout -1
 expect_error "--timeout too long" "flag --timeout is at most 1000000 seconds \(0 for no limit\), got '1e7'" \
@@ -316,8 +320,10 @@ else
   grep -Eq "the full-size workloads bind 268435456 bytes .* binds at most [0-9]+ \(maxStorageBufferBindingSize\); --small runs" \
     <<<"$out" || fail "bench ops at full size on a small device: $out"
 fi
-expect_error "bench matmul --size 0" "matmul size 0 is not a positive multiple of 16" \
+expect_error "bench matmul --size 0" "flag --size needs a decimal integer from 1 to 4294967295, got '0'" \
   "$kiln" bench matmul --size 0
+expect_error "bench matmul --size 24" "matmul size 24 is not a positive multiple of 16" \
+  "$kiln" bench matmul --size 24
 "$kiln" no_such_command >/dev/null 2>&1
 [ $? -eq 1 ] || fail "an unknown command does not exit 1"
 
@@ -707,6 +713,14 @@ expect_error "flops attribute NaN for the arguments" "is nan for these arguments
   --repetitions 1 --warmup 0
 out=$("$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=64 --repetitions 1 --warmup 0 \
   --flops 1e-320 2>&1) || fail "--flops of a subnormal: $out"
+expect_error "--flops 1e308" "the flop count 1e\+308 of 'vector_add' \(--flops\) is above 1e30" \
+  "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=64 --repetitions 1 --warmup 0 \
+  --flops 1e308
+flops_kir '"1e40 * M"'
+"$kiln" compile "$tmp/flops.kir" -o "$tmp/flops.kmod" >/dev/null || fail "compile flops 1e40 * M"
+expect_error "a flops attribute above 1e30" "of 'matmul_tiled' \(its \"flops\" attribute\) is above 1e30" \
+  "$kiln" bench kernel "$tmp/flops.kmod" --fn matmul_tiled --arg M=16 --arg N=16 --arg K=16 \
+  --repetitions 1 --warmup 0
 expect_error "bench dispatch --dispatches 2^32 - 1" \
   "flag --dispatches needs a decimal integer from 1 to 1000000, got '4294967295'" \
   "$kiln" bench dispatch --dispatches 4294967295

@@ -136,7 +136,7 @@ int BenchMatmul(const Args& args) {
   auto options = DeviceOptionsFromFlags(*flags);
   if (!options.ok()) return Fail(options.status().message());
   bench::MatmulBenchOptions mo;
-  auto size = flags->GetUint("size", mo.size, UINT32_MAX);
+  auto size = flags->GetPositiveUint("size", mo.size, UINT32_MAX);
   auto iterations = flags->GetPositiveUint("iterations", mo.iterations, UINT32_MAX);
   if (!size.ok()) return Fail(size.status().message());
   if (!iterations.ok()) return Fail(iterations.status().message());
@@ -584,9 +584,9 @@ int BenchKernel(const Args& args) {
       "  --flops N         the floating-point operations one dispatch does, to report FLOP/s\n"
       "                    (default: the kernel's \"flops\" attribute, where it declares one)\n"
       "  --seed N          the random inputs' seed (default: a fresh one)\n"
-      "  --timeout SECONDS the first warm-up dispatch, run alone, must finish by then (default\n"
-      "                    300; 0: no limit), or kiln exits at once with an error, the dispatch\n"
-      "                    left running (with --warmup 0 nothing is watched)\n"
+      "  --timeout SECONDS the first warm-up dispatch, run alone, must finish by then (with\n"
+      "                    --warmup 0, all the timed dispatches; default 300, 0: no limit),\n"
+      "                    or kiln exits at once with an error, the dispatch left running\n"
       "Times each dispatch with GPU timestamps where the device has timestamp-query, else\n"
       "the wall time of a submit and wait of one dispatch; prints the median and minimum,\n"
       "the bytes of the buffer arguments and the implied GB/s (bytes / median time).";
@@ -654,6 +654,13 @@ int BenchKernel(const Args& args) {
       has_flops = true;
     }
   }
+  // No dispatch does 1e30 operations; a count beyond it would print an
+  // infinite rate.
+  if (has_flops && flop_count > 1e30) {
+    return Fail(StrCat("the flop count ", flop_count, " of '", name, "' (",
+                       flags->Get("flops") ? "--flops" : "its \"flops\" attribute",
+                       ") is above 1e30, more than any dispatch does"));
+  }
   // Record once: the plan's checks fail here rather than mid-benchmark.
   auto plan = fn.Plan(*call_args);
   if (!plan.ok()) return Fail(plan.status().ToString());
@@ -711,7 +718,12 @@ int BenchKernel(const Args& args) {
     }
     return Status::Ok();
   };
+  // With no warm-up, the timed dispatches are the first to run: they are
+  // watched instead.
+  Watchdog timed_watchdog(*warmup == 0 ? *timeout : hal::kInfinite);
+  timed_watchdog.Arm(StrCat("function '", name, "' (", *repetitions, " timed dispatches)"));
   Status timed = time();
+  timed_watchdog.Disarm();
   if (!timed.ok()) return Fail(timed.ToString());
   if (ms.empty()) return Fail("no dispatch was timed");
   std::sort(ms.begin(), ms.end());
