@@ -270,19 +270,33 @@ class Runner {
     for (char& c : base) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }
-    std::string replaced_from;  // the --wgsl-from file that replaced the kernel
-    if (!options_.wgsl_from_dir.empty()) {
-      const std::string file = StrCat(options_.wgsl_from_dir, "/", base, ".wgsl");
-      if (first_wgsl_file_.empty()) first_wgsl_file_ = file;
+    // A single kernel's WGSL is DIR/<base>.wgsl; a workload of several
+    // kernels has one file per kernel, DIR/<base>.<function>.wgsl.
+    const bool one_kernel = compiled.functions.size() == 1;
+    auto wgsl_file = [&](const std::string& dir, const codegen::CompiledFunction& f) {
+      return one_kernel ? StrCat(dir, "/", base, ".wgsl")
+                        : StrCat(dir, "/", base, ".", f.metadata.name, ".wgsl");
+    };
+    auto present = [](const std::string& file) {
       std::error_code error;
       // Anything there (a dangling link, a folder) is read, and refused.
-      if (std::filesystem::exists(std::filesystem::symlink_status(file, error))) {
-        if (compiled.functions.size() != 1) {
-          return InvalidArgument(
-              "--wgsl-from: workload '", w.name, " ", w.shape, "' has ", compiled.functions.size(),
-              " kernels; only a single kernel's WGSL can be replaced (", file, ")");
-        }
-        codegen::CompiledFunction& f = compiled.functions[0];
+      return std::filesystem::exists(std::filesystem::symlink_status(file, error));
+    };
+    // The --wgsl-from files that replaced kernels, by function.
+    std::map<std::string, std::string> replaced_from;
+    if (!options_.wgsl_from_dir.empty()) {
+      if (first_wgsl_file_.empty())
+        first_wgsl_file_ = wgsl_file(options_.wgsl_from_dir, compiled.functions[0]);
+      const std::string whole = StrCat(options_.wgsl_from_dir, "/", base, ".wgsl");
+      if (!one_kernel && present(whole)) {
+        return InvalidArgument(
+            "--wgsl-from: workload '", w.name, " ", w.shape, "' has ", compiled.functions.size(),
+            " kernels, each replaced by a file of its own (such as ",
+            wgsl_file(options_.wgsl_from_dir, compiled.functions[0]), "), not by ", whole);
+      }
+      for (codegen::CompiledFunction& f : compiled.functions) {
+        const std::string file = wgsl_file(options_.wgsl_from_dir, f);
+        if (!present(file)) continue;
         KILN_ASSIGN_OR_RETURN(f.wgsl, ReadInputFile(file, 16u << 20));
         if (auto at = FirstNonTextByte(f.wgsl)) {
           return InvalidArgument("--wgsl-from: ", file, " is not WGSL text: byte ", *at,
@@ -292,23 +306,23 @@ class Runner {
         // workgroup count stays the generated kernel's).
         KILN_RETURN_IF_ERROR(AdoptWorkgroupSize(f, file));
         const auto& wg = f.metadata.workgroup_size;
-        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", "WGSL from ", file, ", workgroup ",
-                            wg[0], "x", wg[1], "x", wg[2]);
-        replaced_from = file;
+        t.kernels += StrCat(t.kernels.empty() ? "" : "; ", one_kernel ? "" : f.metadata.name,
+                            one_kernel ? "" : ": ", "WGSL from ", file, ", workgroup ", wg[0], "x",
+                            wg[1], "x", wg[2]);
+        replaced_from[f.metadata.name] = file;
         ++wgsl_files_used_;
       }
     }
     if (!options_.wgsl_dir.empty()) {
-      std::string file = StrCat(options_.wgsl_dir, "/", base, ".wgsl");
-      std::string text;
-      for (const codegen::CompiledFunction& f : compiled.functions) text += f.wgsl + "\n";
       std::error_code error;
       std::filesystem::create_directories(options_.wgsl_dir, error);
       if (error) {
         return InvalidArgument("--wgsl: cannot create the directory '", options_.wgsl_dir,
                                "': ", error.message());
       }
-      KILN_RETURN_IF_ERROR(WriteFileAtomically(file, text));
+      for (const codegen::CompiledFunction& f : compiled.functions) {
+        KILN_RETURN_IF_ERROR(WriteFileAtomically(wgsl_file(options_.wgsl_dir, f), f.wgsl));
+      }
     }
     if (options_.compile_only) {
       t.pass = true;
@@ -316,8 +330,18 @@ class Runner {
     }
     auto load = runtime::LoadedModule::Load(device_, std::move(compiled));
     if (!load.ok() && !replaced_from.empty()) {
-      // The module is the user's file, not a corrupt one kiln wrote.
-      return InvalidArgument("--wgsl-from: ", replaced_from, ": ", load.status().message());
+      // The module is the user's files, not a corrupt one kiln wrote: name
+      // the file of the function the error names, else all of them.
+      std::string files;
+      for (const auto& [function, file] : replaced_from) {
+        if (load.status().message().find(StrCat("function '", function, "'")) !=
+            std::string::npos) {
+          files = file;
+          break;
+        }
+        files += StrCat(files.empty() ? "" : ", ", file);
+      }
+      return InvalidArgument("--wgsl-from: ", files, ": ", load.status().message());
     }
     KILN_ASSIGN_OR_RETURN(auto loaded, std::move(load));
     std::mt19937 rng(20261201);
@@ -350,10 +374,10 @@ class Runner {
     for (size_t fi = 0; fi < w.functions.size(); ++fi) {
       const ir::Function& f = w.functions[fi];
       StatusOr<const runtime::Kernel*> found = loaded->Find(f.name());  // (prepares it)
-      if (!found.ok() && !replaced_from.empty()) {
+      if (!found.ok() && replaced_from.count(f.name())) {
         // WGSL the device refuses is the user's file's: name it.
-        return Status(found.status().code(),
-                      StrCat("--wgsl-from: ", replaced_from, ": ", found.status().message()));
+        return Status(found.status().code(), StrCat("--wgsl-from: ", replaced_from[f.name()], ": ",
+                                                    found.status().message()));
       }
       KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, std::move(found));
       KILN_RETURN_IF_ERROR(k->availability());

@@ -593,6 +593,29 @@ expect_error "--wgsl-from without the entry point" "INVALID_ARGUMENT: .*--wgsl-f
 printf '// binary\n\x00\xff\xfe' > "$add_wgsl"
 expect_error "--wgsl-from a binary file" "--wgsl-from: $add_wgsl is not WGSL text: byte 10 is not UTF-8" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
+# A workload of several kernels is written one file per kernel, each WGSL
+# of its own; each may be replaced, and WGSL the device refuses names the
+# file of its kernel.
+"$kiln" bench ops --compile-only --small --filter "attention unfused" --wgsl "$tmp/wgsl_multi" \
+  > /dev/null 2>&1 || fail "bench ops --wgsl, several kernels"
+[ "$(ls "$tmp"/wgsl_multi/attention_unfused_*.wgsl | wc -l)" = 3 ] ||
+  fail "--wgsl wrote $(ls "$tmp"/wgsl_multi) for three kernels"
+for f in "$tmp"/wgsl_multi/attention_unfused_*.wgsl; do
+  [ "$(grep -c '@compute' "$f")" = 1 ] || fail "$f holds not exactly one kernel"
+done
+out=$("$kiln" bench ops --small --filter "attention unfused" --repetitions 1 \
+  --wgsl-from "$tmp/wgsl_multi" 2>&1) || fail "bench ops --wgsl-from, several kernels: $out"
+grep -Eq "^attention unfused f32 .* PASS" <<<"$out" || fail "--wgsl-from, several kernels: $out"
+[ "$(grep -o 'WGSL from ' <<<"$out" | wc -l)" = 3 ] || fail "--wgsl-from, three files not named: $out"
+softmax_wgsl=$(ls "$tmp"/wgsl_multi/attention_unfused_*.softmax.wgsl)
+echo "const kiln_broken: f32 = no_such_name;" >> "$softmax_wgsl"
+expect_error "--wgsl-from one kernel of several the device refuses" \
+  "COMPILE_ERROR: .*--wgsl-from: $softmax_wgsl: loading function 'softmax'" \
+  "$kiln" bench ops --small --filter "attention unfused" --repetitions 1 --wgsl-from "$tmp/wgsl_multi"
+touch "${softmax_wgsl%.softmax.wgsl}.wgsl"
+expect_error "--wgsl-from one file for several kernels" \
+  "has 3 kernels, each replaced by a file of its own \(such as .*\), not by ${softmax_wgsl%.softmax.wgsl}.wgsl" \
+  "$kiln" bench ops --small --filter "attention unfused" --repetitions 1 --wgsl-from "$tmp/wgsl_multi"
 # A folder holding no file named for a workload run is refused (a misnamed
 # file would otherwise go unnoticed).
 mkdir -p "$tmp/wgsl_other" && touch "$tmp/wgsl_other/elementwise_add.wgsl"
