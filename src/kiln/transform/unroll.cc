@@ -1,11 +1,13 @@
 #include "kiln/transform/unroll.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/ir/visitor.h"
 #include "kiln/transform/fallible_mutator.h"
 
 namespace kiln::transform {
@@ -83,13 +85,30 @@ class StripSharedAllocs : public ir::StmtMutator {
   std::vector<ir::Buffer> buffers;
 };
 
+// The statements and expressions of a statement, every occurrence counted
+// (each is printed once per occurrence).
+class CountNodes : public ir::StmtVisitor {
+ public:
+  void VisitStmt(const Stmt& s) override {
+    ++count;
+    ir::StmtVisitor::VisitStmt(s);
+  }
+  void VisitExpr(const Expr& e) override {
+    ++count;
+    ir::StmtVisitor::VisitExpr(e);
+  }
+  int64_t count = 0;
+};
+
 class Unroller : public FallibleMutator {
  public:
   explicit Unroller(const UnrollOptions& options) : options_(options) {}
 
   Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
     if (op->kind != ir::LoopKind::kUnrolled) return ir::StmtMutator::MutateFor(op, s);
+    const int64_t copied_before = copied_nodes_;
     Stmt body = MutateStmt(op->body);
+    const bool nested = copied_nodes_ > copied_before;
     auto min = ir::AsConstInt(ir::Simplify(op->min));
     auto extent = ir::AsConstInt(ir::Simplify(op->extent));
     auto step = ir::AsConstInt(ir::Simplify(op->step));
@@ -111,6 +130,19 @@ class Unroller : public FallibleMutator {
     // The loop runs ceil(extent / step) times; v wraps in its type
     // (IntConst wraps).
     const int64_t trips = *extent <= 0 ? 0 : *extent / *step + (*extent % *step != 0);
+    // Checked before any copy is made: the copies' size is the product of
+    // the nested trip counts.
+    CountNodes body_nodes;
+    body_nodes.VisitStmt(body);
+    const int64_t room = std::max<int64_t>(options_.max_nodes - copied_nodes_, 0);
+    if (trips > 0 && body_nodes.count > room / trips) {
+      Fail("unrolled loop `", op->loop_var.name(), "` makes ", trips, " copies of a body of ",
+           body_nodes.count, " IR nodes", nested ? " (its unrolled loops expanded)" : "",
+           ": the function's unrolled copies would hold more than the limit of ",
+           options_.max_nodes, " nodes; unroll fewer or smaller loops");
+      return s;
+    }
+    copied_nodes_ += trips * body_nodes.count;
     StripSharedAllocs shared;
     if (trips > 1) body = shared.MutateStmt(body);
     for (int64_t k = 0; k < trips; ++k) {
@@ -128,6 +160,7 @@ class Unroller : public FallibleMutator {
 
  private:
   UnrollOptions options_;
+  int64_t copied_nodes_ = 0;  // IR nodes in the copies made so far
 };
 
 }  // namespace

@@ -114,5 +114,40 @@ TEST(UnrollTest, ExtentAboveTheLimitIsAnError) {
               "has extent 1000, more than the limit of 64");
 }
 
+TEST(UnrollTest, NestedCopiesAboveTheNodeLimitAreAnError) {
+  // Three loops of 256 are each within the extent limit; their product of
+  // copies is not, and is refused before it is built.
+  IRBuilder b("cube");
+  Buffer A = b.BufferParam("A", kI32, {1});
+  b.For("i", LoopKind::kUnrolled, 0, 256, [&](Var i) {
+    b.For("j", LoopKind::kUnrolled, 0, 256, [&](Var j) {
+      b.For("k", LoopKind::kUnrolled, 0, 256, [&](Var k) { b.Store(A, {0}, i + j + k); });
+    });
+  });
+  ExpectError(Unroll(b.Build()), StatusCode::kInvalidArgument,
+              "unrolled loop `i` makes 256 copies of a body of");
+  ExpectError(Unroll(b.Build()), StatusCode::kInvalidArgument,
+              "(its unrolled loops expanded): the function's unrolled copies would hold more "
+              "than the limit of 1048576 nodes");
+}
+
+TEST(UnrollTest, NodeLimitCountsEveryUnrolledLoop) {
+  // Sibling loops share the function's limit; exactly at it is allowed.
+  auto build = [] {
+    IRBuilder b("siblings");
+    Buffer A = b.BufferParam("A", kI32, {8});
+    for (int n = 0; n < 2; ++n) {
+      b.For("k", LoopKind::kUnrolled, 0, 8, [&](Var k) { b.Store(A, {k}, k); });
+    }
+    return b.Build();
+  };
+  // Each copy of `A[k] = k` is a store, its index and its value: 3 nodes.
+  auto ok = Unroll(build(), {.max_nodes = 48});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ExpectError(Unroll(build(), {.max_nodes = 47}), StatusCode::kInvalidArgument,
+              "unrolled loop `k` makes 8 copies of a body of 3 IR nodes: the function's unrolled "
+              "copies would hold more than the limit of 47 nodes");
+}
+
 }  // namespace
 }  // namespace kiln::transform
