@@ -38,6 +38,17 @@ def _binary(fn: Callable[[Any, Any], Tensor], reflected: bool = False) -> Callab
     return method
 
 
+def _equality(fn: Callable[[Any, Any], Tensor], symbol: str) -> Callable[[Any, Any], Any]:
+    # Python would answer an unsupported == or != by identity (t == None is
+    # False), which reads as an elementwise answer and is not one.
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, _OPERANDS):
+            raise TypeError(f"{symbol}: cannot compare a kiln.Tensor with "
+                            f"{type(other).__name__} (a tensor, a numpy array or a number)")
+        return fn(self, other)
+    return method
+
+
 def _true_divide(a: Any, b: Any) -> Tensor:
     def as_float(x: Any) -> Any:
         if isinstance(x, Tensor) and x.dtype in (np.int32, np.bool_):
@@ -86,7 +97,7 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         _no_out(method_name, out)
         _refuse(method_name, unsupported)
         what = f"{fn.__name__}(dtype=...)"
-        if dtype is not None and fn.__name__ in ("sum", "prod"):
+        if dtype is not None and fn.__name__ in ("sum", "prod", "mean"):
             # numpy's rule: each element becomes `dtype` before it is summed.
             x = ops._cast(self, dtype, what)
             y = fn(x, axis=axis, keepdims=keepdims)
@@ -193,9 +204,10 @@ def install() -> None:
         setattr(Tensor, f"__{name}__", _binary(fn))
         setattr(Tensor, f"__r{name}__", _binary(fn, reflected=True))
     # Python reflects comparisons itself: 2 < t calls t.__gt__(2).
-    for name, fn in {"lt": ops.lt, "le": ops.le, "gt": ops.gt, "ge": ops.ge,
-                     "eq": ops.eq, "ne": ops.ne}.items():
+    for name, fn in {"lt": ops.lt, "le": ops.le, "gt": ops.gt, "ge": ops.ge}.items():
         setattr(Tensor, f"__{name}__", _binary(fn))
+    Tensor.__eq__ = _equality(ops.eq, "==")
+    Tensor.__ne__ = _equality(ops.ne, "!=")
     Tensor.__neg__ = lambda self: ops.neg(self)
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = lambda self: ops.abs(self)

@@ -120,14 +120,25 @@ def test_truth_and_identity(device):
     many = kiln.tensor(np.arange(4, dtype=np.float32), device)
     with pytest.raises(ValueError, match="ambiguous"):
         bool(many > 1)
-    # Identity hash; == with something that is not an operand is Python's.
+    # Identity hash; == with something that is not an operand is an error,
+    # not Python's identity answer (which would read as an elementwise one).
     assert len({one, many, one}) == 2
-    assert (many == None) is False  # noqa: E711
-    assert (many != "a") is True
+    with pytest.raises(TypeError, match="==: cannot compare a kiln.Tensor with NoneType"):
+        many == None  # noqa: E711, B015
+    with pytest.raises(TypeError, match="!=: cannot compare a kiln.Tensor with str"):
+        "a" != many  # noqa: B015
+    np.testing.assert_array_equal((many == np.float32(2)).numpy(), [False, False, True, False])
+    np.testing.assert_array_equal((2 != many).numpy(), [True, True, False, True])
     with pytest.raises(TypeError):
         many + [1, 2]  # noqa: B018
     with pytest.raises(kiln.InvalidArgument, match="do not broadcast"):
         many + kiln.tensor(np.ones(3, np.float32), device)  # noqa: B018
+    # Inputs within the size limit broadcast beyond it: refused before any
+    # kernel is built (the result alone would be 8 GiB).
+    row = kiln.tensor(np.ones((1, 2 ** 16), np.float32), device)
+    column = kiln.tensor(np.ones((2 ** 15, 1), np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match=r"broadcast to \[32768, 65536\]: more than"):
+        row + column  # noqa: B018
     ints = kiln.tensor(np.arange(4, dtype=np.int32), device)
     for bad in (2 ** 40, 0.5, float("nan")):
         with pytest.raises(kiln.InvalidArgument, match="is not an int32 value"):
@@ -213,6 +224,16 @@ def test_numpy_methods(device, rng):
         got = getattr(h, name)(dtype="int32").numpy()
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, getattr(halves, name)(dtype=np.int32))
+    # mean's dtype too: an f16 tensor's f32 mean sums in f32, an int32
+    # tensor's is its float mean.
+    pair = np.array([1.0, 1.0009765625], np.float16)
+    if device.has_feature("shader-f16"):
+        got = kiln.tensor(pair, device).mean(dtype="float32").numpy()
+        assert got.dtype == np.float32
+        assert got == pair.mean(dtype=np.float32)  # 1.00048828125, not f16's 1.0
+    ints = np.array([1, 2, 7], np.int32)
+    np.testing.assert_allclose(kiln.tensor(ints, device).mean(dtype="float32").numpy(),
+                               ints.mean(dtype=np.float32), rtol=1e-6)
     np.testing.assert_array_equal(t.reshape(35, 33).numpy(), x.reshape(35, 33))
     np.testing.assert_array_equal(t.reshape((33, -1)).numpy(), x.reshape((33, -1)))
     np.testing.assert_array_equal(t.transpose(2, 0, 1).numpy(), x.transpose(2, 0, 1))

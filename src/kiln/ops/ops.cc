@@ -50,6 +50,16 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
     }
     out[rank - 1 - i] = da == 1 ? db : da;
   }
+  // Each input holds at most 2^31 - 1 elements (CheckTensor); the result
+  // of broadcasting two of them may not, and is indexed in i32 too.
+  int64_t elements = 1;
+  for (int64_t d : out) {
+    if (d > 0 && elements > std::numeric_limits<int32_t>::max() / d) {
+      return InvalidArgument("shapes ", ShapeToString(a), " and ", ShapeToString(b),
+                             " broadcast to ", ShapeToString(out), ": more than 2^31 - 1 elements");
+    }
+    elements *= d;
+  }
   return out;
 }
 

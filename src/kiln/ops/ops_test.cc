@@ -295,12 +295,23 @@ TEST(OpsTest, FusedExpressionsTooLargeForOneKernelRunAsSeveral) {
 
 TEST(OpsTest, Errors) {
   const Target t = Default();
+  using N = FusedNode;
   ExpectError(Elementwise("add", {{{3}}, {{4}}}, t).status(), {"add", "[3]", "[4]"});
   ExpectError(Elementwise("add", {{{7, 2}}, {{1, 33}}}, t).status(), {"[7, 2]", "[1, 33]"});
   ExpectError(Elementwise("exp", {{{}}}, t).status(), {"input X of exp", "rank 0", "1 to 4"});
   ExpectError(Elementwise("exp", {{{1, 2, 3, 4, 5}}}, t).status(), {"rank 5", "1 to 4"});
   ExpectError(Elementwise("exp", {{{7, 0}}}, t).status(), {"dimension 1 is 0"});
   ExpectError(Elementwise("exp", {{{65536, 65536}}}, t).status(), {"2^31 - 1"});
+  // Inputs within the limit whose broadcast result is not (2^31 elements).
+  ExpectError(Elementwise("add", {{{1, 65536}}, {{32768, 1}}}, t).status(),
+              {"shapes [1, 65536] and [32768, 1] broadcast to [32768, 65536]",
+               "more than 2^31 - 1 elements"});
+  ExpectError(Where({{65536, 1}, ir::kI32}, {{1, 32768}}, {{1}}, t).status(),
+              {"broadcast to [65536, 32768]", "more than 2^31 - 1 elements"});
+  ExpectError(ElementwiseFused({{{1, 65536}}, {{32768, 1}}},
+                               {N::Input(0), N::Input(1), N::Op("mul", {0, 1})}, t)
+                  .status(),
+              {"broadcast to [32768, 65536]", "more than 2^31 - 1 elements"});
   ExpectError(Elementwise("expp", {{{7}}}, t).status(),
               {"unknown elementwise op 'expp'", "exp", "pow"});
   ExpectError(Elementwise("add", {{{7}}}, t).status(), {"add takes 2 inputs, not 1"});
