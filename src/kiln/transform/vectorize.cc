@@ -4,9 +4,12 @@
 #include <unordered_map>
 
 #include "kiln/ir/expr_ops.h"
+#include "kiln/ir/linear.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/ir/structural_equal.h"
+#include "kiln/ir/visitor.h"
 #include "kiln/transform/fallible_mutator.h"
 #include "kiln/transform/lane_arith.h"
 
@@ -218,6 +221,148 @@ class BodyVectorizer : public ir::StmtMutator {
   Status& status_;
 };
 
+// The buffer accesses of a vectorized loop's body, and its let values.
+class Accesses : public ir::StmtVisitor {
+ public:
+  struct OfBuffer {
+    ir::Buffer buffer;
+    std::vector<const std::vector<Expr>*> stores, loads;
+  };
+  void VisitStore(const ir::StoreNode* op) override {
+    Of(op->buffer).stores.push_back(&op->indices);
+    ir::StmtVisitor::VisitStore(op);
+  }
+  void VisitLoad(const ir::LoadNode* op) override {
+    Of(op->buffer).loads.push_back(&op->indices);
+    ir::StmtVisitor::VisitLoad(op);
+  }
+  void VisitLetStmt(const ir::LetStmtNode* op) override {
+    lets[op->var.get()] = op->value;
+    ir::StmtVisitor::VisitLetStmt(op);
+  }
+  void VisitLet(const ir::LetNode* op) override {
+    lets[op->var.get()] = op->value;
+    ir::StmtVisitor::VisitLet(op);
+  }
+  std::vector<OfBuffer> buffers;
+  std::unordered_map<const ir::VarNode*, Expr> lets;
+
+ private:
+  OfBuffer& Of(const ir::Buffer& buffer) {
+    for (OfBuffer& b : buffers) {
+      if (b.buffer.get() == buffer.get()) return b;
+    }
+    buffers.push_back({buffer, {}, {}});
+    return buffers.back();
+  }
+};
+
+// Whether `e` reads `var`, through the let values in `lets`.
+class UsesVar : public ir::ExprVisitor {
+ public:
+  UsesVar(const ir::VarNode* var, const std::unordered_map<const ir::VarNode*, Expr>& lets)
+      : var_(var), lets_(lets) {}
+  void VisitVar(const ir::VarNode* op) override {
+    if (op == var_) found = true;
+    auto it = lets_.find(op);
+    if (!found && it != lets_.end() && depth_ < 16) {
+      ++depth_;
+      VisitExpr(it->second);
+      --depth_;
+    }
+  }
+  bool found = false;
+
+ private:
+  const ir::VarNode* var_;
+  const std::unordered_map<const ir::VarNode*, Expr>& lets_;
+  int depth_ = 0;
+};
+
+// A vectorized loop runs its iterations' statements lane by lane, one
+// statement after another, where the loop runs each iteration whole: the
+// same only where no iteration reads or writes an element another writes.
+// Proved here for the buffers the body stores to: one index for all their
+// stores and loads, an unstrided buffer, and an index of which some
+// dimension is c * v + (terms free of v) with c != 0, so the lanes' elements
+// are distinct.
+std::string IndexText(const std::vector<Expr>& index) {
+  std::string text = "[";
+  for (size_t d = 0; d < index.size(); ++d) text += StrCat(d ? ", " : "", ir::Print(index[d]));
+  return text + "]";
+}
+
+Status CheckIndependent(const ir::ForNode* loop) {
+  Accesses accesses;
+  accesses.VisitStmt(loop->body);
+  const ir::VarNode* v = loop->loop_var.get();
+  auto expand = [&](const ir::VarNode* var) -> Expr {
+    auto it = accesses.lets.find(var);
+    return it == accesses.lets.end() ? Expr() : it->second;
+  };
+  auto uses_v = [&](const Expr& e) {
+    UsesVar uses(v, accesses.lets);
+    uses.VisitExpr(e);
+    return uses.found;
+  };
+  for (const Accesses::OfBuffer& b : accesses.buffers) {
+    if (b.stores.empty() || (b.stores.size() == 1 && b.loads.empty())) continue;
+    const std::vector<Expr>& index = *b.stores[0];
+    auto same = [&](const std::vector<Expr>* other) {
+      if (other->size() != index.size()) return false;
+      for (size_t d = 0; d < index.size(); ++d) {
+        if (!ir::StructurallyEqual((*other)[d], index[d])) return false;
+      }
+      return true;
+    };
+    auto refuse = [&](std::string_view why) {
+      return InvalidArgument("cannot vectorize loop `", loop->loop_var.name(), "`: ", why,
+                             " (a vectorized loop runs its body one statement at a time for all "
+                             "its iterations, which must then not depend on each other; make it "
+                             "a serial or unrolled loop)");
+    };
+    for (const auto* other : b.stores) {
+      if (!same(other)) {
+        return refuse(StrCat("`", b.buffer.name(), "` is stored at two indices, ", IndexText(index),
+                             " and ", IndexText(*other), ", which iterations may share"));
+      }
+    }
+    for (const auto* other : b.loads) {
+      if (!same(other)) {
+        return refuse(StrCat("`", b.buffer.name(), "` is stored and loaded at different indices, ",
+                             IndexText(index), " and ", IndexText(*other),
+                             ", which iterations may share"));
+      }
+    }
+    if (!b.buffer.strides().empty()) {
+      return refuse(StrCat("`", b.buffer.name(),
+                           "`, stored and loaded, has strides, which may place two iterations' "
+                           "elements at one address"));
+    }
+    bool distinct = false;
+    for (const Expr& e : index) {
+      ir::LinearSum sum;
+      if (!ir::AddLinear(e, 1, sum, expand)) continue;
+      int64_t coefficient = 0;
+      bool rest_free = true;
+      for (const auto& [term, c] : sum.terms) {
+        const ir::VarNode* var = term.as<ir::VarNode>();
+        if (var == v) {
+          coefficient += c;
+        } else if (c != 0 && uses_v(term)) {
+          rest_free = false;
+        }
+      }
+      if (coefficient != 0 && rest_free) distinct = true;
+    }
+    if (!distinct) {
+      return refuse(StrCat("`", b.buffer.name(), "` is stored and loaded at ", IndexText(index),
+                           ", which may be one element for two iterations"));
+    }
+  }
+  return Status::Ok();
+}
+
 // Finds vectorized loops and replaces each with its vectorized body.
 class LoopFinder : public FallibleMutator {
  public:
@@ -227,6 +372,16 @@ class LoopFinder : public FallibleMutator {
     if (!extent || *extent < 2 || *extent > 4) {
       Fail("vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
            "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)");
+      return s;
+    }
+    auto step = ir::AsConstInt(ir::Simplify(op->step));
+    if (!step || *step != 1) {
+      Fail("vectorized loop `", op->loop_var.name(), "` has step ", ir::Print(op->step),
+           "; a vectorized loop steps by 1 (its extent is its lanes)");
+      return s;
+    }
+    if (Status independent = CheckIndependent(op); !independent.ok()) {
+      Fail(independent.message());
       return s;
     }
     Expr ramp = ir::RampNode::make(op->min, op->step, static_cast<int>(*extent));

@@ -100,7 +100,63 @@ TEST(VectorizeTest, InvariantStoreIsAnError) {
   b.For("v", LoopKind::kVectorized, 0, 4,
         [&](Var v) { b.Store(S, {0}, Load(S, {0}) + Load(A, {v})); });
   ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "`S` is stored and loaded at [0], which may be one element for two iterations");
+  IRBuilder c("last");
+  Buffer T = c.BufferParam("T", kF32, {1});
+  c.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) { c.Store(T, {0}, Cast(kF32, v)); });
+  ExpectError(Vectorize(c.Build()), StatusCode::kInvalidArgument,
               "a store whose index does not depend on the loop variable");
+}
+
+// Iterations that read or write what another writes are refused: the
+// vectorized body runs one statement for every lane before the next.
+TEST(VectorizeTest, DependencesBetweenIterationsAreAnError) {
+  {
+    IRBuilder b("shift");
+    Buffer O = b.BufferParam("O", kI32, {5});
+    b.For("j", LoopKind::kVectorized, 0, 4, [&](Var j) {
+      b.Store(O, {j}, j);
+      b.Store(O, {j + 1}, Load(O, {j}) + 1);
+    });
+    ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+                "cannot vectorize loop `j`: `O` is stored at two indices, [j] and [j + 1]");
+  }
+  {
+    IRBuilder b("reverse");
+    Buffer O = b.BufferParam("O", kI32, {4});
+    b.For("j", LoopKind::kVectorized, 0, 4, [&](Var j) { b.Store(O, {3 - j}, Load(O, {j}) + 10); });
+    ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+                "`O` is stored and loaded at different indices, [3 - j] and [j]");
+  }
+  {
+    IRBuilder b("halves");
+    Buffer O = b.BufferParam("O", kI32, {2});
+    b.For("j", LoopKind::kVectorized, 0, 4,
+          [&](Var j) { b.Store(O, {j / 2}, Load(O, {j / 2}) + 1); });
+    ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+                "`O` is stored and loaded at [j / 2], which may be one element for two iterations");
+  }
+  {
+    // One element per iteration, read then written: vectorized.
+    IRBuilder b("own");
+    Buffer O = b.BufferParam("O", kI32, {8});
+    b.For("j", LoopKind::kVectorized, 0, 4, [&](Var j) {
+      Var k = b.Let("k", j * 2 + 1);
+      b.Store(O, {k}, Load(O, {k}) + 1);
+      b.Store(O, {k}, Load(O, {k}) * 3);
+    });
+    auto ok = Vectorize(b.Build());
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  }
+}
+
+TEST(VectorizeTest, StepOtherThanOneIsAnError) {
+  IRBuilder b("stride");
+  Buffer O = b.BufferParam("O", kI32, {8});
+  b.For(
+      "j", LoopKind::kVectorized, 1, 4, [&](Var j) { b.Store(O, {j}, j); }, 2);
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "vectorized loop `j` has step 2; a vectorized loop steps by 1");
 }
 
 TEST(VectorizeTest, BarrierIsAnError) {
