@@ -279,6 +279,13 @@ class UsesVar : public ir::ExprVisitor {
   int depth_ = 0;
 };
 
+// "[i, j + 1]"
+std::string IndexText(const std::vector<Expr>& index) {
+  std::string text = "[";
+  for (size_t d = 0; d < index.size(); ++d) text += StrCat(d ? ", " : "", ir::Print(index[d]));
+  return text + "]";
+}
+
 // A vectorized loop runs its iterations' statements lane by lane, one
 // statement after another, where the loop runs each iteration whole: the
 // same only where no iteration reads or writes an element another writes.
@@ -286,12 +293,6 @@ class UsesVar : public ir::ExprVisitor {
 // stores and loads, an unstrided buffer, and an index of which some
 // dimension is c * v + (terms free of v) with c != 0, so the lanes' elements
 // are distinct.
-std::string IndexText(const std::vector<Expr>& index) {
-  std::string text = "[";
-  for (size_t d = 0; d < index.size(); ++d) text += StrCat(d ? ", " : "", ir::Print(index[d]));
-  return text + "]";
-}
-
 Status CheckIndependent(const ir::ForNode* loop) {
   Accesses accesses;
   accesses.VisitStmt(loop->body);
