@@ -649,10 +649,10 @@ import json, sys
 (o,) = json.load(open(sys.argv[1]))["ops"]
 assert "same_bytes_copy_gb_per_s" not in o and o["check"] == "PASS", o
 ' "$tmp/mm.json" || fail "bench ops int8: $(cat "$tmp/mm.json")"
-expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS\[,OWN_V\[,UNROLL\]\] \(two integers, then 0 or 1 each\), got '16x8'" \
+expect_error "--attention-tile junk" "--attention-tile takes QUERIES,KEYS\[,OWN_V\[,UNROLL\[,UNSIGNED\]\]\] \(two integers, then 0 or 1 each\), got '16x8'" \
   "$kiln" bench ops --small --filter attention --attention-tile 16x8
-for bad in 16,8,2 16,8, 16,8,1,2 16,8,1,1,1 "16, 8" +16,8 99999999999999999999,8; do
-  expect_error "--attention-tile $bad" "--attention-tile takes QUERIES,KEYS\[,OWN_V\[,UNROLL\]\]" \
+for bad in 16,8,2 16,8, 16,8,1,2 16,8,1,1,2 16,8,1,1,1,1 "16, 8" +16,8 99999999999999999999,8; do
+  expect_error "--attention-tile $bad" "--attention-tile takes QUERIES,KEYS\[,OWN_V\[,UNROLL\[,UNSIGNED\]\]\]" \
     "$kiln" bench ops --small --filter attention --attention-tile "$bad"
 done
 # V's own buffer: run and checked where the read-ahead holds; refused where not.
@@ -666,6 +666,11 @@ out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,1
 grep -Eq "16 queries x 16 keys per block, 16 threads, V in a buffer of its own, the scores' loop over D unrolled" <<<"$out" ||
   fail "attention tile with the scores' loop unrolled: $out"
 grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "unrolled scores check: $out"
+out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,16,1,1,1 \
+  --repetitions 1 2>&1) || fail "bench ops --attention-tile 16,16,1,1,1: $out"
+grep -Eq "16 queries x 16 keys per block, 16 threads, V in a buffer of its own, the scores' loop over D unrolled, unsigned indices" <<<"$out" ||
+  fail "attention tile with unsigned indices: $out"
+grep -Eq "^attention fused f32 .* PASS" <<<"$out" || fail "unsigned indices check: $out"
 expect_error "--matmul-schedule with a space" "--matmul-schedule takes ROWS,COLS" \
   "$kiln" bench ops --compile-only --filter "matmul f32" --matmul-schedule "2, 2,16,0,1"
 expect_error "--matmul-schedule out of range" "--matmul-schedule takes ROWS,COLS" \

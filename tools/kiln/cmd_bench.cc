@@ -212,11 +212,12 @@ int BenchOps(const Args& args) {
         "                   registers),\n"
         "                   FMA 1: sums of products as fma, THREADS_Y 8: workgroups of\n"
         "                   8 x 16 threads; docs/ops.md)\n"
-        "  --attention-tile QUERIES,KEYS[,OWN_V[,UNROLL]]  the fused attention's tile\n"
+        "  --attention-tile QUERIES,KEYS[,OWN_V[,UNROLL[,UNSIGNED]]]  the fused attention's tile\n"
         "                   instead of the rule's (on the H200 64,32,1,1 through Dawn,\n"
         "                   64,32,1,0 through wgpu-native);\n"
         "                   OWN_V 1: V's blocks in a buffer of their own, UNROLL 1: the\n"
-        "                   scores' loop over D unrolled (docs/ops.md)\n"
+        "                   scores' loop over D unrolled, UNSIGNED 1: index arithmetic\n"
+        "                   in u32 (docs/ops.md)\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
@@ -279,16 +280,17 @@ int BenchOps(const Args& args) {
                                              static_cast<int>(v[8])};
   }
   if (auto text = flags->Get("attention-tile")) {
-    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 4);
-    long v[4] = {0, 0, 0, 0};
+    const std::optional<std::vector<long>> parsed = ParseIntList(*text, 5);
+    long v[5] = {0, 0, 0, 0, 0};
     if (parsed) std::copy(parsed->begin(), parsed->end(), v);
-    if (!parsed || parsed->size() < 2 || (v[2] != 0 && v[2] != 1) || (v[3] != 0 && v[3] != 1)) {
+    if (!parsed || parsed->size() < 2 ||
+        std::any_of(v + 2, v + 5, [](long x) { return x != 0 && x != 1; })) {
       return Fail(
-          "--attention-tile takes QUERIES,KEYS[,OWN_V[,UNROLL]] (two integers, then 0 or 1 "
-          "each), got '" +
+          "--attention-tile takes QUERIES,KEYS[,OWN_V[,UNROLL[,UNSIGNED]]] (two integers, then "
+          "0 or 1 each), got '" +
           *text + "'");
     }
-    oo.attention_tile = ops::AttentionTile{v[0], v[1], v[2] == 1, v[3] == 1};
+    oo.attention_tile = ops::AttentionTile{v[0], v[1], v[2] == 1, v[3] == 1, v[4] == 1};
   }
   auto device = hal::Device::Create(*options);
   if (!device.ok()) return Fail(device.status().message());

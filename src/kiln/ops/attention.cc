@@ -147,7 +147,8 @@ class AttentionKernel {
         q_blocks_((s.sq + bq_ - 1) / bq_),
         k_blocks_((s.sk + bk_ - 1) / bk_),
         split_(tile.own_v),
-        unroll_scores_(tile.unroll_scores) {}
+        unroll_scores_(tile.unroll_scores),
+        index_type_(tile.unsigned_indices ? ir::kU32 : ir::kI32) {}
 
   ir::Function Build() {
     Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
@@ -203,6 +204,12 @@ class AttentionKernel {
   void Local(const char* name, int64_t size, const std::function<void(const Buffer&)>& body) {
     b_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kLocal, body);
   }
+  // Index arithmetic is in index_type_: `e` (an i32 loop or thread
+  // variable) or the constant `v` in it.
+  Expr Ix(const Expr& e) const { return index_type_ == ir::kI32 ? e : ir::Cast(index_type_, e); }
+  Expr C(int64_t v) const { return ir::IntConst(index_type_, v); }
+  // The 4 indices from `base` up.
+  static Expr Span4(const Expr& base) { return ir::Ramp(base, ir::IntConst(base.dtype(), 1), 4); }
   std::vector<Expr> At(const Expr& row, const Expr& col) const {
     std::vector<Expr> index = coords_;
     index.push_back(row);
@@ -231,8 +238,8 @@ class AttentionKernel {
     Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
       Expr r = k_major ? idx % bk_ : idx / d4_;
       Expr c = k_major ? (idx / bk_) * 4 : (idx % d4_) * 4;
-      Expr key = ir::Min(k0 + r, static_cast<int>(s_.sk) - 1);
-      b_.Store(stage, {Vec(4 * p)}, ToF32(ir::Load(global, At(key, ir::Ramp(c, 1, 4)))));
+      Expr key = ir::Min(k0 + r, C(s_.sk - 1));
+      b_.Store(stage, {Vec(4 * p)}, ToF32(ir::Load(global, At(key, Span4(c)))));
     });
   }
   void StoreK(const Buffer& stage) {
@@ -246,7 +253,7 @@ class AttentionKernel {
   void StoreV(const Buffer& stage) {
     Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
       Expr r = idx / d4_, c = (idx % d4_) * 4;
-      b_.Store(Vs_, {ir::Ramp(r * d_ + c, 1, 4)}, ir::Load(stage, {Vec(4 * p)}));
+      b_.Store(Vs_, {Span4(r * d_ + c)}, ir::Load(stage, {Vec(4 * p)}));
     });
   }
   // Column vector ci of the thread's accumulator columns, guarded where the
@@ -263,10 +270,11 @@ class AttentionKernel {
   }
   Expr AccVec(int qi, int ci) const { return Vec((qi * cols_ + ci) * 4); }
 
-  void Thread(const Var& block, const Var& t) {
-    t_ = t;
-    ty_ = b_.Let("ty", t / nx_);
-    tx_ = b_.Let("tx", t % nx_);
+  void Thread(const Var& block_var, const Var& t) {
+    t_ = Ix(t);
+    const Expr block = Ix(block_var);
+    ty_ = b_.Let("ty", t_ / nx_);
+    tx_ = b_.Let("tx", t_ % nx_);
     Var batch = b_.Let("batch", block / static_cast<int>(q_blocks_));
     Var q_block = b_.Let("q_block", block % static_cast<int>(q_blocks_));
     q0_ = b_.Let("q0", q_block * bq_);
@@ -276,9 +284,9 @@ class AttentionKernel {
       // Q, scaled, k-major: Qs[c * Bq + query].
       Cooperative(bq_ * d4_, [&](const Expr& idx, int) {
         Expr r = idx % bq_, c = (idx / bq_) * 4;
-        Expr row = ir::Min(q0_ + r, static_cast<int>(s_.sq) - 1);
+        Expr row = ir::Min(q0_ + r, C(s_.sq - 1));
         b_.Store(stage_, {Vec(0)},
-                 ToF32(ir::Load(Q_, At(row, ir::Ramp(c, 1, 4)))) * ir::Broadcast(F32(scale_), 4));
+                 ToF32(ir::Load(Q_, At(row, Span4(c)))) * ir::Broadcast(F32(scale_), 4));
         for (int e = 0; e < 4; ++e) {
           b_.Store(Qs_, {(c + e) * bq_ + r}, ir::Load(stage_, {I32(e)}));
         }
@@ -309,15 +317,13 @@ class AttentionKernel {
   }
 
   // The thread's kQueries queries as vectors of 4: h-th at ty * kQueries + 4 h.
-  Expr QueryVec(const Expr& base, int h) const {
-    return ir::Ramp(base + ty_ * kQueries + 4 * h, 1, 4);
-  }
+  Expr QueryVec(const Expr& base, int h) const { return Span4(base + ty_ * kQueries + 4 * h); }
   // Red[x][thread's queries] combined over x = 0..nx (max, or sum) into `into`.
   void CombineRed(const Buffer& into, bool max) {
     for (int h = 0; h < kQueries / 4; ++h) {
-      b_.Store(into, {Vec(4 * h)}, ir::Load(Red_, {QueryVec(I32(0), h)}));
+      b_.Store(into, {Vec(4 * h)}, ir::Load(Red_, {QueryVec(C(0), h)}));
       for (int x = 1; x < nx_; ++x) {
-        Expr other = ir::Load(Red_, {QueryVec(I32(x * pstride_), h)});
+        Expr other = ir::Load(Red_, {QueryVec(C(x * pstride_), h)});
         Expr mine = ir::Load(into, {Vec(4 * h)});
         b_.Store(into, {Vec(4 * h)}, max ? ir::Max(mine, other) : mine + other);
       }
@@ -338,9 +344,8 @@ class AttentionKernel {
       b_.Store(l_, {Vec(4 * h)}, ir::Broadcast(F32(0), 4));
     }
     // Causal: blocks past the workgroup's last query hold no visible key.
-    Expr last_row = ir::Min(q0_ + bq_, static_cast<int>(s_.sq)) - 1;
-    Expr blocks =
-        o_.causal ? ir::Min(last_row / bk_ + 1, static_cast<int>(k_blocks_)) : I32(k_blocks_);
+    Expr last_row = ir::Min(q0_ + bq_, C(s_.sq)) - 1;
+    Expr blocks = o_.causal ? ir::Min(last_row / bk_ + 1, C(k_blocks_)) : C(k_blocks_);
     // Where each thread moves at most kMaxPrefetchRounds vectors of a block,
     // each block's K and V reach registers one block ahead (the last block
     // loads itself again), so their global reads overlap the math; they are
@@ -352,12 +357,13 @@ class AttentionKernel {
     Local("kn", 4 * Rounds(), [&](const Buffer& kn) {
       Local("vn", 4 * Rounds(), [&](const Buffer& vn) {
         if (prefetch) {
-          LoadBlock(K_, I32(0), kn, /*k_major=*/true);
+          LoadBlock(K_, C(0), kn, /*k_major=*/true);
           StoreK(kn);
-          LoadBlock(V_, I32(0), vn, /*k_major=*/false);
+          LoadBlock(V_, C(0), vn, /*k_major=*/false);
           b_.Barrier();
         }
-        b_.For("kb", ir::LoopKind::kSerial, 0, blocks, [&](const Var& kb) {
+        b_.For("kb", ir::LoopKind::kSerial, 0, ir::Cast(ir::kI32, blocks), [&](const Var& kb_var) {
+          const Expr kb = Ix(kb_var);
           Var k0 = b_.Let("k0", kb * bk_);
           Expr next;
           if (split_) {
@@ -405,16 +411,17 @@ class AttentionKernel {
 
   // s = Q K^T for the thread's 4 x 4 tile, masked; its partial row maxima
   // (with the running maxima) into Red[tx][query].
-  void Scores(const Var& k0) {
+  void Scores(const Expr& k0) {
     for (int qi = 0; qi < kQueries; ++qi) b_.Store(s_buf_, {Vec(qi * 4)}, ir::Broadcast(F32(0), 4));
     const ir::LoopKind kind = unroll_scores_ ? ir::LoopKind::kUnrolled : ir::LoopKind::kSerial;
-    b_.For("kc", kind, 0, I32(d4_), [&](const Var& kc) {
+    b_.For("kc", kind, 0, I32(d4_), [&](const Var& kc_var) {
+      const Expr kc = Ix(kc_var);
       for (int e = 0; e < 4; ++e) {
         Expr k = kc * 4 + e;
         for (int h = 0; h < kQueries / 4; ++h) {
           b_.Store(af_, {Vec(4 * h)}, ir::Load(Qs_, {QueryVec(k * bq_, h)}));
         }
-        b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {ir::Ramp(k * bk_ + tx_ * kKeys, 1, 4)}));
+        b_.Store(bf_, {Vec(0)}, ir::Load(KVs_, {Span4(k * bk_ + tx_ * kKeys)}));
         for (int qi = 0; qi < kQueries; ++qi) {
           b_.Store(s_buf_, {Vec(qi * 4)},
                    ir::Load(s_buf_, {Vec(qi * 4)}) +
@@ -430,8 +437,7 @@ class AttentionKernel {
         Expr key = k0 + tx_ * kKeys + kj;
         Expr v = ir::Load(s_buf_, {I32(qi * 4 + kj)});
         if (o_.mask) {
-          v = v + ToF32(ir::Load(M_, {ir::Min(row, static_cast<int>(s_.sq) - 1),
-                                      ir::Min(key, static_cast<int>(s_.sk) - 1)}));
+          v = v + ToF32(ir::Load(M_, {ir::Min(row, C(s_.sq - 1)), ir::Min(key, C(s_.sk - 1))}));
         }
         Expr visible;
         if (ragged) visible = key < static_cast<int>(s_.sk);
@@ -474,14 +480,15 @@ class AttentionKernel {
 
   // acc += P V over the block's keys.
   void Accumulate() {
-    b_.For("jc", ir::LoopKind::kSerial, 0, I32(bk_ / 4), [&](const Var& jc) {
+    b_.For("jc", ir::LoopKind::kSerial, 0, I32(bk_ / 4), [&](const Var& jc_var) {
+      const Expr jc = Ix(jc_var);
       for (int e = 0; e < 4; ++e) {
         Expr j = jc * 4 + e;
         for (int h = 0; h < kQueries / 4; ++h) {
           b_.Store(af_, {Vec(4 * h)}, ir::Load(Ps_, {QueryVec(j * pstride_, h)}));
         }
         OverColumns([&](int ci, const Expr& c) {
-          b_.Store(bf_, {Vec(0)}, ir::Load(Vs_, {ir::Ramp(j * d_ + c, 1, 4)}));
+          b_.Store(bf_, {Vec(0)}, ir::Load(Vs_, {Span4(j * d_ + c)}));
           for (int qi = 0; qi < kQueries; ++qi) {
             b_.Store(acc_, {AccVec(qi, ci)},
                      ir::Load(acc_, {AccVec(qi, ci)}) +
@@ -504,7 +511,7 @@ class AttentionKernel {
         OverColumns([&](int ci, const Expr& c) {
           Expr out = ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(inv, 4);
           if (dtype_ != ir::kF32) out = ir::Cast(dtype_.with_lanes(4), out);
-          b_.Store(O_, At(row, ir::Ramp(c, 1, 4)), out);
+          b_.Store(O_, At(row, Span4(c)), out);
         });
       });
     }
@@ -526,6 +533,8 @@ class AttentionKernel {
   const bool split_;
   // Whether the scores' loop over D is unrolled.
   const bool unroll_scores_;
+  // The type of the index arithmetic: i32, or u32 (unsigned_indices).
+  const ir::DataType index_type_;
   Buffer Q_, K_, V_, M_, O_, Qs_, KVs_, Vs_, Ps_, Red_;
   Buffer stage_, s_buf_, acc_, m_, l_, af_, bf_, pt_;
   Expr t_, ty_, tx_, q0_;
@@ -550,7 +559,8 @@ bool Fits(const AttentionTile& tile, int64_t head_dim, const Target& target) {
 std::string AttentionTile::ToString() const {
   return StrCat(queries, " queries x ", keys, " keys per block, ", threads(), " threads",
                 own_v ? ", V in a buffer of its own" : "",
-                unroll_scores ? ", the scores' loop over D unrolled" : "");
+                unroll_scores ? ", the scores' loop over D unrolled" : "",
+                unsigned_indices ? ", unsigned indices" : "");
 }
 
 int64_t AttentionSharedBytes(const AttentionTile& tile, int64_t head_dim) {

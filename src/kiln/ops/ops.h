@@ -570,12 +570,14 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
 // replacing K's (three barriers per block instead of four, a block more of
 // workgroup memory); only with the read-ahead (at most 4 vectors of a
 // block per thread). `unroll_scores`: the scores' loop over D written out
-// (D / 4 steps).
+// (D / 4 steps). `unsigned_indices`: the kernel's index arithmetic in u32
+// rather than i32 (every index is non-negative; the same values).
 struct AttentionTile {
   int64_t queries = 64;
   int64_t keys = 32;
   bool own_v = false;
   bool unroll_scores = false;
+  bool unsigned_indices = false;
   int64_t threads() const { return queries / 4 * (keys / 4); }
   // "64 queries x 32 keys per block, 128 threads" (", V in a buffer of its
   // own", ", the scores' loop over D unrolled").

@@ -1339,6 +1339,19 @@ TEST_F(AttentionDeviceTest, GivenTiles) {
   o = {};
   o.tile = AttentionTile{16, 16, false, true};
   Check({1, 9, 16}, 33, o);
+  // Index arithmetic in u32 (the rule's through Dawn's default mode), with
+  // and without V's own buffer, causal, masked and ragged.
+  o = {};
+  o.tile = AttentionTile{32, 32, true, true, true};
+  o.causal = true;
+  Check({2, 70, 32}, 70, o);
+  o = {};
+  o.mask = TensorType{{21, 19}};
+  o.tile = AttentionTile{8, 16, false, false, true};
+  Check({21, 8}, 19, o, /*differential=*/true);
+  o = {};
+  o.tile = AttentionTile{16, 8, true, false, true};
+  Check({2, 3, 45, 16}, 33, o);
 }
 
 TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {
