@@ -578,12 +578,13 @@ StatusOr<AttentionTile> DefaultAttentionTile(int64_t head_dim, const Target& tar
       if (Fits(tile, head_dim, target) &&
           (!small_accumulator || column_vectors <= kMaxColumnVectors)) {
         // V's own buffer where the read-ahead holds and it still fits;
-        // then through Dawn the scores' loop over D unrolled (faster
-        // through Dawn, slower through wgpu-native: BENCHMARKS.md).
+        // then through Dawn the scores' loop over D unrolled and the
+        // indices in u32 (each faster through Dawn, slower through
+        // wgpu-native: BENCHMARKS.md).
         AttentionTile own = tile;
         own.own_v = true;
         if (ReadRounds(own, head_dim) <= kMaxPrefetchRounds && Fits(own, head_dim, target)) {
-          own.unroll_scores = target.implementation == "dawn";
+          own.unroll_scores = own.unsigned_indices = target.implementation == "dawn";
           return own;
         }
         return tile;

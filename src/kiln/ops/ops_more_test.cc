@@ -703,13 +703,15 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   h200.limits.max_workgroup_storage_bytes = AttentionSharedBytes({64, 32}, 64);
   EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, false}));
   // Through Dawn, the tiles with V's own buffer unroll the scores' loop over
-  // D; not through wgpu-native, nor without V's own buffer.
+  // D and index in u32; not through wgpu-native, nor without V's own buffer.
   h200.limits.max_workgroup_storage_bytes = 48 << 10;
   h200.implementation = "dawn";
-  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, true}));
-  EXPECT_EQ(*DefaultAttentionTile(128, h200), (AttentionTile{32, 32, false, false}));
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, true, true}));
+  EXPECT_EQ(*DefaultAttentionTile(128, h200), (AttentionTile{32, 32, false, false, false}));
+  h200.trusted = true;
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, true, true}));
   h200.implementation = "wgpu";
-  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, false}));
+  EXPECT_EQ(*DefaultAttentionTile(64, h200), (AttentionTile{64, 32, true, false, false}));
 }
 
 // The unrolled loop: the same kernel with the scores' loop over D written
