@@ -120,6 +120,11 @@ TEST(ParserTest, LiteralsRoundTrip) {
   }
   EXPECT_EQ(Print(*ParseExpr("1.0e2")), "100.0");
   EXPECT_EQ(Print(*ParseExpr("3f64")), "3.0f64");
+  // White space may separate the sign from its literal (ir.md).
+  EXPECT_EQ(Print(*ParseExpr("- 2147483648")), "-2147483648");
+  EXPECT_EQ(Print(*ParseExpr("-\n  0.5f16")), "-0.5f16");
+  EXPECT_FALSE(ParseExpr("- 2147483649").ok());
+  EXPECT_FALSE(ParseExpr("-(2147483648)").ok());
 }
 
 // Trees the parser never produces (nested sequences, a let in the middle of
