@@ -43,6 +43,14 @@ class StatusError : public std::exception {
 [[noreturn]] inline void Throw(const Status& status) {
   throw StatusError(status);
 }
+// An argument of the wrong type that kiln's own checks find:
+// kiln.ArgumentTypeError, both a kiln.InvalidArgument and a TypeError
+// (python.md).
+[[noreturn]] inline void ThrowArgumentType(const std::string& message) {
+  nb::object cls = nb::module_::import_("kiln.ops").attr("ArgumentTypeError");
+  PyErr_SetString(cls.ptr(), message.c_str());
+  throw nb::python_error();
+}
 inline void Check(const Status& status) {
   if (!status.ok()) Throw(status);
 }

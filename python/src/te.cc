@@ -117,8 +117,8 @@ ir::Expr ToExpr(nb::handle value, const char* what = "operand") {
   if (PyFloat_Check(h.ptr())) {
     return ir::FloatConst(ir::kF32, FitFloat(ir::kF32, PyFloat_AsDouble(h.ptr())));
   }
-  Throw(
-      InvalidArgument(what, " must be a kiln.te expression, axis or number; got ", TypeNameOf(h)));
+  ThrowArgumentType(
+      StrCat(what, " must be a kiln.te expression, axis or number; got ", TypeNameOf(h)));
 }
 
 // `self OP other`: a Python number takes self's type (a non-integral float
@@ -219,13 +219,13 @@ ir::Expr IntegerExtent(nb::handle h, const char* what) {
 }
 
 // A tensor's shape: an int, or a sequence of ints and size vars (at least one).
-std::vector<ir::Expr> ShapeOf(nb::handle shape) {
+std::vector<ir::Expr> ShapeOf(nb::handle shape, const char* what) {
   std::vector<ir::Expr> out;
   if (PyLong_Check(shape.ptr())) {
-    out.push_back(IntegerExtent(shape, "a dimension"));
+    out.push_back(IntegerExtent(shape, what));
     return out;
   }
-  for (nb::handle d : shape) out.push_back(IntegerExtent(d, "a dimension"));
+  for (nb::handle d : shape) out.push_back(IntegerExtent(d, what));
   if (out.empty()) Throw(InvalidArgument("a tensor needs at least one dimension"));
   return out;
 }
@@ -294,7 +294,7 @@ te::Tensor ComputeWith(nb::handle shape, nb::handle fcompute_arg, nb::handle nam
   for (const std::string& a : axis_names.value_or(std::vector<std::string>{})) {
     NonEmptyName(a, "te.compute's axis_names");
   }
-  std::vector<ir::Expr> dims = ShapeOf(shape);
+  std::vector<ir::Expr> dims = ShapeOf(shape, "te.compute: a dimension");
   if (axis_names.has_value() && axis_names->size() != dims.size()) {
     Throw(InvalidArgument("te.compute '", name, "': ", axis_names->size(), " axis names for ",
                           dims.size(), " axes"));
@@ -393,7 +393,7 @@ void BindTe(nb::module_& m) {
       "placeholder",
       [](nb::handle shape, nb::handle dtype, nb::handle name) {
         return te::Placeholder(
-            NameArg(name, "te.placeholder"), ShapeOf(shape),
+            NameArg(name, "te.placeholder"), ShapeOf(shape, "te.placeholder: a dimension"),
             ParseIrType(ArgOf<std::string>(dtype, "te.placeholder", "dtype", "a str ('float32')")));
       },
       "shape"_a, "dtype"_a = "float32", "name"_a = "X",
@@ -405,7 +405,7 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "reduce_axis",
       [](nb::handle extent, const std::string& name) {
-        return te::ReduceAxis(IntegerExtent(extent, "a reduction axis's extent"),
+        return te::ReduceAxis(IntegerExtent(extent, "te.reduce_axis: the extent"),
                               NonEmptyName(name, "te.reduce_axis"));
       },
       "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
@@ -423,9 +423,11 @@ void BindTe(nb::module_& m) {
         name,
         [reduce, fn](nb::handle e, nb::handle axes, nb::handle axis) {
           if (axes.is_none() == axis.is_none()) {
-            Throw(InvalidArgument("te.", fn, " takes the reduction axes once: axes= or axis="));
+            Throw(InvalidArgument("te.", fn, " takes the reduction axes once: axes= or axis=",
+                                  axes.is_none() ? " (neither was given)" : " (both were given)"));
           }
-          return reduce(ToExpr(e), AxesOf(axes.is_none() ? axis : axes));
+          const std::string what = "te." + fn + ": the reduced expression";
+          return reduce(ToExpr(e, what.c_str()), AxesOf(axes.is_none() ? axis : axes));
         },
         "expr"_a, "axes"_a = nb::none(), "axis"_a = nb::none(),
         ("The " + fn + " of expr over reduction axes (one axis or a list; inside a compute " +
@@ -478,22 +480,22 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "maximum",
       [](nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a);
+        ir::Expr x = ToExpr(a, "te.maximum: a");
         return ir::Max(x, Constant(x, b));
       },
       "a"_a, "b"_a, "The larger of two expressions.");
   te_m.def(
       "minimum",
       [](nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a);
+        ir::Expr x = ToExpr(a, "te.minimum: a");
         return ir::Min(x, Constant(x, b));
       },
       "a"_a, "b"_a, "The smaller of two expressions.");
   te_m.def(
       "select",
       [](nb::handle c, nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a);
-        return ir::Select(ToExpr(c), x, Constant(x, b));
+        ir::Expr x = ToExpr(a, "te.select: a");
+        return ir::Select(ToExpr(c, "te.select: cond"), x, Constant(x, b));
       },
       "cond"_a, "a"_a, "b"_a, "a where cond holds, else b (both evaluated).");
   te_m.def(
@@ -503,7 +505,7 @@ void BindTe(nb::module_& m) {
           throw nb::type_error("te.cast takes the dtype first: te.cast('float16', x)");
         }
         return ir::Cast(ParseIrType(ArgOf<std::string>(dtype, "te.cast", "dtype", "a str")),
-                        ToExpr(e));
+                        ToExpr(e, "te.cast: expr"));
       },
       "dtype"_a.none(), "expr"_a, "expr converted to dtype.");
   te_m.def(
@@ -529,7 +531,9 @@ void BindTe(nb::module_& m) {
           }
           std::vector<ir::Expr> operands;
           for (nb::handle h : args) {
-            operands.push_back(operands.empty() ? ToExpr(h) : Constant(operands[0], h));
+            const std::string what = StrCat("te.", name, ": argument ", operands.size() + 1);
+            operands.push_back(operands.empty() ? ToExpr(h, what.c_str())
+                                                : Constant(operands[0], h));
           }
           return ir::Call(op, operands);
         },

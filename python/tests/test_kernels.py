@@ -340,8 +340,10 @@ def test_te_reducers(device, rng):
         "device_max": te.compute((7,), lambda i: te.device_max(X[i, k], k), name="Dx"),
         "device_min": te.compute((7,), lambda i: te.device_min(X[i, k], k), name="Dn"),
     }
-    for bad in (lambda i: te.sum(X[i, k]), lambda i: te.sum(X[i, k], k, axis=k)):
-        with pytest.raises(kiln.InvalidArgument, match="takes the reduction axes once"):
+    for bad, why in ((lambda i: te.sum(X[i, k]), "neither was given"),
+                     (lambda i: te.sum(X[i, k], k, axis=k), "both were given")):
+        with pytest.raises(kiln.InvalidArgument,
+                           match=f"takes the reduction axes once: axes= or axis= \\({why}\\)"):
             te.compute((7,), bad, name="B")
     x = rng.uniform(0.9, 1.1, (7, 33)).astype(np.float32)
     xt = kiln.tensor(x, device)
@@ -972,3 +974,43 @@ def test_te_floor_division_and_modulo_are_pythons(device):
         out = kiln.tensor(np.full(8, -7, arrays[0].dtype), device)
         kern(*[kiln.tensor(a, device) for a in arrays], out)
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_te_misuse_is_named():
+    """Wrong operand types are TypeErrors naming the function; a kernel name
+    the IR cannot spell, a tensor of another thread and a reducer whose
+    combine uses an axis are InvalidArgument naming them, before lowering."""
+    import threading
+
+    A = te.placeholder((8,), "float32", name="A")
+    for call, want in (
+        (lambda: te.placeholder((None,), "float32"), "te.placeholder: a dimension must be"),
+        (lambda: te.exp(None), "te.exp: argument 1 must be a kiln.te expression"),
+        (lambda: te.exp("x"), "te.exp: argument 1 must be"),
+        (lambda: te.maximum("a", A[0]), "te.maximum: a must be"),
+        (lambda: A[0] + "x", "operand must be a kiln.te expression, axis or number; got str"),
+    ):
+        with pytest.raises(kiln.ArgumentTypeError, match=want):  # InvalidArgument and TypeError
+            call()
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    for name in ("", "fn", "f32", "1abc", "a b"):
+        with pytest.raises(kiln.InvalidArgument, match=f"the kernel name '{name}' is not an identifier"):
+            kiln.build(te.create_schedule(B), [B], [A], name)
+    errors = []
+
+    def other_thread():
+        try:
+            te.create_schedule(te.compute((8,), lambda i: A[i] + 1.0, name="Z"))
+        except kiln.InvalidArgument as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert errors and "reads buffer 'A', which is not a tensor made on this thread" in errors[0], errors
+    X = te.placeholder((4, 8), "float32", name="X")
+    k = te.reduce_axis(8, "k")
+    Y = te.compute((4,), lambda i: te.reduce(
+        "r", lambda a, b: [a[0] + b[0] + te.cast("float32", k)], [0.0], [X[i, k]], k)[0], name="Y")
+    with pytest.raises(kiln.InvalidArgument, match="reducer 'r' uses axis 'k' in its combine function"):
+        te.create_schedule(Y)

@@ -972,4 +972,8 @@ StatusOr<Expr> ParseExpr(std::string_view text, const std::vector<Var>& vars,
   return Finish(parser, parser.ParseExprText());
 }
 
+bool IsIdentifier(std::string_view name) {
+  return SanitizeName(name) == name;
+}
+
 }  // namespace kiln::ir

@@ -35,4 +35,9 @@ StatusOr<Stmt> ParseStmt(std::string_view text, const std::vector<Var>& vars = {
 StatusOr<Expr> ParseExpr(std::string_view text, const std::vector<Var>& vars = {},
                          const std::vector<Buffer>& buffers = {});
 
+// Whether `name` is an identifier of the text form ([A-Za-z_][A-Za-z0-9_]*)
+// that is not a reserved word (`fn`, `f32`, `exp`, ...): what a function is
+// named (Verify requires it).
+bool IsIdentifier(std::string_view name);
+
 }  // namespace kiln::ir

@@ -12,6 +12,7 @@
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/linear.h"
 #include "kiln/ir/mutator.h"
+#include "kiln/ir/parser.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
@@ -2364,6 +2365,14 @@ class SharedAllocations : public ir::StmtVisitor {
 
 // One kernel: `root` and the stages computed in it. Its buffer parameters
 // are `reads` (those it loads, in order), then its output.
+// A kernel's name is the function's: an identifier of the IR's text form.
+Status CheckKernelName(const std::string& name, const std::string& at) {
+  if (ir::IsIdentifier(name)) return Status::Ok();
+  return InvalidArgument(at, ": the kernel name '", name,
+                         "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*, not a word the IR "
+                         "reserves such as fn, let, f32 or exp)");
+}
+
 StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState& root,
                                    const std::vector<const StageState*>& attached,
                                    const std::vector<ir::Buffer>& readable, const std::string& name,
@@ -2454,6 +2463,7 @@ StatusOr<ir::Function> Lower(const Schedule& schedule, const std::vector<Tensor>
                              const TargetLimits& limits) {
   const Schedule::Impl& impl = schedule.impl();
   const std::string at = "lowering '" + name + "'";
+  KILN_RETURN_IF_ERROR(CheckKernelName(name, at));
   KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/false));
   if (g.roots.size() != 1) {
     std::string names;
@@ -2474,6 +2484,7 @@ StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tenso
                                const TargetLimits& limits) {
   const Schedule::Impl& impl = schedule.impl();
   const std::string at = "lowering '" + name + "'";
+  KILN_RETURN_IF_ERROR(CheckKernelName(name, at));
   KILN_ASSIGN_OR_RETURN(Graph g, CollectStages(impl, outputs, inputs, at, /*split=*/true));
   Kernels out;
   std::vector<ir::Buffer> readable;

@@ -537,6 +537,15 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
         error = InvalidArgument("compute '", name, "': reducer '", op->custom_name,
                                 "' has a reduction inside its combine function or identity");
       }
+      // The combine function and the identity see only the values they
+      // combine (an axis has no one value where partial results combine
+      // across threads).
+      if (error.ok() && IsAxisVar(v)) {
+        error = InvalidArgument("compute '", name, "': reducer '", op->custom_name, "' uses axis '",
+                                v->name,
+                                "' in its combine function or identity, which may use only the "
+                                "values they combine (acc and next), constants and size vars");
+      }
     }
   }
 
@@ -550,9 +559,16 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
       auto it = TensorOfBuffer().find(b.get());
       std::shared_ptr<const OperationNode> input;
       if (it != TensorOfBuffer().end()) input = it->second.lock();
+      if (it != TensorOfBuffer().end() && input == nullptr) {
+        error = InvalidArgument("compute '", name, "' reads tensor '", b.name(),
+                                "', which no longer exists: keep the tensor (what placeholder or "
+                                "compute returned) while expressions that read it are in use");
+        break;
+      }
       if (input == nullptr) {
         error = InvalidArgument("compute '", name, "' reads buffer '", b.name(),
-                                "', which is not a tensor");
+                                "', which is not a tensor made on this thread (tensors, like "
+                                "axes, belong to the thread that made them)");
         break;
       }
       op->inputs.emplace_back(input);

@@ -2,6 +2,8 @@
 // replay, and their errors.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
@@ -969,6 +971,56 @@ TEST(TeScheduleTest, MalformedReducersAreErrors) {
   });
   ExpectError(Schedule::Create({Z}).status(),
               "compute 'Z': reducer 'mixed': identity 0 is i32 but value 0 is f32");
+  // The combine function sees the values it combines, not an axis (where
+  // partial results combine across threads, an axis has no one value).
+  IterVar k3 = ReduceAxis(n, "k3");
+  CommReducer uses_axis{"r",
+                        {ir::FloatConst(ir::kF32, 0)},
+                        [&](const std::vector<Expr>& a, const std::vector<Expr>& b) {
+                          return std::vector<Expr>{a[0] + b[0] + ir::Cast(ir::kF32, k3.var())};
+                        }};
+  Tensor W = Compute("W", {n}, [&](const std::vector<Var>& i) {
+    return Reduce(uses_axis, {X(i[0], k3)}, {k3})[0];
+  });
+  ExpectError(Schedule::Create({W}).status(),
+              "compute 'W': reducer 'r' uses axis 'k3' in its combine function or identity, "
+              "which may use only the values they combine (acc and next), constants and size "
+              "vars");
+}
+
+// A kernel's name is an identifier of the IR's text form, checked before
+// lowering; a body that reads a tensor since freed names it.
+TEST(TeScheduleTest, KernelNamesAndFreedTensors) {
+  Tensor X = Placeholder("X", {8}, ir::kF32);
+  Tensor B = Compute("B", {8}, [&](const std::vector<Var>& i) { return X(i[0]) * 2.0f; });
+  auto s = Schedule::Create({B});
+  ASSERT_TRUE(s.ok());
+  for (const char* bad : {"", "fn", "f32", "1abc", "a b", "exp"}) {
+    const std::string want = StrCat("lowering '", bad, "': the kernel name '", bad,
+                                    "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*, not a word "
+                                    "the IR reserves such as fn, let, f32 or exp)");
+    ExpectError(Lower(*s, {B}, {X}, bad).status(), want);
+    ExpectError(LowerKernels(*s, {B}, {X}, bad).status(), want);
+  }
+  EXPECT_TRUE(Lower(*s, {B}, {X}, "_k2").ok());
+  Expr read_of_freed;
+  {
+    Tensor T = Compute("T", {8}, [&](const std::vector<Var>& i) { return X(i[0]) * 3.0f; });
+    read_of_freed = T(0);
+  }
+  Tensor C = Compute("C", {8}, [&](const std::vector<Var>& i) { return read_of_freed + X(i[0]); });
+  ExpectError(Schedule::Create({C}).status(),
+              "compute 'C' reads tensor 'T', which no longer exists: keep the tensor (what "
+              "placeholder or compute returned) while expressions that read it are in use");
+  // Tensors belong to the thread that made them.
+  Status on_other_thread;
+  std::thread([&] {
+    Tensor Z = Compute("Z", {8}, [&](const std::vector<Var>& i) { return X(i[0]) + 1.0f; });
+    on_other_thread = Schedule::Create({Z}).status();
+  }).join();
+  ExpectError(on_other_thread,
+              "compute 'Z' reads buffer 'X', which is not a tensor made on this thread (tensors, "
+              "like axes, belong to the thread that made them)");
 }
 
 // An inlined stage has no loops of its own: naming it as an output is an
