@@ -819,8 +819,11 @@ void BindTe(nb::module_& m) {
             Check(te::LowerKernels(s.schedule, outputs, inputs, name, dev->target().limits));
         auto module = CompileFunctions(dev, k.functions);
         std::vector<nb::object> kernels;
-        for (const ir::Function& f : k.functions)
-          kernels.push_back(nb::cast(FindKernel(module, f.name())));
+        for (const ir::Function& f : k.functions) {
+          UserKernel kernel = FindKernel(module, f.name());
+          Check(kernel.kernel->availability());  // a feature the device lacks: now, not at a call
+          kernels.push_back(nb::cast(kernel));
+        }
         return nb::make_tuple(kernels, k.intermediates);
       },
       "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
@@ -836,7 +839,9 @@ void BindTe(nb::module_& m) {
         const auto inputs = TensorsOf(inputs_arg, "kiln.build", "inputs");
         DevicePtr dev = device && *device ? *device : DefaultDevice();
         ir::Function f = Check(te::Lower(s.schedule, outputs, inputs, name, dev->target().limits));
-        return FindKernel(CompileFunctions(dev, {f}), f.name());
+        UserKernel kernel = FindKernel(CompileFunctions(dev, {f}), f.name());
+        Check(kernel.kernel->availability());  // a feature the device lacks: now, not at a call
+        return kernel;
       },
       "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
       "device"_a = nb::none(),

@@ -1014,3 +1014,16 @@ def test_te_misuse_is_named():
         "r", lambda a, b: [a[0] + b[0] + te.cast("float32", k)], [0.0], [X[i, k]], k)[0], name="Y")
     with pytest.raises(kiln.InvalidArgument, match="reducer 'r' uses axis 'k' in its combine function"):
         te.create_schedule(Y)
+
+
+def test_te_build_refuses_missing_features_at_build(device):
+    """A kernel needing shader-f16 is refused when built for a device
+    without it, rather than at its first call."""
+    A = te.placeholder((8,), "float16", name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    if device.has_feature("shader-f16"):
+        kiln.build(te.create_schedule(B), [B], [A], "h", device=device)
+        return
+    for build in (kiln.build, kiln.build_kernels):
+        with pytest.raises(kiln.Unavailable, match="needs the 'shader-f16' feature"):
+            build(te.create_schedule(B), [B], [A], "h", device=device)
