@@ -1694,7 +1694,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     [Sq, Sk] added to the scores; causal: query i sees keys j <= i only; scale defaults to 1/sqrt(D). A query
     that sees no key gives NaN."""
     causal = _flag(causal, "attention: causal")
-    device = _device_of(q, k, v)
+    device = _device_of(q, k, v, mask)
     q = _as_tensor(q, device)
     k = _as_tensor(k, q.device)
     v = _as_tensor(v, q.device)

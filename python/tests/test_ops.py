@@ -1530,6 +1530,32 @@ def test_attention(device, rng, causal):
                            v[..., :6].copy())
 
 
+@pytest.mark.parametrize("sk", [5, 33, 64])
+def test_attention_infinite_values(device, sk):
+    """An infinite value of V reaches the output where its key is seen (keys
+    padding the last block add nothing, not 0 * inf = NaN), as float64's
+    softmax gives."""
+    q = np.ones((3, 4), np.float32)
+    k = np.zeros((sk, 4), np.float32)  # every key equally likely
+    v = np.zeros((sk, 4), np.float32)
+    v[sk - 1, 0] = np.inf
+    v[0, 1] = -np.inf
+    y = kiln.ops.attention(kiln.tensor(q, device), k, v).numpy()
+    want = np.tile(np.array([np.inf, -np.inf, 0, 0], np.float32), (3, 1))
+    np.testing.assert_array_equal(y, want)
+
+
+def test_attention_follows_the_masks_device(device):
+    """numpy q, k and v go to the device of a mask given as a tensor."""
+    q = np.ones((7, 8), np.float32)
+    kv = np.zeros((3, 8), np.float32)
+    mask = np.zeros((7, 3), np.float32)
+    mask[:, 0] = -np.inf
+    y = kiln.ops.attention(q, kv, kv + 1.0, mask=kiln.tensor(mask, device))
+    assert y.device == device
+    np.testing.assert_allclose(y.numpy(), np.ones((7, 8), np.float32))
+
+
 def test_empty_tensors_follow_numpy(device, rng):
     """A dimension of 0: the result numpy gives, with no kernel run."""
     ops = kiln.ops

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -110,7 +111,11 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
   }
   // (The kernels multiply by it in f32: a double beyond f32 is inf there.)
   if (o.scale && !std::isfinite(static_cast<float>(*o.scale))) {
-    return InvalidArgument("attention: the scale must be finite as an f32, got ", *o.scale);
+    char shown[32];  // every digit: a value just past f32's largest must not read as it
+    std::snprintf(shown, sizeof shown, "%.17g", *o.scale);
+    return InvalidArgument(
+        "attention: the scale must be finite as an f32, got ", shown,
+        std::isfinite(*o.scale) ? " (beyond f32's largest, 3.4028234663852886e+38)" : "");
   }
   const uint32_t buffers = 4 + (o.mask ? 1 : 0);
   if (buffers > target.limits.max_storage_buffers_per_stage) {
@@ -232,14 +237,19 @@ class AttentionKernel {
   int Rounds() const { return static_cast<int>(ReadRounds({bq_, bk_}, d_)); }
   // The block of K or V at key k0 into `stage` registers, a vector per round
   // of the cooperative loop; Store* then moves them into KVs: K k-major
-  // (KVs[c * Bk + key]), V row-major (KVs[key * D + c]). Keys past Sk are
-  // clamped (hidden by the scores' mask).
+  // (KVs[c * Bk + key]), V row-major (KVs[key * D + c]). Keys past Sk read
+  // key Sk - 1 (K's are hidden by the scores' mask); V's are zero there, since
+  // their probability 0 times an infinite value would be NaN.
   void LoadBlock(const Buffer& global, const Expr& k0, const Buffer& stage, bool k_major) {
     Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
       Expr r = k_major ? idx % bk_ : idx / d4_;
       Expr c = k_major ? (idx / bk_) * 4 : (idx % d4_) * 4;
       Expr key = ir::Min(k0 + r, C(s_.sk - 1));
-      b_.Store(stage, {Vec(4 * p)}, ToF32(ir::Load(global, At(key, Span4(c)))));
+      Expr value = ToF32(ir::Load(global, At(key, Span4(c))));
+      if (!k_major && s_.sk % bk_ != 0) {
+        value = ir::Select(ir::Broadcast(k0 + r < C(s_.sk), 4), value, ir::Broadcast(F32(0), 4));
+      }
+      b_.Store(stage, {Vec(4 * p)}, value);
     });
   }
   void StoreK(const Buffer& stage) {
