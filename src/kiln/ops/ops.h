@@ -580,7 +580,7 @@ struct AttentionTile {
   bool unsigned_indices = false;
   int64_t threads() const { return queries / 4 * (keys / 4); }
   // "64 queries x 32 keys per block, 128 threads" (", V in a buffer of its
-  // own", ", the scores' loop over D unrolled").
+  // own", ", the scores' loop over D unrolled", ", unsigned indices").
   std::string ToString() const;
   friend bool operator==(const AttentionTile&, const AttentionTile&) = default;
 };

@@ -2363,8 +2363,6 @@ class SharedAllocations : public ir::StmtVisitor {
   std::string oversized_local;
 };
 
-// One kernel: `root` and the stages computed in it. Its buffer parameters
-// are `reads` (those it loads, in order), then its output.
 // A kernel's name is the function's: an identifier of the IR's text form.
 Status CheckKernelName(const std::string& name, const std::string& at) {
   if (ir::IsIdentifier(name)) return Status::Ok();
@@ -2373,6 +2371,8 @@ Status CheckKernelName(const std::string& name, const std::string& at) {
                          "reserves such as fn, let, f32 or exp)");
 }
 
+// One kernel: `root` and the stages computed in it. Its buffer parameters
+// are `reads` (those it loads, in order), then its output.
 StatusOr<ir::Function> LowerKernel(const Schedule::Impl& impl, const StageState& root,
                                    const std::vector<const StageState*>& attached,
                                    const std::vector<ir::Buffer>& readable, const std::string& name,
