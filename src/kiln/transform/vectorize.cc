@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/linear.h"
@@ -238,14 +241,18 @@ class Accesses : public ir::StmtVisitor {
   }
   void VisitLetStmt(const ir::LetStmtNode* op) override {
     lets[op->var.get()] = op->value;
+    let_order.emplace_back(op->var.get(), op->value);
     ir::StmtVisitor::VisitLetStmt(op);
   }
   void VisitLet(const ir::LetNode* op) override {
     lets[op->var.get()] = op->value;
+    let_order.emplace_back(op->var.get(), op->value);
     ir::StmtVisitor::VisitLet(op);
   }
   std::vector<OfBuffer> buffers;
   std::unordered_map<const ir::VarNode*, Expr> lets;
+  // The lets in the order they are defined: a value reads only lets before it.
+  std::vector<std::pair<const ir::VarNode*, Expr>> let_order;
 
  private:
   OfBuffer& Of(const ir::Buffer& buffer) {
@@ -257,26 +264,18 @@ class Accesses : public ir::StmtVisitor {
   }
 };
 
-// Whether `e` reads `var`, through the let values in `lets`.
+// Whether an expression reads one of `vars` (the loop variable and the lets
+// whose values read it).
 class UsesVar : public ir::ExprVisitor {
  public:
-  UsesVar(const ir::VarNode* var, const std::unordered_map<const ir::VarNode*, Expr>& lets)
-      : var_(var), lets_(lets) {}
+  explicit UsesVar(const std::unordered_set<const ir::VarNode*>& vars) : vars_(vars) {}
   void VisitVar(const ir::VarNode* op) override {
-    if (op == var_) found = true;
-    auto it = lets_.find(op);
-    if (!found && it != lets_.end() && depth_ < 16) {
-      ++depth_;
-      VisitExpr(it->second);
-      --depth_;
-    }
+    if (vars_.count(op)) found = true;
   }
   bool found = false;
 
  private:
-  const ir::VarNode* var_;
-  const std::unordered_map<const ir::VarNode*, Expr>& lets_;
-  int depth_ = 0;
+  const std::unordered_set<const ir::VarNode*>& vars_;
 };
 
 // "[i, j + 1]"
@@ -301,11 +300,16 @@ Status CheckIndependent(const ir::ForNode* loop) {
     auto it = accesses.lets.find(var);
     return it == accesses.lets.end() ? Expr() : it->second;
   };
+  // v and every let that reads it, however long the chain of lets.
+  std::unordered_set<const ir::VarNode*> reads_v = {v};
   auto uses_v = [&](const Expr& e) {
-    UsesVar uses(v, accesses.lets);
+    UsesVar uses(reads_v);
     uses.VisitExpr(e);
     return uses.found;
   };
+  for (const auto& [var, value] : accesses.let_order) {
+    if (uses_v(value)) reads_v.insert(var);
+  }
   for (const Accesses::OfBuffer& b : accesses.buffers) {
     if (b.stores.empty() || (b.stores.size() == 1 && b.loads.empty())) continue;
     const std::vector<Expr>& index = *b.stores[0];

@@ -152,6 +152,23 @@ TEST(VectorizeTest, DependencesBetweenIterationsAreAnError) {
   }
 }
 
+// The loop variable reached through a long chain of lets still counts:
+// j - 2 * (k / 2), k = j through 40 lets, is j % 2 (lanes 0, 1, 0, 1).
+TEST(VectorizeTest, LoopVariableBehindLongLetChainsIsSeen) {
+  for (int links : {1, 15, 16, 17, 33, 40, 300}) {
+    IRBuilder b("chain");
+    Buffer O = b.BufferParam("O", kI32, {4});
+    b.For("j", LoopKind::kVectorized, 0, 4, [&](Var j) {
+      Var k = b.Let("k0", j);
+      for (int i = 1; i < links; ++i) k = b.Let("k" + std::to_string(i), k + 0);
+      Expr index = j - (k / 2) * 2;
+      b.Store(O, {index}, Load(O, {index}) + 1);
+    });
+    ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+                "which may be one element for two iterations");
+  }
+}
+
 TEST(VectorizeTest, StepOtherThanOneIsAnError) {
   IRBuilder b("stride");
   Buffer O = b.BufferParam("O", kI32, {8});
