@@ -23,8 +23,9 @@ ir::Expr I32(int64_t v) {
 // of squared deviations: two passes, no cancellation for rows with a large
 // mean) are reductions with keepdims shapes, computed per row by the
 // row-wise rule (ScheduleRowwise); Y reads them with Gamma and Beta. A row
-// holding NaN or an infinity (or overflowing) has no finite mean, and IEEE
-// arithmetic gives NaN throughout it: layer norm tests the mean for that.
+// holding NaN or an infinity (or values more than the largest f32 apart)
+// has no finite mean, and IEEE arithmetic gives NaN throughout it: layer
+// norm tests the mean for that.
 StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
                                   const Target& target, const std::string& name) {
   const std::string op = rms ? "rms_norm" : "layer_norm";
@@ -56,8 +57,12 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
   te::Tensor mean;
   if (!rms) {
     te::IterVar k = te::ReduceAxis(I32(cols), "k");
+    // Shifted by the row's first element: a row of equal values has exactly
+    // that value as its mean (and Y = Beta), where a sum times f32(1 / D)
+    // can be off by an ulp that the reciprocal deviation then magnifies.
     mean = te::Compute("Mean", internal::Extents(stat_shape), [&](const std::vector<ir::Var>& i) {
-      return te::Sum(x_at(i, k), {k}) * inv_n;
+      const ir::Expr first = x_at(i, I32(0));
+      return first + te::Sum(x_at(i, k) - first, {k}) * inv_n;
     });
     stats.push_back(mean);
   }

@@ -478,6 +478,40 @@ TEST_F(OpsMoreDeviceTest, LayerNormAndRmsNorm) {
   }
 }
 
+// A row of equal values has zero deviation: layer norm gives Beta exactly
+// with any eps > 0 (the mean is the value itself, not a sum times f32(1 / D)
+// an ulp off, which the tiny eps would magnify towards +-1) and NaN with eps
+// 0 (0 / 0, as numpy).
+TEST_F(OpsMoreDeviceTest, LayerNormOfConstantRowsIsBeta) {
+  for (int64_t d : {7, 33, 1000, 4097}) {
+    for (double eps : {1e-12, 0.0}) {
+      SCOPED_TRACE(::testing::Message() << "d " << d << ", eps " << eps);
+      auto f = LayerNorm({{4, d}}, eps, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const float values[] = {100.0f, 0.1f, 3.0f, -7.25e6f};
+      std::vector<float> x;
+      for (float v : values) x.insert(x.end(), d, v);
+      std::vector<float> gamma = Random(d), beta = Random(d);
+      Tensors t = {{"X", Words(x)},
+                   {"Gamma", Words(gamma)},
+                   {"Beta", Words(beta)},
+                   {"Y", std::vector<uint32_t>(4 * d)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X", "Gamma", "Beta"}, t, false));
+      const std::vector<float> y = Floats(t["Y"]);
+      for (int64_t r = 0; r < 4; ++r) {
+        for (int64_t k = 0; k < d; ++k) {
+          const float got = y[r * d + k];
+          if (eps > 0 ? got != beta[k] : !std::isnan(got)) {
+            ADD_FAILURE() << "row of " << values[r] << ", column " << k << ": " << got << ", want "
+                          << (eps > 0 ? beta[k] : kNan);
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The two combines of the cooperative kernels: subgroup operations where the
 // device has subgroups, the shared-memory tree elsewhere (and on request, on
