@@ -11,6 +11,13 @@
 namespace kiln::codegen {
 namespace {
 
+// Whether an integer divisor is a constant whose division every back end
+// computes as WGSL defines it: not 0, and not -1 (MIN / -1).
+bool SafeConstDivisor(const ir::Expr& divisor) {
+  std::optional<int64_t> c = ir::AsConstInt(divisor);
+  return c.has_value() && *c != 0 && !(divisor.dtype().is_int() && *c == -1);
+}
+
 using ir::BinaryOp;
 using ir::Intrinsic;
 
@@ -308,6 +315,18 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
   if (type.is_float() && ir::IsNegation(op)) return StrCat("(-", Enclosed(b), ")");
   if (type.is_float()) {
     if (std::optional<std::string> by_zero = FloatByConstZero(op, a, b)) return *by_zero;
+  }
+  // A divisor that is not a constant known to divide safely goes through
+  // helpers that give WGSL's a / 0 == a, a % 0 == 0 and MIN / -1 == MIN on
+  // every back end (WgslHelpers::DivInt).
+  if ((type.is_int() || type.is_uint()) && !SafeConstDivisor(op->b)) {
+    if (op->op == BinaryOp::kDiv || (op->op == BinaryOp::kFloorDiv && type.is_uint())) {
+      return StrCat(helpers_.DivInt(Type(type), type.is_int()), "(", StripParens(a), ", ",
+                    StripParens(b), ")");
+    }
+    if ((op->op == BinaryOp::kMod || op->op == BinaryOp::kFloorMod) && type.is_uint()) {
+      return StrCat(helpers_.RemUint(Type(type)), "(", StripParens(a), ", ", StripParens(b), ")");
+    }
   }
   if (op->op == BinaryOp::kMod && type.is_int()) {
     // See WgslHelpers::RemInt for why signed `%` is not emitted.

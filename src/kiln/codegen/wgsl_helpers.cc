@@ -39,20 +39,41 @@ std::string WgslHelpers::Erf(const std::string& type) {
                           "  return sign(x) * (1.0 - p * exp(-x * x));\n", "}\n"));
 }
 
+std::string WgslHelpers::DivInt(const std::string& type, bool is_signed) {
+  std::string name = HelperName("div", type);
+  const std::string zero = type + "()";
+  std::string replaced = StrCat("b == ", zero);
+  if (is_signed) {
+    replaced =
+        StrCat("(", replaced, ") | ((a == ", type, "(-2147483647 - 1)) & (b == ", type, "(-1)))");
+  }
+  return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
+                          "  return a / select(b, ", type, "(1), ", replaced, ");\n", "}\n"));
+}
+
 std::string WgslHelpers::RemInt(const std::string& type) {
   std::string name = HelperName("rem", type);
   const std::string zero = type + "()";
-  return Add(name,
-             StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
-                    "  return select(a - b * (a / b), ", zero, ", b == ", zero, ");\n", "}\n"));
+  std::string div = DivInt(type, true);
+  return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
+                          "  return select(a - b * ", div, "(a, b), ", zero, ", b == ", zero,
+                          ");\n", "}\n"));
+}
+
+std::string WgslHelpers::RemUint(const std::string& type) {
+  std::string name = HelperName("rem", type);
+  const std::string zero = type + "()";
+  return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
+                          "  return a % select(b, ", type, "(1), b == ", zero, ");\n", "}\n"));
 }
 
 std::string WgslHelpers::FloorDivInt(const std::string& type) {
   std::string name = HelperName("floor_div", type);
   const std::string zero = type + "()";
+  std::string div = DivInt(type, true);
   std::string rem = RemInt(type);
   return Add(name, StrCat("fn ", name, "(a : ", type, ", b : ", type, ") -> ", type, " {\n",
-                          "  let q = a / b;\n", "  let r = ", rem, "(a, b);\n",
+                          "  let q = ", div, "(a, b);\n", "  let r = ", rem, "(a, b);\n",
                           "  return select(q, q - ", type, "(1), (r != ", zero, ") & ((r < ", zero,
                           ") != (b < ", zero, ")));\n", "}\n"));
 }

@@ -19,13 +19,23 @@ class WgslHelpers {
   // absolute error below 1.5e-7 (plus f32 rounding). f16 callers convert.
   std::string Erf(const std::string& type);
 
+  // Integer division for i32, u32 or vectors of them with WGSL's (and the
+  // IR's) meaning on every back end: a / 0 == a, and MIN / -1 == MIN. WGSL's
+  // own `/` has that meaning, but Naga's GLSL translates it to a bare
+  // division (wgpu-native 29 on OpenGL gave 0 for a / 0), so a divisor that
+  // is not a constant other than 0 (and -1 for i32) is replaced by 1 where
+  // the quotient would be a.
+  std::string DivInt(const std::string& type, bool is_signed);
   // Truncated remainder for i32 or vecN<i32>, a - b * (a / b), and 0 where
   // b == 0 (WGSL's and the IR's a % 0). WGSL's own `%` has this meaning, but
   // Naga's translation of it returned wrong results for negative operands on
   // NVIDIA's Vulkan driver (wgpu-native 29, driver 580), so kiln never emits
-  // `%` on signed integers. WGSL `/` is exact there, and a - b * (a / b)
+  // `%` on signed integers. The division is DivInt's, and a - b * (a / b)
   // wraps to 0 for MIN % -1 as required.
   std::string RemInt(const std::string& type);
+  // u32 or vecN<u32> remainder with a % 0 == 0 on every back end (the
+  // divisor 0 replaced by 1).
+  std::string RemUint(const std::string& type);
 
   // Integer floor division / modulo for i32 or vecN<i32>: truncating WGSL
   // division corrected when the remainder is non-zero and its sign differs

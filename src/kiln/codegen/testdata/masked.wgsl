@@ -9,8 +9,12 @@ struct KernelArgs {
 @group(0) @binding(2) var<storage, read_write> flags : array<i32>;
 @group(0) @binding(3) var<uniform> args : KernelArgs;
 
+fn kiln_div_i32(a : i32, b : i32) -> i32 {
+  return a / select(b, i32(1), (b == i32()) | ((a == i32(-2147483647 - 1)) & (b == i32(-1))));
+}
+
 fn kiln_rem_i32(a : i32, b : i32) -> i32 {
-  return select(a - b * (a / b), i32(), b == i32());
+  return select(a - b * kiln_div_i32(a, b), i32(), b == i32());
 }
 
 fn kiln_floor_mod_i32(a : i32, b : i32) -> i32 {
@@ -19,7 +23,7 @@ fn kiln_floor_mod_i32(a : i32, b : i32) -> i32 {
 }
 
 fn kiln_floor_div_i32(a : i32, b : i32) -> i32 {
-  let q = a / b;
+  let q = kiln_div_i32(a, b);
   let r = kiln_rem_i32(a, b);
   return select(q, q - i32(1), (r != i32()) & ((r < i32()) != (b < i32())));
 }

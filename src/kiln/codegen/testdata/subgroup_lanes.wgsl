@@ -12,6 +12,10 @@ struct KernelArgs {
 
 var<workgroup> s : array<f32, 64>;
 
+fn kiln_div_i32(a : i32, b : i32) -> i32 {
+  return a / select(b, i32(1), (b == i32()) | ((a == i32(-2147483647 - 1)) & (b == i32(-1))));
+}
+
 @compute @workgroup_size(64, 1, 1)
 fn subgroup_lanes(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_id) lid : vec3<u32>, @builtin(subgroup_invocation_id) sg_lane : u32, @builtin(subgroup_size) sg_size : u32) {
   let block_x : u32 = wid.x + wid.z * args.grid_dim_x;
@@ -26,7 +30,7 @@ fn subgroup_lanes(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocat
   workgroupBarrier();
   var acc_0 : f32;
   acc_0 = 0f;
-  let k_end : i32 = (size + 63i) / size;
+  let k_end : i32 = kiln_div_i32(size + 63i, size);
   for (var k : i32 = 0i; k < k_end; k++) {
     let j : i32 = k * size + lane;
     if (j < 64i) {
