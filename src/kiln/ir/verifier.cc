@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
@@ -633,6 +634,38 @@ class FunctionVerifier {
     return Simplify(e);
   }
 
+  static bool IsTrue(const Expr& e) {
+    return e.kind() == ExprKind::kBoolImm && e.as<BoolImmNode>()->value;
+  }
+
+  // Whether `e`, as a tree, has at most `limit` nodes.
+  static bool TreeSizeAtMost(const Expr& e, int limit) {
+    struct Counter : ExprVisitor {
+      int left;
+      void VisitExpr(const Expr& x) override {
+        if (--left < 0) return;
+        ExprVisitor::VisitExpr(x);
+      }
+    } counter;
+    counter.left = limit;
+    counter.VisitExpr(e);
+    return counter.left >= 0;
+  }
+
+  // The values a loop's variable takes, where its bounds are constants and
+  // it takes at least one.
+  static std::optional<IntRange> LoopRange(const ForNode* op, int64_t step) {
+    std::optional<int64_t> min = AsConstInt(Simplify(op->min));
+    std::optional<int64_t> extent = AsConstInt(Simplify(op->extent));
+    if (!min || !extent || *extent <= 0 || *extent > (int64_t{1} << 32)) return std::nullopt;
+    const int64_t last = *min + (*extent - 1) / step * step;
+    const bool is_signed = op->loop_var.dtype().is_int();
+    const int64_t lowest = is_signed ? -(int64_t{1} << 31) : 0;
+    const int64_t highest = is_signed ? (int64_t{1} << 31) - 1 : (int64_t{1} << 32) - 1;
+    if (*min < lowest || last > highest) return std::nullopt;
+    return IntRange{*min, last};
+  }
+
   Status CheckCond(const Expr& cond) {
     KILN_RETURN_IF_ERROR(CheckExpr(cond));
     return ExpectType(cond, cond.dtype() == kBool, "bool");
@@ -674,7 +707,11 @@ class FunctionVerifier {
         }
         KILN_RETURN_IF_ERROR(DefineVar(op->var));
         if (IsThreadVarying(op->value)) varying_.insert(op->var.get());
+        if (Expr value = Substitute(op->value, let_values_); TreeSizeAtMost(value, 64)) {
+          let_values_[op->var.get()] = value;
+        }
         KILN_RETURN_IF_ERROR(CheckStmt(op->body));
+        let_values_.erase(op->var.get());
         Undefine(op->var);
         return Status::Ok();
       }
@@ -705,6 +742,13 @@ class FunctionVerifier {
           return Error(StrCat("the condition ", Quote(op->cond),
                               " is always true, so the loop never ends (only its condition "
                               "can end a while loop)"));
+        }
+        // The same once lowering has put the values of lets and the bounds of
+        // loops into it (tx < 5 inside threadIdx.x(0, 1), n - n == 0).
+        if (IsTrue(Simplify(Substitute(op->cond, let_values_), loop_ranges_))) {
+          return Error(StrCat("the condition ", Quote(op->cond),
+                              " is always true (for the values its variables take here), so "
+                              "the loop never ends (only its condition can end a while loop)"));
         }
         return CheckBody(op->body, IsThreadVarying(op->cond), s);
       }
@@ -824,9 +868,13 @@ class FunctionVerifier {
     if (IsThreadIdx(op->kind) || varying_bounds) varying_.insert(op->loop_var.get());
     bool bound_here = IsThreadBinding(op->kind);
     if (bound_here) active_axes_.insert(op->kind);
+    if (std::optional<IntRange> range = LoopRange(op, *step)) {
+      loop_ranges_[op->loop_var.get()] = *range;
+    }
     // (Thread-bound loops become launch indices, unrolled and vectorized
     // ones copies of their bodies: only serial loops open a block.)
     Status status = CheckBody(op->body, varying_bounds, s, op->kind == LoopKind::kSerial);
+    loop_ranges_.erase(op->loop_var.get());
     if (bound_here) active_axes_.erase(op->kind);
     Undefine(op->loop_var);
     return status;
@@ -908,6 +956,8 @@ class FunctionVerifier {
   std::unordered_set<const void*> ever_defined_;  // every binding seen
   std::unordered_set<const VarNode*> scalar_params_;
   std::unordered_set<const VarNode*> varying_;  // vars that may differ between threads
+  VarMap let_values_;                           // lets in scope, by their (small) values
+  RangeMap loop_ranges_;                        // loop variables in scope with constant bounds
   std::vector<Divergence> divergence_;
   // Blocks (serial loops, while loops, ifs) around the statement checked.
   int blocks_ = 0;

@@ -385,6 +385,22 @@ const VerifyErrorCase kVerifyErrors[] = {
      "that may differ between threads (it uses a thread index, a value derived from one, a memory "
      "load or a subgroup result: `if (tx < 16)` at line 11); every thread of the "
      "workgroup must reach it"},
+    {"WhileConditionTrueForTheValuesOfItsVariables",
+     "module {\n"
+     "fn f(A: buffer<f32>[4], n: i32) {\n"
+     "  for tx in threadIdx.x(0, 1) {\n"
+     "    let z: i32 = n - n + 1\n"
+     "    for u in unroll(0, 2) {\n"
+     "      while (tx < 5 && z == 1 && u <= 1) {\n"
+     "        A[0] = 1.0\n"
+     "      }\n"
+     "    }\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 6: `while (tx < 5 && z == 1 && u <= 1)`: the condition `tx < 5 && z == 1 "
+     "&& u <= 1` is always true (for the values its variables take here), so the loop never ends "
+     "(only its condition can end a while loop)"},
     {"DuplicateFunctionAfterOthers",
      "module {\n"
      "fn f(A: buffer<f32>[4]) {\n"

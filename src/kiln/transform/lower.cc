@@ -5,6 +5,7 @@
 
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/ir/visitor.h"
 
 namespace kiln::transform {
 namespace {
@@ -37,6 +38,28 @@ constexpr std::array<Pass, 6> kPasses = {{
     {"simplify", RunSimplify},
 }};
 
+// Whether a while loop's condition became the constant true: the loop
+// never ends, which the verifier refuses at its line where it can see it
+// (the values of lets and loop bounds); a pass may see further.
+bool HasEndlessWhile(const ir::Function& f) {
+  struct Finder : ir::StmtVisitor {
+    bool found = false;
+    void VisitWhile(const ir::WhileNode* op) override {
+      if (const auto* b = op->cond.as<ir::BoolImmNode>(); b != nullptr && b->value) found = true;
+      ir::StmtVisitor::VisitWhile(op);
+    }
+  } finder;
+  finder.VisitStmt(f.body());
+  return finder.found;
+}
+
+Status EndlessWhile(const ir::Function& lowered) {
+  return CompileError(
+      "a while loop's condition is always true once lowered (for the values of the loops and "
+      "lets around it), so the loop never ends; the lowered function:\n",
+      ir::Print(lowered));
+}
+
 }  // namespace
 
 std::span<const Pass> LoweringPasses() { return kPasses; }
@@ -55,6 +78,7 @@ StatusOr<ir::Function> RunPasses(const ir::Function& function, std::span<const P
   for (const Pass& pass : passes) {
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(f, pass.run(f, options));
+    if (HasEndlessWhile(f)) return EndlessWhile(f);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                     .count();
     if (options.verify_each_pass) {

@@ -115,5 +115,29 @@ TEST(LowerTest, VerifyingEachPassNamesTheOneThatBrokeTheIr) {
   EXPECT_EQ(result.status().message().find("drop-a-buffer"), std::string::npos);
 }
 
+// A while loop whose condition only lowering shows to be always true (a let
+// too large for the verifier to look through, (n - n) * (...) == 0) is the
+// user's error, not an internal one.
+TEST(LowerTest, WhileLoopEndlessOnceLoweredIsACompileError) {
+  IRBuilder b("spin");
+  Var n = b.ScalarParam("n", kI32);
+  Buffer A = b.BufferParam("A", kF32, {4});
+  b.For("tx", LoopKind::kThreadX, 0, 1, [&](Var tx) {
+    Expr sum = n;
+    for (int i = 0; i < 40; ++i) sum = sum + n;
+    Var z = b.Let("z", (n - n) * sum);
+    b.While(z == 0, [&] { b.Store(A, {0}, FloatConst(kF32, 1.0)); });
+  });
+  Function f = b.Build();
+  ASSERT_TRUE(Verify(f).ok()) << Verify(f);
+  StatusOr<Function> lowered = Lower(f);
+  ASSERT_FALSE(lowered.ok());
+  EXPECT_EQ(lowered.status().code(), StatusCode::kCompileError);
+  EXPECT_NE(lowered.status().message().find("a while loop's condition is always true once lowered"),
+            std::string::npos)
+      << lowered.status();
+  EXPECT_EQ(lowered.status().message().find("kiln bug"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::transform
