@@ -183,6 +183,20 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     if all(t.size for t in inputs):
         return None
     _check_kernel_types(what, inputs)
+    shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+    refused: Optional[_kiln.InvalidArgument] = None
+    if check is not None:
+        # First, so that what the kernel refuses (an attribute, a dtype) is
+        # said as it would say it; but a message naming a shape with 0 taken
+        # as 1 would misquote the call, so that one waits for numpy's reason.
+        probes = [_probe(t._type) for t in inputs]
+        try:
+            check(inputs[0].device, probes)
+        except _kiln.InvalidArgument as e:
+            if not any(list(t.shape) != p[0] and str(list(p[0])) in str(e)
+                       for t, p in zip(inputs, probes)):
+                raise
+            refused = e
     # Zero-stride views: no host memory for the inputs that do have elements.
     arrays = [np.broadcast_to(np.zeros((), t.dtype), t.shape) for t in inputs]
     try:
@@ -190,9 +204,11 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
             warnings.simplefilter("ignore", RuntimeWarning)  # a mean of nothing is NaN
             out = np.asarray(host(*arrays))
     except (ValueError, IndexError) as e:
-        raise _kiln.InvalidArgument(f"{what}: {e}") from None
-    if check is not None:
-        check(inputs[0].device, [_probe(t._type) for t in inputs])
+        raise _kiln.InvalidArgument(f"{what}: inputs of shapes {shapes}: {e}") from None
+    if refused is not None:
+        raise _kiln.InvalidArgument(
+            f"{what}: inputs of shapes {shapes}, refused as with every 0 extent 1: {refused}"
+        ) from None
     from ._tensor import tensor
     # (A copy, not ascontiguousarray, which makes a 0-d result 1-d.)
     return tensor(np.array(out, order="C"), inputs[0].device)
@@ -792,13 +808,14 @@ def _per_feature(params: Sequence[Any], x: Tensor, fn: str,
 
 def _over_trailing_axes(x: Tensor, params: Sequence[Tensor], k: int,
                         norm: Callable[..., Tensor]) -> Optional[Tensor]:
-    """A norm over x's last k > 1 axes as the norm over the last axis of x
-    viewed as [..., features] (no copy), its result viewed back; None for
-    k == 1 (the caller's own path)."""
-    if k == 1:
+    """A norm over x's last k > 1 axes, or over the last axis of an x of
+    rank above 4 (the kernels' limit), as the norm over the last axis of x
+    viewed as [rows, features] (no copy), its result viewed back; None for
+    k == 1 and rank 1 to 4 (the caller's own path)."""
+    if k == 1 and x.ndim <= 4:
         return None
     features = math.prod(x.shape[-k:])
-    flat = tuple(x.shape[:-k]) + (features,)
+    flat = (math.prod(x.shape[:-k]), features)
     y = norm(_view(x, flat), *[_view(t, (features,)) for t in params])
     return _view(y, tuple(x.shape))
 
@@ -1034,7 +1051,8 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     perm = [_axis(v, x.ndim, f"permute: axes entry {i}") for i, v in enumerate(axes)]
     if x.ndim == 0:  # numpy's transpose of a 0-d array: itself (a copy, as shape (1,))
         return _view(permute(_view(x, (1,)), [0]), ())
-    empty = _empty_result("permute", [x], lambda v: np.transpose(v, perm))
+    empty = _empty_result("permute", [x], lambda v: np.transpose(v, perm),
+                          lambda d, types: _kiln.ops.permute(d, types[0], perm))
     if empty is not None:
         return empty
     return run(("permute", tuple(perm), x._sig),

@@ -1579,9 +1579,11 @@ def test_empty_tensors_follow_numpy(device, rng):
         assert got.shape == want.shape
         np.testing.assert_array_equal(got.numpy(), want)  # 0, 1, and NaN for the mean
     same(ops.sum(zt, axis=1, keepdims=True), np.zeros((0, 1), np.float32))
-    with pytest.raises(kiln.InvalidArgument, match="reduce max: zero-size array"):
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"reduce max: inputs of shapes \(0, 5\): zero-size array"):
         ops.amax(zt, axis=0)
-    with pytest.raises(kiln.InvalidArgument, match="argmax: attempt to get argmax of an empty"):
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"argmax: inputs of shapes \(0, 5\): attempt to get argmax"):
         ops.argmax(zt, axis=0)
     same(ops.argmin(zt, axis=1), np.zeros((0,), np.int32))
     same(ops.softmax(zt), z)
@@ -1608,7 +1610,8 @@ def test_empty_tensors_follow_numpy(device, rng):
     same(ops.gather(xt, np.zeros((0, 2), np.int32)), x[np.zeros((0, 2), np.intp)])
     same(ops.cast(zt, "int32"), z.astype(np.int32))
     same(ops.where(zt, zt, 1.0), z)
-    with pytest.raises(kiln.InvalidArgument, match="add: shape mismatch"):
+    with pytest.raises(kiln.InvalidArgument,
+                       match=r"add: inputs of shapes \(0, 5\), \(2, 5\): shape mismatch"):
         ops.add(zt, xt)
     with pytest.raises(kiln.InvalidArgument, match="concat: shapes"):
         ops.concat([zt, kiln.tensor(np.zeros((0, 4), np.float32), device)], 0)
@@ -1634,6 +1637,11 @@ def test_empty_tensors_check_every_argument(device):
         (lambda: ops.softmax(z(0, 3, dtype=np.int32)), "input X of softmax has dtype i32"),
         (lambda: ops.pad(z(0, 3, dtype=np.int32), 1, 1, value=0.5), "value 0.5 is not an i32"),
         (lambda: ops.gather(np.ones((3, 4), np.float32), z(0)), "Indices of gather"),
+        (lambda: ops.pad(z(0, 3), -1, 0), "axis 0 is padded by -1 and 0"),
+        (lambda: ops.permute(z(0, 3), (0, 0)), "perm entry 1 is 0"),
+        # Shapes that do not fit are quoted as given (not with 0 taken as 1).
+        (lambda: ops.matmul(z(0, 3), z(4, 2)), r"matmul: inputs of shapes \(0, 3\), \(4, 2\): "),
+        (lambda: ops.matmul(z(0, 5, 3), z(2, 3, 4)), r"inputs of shapes \(0, 5, 3\), \(2, 3, 4\)"),
     ]
     for call, message in refused:
         with pytest.raises(kiln.InvalidArgument, match=message):
@@ -1956,10 +1964,11 @@ def test_zero_d_casts_gathers_and_numpy_methods(device, rng):
 
 
 @pytest.mark.parametrize("shape,k", [((2, 3, 5, 7), 2), ((2, 3, 5, 7), 3), ((4, 33, 2), 2),
-                                     ((2, 2, 3, 4, 5), 2), ((3, 1, 1000), 2)], ids=str)
+                                     ((2, 2, 3, 4, 5), 2), ((3, 1, 1000), 2),
+                                     ((2, 2, 3, 4, 5), 1), ((2, 1, 3, 1, 2, 7), 1)], ids=str)
 def test_norms_over_trailing_axes(device, rng, shape, k):
     # gamma of x's last k axes normalises over them together (PyTorch's
-    # normalized_shape); a rank-5 x works where its [..., features] view has rank 4.
+    # normalized_shape); an x of any rank works, viewed as [rows, features].
     a = (100 + rng.standard_normal(shape)).astype(np.float32)
     g = rng.uniform(0.5, 1.5, shape[-k:]).astype(np.float32)
     b = rng.uniform(-1, 1, shape[-k:]).astype(np.float32)
@@ -1976,6 +1985,19 @@ def test_norms_over_trailing_axes(device, rng, shape, k):
     assert got.shape == shape
     _close(got.numpy(), want, 1e-5)
     np.testing.assert_array_equal(x.numpy(), a)  # the view leaves x as it was
+
+
+@pytest.mark.parametrize("d", [7, 1000, 4097])
+def test_layer_norm_of_equal_values_is_beta(device, rng, d):
+    # The mean of a row of equal values is that value (a sum times f32(1 / d)
+    # could be an ulp off, which eps 1e-12 magnifies to about 1).
+    a = np.repeat(np.array([[100.0], [0.1], [3.0], [-7.25e6]], np.float32), d, axis=1)
+    g = rng.uniform(0.5, 1.5, d).astype(np.float32)
+    b = rng.uniform(-1, 1, d).astype(np.float32)
+    got = kiln.ops.layer_norm(kiln.tensor(a, device), g, b, eps=1e-12).numpy()
+    np.testing.assert_array_equal(got, np.broadcast_to(b, a.shape))
+    got = kiln.ops.layer_norm(kiln.tensor(a, device), g, b, eps=0.0).numpy()
+    assert np.isnan(got).all()  # 0 / 0, as numpy
 
 
 def test_norm_parameters_name_the_axes(device):
