@@ -290,6 +290,36 @@ def test_te_register_tile_with_vector_accumulators(device, rng, mnk):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
+@pytest.mark.parametrize("n,factor,div", [(4, 4, 2), (7, 4, 2), (9, 8, 4), (33, 6, 3),
+                                           (5, 1, 2)], ids=str)
+def test_te_compute_at_read_through_floor_division(device, rng, n, factor, div):
+    # P[i // div] under a split of i by a multiple of div: the region P
+    # computes per outer iteration is factor / div elements, its ends
+    # divided term by term (the last one partial where n * div is not a
+    # multiple of factor).
+    m = n * div - 1
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
+    C = te.compute((m,), lambda i: P[i // div] - 0.5, name="C")
+    s = te.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], factor)
+    s[P].compute_at(s[C], io)
+    k = kiln.build(s, [C], [A], "up", device=device)
+    a = rng.standard_normal(n).astype(np.float32)
+    c = kiln.tensor(np.full(m, np.nan, np.float32), device)
+    k(kiln.tensor(a, device), c)
+    want = (a * 2.0 + 1.0)[np.arange(m) // div] - 0.5
+    np.testing.assert_allclose(c.numpy(), want, rtol=1e-6, atol=1e-6)  # a fused a * 2 + 1
+    if factor % div:
+        return
+    s2 = te.create_schedule(C)
+    io2, _ = s2[C].split(s2[C].axis[0], factor + 1 if div > 1 else factor)
+    s2[P].compute_at(s2[C], io2)
+    if div > 1:
+        with pytest.raises(kiln.InvalidArgument, match="whose size is not a constant"):
+            te.lower(s2, [C], [A], "up")
+
+
 def test_te_symbolic_size_fuse_unroll_inline(device, rng):
     n = te.size_var("n")
     X = te.placeholder((n, 4), "float32", name="X")

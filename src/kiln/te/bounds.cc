@@ -50,6 +50,28 @@ Expr Constant(const Expr& like, int64_t v) {
   return lanes == 1 ? c : ir::Broadcast(c, lanes);
 }
 
+// floor_div([lo, lo + k], d) where every term of lo has a coefficient
+// that d divides: lo = d * q + r for q those terms divided by d and r a
+// constant, so the quotients are exactly [q + floor(r / d), q + floor((r +
+// k) / d)], whose size is a constant (where dividing the two ends would
+// leave floor_div(4 i + 3, 2) - floor_div(4 i, 2), which nothing folds).
+std::optional<Interval> FloorDivInterval(const Interval& x, int64_t d) {
+  const ir::DataType type = x.min.dtype();
+  if (type != ir::kI32 || d <= 1) return std::nullopt;
+  std::optional<int64_t> k = ConstantDifference(x.max, x.min);
+  ir::LinearSum lo;
+  if (!k || *k < 0 || !ir::AddLinear(ir::Simplify(x.min), 1, lo)) return std::nullopt;
+  ir::LinearSum quotient;
+  for (const auto& [term, c] : lo.terms) {
+    if (c % d != 0) return std::nullopt;
+    quotient.Add(term, c / d);
+  }
+  auto floor_div = [](int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0 ? 1 : 0); };
+  const Expr q = quotient.ToExpr(type);
+  return Interval{ir::Simplify(q + ir::IntConst(type, floor_div(lo.constant, d))),
+                  ir::Simplify(q + ir::IntConst(type, floor_div(lo.constant + *k, d)))};
+}
+
 }  // namespace
 
 std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
@@ -124,10 +146,16 @@ std::optional<Interval> EvalInterval(const Expr& e, const IntervalMap& ranges) {
       return Interval{ranged.max * by, ranged.min * by};
     }
     case BinaryOp::kDiv:
-    case BinaryOp::kFloorDiv:
-      if (UsesAny(b->b, ranges) || !PositiveConstant(b->b)) return std::nullopt;
+    case BinaryOp::kFloorDiv: {
+      if (UsesAny(b->b, ranges)) return std::nullopt;
+      std::optional<int64_t> d = PositiveConstant(b->b);
+      if (!d) return std::nullopt;
+      if (b->op == BinaryOp::kFloorDiv) {
+        if (std::optional<Interval> exact = FloorDivInterval(*x, *d)) return exact;
+      }
       return Interval{ir::BinaryNode::make(b->op, x->min, b->b),
                       ir::BinaryNode::make(b->op, x->max, b->b)};
+    }
     case BinaryOp::kMod:
     case BinaryOp::kFloorMod: {
       if (UsesAny(b->b, ranges)) return std::nullopt;

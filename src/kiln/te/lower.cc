@@ -765,7 +765,7 @@ class KernelLowering {
         return InvalidArgument(at, ": the region it computes along dimension ", d, " is [",
                                ir::Print(ir::Simplify(i.min)), ", ", ir::Print(ir::Simplify(i.max)),
                                "], whose size is not a constant; split the consumer's loops "
-                               "by constants");
+                               "by constants (multiples of any constant the index divides by)");
       }
       if (formable[d] &&
           internal::DigitSpan(forms[d]->digits) > internal::DigitCount(forms[d]->digits)) {
