@@ -67,6 +67,22 @@ def test_comparisons_give_bools_and_division_is_true(device, rng):
     np.testing.assert_array_equal(as_bool.numpy(), (a - 3).astype(bool))
 
 
+def test_a_value_less_itself_keeps_ieee_results(device):
+    # x - x is NaN for NaN and infinities, x / x NaN for zeros too: a fused
+    # expression subtracting (or dividing) a value from itself must not
+    # become 0 (or 1), as a driver assuming finite values folds it.
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0, -3.5], np.float32)
+    t = kiln.tensor(x, device)
+    with np.errstate(all="ignore"):
+        for f in (lambda a: a - a, lambda a: a / a, lambda a: (a + 1.0) - (a + 1.0),
+                  lambda a: a // a, lambda a: (a - a) == 0):
+            got, want = kiln.fuse(f)(t).numpy(), np.asarray(f(x))
+            np.testing.assert_array_equal(got, want)
+            if want.dtype != np.bool_:
+                finite = ~np.isnan(want)
+                assert (np.signbit(got) == np.signbit(want))[finite].all()
+
+
 def test_clip_fma_and_signed_zero(device, rng):
     x = _edgy(rng, (5, 40))
     lo = rng.uniform(-2, 0, (5, 1)).astype(np.float32)

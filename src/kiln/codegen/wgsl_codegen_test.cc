@@ -483,6 +483,20 @@ TEST(WgslCodegenTest, IntegerDivisionFollowsTheIrForNegativeOperands) {
 // A constant zero divisor is a WGSL shader-creation error even where the
 // dividend is not constant: the IR's results (x / 0 == x, x % 0 == 0) are
 // emitted instead.
+// A float less (or over) itself goes on the bits: a driver assuming finite
+// values folds x - x to 0 and x / x to 1.
+TEST(WgslCodegenTest, FloatOperandLessItselfIsComputedOnTheBits) {
+  IRBuilder b("self");
+  Buffer F = b.BufferParam("F", kF32, {4});
+  b.Store(F, {0}, Load(F, {0}) - Load(F, {0}));
+  b.Store(F, {1}, Load(F, {1}) / Load(F, {1}));
+  b.Store(F, {2}, Load(F, {2}) - Load(F, {3}));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "F[0i] = kiln_self_minus_f32(F[0i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[1i] = kiln_self_over_f32(F[1i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[2i] = F[2i] - F[3i];")) << f.wgsl;
+}
+
 TEST(WgslCodegenTest, ConstantZeroDivisorsGiveTheIrsResults) {
   IRBuilder b("f");
   Buffer A = b.BufferParam("A", kI32, {8});

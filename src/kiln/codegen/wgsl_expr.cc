@@ -7,6 +7,7 @@
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/structural_equal.h"
 
 namespace kiln::codegen {
 namespace {
@@ -394,6 +395,13 @@ std::optional<std::string> FunctionEmitter::FloatByConstZero(const ir::BinaryNod
   // to x (-0 + 0 is +0) and 0.0 / x to 0: such operations go on the bits.
   using ZeroOp = WgslHelpers::ZeroOp;
   const ir::DataType type = op->a.dtype();
+  // And x - x to 0 and x / x to 1 (lavapipe did, where a fused expression
+  // subtracted a value from itself), losing NaN for infinities and zeros.
+  if ((op->op == BinaryOp::kSub || op->op == BinaryOp::kDiv || op->op == BinaryOp::kFloorDiv) &&
+      ir::StructurallyEqual(op->a, op->b)) {
+    return ConstZeroCall(op->op == BinaryOp::kSub ? ZeroOp::kSelfMinus : ZeroOp::kSelfOver, a,
+                         type);
+  }
   std::optional<double> left = ir::AsConstFloat(op->a), right = divisor;
   auto zero = [](const std::optional<double>& c) { return c.has_value() && *c == 0; };
   auto positive_zero = [&](const std::optional<double>& c) { return zero(c) && !std::signbit(*c); };

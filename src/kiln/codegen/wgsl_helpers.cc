@@ -190,6 +190,17 @@ std::string WgslHelpers::ConstZero(ZeroOp op, int lanes) {
       result = StrCat("  return bitcast<", f, ">(select(bits ^ ", k("0x80000000u"), ", ", u,
                       "(), bits == ", u, "()));\n");
       break;
+    case ZeroOp::kSelfMinus:
+      what = "self_minus";
+      result = StrCat("  return bitcast<", f, ">(select(", u, "(), ", nan, ", ", magnitude,
+                      " >= ", k("0x7f800000u"), "));\n");
+      break;
+    case ZeroOp::kSelfOver:
+      what = "self_over";
+      result =
+          StrCat("  return bitcast<", f, ">(select(", k("0x3f800000u"), ", ", nan, ", (", magnitude,
+                 " == ", u, "()) | (", magnitude, " >= ", k("0x7f800000u"), ")));\n");
+      break;
   }
   std::string name = HelperName(what, f);
   return Add(name, StrCat("fn ", name, "(", args, ") -> ", f, " {\n", "  let bits = bitcast<", u,

@@ -81,7 +81,17 @@ class WgslHelpers {
   //               quotient's sign (an infinite x too);
   //   kPlusZero:  x + 0.0 (and x - -0.0): x, but +0 for -0;
   //   kZeroMinus: 0.0 - x: -x, but +0 for +0.
-  enum class ZeroOp : uint8_t { kTimesZero, kZeroOver, kPlusZero, kZeroMinus };
+  // and with an operand that is the other (a driver's `x - x` may become 0):
+  //   kSelfMinus: x - x: NaN for a NaN or infinite x, else +0;
+  //   kSelfOver:  x / x: NaN for a zero, NaN or infinite x, else 1.
+  enum class ZeroOp : uint8_t {
+    kTimesZero,
+    kZeroOver,
+    kPlusZero,
+    kZeroMinus,
+    kSelfMinus,
+    kSelfOver
+  };
   std::string ConstZero(ZeroOp op, int lanes);
   // The identity on `type`. A call to it is not a WGSL constant expression,
   // so constant operands passed through it are evaluated at run time: WGSL
