@@ -736,19 +736,16 @@ class FunctionVerifier {
       case StmtKind::kWhile: {
         const auto* op = s.as<WhileNode>();
         KILN_RETURN_IF_ERROR(CheckCond(op->cond));
-        // Nothing leaves a loop but its condition (the IR has no break).
-        if (std::optional<Expr> c = Folded(op->cond);
-            c && c->kind() == ExprKind::kBoolImm && c->as<BoolImmNode>()->value) {
-          return Error(StrCat("the condition ", Quote(op->cond),
-                              " is always true, so the loop never ends (only its condition "
-                              "can end a while loop)"));
-        }
-        // The same once lowering has put the values of lets and the bounds of
-        // loops into it (tx < 5 inside threadIdx.x(0, 1), n - n == 0).
+        // Nothing leaves a loop but its condition (the IR has no break): one
+        // that is always true, as written or once lowering has put the values
+        // of lets and the bounds of loops into it (tx < 5 inside
+        // threadIdx.x(0, 1), n - n == 0), never ends.
         if (IsTrue(Simplify(Substitute(op->cond, let_values_), loop_ranges_))) {
-          return Error(StrCat("the condition ", Quote(op->cond),
-                              " is always true (for the values its variables take here), so "
-                              "the loop never ends (only its condition can end a while loop)"));
+          const bool as_written = IsTrue(Simplify(op->cond));
+          return Error(StrCat("the condition ", Quote(op->cond), " is always true",
+                              as_written ? "" : " (for the values its variables take here)",
+                              ", so the loop never ends (only its condition can end a while "
+                              "loop)"));
         }
         return CheckBody(op->body, IsThreadVarying(op->cond), s);
       }

@@ -78,10 +78,10 @@ StatusOr<ir::Function> RunPasses(const ir::Function& function, std::span<const P
   for (const Pass& pass : passes) {
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(f, pass.run(f, options));
-    if (HasEndlessWhile(f)) return EndlessWhile(f);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                     .count();
     if (options.verify_each_pass) {
+      if (HasEndlessWhile(f)) return EndlessWhile(f);
       Status verified = ir::Verify(f, options.verify);
       if (!verified.ok()) {
         return Internal("pass '", pass.name, "' produced invalid IR (a kiln bug): ",
@@ -90,6 +90,7 @@ StatusOr<ir::Function> RunPasses(const ir::Function& function, std::span<const P
     }
     if (options.observer) options.observer(pass.name, f, ms);
   }
+  if (HasEndlessWhile(f)) return EndlessWhile(f);
   Status verified = ir::Verify(f, options.verify);
   if (!verified.ok()) {
     return Internal("lowering produced invalid IR (a kiln bug): ", verified.message(), "\n",
