@@ -5,6 +5,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -161,13 +162,35 @@ struct DispatchTime {
 
 // A device, with the command buffer work is recorded into until something
 // needs it done (a download, a profile's end, or a full batch).
+//
+// Waits for the device go in slices: between them Python's signal handlers
+// run (Ctrl-C raises KeyboardInterrupt), and a wait longer than the
+// device's timeout raises kiln.DeadlineExceeded. WebGPU cannot stop work,
+// so what was submitted goes on: a later wait waits for it again, and a
+// device freed while such work may still run is not waited for (its
+// WebGPU objects are kept to the end of the process instead).
+//
+// A device belongs to the process that made it: in a fork()ed child, every
+// call that would reach the GPU fails with kiln.FailedPrecondition, and
+// nothing of it is released there.
 class DeviceState {
  public:
-  explicit DeviceState(std::shared_ptr<hal::Device> device);
+  explicit DeviceState(std::shared_ptr<hal::Device> device,
+                       std::chrono::nanoseconds timeout = hal::kInfinite);
   ~DeviceState();
 
+  // The device's properties (usable in any process).
   hal::Device& device() { return *device_; }
-  const std::shared_ptr<hal::Device>& device_ref() { return device_; }
+  // The device for GPU work: fails in a fork()ed child.
+  hal::Device& gpu();
+  const std::shared_ptr<hal::Device>& gpu_ref() {
+    (void)gpu();
+    return device_;
+  }
+  // Whether this process is a fork()ed child of the one that made the device.
+  bool forked() const;
+  std::chrono::nanoseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::nanoseconds timeout) { timeout_ = timeout; }
   const ops::Target& target() const { return target_; }
   const codegen::CompileOptions& compile_options() const { return compile_options_; }
 
@@ -177,6 +200,9 @@ class DeviceState {
   void Flush();
   // Flush, then wait for every submitted command buffer.
   void Synchronize();
+  // Waits (as the class comment says) for the work submitted so far, if any;
+  // `what` names the call in a timeout's message.
+  void WaitSubmitted(std::string_view what);
 
   void BeginProfile();
   std::vector<DispatchTime> EndProfile();
@@ -196,6 +222,13 @@ class DeviceState {
   bool profiling_ = false;
   std::vector<std::unique_ptr<hal::CommandBuffer>> profiled_;
   nb::dict cache_;
+  std::chrono::nanoseconds timeout_;
+  // The fork generation (module.cc) the device was made in.
+  uint64_t generation_;
+  // Work was submitted since the last completed wait.
+  bool pending_ = false;
+  // A wait ended (timeout, signal) before the work did.
+  bool unfinished_ = false;
 };
 using DevicePtr = std::shared_ptr<DeviceState>;
 
@@ -210,6 +243,7 @@ struct Tensor {
   std::vector<int64_t> shape;
   DType dtype = DType::kF32;
 
+  ~Tensor();
   int64_t size() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(size()) * DeviceBytes(dtype); }
 };
@@ -232,6 +266,10 @@ class Program {
   // Checks the inputs (count, device, shape, dtype), allocates the outputs,
   // records every kernel, and returns the outputs (work queued, not done).
   std::vector<TensorPtr> Run(const std::vector<TensorPtr>& inputs) const;
+  ~Program() {
+    // Nothing of a parent's device is released in a fork()ed child.
+    if (device_ && device_->forked()) (void)module_.release();
+  }
 
   struct Slot {
     std::string name;
@@ -268,6 +306,10 @@ using ProgramPtr = std::shared_ptr<Program>;
 struct UserModule {
   DevicePtr device;
   std::unique_ptr<runtime::LoadedModule> module;
+  ~UserModule() {
+    // Nothing of a parent's device is released in a fork()ed child.
+    if (device && device->forked()) (void)module.release();
+  }
 };
 struct UserKernel {
   std::shared_ptr<UserModule> module;

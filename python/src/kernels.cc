@@ -29,7 +29,7 @@ std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
   }
   auto m = std::make_shared<UserModule>();
   m->device = device;
-  m->module = Check(runtime::LoadedModule::Load(device->device_ref(), std::move(compiled)));
+  m->module = Check(runtime::LoadedModule::Load(device->gpu_ref(), std::move(compiled)));
   return m;
 }
 
@@ -405,7 +405,7 @@ void BindKernels(nb::module_& m) {
         DevicePtr dev = DeviceArg(device, "kiln.load_module");
         auto m = std::make_shared<UserModule>();
         m->device = dev;
-        m->module = Check(runtime::LoadedModule::LoadFile(dev->device_ref(), path));
+        m->module = Check(runtime::LoadedModule::LoadFile(dev->gpu_ref(), path));
         return m;
       },
       "path"_a, "device"_a = nb::none(),

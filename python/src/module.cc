@@ -4,7 +4,9 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <pthread.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "common.h"
@@ -175,19 +177,91 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-DeviceState::DeviceState(std::shared_ptr<hal::Device> device)
+namespace {
+
+// Counts fork()s (pthread_atfork, installed with the module): a device made
+// at another count belongs to an ancestor process.
+std::atomic<uint64_t> g_fork_generation{0};
+
+// How long one slice of a wait is: Python's signal handlers run between
+// slices.
+constexpr std::chrono::milliseconds kWaitSlice{50};
+
+// The fork generation in which a WebGPU implementation was first used here
+// (a device made or adapters listed); -1 before. Its state does not survive
+// a fork: a child process may not use it again.
+std::atomic<int64_t> g_gpu_generation{-1};
+
+constexpr const char* kUseSpawn =
+    "start child processes before using the GPU, or with multiprocessing's 'spawn' or "
+    "'forkserver' method";
+
+}  // namespace
+
+// Fails in a fork()ed child of a process that had used a WebGPU
+// implementation; else records that this process uses one.
+void CheckGpuUsable(std::string_view what) {
+  const int64_t now = static_cast<int64_t>(g_fork_generation.load());
+  int64_t first = g_gpu_generation.load();
+  if (first >= 0 && first != now) {
+    Throw(FailedPrecondition(what,
+                             ": this process was fork()ed from one that had already used a WebGPU "
+                             "implementation, whose state does not survive a fork: ",
+                             kUseSpawn));
+  }
+  g_gpu_generation.store(now);
+}
+
+namespace {
+
+std::string SecondsText(std::chrono::nanoseconds t) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(t.count()) / 1e9);
+  return text;
+}
+
+}  // namespace
+
+DeviceState::DeviceState(std::shared_ptr<hal::Device> device, std::chrono::nanoseconds timeout)
     : device_(std::move(device)),
       target_{runtime::TargetLimitsOf(*device_), device_->HasFeature(hal::Feature::kShaderF16),
               device_->HasFeature(hal::Feature::kSubgroups), std::string(device_->impl().name()),
               device_->trusted()},
-      compile_options_(check::CompileOptionsFor(*device_)) {}
+      compile_options_(check::CompileOptionsFor(*device_)),
+      timeout_(timeout),
+      generation_(g_fork_generation.load()) {}
 
 DeviceState::~DeviceState() {
-  // Work still queued finishes before the buffers it uses go.
-  if (open_ || !submitted_.empty() || !profiled_.empty()) {
+  // Work still queued finishes before the buffers it uses go, within the
+  // device's timeout. What may still run (a wait ended early, or the
+  // timeout passed here), and everything in a fork()ed child, is kept to
+  // the end of the process instead of being released under the GPU.
+  bool keep = forked() || unfinished_;
+  if (!keep && (open_ || pending_ || !profiled_.empty())) {
     if (open_ && open_->End().ok()) (void)hal::Submit(*device_, *open_);
-    (void)hal::WaitIdle(*device_);
+    keep = hal::WaitIdle(*device_, timeout_).code() == StatusCode::kDeadlineExceeded;
   }
+  if (keep) {
+    new std::shared_ptr<hal::Device>(device_);
+    (void)open_.release();
+    for (auto& cb : submitted_) (void)cb.release();
+    for (auto& cb : profiled_) (void)cb.release();
+  }
+}
+
+bool DeviceState::forked() const {
+  return generation_ != g_fork_generation.load();
+}
+
+hal::Device& DeviceState::gpu() {
+  if (forked()) {
+    Throw(
+        FailedPrecondition("the device ", device_->Describe(),
+                           " was made by a parent of this process (before a fork()), and a WebGPU "
+                           "implementation's state does not survive a fork: ",
+                           kUseSpawn));
+  }
+  return *device_;
 }
 
 void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args) {
@@ -195,7 +269,7 @@ void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime:
     hal::CommandBufferOptions options;
     options.label = "kiln.python";
     options.profile = profiling_;
-    open_ = Check(hal::CommandBuffer::Create(device_, hal::CommandBufferMode::kOneShot, options));
+    open_ = Check(hal::CommandBuffer::Create(gpu_ref(), hal::CommandBufferMode::kOneShot, options));
   }
   Check(kernel.Record(*open_, args));
   if (++open_dispatches_ >= 256) Flush();
@@ -206,7 +280,8 @@ void DeviceState::Flush() {
   std::unique_ptr<hal::CommandBuffer> cb = std::move(open_);
   open_dispatches_ = 0;
   Check(cb->End());
-  Check(hal::Submit(*device_, *cb));
+  Check(hal::Submit(gpu(), *cb));
+  pending_ = true;
   if (cb->stats().dispatches > 0 && profiling_) {
     profiled_.push_back(std::move(cb));
   } else {
@@ -216,9 +291,36 @@ void DeviceState::Flush() {
   if (submitted_.size() >= 16) Synchronize();
 }
 
+void DeviceState::WaitSubmitted(std::string_view what) {
+  if (!pending_) return;
+  auto fence = hal::Fence::Create(gpu_ref());
+  Check(fence->Signal(1));
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(kWaitSlice);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (timeout_ != hal::kInfinite) slice = std::min(slice, std::max(timeout_ - waited, {}));
+    const Status status = fence->Wait(1, slice);
+    if (status.ok()) break;
+    unfinished_ = true;
+    if (status.code() != StatusCode::kDeadlineExceeded) Throw(status.WithContext(what));
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    if (timeout_ != hal::kInfinite && std::chrono::steady_clock::now() - start >= timeout_) {
+      Throw(DeadlineExceeded(
+          what, ": the device had not finished after ", SecondsText(timeout_),
+          " s (the device's timeout); a loop that never ends? WebGPU cannot stop work: it goes "
+          "on, a later wait waits for it again, and kiln does not wait for it when the device "
+          "is freed"));
+    }
+  }
+  unfinished_ = false;
+  pending_ = false;
+  submitted_.clear();
+}
+
 void DeviceState::Synchronize() {
   Flush();
-  Check(hal::WaitIdle(*device_));
+  WaitSubmitted("synchronize");
   Check(device_->CheckHealthy());
   submitted_.clear();
 }
@@ -243,7 +345,13 @@ std::vector<DispatchTime> DeviceState::EndProfile() {
     status = e.status();
   }
   profiling_ = false;
-  if (status.ok()) status = hal::WaitIdle(*device_);
+  if (status.ok()) {
+    try {
+      WaitSubmitted("ending a profile");
+    } catch (const StatusError& e) {
+      status = e.status();
+    }
+  }
   for (auto& cb : profiled_) {
     if (!status.ok()) break;
     auto timings = cb->ReadProfile();
@@ -258,12 +366,60 @@ std::vector<DispatchTime> DeviceState::EndProfile() {
   return times;
 }
 
+void InstallForkHandler() {
+  pthread_atfork(nullptr, nullptr, [] {
+    g_fork_generation.fetch_add(1);
+#ifdef __GLIBC__
+    // A WebGPU implementation's exit handlers wait for its threads, which a
+    // fork()ed child does not have (Mesa's lavapipe crashes there): a child
+    // of a process that used one ends before they run, with its own status,
+    // after flushing its C streams. Handlers registered after the fork still
+    // run first.
+    if (g_gpu_generation.load() >= 0) {
+      on_exit(
+          [](int status, void*) {
+            std::fflush(nullptr);
+            std::_Exit(status);
+          },
+          nullptr);
+    }
+#endif
+  });
+}
+
+// `seconds` (written `text`) as a wait's limit: 0 is none.
+std::chrono::nanoseconds TimeoutOf(double seconds, std::string_view what, std::string_view text) {
+  if (!(seconds >= 0) || seconds > 1e6) {
+    Throw(InvalidArgument(what, " must be a number of seconds from 0 (no limit) to 1000000, got ",
+                          text));
+  }
+  if (seconds == 0) return hal::kInfinite;
+  return std::max(std::chrono::nanoseconds(1),
+                  std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
+}
+
+// $KILN_TIMEOUT in seconds (0 or unset: no limit).
+std::chrono::nanoseconds TimeoutFromEnvironment() {
+  const char* text = std::getenv("KILN_TIMEOUT");
+  if (text == nullptr || *text == '\0') return hal::kInfinite;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0') {
+    Throw(InvalidArgument("KILN_TIMEOUT must be a number of seconds (0 for no limit), got '", text,
+                          "'"));
+  }
+  return TimeoutOf(seconds, "KILN_TIMEOUT", StrCat("'", text, "'"));
+}
+
 DevicePtr DefaultDevice() {
-  // Never destroyed: it may outlive the interpreter.
+  // Never destroyed: it may outlive the interpreter. A fork()ed child makes
+  // its own (its parent's stays, unreleased).
   static auto* device = new DevicePtr();
-  if (!*device) {
+  if (!*device || (*device)->forked()) {
+    CheckGpuUsable("kiln.default_device()");
+    const std::chrono::nanoseconds timeout = TimeoutFromEnvironment();
     auto made = hal::Device::Create(hal::DeviceOptions{});
-    *device = std::make_shared<DeviceState>(Check(std::move(made)));
+    *device = std::make_shared<DeviceState>(Check(std::move(made)), timeout);
     // Its Python object too, so that the garbage collector never takes it
     // (with its operator cache) for a cycle no one holds.
     new nb::object(nb::cast(*device));
@@ -327,15 +483,32 @@ nb::dict AdapterDict(const hal::AdapterReport& a) {
   return d;
 }
 
-DevicePtr MakeDevice(const std::optional<std::string>& impl,
-                     const std::optional<std::string>& backend,
-                     const std::optional<std::string>& feature_level, std::optional<bool> trusted) {
+std::shared_ptr<hal::Device> MakeDevice(const std::optional<std::string>& impl,
+                                        const std::optional<std::string>& backend,
+                                        const std::optional<std::string>& feature_level,
+                                        std::optional<bool> trusted) {
+  CheckGpuUsable("kiln.Device");
   hal::DeviceOptions options;
   if (impl) options.impl = Check(hal::ParseImplKind(*impl));
   if (backend) options.backend = Check(hal::ParseBackend(*backend));
   if (feature_level) options.feature_level = Check(hal::ParseFeatureLevel(*feature_level));
   options.trusted = trusted;
-  return std::make_shared<DeviceState>(Check(hal::Device::Create(options)));
+  return Check(hal::Device::Create(options));
+}
+
+// A timeout argument in seconds: None takes $KILN_TIMEOUT; 0 is no limit.
+std::chrono::nanoseconds TimeoutArg(nb::handle h, const char* fn) {
+  if (h.is_none()) return TimeoutFromEnvironment();
+  const PyNumberMethods* number = Py_TYPE(h.ptr())->tp_as_number;
+  if (PyBool_Check(h.ptr()) || number == nullptr ||
+      (number->nb_float == nullptr && number->nb_index == nullptr)) {
+    throw nb::type_error(
+        (std::string(fn) + ": timeout must be a number of seconds or None, not " + TypeNameOf(h))
+            .c_str());
+  }
+  const double seconds = PyFloat_AsDouble(h.ptr());
+  if (seconds == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return TimeoutOf(seconds, std::string(fn) + ": timeout", nb::cast<std::string>(nb::repr(h)));
 }
 
 }  // namespace
@@ -350,6 +523,7 @@ NB_MODULE(_kiln, m) {
   m.doc() = "kiln's C++ core: devices, tensors, operators, kernels and tensor expressions.";
   nb::set_leak_warnings(false);
   RegisterErrors(m);
+  InstallForkHandler();
 
   m.def(
       "_set_bundled_libraries",
@@ -364,6 +538,7 @@ NB_MODULE(_kiln, m) {
   m.def(
       "devices",
       []() {
+        CheckGpuUsable("kiln.devices()");
         hal::Device::Enumeration e = hal::Device::EnumerateAdapters();
         if (e.misconfigured) {
           std::string message;
@@ -386,24 +561,42 @@ NB_MODULE(_kiln, m) {
       .def(
           "__init__",
           [](DeviceState* self, nb::handle impl, nb::handle backend, nb::handle feature_level,
-             nb::handle trusted) {
+             nb::handle trusted, nb::handle timeout) {
             auto name = [](nb::handle h, const char* what, const char* values) {
               return ArgOf<std::optional<std::string>>(h, "kiln.Device", what, values);
             };
-            DevicePtr made = MakeDevice(
+            const std::chrono::nanoseconds limit = TimeoutArg(timeout, "kiln.Device");
+            std::shared_ptr<hal::Device> made = MakeDevice(
                 name(impl, "impl", "a str ('dawn' or 'wgpu') or None"),
                 name(backend, "backend", "a str ('vulkan', 'opengl', ...) or None"),
                 name(feature_level, "feature_level", "a str ('core' or 'compatibility') or None"),
                 trusted.is_none()
                     ? std::nullopt
                     : std::optional<bool>(BoolArg(trusted, "kiln.Device", "trusted")));
-            new (self) DeviceState(made->device_ref());
+            new (self) DeviceState(std::move(made), limit);
           },
           "impl"_a = nb::none(), "backend"_a = nb::none(), "feature_level"_a = nb::none(),
-          "trusted"_a = nb::none(),
+          "trusted"_a = nb::none(), "timeout"_a = nb::none(),
           "impl: 'dawn' or 'wgpu'; backend: 'vulkan', 'opengl', 'opengles', 'metal', 'd3d12'; "
           "feature_level: 'core' or 'compatibility'; trusted: no robustness transform (for "
-          "in-bounds kernels only).")
+          "in-bounds kernels only); timeout: seconds a wait for the device may take before "
+          "kiln.DeadlineExceeded (None: KILN_TIMEOUT, else no limit; 0: no limit).")
+      .def_prop_rw(
+          "timeout",
+          [](DeviceState& d) -> std::optional<double> {
+            if (d.timeout() == hal::kInfinite) return std::nullopt;
+            return static_cast<double>(d.timeout().count()) / 1e9;
+          },
+          [](DeviceState& d, nb::handle seconds) {
+            if (seconds.is_none()) {
+              d.set_timeout(hal::kInfinite);
+            } else {
+              d.set_timeout(TimeoutArg(seconds, "kiln.Device.timeout"));
+            }
+          },
+          nb::for_setter(nb::arg("seconds").none()),
+          "Seconds a wait for the device may take before kiln.DeadlineExceeded; None (or 0) for "
+          "no limit.")
       .def_prop_ro(
           "impl", [](DeviceState& d) { return std::string(d.device().impl().name()); },
           "'dawn' or 'wgpu'.")

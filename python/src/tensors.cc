@@ -14,6 +14,11 @@
 
 namespace kiln::python {
 
+Tensor::~Tensor() {
+  // Nothing of a parent's device is released in a fork()ed child.
+  if (device && device->forked()) new hal::BufferRef(std::move(buffer));
+}
+
 int64_t Tensor::size() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -49,7 +54,7 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
   t->dtype = dtype;
   // Buffers are whole words, and never empty.
   const uint64_t bytes = std::max<uint64_t>(4, (t->nbytes() + 3) / 4 * 4);
-  t->buffer = Check(device->device().allocator().Allocate(bytes));
+  t->buffer = Check(device->gpu().allocator().Allocate(bytes));
   return t;
 }
 
@@ -91,7 +96,11 @@ TensorPtr FromArray(const ArrayIn& array, const DevicePtr& device) {
   } else if (n > 0) {
     std::memcpy(bytes.data(), src, t->nbytes());
   }
-  if (!bytes.empty()) Check(hal::Upload(device->device(), t->buffer, 0, bytes));
+  if (!bytes.empty()) {
+    // The upload's copy runs after the work submitted before it.
+    device->WaitSubmitted("kiln.tensor");
+    Check(hal::Upload(device->gpu(), t->buffer, 0, bytes));
+  }
   return t;
 }
 
@@ -102,11 +111,12 @@ nb::object NumpyDType(DType t) {
 
 nb::object ToNumpy(const Tensor& t) {
   t.device->Flush();
+  t.device->WaitSubmitted("reading a tensor (.numpy())");
   const size_t n = static_cast<size_t>(t.size());
   const uint64_t device_bytes = t.nbytes();
   std::vector<uint8_t> bytes(device_bytes);
-  if (device_bytes > 0) Check(hal::Download(t.device->device(), t.buffer, 0, bytes));
-  Check(t.device->device().CheckHealthy());
+  if (device_bytes > 0) Check(hal::Download(t.device->gpu(), t.buffer, 0, bytes));
+  Check(t.device->gpu().CheckHealthy());
   const size_t host_bytes = t.dtype == DType::kBool ? n : device_bytes;
   auto* data = new uint8_t[std::max<size_t>(host_bytes, 1)];
   if (t.dtype == DType::kBool) {
@@ -168,7 +178,7 @@ std::shared_ptr<Program> Program::Create(const DevicePtr& device,
   for (const ir::Function& f : functions) {
     compiled.functions.push_back(Check(codegen::CompileFunction(f, device->compile_options())));
   }
-  p->module_ = Check(runtime::LoadedModule::Load(device->device_ref(), compiled));
+  p->module_ = Check(runtime::LoadedModule::Load(device->gpu_ref(), compiled));
   std::map<std::string, const ops::IntermediateTensor*> temps;
   for (const ops::IntermediateTensor& t : intermediates) temps[t.name] = &t;
   // Which names some kernel writes.

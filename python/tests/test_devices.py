@@ -1,7 +1,9 @@
 import gc
 import os
+import signal
 import subprocess
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -113,3 +115,169 @@ def test_a_wrong_library_variable_is_an_error_not_a_crash(tmp_path):
     r = _run(code, KILN_DAWN_LIBRARY=str(tmp_path / "missing.so"))
     assert r.returncode == 0, r.stderr
     assert "refused:" in r.stdout and "KILN_DAWN_LIBRARY" in r.stdout
+
+
+# A kernel whose threads add 2 until they reach `stop`: an odd stop never
+# ends. It runs in a child process, whose exit ends the loop on a CPU device.
+SPIN = """module {
+fn spin(X: buffer<i32>[n], n: i32, stop: i32) {
+  for tx in threadIdx.x(0, 64) {
+    if (tx < n) {
+      alloc st: i32[1] local {
+        st[0] = 0
+        while (st[0] != stop) {
+          st[0] = st[0] + 2
+        }
+        X[tx] = st[0]
+      }
+    }
+  }
+}
+}"""
+
+_SPINNING = """
+import sys, time, kiln
+impl, backend = sys.argv[1].split(":")
+d = kiln.Device(impl=impl, backend=backend, timeout=float(sys.argv[2]))
+k = kiln.compile(%r, d)["spin"]
+x = kiln.empty(4, "int32", d)
+k(x, 4, 1000)
+print("ends:", x.numpy().tolist(), flush=True)
+k(x, 4, 1001)
+print("waiting", flush=True)
+""" % SPIN
+
+_SPEC_PARAMS = [s.strip() for s in
+                os.environ.get("KILN_PYTHON_TEST_DEVICES",
+                               "dawn:vulkan,dawn:opengl,wgpu:vulkan").split(",") if s.strip()]
+
+
+def _skip_if_the_submit_runs_the_work(spec):
+    if spec == "dawn:opengl":
+        pytest.skip("Dawn's OpenGL backend runs the work inside the submit, before any wait "
+                    "begins: a timeout cannot bound it there (python.md)")
+
+
+@pytest.mark.parametrize("spec", _SPEC_PARAMS)
+def test_a_wait_past_the_devices_timeout_is_an_error(spec):
+    _skip_if_the_submit_runs_the_work(spec)
+    code = _SPINNING + """
+t = time.monotonic()
+for what, wait in [("read", x.numpy), ("synchronize", d.synchronize)]:
+    try:
+        wait()
+        print(what, "returned")
+    except kiln.DeadlineExceeded as e:
+        print(what, isinstance(e, TimeoutError), round(time.monotonic() - t, 1), e)
+    t = time.monotonic()
+other = kiln.Device(impl=impl, backend=backend)
+y = kiln.empty(4, "int32", other)
+kiln.compile(%r, other)["spin"](y, 4, 6)
+print("other device:", y.numpy().tolist())
+""" % SPIN
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code, spec, "0.5"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "ends: [1000, 1000, 1000, 1000]"
+    read = lines[2].split(" ", 3)
+    assert read[:2] == ["read", "True"], lines
+    assert 0.4 <= float(read[2]) < 10, lines
+    assert read[3].startswith("reading a tensor (.numpy()): the device had not finished after "
+                              "0.5 s (the device's timeout); a loop that never ends?"), lines
+    assert lines[3].startswith("synchronize True "), lines
+    assert lines[4] == "other device: [6, 6, 6, 6]"
+    # The process ended without waiting for the loop.
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("spec", _SPEC_PARAMS)
+def test_ctrl_c_interrupts_a_wait(spec):
+    _skip_if_the_submit_runs_the_work(spec)
+    code = _SPINNING + "x.numpy()\nprint('returned')\n"
+    p = subprocess.Popen([sys.executable, "-c", code, spec, "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ends: [1000, 1000, 1000, 1000]\n"
+        assert p.stdout.readline() == "waiting\n"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert "returned" not in out
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+
+
+def test_device_timeouts():
+    d = kiln.Device(timeout=2.5)
+    assert d.timeout == 2.5
+    d.timeout = 0
+    assert d.timeout is None
+    d.timeout = np.float32(0.25)
+    assert d.timeout == 0.25
+    d.timeout = None
+    assert d.timeout is None
+    d.timeout = 3
+    assert d.timeout == 3.0
+    for bad in [-1, float("nan"), float("inf"), 1e7]:
+        with pytest.raises(kiln.InvalidArgument, match=r"kiln.Device: timeout must be a number "
+                           r"of seconds from 0 \(no limit\) to 1000000, got "):
+            kiln.Device(timeout=bad)
+        with pytest.raises(kiln.InvalidArgument, match="kiln.Device.timeout: timeout must be"):
+            d.timeout = bad
+    for bad in ["1", True, [1]]:
+        with pytest.raises(TypeError, match="kiln.Device: timeout must be a number of seconds or "
+                           "None, not "):
+            kiln.Device(timeout=bad)
+    assert d.timeout == 3.0
+    code = "import kiln; print(kiln.default_device().timeout, kiln.Device().timeout)"
+    r = _run(code, KILN_TIMEOUT="1.5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1.5", "1.5"]
+    r = _run(code, KILN_TIMEOUT="0")
+    assert r.stdout.split() == ["None", "None"], r.stderr
+    for bad in ["soon", "-2", "1s"]:
+        r = _run(code, KILN_TIMEOUT=bad)
+        assert r.returncode != 0
+        assert "kiln.InvalidArgument: KILN_TIMEOUT must be a number of seconds" in r.stderr, \
+            r.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_cannot_use_its_parents_device():
+    code = """
+import os, sys, numpy as np, kiln
+x = kiln.tensor(np.arange(5, dtype=np.float32))
+y = kiln.ops.add(x, x)
+pid = os.fork()
+if pid == 0:
+    for call in [y.numpy, lambda: kiln.ops.add(x, x), lambda: kiln.tensor(np.ones(3, np.float32)),
+                 kiln.Device, kiln.devices, kiln.default_device]:
+        try:
+            call()
+            print("child: no error")
+        except kiln.FailedPrecondition as e:
+            print("child:", e)
+    print("child device:", x.device.impl, x.shape)
+    del x, y
+    sys.exit(3)
+_, status = os.waitpid(pid, 0)
+print("parent:", os.waitstatus_to_exitcode(status), y.numpy().tolist())
+"""
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 8, r.stdout + r.stderr
+    for line in lines[:2]:
+        assert "was made by a parent of this process (before a fork())" in line, line
+    for line, what in zip(lines[2:6], ["kiln.default_device()", "kiln.Device", "kiln.devices()",
+                                       "kiln.default_device()"]):
+        assert line.startswith(f"child: {what}: this process was fork()ed from one that had "
+                               "already used a WebGPU implementation"), line
+        assert "'spawn' or 'forkserver'" in line
+    assert lines[6].startswith("child device: ")
+    # The child's own exit status, though the implementation's exit handlers
+    # could not run in it.
+    assert lines[7] == "parent: 3 [0.0, 2.0, 4.0, 6.0, 8.0]"
