@@ -170,6 +170,38 @@ expect_error "ifs nested 63 deep" "deep.kir: function 'f', line 65, column 1: .i
   "$kiln" compile "$tmp/deep.kir" -o "$tmp/deep.kmod"
 expect_error "ternaries nested 63 deep" "kernel 'f': its WGSL nests blocks 63 deep .*more than the 62 WebGPU implementations accept" \
   "$kiln" compile "$tmp/ternaries.kir" -o "$tmp/ternaries.kmod"
+# A loop the vectorizer refuses is named at its line and column, for the
+# WGSL and for the lowered IR.
+cat > "$tmp/unvectorizable.kir" <<'KIR'
+module {
+fn f(A: buffer<f32>[64]) {
+  for i in threadIdx.x(0, 16) {
+    for j in vectorize(0, 4) {
+      if (j < 2) {
+        A[i * 4 + j] = 1.0
+      }
+    }
+  }
+}
+}
+KIR
+for emit in wgsl ir; do
+  expect_error "an unvectorizable loop ($emit)" "unvectorizable.kir: .*line 4, column 5: in loop \`j\`: cannot vectorize an if condition that depends on the loop variable" \
+    "$kiln" compile "$tmp/unvectorizable.kir" --emit $emit
+done
+cat > "$tmp/unvectorizable.kir" <<'KIR'
+module {
+fn f(A: buffer<f32>[64]) {
+  for i in threadIdx.x(0, 16) {
+    for j in vectorize(0, 4) {
+      A[i * 4] = A[i * 4 + j] + 1.0
+    }
+  }
+}
+}
+KIR
+expect_error "lanes storing one element" "unvectorizable.kir: .*line 4, column 5: cannot vectorize loop \`j\`:" \
+  "$kiln" compile "$tmp/unvectorizable.kir" -o "$tmp/unvectorizable.kmod"
 # A loop that never ends on the device is an error after --timeout, on
 # every device (Dawn's OpenGL backend runs it inside the submit), and a
 # kernel that ends within it passes.

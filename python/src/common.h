@@ -315,8 +315,11 @@ struct UserKernel {
   std::shared_ptr<UserModule> module;
   const runtime::Kernel* kernel = nullptr;
 };
+// `source`: where the parser found the functions' statements, if they were
+// parsed (lowering's errors then point into the text).
 std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
-                                             const std::vector<ir::Function>& functions);
+                                             const std::vector<ir::Function>& functions,
+                                             const ir::SourceMap* source = nullptr);
 UserKernel FindKernel(const std::shared_ptr<UserModule>& module, const std::string& name);
 
 void BindTensors(nb::module_& m);

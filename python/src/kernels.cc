@@ -22,10 +22,13 @@ namespace kiln::python {
 using namespace nb::literals;  // NOLINT(google-build-using-namespace)
 
 std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
-                                             const std::vector<ir::Function>& functions) {
+                                             const std::vector<ir::Function>& functions,
+                                             const ir::SourceMap* source) {
+  codegen::CompileOptions options = device->compile_options();
+  options.lower.source = source;
   codegen::CompiledModule compiled;
   for (const ir::Function& f : functions) {
-    compiled.functions.push_back(Check(codegen::CompileFunction(f, device->compile_options())));
+    compiled.functions.push_back(Check(codegen::CompileFunction(f, options)));
   }
   auto m = std::make_shared<UserModule>();
   m->device = device;
@@ -368,7 +371,7 @@ void BindKernels(nb::module_& m) {
         ir::SourceMap source;
         ir::Module module = Check(ir::ParseModule(text, &source));
         Check(ir::Verify(module, codegen::SourceVerifyOptions(dev->compile_options()), source));
-        return CompileFunctions(dev, module.functions);
+        return CompileFunctions(dev, module.functions, &source);
       },
       "ir_text"_a, "device"_a = nb::none(),
       nb::sig("def compile(ir_text: str | bytes, device: Device | None = None) -> Module"),

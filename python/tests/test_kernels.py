@@ -138,6 +138,13 @@ def test_bad_ir_reports_line_and_column(device):
     long_unroll = "module {\nfn f(A: buffer<f32>[300]) {\n  for i in unroll(0, 300) {\n    A[i] = 1.0\n  }\n}\n}\n"
     with pytest.raises(kiln.CompileError, match=r"line 3, column 3: .*extent 300, more than the limit of 256"):
         kiln.compile(long_unroll, device)
+    # So is a loop the vectorizer refuses, though only lowering finds out.
+    shared_lanes = ("module {\nfn f(A: buffer<f32>[64]) {\n  for i in threadIdx.x(0, 16) {\n"
+                    "    for j in vectorize(0, 4) {\n      A[i * 4] = A[i * 4 + j] + 1.0\n    }\n"
+                    "  }\n}\n}\n")
+    with pytest.raises(kiln.InvalidArgument, match=r"kernel 'f': .*line 4, column 5: cannot "
+                       r"vectorize loop `j`: `A` is stored and loaded at different indices"):
+        kiln.compile(shared_lanes, device)
 
 
 def test_kmod_files(device, rng, tmp_path):

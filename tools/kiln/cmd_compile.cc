@@ -24,10 +24,11 @@ namespace kiln::tool {
 namespace {
 
 // The module in the IR file at `path`, verified once, with `options` (the
-// limits the module is compiled for); errors point into the file.
-StatusOr<ir::Module> ParseIrFile(const std::string& path, const ir::VerifyOptions& options) {
+// limits the module is compiled for); errors point into the file, as
+// lowering's do with `source`.
+StatusOr<ir::Module> ParseIrFile(const std::string& path, const ir::VerifyOptions& options,
+                                 ir::SourceMap& source) {
   KILN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path));
-  ir::SourceMap source;
   auto module = ir::ParseModule(text, &source);
   if (!module.ok()) return module.status().WithContext(path);
   Status verified = ir::Verify(*module, options, source);
@@ -169,8 +170,10 @@ int CompileCommand(const Args& args) {
     }
     std::fprintf(stderr, "%-22s %8.3f\n", "total", sum);
   };
-  auto module = ParseIrFile(input, codegen::SourceVerifyOptions(options));
+  ir::SourceMap source;
+  auto module = ParseIrFile(input, codegen::SourceVerifyOptions(options), source);
   if (!module.ok()) return Fail(module.status().ToString());
+  options.lower.source = &source;
   for (const ir::Function& f : module->functions) {
     Status work = CheckDeclaredWork(f);
     if (!work.ok()) return Fail(work.WithContext(input).ToString());
@@ -187,7 +190,9 @@ int CompileCommand(const Args& args) {
   }
   auto compiled = codegen::CompileModule(*module, options);
   if (!compiled.ok()) return Fail(compiled.status().WithContext(input).ToString());
-  *module = ir::Module();  // not needed any more: the IR of a large module is large
+  // Not needed any more: the IR of a large module is large.
+  *module = ir::Module();
+  source = ir::SourceMap();
   print_times();
   if (emit) {
     for (const codegen::CompiledFunction& f : compiled->functions) {

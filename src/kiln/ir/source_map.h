@@ -3,6 +3,7 @@
 // into the module as printed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,5 +26,27 @@ struct SourceMap {
   // The parsed text, line by line, for quoting.
   std::vector<std::string> lines;
 };
+
+// Where the loop that binds `loop_var` was parsed, if the map has it.
+// Lowering passes keep loop variables, so a pass can point into the user's
+// text through them.
+inline std::optional<SourceLocation> LoopLocation(const SourceMap& map, const VarNode* loop_var) {
+  for (const auto& [node, at] : map.stmts) {
+    if (node->kind == StmtKind::kFor &&
+        static_cast<const ForNode*>(node)->loop_var.get() == loop_var) {
+      return at;
+    }
+  }
+  return std::nullopt;
+}
+
+// "line L, column C: " for the loop binding `loop_var` (with `map`, and
+// where the map has it), else "".
+inline std::string LoopLocationPrefix(const SourceMap* map, const VarNode* loop_var) {
+  if (map == nullptr) return "";
+  const std::optional<SourceLocation> at = LoopLocation(*map, loop_var);
+  if (!at) return "";
+  return "line " + std::to_string(at->line) + ", column " + std::to_string(at->column) + ": ";
+}
 
 }  // namespace kiln::ir

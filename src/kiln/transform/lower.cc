@@ -16,8 +16,8 @@ StatusOr<ir::Function> RunThreadBindings(const ir::Function& f, const LowerOptio
 StatusOr<ir::Function> RunUnroll(const ir::Function& f, const LowerOptions& options) {
   return Unroll(f, options.unroll);
 }
-StatusOr<ir::Function> RunVectorize(const ir::Function& f, const LowerOptions&) {
-  return Vectorize(f);
+StatusOr<ir::Function> RunVectorize(const ir::Function& f, const LowerOptions& options) {
+  return Vectorize(f, {options.source});
 }
 StatusOr<ir::Function> RunFlatten(const ir::Function& f, const LowerOptions&) {
   return FlattenBuffers(f);

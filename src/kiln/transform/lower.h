@@ -47,6 +47,10 @@ struct LowerOptions {
   bool verify_each_pass = true;
 #endif
   PassObserver observer;  // may be empty
+  // Where the parser found the function's statements (may be null; kept
+  // alive by the caller while lowering runs): a pass refusing a loop of the
+  // user's says at which line and column.
+  const ir::SourceMap* source = nullptr;
 };
 
 // One pass of the pipeline.

@@ -371,34 +371,47 @@ Status CheckIndependent(const ir::ForNode* loop) {
 // Finds vectorized loops and replaces each with its vectorized body.
 class LoopFinder : public FallibleMutator {
  public:
+  explicit LoopFinder(const ir::SourceMap* source) : source_(source) {}
+
   Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
     if (op->kind != ir::LoopKind::kVectorized) return ir::StmtMutator::MutateFor(op, s);
+    const std::string at = ir::LoopLocationPrefix(source_, op->loop_var.get());
     auto extent = ir::AsConstInt(ir::Simplify(op->extent));
     if (!extent || *extent < 2 || *extent > 4) {
-      Fail("vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
+      Fail(at, "vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
            "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)");
       return s;
     }
     auto step = ir::AsConstInt(ir::Simplify(op->step));
     if (!step || *step != 1) {
-      Fail("vectorized loop `", op->loop_var.name(), "` has step ", ir::Print(op->step),
+      Fail(at, "vectorized loop `", op->loop_var.name(), "` has step ", ir::Print(op->step),
            "; a vectorized loop steps by 1 (its extent is its lanes)");
       return s;
     }
     if (Status independent = CheckIndependent(op); !independent.ok()) {
-      Fail(independent.message());
+      Fail(at, independent.message());
       return s;
     }
     Expr ramp = ir::RampNode::make(op->min, op->step, static_cast<int>(*extent));
+    const bool failed_before = !status().ok();
     BodyVectorizer vectorizer(op->loop_var.get(), ramp, shared_status());
-    return vectorizer.MutateStmt(op->body);
+    Stmt vectorized = vectorizer.MutateStmt(op->body);
+    if (!failed_before && !status().ok() && !at.empty()) {
+      Status& status = shared_status();
+      status =
+          Status(status.code(), at + "in loop `" + op->loop_var.name() + "`: " + status.message());
+    }
+    return vectorized;
   }
+
+ private:
+  const ir::SourceMap* source_;
 };
 
 }  // namespace
 
 StatusOr<ir::Function> Vectorize(const ir::Function& function, const VectorizeOptions& options) {
-  LoopFinder finder;
+  LoopFinder finder(options.source);
   return RewriteFunction(function, finder, "Vectorize");
 }
 

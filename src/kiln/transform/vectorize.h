@@ -15,11 +15,16 @@
 #pragma once
 
 #include "kiln/ir/function.h"
+#include "kiln/ir/source_map.h"
 #include "kiln/support/status.h"
 
 namespace kiln::transform {
 
-struct VectorizeOptions {};
+struct VectorizeOptions {
+  // Where the parser found the statements (may be null): refusals of a loop
+  // then start with its line and column.
+  const ir::SourceMap* source = nullptr;
+};
 
 StatusOr<ir::Function> Vectorize(const ir::Function& function,
                                  const VectorizeOptions& options = {});
