@@ -327,6 +327,39 @@ def test_te_compute_at_read_through_floor_division(device, rng, n, factor, div):
             te.lower(s2, [C], [A], "up")
 
 
+@pytest.mark.parametrize("n,factor", [(1000, 4), (10, 4), (9, 3), (7, 2), (12, 8)], ids=str)
+def test_te_vectorize_a_computed_at_stage_by_its_region(device, rng, n, factor):
+    # P's axis spans n elements, but the region computed per iteration of
+    # C's outer loop spans `factor`: that is what vectorize needs to be 2-4.
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
+    C = te.compute((n,), lambda i: P[i] - 0.5, name="C")
+    s = te.create_schedule(C)
+    io, _ = s[C].split(s[C].axis[0], factor)
+    s[P].compute_at(s[C], io)
+    s[P].vectorize(s[P].axis[0])
+    if factor > 4:
+        with pytest.raises(kiln.InvalidArgument, match=r"stage 'P' vectorizes axis 'i', whose "
+                           r"extent is 8 where the stage is computed \(at 'C', loop 'i_outer'\); "
+                           r"a vectorized axis needs extent 2, 3 or 4"):
+            te.lower(s, [C], [A], "up")
+        return
+    text = te.lower(s, [C], [A], "up")
+    assert (f"in vectorize(0, {factor})" in text) == (n % factor == 0), text
+    k = kiln.build(s, [C], [A], "up", device=device)
+    a = rng.standard_normal(n).astype(np.float32)
+    c = kiln.tensor(np.full(n, np.nan, np.float32), device)
+    k(kiln.tensor(a, device), c)
+    np.testing.assert_allclose(c.numpy(), a * 2.0 + 1.0 - 0.5, rtol=1e-6, atol=1e-6)
+    # Vectorized before it is computed at a loop, the axis's whole extent
+    # is what counts.
+    s2 = te.create_schedule(C)
+    if n > 4:
+        with pytest.raises(kiln.InvalidArgument, match=f"has extent {n}; a vectorized axis "
+                           "needs extent 2, 3 or 4"):
+            s2[P].vectorize(s2[P].axis[0])
+
+
 def test_te_symbolic_size_fuse_unroll_inline(device, rng):
     n = te.size_var("n")
     X = te.placeholder((n, 4), "float32", name="X")

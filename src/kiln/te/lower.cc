@@ -1365,6 +1365,16 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       lanes = ir::AsConstInt(ir::Simplify(layout.extent(a))).value_or(0);
     }
   }
+  // A computed-at stage's vectorized axis (checked here, where its region
+  // is known) spans 2, 3 or 4 elements of that region.
+  if (vec.defined() && (lanes < 2 || lanes > 4) && error_.ok()) {
+    error_ = InvalidArgument(
+        at_, ": stage '", stage.name(), "' vectorizes axis '", vec.name(), "', whose extent is ",
+        ir::Print(ir::Simplify(layout.extent(vec))), " where the stage is computed (at '",
+        stage.attach_stage, "', loop '", stage.attach_axis.name(),
+        "'); a vectorized axis needs extent 2, 3 or 4 (the WGSL vector sizes): split it by the "
+        "lanes first, or compute the stage at an inner loop");
+  }
   // An axis's value as `base + v` (v the vectorized leaf, lane set) or
   // `base` (no dependence on v), where with the lane `base` is a
   // non-negative multiple of `align` (0: base is 0). This is what keeps

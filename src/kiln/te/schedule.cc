@@ -379,7 +379,10 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       // accumulates in place with every reduction loop outside the vector
       // loop; lowering checks the loop order.
       KILN_RETURN_IF_ERROR(not_annotated(axis));
-      const std::optional<int64_t> extent = ConstInt(axis.extent());
+      // A stage computed at another's loop computes a region of its axes,
+      // whose extents lowering knows: it checks them there.
+      const std::optional<int64_t> extent =
+          stage.attached() ? std::optional<int64_t>(2) : ConstInt(axis.extent());
       if (!extent.has_value()) {
         return InvalidArgument(at, ": axis ", Quote(axis.name()), " has extent ",
                                ir::Print(axis.extent()),
