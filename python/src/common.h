@@ -164,11 +164,12 @@ struct DispatchTime {
 // needs it done (a download, a profile's end, or a full batch).
 //
 // Waits for the device go in slices: between them Python's signal handlers
-// run (Ctrl-C raises KeyboardInterrupt), and a wait longer than the
-// device's timeout raises kiln.DeadlineExceeded. WebGPU cannot stop work,
-// so what was submitted goes on: a later wait waits for it again, and a
-// device freed while such work may still run is not waited for (its
-// WebGPU objects are kept to the end of the process instead).
+// run (Ctrl-C raises KeyboardInterrupt) and other threads may take the GIL,
+// and a wait longer than the device's timeout raises kiln.DeadlineExceeded.
+// WebGPU cannot stop work, so what was submitted goes on: every later call
+// that reaches the GPU waits for it first, and a device freed while such
+// work may still run is not waited for (its WebGPU objects are kept to the
+// end of the process instead).
 //
 // A device belongs to the process that made it: in a fork()ed child, every
 // call that would reach the GPU fails with kiln.FailedPrecondition, and
@@ -181,7 +182,8 @@ class DeviceState {
 
   // The device's properties (usable in any process).
   hal::Device& device() { return *device_; }
-  // The device for GPU work: fails in a fork()ed child.
+  // The device for GPU work: fails in a fork()ed child; first waits (as
+  // WaitSubmitted) for work an earlier wait gave up on.
   hal::Device& gpu();
   const std::shared_ptr<hal::Device>& gpu_ref() {
     (void)gpu();
@@ -217,18 +219,28 @@ class DeviceState {
   codegen::CompileOptions compile_options_;
   std::unique_ptr<hal::CommandBuffer> open_;
   size_t open_dispatches_ = 0;
-  // Submitted, possibly still running: kept until a wait.
-  std::vector<std::unique_ptr<hal::CommandBuffer>> submitted_;
+  // Submitted, possibly still running, with their serials: kept until a wait.
+  std::vector<std::pair<uint64_t, std::unique_ptr<hal::CommandBuffer>>> submitted_;
   bool profiling_ = false;
   std::vector<std::unique_ptr<hal::CommandBuffer>> profiled_;
   nb::dict cache_;
   std::chrono::nanoseconds timeout_;
   // The fork generation (module.cc) the device was made in.
   uint64_t generation_;
-  // Work was submitted since the last completed wait.
-  bool pending_ = false;
+  // Command buffers submitted (Flush) so far, and how many of those are
+  // known to be complete.
+  uint64_t submitted_serial_ = 0;
+  uint64_t completed_serial_ = 0;
   // A wait ended (timeout, signal) before the work did.
   bool unfinished_ = false;
+
+  // Fails in a fork()ed child.
+  void CheckProcess() const;
+  // How a wait in slices for submission `serial` ended: done, past the
+  // timeout, interrupted (a signal handler's exception is set), or failed
+  // (`error`).
+  enum class WaitEnd { kDone, kTimeout, kInterrupted, kError };
+  WaitEnd WaitInSlices(uint64_t serial, bool release_gil, Status& error);
 };
 using DevicePtr = std::shared_ptr<DeviceState>;
 

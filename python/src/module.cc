@@ -7,7 +7,9 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include "common.h"
 #include "kiln/check/check.h"
@@ -185,7 +187,7 @@ std::atomic<uint64_t> g_fork_generation{0};
 
 // How long one slice of a wait is: Python's signal handlers run between
 // slices.
-constexpr std::chrono::milliseconds kWaitSlice{50};
+constexpr std::chrono::milliseconds kWaitSlice{20};
 
 // The fork generation in which a WebGPU implementation was first used here
 // (a device made or adapters listed); -1 before. Its state does not survive
@@ -233,18 +235,29 @@ DeviceState::DeviceState(std::shared_ptr<hal::Device> device, std::chrono::nanos
 
 DeviceState::~DeviceState() {
   // Work still queued finishes before the buffers it uses go, within the
-  // device's timeout. What may still run (a wait ended early, or the
-  // timeout passed here), and everything in a fork()ed child, is kept to
-  // the end of the process instead of being released under the GPU.
+  // device's timeout (Ctrl-C ends the wait too, and is raised afterwards).
+  // What may still run, and everything in a fork()ed child, is kept to the
+  // end of the process instead of being released under the GPU.
   bool keep = forked() || unfinished_;
-  if (!keep && (open_ || pending_ || !profiled_.empty())) {
-    if (open_ && open_->End().ok()) (void)hal::Submit(*device_, *open_);
-    keep = hal::WaitIdle(*device_, timeout_).code() == StatusCode::kDeadlineExceeded;
+  if (!keep && (open_ || completed_serial_ < submitted_serial_)) {
+    if (open_ && open_->End().ok() && hal::Submit(*device_, *open_).ok()) ++submitted_serial_;
+    Status error;
+    const WaitEnd end = WaitInSlices(submitted_serial_, /*release_gil=*/false, error);
+    keep = end == WaitEnd::kTimeout || end == WaitEnd::kInterrupted;
+    if (end == WaitEnd::kInterrupted) {
+      // A destructor cannot raise: Ctrl-C is raised again at the next chance.
+      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        PyErr_Clear();
+        PyErr_SetInterrupt();
+      } else {
+        PyErr_WriteUnraisable(nullptr);
+      }
+    }
   }
   if (keep) {
     new std::shared_ptr<hal::Device>(device_);
     (void)open_.release();
-    for (auto& cb : submitted_) (void)cb.release();
+    for (auto& [serial, cb] : submitted_) (void)cb.release();
     for (auto& cb : profiled_) (void)cb.release();
   }
 }
@@ -253,7 +266,7 @@ bool DeviceState::forked() const {
   return generation_ != g_fork_generation.load();
 }
 
-hal::Device& DeviceState::gpu() {
+void DeviceState::CheckProcess() const {
   if (forked()) {
     Throw(
         FailedPrecondition("the device ", device_->Describe(),
@@ -261,15 +274,26 @@ hal::Device& DeviceState::gpu() {
                            "implementation's state does not survive a fork: ",
                            kUseSpawn));
   }
+}
+
+hal::Device& DeviceState::gpu() {
+  CheckProcess();
+  // New work would queue behind what an earlier wait gave up on, and some
+  // calls (pipeline creation, a submit) can block behind it without a way
+  // out: wait for it first, in slices.
+  if (unfinished_)
+    WaitSubmitted("a call on a device still running work an earlier wait gave up on");
   return *device_;
 }
 
 void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args) {
+  hal::Device& device = gpu();
   if (!open_) {
     hal::CommandBufferOptions options;
     options.label = "kiln.python";
     options.profile = profiling_;
-    open_ = Check(hal::CommandBuffer::Create(gpu_ref(), hal::CommandBufferMode::kOneShot, options));
+    open_ = Check(hal::CommandBuffer::Create(device.shared_from_this(),
+                                             hal::CommandBufferMode::kOneShot, options));
   }
   Check(kernel.Record(*open_, args));
   if (++open_dispatches_ >= 256) Flush();
@@ -277,52 +301,84 @@ void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime:
 
 void DeviceState::Flush() {
   if (!open_) return;
+  hal::Device& device = gpu();
   std::unique_ptr<hal::CommandBuffer> cb = std::move(open_);
   open_dispatches_ = 0;
   Check(cb->End());
-  Check(hal::Submit(gpu(), *cb));
-  pending_ = true;
+  Check(hal::Submit(device, *cb));
+  ++submitted_serial_;
   if (cb->stats().dispatches > 0 && profiling_) {
     profiled_.push_back(std::move(cb));
   } else {
-    submitted_.push_back(std::move(cb));
+    submitted_.emplace_back(submitted_serial_, std::move(cb));
   }
   // Bound the work in flight (and the buffers it holds).
-  if (submitted_.size() >= 16) Synchronize();
+  if (submitted_.size() >= 16) {
+    WaitSubmitted(
+        "queuing work (kiln waits for the device while 16 batches of work are in flight)");
+  }
 }
 
-void DeviceState::WaitSubmitted(std::string_view what) {
-  if (!pending_) return;
-  auto fence = hal::Fence::Create(gpu_ref());
-  Check(fence->Signal(1));
+DeviceState::WaitEnd DeviceState::WaitInSlices(uint64_t serial, bool release_gil, Status& error) {
+  auto fence = hal::Fence::Create(device_);
+  if (error = fence->Signal(1); !error.ok()) return WaitEnd::kError;
   const auto start = std::chrono::steady_clock::now();
-  while (true) {
+  while (completed_serial_ < serial) {
     auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(kWaitSlice);
     const auto waited = std::chrono::steady_clock::now() - start;
     if (timeout_ != hal::kInfinite) slice = std::min(slice, std::max(timeout_ - waited, {}));
     const Status status = fence->Wait(1, slice);
     if (status.ok()) break;
-    unfinished_ = true;
-    if (status.code() != StatusCode::kDeadlineExceeded) Throw(status.WithContext(what));
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    if (status.code() != StatusCode::kDeadlineExceeded) {
+      error = status;
+      return WaitEnd::kError;
+    }
+    if (PyGILState_Check()) {
+      if (PyErr_CheckSignals() != 0) return WaitEnd::kInterrupted;
+      // Python runs signal handlers in the main thread, which may be
+      // waiting for the GIL: let it (and any other thread) run between
+      // slices. Calls into kiln hold the GIL, so none runs inside a slice.
+      if (release_gil) {
+        nb::gil_scoped_release release;
+      }
+    }
     if (timeout_ != hal::kInfinite && std::chrono::steady_clock::now() - start >= timeout_) {
+      return WaitEnd::kTimeout;
+    }
+  }
+  completed_serial_ = std::max(completed_serial_, serial);
+  return WaitEnd::kDone;
+}
+
+void DeviceState::WaitSubmitted(std::string_view what) {
+  CheckProcess();
+  if (completed_serial_ >= submitted_serial_) return;
+  const uint64_t serial = submitted_serial_;
+  Status error;
+  switch (WaitInSlices(serial, /*release_gil=*/true, error)) {
+    case WaitEnd::kDone:
+      break;
+    case WaitEnd::kInterrupted:
+      unfinished_ = true;
+      throw nb::python_error();
+    case WaitEnd::kTimeout:
+      unfinished_ = true;
       Throw(DeadlineExceeded(
           what, ": the device had not finished after ", SecondsText(timeout_),
           " s (the device's timeout); a loop that never ends? WebGPU cannot stop work: it goes "
-          "on, a later wait waits for it again, and kiln does not wait for it when the device "
-          "is freed"));
-    }
+          "on, later calls on this device wait for it first, and kiln does not wait for it when "
+          "the device is freed"));
+    case WaitEnd::kError:
+      Throw(error.WithContext(what));
   }
-  unfinished_ = false;
-  pending_ = false;
-  submitted_.clear();
+  if (completed_serial_ >= submitted_serial_) unfinished_ = false;
+  std::erase_if(submitted_, [&](const auto& entry) { return entry.first <= serial; });
 }
 
 void DeviceState::Synchronize() {
   Flush();
   WaitSubmitted("synchronize");
   Check(device_->CheckHealthy());
-  submitted_.clear();
 }
 
 void DeviceState::BeginProfile() {
@@ -337,32 +393,22 @@ void DeviceState::BeginProfile() {
 
 std::vector<DispatchTime> DeviceState::EndProfile() {
   if (!profiling_) Throw(FailedPrecondition("no profile is open on this device"));
+  // However it ends, the profile is closed and its command buffers go.
+  struct Close {
+    DeviceState* d;
+    ~Close() {
+      d->profiling_ = false;
+      d->profiled_.clear();
+    }
+  } close{this};
+  Flush();
+  WaitSubmitted("ending a profile");
   std::vector<DispatchTime> times;
-  Status status = Status::Ok();
-  try {
-    Flush();
-  } catch (const StatusError& e) {
-    status = e.status();
-  }
-  profiling_ = false;
-  if (status.ok()) {
-    try {
-      WaitSubmitted("ending a profile");
-    } catch (const StatusError& e) {
-      status = e.status();
-    }
-  }
   for (auto& cb : profiled_) {
-    if (!status.ok()) break;
-    auto timings = cb->ReadProfile();
-    if (!timings.ok()) {
-      status = timings.status();
-      break;
+    for (const hal::DispatchTiming& t : Check(cb->ReadProfile())) {
+      times.push_back({t.name, t.gpu_ns});
     }
-    for (const hal::DispatchTiming& t : *timings) times.push_back({t.name, t.gpu_ns});
   }
-  profiled_.clear();
-  Check(status);
   return times;
 }
 
@@ -402,9 +448,11 @@ std::chrono::nanoseconds TimeoutOf(double seconds, std::string_view what, std::s
 std::chrono::nanoseconds TimeoutFromEnvironment() {
   const char* text = std::getenv("KILN_TIMEOUT");
   if (text == nullptr || *text == '\0') return hal::kInfinite;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  if (end == text || *end != '\0') {
+  // Decimal, as the CLI's --timeout (no locale, no hexadecimal, no spaces).
+  double seconds = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, seconds);
+  if (error != std::errc() || stop != end) {
     Throw(InvalidArgument("KILN_TIMEOUT must be a number of seconds (0 for no limit), got '", text,
                           "'"));
   }
@@ -416,8 +464,8 @@ DevicePtr DefaultDevice() {
   // its own (its parent's stays, unreleased).
   static auto* device = new DevicePtr();
   if (!*device || (*device)->forked()) {
-    CheckGpuUsable("kiln.default_device()");
     const std::chrono::nanoseconds timeout = TimeoutFromEnvironment();
+    CheckGpuUsable("kiln.default_device()");
     auto made = hal::Device::Create(hal::DeviceOptions{});
     *device = std::make_shared<DeviceState>(Check(std::move(made)), timeout);
     // Its Python object too, so that the garbage collector never takes it
@@ -487,12 +535,12 @@ std::shared_ptr<hal::Device> MakeDevice(const std::optional<std::string>& impl,
                                         const std::optional<std::string>& backend,
                                         const std::optional<std::string>& feature_level,
                                         std::optional<bool> trusted) {
-  CheckGpuUsable("kiln.Device");
   hal::DeviceOptions options;
   if (impl) options.impl = Check(hal::ParseImplKind(*impl));
   if (backend) options.backend = Check(hal::ParseBackend(*backend));
   if (feature_level) options.feature_level = Check(hal::ParseFeatureLevel(*feature_level));
   options.trusted = trusted;
+  CheckGpuUsable("kiln.Device");
   return Check(hal::Device::Create(options));
 }
 

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import REPO
+
+VECTOR_ADD = REPO / "examples" / "vector_add.kir"
 
 
 def test_devices_lists_adapters_with_features_and_limits():
@@ -135,7 +138,7 @@ fn spin(X: buffer<i32>[n], n: i32, stop: i32) {
 }
 }"""
 
-_SPINNING = """
+_SPIN_SETUP = """
 import sys, time, kiln
 impl, backend = sys.argv[1].split(":")
 d = kiln.Device(impl=impl, backend=backend, timeout=float(sys.argv[2]))
@@ -143,9 +146,11 @@ k = kiln.compile(%r, d)["spin"]
 x = kiln.empty(4, "int32", d)
 k(x, 4, 1000)
 print("ends:", x.numpy().tolist(), flush=True)
+""" % SPIN
+_SPINNING = _SPIN_SETUP + """
 k(x, 4, 1001)
 print("waiting", flush=True)
-""" % SPIN
+"""
 
 _SPEC_PARAMS = [s.strip() for s in
                 os.environ.get("KILN_PYTHON_TEST_DEVICES",
@@ -153,9 +158,30 @@ _SPEC_PARAMS = [s.strip() for s in
 
 
 def _skip_if_the_submit_runs_the_work(spec):
-    if spec == "dawn:opengl":
-        pytest.skip("Dawn's OpenGL backend runs the work inside the submit, before any wait "
+    if spec.endswith(":opengl"):
+        pytest.skip("the OpenGL backends run the work inside the submit, before any wait "
                     "begins: a timeout cannot bound it there (python.md)")
+
+
+def _interrupt_when_waiting(code, spec, *args):
+    """Runs `code` (which prints "waiting" before a wait that does not end),
+    sends it SIGINT a second later; returns (stdout, stderr)."""
+    p = subprocess.Popen([sys.executable, "-c", code, spec, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out = []
+        while True:
+            line = p.stdout.readline()
+            assert line, "".join(out) + p.stderr.read()
+            out.append(line)
+            if line == "waiting\n":
+                break
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    return "".join(out) + rest, err
 
 
 @pytest.mark.parametrize("spec", _SPEC_PARAMS)
@@ -170,6 +196,11 @@ for what, wait in [("read", x.numpy), ("synchronize", d.synchronize)]:
     except kiln.DeadlineExceeded as e:
         print(what, isinstance(e, TimeoutError), round(time.monotonic() - t, 1), e)
     t = time.monotonic()
+try:
+    kiln.empty(4, "float32", d)
+    print("new work returned")
+except kiln.DeadlineExceeded as e:
+    print("new work", e)
 other = kiln.Device(impl=impl, backend=backend)
 y = kiln.empty(4, "int32", other)
 kiln.compile(%r, other)["spin"](y, 4, 6)
@@ -187,7 +218,10 @@ print("other device:", y.numpy().tolist())
     assert read[3].startswith("reading a tensor (.numpy()): the device had not finished after "
                               "0.5 s (the device's timeout); a loop that never ends?"), lines
     assert lines[3].startswith("synchronize True "), lines
-    assert lines[4] == "other device: [6, 6, 6, 6]"
+    # New work on the device waits for what is still running first.
+    assert lines[4].startswith("new work a call on a device still running work an earlier wait "
+                               "gave up on: the device had not finished after 0.5 s"), lines
+    assert lines[5] == "other device: [6, 6, 6, 6]"
     # The process ended without waiting for the loop.
     assert time.monotonic() - start < 60
 
@@ -196,18 +230,60 @@ print("other device:", y.numpy().tolist())
 def test_ctrl_c_interrupts_a_wait(spec):
     _skip_if_the_submit_runs_the_work(spec)
     code = _SPINNING + "x.numpy()\nprint('returned')\n"
-    p = subprocess.Popen([sys.executable, "-c", code, spec, "0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline() == "ends: [1000, 1000, 1000, 1000]\n"
-        assert p.stdout.readline() == "waiting\n"
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        p.kill()
+    out, err = _interrupt_when_waiting(code, spec, "0")
+    assert out.startswith("ends: [1000, 1000, 1000, 1000]\n")
     assert "returned" not in out
     assert err.rstrip().endswith("KeyboardInterrupt"), err
+
+
+@pytest.mark.parametrize("spec", _SPEC_PARAMS)
+def test_ctrl_c_while_another_thread_waits_and_while_a_device_is_freed(spec):
+    _skip_if_the_submit_runs_the_work(spec)
+    # The main thread gets its KeyboardInterrupt while a thread waits.
+    code = _SPINNING + """
+import os, threading
+t = threading.Thread(target=x.numpy, daemon=True)
+t.start()
+try:
+    t.join()
+except KeyboardInterrupt:
+    print("main thread interrupted", flush=True)
+    os._exit(0)
+"""
+    out, err = _interrupt_when_waiting(code, spec, "0")
+    assert out.endswith("main thread interrupted\n"), out + err
+    # Freeing a device waits for its work; Ctrl-C ends that wait, and is
+    # raised after.
+    code = _SPINNING + """
+import gc
+del k, x, d
+gc.collect()
+print("freed")
+"""
+    out, err = _interrupt_when_waiting(code, spec, "0")
+    assert err.rstrip().endswith("KeyboardInterrupt"), out + err
+
+
+@pytest.mark.parametrize("spec", _SPEC_PARAMS)
+def test_an_interrupted_profile_leaves_nothing_in_the_next(spec):
+    _skip_if_the_submit_runs_the_work(spec)
+    # The end of a profile waits for a kernel of a few seconds, interrupted:
+    # the next profile has only its own dispatches.
+    code = _SPIN_SETUP + """
+a = kiln.empty(4, "float32", d)
+try:
+    with kiln.profile(d, print=False):
+        kiln.ops.add(a, a)
+        k(x, 4, 2 * 10**9)
+        print("waiting", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+with kiln.profile(d, print=False) as p:
+    kiln.ops.add(a, a)
+print([name for name, _ in p.timings])
+"""
+    out, err = _interrupt_when_waiting(code, spec, "0")
+    assert out.splitlines()[-2:] == ["interrupted", "['elementwise_add']"], out + err
 
 
 def test_device_timeouts():
@@ -250,11 +326,13 @@ def test_a_forked_child_cannot_use_its_parents_device():
     code = """
 import os, sys, numpy as np, kiln
 x = kiln.tensor(np.arange(5, dtype=np.float32))
+k = kiln.compile(open(sys.argv[1]).read())["vector_add"]
 y = kiln.ops.add(x, x)
+k(x, x, kiln.empty(5, "float32"), 5)  # recorded, not yet submitted
 pid = os.fork()
 if pid == 0:
     for call in [y.numpy, lambda: kiln.ops.add(x, x), lambda: kiln.tensor(np.ones(3, np.float32)),
-                 kiln.Device, kiln.devices, kiln.default_device]:
+                 kiln.Device, kiln.devices, kiln.default_device, lambda: k(x, x, y, 5)]:
         try:
             call()
             print("child: no error")
@@ -266,10 +344,11 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 print("parent:", os.waitstatus_to_exitcode(status), y.numpy().tolist())
 """
-    r = _run(code)
+    r = subprocess.run([sys.executable, "-c", code, str(VECTOR_ADD)], capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 8, r.stdout + r.stderr
+    assert len(lines) == 9, r.stdout + r.stderr
     for line in lines[:2]:
         assert "was made by a parent of this process (before a fork())" in line, line
     for line, what in zip(lines[2:6], ["kiln.default_device()", "kiln.Device", "kiln.devices()",
@@ -277,7 +356,8 @@ print("parent:", os.waitstatus_to_exitcode(status), y.numpy().tolist())
         assert line.startswith(f"child: {what}: this process was fork()ed from one that had "
                                "already used a WebGPU implementation"), line
         assert "'spawn' or 'forkserver'" in line
-    assert lines[6].startswith("child device: ")
+    assert "was made by a parent of this process (before a fork())" in lines[6], lines[6]
+    assert lines[7].startswith("child device: ")
     # The child's own exit status, though the implementation's exit handlers
     # could not run in it.
-    assert lines[7] == "parent: 3 [0.0, 2.0, 4.0, 6.0, 8.0]"
+    assert lines[8] == "parent: 3 [0.0, 2.0, 4.0, 6.0, 8.0]"
