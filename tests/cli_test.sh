@@ -205,23 +205,7 @@ expect_error "lanes storing one element" "unvectorizable.kir: .*line 4, column 5
 # A loop that never ends on the device is an error after --timeout, on
 # every device (Dawn's OpenGL backend runs it inside the submit), and a
 # kernel that ends within it passes.
-cat > "$tmp/spin.kir" <<'KIR'
-module {
-fn spin(X: buffer<i32>[n], n: i32, stop: i32) {
-  for tx in threadIdx.x(0, 64) {
-    if (tx < n) {
-      alloc st: i32[1] local {
-        st[0] = 0
-        while (st[0] != stop) {
-          st[0] = st[0] + 2
-        }
-        X[tx] = st[0]
-      }
-    }
-  }
-}
-}
-KIR
+cp "$src/tests/kernels/spin.kir" "$tmp/spin.kir"
 "$kiln" compile "$tmp/spin.kir" -o "$tmp/spin.kmod" >/dev/null || fail "compile spin"
 out=$("$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout 60 --check 2>&1) ||
   fail "a loop that ends, under --timeout: $out"

@@ -163,8 +163,8 @@ struct DispatchTime {
 // A device, with the command buffer work is recorded into until something
 // needs it done (a download, a profile's end, or a full batch).
 //
-// Waits for the device go in slices: between them Python's signal handlers
-// run (Ctrl-C raises KeyboardInterrupt) and other threads may take the GIL,
+// Waits for the device go in slices, holding the GIL: between them Python's
+// signal handlers run (in the main thread: Ctrl-C raises KeyboardInterrupt),
 // and a wait longer than the device's timeout raises kiln.DeadlineExceeded.
 // WebGPU cannot stop work, so what was submitted goes on: every later call
 // that reaches the GPU waits for it first, and a device freed while such
@@ -240,7 +240,7 @@ class DeviceState {
   // timeout, interrupted (a signal handler's exception is set), or failed
   // (`error`).
   enum class WaitEnd { kDone, kTimeout, kInterrupted, kError };
-  WaitEnd WaitInSlices(uint64_t serial, bool release_gil, Status& error);
+  WaitEnd WaitInSlices(uint64_t serial, Status& error);
 };
 using DevicePtr = std::shared_ptr<DeviceState>;
 

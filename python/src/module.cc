@@ -242,7 +242,7 @@ DeviceState::~DeviceState() {
   if (!keep && (open_ || completed_serial_ < submitted_serial_)) {
     if (open_ && open_->End().ok() && hal::Submit(*device_, *open_).ok()) ++submitted_serial_;
     Status error;
-    const WaitEnd end = WaitInSlices(submitted_serial_, /*release_gil=*/false, error);
+    const WaitEnd end = WaitInSlices(submitted_serial_, error);
     keep = end == WaitEnd::kTimeout || end == WaitEnd::kInterrupted;
     if (end == WaitEnd::kInterrupted) {
       // A destructor cannot raise: Ctrl-C is raised again at the next chance.
@@ -319,7 +319,7 @@ void DeviceState::Flush() {
   }
 }
 
-DeviceState::WaitEnd DeviceState::WaitInSlices(uint64_t serial, bool release_gil, Status& error) {
+DeviceState::WaitEnd DeviceState::WaitInSlices(uint64_t serial, Status& error) {
   auto fence = hal::Fence::Create(device_);
   if (error = fence->Signal(1); !error.ok()) return WaitEnd::kError;
   const auto start = std::chrono::steady_clock::now();
@@ -333,15 +333,10 @@ DeviceState::WaitEnd DeviceState::WaitInSlices(uint64_t serial, bool release_gil
       error = status;
       return WaitEnd::kError;
     }
-    if (PyGILState_Check()) {
-      if (PyErr_CheckSignals() != 0) return WaitEnd::kInterrupted;
-      // Python runs signal handlers in the main thread, which may be
-      // waiting for the GIL: let it (and any other thread) run between
-      // slices. Calls into kiln hold the GIL, so none runs inside a slice.
-      if (release_gil) {
-        nb::gil_scoped_release release;
-      }
-    }
+    // The GIL stays held: kiln's calls on a device never run side by side
+    // (nor does a daemon thread meet the interpreter's end inside one).
+    // Signal handlers run in the main thread only.
+    if (PyGILState_Check() && PyErr_CheckSignals() != 0) return WaitEnd::kInterrupted;
     if (timeout_ != hal::kInfinite && std::chrono::steady_clock::now() - start >= timeout_) {
       return WaitEnd::kTimeout;
     }
@@ -355,7 +350,7 @@ void DeviceState::WaitSubmitted(std::string_view what) {
   if (completed_serial_ >= submitted_serial_) return;
   const uint64_t serial = submitted_serial_;
   Status error;
-  switch (WaitInSlices(serial, /*release_gil=*/true, error)) {
+  switch (WaitInSlices(serial, error)) {
     case WaitEnd::kDone:
       break;
     case WaitEnd::kInterrupted:
