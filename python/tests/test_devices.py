@@ -125,7 +125,10 @@ def test_a_wrong_library_variable_is_an_error_not_a_crash(tmp_path):
 SPIN = (REPO / "tests" / "kernels" / "spin.kir").read_text()
 
 _SPIN_SETUP = """
-import sys, time, kiln
+import signal, sys, time, kiln
+# A process started in the background inherits SIGINT ignored: Ctrl-C's
+# handler, as an interactive Python has it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 impl, backend = sys.argv[1].split(":")
 d = kiln.Device(impl=impl, backend=backend, timeout=float(sys.argv[2]))
 k = kiln.compile(%r, d)["spin"]
