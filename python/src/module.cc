@@ -455,8 +455,8 @@ std::chrono::nanoseconds TimeoutFromEnvironment() {
 }
 
 DevicePtr DefaultDevice() {
-  // Never destroyed: it may outlive the interpreter. A fork()ed child makes
-  // its own (its parent's stays, unreleased).
+  // Never destroyed: it may outlive the interpreter. In a fork()ed child
+  // the parent's stays, unreleased, and CheckGpuUsable refuses a new one.
   static auto* device = new DevicePtr();
   if (!*device || (*device)->forked()) {
     const std::chrono::nanoseconds timeout = TimeoutFromEnvironment();

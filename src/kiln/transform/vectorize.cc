@@ -375,31 +375,32 @@ class LoopFinder : public FallibleMutator {
 
   Stmt MutateFor(const ir::ForNode* op, const Stmt& s) override {
     if (op->kind != ir::LoopKind::kVectorized) return ir::StmtMutator::MutateFor(op, s);
-    const std::string at = ir::LoopLocationPrefix(source_, op->loop_var.get());
+    // Where the loop was parsed, looked up only for a refusal.
+    auto at = [&] { return ir::LoopLocationPrefix(source_, op->loop_var.get()); };
     auto extent = ir::AsConstInt(ir::Simplify(op->extent));
     if (!extent || *extent < 2 || *extent > 4) {
-      Fail(at, "vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
+      Fail(at(), "vectorized loop `", op->loop_var.name(), "` has extent ", ir::Print(op->extent),
            "; it must be a constant 2, 3 or 4 (the WGSL vector sizes)");
       return s;
     }
     auto step = ir::AsConstInt(ir::Simplify(op->step));
     if (!step || *step != 1) {
-      Fail(at, "vectorized loop `", op->loop_var.name(), "` has step ", ir::Print(op->step),
+      Fail(at(), "vectorized loop `", op->loop_var.name(), "` has step ", ir::Print(op->step),
            "; a vectorized loop steps by 1 (its extent is its lanes)");
       return s;
     }
     if (Status independent = CheckIndependent(op); !independent.ok()) {
-      Fail(at, independent.message());
+      Fail(at(), independent.message());
       return s;
     }
     Expr ramp = ir::RampNode::make(op->min, op->step, static_cast<int>(*extent));
     const bool failed_before = !status().ok();
     BodyVectorizer vectorizer(op->loop_var.get(), ramp, shared_status());
     Stmt vectorized = vectorizer.MutateStmt(op->body);
-    if (!failed_before && !status().ok() && !at.empty()) {
+    if (const std::string where = failed_before || status().ok() ? "" : at(); !where.empty()) {
       Status& status = shared_status();
-      status =
-          Status(status.code(), at + "in loop `" + op->loop_var.name() + "`: " + status.message());
+      status = Status(status.code(),
+                      where + "in loop `" + op->loop_var.name() + "`: " + status.message());
     }
     return vectorized;
   }
