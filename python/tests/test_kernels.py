@@ -988,6 +988,37 @@ def test_te_row_reduction_across_threads(device, rng, op):
     np.testing.assert_array_equal(am.numpy(), np.argmax(x, axis=1))
 
 
+def test_te_subgroup_reduce_beside_a_unit_thread_axis(device, rng):
+    """A data axis bound to threadIdx.y with extent 1 leaves one reduction
+    per workgroup: subgroup_reduce takes it; at extent 2 it is refused."""
+    if not device.has_feature("subgroups"):
+        pytest.skip(f"{device} has no subgroups")
+    X = te.placeholder((6, 1000), "float32", name="X")
+    k = te.reduce_axis(1000, "k")
+    Y = te.compute((6,), lambda i: te.max(X[i, k], k), name="Y")
+
+    def schedule(rows_per_workgroup):
+        s = te.create_schedule(Y)
+        io, ii = s[Y].split(s[Y].axis[0], rows_per_workgroup)
+        ko, ki = s[Y].split(s[Y].reduce_axis[0], 64)
+        s[Y].bind(io, "blockIdx.x")
+        s[Y].bind(ii, "threadIdx.y")
+        s[Y].bind(ki, "threadIdx.x")
+        s[Y].subgroup_reduce()
+        return s
+
+    s = schedule(1)
+    assert "subgroup_max" in te.lower(s, [Y], [X], "rows")
+    kern = kiln.build(s, [Y], [X], "rows", device)
+    x = rng.standard_normal((6, 1000)).astype(np.float32)
+    x[4, 3] = np.nan
+    y = kiln.tensor(np.full(6, 7e30, np.float32), device)  # not NaN: row 4 must be written
+    kern(kiln.tensor(x, device), y)
+    np.testing.assert_array_equal(y.numpy(), np.max(x, axis=1))
+    with pytest.raises(kiln.InvalidArgument, match="not the workgroup's only thread axis"):
+        kiln.build(schedule(2), [Y], [X], "rows", device)
+
+
 def test_te_staging_errors(device):
     A = te.placeholder((8, 8), "float32", name="A")
     B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")

@@ -1807,9 +1807,14 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
     std::vector<Stmt> seq;
     ir::Expr total_at_0;  // the reduction, read by the storing thread
     if (stage.subgroup_reduce) {
+      // Data loops bound to thread axes of extent 1 hold one reduction per
+      // workgroup as much as no such loop does.
+      const bool only_reduction =
+          std::all_of(red_shape.begin(), red_shape.end() - 1,
+                      [](const ir::Expr& e) { return ir::AsConstInt(ir::Simplify(e)) == 1; });
       const bool builtin = op->reducer != ReducerKind::kCustom && op->reducer != ReducerKind::kProd;
       if (Status checked =
-              CheckSubgroupReduce(stage, width, slot_prefix.empty(), types, /*butterfly=*/!builtin);
+              CheckSubgroupReduce(stage, width, only_reduction, types, /*butterfly=*/!builtin);
           !checked.ok()) {
         error_ = checked;
         return ir::MakeSeq({});
