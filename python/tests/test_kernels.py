@@ -1,3 +1,4 @@
+import re
 import subprocess
 
 import numpy as np
@@ -325,6 +326,55 @@ def test_te_compute_at_read_through_floor_division(device, rng, n, factor, div):
     if div > 1:
         with pytest.raises(kiln.InvalidArgument, match="whose size is not a constant"):
             te.lower(s2, [C], [A], "up")
+
+
+@pytest.mark.parametrize("scope", ["local", "shared"])
+@pytest.mark.parametrize("n,factor", [(1000, 4), (1000, 64), (5, 4), (3, 8), (1, 2)], ids=str)
+def test_te_compute_at_a_clamped_halo(device, rng, scope, n, factor):
+    # A three-point stencil that repeats the edge elements (indices clamped
+    # with min/max): the region P computes per outer iteration moves by an
+    # amount that varies near the ends, and is allocated at its largest,
+    # factor + 2 elements (fewer where the outer loop's few iterations
+    # bound it closer), the positions past the tensor guarded.
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
+    C = te.compute((n,), lambda i: P[te.maximum(i - 1, 0)] + P[i] * 3.0
+                   + P[te.minimum(i + 1, n - 1)], name="C")
+    s = te.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], factor)
+    s[C].bind(io, "blockIdx.x")
+    s[P].compute_at(s[C], io)
+    s[P].set_scope(scope)
+    if scope == "shared":
+        s[C].bind(ii, "threadIdx.x")
+        po, pi = s[P].split(s[P].axis[0], factor)
+        s[P].bind(pi, "threadIdx.x")
+    text = te.lower(s, [C], [A], "blur")
+    size = int(re.search(rf"P_buf: f32\[(\d+)\] {scope}", text).group(1))
+    assert size == factor + 2 or (n < factor + 2 and size <= factor + 2), text
+    k = kiln.build(s, [C], [A], "blur", device=device)
+    a = rng.standard_normal(n).astype(np.float32)
+    a[0] = -0.0
+    c = _poisoned(n, np.float32, device)
+    k(kiln.tensor(a, device), c)
+    p = a.astype(np.float64) * 2.0 + 1.0
+    idx = np.arange(n)
+    want = p[np.maximum(idx - 1, 0)] + p * 3.0 + p[np.minimum(idx + 1, n - 1)]
+    np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_te_compute_at_a_halo_clamped_to_a_symbolic_size():
+    n = te.size_var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute((n,), lambda i: A[i] * 2.0, name="P")
+    C = te.compute((n,), lambda i: P[te.minimum(i + 1, n - 1)] + P[te.maximum(i - 1, 0)],
+                   name="C")
+    s = te.create_schedule(C)
+    io, _ = s[C].split(s[C].axis[0], 4)
+    s[P].compute_at(s[C], io)
+    with pytest.raises(kiln.InvalidArgument, match=r"stage 'P' computed at 'C', loop 'i_outer'"
+                       r".*no constant bounds it either \(a min/max clamp to a symbolic size"):
+        te.lower(s, [C], [A], "clamp")
 
 
 @pytest.mark.parametrize("n,factor", [(1000, 4), (10, 4), (9, 3), (7, 2), (12, 8)], ids=str)

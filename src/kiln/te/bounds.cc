@@ -85,6 +85,70 @@ std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
   return linear.constant;
 }
 
+namespace {
+
+std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, const IntervalMap& ranges,
+                                            int& budget) {
+  if (--budget < 0) return std::nullopt;
+  if (std::optional<int64_t> d = ConstantDifference(a, b)) return d;
+  // A min or max on either side: the bound over its operands' bounds.
+  // `larger`: the difference is the larger of the two operand differences
+  // (a max in a, a min in b), else the smaller.
+  auto split = [&](const Expr& x, const Expr& y, bool in_a, bool larger) -> std::optional<int64_t> {
+    std::optional<int64_t> dx = in_a ? DifferenceUpperBound(x, b, ranges, budget)
+                                     : DifferenceUpperBound(a, x, ranges, budget);
+    std::optional<int64_t> dy = in_a ? DifferenceUpperBound(y, b, ranges, budget)
+                                     : DifferenceUpperBound(a, y, ranges, budget);
+    if (larger) {
+      if (!dx || !dy) return std::nullopt;
+      return std::max(*dx, *dy);
+    }
+    if (!dx) return dy;
+    if (!dy) return dx;
+    return std::min(*dx, *dy);
+  };
+  const Expr sa = ir::Simplify(a), sb = ir::Simplify(b);
+  for (const bool in_a : {true, false}) {
+    const auto* m = (in_a ? sa : sb).as<ir::BinaryNode>();
+    if (m == nullptr || m->dtype.lanes != 1 ||
+        (m->op != BinaryOp::kMin && m->op != BinaryOp::kMax)) {
+      continue;
+    }
+    return split(m->a, m->b, in_a, (m->op == BinaryOp::kMax) == in_a);
+  }
+  // Neither is a min or max: a - b as a linear sum whose every term is a
+  // ranged variable, maximised at its range's ends. (Other terms, such as
+  // divisions, are left unbounded: their interval would bound the
+  // difference by about the tensor's size, where the caller should refuse
+  // rather than allocate that much.)
+  if (sa.dtype() != ir::kI32 || sb.dtype() != ir::kI32) return std::nullopt;
+  ir::LinearSum linear;
+  if (!ir::AddLinear(sa, 1, linear) || !ir::AddLinear(sb, -1, linear)) return std::nullopt;
+  int64_t bound = linear.constant;
+  for (const auto& [term, c] : linear.terms) {
+    if (c == 0) continue;
+    const auto* v = term.as<ir::VarNode>();
+    const auto range = v != nullptr ? ranges.find(v) : ranges.end();
+    if (range == ranges.end()) return std::nullopt;
+    const std::optional<int64_t> end =
+        ir::AsConstInt(ir::Simplify(c > 0 ? range->second.max : range->second.min));
+    int64_t product = 0;
+    if (!end || __builtin_mul_overflow(c, *end, &product) ||
+        __builtin_add_overflow(bound, product, &bound)) {
+      return std::nullopt;
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b,
+                                            const IntervalMap& ranges) {
+  int budget = 4096;  // min/max nests are small; this keeps a pathological one cheap
+  return DifferenceUpperBound(a, b, ranges, budget);
+}
+
 Expr CancelTerms(const Expr& e) {
   if (e.dtype() != ir::kI32) return e;
   ir::LinearSum linear;

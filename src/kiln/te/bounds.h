@@ -29,6 +29,16 @@ std::optional<Interval> EvalInterval(const ir::Expr& e, const IntervalMap& range
 // (constants times other expressions), terms matched structurally.
 std::optional<int64_t> ConstantDifference(const ir::Expr& a, const ir::Expr& b);
 
+// A constant no smaller than a - b for every value the variables of
+// `ranges` take, where a and b are min/max combinations of expressions
+// whose pairwise differences are bounded: max(x, y) - b is bounded by the
+// larger of x - b's and y - b's bounds, min(x, y) - b by the smaller, and
+// likewise for b, so clamped halos such as max(min(4 i + 4, 999), 0) -
+// min(max(4 i - 1, 0), 999) come out at 5 where no constant equals the
+// difference. nullopt where no constant bound is found.
+std::optional<int64_t> DifferenceUpperBound(const ir::Expr& a, const ir::Expr& b,
+                                            const IntervalMap& ranges);
+
 // `e` rewritten as a linear sum with equal terms collected (`a * 32 + b - a
 // * 32` is `b`); integer scalars only.
 ir::Expr CancelTerms(const ir::Expr& e);

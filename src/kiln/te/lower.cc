@@ -762,10 +762,36 @@ class KernelLowering {
       const Interval& i = *region[d];
       std::optional<int64_t> diff = ConstantDifference(i.max, i.min);
       if (!diff) {
-        return InvalidArgument(at, ": the region it computes along dimension ", d, " is [",
-                               ir::Print(ir::Simplify(i.min)), ", ", ir::Print(ir::Simplify(i.max)),
-                               "], whose size is not a constant; split the consumer's loops "
-                               "by constants (multiples of any constant the index divides by)");
+        // A clamped index (min/max by constants) moves the region's ends
+        // apart by an amount that varies: allocate its largest, over every
+        // value of the loops around the attach point. The positions past
+        // the region's end that this adds are computed where they lie in
+        // the tensor (RegionInBounds guards the rest) and never read.
+        IntervalMap fixed;
+        for (const StageState* s = &c;;) {
+          auto s_layout = Layout(*s);
+          for (const IterVar& a : s->leaves) {
+            fixed[a.var().get()] = {ir::IntConst(ir::kI32, 0),
+                                    ir::Simplify(s_layout->extent(a) - 1)};
+          }
+          if (!s->attached()) break;
+          s = &StageNamed(s->attach_stage);
+        }
+        diff = internal::DifferenceUpperBound(i.max, i.min, fixed);
+      }
+      if (!diff || *diff < 0) {
+        const std::string lo = ir::Print(ir::Simplify(i.min)), hi = ir::Print(ir::Simplify(i.max));
+        const bool clamped =
+            lo.find("min(") != std::string::npos || lo.find("max(") != std::string::npos ||
+            hi.find("min(") != std::string::npos || hi.find("max(") != std::string::npos;
+        return InvalidArgument(
+            at, ": the region it computes along dimension ", d, " is [", lo, ", ", hi,
+            "], whose size is not a constant; ",
+            clamped ? "no constant bounds it either (a min/max clamp to a symbolic size, or "
+                      "loops of symbolic extent); clamp to constants, or compute the stage "
+                      "inline or at a loop where the index is one element"
+                    : "split the consumer's loops by constants (multiples of any constant the "
+                      "index divides by)");
       }
       if (formable[d] &&
           internal::DigitSpan(forms[d]->digits) > internal::DigitCount(forms[d]->digits)) {

@@ -1078,6 +1078,25 @@ TEST(TeScheduleTest, CancelTermsCollectsLinearSums) {
   EXPECT_FALSE(internal::EvalInterval(b * b, ranges).has_value());
 }
 
+// Clamped halos: no constant equals the region's size, but one bounds it
+// over the loop's range; unbounded or symbolic differences give none.
+TEST(TeScheduleTest, DifferenceUpperBoundThroughMinAndMax) {
+  Var i("i", ir::kI32), n("n", ir::kI32);
+  auto c = [](int64_t v) { return ir::IntConst(ir::kI32, v); };
+  internal::IntervalMap ranges{{i.get(), {c(0), c(249)}}};
+  const ir::Expr hi = ir::Max(ir::Min(i * 4 + 4, c(999)), ir::Max(i * 4 + 2, c(0)));
+  const ir::Expr lo = ir::Min(ir::Min(i * 4 + 1, c(999)), ir::Max(i * 4 - 1, c(0)));
+  EXPECT_FALSE(internal::ConstantDifference(hi, lo).has_value());
+  EXPECT_EQ(internal::DifferenceUpperBound(hi, lo, ranges), 5);
+  EXPECT_EQ(internal::DifferenceUpperBound(i * 4 + 7, i * 4, ranges), 7);
+  // Clamps far from the loop's values: the bound holds, from the range.
+  EXPECT_EQ(internal::DifferenceUpperBound(ir::Max(i, c(5)), ir::Min(i, c(5)), ranges), 244);
+  // i against a clamp to a symbolic n, or i unranged: no constant bound.
+  EXPECT_FALSE(internal::DifferenceUpperBound(ir::Max(i, n), i, ranges).has_value());
+  EXPECT_FALSE(
+      internal::DifferenceUpperBound(ir::Max(i * 4, c(0)), ir::Min(i, c(9)), {}).has_value());
+}
+
 // Digits: normalised (sorted, merged where contiguous, rejected where they
 // overlap), and Spread / Compact inverse on the region's positions.
 TEST(TeScheduleTest, DigitsSpreadAndCompactTheirPositions) {
