@@ -34,13 +34,96 @@ std::optional<int64_t> PositiveConstant(const Expr& e) {
   return std::nullopt;
 }
 
+// The operands of a nest of `op` (min or max): min(min(a, b), c) is a, b, c.
+void Flatten(const Expr& e, BinaryOp op, std::vector<Expr>& out) {
+  const auto* m = e.as<ir::BinaryNode>();
+  if (m != nullptr && m->op == op && e.dtype().lanes == 1) {
+    Flatten(m->a, op, out);
+    Flatten(m->b, op, out);
+  } else {
+    out.push_back(e);
+  }
+}
+
+// `a` and `b` as one expression under `op` (the smaller or larger of the
+// two) where that is exact: their difference a constant, or both min/max
+// of the same bound, min(max(x, c), max(y, c)) being max(min(x, y), c) and
+// min(min(x, c), min(y, c)) min(min(x, y), c) (likewise for max), where
+// min(x, y) folds. Null where neither applies.
+Expr Merge(const Expr& a, const Expr& b, BinaryOp op) {
+  const bool lower = op == BinaryOp::kMin;
+  if (std::optional<int64_t> d = ConstantDifference(a, b)) return (*d <= 0) == lower ? a : b;
+  const auto* x = a.as<ir::BinaryNode>();
+  const auto* y = b.as<ir::BinaryNode>();
+  if (x == nullptr || y == nullptr || x->op != y->op || a.dtype().lanes != 1 ||
+      (x->op != BinaryOp::kMin && x->op != BinaryOp::kMax)) {
+    return Expr();
+  }
+  for (const auto& [xc, xo] : {std::pair{x->b, x->a}, std::pair{x->a, x->b}}) {
+    for (const auto& [yc, yo] : {std::pair{y->b, y->a}, std::pair{y->a, y->b}}) {
+      if (ConstantDifference(xc, yc) != 0) continue;
+      if (const std::optional<int64_t> d = ConstantDifference(xo, yo)) {
+        return ir::BinaryNode::make(x->op, (*d <= 0) == lower ? xo : yo, xc);
+      }
+    }
+  }
+  return Expr();
+}
+
+// min(a, b) (op kMin) or max(a, b), its operands merged where exact: the
+// union of many clamped reads, max(i - 1, 0) ... max(i - 12, 0) beside
+// min(i + 1, 999) ..., stays a few clamps instead of a nest of dozens.
+Expr Extreme(const Expr& a, const Expr& b, BinaryOp op) {
+  std::vector<Expr> terms, more;
+  Flatten(a, op, terms);
+  Flatten(b, op, more);
+  for (const Expr& m : more) {
+    bool merged = false;
+    for (Expr& t : terms) {
+      if (Expr both = Merge(t, m, op); both.defined()) {
+        t = both;
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) terms.push_back(m);
+  }
+  Expr out = terms[0];
+  for (size_t k = 1; k < terms.size(); ++k) out = ir::BinaryNode::make(op, out, terms[k]);
+  return out;
+}
 Expr Lower(const Expr& a, const Expr& b) {
-  if (std::optional<int64_t> d = ConstantDifference(a, b)) return *d <= 0 ? a : b;
-  return ir::Min(a, b);
+  return Extreme(a, b, BinaryOp::kMin);
 }
 Expr Upper(const Expr& a, const Expr& b) {
-  if (std::optional<int64_t> d = ConstantDifference(a, b)) return *d >= 0 ? a : b;
-  return ir::Max(a, b);
+  return Extreme(a, b, BinaryOp::kMax);
+}
+
+// `e` with a min or max inside a linear sum lifted to the top: r + c *
+// min(x, y) is min(r + c x, r + c y) for c > 0 and max(...) for c < 0
+// (likewise max). `e` itself where it holds none outside other terms.
+Expr LiftMinMax(const Expr& e) {
+  const Expr s = ir::Simplify(e);
+  if (s.dtype() != ir::kI32) return s;
+  if (const auto* m = s.as<ir::BinaryNode>();
+      m != nullptr && (m->op == BinaryOp::kMin || m->op == BinaryOp::kMax)) {
+    return s;
+  }
+  ir::LinearSum linear;
+  if (!ir::AddLinear(s, 1, linear)) return s;
+  for (size_t t = 0; t < linear.terms.size(); ++t) {
+    const auto& [term, c] = linear.terms[t];
+    const auto* m = term.as<ir::BinaryNode>();
+    if (c == 0 || m == nullptr || (m->op != BinaryOp::kMin && m->op != BinaryOp::kMax)) continue;
+    ir::LinearSum rest = linear;
+    rest.terms[t].second = 0;
+    const Expr r = rest.ToExpr(ir::kI32);
+    const Expr k = ir::IntConst(ir::kI32, c);
+    const bool keep = c > 0;
+    const BinaryOp op = keep ? m->op : (m->op == BinaryOp::kMin ? BinaryOp::kMax : BinaryOp::kMin);
+    return ir::BinaryNode::make(op, ir::Simplify(r + m->a * k), ir::Simplify(r + m->b * k));
+  }
+  return s;
 }
 
 // The constant `v` in the type of `like` (broadcast for a vector).
@@ -107,7 +190,7 @@ std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, const 
     if (!dy) return dx;
     return std::min(*dx, *dy);
   };
-  const Expr sa = ir::Simplify(a), sb = ir::Simplify(b);
+  const Expr sa = LiftMinMax(a), sb = LiftMinMax(b);
   for (const bool in_a : {true, false}) {
     const auto* m = (in_a ? sa : sb).as<ir::BinaryNode>();
     if (m == nullptr || m->dtype.lanes != 1 ||

@@ -780,18 +780,13 @@ class KernelLowering {
         diff = internal::DifferenceUpperBound(i.max, i.min, fixed);
       }
       if (!diff || *diff < 0) {
-        const std::string lo = ir::Print(ir::Simplify(i.min)), hi = ir::Print(ir::Simplify(i.max));
-        const bool clamped =
-            lo.find("min(") != std::string::npos || lo.find("max(") != std::string::npos ||
-            hi.find("min(") != std::string::npos || hi.find("max(") != std::string::npos;
         return InvalidArgument(
-            at, ": the region it computes along dimension ", d, " is [", lo, ", ", hi,
-            "], whose size is not a constant; ",
-            clamped ? "no constant bounds it either (a min/max clamp to a symbolic size, or "
-                      "loops of symbolic extent); clamp to constants, or compute the stage "
-                      "inline or at a loop where the index is one element"
-                    : "split the consumer's loops by constants (multiples of any constant the "
-                      "index divides by)");
+            at, ": the region it computes along dimension ", d, " is [",
+            ir::Print(ir::Simplify(i.min)), ", ", ir::Print(ir::Simplify(i.max)),
+            "], whose size is not a constant, nor bounded by one over the loops around the "
+            "attach point; split the consumer's loops by constants (multiples of any constant "
+            "the index divides by), clamp indices to constants rather than symbolic sizes, or "
+            "compute the stage inline or at a loop where the index is one element");
       }
       if (formable[d] &&
           internal::DigitSpan(forms[d]->digits) > internal::DigitCount(forms[d]->digits)) {

@@ -1091,6 +1091,18 @@ TEST(TeScheduleTest, DifferenceUpperBoundThroughMinAndMax) {
   EXPECT_EQ(internal::DifferenceUpperBound(i * 4 + 7, i * 4, ranges), 7);
   // Clamps far from the loop's values: the bound holds, from the range.
   EXPECT_EQ(internal::DifferenceUpperBound(ir::Max(i, c(5)), ir::Min(i, c(5)), ranges), 244);
+  // A min/max under a sum is lifted first: 999 - |999 - (4 i + 4)| is
+  // min(4 i + 4, 1994 - 4 i).
+  const ir::Expr reflected = c(999) - ir::Max(c(999) - (i * 4 + 4), i * 4 + 4 - c(999));
+  EXPECT_EQ(internal::DifferenceUpperBound(reflected, ir::Max(i * 4 - 1, c(0)), ranges), 5);
+  // Unions of clamped reads merge clamps of one bound: max(i - 1, 0) and
+  // max(i - 2, 0) are max(i - 2, 0) at the low end.
+  internal::Interval u = internal::Union(internal::Interval::Point(ir::Max(i - 1, c(0))),
+                                         internal::Interval::Point(ir::Min(i + 1, c(999))));
+  u = internal::Union(u, internal::Interval::Point(ir::Max(i - 2, c(0))));
+  u = internal::Union(u, internal::Interval::Point(ir::Min(i + 2, c(999))));
+  EXPECT_EQ(ir::Print(u.min), "min(min(max(i - 2, 0), i + 1), 999)");
+  EXPECT_EQ(ir::Print(u.max), "max(max(i - 1, 0), min(i + 2, 999))");
   // i against a clamp to a symbolic n, or i unranged: no constant bound.
   EXPECT_FALSE(internal::DifferenceUpperBound(ir::Max(i, n), i, ranges).has_value());
   EXPECT_FALSE(
