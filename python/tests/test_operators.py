@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import require_feature
 
 FLOAT_OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
              operator.mod, operator.lt, operator.le, operator.gt, operator.ge, operator.eq,
@@ -95,6 +96,22 @@ def test_unary_shift_power_and_matmul(device, rng):
     w = rng.standard_normal((33, 5)).astype(np.float32)
     np.testing.assert_allclose((t @ kiln.tensor(w, device)).numpy(), x @ w, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose((x @ kiln.tensor(w, device)).numpy(), x @ w, rtol=1e-5, atol=1e-4)
+
+
+def test_half_power_of_tensors(device, rng):
+    # pow of f16 tensors runs in f32 and rounds once: 65504 ** 1 stays
+    # finite and 1000 ** 1 exact (in f16, exp2(y * log2(x)) is not).
+    require_feature(device, "shader-f16")
+    a = np.concatenate([[65504, -2.5, 1000, 2, 0.5, 0, -0.0, np.inf, np.nan],
+                        rng.uniform(0.5, 4, 40)]).astype(np.float16)
+    e = np.concatenate([[1, 7, 1, 10, 3, 2, 3, 0.5, 1],
+                        rng.uniform(-3, 3, 40)]).astype(np.float16)
+    got = kiln.ops.pow(kiln.tensor(a, device), kiln.tensor(e, device)).numpy()
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), e.astype(np.float64)).astype(np.float16)
+    np.testing.assert_array_equal(got[:9], want[:9])
+    np.testing.assert_allclose(got[9:].astype(np.float64), want[9:].astype(np.float64),
+                               rtol=2e-3)
 
 
 def test_bool_tensors_are_logical(device, rng):

@@ -573,6 +573,25 @@ TEST(WgslCodegenTest, FloatConstantZeroOperandsGoThroughTheBits) {
   EXPECT_TRUE(Contains(f.wgsl, "F[10i] = F[10i] * (-(F[10i] + F[11i]));")) << f.wgsl;
 }
 
+// fma with a constant zero multiplicand is the exact product plus the
+// addend (drivers folded fma(x, 0f, c) to c); f16 pow runs in f32.
+TEST(WgslCodegenTest, FmaOfAZeroAndHalfPow) {
+  IRBuilder b("f");
+  Buffer F = b.BufferParam("F", kF32, {4});
+  Buffer H = b.BufferParam("H", kF16, {2});
+  const Expr zero = MakeConst(kF32, 0.0), one = MakeConst(kF32, 1.0);
+  b.Store(F, {0}, Call(Intrinsic::kFma, {Load(F, {0}), zero, one}));
+  b.Store(F, {1}, Call(Intrinsic::kFma, {zero, Load(F, {1}), zero}));
+  b.Store(F, {2}, Call(Intrinsic::kFma, {Load(F, {2}), Load(F, {3}), one}));
+  b.Store(H, {0}, Call(Intrinsic::kPow, {Load(H, {0}), Load(H, {1})}));
+  CompiledFunction f = Generate(b.Build());
+  EXPECT_TRUE(Contains(f.wgsl, "F[0i] = kiln_times_zero_f32(F[0i], 0u) + 1f;")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[1i] = kiln_plus_zero_f32(kiln_times_zero_f32(F[1i], 0u));"))
+      << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[2i] = fma(F[2i], F[3i], 1f);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "H[0i] = f16(pow(f32(H[0i]), f32(H[1i])));")) << f.wgsl;
+}
+
 TEST(WgslCodegenTest, MathIntrinsics) {
   IRBuilder b("math");
   Buffer A = b.BufferParam("A", kF32, {16});

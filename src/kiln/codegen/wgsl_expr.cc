@@ -558,6 +558,31 @@ std::string FunctionEmitter::Call(const ir::CallNode* op) {
       return Shift(op, ">>");
     case Intrinsic::kErf:
       return Erf(op);
+    case Intrinsic::kFma: {
+      // fma(x, 0.0, c) is x * 0.0 + c exactly (the product needs no
+      // rounding): emitted so, its product through the exact helper, where
+      // the drivers fold fma(x, 0.0, c) to c (losing NaN, infinities and
+      // the zero's sign).
+      auto zero = [](const ir::Expr& e) {
+        const std::optional<double> c = ir::AsConstFloat(e);
+        return c.has_value() && *c == 0;
+      };
+      if (op->dtype.is_float() && (zero(op->args[0]) || zero(op->args[1]))) {
+        return Expr(ir::BinaryNode::make(
+            BinaryOp::kAdd, ir::BinaryNode::make(BinaryOp::kMul, op->args[0], op->args[1]),
+            op->args[2]));
+      }
+      break;
+    }
+    case Intrinsic::kPow:
+      // f16: WGSL's pow is exp2(y * log2(x)), whose f16 rounding loses a
+      // whole unit of the exponent's product (65504 ^ 1 overflowed): in f32,
+      // rounded once.
+      if (op->dtype.is_float() && op->dtype.bits == 16) {
+        return StrCat(Type(op->dtype), "(pow(", AsF32(Expr(op->args[0]), op->dtype), ", ",
+                      AsF32(Expr(op->args[1]), op->dtype), "))");
+      }
+      break;
     case Intrinsic::kSigmoid: {
       std::string one = WgslFloatLiteral(1.0, op->dtype.bits);
       return StrCat("(", one, " / (", one, " + exp(-(", Expr(op->args[0]), "))))");
