@@ -86,16 +86,21 @@ def test_a_value_less_itself_keeps_ieee_results(device):
 def test_fma_by_a_constant_zero_keeps_ieee_results(device):
     # fma(x, 0.0, c) is x * 0.0 + c: NaN for NaN and infinities, and the
     # zero's sign for c = -0.0; a driver assuming finite values folds it to c.
-    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0, -3.5], np.float32)
-    t = kiln.tensor(x, device)
-    for zero, c in ((0.0, 1.0), (-0.0, -0.0), (0.0, 0.0)):
-        with np.errstate(invalid="ignore"):
-            want = x * np.float32(zero) + np.float32(c)
-        for got in (kiln.fuse(lambda a: kiln.ops.fma(a, zero, c))(t).numpy(),
-                    kiln.fuse(lambda a: kiln.ops.fma(zero, a, c))(t).numpy(),
-                    kiln.ops.elementwise_chain(t, [("fma", zero, c)]).numpy()):
-            np.testing.assert_array_equal(got, want)
-            assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all(), (zero, c, got)
+    # 7 elements, and 4097 (vectors and a tail); f16 where the device has it.
+    edge = [np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0, -3.5]
+    dtypes = ["float32"] + (["float16"] if device.has_feature("shader-f16") else [])
+    for dtype in dtypes:
+        for x in (np.array(edge, dtype), np.resize(np.array(edge, dtype), 4097)):
+            t = kiln.tensor(x, device)
+            for zero, c in ((0.0, 1.0), (-0.0, -0.0), (0.0, 0.0)):
+                with np.errstate(invalid="ignore"):
+                    want = x * x.dtype.type(zero) + x.dtype.type(c)
+                for got in (kiln.fuse(lambda a: kiln.ops.fma(a, zero, c))(t).numpy(),
+                            kiln.fuse(lambda a: kiln.ops.fma(zero, a, c))(t).numpy(),
+                            kiln.ops.elementwise_chain(t, [("fma", zero, c)]).numpy()):
+                    np.testing.assert_array_equal(got, want)
+                    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all(), \
+                        (dtype, x.size, zero, c, got)
 
 
 def test_clip_fma_and_signed_zero(device, rng):

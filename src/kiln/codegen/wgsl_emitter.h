@@ -190,6 +190,9 @@ class FunctionEmitter {
   // WgslHelpers::RunTime.
   bool run_time_literals_ = false;
   std::unordered_map<const ir::ExprNode*, bool> constant_trees_;
+  // Nodes made while emitting (an fma rewritten), kept to the end: the maps
+  // above key on nodes' addresses, which a freed node's successor could reuse.
+  std::vector<ir::Expr> made_;
   bool uses_f16_ = false;
   bool uses_subgroups_ = false;
   bool uses_subgroup_invocation_id_ = false;

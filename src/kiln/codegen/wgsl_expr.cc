@@ -568,9 +568,9 @@ std::string FunctionEmitter::Call(const ir::CallNode* op) {
         return c.has_value() && *c == 0;
       };
       if (op->dtype.is_float() && (zero(op->args[0]) || zero(op->args[1]))) {
-        return Expr(ir::BinaryNode::make(
-            BinaryOp::kAdd, ir::BinaryNode::make(BinaryOp::kMul, op->args[0], op->args[1]),
-            op->args[2]));
+        made_.push_back(ir::BinaryNode::make(BinaryOp::kMul, op->args[0], op->args[1]));
+        made_.push_back(ir::BinaryNode::make(BinaryOp::kAdd, made_.back(), op->args[2]));
+        return Expr(made_.back());
       }
       break;
     }

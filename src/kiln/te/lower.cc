@@ -577,13 +577,14 @@ class KernelLowering {
     return false;
   }
 
-  void NoteLoopRanges(const StageState& s) {
+  // Each loop of stage `s` over its extent, into `out`.
+  void AddLoopRanges(const StageState& s, IntervalMap& out) {
     auto layout = Layout(s);
     for (const IterVar& a : s.leaves) {
-      loop_ranges_[a.var().get()] = {ir::IntConst(ir::kI32, 0),
-                                     ir::Simplify(layout->extent(a) - 1)};
+      out[a.var().get()] = {ir::IntConst(ir::kI32, 0), ir::Simplify(layout->extent(a) - 1)};
     }
   }
+  void NoteLoopRanges(const StageState& s) { AddLoopRanges(s, loop_ranges_); }
 
   // Whether dimension `d` of placed stage `s`'s region lies inside the
   // tensor for every iteration of the kernel's loops (constants decide).
@@ -768,14 +769,9 @@ class KernelLowering {
         // the region's end that this adds are computed where they lie in
         // the tensor (RegionInBounds guards the rest) and never read.
         IntervalMap fixed;
-        for (const StageState* s = &c;;) {
-          auto s_layout = Layout(*s);
-          for (const IterVar& a : s->leaves) {
-            fixed[a.var().get()] = {ir::IntConst(ir::kI32, 0),
-                                    ir::Simplify(s_layout->extent(a) - 1)};
-          }
+        for (const StageState* s = &c;; s = &StageNamed(s->attach_stage)) {
+          AddLoopRanges(*s, fixed);
           if (!s->attached()) break;
-          s = &StageNamed(s->attach_stage);
         }
         diff = internal::DifferenceUpperBound(i.max, i.min, fixed);
       }
