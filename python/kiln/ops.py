@@ -1265,7 +1265,9 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
         raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
     b = _ints(before, x.ndim, "pad: before")
     a = _ints(after, x.ndim, "pad: after")
-    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):  # numpy pads with True as 1
+        value = int(value)
+    if not isinstance(value, (int, float, np.integer, np.floating)):
         raise ArgumentTypeError(f"pad: value must be a number; got {type(value).__name__}")
     v = float(value)
     if x.ndim == 0:  # numpy's pad of a 0-d array: no axis padded (a copy, as shape (1,))

@@ -1241,6 +1241,12 @@ def test_pad(device, rng):
     i = rng.integers(-9, 9, (1000,)).astype(np.int32)
     np.testing.assert_array_equal(kiln.ops.pad(i, [1], [1], 7).numpy(),
                                   np.pad(i, 1, constant_values=7))
+    # A bool fill is numpy's 0 or 1, for int and float tensors alike.
+    for value in (True, np.bool_(True), False):
+        np.testing.assert_array_equal(kiln.ops.pad(i, [2], [0], value).numpy(),
+                                      np.pad(i, (2, 0), constant_values=value))
+        np.testing.assert_array_equal(kiln.ops.pad(x, 1, 1, value).numpy(),
+                                      np.pad(a, 1, constant_values=value))
 
 
 def test_where(device, rng):
