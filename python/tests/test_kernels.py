@@ -408,17 +408,94 @@ def test_te_compute_at_wide_and_chained_clamped_halos(device, rng):
     np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
 
 
-def test_te_compute_at_a_halo_clamped_to_a_symbolic_size():
+@pytest.mark.parametrize("scope", ["local", "shared"])
+@pytest.mark.parametrize("factor", [1, 3, 4, 64])
+def test_te_compute_at_a_halo_clamped_to_a_symbolic_size(device, rng, scope, factor):
+    # The clamped stencil with a symbolic n: the region's bound relates the
+    # clamp n - 1 to the outer loop's extent (n + factor - 1) / factor.
+    # One kernel serves every n, the tiny ones included.
     n = te.size_var("n")
     A = te.placeholder((n,), "float32", name="A")
-    P = te.compute((n,), lambda i: A[i] * 2.0, name="P")
-    C = te.compute((n,), lambda i: P[te.minimum(i + 1, n - 1)] + P[te.maximum(i - 1, 0)],
+    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
+    C = te.compute((n,), lambda i: P[te.maximum(i - 1, 0)] + P[i] * 3.0
+                   + P[te.minimum(i + 1, n - 1)], name="C")
+    s = te.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], factor)
+    s[C].bind(io, "blockIdx.x")
+    s[P].compute_at(s[C], io)
+    s[P].set_scope(scope)
+    if scope == "shared":
+        s[C].bind(ii, "threadIdx.x")
+        po, pi = s[P].split(s[P].axis[0], factor)
+        s[P].bind(pi, "threadIdx.x")
+    text = te.lower(s, [C], [A], "blur")
+    size = int(re.search(rf"P_buf: f32\[(\d+)\] {scope}", text).group(1))
+    assert size == factor + 2, text
+    k = kiln.build(s, [C], [A], "blur", device=device)
+    for length in (1, 2, 3, 5, factor + 1, 1000, 4097):
+        a = rng.standard_normal(length).astype(np.float32)
+        a[-1] = np.nan  # read through the clamp at the end
+        c = kiln.tensor(np.full(length, 7e30, np.float32), device)  # poisoned, not NaN
+        k(kiln.tensor(a, device), c, length)
+        p = a.astype(np.float64) * 2.0 + 1.0
+        idx = np.arange(length)
+        want = p[np.maximum(idx - 1, 0)] + p * 3.0 + p[np.minimum(idx + 1, length - 1)]
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_te_compute_at_symbolic_reflect_and_chained_halos(device, rng):
+    # Reflect padding and two clamped stages at one loop, with a symbolic
+    # size and a tiled (two-level split) consumer.
+    n = te.size_var("n")
+    mx, mn = te.maximum, te.minimum
+    A = te.placeholder((n,), "float32", name="A")
+    Q = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="Q")
+    P = te.compute((n,), lambda i: Q[mx(i - 1, 0)] - Q[mn(i + 2, n - 1)], name="P")
+
+    def reflect(x):
+        return (n - 1) - mx((n - 1) - x, x - (n - 1))
+
+    C = te.compute((n,), lambda i: P[i] + P[reflect(i + 3)] * 0.5 + P[mx(i - 4, 0)], name="C")
+    s = te.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], 32)
+    iio, _ = s[C].split(ii, 8)
+    s[C].bind(io, "blockIdx.x")
+    for stage in (P, Q):
+        s[stage].compute_at(s[C], iio)
+        s[stage].set_scope("local")
+    text = te.lower(s, [C], [A], "reflect")
+    # P's reads span 8 + 3 + 4 elements per 8 outputs where the outputs are
+    # in the tensor; the bound is looser (the middle loop runs past n,
+    # where reflect's arms part), but a constant far below the tensor's.
+    p_size = int(re.search(r"P_buf: f32\[(\d+)\] local", text).group(1))
+    q_size = int(re.search(r"Q_buf: f32\[(\d+)\] local", text).group(1))
+    assert 15 <= p_size <= 96 and p_size + 3 <= q_size <= 160, text
+    k = kiln.build(s, [C], [A], "reflect", device=device)
+    for length in (4, 5, 9, 33, 1000):  # reflect(i + 3) stays in [0, n) from n = 4
+        a = rng.standard_normal(length).astype(np.float32)
+        c = _poisoned(length, np.float32, device)
+        k(kiln.tensor(a, device), c, length)
+        idx = np.arange(length)
+        q = a.astype(np.float64) * 2.0 + 1.0
+        p = q[np.maximum(idx - 1, 0)] - q[np.minimum(idx + 2, length - 1)]
+        r = (length - 1) - np.abs((length - 1) - (idx + 3))
+        want = p + p[r] * 0.5 + p[np.maximum(idx - 4, 0)]
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_te_compute_at_a_halo_clamped_to_an_unrelated_size():
+    # Clamped to m, which nothing relates to the loop over n: no bound.
+    n, m = te.size_var("n"), te.size_var("m")
+    A = te.placeholder((m,), "float32", name="A")
+    P = te.compute((m,), lambda i: A[i] * 2.0, name="P")
+    C = te.compute((n,), lambda i: P[te.minimum(i + 1, m - 1)] + P[te.maximum(i - 1, 0)],
                    name="C")
     s = te.create_schedule(C)
     io, _ = s[C].split(s[C].axis[0], 4)
     s[P].compute_at(s[C], io)
     with pytest.raises(kiln.InvalidArgument, match=r"stage 'P' computed at 'C', loop 'i_outer'"
-                       r".*whose size is not a constant, nor bounded by one.*clamp indices to constants"):
+                       r".*whose size is not a constant, nor bounded by one.*clamp indices to "
+                       r"constants or to sizes of the kernel's output"):
         te.lower(s, [C], [A], "clamp")
 
 

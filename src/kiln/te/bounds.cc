@@ -2,6 +2,8 @@
 #include "kiln/te/bounds.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -170,18 +172,107 @@ std::optional<int64_t> ConstantDifference(const Expr& a, const Expr& b) {
 
 namespace {
 
-std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, const IntervalMap& ranges,
-                                            int& budget) {
-  if (--budget < 0) return std::nullopt;
+using VarSet = std::unordered_set<const ir::VarNode*>;
+
+// What a bound is taken over, and the work it may still do.
+struct BoundContext {
+  const IntervalMap& ranges;
+  const VarSet& nonnegative;
+  int budget;
+};
+
+// Whether `e` is >= 0 wherever the loops run: a constant >= 0 plus
+// non-negative multiples of loop variables (ranges start at 0), of
+// variables of `nonnegative`, and of quotients of such by positive
+// constants.
+bool NonNegative(const Expr& e, const BoundContext& cx, int depth = 0) {
+  ir::LinearSum linear;
+  if (depth > 4 || !ir::AddLinear(e, 1, linear) || linear.constant < 0) return false;
+  for (const auto& [term, c] : linear.terms) {
+    if (c == 0) continue;
+    if (c < 0) return false;
+    if (const auto* v = term.as<ir::VarNode>()) {
+      const auto range = cx.ranges.find(v);
+      const std::optional<int64_t> lo =
+          range == cx.ranges.end() ? std::nullopt : ir::AsConstInt(range->second.min);
+      if (cx.nonnegative.count(v) == 0 && !(lo && *lo >= 0)) return false;
+      continue;
+    }
+    const auto* q = term.as<ir::BinaryNode>();
+    const std::optional<int64_t> d = q != nullptr ? ir::AsConstInt(q->b) : std::nullopt;
+    if (q == nullptr || (q->op != BinaryOp::kDiv && q->op != BinaryOp::kFloorDiv) || !d ||
+        *d <= 0 || !NonNegative(q->a, cx, depth + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The bound of a linear sum: ranged variables and quotients replaced by
+// what bounds them from above (see the header), then the variables of
+// `nonnegative` under negative coefficients taken at 0.
+std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext& cx) {
+  for (int round = 0; round < 8; ++round) {
+    ir::LinearSum next;
+    next.constant = linear.constant;
+    bool replaced = false;
+    for (const auto& [term, c] : linear.terms) {
+      if (c == 0) continue;
+      if (const auto* v = term.as<ir::VarNode>()) {
+        if (const auto range = cx.ranges.find(v); range != cx.ranges.end()) {
+          const Expr& end = c > 0 ? range->second.max : range->second.min;
+          if (!end.defined() || !ir::AddLinear(ir::Simplify(end), c, next)) return std::nullopt;
+          replaced = true;
+          continue;
+        }
+      }
+      if (const auto* q = term.as<ir::BinaryNode>();
+          q != nullptr && (q->op == BinaryOp::kDiv || q->op == BinaryOp::kFloorDiv)) {
+        const std::optional<int64_t> d = ir::AsConstInt(q->b);
+        // d q <= e, and d q >= e - d + 1 (floor division, or e >= 0).
+        if (d && *d > 0 && c % *d == 0 && (q->op == BinaryOp::kFloorDiv || NonNegative(q->a, cx))) {
+          const int64_t k = c / *d;
+          int64_t slack = 0;
+          if (!ir::AddLinear(q->a, k, next) ||
+              (k < 0 && (__builtin_mul_overflow(k, 1 - *d, &slack) ||
+                         __builtin_add_overflow(next.constant, slack, &next.constant)))) {
+            return std::nullopt;
+          }
+          replaced = true;
+          continue;
+        }
+      }
+      next.Add(term, c);
+    }
+    // Each step adds products of i32 values: keep the sums far from
+    // int64's ends.
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    if (next.constant <= -kLimit || next.constant >= kLimit) return std::nullopt;
+    for (const auto& [term, c] : next.terms) {
+      if (c <= -kLimit || c >= kLimit) return std::nullopt;
+    }
+    linear = std::move(next);
+    if (!replaced) break;
+  }
+  for (const auto& [term, c] : linear.terms) {
+    if (c == 0) continue;
+    const auto* v = term.as<ir::VarNode>();
+    if (c > 0 || v == nullptr || cx.nonnegative.count(v) == 0) return std::nullopt;
+  }
+  return linear.constant;
+}
+
+std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, BoundContext& cx) {
+  if (--cx.budget < 0) return std::nullopt;
   if (std::optional<int64_t> d = ConstantDifference(a, b)) return d;
   // A min or max on either side: the bound over its operands' bounds.
   // `larger`: the difference is the larger of the two operand differences
   // (a max in a, a min in b), else the smaller.
   auto split = [&](const Expr& x, const Expr& y, bool in_a, bool larger) -> std::optional<int64_t> {
-    std::optional<int64_t> dx = in_a ? DifferenceUpperBound(x, b, ranges, budget)
-                                     : DifferenceUpperBound(a, x, ranges, budget);
-    std::optional<int64_t> dy = in_a ? DifferenceUpperBound(y, b, ranges, budget)
-                                     : DifferenceUpperBound(a, y, ranges, budget);
+    std::optional<int64_t> dx =
+        in_a ? DifferenceUpperBound(x, b, cx) : DifferenceUpperBound(a, x, cx);
+    std::optional<int64_t> dy =
+        in_a ? DifferenceUpperBound(y, b, cx) : DifferenceUpperBound(a, y, cx);
     if (larger) {
       if (!dx || !dy) return std::nullopt;
       return std::max(*dx, *dy);
@@ -190,46 +281,57 @@ std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, const 
     if (!dy) return dx;
     return std::min(*dx, *dy);
   };
-  const Expr sa = LiftMinMax(a), sb = LiftMinMax(b);
-  for (const bool in_a : {true, false}) {
-    const auto* m = (in_a ? sa : sb).as<ir::BinaryNode>();
-    if (m == nullptr || m->dtype.lanes != 1 ||
-        (m->op != BinaryOp::kMin && m->op != BinaryOp::kMax)) {
-      continue;
+  // Both sides a min, or both a max: the larger difference of paired
+  // operands, either way round.
+  auto paired = [&](const ir::BinaryNode& x, const ir::BinaryNode& y) -> std::optional<int64_t> {
+    std::optional<int64_t> best;
+    for (const auto& [y1, y2] : {std::pair{y.a, y.b}, std::pair{y.b, y.a}}) {
+      const std::optional<int64_t> d1 = DifferenceUpperBound(x.a, y1, cx);
+      const std::optional<int64_t> d2 = d1 ? DifferenceUpperBound(x.b, y2, cx) : std::nullopt;
+      if (d2) best = std::min(best.value_or(INT64_MAX), std::max(*d1, *d2));
     }
-    return split(m->a, m->b, in_a, (m->op == BinaryOp::kMax) == in_a);
+    return best;
+  };
+  const Expr sa = LiftMinMax(a), sb = LiftMinMax(b);
+  auto clamp = [](const Expr& e) {
+    const auto* m = e.as<ir::BinaryNode>();
+    return m != nullptr && m->dtype.lanes == 1 &&
+                   (m->op == BinaryOp::kMin || m->op == BinaryOp::kMax)
+               ? m
+               : nullptr;
+  };
+  const ir::BinaryNode* ma = clamp(sa);
+  const ir::BinaryNode* mb = clamp(sb);
+  if (ma != nullptr || mb != nullptr) {
+    const bool in_a = ma != nullptr;
+    const ir::BinaryNode* m = in_a ? ma : mb;
+    std::optional<int64_t> bound = split(m->a, m->b, in_a, (m->op == BinaryOp::kMax) == in_a);
+    if (ma != nullptr && mb != nullptr && ma->op == mb->op) {
+      if (const std::optional<int64_t> p = paired(*ma, *mb)) {
+        bound = std::min(bound.value_or(INT64_MAX), *p);
+      }
+    }
+    return bound;
   }
-  // Neither is a min or max: a - b as a linear sum whose every term is a
-  // ranged variable, maximised at its range's ends. (Other terms, such as
-  // divisions, are left unbounded: their interval would bound the
+  // Neither is a min or max: a - b as a linear sum. (Terms other than
+  // ranged variables and the quotients of their ends, such as divisions of
+  // loop variables, are left unbounded: their interval would bound the
   // difference by about the tensor's size, where the caller should refuse
   // rather than allocate that much.)
   if (sa.dtype() != ir::kI32 || sb.dtype() != ir::kI32) return std::nullopt;
   ir::LinearSum linear;
   if (!ir::AddLinear(sa, 1, linear) || !ir::AddLinear(sb, -1, linear)) return std::nullopt;
-  int64_t bound = linear.constant;
-  for (const auto& [term, c] : linear.terms) {
-    if (c == 0) continue;
-    const auto* v = term.as<ir::VarNode>();
-    const auto range = v != nullptr ? ranges.find(v) : ranges.end();
-    if (range == ranges.end()) return std::nullopt;
-    const std::optional<int64_t> end =
-        ir::AsConstInt(ir::Simplify(c > 0 ? range->second.max : range->second.min));
-    int64_t product = 0;
-    if (!end || __builtin_mul_overflow(c, *end, &product) ||
-        __builtin_add_overflow(bound, product, &bound)) {
-      return std::nullopt;
-    }
-  }
-  return bound;
+  return LinearUpperBound(std::move(linear), cx);
 }
 
 }  // namespace
 
-std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b,
-                                            const IntervalMap& ranges) {
-  int budget = 4096;  // min/max nests are small; this keeps a pathological one cheap
-  return DifferenceUpperBound(a, b, ranges, budget);
+std::optional<int64_t> DifferenceUpperBound(
+    const Expr& a, const Expr& b, const IntervalMap& ranges,
+    const std::unordered_set<const ir::VarNode*>& nonnegative) {
+  // min/max nests are small; the budget keeps a pathological one cheap.
+  BoundContext cx{ranges, nonnegative, 4096};
+  return DifferenceUpperBound(a, b, cx);
 }
 
 Expr CancelTerms(const Expr& e) {

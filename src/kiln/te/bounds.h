@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/ir/expr.h"
@@ -35,9 +36,22 @@ std::optional<int64_t> ConstantDifference(const ir::Expr& a, const ir::Expr& b);
 // larger of x - b's and y - b's bounds, min(x, y) - b by the smaller, and
 // likewise for b, so clamped halos such as max(min(4 i + 4, 999), 0) -
 // min(max(4 i - 1, 0), 999) come out at 5 where no constant equals the
-// difference. nullopt where no constant bound is found.
-std::optional<int64_t> DifferenceUpperBound(const ir::Expr& a, const ir::Expr& b,
-                                            const IntervalMap& ranges);
+// difference. Where both are mins (or both maxes), operands are also
+// paired: min(x1, y1) - min(x2, y2) is at most the
+// larger of x1 - x2 and y1 - y2.
+//
+// Range ends may be symbolic, as a split loop's (n + 3) / 4 - 1 is: what
+// is left of a - b after the mins and maxes, a linear sum, has each ranged
+// variable replaced by the end that maximises it, and each quotient e / d
+// (d > 0, floor division or e provably >= 0) whose coefficient is a
+// multiple k d of d by k e (k > 0) or k (e - d + 1) (k < 0), until no
+// such term is left. Variables of `nonnegative` (sizes the runtime checks
+// are >= 0) then count as 0 under a negative coefficient. So
+// min(4 i + 4, n - 1) - min(4 i + 1, n - 1), with i in [0, (n + 3) / 4 -
+// 1], is bounded by 3, and 4 i + 3 - n by 2.
+std::optional<int64_t> DifferenceUpperBound(
+    const ir::Expr& a, const ir::Expr& b, const IntervalMap& ranges,
+    const std::unordered_set<const ir::VarNode*>& nonnegative = {});
 
 // `e` rewritten as a linear sum with equal terms collected (`a * 32 + b - a
 // * 32` is `b`); integer scalars only.

@@ -773,7 +773,13 @@ class KernelLowering {
           AddLoopRanges(*s, fixed);
           if (!s->attached()) break;
         }
-        diff = internal::DifferenceUpperBound(i.max, i.min, fixed);
+        // The kernel's output is a parameter, so the runtime refuses a
+        // negative value of a size var that is one of its dimensions.
+        std::unordered_set<const ir::VarNode*> sizes;
+        for (const ir::Expr& e : root_->tensor.buffer().shape()) {
+          if (const auto* v = e.as<ir::VarNode>()) sizes.insert(v);
+        }
+        diff = internal::DifferenceUpperBound(i.max, i.min, fixed, sizes);
       }
       if (!diff || *diff < 0) {
         return InvalidArgument(
@@ -781,8 +787,8 @@ class KernelLowering {
             ir::Print(ir::Simplify(i.min)), ", ", ir::Print(ir::Simplify(i.max)),
             "], whose size is not a constant, nor bounded by one over the loops around the "
             "attach point; split the consumer's loops by constants (multiples of any constant "
-            "the index divides by), clamp indices to constants rather than symbolic sizes, or "
-            "compute the stage inline or at a loop where the index is one element");
+            "the index divides by), clamp indices to constants or to sizes of the kernel's "
+            "output, or compute the stage inline or at a loop where the index is one element");
       }
       if (formable[d] &&
           internal::DigitSpan(forms[d]->digits) > internal::DigitCount(forms[d]->digits)) {

@@ -1109,6 +1109,47 @@ TEST(TeScheduleTest, DifferenceUpperBoundThroughMinAndMax) {
       internal::DifferenceUpperBound(ir::Max(i * 4, c(0)), ir::Min(i, c(9)), {}).has_value());
 }
 
+// Clamps to a symbolic size, bounded through the loop's symbolic extent
+// (n + 3) / 4: 4 ((n + 3) / 4) is at most n + 3.
+TEST(TeScheduleTest, DifferenceUpperBoundThroughSymbolicExtents) {
+  Var i("i", ir::kI32), n("n", ir::kI32), m("m", ir::kI32);
+  auto c = [](int64_t v) { return ir::IntConst(ir::kI32, v); };
+  const internal::IntervalMap ranges{{i.get(), {c(0), (n + 3) / 4 - 1}}};
+  const std::unordered_set<const ir::VarNode*> sizes{n.get()};
+  auto bound = [&](const ir::Expr& a, const ir::Expr& b) {
+    return internal::DifferenceUpperBound(a, b, ranges, sizes);
+  };
+  // 4 i + 3 - n <= 4 ((n + 3) / 4) - 4 + 3 - n <= 2.
+  EXPECT_EQ(bound(i * 4 + 3, n), 2);
+  // Paired clamps: min(4 i + 4, n - 1) - min(4 i + 1, n - 1) <= 3.
+  EXPECT_EQ(bound(ir::Min(i * 4 + 4, n - 1), ir::Min(i * 4 + 1, n - 1)), 3);
+  // The three-point stencil's region, as lowering forms it: 6 elements.
+  const ir::Expr hi = ir::Max(ir::Min(i * 4 + 4, n - 1), ir::Max(i * 4 + 2, c(0)));
+  const ir::Expr lo = ir::Min(ir::Min(i * 4 + 1, n - 1), ir::Max(i * 4 - 1, c(0)));
+  EXPECT_EQ(bound(hi, lo), 5);
+  // A size under a negative coefficient counts as 0 only where it is
+  // known >= 0; under a positive one it is unbounded.
+  EXPECT_EQ(bound(c(1) - n, c(0)), 1);
+  EXPECT_FALSE(internal::DifferenceUpperBound(c(1) - n, c(0), ranges).has_value());
+  EXPECT_FALSE(bound(n, c(0)).has_value());
+  // m is related to nothing: no bound.
+  EXPECT_FALSE(bound(ir::Min(i * 4 + 4, n - 1), ir::Min(i * 4 + 1, m - 1)).has_value());
+  EXPECT_EQ(bound(ir::Min(i * 4 + 4, m - 1), ir::Max(i * 4 - 1, c(0))), 5);  // m only lowers it
+  EXPECT_FALSE(bound(i * 4 + 3, m).has_value());
+  // Quotients: a coefficient that the divisor does not divide, or a
+  // truncating division of what may be negative, bounds nothing.
+  EXPECT_FALSE(bound(i * 2 + 3, n).has_value());
+  const internal::IntervalMap signed_ranges{{i.get(), {c(0), (m - 3) / 4}}};
+  EXPECT_FALSE(internal::DifferenceUpperBound(i * 4, m, signed_ranges, {m.get()}).has_value());
+  const internal::IntervalMap floor_ranges{
+      {i.get(), {c(0), ir::BinaryNode::make(ir::BinaryOp::kFloorDiv, m - 3, c(4))}}};
+  EXPECT_EQ(internal::DifferenceUpperBound(i * 4, m, floor_ranges, {}), -3);
+  // Huge coefficients give up rather than overflow.
+  const internal::IntervalMap huge{{i.get(), {c(0), n * 2147483647}}};
+  EXPECT_FALSE(
+      internal::DifferenceUpperBound(i * 2147483647 * 2147483647, n, huge, sizes).has_value());
+}
+
 // Digits: normalised (sorted, merged where contiguous, rejected where they
 // overlap), and Spread / Compact inverse on the region's positions.
 TEST(TeScheduleTest, DigitsSpreadAndCompactTheirPositions) {
