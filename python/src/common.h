@@ -124,7 +124,15 @@ inline int64_t IntArg(nb::handle h, const char* fn, const char* what) {
   }
   PyObject* index = PyNumber_Index(h.ptr());
   if (index == nullptr) throw nb::python_error();
-  return ArgOf<int64_t>(nb::steal(index), fn, what, "an int of 64 bits");
+  const nb::object value = nb::steal(index);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0) {
+    Throw(InvalidArgument(fn, ": ", what, " ", nb::cast<std::string>(nb::repr(value)),
+                          " is outside the 64-bit integers [-2^63, 2^63 - 1]"));
+  }
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return v;
 }
 
 // A flag argument: a Python or numpy bool (not 0, 1 or a string).

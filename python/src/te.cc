@@ -438,6 +438,14 @@ void BindTe(nb::module_& m) {
       "reduce",
       [](const std::string& name, nb::callable combine, nb::handle identity, nb::handle sources,
          nb::handle axes) {
+        auto require_list = [&](nb::handle h, const char* what) {
+          if (!PyTuple_Check(h.ptr()) && !PyList_Check(h.ptr())) {
+            ThrowArgumentType("te.reduce '" + name + "': " + what +
+                              " must be a list (one entry per value), not " + TypeNameOf(h));
+          }
+        };
+        require_list(sources, "values");
+        require_list(identity, "identity");
         std::vector<ir::Expr> values;
         for (nb::handle h : sources) values.push_back(ToExpr(h, "a reduced value"));
         if (values.empty()) {
@@ -450,6 +458,12 @@ void BindTe(nb::module_& m) {
           ir::Expr e;
           if (nb::try_cast<ir::Expr>(h, e)) {
             identities.push_back(e);
+          } else if (k < values.size() && !values[k].dtype().is_bool() &&
+                     (PyBool_Check(h.ptr()) ||
+                      std::string_view(Py_TYPE(h.ptr())->tp_name).starts_with("numpy.bool"))) {
+            Throw(InvalidArgument("te.reduce '", name, "': identity ", k, " is a bool, but value ",
+                                  k, " is ", values[k].dtype().ToString(),
+                                  "; give a number of its type"));
           } else {
             identities.push_back(k < values.size() ? Constant(values[k], h) : ToExpr(h));
           }
@@ -557,13 +571,20 @@ void BindTe(nb::module_& m) {
           "The current loop nest, outermost first.")
       .def(
           "split",
-          [](const StageRef& s, nb::handle axis, nb::handle factor) {
+          [](const StageRef& s, nb::handle axis, nb::handle factor, nb::handle nparts) {
+            if (factor.is_none() == nparts.is_none()) {
+              Throw(InvalidArgument("split: give the factor or nparts (the number of parts), ",
+                                    factor.is_none() ? "not neither" : "not both"));
+            }
+            const auto a = ArgOf<te::IterVar>(axis, "split", "axis", "an axis");
             te::SplitResult r =
-                Check(s.Get().Split(ArgOf<te::IterVar>(axis, "split", "axis", "an axis"),
-                                    IntArg(factor, "split", "factor")));
+                Check(nparts.is_none() ? s.Get().Split(a, IntArg(factor, "split", "factor"))
+                                       : s.Get().SplitParts(a, IntArg(nparts, "split", "nparts")));
             return nb::make_tuple(r.outer, r.inner);
           },
-          "axis"_a.none(), "factor"_a.none(), "Splits an axis: returns (outer, inner).")
+          "axis"_a.none(), "factor"_a.none() = nb::none(), "nparts"_a.none() = nb::none(),
+          "Splits an axis by a factor, or into nparts parts (by the factor ceil(extent / "
+          "nparts); the extent a constant): returns (outer, inner).")
       .def(
           "fuse",
           [](const StageRef& s, nb::handle outer, nb::handle inner) {
@@ -769,6 +790,13 @@ void BindTe(nb::module_& m) {
           "__eq__",
           [](const ScheduleHolder& a, const ScheduleHolder& b) { return a.schedule == b.schedule; },
           nb::is_operator(), "Whether both schedules hold the same primitives, in order.")
+      .def(
+          "__hash__",
+          [](const ScheduleHolder& s) {
+            // Equal schedules hold equal primitives, which print alike.
+            return nb::hash(nb::str(s.schedule.ToString().c_str()));
+          },
+          "A hash of the primitives (equal schedules hash alike).")
       .def("__repr__", [](const ScheduleHolder& s) {
         return "te.Schedule(" + std::to_string(s.schedule.primitives().size()) + " primitives)";
       });

@@ -1289,6 +1289,166 @@ def test_te_misuse_is_named():
         te.create_schedule(Y)
 
 
+def test_te_misuse_refused_where_it_happens():
+    """Misuse that once slipped through to lowering (or past it): each is
+    refused by the primitive or definition that makes it, naming it."""
+    bad = kiln.InvalidArgument
+    A = te.placeholder((8, 8), "float32", name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 8), lambda i, j: B[i, j] + 1.0, name="C")
+    s = te.create_schedule(C)
+    s[B].set_scope("shared")
+    io, _ = s[C].split(s[C].axis[0], 4)
+    s[B].compute_at(s[C], io)
+    for factor in (2**31, 2**32 + 4, 2**40):  # refused, not lowered with a wrapped stride
+        with pytest.raises(bad, match=rf"storage_align of stage 'B': factor {factor} and offset 1; "
+                           r"the factor must be in \[1, 2\^30\]"):
+            s[B].storage_align(s[B].axis[0], factor, 1)
+    with pytest.raises(bad, match=r"storage_align: factor 18446744073709551616 is outside the "
+                       r"64-bit integers"):
+        s[B].storage_align(s[B].axis[0], 2**64, 1)
+    s[B].storage_align(s[B].axis[0], 2**30, 1)  # the largest factor: a stride past 2^31
+    with pytest.raises(bad, match=r"stage 'B' needs a buffer of 2 dimensions whose elements "
+                       r"\(aligned by storage_align\) pass 2\^31"):
+        te.lower(s, [C], [A], "k")
+
+    # A constant fused extent past i32.
+    for shape in ((65536, 65536), (46341, 46341), (65537, 65536)):
+        X = te.placeholder(shape, "float32", name="X")
+        Y = te.compute(shape, lambda i, j: X[i, j] + 1.0, name="Y")
+        s = te.create_schedule(Y)
+        with pytest.raises(bad, match=rf"fuse of stage 'Y': axes 'i' \(extent {shape[0]}\) and "
+                           rf"'j' \(extent {shape[1]}\) fused would have an extent past 2\^31 - 1"):
+            s[Y].fuse(*s[Y].axis)
+    X = te.placeholder((46340, 46340), "float32", name="X")  # 2147395600: fits
+    Y = te.compute((46340, 46340), lambda i, j: X[i, j] + 1.0, name="Y")
+    s = te.create_schedule(Y)
+    s[Y].fuse(*s[Y].axis)
+
+    # A reduction used by a compute other than the one that took it.
+    X = te.placeholder((4, 8), "float32", name="X")
+    k = te.reduce_axis(8, "k")
+    saved = []
+
+    def body(i):
+        saved.append(te.sum(X[i, k], k))
+        return saved[0]
+
+    Y = te.compute((4,), body, name="Y")
+    Z = te.compute((4,), lambda i: saved[0] * 2.0, name="Z")
+    with pytest.raises(bad, match=r"compute 'Z': uses the reduction 'sum' that compute 'Y' holds"):
+        te.create_schedule([Y, Z])
+    argmax = []
+
+    def body2(i):
+        argmax.extend(te.reduce("am", lambda a, b: [te.select(b[1] > a[1], b[0], a[0]),
+                                                     te.maximum(a[1], b[1])],
+                                [-1, -3e38], [te.cast("int32", k), X[i, k]], k))
+        return argmax[0]
+
+    Y2 = te.compute((4,), body2, name="Y2")
+    Z2 = te.compute((4,), lambda i: argmax[1] + 1.0, name="Z2")
+    with pytest.raises(bad, match=r"compute 'Z2': uses the reduction 'am1' that compute 'Y2'"):
+        te.create_schedule([Y2, Z2])
+
+    # Shapes take constants and size vars, not axes or reductions.
+    C1 = te.compute((8,), lambda i: A[i, 0] + 1.0, name="C1")
+    P = te.placeholder((C1.axis[0].var,), "float32", name="P")
+    Q = te.compute((4,), lambda i: P[i] * 2.0, name="Q")
+    with pytest.raises(bad, match=r"placeholder 'P': dimension 0 uses axis 'i'; a shape takes "
+                       r"constants and size vars"):
+        te.create_schedule(Q)
+    P2 = te.placeholder((4,), "float32", name="P2")
+    Q2 = te.compute((k,), lambda i: P2[i] * 2.0, name="Q2")
+    with pytest.raises(bad, match=r"compute 'Q2': dimension 0 uses axis 'k'"):
+        te.create_schedule(Q2)
+
+    # compute_at at a stage that does not read this one, even indirectly.
+    V = te.placeholder((8,), "float32", name="V")
+    B3 = te.compute((8,), lambda i: V[i] * 2.0, name="B3")
+    D3 = te.compute((8,), lambda i: V[i] * 3.0, name="D3")
+    C3 = te.compute((8,), lambda i: B3[i] + D3[i], name="C3")
+    s = te.create_schedule(C3)
+    with pytest.raises(bad, match=r"compute_at of stage 'B3': stage 'D3' does not read this "
+                       r"stage, directly or through other stages"):
+        s[B3].compute_at(s[D3], s[D3].axis[0])
+    assert str(s).strip() == ""
+
+    # A user reducer's reduction axis stays inside its data axes.
+    Y4 = te.compute((4,), lambda i: te.reduce("s", lambda a, b: [a[0] + b[0]], [0.0],
+                                                [X[i, k]], k)[0], name="Y4")
+    s = te.create_schedule(Y4)
+    with pytest.raises(bad, match=r"reorder of stage 'Y4': it would put reduction axis 'k' outside "
+                       r"data-parallel axis 'i'; a user-defined reducer keeps its reduction axes "
+                       r"innermost"):
+        s[Y4].reorder(s[Y4].reduce_axis[0], s[Y4].axis[0])
+
+    # Reducer identities: a list of numbers of the values' types.
+    with pytest.raises(bad, match=r"te.reduce 's': identity 0 is a bool, but value 0 is f32"):
+        te.reduce("s", lambda a, b: [a[0] + b[0]], [True], [X[0, k]], k)
+    with pytest.raises(kiln.ArgumentTypeError, match=r"te.reduce 's': identity must be a list "
+                       r"\(one entry per value\), not float"):
+        te.reduce("s", lambda a, b: [a[0] + b[0]], 0.0, [X[0, k]], k)
+
+    # Kernel names from stage names that are not identifiers.
+    W = te.placeholder((4,), "float32", name="W")
+    B5 = te.compute((4,), lambda i: W[i] * 2.0, name="B-")
+    B6 = te.compute((4,), lambda i: B5[i] * 3.0, name="B_")
+    C5 = te.compute((4,), lambda i: B6[i] + 1.0, name="C")
+    texts, _ = te.lower_kernels(te.create_schedule(C5), C5, W)
+    assert [t.split("(")[0] for t in texts] == ["fn kernel_B_", "fn kernel_B__2", "fn kernel_C"]
+
+    # Equal schedules hash alike.
+    def prog(n):
+        E = te.placeholder((n,), "float32", name="E")
+        F = te.compute((n,), lambda i: E[i] + 1.0, name="F")
+        sch = te.create_schedule(F)
+        sch[F].split(sch[F].axis[0], 2)
+        return sch
+
+    assert prog(8) == prog(4096) and hash(prog(8)) == hash(prog(4096))
+    assert hash(prog(8)) != hash(te.create_schedule(C5))  # no primitives
+
+
+@pytest.mark.parametrize("extent,nparts", [(1000, 4), (9, 4), (7, 7), (3, 8), (1, 1), (4097, 3)],
+                         ids=str)
+def test_te_split_into_parts(device, rng, extent, nparts):
+    A = te.placeholder((extent,), "float32", name="A")
+    B = te.compute((extent,), lambda i: A[i] * 2.0 - 1.0, name="B")
+    s = te.create_schedule(B)
+    outer, inner = s[B].split(s[B].axis[0], nparts=nparts)
+    factor = -(-extent // nparts)
+    assert str(s).strip() == f"B.split(i, {factor})"  # recorded as the split by its factor
+    assert -(-extent // factor) <= nparts
+    s[B].bind(outer, "blockIdx.x")
+    k = kiln.build(s, [B], [A], "parts", device=device)
+    a = rng.standard_normal(extent).astype(np.float32)
+    b = _poisoned(extent, np.float32, device)
+    k(kiln.tensor(a, device), b)
+    np.testing.assert_allclose(b.numpy(), a * 2.0 - 1.0, rtol=1e-6)
+
+
+def test_te_split_into_parts_errors():
+    n = te.size_var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B)
+    with pytest.raises(kiln.InvalidArgument, match=r"split of stage 'B': axis 'i' has the extent n, "
+                       r"not a constant; split a symbolic extent by a factor"):
+        s[B].split(s[B].axis[0], nparts=4)
+    A8 = te.placeholder((8,), "float32", name="A8")
+    B8 = te.compute((8,), lambda i: A8[i] * 2.0, name="B8")
+    s = te.create_schedule(B8)
+    for nparts in (0, -1, 2**30 + 1):
+        with pytest.raises(kiln.InvalidArgument, match=rf"axis 'i' split into {nparts} parts; the "
+                           r"number of parts must be in \[1, 2\^30\]"):
+            s[B8].split(s[B8].axis[0], nparts=nparts)
+    for kwargs, want in (({}, "not neither"), ({"factor": 2, "nparts": 2}, "not both")):
+        with pytest.raises(kiln.InvalidArgument, match=f"split: give the factor or nparts.*{want}"):
+            s[B8].split(s[B8].axis[0], **kwargs)
+    assert str(s).strip() == ""
+
+
 def test_te_build_refuses_missing_features_at_build(device):
     """A kernel needing shader-f16 is refused when built for a device
     without it, rather than at its first call."""

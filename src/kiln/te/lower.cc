@@ -1,5 +1,6 @@
 // Lowering a schedule to one ir::Function.
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
@@ -16,6 +17,7 @@
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
+#include "kiln/ir/text_syntax.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/ir/visitor.h"
 #include "kiln/te/bounds.h"
@@ -495,7 +497,7 @@ class KernelLowering {
     for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
       KILN_RETURN_IF_ERROR(InferRegion(**it));
     }
-    for (const StageState* s : attached) Place(*s);
+    for (const StageState* s : attached) KILN_RETURN_IF_ERROR(Place(*s));
     // Every loop of the kernel over its extent, to prove regions in bounds.
     for (const StageState* s : attached) NoteLoopRanges(*s);
     NoteLoopRanges(root);
@@ -1137,7 +1139,7 @@ class KernelLowering {
 
   // Allocates the buffer of attached stage `p` inside loop `axis` of its
   // consumer (strides for storage_align, two halves for a double buffer).
-  void Place(const StageState& p) {
+  Status Place(const StageState& p) {
     const Region& region = regions_.at(&p);
     std::vector<ir::Expr> shape = region.extent;
     std::vector<int64_t> ext;
@@ -1145,13 +1147,18 @@ class KernelLowering {
     for (const ir::Expr& e : shape) ext.push_back(*ir::AsConstInt(e));
     std::vector<int64_t> strides(ext.size());
     int64_t stride = 1;
+    const int64_t kMax = INT32_MAX;
     for (int d = static_cast<int>(ext.size()) - 1; d >= 0; --d) {
       for (const StorageAlignment& a : p.alignments) {
-        if (a.dim == d) {
-          while (stride % a.factor != a.offset) ++stride;
-        }
+        // The next stride at or above `stride` that is offset modulo factor.
+        if (a.dim == d) stride += ((a.offset - stride % a.factor) % a.factor + a.factor) % a.factor;
       }
       strides[d] = stride;
+      if (stride > kMax || (ext[d] > 0 && stride > kMax / ext[d])) {
+        return InvalidArgument(at_, ": stage '", p.name(), "' needs a buffer of ", ext.size(),
+                               " dimensions whose elements (aligned by storage_align) "
+                               "pass 2^31; align less, or compute the stage at an inner loop");
+      }
       stride *= ext[d];
     }
     std::vector<ir::Expr> stride_exprs;
@@ -1169,6 +1176,7 @@ class KernelLowering {
     placement.buffer =
         ir::Buffer(p.name() + "_buf", p.tensor.dtype(), shape, stride_exprs, p.scope);
     placements_[p.tensor.buffer().get()] = placement;
+    return Status::Ok();
   }
 
   Stmt LowerStage(const StageState& stage, const ThreadContext& outer_ctx);
@@ -2528,10 +2536,16 @@ StatusOr<Kernels> LowerKernels(const Schedule& schedule, const std::vector<Tenso
   std::vector<ir::Buffer> readable;
   readable.reserve(inputs.size());
   for (const Tensor& t : inputs) readable.push_back(t.buffer());
+  std::unordered_set<std::string> taken;
   for (const StageState* root : g.roots) {
-    KILN_ASSIGN_OR_RETURN(ir::Function f,
-                          LowerKernel(impl, *root, g.attached, readable, name + "_" + root->name(),
-                                      /*every_input=*/false, limits));
+    // The stage's name made an identifier (as parameters' names are), and
+    // unique among the kernels ('B-' and 'B_' are kernel_B_ and kernel_B__2).
+    std::string kernel = name + "_" + ir::SanitizeName(root->name());
+    for (int k = 2; !taken.insert(kernel).second; ++k) {
+      kernel = name + "_" + ir::SanitizeName(root->name()) + "_" + std::to_string(k);
+    }
+    KILN_ASSIGN_OR_RETURN(ir::Function f, LowerKernel(impl, *root, g.attached, readable, kernel,
+                                                      /*every_input=*/false, limits));
     out.functions.push_back(std::move(f));
     bool is_output = false;
     for (const Tensor& o : outputs) is_output |= o.same_as(root->tensor);

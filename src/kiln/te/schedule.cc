@@ -248,6 +248,14 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       }
       KILN_RETURN_IF_ERROR(not_annotated(outer));
       KILN_RETURN_IF_ERROR(not_annotated(inner));
+      // Loop extents are i32: the fused extent must be one.
+      const std::optional<int64_t> no = ir::AsConstInt(ir::Simplify(outer.extent()));
+      const std::optional<int64_t> ni = ir::AsConstInt(ir::Simplify(inner.extent()));
+      if (no && ni && *no > 0 && *ni > INT32_MAX / *no) {
+        return InvalidArgument(at, ": axes ", Quote(outer.name()), " (extent ", *no, ") and ",
+                               Quote(inner.name()), " (extent ", *ni,
+                               ") fused would have an extent past 2^31 - 1, the largest loop");
+      }
       Relation r;
       r.kind = Relation::Kind::kFuse;
       r.outer = outer;
@@ -278,16 +286,20 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
       for (size_t k = 0; k < axes.size(); ++k) leaves[sorted[k]] = axes[k];
       // A data axis inside a reduction axis accumulates in place, which
       // needs the stage's value to be its reduction itself.
-      const bool bare = stage.op->has_reduction && stage.op->body.same_as(stage.op->reduce_var);
+      const bool custom = stage.op->has_reduction && stage.op->reducer == ReducerKind::kCustom;
+      const bool bare =
+          stage.op->has_reduction && !custom && stage.op->body.same_as(stage.op->reduce_var);
       for (size_t k = 0; k + 1 < leaves.size() && !bare; ++k) {
         if (!leaves[k].is_reduce()) continue;
         for (size_t m = k + 1; m < leaves.size(); ++m) {
           if (!leaves[m].is_reduce()) {
             return InvalidArgument(at, ": it would put reduction axis ", Quote(leaves[k].name()),
                                    " outside data-parallel axis ", Quote(leaves[m].name()),
-                                   "; only a stage whose value is its reduction itself "
-                                   "accumulates in place (reduction axes stay innermost "
-                                   "otherwise)");
+                                   custom ? "; a user-defined reducer keeps its reduction axes "
+                                            "innermost"
+                                          : "; only a stage whose value is its reduction itself "
+                                            "accumulates in place (reduction axes stay innermost "
+                                            "otherwise)");
           }
         }
       }
@@ -475,6 +487,24 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": stage ", Quote(p.target),
                                " does not read this stage (it comes before it)");
       }
+      // The consumer reads the stage, itself or through the stages it
+      // reads (which may be computed at the same loop).
+      std::unordered_set<const OperationNode*> seen;
+      std::vector<const OperationNode*> todo = {consumer->tensor.op()};
+      bool reads = false;
+      while (!todo.empty() && !reads) {
+        const OperationNode* t = todo.back();
+        todo.pop_back();
+        const StageState* of = impl.Find(t);
+        for (const Tensor& in : (of != nullptr ? of->op.get() : t)->inputs) {
+          reads = reads || in.op() == stage.tensor.op();
+          if (seen.insert(in.op()).second) todo.push_back(in.op());
+        }
+      }
+      if (!reads) {
+        return InvalidArgument(at, ": stage ", Quote(p.target),
+                               " does not read this stage, directly or through other stages");
+      }
       stage.attach_stage = p.target;
       stage.attach_axis = *axis;
       if (!stage.scope_set) stage.scope = ir::MemoryScope::kLocal;
@@ -510,9 +540,9 @@ Status ApplyTo(Schedule::Impl& impl, StageState& stage, const Primitive& p) {
         return InvalidArgument(at, ": ", Quote(p.axes[0]),
                                " is not a root data axis (a dimension) of the stage");
       }
-      if (p.factor <= 0 || p.offset < 0 || p.offset >= p.factor) {
+      if (p.factor <= 0 || p.factor > (int64_t{1} << 30) || p.offset < 0 || p.offset >= p.factor) {
         return InvalidArgument(at, ": factor ", p.factor, " and offset ", p.offset,
-                               "; the factor must be positive and 0 <= offset < factor");
+                               "; the factor must be in [1, 2^30] and 0 <= offset < factor");
       }
       if (stage.is_output) {
         return InvalidArgument(at, ": the stage is an output; its layout is the caller's");
@@ -1067,11 +1097,11 @@ StatusOr<Schedule> Schedule::Create(const std::vector<Tensor>& outputs) {
                               "'; schedules name stages by their tensors");
       return;
     }
-    if (t.op()->is_placeholder) return;
     if (!t.op()->error.ok()) {
       error = t.op()->error;
       return;
     }
+    if (t.op()->is_placeholder) return;
     internal::IntervalMap ranges;
     for (const auto* axes : {&t.op()->axis, &t.op()->reduce_axis}) {
       for (const IterVar& a : *axes) {
@@ -1271,6 +1301,22 @@ StatusOr<SplitResult> Stage::Split(const IterVar& axis, int64_t factor) {
   KILN_RETURN_IF_ERROR(ApplyPrimitive(*schedule_, Primitive{Kind::kSplit, name_, {name}, factor}));
   const Relation& r = state().relations.back();
   return SplitResult{r.outer, r.inner};
+}
+
+StatusOr<SplitResult> Stage::SplitParts(const IterVar& axis, int64_t nparts) {
+  KILN_ASSIGN_OR_RETURN(std::string name, AxisName(*schedule_, name_, axis, "split"));
+  const std::string at = "split of stage '" + name_ + "'";
+  if (nparts <= 0 || nparts > (int64_t{1} << 30)) {
+    return InvalidArgument(at, ": axis '", name, "' split into ", nparts,
+                           " parts; the number of parts must be in [1, 2^30]");
+  }
+  const std::optional<int64_t> extent = ir::AsConstInt(ir::Simplify(axis.extent()));
+  if (!extent) {
+    return InvalidArgument(at, ": axis '", name, "' has the extent ",
+                           ir::Print(ir::Simplify(axis.extent())),
+                           ", not a constant; split a symbolic extent by a factor");
+  }
+  return Split(axis, std::max<int64_t>(1, (*extent + nparts - 1) / nparts));
 }
 
 StatusOr<IterVar> Stage::Fuse(const IterVar& outer, const IterVar& inner) {

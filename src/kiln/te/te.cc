@@ -62,6 +62,35 @@ bool IsAxisVar(const ir::VarNode* v) {
   return it != AxisVars().end() && it->second.lock().get() == v;
 }
 
+// The result vars of reductions a compute has claimed, held weakly, with
+// that compute's name: the value belongs to that body, and found in
+// another it is a mistake to name rather than a scalar parameter.
+struct ClaimedReduction {
+  std::weak_ptr<const ir::ExprNode> var;
+  std::string compute;
+};
+std::unordered_map<const ir::VarNode*, ClaimedReduction>& ClaimedReductions() {
+  thread_local std::unordered_map<const ir::VarNode*, ClaimedReduction> claimed;
+  return claimed;
+}
+
+void ClaimReduction(const Var& var, const std::string& compute) {
+  auto& claimed = ClaimedReductions();
+  thread_local size_t prune_at = 4096;
+  if (claimed.size() >= prune_at) {
+    std::erase_if(claimed, [](const auto& entry) { return entry.second.var.expired(); });
+    prune_at = std::max<size_t>(4096, 2 * claimed.size());
+  }
+  claimed[var.get()] = {var.node(), compute};
+}
+
+// The compute that claimed reduction var `v`, or null.
+const std::string* ClaimedBy(const ir::VarNode* v) {
+  auto it = ClaimedReductions().find(v);
+  if (it == ClaimedReductions().end() || it->second.var.lock().get() != v) return nullptr;
+  return &it->second.compute;
+}
+
 Expr MakeReduction(ReducerKind kind, Expr source, const std::vector<IterVar>& axes) {
   KILN_CHECK(source.defined());
   Var var(std::string(ReducerName(kind)), source.dtype());
@@ -180,6 +209,26 @@ Status CheckBody(const OperationNode& op) {
     ConstantIndexChecker indices;
     indices.VisitExpr(*e);
     if (!indices.error.empty()) return InvalidArgument("compute '", op.name, "' ", indices.error);
+  }
+  return Status::Ok();
+}
+
+// A shape's dimensions take constants and size vars: no axis or reduction.
+Status CheckShape(const std::string& what, const std::vector<Expr>& shape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!shape[d].defined()) continue;
+    UseCollector uses;
+    uses.VisitExpr(shape[d]);
+    for (const ir::VarNode* v : uses.vars) {
+      const char* kind = IsAxisVar(v) ? "axis"
+                         : PendingReductions().count(v) != 0 || ClaimedBy(v) != nullptr
+                             ? "the result of a reduction"
+                             : nullptr;
+      if (kind != nullptr) {
+        return InvalidArgument(what, ": dimension ", d, " uses ", kind, " '", v->name,
+                               "'; a shape takes constants and size vars");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -369,6 +418,7 @@ Expr Tensor::operator()(std::vector<Expr> indices) const {
 Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataType dtype) {
   auto op = NewOp(name, std::move(shape), dtype);
   op->is_placeholder = true;
+  op->error = CheckShape("placeholder '" + name + "'", op->buffer.shape());
   Register(op);
   return Tensor(op);
 }
@@ -417,7 +467,8 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     error = InvalidArgument("compute '", name, "': the body nests more than ", ir::kMaxExprDepth,
                             " levels deep, the most kiln compiles");
   } else {
-    error = CheckTreeSize(name, body);
+    error = CheckShape("compute '" + name + "'", shape);
+    if (error.ok()) error = CheckTreeSize(name, body);
   }
 
   // Claim the reduction the body uses, if any.
@@ -427,7 +478,17 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     auto& pending = PendingReductions();
     for (const ir::VarNode* v : uses.vars) {
       auto it = pending.find(v);
-      if (it == pending.end()) continue;
+      if (it == pending.end()) {
+        if (const std::string* owner = ClaimedBy(v)) {
+          error = InvalidArgument("compute '", name, "': uses the reduction '", v->name,
+                                  "' that compute '", *owner,
+                                  "' holds (a reduction belongs to the body that uses it "
+                                  "first); read ",
+                                  *owner, "'s elements instead, or make the reduction again");
+          break;
+        }
+        continue;
+      }
       if (op->has_reduction) {
         error = InvalidArgument("compute '", name,
                                 "': more than one reduction in one body (this version allows one)");
@@ -459,6 +520,11 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
                                 "' is listed twice in its ", ReducerName(it->second.kind));
           }
         }
+      }
+      if (op->custom_name.empty()) {
+        ClaimReduction(it->second.var, name);
+      } else {
+        for (const Var& r : op->reduce_vars) ClaimReduction(r, name);
       }
       for (const IterVar& r : it->second.axes) {
         // A per-stage copy of the axis keeps the var (the identity the

@@ -321,6 +321,10 @@ class Stage {
   // outer = axis / factor (extent ceil(extent / factor)), inner = axis % factor.
   // Where factor does not divide the extent, the body is guarded.
   StatusOr<SplitResult> Split(const IterVar& axis, int64_t factor);
+  // A split into `nparts` parts: by the factor ceil(extent / nparts), which
+  // is what the schedule records, so the outer axis has at most nparts
+  // iterations (ceil(extent / factor)). The extent must be a constant.
+  StatusOr<SplitResult> SplitParts(const IterVar& axis, int64_t nparts);
   // Two adjacent leaf axes (outer directly around inner) of the same kind.
   StatusOr<IterVar> Fuse(const IterVar& outer, const IterVar& inner);
   // The given leaf axes take the positions they occupy, in the given order.

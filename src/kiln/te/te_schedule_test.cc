@@ -615,7 +615,9 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
               "'A_shared'");
   ExpectError(a.SetScope(ir::MemoryScope::kGlobal), "only outputs are global");
   ExpectError(c.SetScope(ir::MemoryScope::kShared), "the stage is an output of the schedule");
-  ExpectError(a.StorageAlign(a.axis(0), 0, 0), "the factor must be positive");
+  ExpectError(a.StorageAlign(a.axis(0), 0, 0), "the factor must be in [1, 2^30]");
+  ExpectError(a.StorageAlign(a.axis(0), (int64_t{1} << 30) + 1, 1),
+              "the factor must be in [1, 2^30]");
   ExpectError(a.StorageAlign(a.axis(0), 32, 32), "0 <= offset < factor");
   ExpectError(c.StorageAlign(c.axis(0), 32, 1), "the stage is an output");
   ExpectError(c.DoubleBuffer(), "the stage is an output");
