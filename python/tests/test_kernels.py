@@ -328,14 +328,15 @@ def test_te_compute_at_read_through_floor_division(device, rng, n, factor, div):
             te.lower(s2, [C], [A], "up")
 
 
-@pytest.mark.parametrize("scope", ["local", "shared"])
-@pytest.mark.parametrize("n,factor", [(1000, 4), (1000, 64), (5, 4), (3, 8), (1, 2)], ids=str)
-def test_te_compute_at_a_clamped_halo(device, rng, scope, n, factor):
-    # A three-point stencil that repeats the edge elements (indices clamped
-    # with min/max): the region P computes per outer iteration moves by an
-    # amount that varies near the ends, and is allocated at its largest,
-    # factor + 2 elements (fewer where the outer loop's few iterations
-    # bound it closer), the positions past the tensor guarded.
+def _buffer_size(text, stage, scope):
+    """The element count of stage's f32 buffer in lowered IR text."""
+    return int(re.search(rf"{stage}_buf: f32\[(\d+)\] {scope}", text).group(1))
+
+
+def _clamped_stencil(n, scope, factor):
+    """A three-point stencil that repeats the edge elements (indices clamped
+    with min/max), P computed at C's outer loop in `scope`: (A, C, schedule,
+    P's buffer size in the lowered kernel)."""
     A = te.placeholder((n,), "float32", name="A")
     P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
     C = te.compute((n,), lambda i: P[te.maximum(i - 1, 0)] + P[i] * 3.0
@@ -349,18 +350,30 @@ def test_te_compute_at_a_clamped_halo(device, rng, scope, n, factor):
         s[C].bind(ii, "threadIdx.x")
         po, pi = s[P].split(s[P].axis[0], factor)
         s[P].bind(pi, "threadIdx.x")
-    text = te.lower(s, [C], [A], "blur")
-    size = int(re.search(rf"P_buf: f32\[(\d+)\] {scope}", text).group(1))
-    assert size == factor + 2 or (n < factor + 2 and size <= factor + 2), text
-    k = kiln.build(s, [C], [A], "blur", device=device)
+    return A, C, s, _buffer_size(te.lower(s, [C], [A], "blur"), "P", scope)
+
+
+def _check_clamped_stencil(kernel, device, rng, n, *sizes):
     a = rng.standard_normal(n).astype(np.float32)
     a[-1] = np.nan  # read through the clamp at the end: the last outputs are NaN
     c = kiln.tensor(np.full(n, 7e30, np.float32), device)  # poisoned, not NaN
-    k(kiln.tensor(a, device), c)
+    kernel(kiln.tensor(a, device), c, *sizes)
     p = a.astype(np.float64) * 2.0 + 1.0
     idx = np.arange(n)
     want = p[np.maximum(idx - 1, 0)] + p * 3.0 + p[np.minimum(idx + 1, n - 1)]
     np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scope", ["local", "shared"])
+@pytest.mark.parametrize("n,factor", [(1000, 4), (1000, 64), (5, 4), (3, 8), (1, 2)], ids=str)
+def test_te_compute_at_a_clamped_halo(device, rng, scope, n, factor):
+    # The region P computes per outer iteration moves by an amount that
+    # varies near the ends, and is allocated at its largest, factor + 2
+    # elements (fewer where the outer loop's few iterations bound it
+    # closer), the positions past the tensor guarded.
+    A, C, s, size = _clamped_stencil(n, scope, factor)
+    assert size == factor + 2 or (n < factor + 2 and size <= factor + 2)
+    _check_clamped_stencil(kiln.build(s, [C], [A], "blur", device=device), device, rng, n)
 
 
 def test_te_compute_at_wide_and_chained_clamped_halos(device, rng):
@@ -392,8 +405,7 @@ def test_te_compute_at_wide_and_chained_clamped_halos(device, rng):
     text = te.lower(s, [C], [A], "wide")
     # P's reads span 56 elements per 32 outputs, Q's 58: the bound may be
     # looser (reflect's two arms), never near the tensor's 1000.
-    p_size = int(re.search(r"P_buf: f32\[(\d+)\] local", text).group(1))
-    q_size = int(re.search(r"Q_buf: f32\[(\d+)\] local", text).group(1))
+    p_size, q_size = _buffer_size(text, "P", "local"), _buffer_size(text, "Q", "local")
     assert 56 <= p_size <= 80 and 58 <= q_size <= 80, text
     k = kiln.build(s, [C], [A], "wide", device=device)
     a = rng.standard_normal(n).astype(np.float32)
@@ -414,33 +426,11 @@ def test_te_compute_at_a_halo_clamped_to_a_symbolic_size(device, rng, scope, fac
     # The clamped stencil with a symbolic n: the region's bound relates the
     # clamp n - 1 to the outer loop's extent (n + factor - 1) / factor.
     # One kernel serves every n, the tiny ones included.
-    n = te.size_var("n")
-    A = te.placeholder((n,), "float32", name="A")
-    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
-    C = te.compute((n,), lambda i: P[te.maximum(i - 1, 0)] + P[i] * 3.0
-                   + P[te.minimum(i + 1, n - 1)], name="C")
-    s = te.create_schedule(C)
-    io, ii = s[C].split(s[C].axis[0], factor)
-    s[C].bind(io, "blockIdx.x")
-    s[P].compute_at(s[C], io)
-    s[P].set_scope(scope)
-    if scope == "shared":
-        s[C].bind(ii, "threadIdx.x")
-        po, pi = s[P].split(s[P].axis[0], factor)
-        s[P].bind(pi, "threadIdx.x")
-    text = te.lower(s, [C], [A], "blur")
-    size = int(re.search(rf"P_buf: f32\[(\d+)\] {scope}", text).group(1))
-    assert size == factor + 2, text
+    A, C, s, size = _clamped_stencil(te.size_var("n"), scope, factor)
+    assert size == factor + 2
     k = kiln.build(s, [C], [A], "blur", device=device)
-    for length in (1, 2, 3, 5, factor + 1, 1000, 4097):
-        a = rng.standard_normal(length).astype(np.float32)
-        a[-1] = np.nan  # read through the clamp at the end
-        c = kiln.tensor(np.full(length, 7e30, np.float32), device)  # poisoned, not NaN
-        k(kiln.tensor(a, device), c, length)
-        p = a.astype(np.float64) * 2.0 + 1.0
-        idx = np.arange(length)
-        want = p[np.maximum(idx - 1, 0)] + p * 3.0 + p[np.minimum(idx + 1, length - 1)]
-        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-5)
+    for n in (1, 2, 3, 5, factor + 1, 1000, 4097):
+        _check_clamped_stencil(k, device, rng, n, n)
 
 
 def test_te_compute_at_symbolic_reflect_and_chained_halos(device, rng):
@@ -467,8 +457,7 @@ def test_te_compute_at_symbolic_reflect_and_chained_halos(device, rng):
     # P's reads span 8 + 3 + 4 elements per 8 outputs where the outputs are
     # in the tensor; the bound is looser (the middle loop runs past n,
     # where reflect's arms part), but a constant far below the tensor's.
-    p_size = int(re.search(r"P_buf: f32\[(\d+)\] local", text).group(1))
-    q_size = int(re.search(r"Q_buf: f32\[(\d+)\] local", text).group(1))
+    p_size, q_size = _buffer_size(text, "P", "local"), _buffer_size(text, "Q", "local")
     assert 15 <= p_size <= 96 and p_size + 3 <= q_size <= 160, text
     k = kiln.build(s, [C], [A], "reflect", device=device)
     for length in (4, 5, 9, 33, 1000):  # reflect(i + 3) stays in [0, n) from n = 4
