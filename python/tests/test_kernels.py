@@ -433,6 +433,30 @@ def test_te_compute_at_a_halo_clamped_to_a_symbolic_size(device, rng, scope, fac
         _check_clamped_stencil(k, device, rng, n, n)
 
 
+def test_te_compute_at_a_halved_index_clamped_to_a_symbolic_size(device, rng):
+    # P[i // 2] and P[min(i // 2 + 3, n - 1)] under a split by 4: the bound
+    # meets 2 ((n + 3) / 4), whose coefficient 4 does not divide.
+    n = te.size_var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="P")
+    C = te.compute((n,), lambda i: P[i // 2] + P[te.minimum(i // 2 + 3, n - 1)], name="C")
+    s = te.create_schedule(C)
+    io, _ = s[C].split(s[C].axis[0], 4)
+    s[C].bind(io, "blockIdx.x")
+    s[P].compute_at(s[C], io)
+    s[P].set_scope("local")
+    assert _buffer_size(te.lower(s, [C], [A], "half"), "P", "local") == 5
+    k = kiln.build(s, [C], [A], "half", device=device)
+    for length in (1, 2, 3, 7, 8, 1000):
+        a = rng.standard_normal(length).astype(np.float32)
+        c = _poisoned(length, np.float32, device)
+        k(kiln.tensor(a, device), c, length)
+        p = a.astype(np.float64) * 2.0 + 1.0
+        idx = np.arange(length)
+        want = p[idx // 2] + p[np.minimum(idx // 2 + 3, length - 1)]
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_te_compute_at_symbolic_reflect_and_chained_halos(device, rng):
     # Reflect padding and two clamped stages at one loop, with a symbolic
     # size and a tiled (two-level split) consumer.

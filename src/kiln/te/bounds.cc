@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -212,7 +213,49 @@ bool NonNegative(const Expr& e, const BoundContext& cx, int depth = 0) {
 // what bounds them from above (see the header), then the variables of
 // `nonnegative` under negative coefficients taken at 0.
 std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext& cx) {
+  // The sum is kept times `denominator`: a quotient e / d whose coefficient
+  // d does not divide scales the whole sum until it does (2 (e / 4) is
+  // (4 (e / 4)) / 2, at most e / 2), and the bound is divided back, down.
+  int64_t denominator = 1;
+  auto quotient = [&](const Expr& term) -> std::optional<int64_t> {
+    const auto* q = term.as<ir::BinaryNode>();
+    if (q == nullptr || (q->op != BinaryOp::kDiv && q->op != BinaryOp::kFloorDiv)) {
+      return std::nullopt;
+    }
+    const std::optional<int64_t> d = ir::AsConstInt(q->b);
+    // d q <= e, and d q >= e - d + 1 (floor division, or e >= 0).
+    if (!d || *d <= 0 || (q->op != BinaryOp::kFloorDiv && !NonNegative(q->a, cx))) {
+      return std::nullopt;
+    }
+    return d;
+  };
+  // Each step adds products of i32 values: keep the sums far from int64's
+  // ends.
+  constexpr int64_t kLimit = int64_t{1} << 40;
+  auto within_limits = [&](const ir::LinearSum& sum) {
+    if (sum.constant <= -kLimit || sum.constant >= kLimit) return false;
+    for (const auto& [term, c] : sum.terms) {
+      if (c <= -kLimit || c >= kLimit) return false;
+    }
+    return true;
+  };
   for (int round = 0; round < 8; ++round) {
+    if (!within_limits(linear)) return std::nullopt;
+    int64_t scale = 1;
+    for (const auto& [term, c] : linear.terms) {
+      if (c == 0) continue;
+      if (const std::optional<int64_t> d = quotient(term)) {
+        const int64_t need = *d / std::gcd(c < 0 ? -c : c, *d);
+        scale = std::lcm(scale, need);
+        if (scale > (int64_t{1} << 16)) return std::nullopt;
+      }
+    }
+    if (scale > 1) {
+      denominator *= scale;
+      if (denominator > (int64_t{1} << 16)) return std::nullopt;
+      linear.constant *= scale;
+      for (auto& [term, c] : linear.terms) c *= scale;
+    }
     ir::LinearSum next;
     next.constant = linear.constant;
     bool replaced = false;
@@ -226,11 +269,9 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
           continue;
         }
       }
-      if (const auto* q = term.as<ir::BinaryNode>();
-          q != nullptr && (q->op == BinaryOp::kDiv || q->op == BinaryOp::kFloorDiv)) {
-        const std::optional<int64_t> d = ir::AsConstInt(q->b);
-        // d q <= e, and d q >= e - d + 1 (floor division, or e >= 0).
-        if (d && *d > 0 && c % *d == 0 && (q->op == BinaryOp::kFloorDiv || NonNegative(q->a, cx))) {
+      if (const std::optional<int64_t> d = quotient(term)) {
+        const auto* q = term.as<ir::BinaryNode>();
+        if (c % *d == 0) {  // (the scaling above made it so)
           const int64_t k = c / *d;
           int64_t slack = 0;
           if (!ir::AddLinear(q->a, k, next) ||
@@ -244,13 +285,7 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
       }
       next.Add(term, c);
     }
-    // Each step adds products of i32 values: keep the sums far from
-    // int64's ends.
-    constexpr int64_t kLimit = int64_t{1} << 40;
-    if (next.constant <= -kLimit || next.constant >= kLimit) return std::nullopt;
-    for (const auto& [term, c] : next.terms) {
-      if (c <= -kLimit || c >= kLimit) return std::nullopt;
-    }
+    if (!within_limits(next)) return std::nullopt;
     linear = std::move(next);
     if (!replaced) break;
   }
@@ -259,7 +294,9 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
     const auto* v = term.as<ir::VarNode>();
     if (c > 0 || v == nullptr || cx.nonnegative.count(v) == 0) return std::nullopt;
   }
-  return linear.constant;
+  // floor(constant / denominator): the bound of an integer.
+  const int64_t whole = linear.constant / denominator;
+  return whole - (linear.constant % denominator < 0 ? 1 : 0);
 }
 
 std::optional<int64_t> DifferenceUpperBound(const Expr& a, const Expr& b, BoundContext& cx) {

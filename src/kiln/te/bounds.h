@@ -45,10 +45,12 @@ std::optional<int64_t> ConstantDifference(const ir::Expr& a, const ir::Expr& b);
 // variable replaced by the end that maximises it, and each quotient e / d
 // (d > 0, floor division or e provably >= 0) whose coefficient is a
 // multiple k d of d by k e (k > 0) or k (e - d + 1) (k < 0), until no
-// such term is left. Variables of `nonnegative` (sizes the runtime checks
-// are >= 0) then count as 0 under a negative coefficient. So
-// min(4 i + 4, n - 1) - min(4 i + 1, n - 1), with i in [0, (n + 3) / 4 -
-// 1], is bounded by 3, and 4 i + 3 - n by 2.
+// such term is left (a coefficient d does not divide first scales the
+// whole sum, which is divided back at the end). Variables of `nonnegative`
+// (sizes the runtime checks are >= 0) then count as 0 under a negative
+// coefficient. So min(4 i + 4, n - 1) - min(4 i + 1, n - 1), with i in
+// [0, (n + 3) / 4 - 1], is bounded by 3, 4 i + 3 - n by 2 and 2 i + 2 - n
+// by 1.
 std::optional<int64_t> DifferenceUpperBound(
     const ir::Expr& a, const ir::Expr& b, const IntervalMap& ranges,
     const std::unordered_set<const ir::VarNode*>& nonnegative = {});

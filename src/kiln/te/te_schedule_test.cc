@@ -1138,9 +1138,10 @@ TEST(TeScheduleTest, DifferenceUpperBoundThroughSymbolicExtents) {
   EXPECT_FALSE(bound(ir::Min(i * 4 + 4, n - 1), ir::Min(i * 4 + 1, m - 1)).has_value());
   EXPECT_EQ(bound(ir::Min(i * 4 + 4, m - 1), ir::Max(i * 4 - 1, c(0))), 5);  // m only lowers it
   EXPECT_FALSE(bound(i * 4 + 3, m).has_value());
-  // Quotients: a coefficient that the divisor does not divide, or a
-  // truncating division of what may be negative, bounds nothing.
-  EXPECT_FALSE(bound(i * 2 + 3, n).has_value());
+  // Quotients: a coefficient that the divisor does not divide scales the
+  // sum; a truncating division of what may be negative bounds nothing.
+  EXPECT_EQ(bound(i * 2 + 2, n), 1);  // 2 ((n + 3) / 4) - n <= (3 - n) / 2
+  EXPECT_EQ(bound(i * 3, n), -1);     // 3 ((n + 3) / 4) - 3 - n <= (-3 - n) / 4
   const internal::IntervalMap signed_ranges{{i.get(), {c(0), (m - 3) / 4}}};
   EXPECT_FALSE(internal::DifferenceUpperBound(i * 4, m, signed_ranges, {m.get()}).has_value());
   const internal::IntervalMap floor_ranges{
