@@ -8,6 +8,7 @@
 
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/printer.h"
+#include "kiln/ir/simplifier.h"
 #include "kiln/ir/structural_equal.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/te/te_test_kernels.h"
@@ -179,6 +180,23 @@ TEST(TeTest, ComputeInlineSubstitutesTheProducer) {
 }
 
 // Each illegal use names the stage, the axis and the reason.
+// A split into parts is recorded as the split by ceil(extent / parts).
+TEST(TeTest, SplitIntoPartsIsASplitByItsFactor) {
+  Tensor a = Placeholder("A", {9}, ir::kF32);
+  Tensor b = Compute("B", {9}, [&](const std::vector<Var>& i) { return a(i[0]) * 2.0; });
+  auto s = Schedule::Create({b});
+  ASSERT_TRUE(s.ok());
+  Stage st = (*s)[b];
+  auto parts = st.SplitParts(st.axis(0), 4);
+  ASSERT_TRUE(parts.ok()) << parts.status().message();
+  EXPECT_EQ(s->ToString(), "B.split(i, 3)\n");
+  EXPECT_EQ(ir::AsConstInt(ir::Simplify(parts->outer.extent())), 3);
+  EXPECT_EQ(ir::AsConstInt(ir::Simplify(parts->inner.extent())), 3);
+  auto more = st.SplitParts(parts->inner, 8);  // more parts than elements: a split by 1
+  ASSERT_TRUE(more.ok()) << more.status().message();
+  EXPECT_EQ(ir::AsConstInt(ir::Simplify(more->inner.extent())), 1);
+}
+
 TEST(TeTest, IllegalPrimitivesAreErrors) {
   Matmul p;
   auto s = Schedule::Create({p.C});
@@ -205,6 +223,9 @@ TEST(TeTest, IllegalPrimitivesAreErrors) {
   expect_error(c.Fuse(c.axis(0), c.reduce_axis(0)).status(),
                "fuse of stage 'C': axis 'i' must be directly outside 'k'");
   expect_error(c.ComputeInline(), "compute_inline of stage 'C': the stage is a reduction");
+  expect_error(c.SplitParts(c.axis(0), 4).status(),
+               "split of stage 'C': axis 'i' has the extent M, not a constant");
+  expect_error(c.SplitParts(c.axis(0), 0).status(), "split into 0 parts");
   auto i = c.Split(c.axis(0), 16);
   ASSERT_TRUE(i.ok());
   expect_error(c.Split(c.axis(0), 4).status(),
