@@ -151,6 +151,11 @@ int NestingDepth(const std::string& text) {
   return deepest;
 }
 
+// Whether a float constant is +0 or -0.
+bool IsZero(const std::optional<double>& c) {
+  return c.has_value() && *c == 0;
+}
+
 }  // namespace
 
 bool FunctionEmitter::IsConstantTree(const ir::Expr& e) {
@@ -403,7 +408,7 @@ std::optional<std::string> FunctionEmitter::FloatByConstZero(const ir::BinaryNod
                          type);
   }
   std::optional<double> left = ir::AsConstFloat(op->a), right = divisor;
-  auto zero = [](const std::optional<double>& c) { return c.has_value() && *c == 0; };
+  auto zero = IsZero;
   auto positive_zero = [&](const std::optional<double>& c) { return zero(c) && !std::signbit(*c); };
   switch (op->op) {
     case BinaryOp::kMul:
@@ -563,11 +568,8 @@ std::string FunctionEmitter::Call(const ir::CallNode* op) {
       // rounding): emitted so, its product through the exact helper, where
       // the drivers fold fma(x, 0.0, c) to c (losing NaN, infinities and
       // the zero's sign).
-      auto zero = [](const ir::Expr& e) {
-        const std::optional<double> c = ir::AsConstFloat(e);
-        return c.has_value() && *c == 0;
-      };
-      if (op->dtype.is_float() && (zero(op->args[0]) || zero(op->args[1]))) {
+      if (op->dtype.is_float() &&
+          (IsZero(ir::AsConstFloat(op->args[0])) || IsZero(ir::AsConstFloat(op->args[1])))) {
         made_.push_back(ir::BinaryNode::make(BinaryOp::kMul, op->args[0], op->args[1]));
         made_.push_back(ir::BinaryNode::make(BinaryOp::kAdd, made_.back(), op->args[2]));
         return Expr(made_.back());

@@ -182,6 +182,17 @@ struct BoundContext {
   int budget;
 };
 
+// `term` as e / d (truncating or floor division by a constant d > 0): the
+// division and d; nullptr otherwise.
+const ir::BinaryNode* QuotientByConstant(const Expr& term, int64_t& d) {
+  const auto* q = term.as<ir::BinaryNode>();
+  if (q == nullptr || (q->op != BinaryOp::kDiv && q->op != BinaryOp::kFloorDiv)) return nullptr;
+  const std::optional<int64_t> divisor = ir::AsConstInt(q->b);
+  if (!divisor || *divisor <= 0) return nullptr;
+  d = *divisor;
+  return q;
+}
+
 // Whether `e` is >= 0 wherever the loops run: a constant >= 0 plus
 // non-negative multiples of loop variables (ranges start at 0), of
 // variables of `nonnegative`, and of quotients of such by positive
@@ -199,12 +210,9 @@ bool NonNegative(const Expr& e, const BoundContext& cx, int depth = 0) {
       if (cx.nonnegative.count(v) == 0 && !(lo && *lo >= 0)) return false;
       continue;
     }
-    const auto* q = term.as<ir::BinaryNode>();
-    const std::optional<int64_t> d = q != nullptr ? ir::AsConstInt(q->b) : std::nullopt;
-    if (q == nullptr || (q->op != BinaryOp::kDiv && q->op != BinaryOp::kFloorDiv) || !d ||
-        *d <= 0 || !NonNegative(q->a, cx, depth + 1)) {
-      return false;
-    }
+    int64_t d = 0;
+    const ir::BinaryNode* q = QuotientByConstant(term, d);
+    if (q == nullptr || !NonNegative(q->a, cx, depth + 1)) return false;
   }
   return true;
 }
@@ -217,17 +225,11 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
   // d does not divide scales the whole sum until it does (2 (e / 4) is
   // (4 (e / 4)) / 2, at most e / 2), and the bound is divided back, down.
   int64_t denominator = 1;
-  auto quotient = [&](const Expr& term) -> std::optional<int64_t> {
-    const auto* q = term.as<ir::BinaryNode>();
-    if (q == nullptr || (q->op != BinaryOp::kDiv && q->op != BinaryOp::kFloorDiv)) {
-      return std::nullopt;
-    }
-    const std::optional<int64_t> d = ir::AsConstInt(q->b);
-    // d q <= e, and d q >= e - d + 1 (floor division, or e >= 0).
-    if (!d || *d <= 0 || (q->op != BinaryOp::kFloorDiv && !NonNegative(q->a, cx))) {
-      return std::nullopt;
-    }
-    return d;
+  // A quotient the bound can replace: d q <= e, and d q >= e - d + 1
+  // (floor division, or e >= 0).
+  auto quotient = [&](const Expr& term, int64_t& d) -> const ir::BinaryNode* {
+    const ir::BinaryNode* q = QuotientByConstant(term, d);
+    return q != nullptr && (q->op == BinaryOp::kFloorDiv || NonNegative(q->a, cx)) ? q : nullptr;
   };
   // Each step adds products of i32 values: keep the sums far from int64's
   // ends.
@@ -244,8 +246,9 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
     int64_t scale = 1;
     for (const auto& [term, c] : linear.terms) {
       if (c == 0) continue;
-      if (const std::optional<int64_t> d = quotient(term)) {
-        const int64_t need = *d / std::gcd(c < 0 ? -c : c, *d);
+      int64_t d = 0;
+      if (quotient(term, d) != nullptr) {
+        const int64_t need = d / std::gcd(c < 0 ? -c : c, d);
         scale = std::lcm(scale, need);
         if (scale > (int64_t{1} << 16)) return std::nullopt;
       }
@@ -269,19 +272,18 @@ std::optional<int64_t> LinearUpperBound(ir::LinearSum linear, const BoundContext
           continue;
         }
       }
-      if (const std::optional<int64_t> d = quotient(term)) {
-        const auto* q = term.as<ir::BinaryNode>();
-        if (c % *d == 0) {  // (the scaling above made it so)
-          const int64_t k = c / *d;
-          int64_t slack = 0;
-          if (!ir::AddLinear(q->a, k, next) ||
-              (k < 0 && (__builtin_mul_overflow(k, 1 - *d, &slack) ||
-                         __builtin_add_overflow(next.constant, slack, &next.constant)))) {
-            return std::nullopt;
-          }
-          replaced = true;
-          continue;
+      int64_t d = 0;
+      if (const ir::BinaryNode* q = quotient(term, d); q != nullptr && c % d == 0) {
+        // (The scaling above made every coefficient a multiple of its d.)
+        const int64_t k = c / d;
+        int64_t slack = 0;
+        if (!ir::AddLinear(q->a, k, next) ||
+            (k < 0 && (__builtin_mul_overflow(k, 1 - d, &slack) ||
+                       __builtin_add_overflow(next.constant, slack, &next.constant)))) {
+          return std::nullopt;
         }
+        replaced = true;
+        continue;
       }
       next.Add(term, c);
     }

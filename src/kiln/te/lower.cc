@@ -493,6 +493,11 @@ class KernelLowering {
   StatusOr<Stmt> Run(const StageState& root, const std::vector<const StageState*>& attached) {
     attached_ = attached;
     root_ = &root;
+    // The kernel's output is a parameter, so the runtime refuses a negative
+    // value of a size var that is one of its dimensions.
+    for (const ir::Expr& e : root.tensor.buffer().shape()) {
+      if (const auto* v = e.as<ir::VarNode>()) output_sizes_.insert(v);
+    }
     // Regions from consumers to producers.
     for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
       KILN_RETURN_IF_ERROR(InferRegion(**it));
@@ -775,13 +780,7 @@ class KernelLowering {
           AddLoopRanges(*s, fixed);
           if (!s->attached()) break;
         }
-        // The kernel's output is a parameter, so the runtime refuses a
-        // negative value of a size var that is one of its dimensions.
-        std::unordered_set<const ir::VarNode*> sizes;
-        for (const ir::Expr& e : root_->tensor.buffer().shape()) {
-          if (const auto* v = e.as<ir::VarNode>()) sizes.insert(v);
-        }
-        diff = internal::DifferenceUpperBound(i.max, i.min, fixed, sizes);
+        diff = internal::DifferenceUpperBound(i.max, i.min, fixed, output_sizes_);
       }
       if (!diff || *diff < 0) {
         return InvalidArgument(
@@ -1192,6 +1191,7 @@ class KernelLowering {
   const Schedule::Impl& impl_;
   std::string at_;
   const StageState* root_ = nullptr;
+  std::unordered_set<const ir::VarNode*> output_sizes_;  // size vars the runtime keeps >= 0
   std::vector<const StageState*> attached_;
   // An attached stage's region: per dimension its origin, its size as
   // stored (`extent`) and the positions it covers from the origin (`span`,
