@@ -39,6 +39,15 @@ ir::DataType ParseIrType(const std::string& name) {
   return Check(IrTypeOf(Check(ParseDType(name))));
 }
 
+// A te.Schedule argument, or a TypeError naming the function.
+SchedulePtr ScheduleArg(nb::handle h, const char* fn) {
+  SchedulePtr s = h.is_none() ? nullptr : ArgOf<SchedulePtr>(h, fn, "schedule", "a te.Schedule");
+  if (!s) {
+    throw nb::type_error((std::string(fn) + ": schedule must be a te.Schedule, not None").c_str());
+  }
+  return s;
+}
+
 // One tensor or an iterable of them (outputs, inputs, readers).
 std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what) {
   te::Tensor one;
@@ -123,7 +132,7 @@ ir::Expr ToExpr(nb::handle value, const char* what = "operand") {
 
 // `self OP other`: a Python number takes self's type (a non-integral float
 // next to an integer expression is an error).
-ir::Expr Constant(const ir::Expr& like, nb::handle value) {
+ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "operand") {
   const nb::object number = PythonNumber(value);
   const nb::handle other = number;
   if (PyFloat_Check(other.ptr()) && !PyBool_Check(other.ptr())) {
@@ -162,7 +171,7 @@ ir::Expr Constant(const ir::Expr& like, nb::handle value) {
     }
     return ir::MakeConst(type, static_cast<int64_t>(v));
   }
-  return ToExpr(other);
+  return ToExpr(other, what);
 }
 
 template <typename Fn>
@@ -219,14 +228,22 @@ ir::Expr IntegerExtent(nb::handle h, const char* what) {
 }
 
 // A tensor's shape: an int, or a sequence of ints and size vars (at least one).
-std::vector<ir::Expr> ShapeOf(nb::handle shape, const char* what) {
+std::vector<ir::Expr> ShapeOf(nb::handle shape, const char* fn) {
+  const std::string what = std::string(fn) + ": a dimension";
   std::vector<ir::Expr> out;
-  if (PyLong_Check(shape.ptr())) {
-    out.push_back(IntegerExtent(shape, what));
+  const bool sequence = !PyUnicode_Check(shape.ptr()) && !PyBytes_Check(shape.ptr()) &&
+                        nb::hasattr(shape, "__iter__");
+  if ((PyIndex_Check(shape.ptr()) && !sequence) || nb::isinstance<ir::Expr>(shape)) {
+    out.push_back(IntegerExtent(shape, what.c_str()));
     return out;
   }
-  for (nb::handle d : shape) out.push_back(IntegerExtent(d, what));
-  if (out.empty()) Throw(InvalidArgument("a tensor needs at least one dimension"));
+  if (!sequence) {
+    ThrowArgumentType(std::string(fn) +
+                      ": the shape must be a sequence of ints and size vars, not " +
+                      TypeNameOf(shape));
+  }
+  for (nb::handle d : shape) out.push_back(IntegerExtent(d, what.c_str()));
+  if (out.empty()) Throw(InvalidArgument(fn, ": a tensor needs at least one dimension"));
   return out;
 }
 
@@ -252,10 +269,11 @@ std::vector<te::IterVar> AxesOf(nb::handle axes) {
 
 ir::Expr Load(const te::Tensor& t, nb::handle indices_in) {
   std::vector<ir::Expr> indices;
+  const std::string what = "te.Tensor '" + t.name() + "': an index";
   if (PyTuple_Check(indices_in.ptr()) || PyList_Check(indices_in.ptr())) {
-    for (nb::handle h : indices_in) indices.push_back(ToExpr(h, "an index"));
+    for (nb::handle h : indices_in) indices.push_back(ToExpr(h, what.c_str()));
   } else {
-    indices.push_back(ToExpr(indices_in, "an index"));
+    indices.push_back(ToExpr(indices_in, what.c_str()));
   }
   if (static_cast<int>(indices.size()) != t.rank()) {
     Throw(InvalidArgument("tensor ", t.name(), " has rank ", t.rank(), " but is indexed with ",
@@ -294,7 +312,7 @@ te::Tensor ComputeWith(nb::handle shape, nb::handle fcompute_arg, nb::handle nam
   for (const std::string& a : axis_names.value_or(std::vector<std::string>{})) {
     NonEmptyName(a, "te.compute's axis_names");
   }
-  std::vector<ir::Expr> dims = ShapeOf(shape, "te.compute: a dimension");
+  std::vector<ir::Expr> dims = ShapeOf(shape, "te.compute");
   if (axis_names.has_value() && axis_names->size() != dims.size()) {
     Throw(InvalidArgument("te.compute '", name, "': ", axis_names->size(), " axis names for ",
                           dims.size(), " axes"));
@@ -367,7 +385,9 @@ void BindTe(nb::module_& m) {
           "A compute's reduction axes.")
       .def("__call__",
            [](const te::Tensor& t, const nb::args& indices) { return Load(t, indices); })
-      .def("__getitem__", [](const te::Tensor& t, nb::handle indices) { return Load(t, indices); })
+      .def(
+          "__getitem__", [](const te::Tensor& t, nb::handle indices) { return Load(t, indices); },
+          "indices"_a.none())
       // T[i] builds a read for any i, so without this Python would iterate a
       // tensor forever where a list of tensors is expected.
       .def("__iter__",
@@ -393,22 +413,23 @@ void BindTe(nb::module_& m) {
       "placeholder",
       [](nb::handle shape, nb::handle dtype, nb::handle name) {
         return te::Placeholder(
-            NameArg(name, "te.placeholder"), ShapeOf(shape, "te.placeholder: a dimension"),
+            NameArg(name, "te.placeholder"), ShapeOf(shape, "te.placeholder"),
             ParseIrType(ArgOf<std::string>(dtype, "te.placeholder", "dtype", "a str ('float32')")));
       },
-      "shape"_a, "dtype"_a = "float32", "name"_a = "X",
+      "shape"_a.none(), "dtype"_a.none() = "float32", "name"_a.none() = "X",
       "An input tensor of the given shape (ints or size vars) and dtype.");
-  te_m.def("compute", &ComputeWith, "shape"_a, "fcompute"_a.none(), "name"_a = "T",
+  te_m.def("compute", &ComputeWith, "shape"_a.none(), "fcompute"_a.none(), "name"_a.none() = "T",
            "axis_names"_a = nb::none(),
            "A tensor whose element at each index is fcompute(*index_vars): a Python function of "
            "one index expression per dimension, returning an expression.");
   te_m.def(
       "reduce_axis",
-      [](nb::handle extent, const std::string& name) {
+      [](nb::handle extent, nb::handle name) {
         return te::ReduceAxis(IntegerExtent(extent, "te.reduce_axis: the extent"),
-                              NonEmptyName(name, "te.reduce_axis"));
+                              NameArg(name, "te.reduce_axis"));
       },
-      "extent"_a, "name"_a = "k", "A reduction axis [0, extent) for sum/max/min/prod.");
+      "extent"_a.none(), "name"_a.none() = "k",
+      "A reduction axis [0, extent) for sum/max/min/prod.");
   // sum/prod/max/min(expr, axes), or axis= as TVM spells it.
   using Reduction = ir::Expr (*)(ir::Expr, const std::vector<te::IterVar>&);
   const std::pair<const char*, Reduction> reductions[] = {{"sum", &te::Sum},
@@ -429,15 +450,22 @@ void BindTe(nb::module_& m) {
           const std::string what = "te." + fn + ": the reduced expression";
           return reduce(ToExpr(e, what.c_str()), AxesOf(axes.is_none() ? axis : axes));
         },
-        "expr"_a, "axes"_a = nb::none(), "axis"_a = nb::none(),
+        "expr"_a.none(), "axes"_a.none() = nb::none(), "axis"_a.none() = nb::none(),
         ("The " + fn + " of expr over reduction axes (one axis or a list; inside a compute " +
          "body). `axis=` is the same as `axes=`.")
             .c_str());
   }
   te_m.def(
       "reduce",
-      [](const std::string& name, nb::callable combine, nb::handle identity, nb::handle sources,
+      [](nb::handle name_arg, nb::handle combine_arg, nb::handle identity, nb::handle sources,
          nb::handle axes) {
+        const std::string name = NameArg(name_arg, "te.reduce");
+        if (!PyCallable_Check(combine_arg.ptr())) {
+          ThrowArgumentType("te.reduce '" + name +
+                            "': combine must be a function (lambda acc, next: [...]), not " +
+                            TypeNameOf(combine_arg));
+        }
+        const auto combine = nb::borrow<nb::callable>(combine_arg);
         auto require_list = [&](nb::handle h, const char* what) {
           if (!PyTuple_Check(h.ptr()) && !PyList_Check(h.ptr())) {
             ThrowArgumentType("te.reduce '" + name + "': " + what +
@@ -487,7 +515,7 @@ void BindTe(nb::module_& m) {
             }};
         return te::Reduce(reducer, values, AxesOf(axes));
       },
-      "name"_a, "combine"_a, "identity"_a, "values"_a, "axes"_a,
+      "name"_a.none(), "combine"_a.none(), "identity"_a.none(), "values"_a.none(), "axes"_a.none(),
       "A user-defined reduction of `values` (one expression per value; several make a tuple "
       "reducer) over reduction axes: combine(acc, next) takes and returns lists of "
       "expressions, `identity` gives each value's start. Returns one expression per value.");
@@ -495,23 +523,23 @@ void BindTe(nb::module_& m) {
       "maximum",
       [](nb::handle a, nb::handle b) {
         ir::Expr x = ToExpr(a, "te.maximum: a");
-        return ir::Max(x, Constant(x, b));
+        return ir::Max(x, Constant(x, b, "te.maximum: b"));
       },
-      "a"_a, "b"_a, "The larger of two expressions.");
+      "a"_a.none(), "b"_a.none(), "The larger of two expressions.");
   te_m.def(
       "minimum",
       [](nb::handle a, nb::handle b) {
         ir::Expr x = ToExpr(a, "te.minimum: a");
-        return ir::Min(x, Constant(x, b));
+        return ir::Min(x, Constant(x, b, "te.minimum: b"));
       },
-      "a"_a, "b"_a, "The smaller of two expressions.");
+      "a"_a.none(), "b"_a.none(), "The smaller of two expressions.");
   te_m.def(
       "select",
       [](nb::handle c, nb::handle a, nb::handle b) {
         ir::Expr x = ToExpr(a, "te.select: a");
-        return ir::Select(ToExpr(c, "te.select: cond"), x, Constant(x, b));
+        return ir::Select(ToExpr(c, "te.select: cond"), x, Constant(x, b, "te.select: b"));
       },
-      "cond"_a, "a"_a, "b"_a, "a where cond holds, else b (both evaluated).");
+      "cond"_a.none(), "a"_a.none(), "b"_a.none(), "a where cond holds, else b (both evaluated).");
   te_m.def(
       "cast",
       [](nb::handle dtype, nb::handle e) {
@@ -521,13 +549,15 @@ void BindTe(nb::module_& m) {
         return ir::Cast(ParseIrType(ArgOf<std::string>(dtype, "te.cast", "dtype", "a str")),
                         ToExpr(e, "te.cast: expr"));
       },
-      "dtype"_a.none(), "expr"_a, "expr converted to dtype.");
+      "dtype"_a.none(), "expr"_a.none(), "expr converted to dtype.");
   te_m.def(
       "const",
-      [](nb::handle v, const std::string& dtype) {
-        return Constant(ir::MakeZero(ParseIrType(dtype)), v);
+      [](nb::handle v, nb::handle dtype) {
+        return Constant(
+            ir::MakeZero(ParseIrType(ArgOf<std::string>(dtype, "te.const", "dtype", "a str"))), v,
+            "te.const: value");
       },
-      "value"_a, "dtype"_a = "float32", "A constant of a dtype.");
+      "value"_a.none(), "dtype"_a.none() = "float32", "A constant of a dtype.");
   // The IR's float intrinsics: exp(x), pow(x, y), fma(a, b, c), ...
   for (ir::Intrinsic op :
        {ir::Intrinsic::kExp, ir::Intrinsic::kExp2, ir::Intrinsic::kLog, ir::Intrinsic::kLog2,
@@ -547,7 +577,7 @@ void BindTe(nb::module_& m) {
           for (nb::handle h : args) {
             const std::string what = StrCat("te.", name, ": argument ", operands.size() + 1);
             operands.push_back(operands.empty() ? ToExpr(h, what.c_str())
-                                                : Constant(operands[0], h));
+                                                : Constant(operands[0], h, what.c_str()));
           }
           return ir::Call(op, operands);
         },
@@ -612,7 +642,8 @@ void BindTe(nb::module_& m) {
           "Puts the given leaf axes in this order (in the positions they occupy).")
       .def(
           "bind",
-          [](const StageRef& s, const te::IterVar& axis, nb::handle thread_name) {
+          [](const StageRef& s, nb::handle axis_arg, nb::handle thread_name) {
+            const auto axis = ArgOf<te::IterVar>(axis_arg, "bind", "axis", "an axis");
             const auto thread = ArgOf<std::string>(thread_name, "bind", "thread",
                                                    "a str ('blockIdx.x', 'threadIdx.x', ...)");
             te::Stage stage = s.Get();
@@ -623,7 +654,7 @@ void BindTe(nb::module_& m) {
             }
             Check(stage.Bind(axis, *parsed));
           },
-          "axis"_a, "thread"_a.none(),
+          "axis"_a.none(), "thread"_a.none(),
           "Binds an axis to 'blockIdx.x', 'blockIdx.y', 'threadIdx.x' or 'threadIdx.y'.")
       .def(
           "unroll",
@@ -643,13 +674,15 @@ void BindTe(nb::module_& m) {
           "Runs an innermost data-parallel axis of extent 2, 3 or 4 as one vector.")
       .def(
           "tile",
-          [](const StageRef& s, const te::IterVar& x, const te::IterVar& y, nb::handle fx,
-             nb::handle fy) {
-            te::Stage::TileResult r = Check(
-                s.Get().Tile(x, y, IntArg(fx, "tile", "x_factor"), IntArg(fy, "tile", "y_factor")));
+          [](const StageRef& s, nb::handle x, nb::handle y, nb::handle fx, nb::handle fy) {
+            const auto x_axis = ArgOf<te::IterVar>(x, "tile", "x", "an axis");
+            const auto y_axis = ArgOf<te::IterVar>(y, "tile", "y", "an axis");
+            const int64_t x_factor = IntArg(fx, "tile", "x_factor");
+            const int64_t y_factor = IntArg(fy, "tile", "y_factor");
+            te::Stage::TileResult r = Check(s.Get().Tile(x_axis, y_axis, x_factor, y_factor));
             return nb::make_tuple(r.x_outer, r.y_outer, r.x_inner, r.y_inner);
           },
-          "x"_a, "y"_a, "x_factor"_a.none(), "y_factor"_a.none(),
+          "x"_a.none(), "y"_a.none(), "x_factor"_a.none(), "y_factor"_a.none(),
           "Splits two adjacent axes and orders them: returns (x_outer, y_outer, x_inner, "
           "y_inner).")
       .def(
@@ -671,18 +704,19 @@ void BindTe(nb::module_& m) {
           "scope"_a.none(), "Where a computed-at stage lives: 'shared' or 'local'.")
       .def(
           "storage_align",
-          [](const StageRef& s, const te::IterVar& axis, nb::handle factor, nb::handle offset) {
-            Check(s.Get().StorageAlign(axis, IntArg(factor, "storage_align", "factor"),
+          [](const StageRef& s, nb::handle axis, nb::handle factor, nb::handle offset) {
+            Check(s.Get().StorageAlign(ArgOf<te::IterVar>(axis, "storage_align", "axis", "an axis"),
+                                       IntArg(factor, "storage_align", "factor"),
                                        IntArg(offset, "storage_align", "offset")));
           },
-          "axis"_a, "factor"_a.none(), "offset"_a.none(),
+          "axis"_a.none(), "factor"_a.none(), "offset"_a.none(),
           "Pads the buffer so the stride of `axis` is `offset` modulo `factor`.")
       .def(
           "double_buffer",
           [](const StageRef& s, nb::handle branch_free) {
             Check(s.Get().DoubleBuffer(BoolArg(branch_free, "double_buffer", "branch_free")));
           },
-          "branch_free"_a = false,
+          "branch_free"_a.none() = false,
           "Alternates two halves of a shared stage computed at a serial loop, the next "
           "iteration's values loaded into registers during the math; with branch_free every "
           "iteration loads (the last its own values again) and stores into the idle half, under "
@@ -711,7 +745,8 @@ void BindTe(nb::module_& m) {
             }
             Check(s.Get().CopyAhead(through_registers, how));
           },
-          "through_registers"_a = false, "branch_free"_a = false, "last"_a = nb::none(),
+          "through_registers"_a.none() = false, "branch_free"_a.none() = false,
+          "last"_a.none() = nb::none(),
           "Copies a single-buffered shared stage at a serial loop one iteration ahead; with "
           "through_registers, the next iteration's values are loaded into registers before the "
           "iteration computes and stored after it, both under a branch that skips them in the "
@@ -738,7 +773,7 @@ void BindTe(nb::module_& m) {
             (void)ref.Get();
             return ref;
           },
-          "tensor"_a, "The stage of a compute tensor.")
+          "tensor"_a.none(), "The stage of a compute tensor.")
       .def_prop_ro(
           "primitives",
           [](const ScheduleHolder& s) {
@@ -812,19 +847,23 @@ void BindTe(nb::module_& m) {
       "outputs"_a.none(), "A schedule of every compute the outputs depend on, nothing applied.");
   te_m.def(
       "lower",
-      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
-         const std::string& name) {
+      [](nb::handle schedule, nb::handle outputs_arg, nb::handle inputs_arg, nb::handle name_arg) {
+        const SchedulePtr sched = ScheduleArg(schedule, "te.lower");
+        const ScheduleHolder& s = *sched;
+        const auto name = ArgOf<std::string>(name_arg, "te.lower", "name", "a str");
         const auto outputs = TensorsOf(outputs_arg, "te.lower", "outputs");
         const auto inputs = TensorsOf(inputs_arg, "te.lower", "inputs");
         return ir::Print(Check(te::Lower(s.schedule, outputs, inputs, name)));
       },
-      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "schedule"_a.none(), "outputs"_a.none(), "inputs"_a.none(), "name"_a.none() = "kernel",
       "The kiln IR text the schedule lowers to.");
 
   te_m.def(
       "lower_kernels",
-      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
-         const std::string& name) {
+      [](nb::handle schedule, nb::handle outputs_arg, nb::handle inputs_arg, nb::handle name_arg) {
+        const SchedulePtr sched = ScheduleArg(schedule, "te.lower_kernels");
+        const ScheduleHolder& s = *sched;
+        const auto name = ArgOf<std::string>(name_arg, "te.lower_kernels", "name", "a str");
         const auto outputs = TensorsOf(outputs_arg, "te.lower_kernels", "outputs");
         const auto inputs = TensorsOf(inputs_arg, "te.lower_kernels", "inputs");
         te::Kernels k = Check(te::LowerKernels(s.schedule, outputs, inputs, name));
@@ -832,14 +871,17 @@ void BindTe(nb::module_& m) {
         for (const ir::Function& f : k.functions) texts.push_back(ir::Print(f));
         return nb::make_tuple(texts, k.intermediates);
       },
-      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "schedule"_a.none(), "outputs"_a.none(), "inputs"_a.none(), "name"_a.none() = "kernel",
       "Lowers a program that needs several launches: (the kiln IR text of each kernel, in "
       "order; the intermediate tensors). Each stage neither inlined nor computed at another "
       "becomes a kernel '<name>_<stage>'.");
   m.def(
       "build_kernels",
-      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
-         const std::string& name, std::optional<DevicePtr> device) {
+      [](nb::handle schedule, nb::handle outputs_arg, nb::handle inputs_arg, nb::handle name_arg,
+         std::optional<DevicePtr> device) {
+        const SchedulePtr sched = ScheduleArg(schedule, "kiln.build_kernels");
+        const ScheduleHolder& s = *sched;
+        const auto name = ArgOf<std::string>(name_arg, "kiln.build_kernels", "name", "a str");
         const auto outputs = TensorsOf(outputs_arg, "kiln.build_kernels", "outputs");
         const auto inputs = TensorsOf(inputs_arg, "kiln.build_kernels", "inputs");
         DevicePtr dev = device && *device ? *device : DefaultDevice();
@@ -854,15 +896,18 @@ void BindTe(nb::module_& m) {
         }
         return nb::make_tuple(kernels, k.intermediates);
       },
-      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "schedule"_a.none(), "outputs"_a.none(), "inputs"_a.none(), "name"_a.none() = "kernel",
       "device"_a = nb::none(),
       "te.lower_kernels, compiled for a device: (the kernels, callable, to run in order; the "
       "intermediate tensors, for which the caller allocates buffers). Each kernel's parameters "
       "are the inputs and earlier intermediates it reads, its result, then the size vars.");
   m.def(
       "build",
-      [](const ScheduleHolder& s, nb::handle outputs_arg, nb::handle inputs_arg,
-         const std::string& name, std::optional<DevicePtr> device) {
+      [](nb::handle schedule, nb::handle outputs_arg, nb::handle inputs_arg, nb::handle name_arg,
+         std::optional<DevicePtr> device) {
+        const SchedulePtr sched = ScheduleArg(schedule, "kiln.build");
+        const ScheduleHolder& s = *sched;
+        const auto name = ArgOf<std::string>(name_arg, "kiln.build", "name", "a str");
         const auto outputs = TensorsOf(outputs_arg, "kiln.build", "outputs");
         const auto inputs = TensorsOf(inputs_arg, "kiln.build", "inputs");
         DevicePtr dev = device && *device ? *device : DefaultDevice();
@@ -871,7 +916,7 @@ void BindTe(nb::module_& m) {
         Check(kernel.kernel->availability());  // a feature the device lacks: now, not at a call
         return kernel;
       },
-      "schedule"_a, "outputs"_a.none(), "inputs"_a.none(), "name"_a = "kernel",
+      "schedule"_a.none(), "outputs"_a.none(), "inputs"_a.none(), "name"_a.none() = "kernel",
       "device"_a = nb::none(),
       "Lowers a schedule to a kernel whose parameters are inputs, then outputs, then the size "
       "vars, compiles it for a device (the default one if None) and returns it, callable.");

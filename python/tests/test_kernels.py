@@ -707,6 +707,84 @@ def test_te_misplaced_arguments_are_type_errors():
     assert "C.split(i, 4)" in str(s)
 
 
+def test_te_none_in_any_argument_is_a_named_type_error():
+    # None in every position of every TE function and schedule primitive:
+    # kiln's own error naming the function (never the binding layer's list
+    # of C++ signatures), and the schedule left as it was.
+    A = te.placeholder((8,), "float32", name="A")
+    k = te.reduce_axis(8, "k")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((1,), lambda i: te.sum(A[k], axis=k), name="C")
+    s = te.create_schedule([B, C])
+    i = s[B].axis[0]
+    calls = {
+        "placeholder": (te.placeholder, [(8,), "float32", "X"]),
+        "compute": (te.compute, [(8,), lambda i: A[i], "T"]),
+        "reduce_axis": (te.reduce_axis, [4, "r"]),
+        "sum": (lambda e, a: te.sum(e, axis=a), [A[k], k]),
+        "reduce": (te.reduce, ["r", lambda a, b: [a[0] + b[0]], [0.0], [A[k]], [k]]),
+        "maximum": (te.maximum, [A[0], 1.0]),
+        "minimum": (te.minimum, [A[0], 1.0]),
+        "select": (te.select, [A[0] > 0.0, A[0], 1.0]),
+        "cast": (te.cast, ["int32", A[0]]),
+        "const": (te.const, [1.0, "float32"]),
+        "exp": (te.exp, [A[0]]),
+        "pow": (te.pow, [A[0], 2.0]),
+        "A[]": (lambda x: A[x], [0]),
+        "A()": (lambda x: A(x), [0]),
+        "s[]": (lambda x: s[x], [B]),
+        "split": (s[B].split, [i, 4]),
+        "fuse": (s[B].fuse, [i, i]),
+        "tile": (s[B].tile, [i, i, 2, 2]),
+        "bind": (s[B].bind, [i, "threadIdx.x"]),
+        "unroll": (s[B].unroll, [i]),
+        "vectorize": (s[B].vectorize, [i]),
+        "compute_at": (s[B].compute_at, [s[C], i]),
+        "set_scope": (s[B].set_scope, ["shared"]),
+        "storage_align": (s[B].storage_align, [i, 4, 1]),
+        "double_buffer": (s[B].double_buffer, [False]),
+        "copy_ahead": (s[B].copy_ahead, [False, False]),
+        "cache_read": (s.cache_read, [A, "shared", [B]]),
+        "cache_write": (s.cache_write, [B, "local"]),
+        "rfactor": (s.rfactor, [C, k]),
+        "create_schedule": (te.create_schedule, [[B]]),
+        "lower": (te.lower, [s, [B], [A], "k"]),
+        "lower_kernels": (te.lower_kernels, [s, [B], [A], "k"]),
+        "build": (kiln.build, [s, [B], [A], "k"]),
+        "build_kernels": (kiln.build_kernels, [s, [B], [A], "k"]),
+    }
+    for name, (fn, args) in calls.items():
+        for pos in range(len(args)):
+            with_none = list(args)
+            with_none[pos] = None
+            with pytest.raises((TypeError, kiln.Error)) as caught:
+                fn(*with_none)
+            message = str(caught.value)
+            assert "incompatible function arguments" not in message, (name, pos, message)
+    assert str(s) == ""
+    with pytest.raises(TypeError, match="te.lower: schedule must be a te.Schedule, not None"):
+        te.lower(None, B, A)
+    with pytest.raises(TypeError, match="te.placeholder: the shape must be a sequence of ints "
+                       "and size vars, not NoneType"):
+        te.placeholder(None)
+    with pytest.raises(TypeError, match="te.reduce 'r': combine must be a function"):
+        te.reduce("r", 3, [0.0], [A[k]], [k])
+    with pytest.raises(TypeError, match="te.Tensor 'A': an index must be a kiln.te expression, "
+                       "axis or number; got NoneType"):
+        A[None]
+    with pytest.raises(TypeError, match="te.maximum: b must be"):
+        te.maximum(A[0], None)
+    with pytest.raises(TypeError, match="te.pow: argument 2 must be"):
+        te.pow(A[0], "2")
+    # Shapes: an int, a size var or a numpy integer is one dimension; any
+    # sequence of them (a range, a numpy array) is the shape.
+    n = te.size_var("n")
+    assert len(te.placeholder(n).shape) == 1
+    assert len(te.placeholder(np.int64(3)).shape) == 1
+    assert [str(d) for d in te.placeholder(np.array([2, 3])).shape] == ["2", "3"]
+    assert [str(d) for d in te.placeholder(range(2, 4)).shape] == ["2", "3"]
+
+
 def test_te_single_tensors_where_lists_belong():
     # A reader, output or input given alone is the list of that one (a
     # reader as its tensor or its stage); the records are the same.
