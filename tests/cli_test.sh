@@ -220,7 +220,7 @@ expect_error "a loop that never ends, benchmarked without warm-up" \
   --warmup 0 --repetitions 3
 expect_error "--timeout negative" "flag --timeout needs a finite non-negative number, got '-1'" \
   "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout -1
-expect_error "--timeout too long" "flag --timeout is at most 1000000 seconds \(0 for no limit\), got '1e7'" \
+expect_error "--timeout too long" "flag --timeout is 0 \(no limit\) or from 1e-9 \(a nanosecond\) to 1000000 seconds, got '1e7'" \
   "$kiln" run "$tmp/spin.kmod" --fn spin --arg n=4 --arg stop=1000 --timeout 1e7
 printf 'module {\nfn g(A: buffer<f32>[4],\n     B: buffer<f64>[4]) {\n}\n}\n' > "$tmp/f64.kir"
 expect_error "an f64 buffer" "line 2, column 1: .*buffer parameter 'B' has element type f64; kernel buffers hold" \
@@ -805,5 +805,65 @@ expect_error "bench kernel --flops junk" "--flops needs a finite non-negative nu
   "$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=10 --flops lots
 expect_error "bench kernel beyond the device" "more than the device's max" \
   "$kiln" bench kernel "$tmp/mm.kmod" --fn matmul_tiled --arg M=1000000 --arg N=96 --arg K=64
+
+# A value-taking flag followed by another flag: the value was forgotten.
+expect_error "--print-after followed by a flag" "flag --print-after needs a value, but the next argument is the flag '--emit' \(write --print-after=--emit" \
+  "$kiln" compile "$src/tests/corpus/casts.kir" --print-after --emit wgsl
+expect_error "--arg followed by a flag" "flag --arg needs a value, but the next argument is the flag '--check'" \
+  "${run_v[@]}" --arg --check
+expect_error "--timeout below a nanosecond" "flag --timeout is 0 \(no limit\) or from 1e-9 \(a nanosecond\) to 1000000 seconds, got '1e-300'" \
+  "${run_v[@]}" --arg n=10 --timeout 1e-300
+
+# A buffer read only as aligned vec4s binds at least 16 bytes, however few
+# elements the call gives it (n = 0 to 3 reach none of them).
+cat > "$tmp/vec4.kir" <<'KIR'
+module {
+fn twice(A: buffer<f32>[n], B: buffer<f32>[n], n: i32) {
+  for bx in blockIdx.x(0, 1) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = tx * 4
+      if (i + 3 < n) {
+        B[ramp(i, 1, 4)] = A[ramp(i, 1, 4)] * broadcast(2.0, 4)
+      }
+    }
+  }
+}
+}
+KIR
+"$kiln" compile "$tmp/vec4.kir" -o "$tmp/vec4.kmod" > /dev/null || fail "compile vec4.kir"
+for n in 0 1 2 3 5 8; do
+  out=$("$kiln" run "$tmp/vec4.kmod" --fn twice --arg n=$n --check 2>&1) ||
+    fail "run of a vec4 kernel with n=$n: $out"
+  grep -q "PASS" <<<"$out" || fail "run of a vec4 kernel with n=$n: $out"
+done
+
+# An empty grid dispatches nothing, however large its other extent.
+cat > "$tmp/grid2d.kir" <<'KIR'
+module {
+fn g(A: buffer<f32>[m, n], m: i32, n: i32) {
+  for by in blockIdx.y(0, m) {
+    for bx in blockIdx.x(0, n) {
+      A[by, bx] = 1.0
+    }
+  }
+}
+}
+KIR
+"$kiln" compile "$tmp/grid2d.kir" -o "$tmp/grid2d.kmod" > /dev/null || fail "compile grid2d.kir"
+for mn in "m=70000 n=0" "m=0 n=70000"; do
+  set -- $mn
+  out=$("$kiln" run "$tmp/grid2d.kmod" --fn g --arg $1 --arg $2 --check 2>&1) ||
+    fail "an empty grid ($mn): $out"
+done
+
+# More scalar parameters than a uniform block holds: refused by the compiler.
+python3 - "$tmp/scalars.kir" <<'PY'
+import sys
+params = ", ".join(f"p{i}: i32" for i in range(16382))
+open(sys.argv[1], "w").write("module {\nfn many(" + params + ", A: buffer<i32>[2]) {\n"
+                             "  A[0] = p0 + p16381\n}\n}\n")
+PY
+expect_error "16382 scalar parameters" "kernel 'many': it has 16382 scalar parameters; a kernel takes at most 16381" \
+  "$kiln" compile "$tmp/scalars.kir" -o "$tmp/scalars.kmod"
 
 echo "cli: all checks passed"

@@ -66,6 +66,14 @@ bool TensorFits(DType t, codegen::DType param) {
   return false;
 }
 
+// The bytes of tensor `t`'s buffer that kernel parameter `param` binds: its
+// elements, at least a word (a binding is never empty) and one element of
+// the kernel's WGSL array (a tensor's buffer has at least 16 bytes).
+uint64_t BoundBytes(const runtime::Kernel& kernel, size_t param, const Tensor& t) {
+  const uint64_t want = std::max<uint64_t>({t.nbytes(), 4, kernel.MinBindingBytes(param)});
+  return std::min<uint64_t>(want, t.buffer->size());
+}
+
 runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle arg) {
   // A numpy scalar (np.float32(2), np.int32(7)) counts as its Python value.
   nb::object v = nb::borrow(arg);
@@ -174,7 +182,7 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
           p.dtype == codegen::DType::kInt8x4 ? " (int8x4 takes int8 or uint8)" : ""));
     }
     tensors[i] = t;
-    call[i] = runtime::Arg::Buffer(t->buffer, 0, std::max<uint64_t>(t->nbytes(), 4));
+    call[i] = runtime::Arg::Buffer(t->buffer, 0, BoundBytes(kernel, i, *t));
   }
   // Each tensor holds exactly the elements its parameter reaches (at least,
   // for strided parameters).
@@ -191,8 +199,7 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
                             " elements for these arguments; got a tensor of shape ",
                             ShapeText(tensors[i]->shape), " (", have, " elements)"));
     }
-    // An empty tensor binds 4 bytes of its buffer (a binding is never empty).
-    call[i].length = std::max<uint64_t>(tensors[i]->nbytes(), 4);
+    call[i].length = BoundBytes(kernel, i, *tensors[i]);
   }
   k.module->device->Record(kernel, call);
   std::vector<TensorPtr> written;
@@ -373,7 +380,7 @@ void BindKernels(nb::module_& m) {
         Check(ir::Verify(module, codegen::SourceVerifyOptions(dev->compile_options()), source));
         return CompileFunctions(dev, module.functions, &source);
       },
-      "ir_text"_a, "device"_a = nb::none(),
+      "ir_text"_a.none(), "device"_a.none() = nb::none(),
       nb::sig("def compile(ir_text: str | bytes, device: Device | None = None) -> Module"),
       "Compiles kiln IR text (a `module { ... }`) for a device (the default one if None) and "
       "loads it. Errors point at the text's line and column.");
@@ -411,7 +418,7 @@ void BindKernels(nb::module_& m) {
         m->module = Check(runtime::LoadedModule::LoadFile(dev->gpu_ref(), path));
         return m;
       },
-      "path"_a, "device"_a = nb::none(),
+      "path"_a.none(), "device"_a.none() = nb::none(),
       nb::sig("def load_module(path: str | bytes | os.PathLike[str] | os.PathLike[bytes], "
               "device: Device | None = None) -> Module"),
       "Loads a compiled module (.kmod file) on a device.");

@@ -669,10 +669,12 @@ NB_MODULE(_kiln, m) {
           "The device's limits kiln depends on.")
       .def(
           "has_feature",
-          [](DeviceState& d, const std::string& name) {
-            return d.device().HasFeature(Check(hal::ParseFeature(name)));
+          [](DeviceState& d, nb::handle name) {
+            return d.device().HasFeature(Check(hal::ParseFeature(
+                ArgOf<std::string>(name, "has_feature", "name", "a str ('shader-f16', ...)"))));
           },
-          "name"_a, "Whether the device has a feature ('shader-f16', 'timestamp-query', ...).")
+          "name"_a.none(),
+          "Whether the device has a feature ('shader-f16', 'timestamp-query', ...).")
       .def("synchronize", &DeviceState::Synchronize, "Waits for all work queued on the device.")
       .def("_begin_profile", &DeviceState::BeginProfile)
       .def("_end_profile",

@@ -152,8 +152,14 @@ ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "op
     const ir::DataType type = like.dtype();
     if (type.is_float()) {
       if (overflow != 0) {
-        Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
-                              " is too large for a ", type.ToString(), " constant"));
+        // Past 64 bits, as a double (rounded to nearest, as Python's float()).
+        const double d = PyLong_AsDouble(other.ptr());
+        if (d == -1.0 && PyErr_Occurred()) {
+          PyErr_Clear();
+          Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
+                                " is too large for a ", type.ToString(), " constant"));
+        }
+        return ir::MakeConst(type, FitFloat(type, d));
       }
       return ir::MakeConst(type, FitFloat(type, static_cast<double>(v)));
     }
@@ -187,27 +193,28 @@ auto Binary(Fn fn, bool reversed = false) {
 template <typename Class>
 void AddOperators(Class& c) {
   using E = const ir::Expr&;
-  c.def("__add__", Binary([](E a, E b) { return a + b; }))
-      .def("__radd__", Binary([](E a, E b) { return a + b; }, true))
-      .def("__sub__", Binary([](E a, E b) { return a - b; }))
-      .def("__rsub__", Binary([](E a, E b) { return a - b; }, true))
-      .def("__mul__", Binary([](E a, E b) { return a * b; }))
-      .def("__rmul__", Binary([](E a, E b) { return a * b; }, true))
-      .def("__truediv__", Binary([](E a, E b) { return a / b; }))
-      .def("__rtruediv__", Binary([](E a, E b) { return a / b; }, true))
-      .def("__floordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }))
-      .def("__rfloordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }, true))
+  c.def("__add__", Binary([](E a, E b) { return a + b; }), "other"_a.none())
+      .def("__radd__", Binary([](E a, E b) { return a + b; }, true), "other"_a.none())
+      .def("__sub__", Binary([](E a, E b) { return a - b; }), "other"_a.none())
+      .def("__rsub__", Binary([](E a, E b) { return a - b; }, true), "other"_a.none())
+      .def("__mul__", Binary([](E a, E b) { return a * b; }), "other"_a.none())
+      .def("__rmul__", Binary([](E a, E b) { return a * b; }, true), "other"_a.none())
+      .def("__truediv__", Binary([](E a, E b) { return a / b; }), "other"_a.none())
+      .def("__rtruediv__", Binary([](E a, E b) { return a / b; }, true), "other"_a.none())
+      .def("__floordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }), "other"_a.none())
+      .def("__rfloordiv__", Binary([](E a, E b) { return ir::FloorDiv(a, b); }, true),
+           "other"_a.none())
       // Python's % floors, as // does (a == (a // b) * b + a % b).
-      .def("__mod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }))
-      .def("__rmod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }, true))
-      .def("__lt__", Binary([](E a, E b) { return a < b; }))
-      .def("__le__", Binary([](E a, E b) { return a <= b; }))
-      .def("__gt__", Binary([](E a, E b) { return a > b; }))
-      .def("__ge__", Binary([](E a, E b) { return a >= b; }))
-      .def("__eq__", Binary([](E a, E b) { return a == b; }))
-      .def("__ne__", Binary([](E a, E b) { return a != b; }))
-      .def("__and__", Binary([](E a, E b) { return a && b; }))
-      .def("__or__", Binary([](E a, E b) { return a || b; }))
+      .def("__mod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }), "other"_a.none())
+      .def("__rmod__", Binary([](E a, E b) { return ir::FloorMod(a, b); }, true), "other"_a.none())
+      .def("__lt__", Binary([](E a, E b) { return a < b; }), "other"_a.none())
+      .def("__le__", Binary([](E a, E b) { return a <= b; }), "other"_a.none())
+      .def("__gt__", Binary([](E a, E b) { return a > b; }), "other"_a.none())
+      .def("__ge__", Binary([](E a, E b) { return a >= b; }), "other"_a.none())
+      .def("__eq__", Binary([](E a, E b) { return a == b; }), "other"_a.none())
+      .def("__ne__", Binary([](E a, E b) { return a != b; }), "other"_a.none())
+      .def("__and__", Binary([](E a, E b) { return a && b; }), "other"_a.none())
+      .def("__or__", Binary([](E a, E b) { return a || b; }), "other"_a.none())
       .def("__invert__", [](nb::handle self) { return !ToExpr(self); })
       .def("__neg__", [](nb::handle self) { return -ToExpr(self); })
       .def("__bool__", [](nb::handle) -> bool {

@@ -52,8 +52,10 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
   t->device = device;
   t->shape = std::move(shape);
   t->dtype = dtype;
-  // Buffers are whole words, and never empty.
-  const uint64_t bytes = std::max<uint64_t>(4, (t->nbytes() + 3) / 4 * 4);
+  // Buffers are whole words, and never empty; at least 16 bytes, so a kernel
+  // that reads a small tensor only as aligned vectors (array<vec4<f32>>)
+  // can bind it (Kernel::MinBindingBytes).
+  const uint64_t bytes = std::max<uint64_t>(16, (t->nbytes() + 3) / 4 * 4);
   t->buffer = Check(device->gpu().allocator().Allocate(bytes));
   return t;
 }

@@ -50,6 +50,7 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
     if (valued.count(name)) {
       if (!has_value) {
         if (i + 1 >= args.size()) return InvalidArgument("flag ", dashes, name, " needs a value");
+        KILN_RETURN_IF_ERROR(CheckSeparateValue(StrCat(dashes, name), args[i + 1]));
         value = args[++i];
       }
       flags.values_[name] = value;
@@ -59,6 +60,16 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
     }
   }
   return flags;
+}
+
+Status CheckSeparateValue(const std::string& flag, const std::string& value) {
+  if (value.size() > 2 && value.starts_with("--") &&
+      std::isalpha(static_cast<unsigned char>(value[2]))) {
+    return InvalidArgument("flag ", flag, " needs a value, but the next argument is the flag '",
+                           value, "' (write ", flag, "=", value,
+                           " for a value that starts with --)");
+  }
+  return Status::Ok();
 }
 
 Status Flags::NoArguments(std::string_view command) const {

@@ -49,6 +49,11 @@ class Flags {
 };
 
 // Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
+// The error for a flag whose value, given as the next argument, is itself a
+// flag (`--print-after --emit wgsl`: a forgotten value); `--flag=--x` passes
+// such a value on purpose.
+Status CheckSeparateValue(const std::string& flag, const std::string& value);
+
 bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out);
 
 // Prints `usage` to stdout for --help; returns 0.

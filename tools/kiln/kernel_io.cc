@@ -63,6 +63,7 @@ Status CollectRepeatedFlags(const Args& args, const std::vector<std::string>& re
       const std::string dashed = "--" + name;
       if (args[i] == dashed) {
         if (i + 1 >= args.size()) return InvalidArgument("flag ", dashed, " needs a value");
+        KILN_RETURN_IF_ERROR(CheckSeparateValue(dashed, args[i + 1]));
         value = args[++i];
       } else if (args[i].rfind(dashed + "=", 0) == 0) {
         value = args[i].substr(dashed.size() + 1);
@@ -111,12 +112,12 @@ StatusOr<LoadedKernel> LoadKernel(const Flags& flags, codegen::CompiledModule co
 StatusOr<std::chrono::nanoseconds> TimeoutFlag(const Flags& flags) {
   KILN_ASSIGN_OR_RETURN(double seconds,
                         flags.GetNonNegativeDouble("timeout", kDefaultTimeoutSeconds));
-  if (seconds > 1e6) {
-    return InvalidArgument("flag --timeout is at most 1000000 seconds (0 for no limit), got '",
-                           *flags.Get("timeout"), "'");
+  if (seconds > 1e6 || (seconds > 0 && seconds < 1e-9)) {
+    return InvalidArgument(
+        "flag --timeout is 0 (no limit) or from 1e-9 (a nanosecond) to 1000000 seconds, got '",
+        *flags.Get("timeout"), "'");
   }
   if (seconds == 0) return hal::kInfinite;
-  // At least a nanosecond: a tiny positive limit is not "no limit".
   return std::max(std::chrono::nanoseconds(1),
                   std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
 }

@@ -366,8 +366,9 @@ StatusOr<std::vector<Arg>> MakeArgs(const Kernel& fn, const CheckOptions& option
       std::vector<uint8_t> discard(host.bytes.size());
       FillRandom(t, discard, rng);
     }
-    KILN_ASSIGN_OR_RETURN(hal::BufferRef buffer, fn.device().allocator().Allocate(
-                                                     std::max<uint64_t>(host.bytes.size(), 4)));
+    KILN_ASSIGN_OR_RETURN(hal::BufferRef buffer,
+                          fn.device().allocator().Allocate(
+                              std::max<uint64_t>({host.bytes.size(), 4, fn.MinBindingBytes(i)})));
     if (!host.bytes.empty()) KILN_RETURN_IF_ERROR(hal::Upload(fn.device(), buffer, 0, host.bytes));
     args[i] = Arg::Buffer(buffer);
     if (ref_args != nullptr) (*ref_args)[i] = std::move(host);

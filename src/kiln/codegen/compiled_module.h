@@ -50,6 +50,10 @@ struct ParamInfo {
   // Buffers only.
   BufferAccess access = BufferAccess::kRead;
   uint32_t binding = 0;            // @binding(binding) in @group(0)
+  // Elements per element of the WGSL array (1, 2 or 4: `array<vec4<f32>>`
+  // for a buffer accessed only by aligned 4-lane vectors). A binding holds
+  // at least one array element: lanes * DTypeBufferBytes(dtype) bytes.
+  uint32_t lanes = 1;
   std::vector<ExtentExpr> shape;   // each extent, over the scalar params
   // Empty (dense row-major) or one stride per dimension, in elements. The
   // elements a call must provide are 1 + sum((shape[d] - 1) * strides[d]),

@@ -44,6 +44,12 @@ inline constexpr uint32_t kNumLaunchWords = 2;
 inline constexpr std::string_view kGridDimXField = "grid_dim_x";      // workgroups along x
 inline constexpr std::string_view kNumBlocksXField = "num_blocks_x";  // logical blockIdx.x extent
 
+// The most scalar parameters a kernel takes: with the launch words, the
+// uniform block's struct then has 16383 members, the most Tint's WGSL
+// compiler accepts (its 65532 bytes also fit WebGPU's default
+// maxUniformBufferBindingSize of 65536).
+inline constexpr uint32_t kMaxScalarParams = 16383 - kNumLaunchWords;
+
 // WebGPU's guaranteed minimum of maxComputeWorkgroupsPerDimension.
 inline constexpr uint32_t kDefaultMaxWorkgroupsPerDimension = 65535;
 

@@ -140,6 +140,7 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
     w.U8(static_cast<uint8_t>(p.dtype));
     w.U8(static_cast<uint8_t>(p.access));
     w.U32(p.binding);
+    w.U8(static_cast<uint8_t>(p.lanes));
     w.U32(p.uniform_offset);
     w.U32(static_cast<uint32_t>(p.shape.size()));
     for (const ExtentExpr& dim : p.shape) WriteExtent(w, dim);
@@ -160,12 +161,12 @@ void WriteFunction(ByteWriter& w, const CompiledFunction& f) {
 }
 
 bool ReadParam(ByteReader& r, ParamInfo& p) {
-  uint8_t kind = 0, access = 0, dtype = 0;
+  uint8_t kind = 0, access = 0, dtype = 0, lanes = 0;
   uint32_t rank = 0;
   if (!r.Str(p.name, "parameter name") || !r.U8(kind, "parameter kind") ||
       !r.U8(dtype, "parameter dtype") || !r.U8(access, "parameter access") ||
-      !r.U32(p.binding, "parameter binding") || !r.U32(p.uniform_offset, "uniform offset") ||
-      !r.Count(rank, 4, "shape rank")) {
+      !r.U32(p.binding, "parameter binding") || !r.U8(lanes, "parameter lanes") ||
+      !r.U32(p.uniform_offset, "uniform offset") || !r.Count(rank, 4, "shape rank")) {
     return false;
   }
   if (dtype > kLastDType) {
@@ -175,6 +176,7 @@ bool ReadParam(ByteReader& r, ParamInfo& p) {
   p.dtype = static_cast<DType>(dtype);
   p.kind = static_cast<ParamKind>(kind);
   p.access = static_cast<BufferAccess>(access);
+  p.lanes = lanes;
   p.shape.resize(rank);
   for (ExtentExpr& dim : p.shape) {
     if (!ReadExtent(r, dim, "shape extent")) return false;

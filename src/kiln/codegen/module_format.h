@@ -15,7 +15,7 @@
 namespace kiln::codegen {
 
 inline constexpr std::string_view kModuleMagic{"KILNWGSL", 8};
-inline constexpr uint32_t kModuleFormatVersion = 4;
+inline constexpr uint32_t kModuleFormatVersion = 5;
 inline constexpr size_t kModuleHeaderBytes = 32;
 
 // FNV-1a, 64 bits: the payload checksum.

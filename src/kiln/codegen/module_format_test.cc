@@ -14,6 +14,7 @@ CompiledModule SampleModule() {
        .kind = ParamKind::kBuffer,
        .dtype = DType::kF32,
        .binding = 0,
+       .lanes = 4,
        .shape = {ExtentExpr::Param(2, "n")}},
       {.name = "B",
        .kind = ParamKind::kBuffer,
@@ -64,6 +65,8 @@ TEST(ModuleFormatTest, RoundTrips) {
   EXPECT_EQ(*loaded, module);
   ASSERT_NE(loaded->Find("add"), nullptr);
   EXPECT_EQ(loaded->Find("add")->metadata.params[1].shape[1].text, "4");
+  EXPECT_EQ(loaded->Find("add")->metadata.params[0].lanes, 4u);
+  EXPECT_EQ(loaded->Find("add")->metadata.params[1].lanes, 1u);
   const int64_t args[] = {0, 0, 1000};
   EXPECT_EQ(*Evaluate(loaded->Find("add")->metadata.num_blocks_x, args), 16);
   EXPECT_EQ(loaded->Find("missing"), nullptr);
@@ -96,11 +99,11 @@ TEST(ModuleFormatTest, WrongMagicIsRejected) {
 TEST(ModuleFormatTest, OtherVersionIsRejected) {
   std::string bytes = SerializeModule(SampleModule());
   // A file of an earlier format (version 1, before strides; 2, before typed
-  // metadata; 3, before the loop-termination flag) is refused
-  // with both versions named.
-  for (uint8_t old : {1, 2, 3}) {
+  // metadata; 3, before the loop-termination flag; 4, before the array
+  // elements' lanes) is refused with both versions named.
+  for (uint8_t old : {1, 2, 3, 4}) {
     bytes[8] = static_cast<char>(old);
-    ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 4"));
+    ExpectDataLoss(DeserializeModule(bytes), StrCat("format version ", int{old}, ", expected 5"));
   }
 }
 

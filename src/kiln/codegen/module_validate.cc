@@ -35,6 +35,10 @@ Status CheckFunction(const CompiledFunction& f) {
         return DataLoss("buffer parameter '", p.name, "' has ", p.strides.size(), " strides for ",
                         p.shape.size(), " dimensions");
       }
+      if (p.lanes != 1 && p.lanes != 2 && p.lanes != 4) {
+        return DataLoss("buffer parameter '", p.name, "' has ", p.lanes,
+                        " lanes per array element; expected 1, 2 or 4");
+      }
       f16 |= p.dtype == DType::kF16;
       ++buffers;
     } else {
@@ -43,10 +47,10 @@ Status CheckFunction(const CompiledFunction& f) {
                         "; expected i32, u32 or f32");
       }
       if (p.uniform_offset != abi::ScalarOffset(scalars) || p.binding != 0 || !p.shape.empty() ||
-          p.access != BufferAccess::kRead) {
+          p.access != BufferAccess::kRead || p.lanes != 1) {
         return DataLoss("scalar parameter '", p.name, "' is at uniform offset ", p.uniform_offset,
                         ", expected ", abi::ScalarOffset(scalars),
-                        " (and has no binding, shape or access)");
+                        " (and has no binding, shape, access or lanes)");
       }
       ++scalars;
     }
@@ -121,6 +125,11 @@ std::string FitsLimits(const KernelMetadata& m, const TargetLimits& limits) {
                   " bytes of workgroup storage, more than the device's "
                   "maxComputeWorkgroupStorageSize of ",
                   limits.max_workgroup_storage_bytes);
+  }
+  if (m.uniform_block_size > limits.max_uniform_buffer_binding_size) {
+    return StrCat("a uniform block of ", m.uniform_block_size,
+                  " bytes, more than the device's maxUniformBufferBindingSize of ",
+                  limits.max_uniform_buffer_binding_size);
   }
   uint32_t buffers = 0;
   for (const ParamInfo& p : m.params) buffers += p.kind == ParamKind::kBuffer ? 1 : 0;

@@ -76,6 +76,11 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
          std::swap(scale(m).params[0].binding, scale(m).params[1].binding);
        },
        "buffer parameter 'X' has binding 1, expected 0"},
+      {"buffer lanes", [&](CompiledModule& m) { scale(m).params[0].lanes = 3; },
+       "buffer parameter 'X' has 3 lanes per array element; expected 1, 2 or 4"},
+      {"scalar lanes", [&](CompiledModule& m) { scale(m).params[3].lanes = 4; },
+       "scalar parameter 's' is at uniform offset 4, expected 4 (and has no binding, shape, "
+       "access or lanes)"},
       {"uniform offset", [&](CompiledModule& m) { scale(m).params[3].uniform_offset = 0; },
        "scalar parameter 's' is at uniform offset 0, expected 4"},
       {"uniform binding", [&](CompiledModule& m) { scale(m).uniform_binding = 7; },

@@ -72,6 +72,18 @@ StatusOr<CompiledFunction> KernelGenerator::Generate() {
   result_.metadata.entry_point = entry_point_;
   emitter_.CollectLets(function_.body());
   KILN_RETURN_IF_ERROR(DeclareParams());
+  if (num_scalars_ > abi::kMaxScalarParams) {
+    return InvalidArgument("it has ", num_scalars_, " scalar parameters; a kernel takes at most ",
+                           abi::kMaxScalarParams,
+                           " (its uniform block's fields; pass more values in a buffer)");
+  }
+  if (abi::UniformBlockSize(num_scalars_) > options_.limits.max_uniform_buffer_binding_size) {
+    return InvalidArgument("its ", num_scalars_, " scalar parameters take a uniform block of ",
+                           abi::UniformBlockSize(num_scalars_),
+                           " bytes, more than the target's maxUniformBufferBindingSize of ",
+                           options_.limits.max_uniform_buffer_binding_size,
+                           " (pass more values in a buffer)");
+  }
 
   emitter_.EmitBody(function_.body(), 1);
   KILN_RETURN_IF_ERROR(emitter_.status());
@@ -125,6 +137,7 @@ Status KernelGenerator::DeclareParams() {
       // store per access (docs/kernel-abi.md).
       const int lanes = ChooseParamPacking(buffer, function_.body(), &emitter_.lets()).lanes;
       buffer_lanes_.push_back(lanes);
+      info.lanes = static_cast<uint32_t>(lanes);
       if (lanes > 1) emitter_.PackBuffer(buffer.get(), lanes);
     } else {
       const ir::Var& var = param.var();

@@ -208,8 +208,9 @@ void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBi
     SlotRequirement& need = slot_needs_[binding.slot];
     need.used = true;
     // A whole-buffer binding needs its offset inside the buffer.
-    const uint64_t end = binding.length == kWholeBuffer ? binding.offset + 1
-                                                        : binding.offset + binding.length;
+    const uint64_t end = binding.length == kWholeBuffer
+                             ? binding.offset + std::max<uint64_t>(1, MinBindingSize(ep.layout, i))
+                             : binding.offset + binding.length;
     need.min_size = std::max(need.min_size, end);
     if (binding.length == kWholeBuffer) need.whole_from = std::min(need.whole_from, binding.offset);
     (kind == BindingKind::kStorage ? alias.written : alias.read).push_back(binding.slot);

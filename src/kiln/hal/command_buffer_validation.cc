@@ -23,6 +23,11 @@ std::string_view BindingKindName(BindingKind kind) {
   return "?";
 }
 
+Status TooSmall(const std::string& at, uint64_t length, uint64_t min) {
+  return InvalidArgument(at, ": a range of ", length, " bytes, but the shader's array takes ", min,
+                         " bytes an element, so the binding needs at least ", min);
+}
+
 }  // namespace
 
 Status ValidateDispatch(const Device& device, const ExecutableRef& executable, uint32_t entry,
@@ -67,6 +72,9 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
         return InvalidArgument(at(), ": names both a buffer and binding-table slot ", binding.slot);
       }
       if (binding.length == 0) return InvalidArgument(at(), ": an empty range");
+      if (binding.length != kWholeBuffer && binding.length < MinBindingSize(ep.layout, i)) {
+        return TooSmall(at(), binding.length, MinBindingSize(ep.layout, i));
+      }
       if (binding.length != kWholeBuffer &&
           AlignUp(binding.length, 4) > limits.max_storage_buffer_binding_size) {
         return InvalidArgument(at(), ": ", binding.length,
@@ -85,6 +93,8 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
     uint64_t length =
         binding.length == kWholeBuffer ? buffer.size() - binding.offset : binding.length;
     if (length == 0) return InvalidArgument(at(), ": an empty range (length 0)");
+    if (length < MinBindingSize(ep.layout, i))
+      return TooSmall(at(), length, MinBindingSize(ep.layout, i));
     if (length > buffer.size() - binding.offset) {
       return InvalidArgument(at(), ": range ", RangeText(binding.offset, length),
                              " does not fit the buffer of ", buffer.size(), " bytes");

@@ -34,6 +34,7 @@ std::string CacheKey(const ExecutableSpec& spec) {
   for (const EntryPointLayout& e : spec.entry_points) {
     key << e.name << '(' << e.constants_size << ':';
     for (BindingKind b : e.bindings) key << static_cast<int>(b);
+    for (uint64_t m : e.min_binding_sizes) key << ',' << m;
     key << ')';
   }
   key << (spec.loops_terminate ? "T" : "L");
@@ -62,6 +63,16 @@ Status ValidateLayouts(const Device& device, const ExecutableSpec& spec) {
     }
     if (uniforms == 0 && e.constants_size != 0) {
       return InvalidArgument(where, ": constants_size without a uniform binding");
+    }
+    if (!e.min_binding_sizes.empty() && e.min_binding_sizes.size() != e.bindings.size()) {
+      return InvalidArgument(where, ": ", e.min_binding_sizes.size(), " minimum binding sizes for ",
+                             e.bindings.size(), " bindings");
+    }
+    for (size_t i = 0; i < e.min_binding_sizes.size(); ++i) {
+      if (e.bindings[i] == BindingKind::kUniform && e.min_binding_sizes[i] != 0) {
+        return InvalidArgument(where, ": binding ", i,
+                               " (constants) takes no minimum size; its block is constants_size");
+      }
     }
     if (static_cast<uint32_t>(storage) > limits.max_storage_buffers_per_shader_stage) {
       return InvalidArgument(where, ": ", storage, " storage buffers exceed the device limit of ",
@@ -175,6 +186,8 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
       e = {};
       e.binding = static_cast<uint32_t>(i);
       e.visibility = WGPUShaderStage_Compute;
+      if (i < layout.min_binding_sizes.size())
+        e.buffer.minBindingSize = layout.min_binding_sizes[i];
       switch (layout.bindings[i]) {
         case BindingKind::kReadOnlyStorage:
           e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;

@@ -31,7 +31,18 @@ struct EntryPointLayout {
   std::vector<BindingKind> bindings;
   // Bytes of the kUniform binding's block (a multiple of 16); 0 if none.
   uint32_t constants_size = 0;
+  // Per binding, the fewest bytes its range may have (the layout's
+  // minBindingSize: for a storage binding, the size of one element of the
+  // shader's array, 16 for `array<vec4<f32>>`); empty or 0: no minimum
+  // beyond WebGPU's. A dispatch binding fewer bytes is refused when
+  // recorded, and a shader needing more fails to load.
+  std::vector<uint64_t> min_binding_sizes;
 };
+
+// Binding `i`'s minimum size in `layout` (0: none).
+inline uint64_t MinBindingSize(const EntryPointLayout& layout, size_t i) {
+  return i < layout.min_binding_sizes.size() ? layout.min_binding_sizes[i] : 0;
+}
 
 struct ExecutableSpec {
   std::string label;

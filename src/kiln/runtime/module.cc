@@ -35,6 +35,7 @@ TargetLimits TargetLimitsOf(const hal::Device& device) {
   t.max_storage_buffers_per_stage = l.max_storage_buffers_per_shader_stage;
   t.max_storage_buffer_binding_size = l.max_storage_buffer_binding_size;
   t.min_storage_buffer_offset_alignment = l.min_storage_buffer_offset_alignment;
+  t.max_uniform_buffer_binding_size = l.max_uniform_buffer_binding_size;
   return t;
 }
 
@@ -146,10 +147,19 @@ Status Kernel::CreateExecutable() const {
       (backend == hal::Backend::kOpenGL || backend == hal::Backend::kOpenGLES)) {
     wgsl = abi::AddMemoryBarriersAfterWorkgroupBarriers(wgsl);
   }
-  hal::ExecutableSpec spec{md.name,
-                           std::move(wgsl),
-                           {{md.entry_point, bindings_, md.uniform_block_size}},
-                           md.loops_terminate};
+  // Each buffer binding holds at least one element of its WGSL array, so
+  // WebGPU checks the WGSL's arrays against the metadata's when the pipeline
+  // is made, not at a dispatch.
+  std::vector<uint64_t> min_sizes(bindings_.size(), 0);
+  for (size_t i = 0; i < md.params.size(); ++i) {
+    if (md.params[i].kind == ParamKind::kBuffer)
+      min_sizes[md.params[i].binding] = MinBindingBytes(i);
+  }
+  hal::ExecutableSpec spec{
+      md.name,
+      std::move(wgsl),
+      {{md.entry_point, bindings_, md.uniform_block_size, std::move(min_sizes)}},
+      md.loops_terminate};
   auto exe = hal::LoadExecutable(*device_, spec);
   if (!exe.ok()) return exe.status().WithContext(StrCat("loading function '", md.name, "'"));
   executable_ = *exe;
@@ -297,9 +307,21 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
     if (!(buffer.usage() & WGPUBufferUsage_Storage)) {
       return InvalidArgument(where(), ": the buffer was not created with storage usage");
     }
-    // Bind what the kernel reaches, at least a word (bindings are words).
-    const uint64_t bound = std::max<uint64_t>(plan.buffer_bytes[i], std::min<uint64_t>(4, view));
+    // Bind what the kernel reaches, at least a word (bindings are words)
+    // and one element of the WGSL array (a vector where the kernel reads
+    // the buffer only as aligned vectors).
+    uint64_t bound = std::max<uint64_t>(plan.buffer_bytes[i], std::min<uint64_t>(4, view));
     if (bound == 0) return InvalidArgument(where(), ": an empty view");
+    if (const uint64_t min = MinBindingBytes(i); bound < min) {
+      if (view < min) {
+        return InvalidArgument(where(), ": a ",
+                               a.offset == 0 && a.length == hal::kWholeBuffer ? "buffer" : "view",
+                               " of ", view, " bytes, but the kernel accesses it only as ", p.lanes,
+                               "-element vectors, so it is bound ", min,
+                               " bytes at a time; give it at least ", min, " bytes");
+      }
+      bound = min;
+    }
     if ((bound + 3) / 4 * 4 > limits.max_storage_buffer_binding_size) {
       return InvalidArgument(where(), ": ", bound,
                              " bytes exceed the device's "
@@ -343,8 +365,10 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
                           return std::string("blockIdx.y extent");
                         }));
   const uint32_t max = device_->limits().max_compute_workgroups_per_dimension;
-  if (plan.num_blocks_x > uint64_t(max) * max || plan.num_blocks_x > UINT32_MAX ||
-      plan.num_blocks_y > max) {
+  // An empty grid (either extent 0) dispatches nothing, however large the other.
+  const bool empty = plan.num_blocks_x == 0 || plan.num_blocks_y == 0;
+  if (!empty && (plan.num_blocks_x > uint64_t(max) * max || plan.num_blocks_x > UINT32_MAX ||
+                 plan.num_blocks_y > max)) {
     return InvalidArgument("function '", md.name, "': a grid of (", plan.num_blocks_x, ", ",
                            plan.num_blocks_y, ") blocks exceeds what the device can dispatch (",
                            max, " workgroups per dimension)");

@@ -113,6 +113,14 @@ class Kernel {
   // must hold for the given scalar arguments: the product of its extents
   // when dense, 1 + sum((extent - 1) * stride) when strided, 0 when empty.
   StatusOr<uint64_t> BufferElements(size_t param, std::span<const Arg> args) const;
+  // The fewest bytes buffer parameter `param` (by parameter index) is bound
+  // with: one element of its WGSL array (ParamInfo::lanes elements, 16
+  // bytes for a buffer the kernel accesses only as aligned vec4<f32>s). A
+  // buffer smaller than that is refused, even where the kernel would read
+  // nothing of it.
+  uint64_t MinBindingBytes(size_t param) const {
+    return uint64_t{element_bytes_[param]} * compiled_.metadata.params[param].lanes;
+  }
 
  private:
   friend class LoadedModule;

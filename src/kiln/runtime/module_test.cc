@@ -419,6 +419,98 @@ TEST_F(RuntimeTest, CraftedMetadataIsRefusedOnLoad) {
   EXPECT_TRUE((*big)->functions()[1]->availability().ok());
 }
 
+// A buffer the kernel accesses only as aligned vec4s is an array<vec4<f32>>
+// in the WGSL, whose bindings WebGPU wants at least 16 bytes long.
+constexpr const char* kVec4Only = R"(module {
+fn twice(A: buffer<f32>[n], B: buffer<f32>[n], n: i32) {
+  for bx in blockIdx.x(0, 1) {
+    for tx in threadIdx.x(0, 64) {
+      let i: i32 = tx * 4
+      if (i + 3 < n) {
+        B[ramp(i, 1, 4)] = A[ramp(i, 1, 4)] * broadcast(2.0, 4)
+      }
+    }
+  }
+}
+})";
+
+// Buffers of fewer elements than a vector (n = 0 to 3) bind one vector's
+// bytes of their allocation, so the call runs (and writes nothing); a view
+// smaller than a vector is refused by name, and metadata claiming scalars
+// for a vector array fails when the pipeline is made, not at a dispatch.
+TEST_F(RuntimeTest, BuffersReadOnlyAsVectorsBindAtLeastOneVector) {
+  auto module = ir::ParseModule(kVec4Only);
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto compiled = codegen::CompileModule(*module);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_NE(compiled->functions[0].wgsl.find("array<vec4<f32>>"), std::string::npos);
+  EXPECT_EQ(compiled->functions[0].metadata.params[0].lanes, 4u);
+  EXPECT_EQ(compiled->functions[0].metadata.params[2].lanes, 1u);
+  auto loaded = LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto fn = (*loaded)->Find("twice");
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  EXPECT_EQ((*fn)->MinBindingBytes(0), 16u);
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed());
+  for (uint32_t n : {0u, 1u, 2u, 3u, 4u, 7u, 9u}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+    const uint64_t bytes = std::max<uint32_t>(4, n * 4);
+    auto X = NewBuffer(bytes), Y = NewBuffer(bytes);
+    if (n > 0) {
+      ASSERT_TRUE(hal::Upload(*device_, X, 0, {reinterpret_cast<uint8_t*>(x.data()), n * 4}).ok());
+    }
+    std::vector<uint8_t> poison(bytes, 0xFF);  // NaN
+    ASSERT_TRUE(hal::Upload(*device_, Y, 0, poison).ok());
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(static_cast<int32_t>(n))};
+    Status called = (*fn)->Call(args);
+    if (bytes < 16) {
+      // The allocation behind a whole-buffer argument is larger than its
+      // size, but a binding stays inside the size: refused, with the remedy.
+      EXPECT_EQ(called.code(), StatusCode::kInvalidArgument) << n;
+      EXPECT_NE(called.message().find("accesses it only as 4-element vectors, so it is bound "
+                                      "16 bytes at a time; give it at least 16 bytes"),
+                std::string::npos)
+          << called;
+      continue;
+    }
+    ASSERT_TRUE(called.ok()) << n << ": " << called;
+    std::vector<float> y(n);
+    ASSERT_TRUE(hal::Download(*device_, Y, 0, {reinterpret_cast<uint8_t*>(y.data()), n * 4}).ok());
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i < n / 4 * 4) {
+        EXPECT_EQ(y[i], 2 * x[i]) << n << " [" << i << "]";
+      } else {
+        EXPECT_TRUE(std::isnan(y[i])) << n << " [" << i << "] untouched";
+      }
+    }
+  }
+  // Two elements in buffers of 16 bytes: the binding is a vector's bytes.
+  auto X = NewBuffer(16), Y = NewBuffer(16);
+  Arg two[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(2)};
+  EXPECT_TRUE((*fn)->Call(two).ok());
+  // An explicit view of 8 bytes is refused, naming the argument.
+  Arg view[] = {Arg::Buffer(X, 0, 8), Arg::Buffer(Y), Arg::I32(2)};
+  Status refused = (*fn)->Call(view);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("argument 0 ('A'): a view of 8 bytes"), std::string::npos)
+      << refused;
+
+  // Metadata that says scalars where the WGSL has vectors: the layout's
+  // minimum size is below the shader's, which the implementation refuses
+  // when the function is first asked for.
+  codegen::CompiledModule crafted = *compiled;
+  crafted.functions[0].metadata.params[0].lanes = 1;
+  auto lying = LoadedModule::Load(device_, crafted);
+  ASSERT_TRUE(lying.ok()) << lying.status();
+  auto prepared = (*lying)->Find("twice");
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.status().message().find("loading function 'twice'"), std::string::npos)
+      << prepared.status();
+  crafted.functions[0].metadata.params[0].lanes = 3;
+  EXPECT_EQ(LoadedModule::Load(device_, crafted).status().code(), StatusCode::kDataLoss);
+}
+
 TEST_F(RuntimeTest, FunctionsNeedingMissingFeaturesLoadAsUnavailable) {
   codegen::CompiledModule needs = compiled_;
   needs.functions[0].metadata.required_features.push_back("subgroups");

@@ -17,6 +17,7 @@ struct TargetLimits {
   uint32_t max_storage_buffers_per_stage = 8;            // maxStorageBuffersPerShaderStage
   uint64_t max_storage_buffer_binding_size = 134217728;  // maxStorageBufferBindingSize
   uint32_t min_storage_buffer_offset_alignment = 256;    // minStorageBufferOffsetAlignment
+  uint64_t max_uniform_buffer_binding_size = 65536;      // maxUniformBufferBindingSize
 };
 
 }  // namespace kiln

@@ -89,6 +89,49 @@ TEST_F(ErrorTest, MalformedLayoutsAreRejectedBeforeCompiling) {
   EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A layout's minimum binding sizes: a range below one is refused when the
+// dispatch is recorded (a slot's explicit range too), a layout below the
+// shader's arrays fails to load, and malformed minimums are refused first.
+TEST_F(ErrorTest, RangesBelowTheLayoutsMinimumBindingSizeAreRefused) {
+  ExecutableSpec spec = AxpbSpec();
+  spec.entry_points[0].min_binding_sizes = {16, 16, 0};
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto x = NewBuffer(256), y = NewBuffer(256);
+  AxpbConstants c{};
+  auto cb = NewCommandBuffer();
+  BufferBinding short_y[] = {{x}, {y, 0, 8}};
+  Status s = cb->Dispatch(*exe, 0, short_y, BytesOf(c), 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("binding 1 (read-write storage): a range of 8 bytes, but the "
+                             "shader's array takes 16 bytes an element, so the binding needs at "
+                             "least 16"),
+            std::string::npos)
+      << s;
+  BufferBinding short_slot[] = {{x}, BufferBinding::Slot(0, 0, 12)};
+  EXPECT_EQ(cb->Dispatch(*exe, 0, short_slot, BytesOf(c), 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+  BufferBinding enough[] = {{x, 0, 16}, {y, 0, 16}};
+  EXPECT_TRUE(cb->Dispatch(*exe, 0, enough, BytesOf(c), 1).ok());
+  Run(*cb);
+
+  spec.entry_points[0].min_binding_sizes = {16, 16};
+  EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+  spec.entry_points[0].min_binding_sizes = {0, 0, 16};
+  EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+  // The shader's array elements are vec4<f32>: 16 bytes, above the layout's 4.
+  ExecutableSpec vec = AxpbSpec();
+  const std::string scalar = "array<f32>;\n@group(0) @binding(1)";
+  vec.wgsl.replace(vec.wgsl.find(scalar), scalar.size(),
+                   "array<vec4<f32>>;\n@group(0) @binding(1)");
+  vec.wgsl.replace(vec.wgsl.find("x[gid.x] * c.scale"), 18, "x[gid.x].x * c.scale");
+  vec.entry_points[0].min_binding_sizes = {4, 4, 0};
+  EXPECT_FALSE(LoadExecutable(*device_, vec).ok());
+  vec.entry_points[0].min_binding_sizes = {16, 4, 0};
+  EXPECT_TRUE(LoadExecutable(*device_, vec).ok());
+  ExpectDeviceStillWorks();
+}
+
 TEST_F(ErrorTest, WrongBindingCountIsAnErrorAndRecordsNothing) {
   auto exe = LoadExecutable(*device_, AxpbSpec());
   ASSERT_TRUE(exe.ok());
