@@ -121,7 +121,9 @@ def _true_divide(a: Any, b: Any) -> Any:
     def as_float(x: Any) -> Any:
         if isinstance(x, Traced) and x._dtype == np.int32:
             return ops.cast(x, "float32")
-        return float(x) if isinstance(x, (bool, int, np.bool_, np.integer)) else x
+        if isinstance(x, (bool, int, np.bool_, np.integer)) and not isinstance(x, np.timedelta64):
+            return ops._float(x, "div")
+        return x
     return ops.div(as_float(a), as_float(b))
 
 
@@ -166,8 +168,11 @@ def traced(*operands: Any) -> bool:
 
 
 def _constant(trace: _Trace, value: Any, dtype: np.dtype, op: str) -> int:
+    from .ops import _float
     v = value.item() if isinstance(value, np.generic) else value
     v = int(v) if isinstance(v, bool) else v
+    if dtype != np.int32:
+        v = _float(v, op)
     if dtype == np.int32:
         if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
                 not -2**31 <= v < 2**31:
@@ -195,7 +200,7 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
         if isinstance(x, Traced):
             if x._trace is not trace:
                 raise _kiln.InvalidArgument(f"{op}: the operands come from different traces")
-        elif not isinstance(x, _NUMBERS):
+        elif not isinstance(x, _NUMBERS) or isinstance(x, np.timedelta64):
             raise _kiln.InvalidArgument(
                 f"kiln.fuse: {op} of a {type(x).__name__}: inside a fused function the "
                 f"operands are its arguments, values computed from them, and numbers (pass "

@@ -28,10 +28,20 @@ from . import ops
 from ._kiln import Tensor
 
 _OPERANDS = (Tensor, np.ndarray, int, float, np.integer, np.floating, np.bool_)
+# Numbers no tensor holds. Left to Python (NotImplemented), numpy's scalars
+# would take the tensor through __array__ and answer with a host array.
+_REFUSED = (complex, np.complexfloating, np.timedelta64, np.datetime64)
+
+
+def _refuse_number(other: Any) -> None:
+    if isinstance(other, _REFUSED):
+        raise TypeError(f"a kiln.Tensor takes no {type(other).__name__} operand (kiln's tensors "
+                        f"hold no complex numbers, dates or durations)")
 
 
 def _binary(fn: Callable[[Any, Any], Tensor], reflected: bool = False) -> Callable[[Any, Any], Any]:
     def method(self: Tensor, other: Any) -> Any:
+        _refuse_number(other)
         if not isinstance(other, _OPERANDS):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
@@ -42,7 +52,7 @@ def _equality(fn: Callable[[Any, Any], Tensor], symbol: str) -> Callable[[Any, A
     # Python would answer an unsupported == or != by identity (t == None is
     # False), which reads as an elementwise answer and is not one.
     def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, _OPERANDS):
+        if not isinstance(other, _OPERANDS) or isinstance(other, _REFUSED):
             raise TypeError(f"{symbol}: cannot compare a kiln.Tensor with "
                             f"{type(other).__name__} (a tensor, a numpy array or a number)")
         return fn(self, other)
@@ -55,7 +65,9 @@ def _true_divide(a: Any, b: Any) -> Tensor:
             return ops.cast(ops._operand(x, None), "float32")
         if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
             return x.astype(np.float32)
-        return float(x) if isinstance(x, (int, np.integer, np.bool_)) else x
+        if isinstance(x, (int, np.integer, np.bool_)) and not isinstance(x, np.timedelta64):
+            return ops._float(x, "div")
+        return x
     return ops.div(as_float(a), as_float(b))
 
 

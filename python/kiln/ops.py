@@ -134,16 +134,23 @@ def _naming_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 
-def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -> Any:
-    """Runs the program cached under `key` on the first input's device,
-    building it with build(device) the first time. Returns the one output,
-    or the list of outputs. This is the path of every operator."""
+def _same_device(what: str, inputs: Sequence[Tensor]) -> _kiln.Device:
+    """The inputs' one device, or the error naming the operator (empty
+    tensors included: a call is refused as the same call with elements)."""
     device = inputs[0].device
     for t in inputs[1:]:
         if t.device is not device:
             raise _kiln.InvalidArgument(
-                f"{key[0]}: its tensors are on different devices ({device} and {t.device}); "
+                f"{what}: its tensors are on different devices ({device} and {t.device}); "
                 f"copy one over with kiln.tensor(t.numpy(), device)")
+    return device
+
+
+def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -> Any:
+    """Runs the program cached under `key` on the first input's device,
+    building it with build(device) the first time. Returns the one output,
+    or the list of outputs. This is the path of every operator."""
+    device = _same_device(key[0], inputs)
     cache = device._cache
     program = cache.get(key)
     if program is None:
@@ -182,6 +189,7 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     argument the same call with elements would (dtypes, ranks, attributes)."""
     if all(t.size for t in inputs):
         return None
+    _same_device(what, inputs)
     _check_kernel_types(what, inputs)
     shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
     refused: Optional[_kiln.InvalidArgument] = None
@@ -260,14 +268,32 @@ _NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 
 
 def _is_number(x: Any) -> bool:
-    """A Python or numpy scalar (bool included)."""
-    return isinstance(x, _NUMBERS)
+    """A Python or numpy scalar (bool included; numpy's timedelta64, an
+    integer subclass, is not a number here)."""
+    return isinstance(x, _NUMBERS) and not isinstance(x, np.timedelta64)
 
 
 def _number(x: Any) -> Union[int, float]:
-    """A Python or numpy scalar as a Python int or float (bools as 0 or 1)."""
+    """A Python or numpy scalar as a Python int or float (bools as 0 or 1);
+    an int past float64's range is an error (every dtype's range ends before
+    it)."""
     v = x.item() if isinstance(x, np.generic) else x
-    return int(v) if isinstance(v, bool) else v
+    v = int(v) if isinstance(v, bool) else v
+    if isinstance(v, int) and builtins.abs(v) >= 2**1024:
+        bits = builtins.abs(v).bit_length()
+        raise _kiln.InvalidArgument(
+            f"{'a negative' if v < 0 else 'an'} integer of {bits} bits (magnitude 2**{bits - 1} "
+            f"or more) is past every dtype's range (float64's ends below 2**1024)")
+    return v
+
+
+def _float(x: Any, what: str) -> float:
+    """A number as a Python float, naming `what` where it is past float64's
+    range."""
+    try:
+        return float(_number(x))
+    except _kiln.InvalidArgument as e:
+        raise _kiln.InvalidArgument(f"{what}: {e}") from None
 
 
 def _key_number(v: float) -> Tuple[Any, ...]:
@@ -282,7 +308,10 @@ def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
     float dtype (as numpy's comparisons of float32 arrays with Python floats
     do), exactly for int32 (or an error)."""
     from ._tensor import tensor
-    v = _number(v)
+    try:
+        v = _number(v)
+    except _kiln.InvalidArgument as e:
+        raise _kiln.InvalidArgument(f"{op}: {e}") from None
     if like.dtype in (np.int32, np.bool_):
         _check_int32_number(v, like, op)
         return tensor(np.array([int(v)], np.int32), like.device)
@@ -294,7 +323,10 @@ def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
 def _check_int32_number(v: Any, like: Any, op: str) -> None:
     """The error for a number v used with the int32 (or bool) tensor or
     array `like` where v is not an int32 value."""
-    v = _number(v)
+    try:
+        v = _number(v)
+    except _kiln.InvalidArgument as e:
+        raise _kiln.InvalidArgument(f"{op}: {e}") from None
     if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
             not -2**31 <= v < 2**31:
         raise _kiln.InvalidArgument(
@@ -513,8 +545,9 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
         # Tagged: a tensor's signature and a constant must never compare
         # equal (a shape-[1] f32 tensor's is (0, 1), like the constant 0.0).
         if _is_number(o):
-            key.append(("constant",) + _key_number(float(_number(o))))
-            return None, float(_number(o))
+            v = _float(o, f"{step[0]}")
+            key.append(("constant",) + _key_number(v))
+            return None, v
         if not isinstance(o, (Tensor, np.ndarray)):
             raise ArgumentTypeError(
                 f"elementwise_chain: step {k} ({step[0]}): an operand must be a kiln.Tensor, a "
@@ -779,7 +812,7 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
 def _eps(eps: Any, fn: str) -> float:
     if not isinstance(eps, (int, float, np.floating, np.integer)) or isinstance(eps, bool):
         raise ArgumentTypeError(f"{fn}: eps must be a number; got {type(eps).__name__}")
-    return float(eps)
+    return _float(eps, f"{fn}: eps")
 
 
 def _per_feature(params: Sequence[Any], x: Tensor, fn: str,
@@ -1092,6 +1125,7 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
         raise _kiln.InvalidArgument("concat: tensors must be a non-empty list of tensors")
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
+    _same_device("concat", ts)
     if (ints := _ints_of_bools(*ts)) is not None:
         return _bools(concat(ints, axis))
     if len({np.dtype(t.dtype).name for t in ts}) > 1:
@@ -1269,7 +1303,7 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
         value = int(value)
     if not isinstance(value, (int, float, np.integer, np.floating)):
         raise ArgumentTypeError(f"pad: value must be a number; got {type(value).__name__}")
-    v = float(value)
+    v = _float(value, "pad: value")
     if x.ndim == 0:  # numpy's pad of a 0-d array: no axis padded (a copy, as shape (1,))
         return _view(pad(_view(x, (1,)), 0, 0, v), ())
     empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v),
@@ -1731,7 +1765,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     if scale is not None and (isinstance(scale, (bool, np.bool_)) or
                               not isinstance(scale, (int, float, np.integer, np.floating))):
         raise ArgumentTypeError(f"attention: scale must be a number; got {scale!r}")
-    sc = None if scale is None else float(scale)
+    sc = None if scale is None else _float(scale, "attention: scale")
     key = ("attention", q._sig, k._sig, v._sig, causal,
            mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))
     return run(key, lambda d: _kiln.ops.attention(

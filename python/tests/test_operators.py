@@ -187,6 +187,30 @@ def test_errors_with_numbers_name_the_operation(device):
         with pytest.raises(bad, match=message) as e:
             call()
         assert "chain" not in str(e.value)
+    # Integers past float64's range (numpy's OverflowError names nothing).
+    for call, name in [(lambda: ints + 2**1100, "add"), (lambda: floats - 2**1024, "sub"),
+                       (lambda: floats < -2**2000, "lt"), (lambda: floats / 2**1100, "div"),
+                       (lambda: kiln.ops.where(bools, 2**1100, floats), "where"),
+                       (lambda: kiln.ops.clip(floats, 0, 2**1100), "clamp"),
+                       (lambda: kiln.ops.pad(floats, 1, 1, value=2**1100), "pad: value"),
+                       (lambda: kiln.fuse(lambda x: x * 2**1100)(floats), "mul"),
+                       (lambda: kiln.ops.rms_norm(floats, floats, eps=2**1100), "rms_norm: eps")]:
+        with pytest.raises(bad, match=rf"^{name}: (a negative|an) integer of \d+ bits "
+                           r"\(magnitude 2\*\*\d+ or more\) is past every dtype's range"):
+            call()
+    assert (floats + 2**1023).numpy()[0] == np.inf  # rounds to float32 as numpy does
+    # Complex numbers, dates and durations are no operands: a TypeError, not a
+    # numpy array made from the tensor.
+    for other in (np.complex64(1), np.complex128(2), 1j, np.timedelta64(1, "s"),
+                  np.datetime64("2020-01-01")):
+        for call in (lambda: floats + other, lambda: floats * other, lambda: floats - other):
+            with pytest.raises(TypeError, match=f"a kiln.Tensor takes no {type(other).__name__} "
+                               "operand"):
+                call()
+        with pytest.raises(TypeError, match="==: cannot compare a kiln.Tensor with"):
+            floats == other  # noqa: B015
+        with pytest.raises(kiln.InvalidArgument, match="kiln.fuse: add of a"):
+            kiln.fuse(lambda x: x + other)(floats)
 
 
 def test_astype_and_method_flags_refuse_other_values(device):

@@ -857,6 +857,16 @@ def test_tensors_of_two_devices_do_not_mix(rng):
                 lambda: kiln.ops.elementwise_chain(x, [("add", y)])):
         with pytest.raises(kiln.InvalidArgument, match="on different devices"):
             mix()
+    # Empty tensors too: refused as the same call with elements would be.
+    ex = kiln.tensor(np.zeros((0, 3), np.float32), a)
+    ey = kiln.tensor(np.zeros((0, 3), np.float32), b)
+    for mix in (lambda: ex + ey, lambda: kiln.ops.where(ex > 0, ex, ey),
+                lambda: ex @ kiln.tensor(np.ones((3, 2), np.float32), b),
+                lambda: kiln.ops.concat([ex, kiln.tensor(np.ones((2, 3), np.float32), b)]),
+                lambda: kiln.ops.concat([ex, ey]),
+                lambda: kiln.ops.layer_norm(ex, y[:3], y[:3])):
+        with pytest.raises(kiln.InvalidArgument, match="on different devices"):
+            mix()
     # A numpy operand goes to the device of the tensors it meets.
     a_ones = np.ones(4, np.float32)
     for out in (kiln.ops.layer_norm(a_ones, y, y), kiln.ops.rms_norm(a_ones, y),
