@@ -776,6 +776,18 @@ def test_te_none_in_any_argument_is_a_named_type_error():
         te.maximum(A[0], None)
     with pytest.raises(TypeError, match="te.pow: argument 2 must be"):
         te.pow(A[0], "2")
+    with pytest.raises(TypeError, match="operand must be a kiln.te expression, axis or number; "
+                       "got NoneType"):
+        A[0] + None  # noqa: B018
+    # Integers past 64 bits next to a float: the float they round to, where
+    # the type holds it.
+    assert "1.2676506e+30" in te.lower(te.create_schedule(D := te.compute(
+        (8,), lambda i: A[i] + 2**100, name="D")), D, A)
+    assert str(te.const(2**64, "float32")) == str(te.const(float(2**64), "float32"))
+    with pytest.raises(kiln.InvalidArgument, match="beyond the largest finite f32"):
+        te.const(2**200, "float32")
+    with pytest.raises(kiln.InvalidArgument, match="too large for a f32 constant"):
+        A[0] * 2**1100  # noqa: B018
     # Shapes: an int, a size var or a numpy integer is one dimension; any
     # sequence of them (a range, a numpy array) is the shape.
     n = te.size_var("n")
