@@ -90,6 +90,12 @@ class Traced:
     def __repr__(self) -> str:
         return f"Traced(shape={self.shape}, dtype={self.dtype})"
 
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        # numpy would make an array of one object of it.
+        raise _kiln.InvalidArgument(
+            "a value traced by kiln.fuse has no elements to make a numpy array of (inside the "
+            "fused function it stands for every element; after the call, use its result)")
+
     def __bool__(self) -> bool:
         raise _kiln.InvalidArgument(
             "kiln.fuse: a traced value has no truth value while tracing (Python's if, and, "
@@ -241,10 +247,14 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
         # bool where both are bools (values or numbers), as numpy's
         return trace.add(("op", 0, 0.0, None, op, args), shape, like,
                          all(is_bool(x) for x in operands[1:]))
+    def name(x: Traced) -> str:  # bool values are int32 here; say bool, as unfused
+        return "bool" if x._bool else x._dtype.name
     for x in shared:
         if isinstance(x, Traced) and x._dtype != like:
+            first = next(y for y in shared if isinstance(y, Traced))
             raise _kiln.InvalidArgument(
-                f"{op}: dtype mismatch: {like.name} and {x._dtype.name} (cast one first)")
+                f"{op}: dtype mismatch: {name(first)} and {name(x)} (cast one first"
+                f"{'; bool operands run as int32' if first._bool or x._bool else ''})")
     _check_takes(trace, op, like, len(operands))
     if op in ops.COMPARE_OPS or op in ops.PREDICATE_OPS:
         return trace.add(("op", 0, 0.0, None, op, args), shape, np.int32, True)

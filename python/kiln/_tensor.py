@@ -32,7 +32,12 @@ def _from_python(data: Any) -> np.ndarray:
     """numpy's array of Python data (lists, numbers), its floats as float32
     and its ints as int32, each int exactly and each float within float32's
     range, else an error."""
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as e:  # numpy 2's error for ragged lists
+        raise _kiln.InvalidArgument(
+            f"kiln.tensor: the data is not an array of numbers of one shape (ragged lists?): "
+            f"{e}") from None
     if array.dtype == np.float64:
         finite = np.isfinite(array)
         largest = np.abs(np.where(finite, array, 0)).max() if array.size else 0.0
@@ -52,7 +57,19 @@ def _from_python(data: Any) -> np.ndarray:
         if array.size and (array.min() < -2**31 or array.max() >= 2**31):
             raise _kiln.InvalidArgument("kiln.tensor: integers out of the int32 range")
         return array.astype(np.int32)
+    if array.dtype == object and array.ndim == 0:
+        from .ops import ArgumentTypeError
+        raise ArgumentTypeError(
+            f"kiln.tensor: data must be a numpy array, a number or (nested) lists of numbers; "
+            f"got {type(data).__name__}")
     if array.dtype == object:
+        numbers = (bool, int, float, np.number, np.bool_)
+        others = [v for v in array.ravel() if not isinstance(v, numbers)]
+        if others:
+            other = others[0]
+            from .ops import ArgumentTypeError
+            raise ArgumentTypeError(
+                f"kiln.tensor: the data holds a {type(other).__name__}, not only numbers")
         raise _kiln.InvalidArgument(
             "kiln.tensor: the data is not an array of numbers of one kind (numpy made an "
             "array of objects: integers beyond 64 bits, or ragged lists)")

@@ -918,6 +918,11 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         if transpose_a or transpose_b:
             raise _kiln.InvalidArgument("matmul: transpose_a/transpose_b need operands of rank "
                                         "2 or more")
+        if a.ndim and b.ndim and a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]:
+            # Said of the shapes as given, not of the 1-D operand's matrix view.
+            raise _kiln.InvalidArgument(
+                f"matmul: A is {list(a.shape)} and B is {list(b.shape)}: the contraction "
+                f"dimension differs ({a.shape[-1]} against {b.shape[0 if b.ndim == 1 else -2]})")
         if a.ndim == 1:
             a = _view(a, (1, a.shape[0]))
             drop.append(-2)
@@ -1214,6 +1219,9 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
     """x[key] for ints, slices and one Ellipsis (a copy; an int drops its
     axis)."""
     key = key if isinstance(key, tuple) else (key,)
+    if any(k is None for k in key):
+        raise TypeError("kiln.Tensor indices are ints, slices and '...'; None "
+                        "(np.newaxis) adds no axis here: reshape instead")
     if not x.ndim and all(k is Ellipsis for k in key) and len(key) <= 1:
         return reshape(x, ())  # t[()] and t[...] of a 0-d tensor: a copy
     ellipses = builtins.sum(1 for k in key if k is Ellipsis)
@@ -1242,9 +1250,6 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             stops.append(i + 1)
             steps.append(1)
             keep.append(None)
-        elif k is None:
-            raise TypeError("kiln.Tensor indices are ints, slices and '...'; None "
-                            "(np.newaxis) adds no axis here: reshape instead")
         else:
             raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
                             f"{type(k).__name__}")
@@ -1602,6 +1607,7 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
         if _is_number(a) and _is_number(b):
             raise _kiln.InvalidArgument(f"{name}: at least one operand must be a tensor")
         return globals()[combine](truth(a), truth(b))
+    truths.__name__ = truths.__qualname__ = name  # how kiln.fuse's errors name it
     fused = _fuse.fuse(truths)
 
     def op(a: Any, b: Any) -> Tensor:

@@ -213,6 +213,16 @@ def test_errors(device):
     kiln.fuse(lambda a: kept.append(a) or a + 1)(x)
     with pytest.raises(kiln.InvalidArgument, match="after its kiln.fuse call returned"):
         kept[0] * 2
+    # numpy would make an array of one object of a traced value.
+    for use in (lambda: np.asarray(kept[0]),
+                lambda: kiln.fuse(lambda a: a + np.asarray(a))(x)):
+        with pytest.raises(kiln.InvalidArgument, match="a value traced by kiln.fuse has no "
+                           "elements to make a numpy array of"):
+            use()
+    # A bool value runs as int32 but is named bool, as unfused.
+    with pytest.raises(kiln.InvalidArgument, match=r"add: dtype mismatch: float32 and bool \(cast "
+                       r"one first; bool operands run as int32\)"):
+        kiln.fuse(lambda a: a + (a > 0))(x)
 
 
 def test_numbers_are_baked_into_the_trace(device):

@@ -1,5 +1,6 @@
 import math
 import operator
+import re
 import warnings
 
 import numpy as np
@@ -867,6 +868,8 @@ def test_tensors_of_two_devices_do_not_mix(rng):
                 lambda: kiln.ops.layer_norm(ex, y[:3], y[:3])):
         with pytest.raises(kiln.InvalidArgument, match="on different devices"):
             mix()
+    with pytest.raises(kiln.InvalidArgument, match="^logical_or: argument 1 is on another device"):
+        kiln.ops.logical_or(x, y)
     # A numpy operand goes to the device of the tensors it meets.
     a_ones = np.ones(4, np.float32)
     for out in (kiln.ops.layer_norm(a_ones, y, y), kiln.ops.rms_norm(a_ones, y),
@@ -1756,8 +1759,16 @@ def test_index_and_shape_edges(device):
     for k in [(slice(None, None, 2**63),), (slice(None, None, -(2**63)),),
               (slice(-2**70, 2**70),), (slice(2**70, -2**70, -1), slice(None, None, 5))]:
         np.testing.assert_array_equal(t[k].numpy(), a[k])
-    with pytest.raises(TypeError, match="np.newaxis"):
-        t[None]
+    # A 1-D operand's contraction error quotes the shapes as given.
+    for sa, sb, ka, kb in [((2, 3, 4), (3,), 4, 3), ((3,), (4, 5), 3, 4), ((3,), (4,), 3, 4)]:
+        with pytest.raises(kiln.InvalidArgument, match=re.escape(
+                f"matmul: A is {list(sa)} and B is {list(sb)}: the contraction dimension "
+                f"differs ({ka} against {kb})")):
+            kiln.ops.matmul(kiln.tensor(np.ones(sa, np.float32), device),
+                            kiln.tensor(np.ones(sb, np.float32), device))
+    for index in (lambda: t[None], lambda: t[0, 0, None], lambda: kiln.tensor(5.0, device)[None]):
+        with pytest.raises(TypeError, match="np.newaxis"):
+            index()
     with pytest.raises(kiln.InvalidArgument, match="more elements than any device buffer"):
         kiln.empty((2**62, 4), device=device)
     # axis=() reduces nothing; a 0-d tensor reduces to itself; 0-d reshapes.

@@ -71,6 +71,16 @@ def test_python_numbers_that_int32_or_float32_cannot_hold_are_errors(device):
     assert np.signbit(out[5])
     assert kiln.tensor([-2**31, 2**31 - 1, True], device).numpy().tolist() == \
         [-2**31, 2**31 - 1, 1]
+    # Data that is not numbers of one shape: named.
+    for data, error, message in [
+            ([[1, 2], [3]], kiln.InvalidArgument, r"not an array of numbers of one shape \(ragged "
+                                                  r"lists\?\)"),
+            (None, kiln.ArgumentTypeError, "data must be a numpy array, a number or \\(nested\\) "
+                                           "lists of numbers; got NoneType"),
+            ({}, kiln.ArgumentTypeError, "got dict"),
+            ([1.0, None], kiln.ArgumentTypeError, "the data holds a NoneType, not only numbers")]:
+        with pytest.raises(error, match=message):
+            kiln.tensor(data, device)
     # An array says its own dtype: a float32 array's inf is data.
     assert np.isinf(kiln.tensor(np.full(2, np.inf, np.float32), device).numpy()).all()
 
