@@ -920,5 +920,48 @@ TEST(CompileTest, CompileErrorsNameTheKernel) {
   EXPECT_TRUE(Contains(f.status().message(), "kernel 'broken': Unroll of 'broken'")) << f.status();
 }
 
+// A constant index outside its array, reached only after unrolling or
+// through lets, is refused by the compiler, naming the buffer and the
+// index, rather than by the implementation's WGSL compiler at load. Constant
+// indices inside the array compile.
+TEST(CompileTest, ConstantIndicesOutsideTheirArraysAreRefused) {
+  struct Case {
+    const char* body;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"  let k: i32 = 0 - 1\n  A[k] = 1.0\n",
+       "buffer 'A' is indexed at -1 once loops are unrolled and constants folded: an index is "
+       "never negative; WGSL refuses a constant index outside its array"},
+      {"  let a: i32 = 3\n  let b: i32 = a + 2\n  A[b] = 1.0\n",
+       "buffer 'A' is indexed at 5 once loops are unrolled and constants folded, past its 4 "
+       "elements"},
+      {"  for i in serial(0, 1) {\n    A[i - 1] = 1.0\n  }\n", "indexed at -1"},
+      {"  alloc v: f32[4] local {\n    for j in unroll(0, 4) {\n      v[j] = A[j]\n    }\n"
+       "    for j in unroll(0, 4) {\n      A[j] = v[j + 1]\n    }\n  }\n",
+       "buffer 'v' is indexed at 4"},
+      {"  alloc acc: f32[4] local {\n    acc[ramp(0, 64, 4)] = broadcast(1.0, 4)\n"
+       "    A[0] = acc[0]\n  }\n",
+       "buffer 'acc' is indexed at 192"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = StrCat("module {\nfn f(A: buffer<f32>[4]) {\n", c.body, "}\n}\n");
+    StatusOr<ir::Module> module = ir::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.status() << "\n" << text;
+    StatusOr<CompiledModule> compiled = CompileModule(*module);
+    ASSERT_FALSE(compiled.ok()) << text << compiled->functions[0].wgsl;
+    EXPECT_EQ(compiled.status().code(), StatusCode::kInvalidArgument) << compiled.status();
+    EXPECT_TRUE(Contains(compiled.status().message(), "kernel 'f'")) << compiled.status();
+    EXPECT_TRUE(Contains(compiled.status().message(), c.message)) << compiled.status();
+  }
+  const std::string fine =
+      "module {\nfn f(A: buffer<f32>[4]) {\n  let a: i32 = 1\n  let b: i32 = a + 2\n"
+      "  A[b] = 1.0\n  A[ramp(0, 1, 4)] = broadcast(2.0, 4)\n}\n}\n";
+  StatusOr<ir::Module> module = ir::ParseModule(fine);
+  ASSERT_TRUE(module.ok()) << module.status();
+  StatusOr<CompiledModule> compiled = CompileModule(*module);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+}
+
 }  // namespace
 }  // namespace kiln::codegen

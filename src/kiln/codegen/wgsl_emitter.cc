@@ -2,8 +2,11 @@
 
 #include "kiln/codegen/wgsl_types.h"
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/expr_ops.h"
+#include "kiln/ir/mutator.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/ir/visitor.h"
 
 namespace kiln::codegen {
 
@@ -102,7 +105,69 @@ const ir::Expr* FunctionEmitter::FlatIndex(const ir::Buffer& buffer,
          " indices; WGSL arrays take one (run FlattenBuffers first)");
     return nullptr;
   }
+  CheckConstantIndex(buffer, indices[0]);
   return &indices[0];
+}
+
+std::optional<int64_t> FunctionEmitter::ConstantValue(const ir::Expr& e) {
+  if (std::optional<int64_t> c = ir::AsConstInt(e)) return c;
+  if (!e.dtype().is_integer() || e.dtype().lanes != 1) return std::nullopt;
+  // The variables the expression reads; a load or a call is no constant.
+  struct Reads : ir::ExprVisitor {
+    std::vector<const ir::VarNode*> vars;
+    bool other = false;
+    void VisitVar(const ir::VarNode* op) override { vars.push_back(op); }
+    void VisitLoad(const ir::LoadNode*) override { other = true; }
+    void VisitCall(const ir::CallNode*) override { other = true; }
+    void VisitLet(const ir::LetNode*) override { other = true; }
+  } reads;
+  reads.VisitExpr(e);
+  if (reads.other) return std::nullopt;
+  ir::VarMap values;
+  for (const ir::VarNode* var : reads.vars) {
+    if (values.count(var)) continue;
+    auto memo = constant_lets_.find(var);
+    if (memo == constant_lets_.end()) {
+      auto let = lets_.find(var);
+      if (let == lets_.end()) return std::nullopt;  // a loop variable, a parameter
+      // A placeholder first: a variable is bound once, so nothing cycles.
+      constant_lets_[var] = std::nullopt;
+      std::optional<int64_t> value = ConstantValue(let->second);
+      memo = constant_lets_.insert_or_assign(var, value).first;
+    }
+    if (!memo->second) return std::nullopt;
+    values.emplace(var, ir::IntConst(var->dtype, *memo->second));
+  }
+  return ir::AsConstInt(ir::Simplify(ir::Substitute(e, values)));
+}
+
+void FunctionEmitter::CheckConstantIndex(const ir::Buffer& buffer, const ir::Expr& index) {
+  if (!status_.ok() || buffer.shape().size() != 1) return;
+  std::optional<int64_t> first, last;
+  if (const auto* ramp = index.as<ir::RampNode>()) {
+    std::optional<int64_t> base = ConstantValue(ramp->base);
+    std::optional<int64_t> stride = ConstantValue(ramp->stride);
+    if (!base || !stride) return;
+    first = *base;
+    last = *base + (ramp->lanes - 1) * *stride;
+    if (*first > *last) std::swap(*first, *last);
+  } else if (const auto* broadcast = index.as<ir::BroadcastNode>()) {
+    first = last = ConstantValue(broadcast->value);
+  } else {
+    first = last = ConstantValue(index);
+  }
+  if (!first) return;
+  const std::optional<int64_t> extent = ir::AsConstInt(buffer.shape()[0]);
+  const bool negative = *first < 0;
+  if (!negative && !(extent && *last >= *extent)) return;
+  const int64_t value = negative ? *first : *last;
+  const std::string shown = ir::Print(index);
+  status_ = InvalidArgument(
+      "buffer '", buffer.name(), "' is indexed at ", value,
+      shown == std::to_string(value) ? "" : StrCat(" (`", shown, "`)"),
+      " once loops are unrolled and constants folded",
+      negative ? ": an index is never negative" : StrCat(", past its ", *extent, " elements"),
+      "; WGSL refuses a constant index outside its array");
 }
 
 std::vector<std::string> FunctionEmitter::LaneIndices(const ir::Expr& index) {

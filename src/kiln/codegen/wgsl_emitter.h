@@ -145,8 +145,17 @@ class FunctionEmitter {
   std::string Reusable(const ir::Expr& e, const std::string& hint);
   // The WGSL array a buffer refers to; declares nothing.
   std::string BufferName(const ir::Buffer& buffer);
-  // The single index of a flattened access; error otherwise.
+  // The single index of a flattened access; error otherwise, and where the
+  // index is a constant (CheckConstantIndex) outside the buffer.
   const ir::Expr* FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // The value of an integer expression of constants and let-bound variables
+  // whose values are such expressions (memoized per variable); nullopt for
+  // any other. After unrolling, an index can be a constant only through the
+  // lets, and WGSL's compilers refuse a constant index outside an array.
+  std::optional<int64_t> ConstantValue(const ir::Expr& e);
+  // Refuses a constant index (every lane of a ramp or broadcast) that is
+  // negative or past the buffer's constant extent, naming both.
+  void CheckConstantIndex(const ir::Buffer& buffer, const ir::Expr& index);
   // A local or shared array laid out by ChoosePacking (wgsl_packing.h).
   struct PackedArray {
     ArrayPacking packing;
@@ -184,6 +193,7 @@ class FunctionEmitter {
   std::unordered_map<const ir::BufferNode*, std::string> buffers_;
   std::unordered_map<const ir::BufferNode*, PackedArray> packed_;
   LetValues lets_;
+  std::unordered_map<const ir::VarNode*, std::optional<int64_t>> constant_lets_;
   ir::Stmt root_;  // the kernel's body (the loop bounds ChooseRows uses)
   std::unordered_set<const ir::BufferNode*> stored_;
   // Set while emitting a constant subtree: literals go through

@@ -243,6 +243,18 @@ const ParseErrorCase kParseErrors[] = {
      "line 1, column 42: integer literal 256 is out of range for u8"},
     {"NegativeUnsigned", "module { fn f(A: buffer<u32>[4]) { A[0] = -1u32 } }",
      "line 1, column 43: integer literal -1 is out of range for u32"},
+    {"FloatLiteralOutOfRange", "module { fn f(A: buffer<f32>[4]) { A[0] = 1e39 } }",
+     "line 1, column 43: float literal 1e39 is out of range for f32 (it rounds to infinity; "
+     "write inf for infinity)"},
+    {"NegativeFloatLiteralOutOfRange", "module { fn f(A: buffer<f32>[4]) { A[0] = -3.5e38 } }",
+     "line 1, column 43: float literal -3.5e38 is out of range for f32 (it rounds to infinity; "
+     "write inf for infinity)"},
+    {"HalfLiteralOutOfRange", "module { fn f(A: buffer<f16>[4]) { A[0] = 65520.0f16 } }",
+     "line 1, column 43: float literal 65520.0 is out of range for f16 (it rounds to infinity; "
+     "write inf for infinity)"},
+    {"DoubleLiteralOutOfRange", "module { fn f(A: buffer<f32>[4]) { A[0] = f32(1e400f64) } }",
+     "line 1, column 47: float literal 1e400 is out of range for f64 (it rounds to infinity; write "
+     "inf for infinity)"},
     {"WrongArity", "module { fn f(A: buffer<f32>[4]) { A[0] = exp(1.0, 2.0) } }",
      "line 1, column 55: expected 1 operand for exp, found 2"},
     {"BuiltinWithAnOperand", "module { fn f(A: buffer<i32>[4]) { A[0] = subgroup_size(1) } }",
