@@ -928,6 +928,17 @@ class FunctionVerifier {
         return Error(
             StrCat("the workgroup has more than ", limit, " threads (", ThreadExtentsText(), ")"));
       }
+      const uint32_t axis_limit =
+          op->kind == LoopKind::kThreadX   ? options_.limits.max_workgroup_size_x
+          : op->kind == LoopKind::kThreadY ? options_.limits.max_workgroup_size_y
+                                           : options_.limits.max_workgroup_size_z;
+      if (std::optional<int64_t> n = AsConstInt(op->extent); n && *n > axis_limit) {
+        const char* name = op->kind == LoopKind::kThreadX   ? "X"
+                           : op->kind == LoopKind::kThreadY ? "Y"
+                                                            : "Z";
+        return Error(StrCat(axis, " extent ", *n, " exceeds the target's maxComputeWorkgroupSize",
+                            name, " of ", axis_limit));
+      }
     }
     return Status::Ok();
   }

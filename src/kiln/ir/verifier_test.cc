@@ -145,6 +145,16 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 4: `for tx in threadIdx.x(0, 32)`: the workgroup has more than 256 "
      "threads (threadIdx.x = 32, threadIdx.y = 16)"},
+    {"ThreadZBeyondItsAxis",
+     "module {\n"
+     "fn f(A: buffer<f32>[65]) {\n"
+     "  for tz in threadIdx.z(0, 65) {\n"
+     "    A[tz] = 0.0\n"
+     "  }\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 3: `for tz in threadIdx.z(0, 65)`: threadIdx.z extent 65 exceeds the "
+     "target's maxComputeWorkgroupSizeZ of 64"},
     {"BlockZ",
      "module {\n"
      "fn f(A: buffer<f32>[4]) {\n"
