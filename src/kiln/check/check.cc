@@ -229,6 +229,10 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
   auto source = ir::ParseFunction(f.source_ir);
   if (!source.ok()) return fail("the source IR does not parse: ", source.status().message());
   if (source->name() != m.name) return fail("the source IR is of function '", source->name(), "'");
+  // Checked as the compiler checked it: the interpreter runs only valid IR.
+  if (Status valid = ir::Verify(*source); !valid.ok()) {
+    return fail("the source IR does not verify: ", valid.message());
+  }
   const std::vector<ir::Param>& params = source->params();
   if (params.size() != m.params.size()) {
     return fail("the metadata lists ", m.params.size(), " parameters, the source IR has ",

@@ -89,6 +89,12 @@ TEST(ValidateSourceIrTest, DisagreementsAreRefused) {
       {"another function", [](auto& f) { f.source_ir = "fn other(A: buffer<i32>[4]) {\n}\n"; },
        "the source IR is of function 'other'"},
       {"unparsable", [](auto& f) { f.source_ir = "fn ("; }, "the source IR does not parse"},
+      {"ill-typed",
+       [](auto& f) {
+         const std::string load = "X[i] * s";
+         f.source_ir.replace(f.source_ir.find(load), load.size(), "select(1, X[i], s)");
+       },
+       "the source IR does not verify: "},
       {"parameter count", [](auto& f) { f.metadata.params.pop_back(); },
        "the metadata lists 3 parameters, the source IR has 4"},
   };
