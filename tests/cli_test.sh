@@ -816,21 +816,8 @@ expect_error "--timeout below a nanosecond" "flag --timeout is 0 \(no limit\) or
 
 # A buffer read only as aligned vec4s binds at least 16 bytes, however few
 # elements the call gives it (n = 0 to 3 reach none of them).
-cat > "$tmp/vec4.kir" <<'KIR'
-module {
-fn twice(A: buffer<f32>[n], B: buffer<f32>[n], n: i32) {
-  for bx in blockIdx.x(0, 1) {
-    for tx in threadIdx.x(0, 64) {
-      let i: i32 = tx * 4
-      if (i + 3 < n) {
-        B[ramp(i, 1, 4)] = A[ramp(i, 1, 4)] * broadcast(2.0, 4)
-      }
-    }
-  }
-}
-}
-KIR
-"$kiln" compile "$tmp/vec4.kir" -o "$tmp/vec4.kmod" > /dev/null || fail "compile vec4.kir"
+"$kiln" compile "$src/tests/corpus/vec4_small_buffers.kir" -o "$tmp/vec4.kmod" > /dev/null ||
+  fail "compile vec4_small_buffers.kir"
 for n in 0 1 2 3 5 8; do
   out=$("$kiln" run "$tmp/vec4.kmod" --fn twice --arg n=$n --check 2>&1) ||
     fail "run of a vec4 kernel with n=$n: $out"
