@@ -118,6 +118,13 @@ EOF
 expect_error "512 threads by default" "more than 256 threads" "$kiln" compile "$tmp/wide.kir" --emit wgsl
 out=$("$kiln" compile "$tmp/wide.kir" --max-invocations 512 --emit wgsl 2>&1)
 grep -q "@workgroup_size(256, 2" <<<"$out" || fail "--max-invocations 512 allows no 512 threads: $out"
+# Such a module runs, and is checked against the interpreter, on a device that allows it.
+"$kiln" compile "$tmp/wide.kir" --max-invocations 512 -o "$tmp/wide.kmod" > /dev/null ||
+  fail "compile wide.kir with --max-invocations 512"
+if out=$("$kiln" run "$tmp/wide.kmod" --fn wide 2>&1); then
+  out=$("$kiln" run "$tmp/wide.kmod" --fn wide --check 2>&1) ||
+    fail "--check of a module compiled past the default limits: $out"
+fi
 expect_error "--max-invocations 2^32" "from 1 to 4294967295, got '4294967296'" \
   "$kiln" compile "$tmp/wide.kir" --max-invocations 4294967296 --emit wgsl
 expect_error "--max-invocations -1" "got '-1'" \
@@ -811,6 +818,8 @@ expect_error "--print-after followed by a flag" "flag --print-after needs a valu
   "$kiln" compile "$src/tests/corpus/casts.kir" --print-after --emit wgsl
 expect_error "--arg followed by a flag" "flag --arg needs a value, but the next argument is the flag '--check'" \
   "${run_v[@]}" --arg --check
+expect_error "-o followed by a flag" "flag -o needs a value, but the next argument is the flag '--x.kmod' \(write --o=--x.kmod" \
+  "$kiln" compile "$src/tests/corpus/casts.kir" -o --x.kmod
 expect_error "--timeout below a nanosecond" "flag --timeout is 0 \(no limit\) or from 1e-9 \(a nanosecond\) to 1000000 seconds, got '1e-300'" \
   "${run_v[@]}" --arg n=10 --timeout 1e-300
 

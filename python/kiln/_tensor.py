@@ -35,6 +35,8 @@ def _from_python(data: Any) -> np.ndarray:
     try:
         array = np.asarray(data)
     except ValueError as e:  # numpy 2's error for ragged lists
+        if isinstance(e, _kiln.Error):  # kiln's own (a traced value's, say)
+            raise
         raise _kiln.InvalidArgument(
             f"kiln.tensor: the data is not an array of numbers of one shape (ragged lists?): "
             f"{e}") from None

@@ -279,11 +279,15 @@ def _number(x: Any) -> Union[int, float]:
     it)."""
     v = x.item() if isinstance(x, np.generic) else x
     v = int(v) if isinstance(v, bool) else v
-    if isinstance(v, int) and builtins.abs(v) >= 2**1024:
-        bits = builtins.abs(v).bit_length()
-        raise _kiln.InvalidArgument(
-            f"{'a negative' if v < 0 else 'an'} integer of {bits} bits (magnitude 2**{bits - 1} "
-            f"or more) is past every dtype's range (float64's ends below 2**1024)")
+    if isinstance(v, int) and builtins.abs(v) > 2**63:
+        try:
+            float(v)
+        except OverflowError:
+            bits = builtins.abs(v).bit_length()
+            raise _kiln.InvalidArgument(
+                f"{'a negative' if v < 0 else 'an'} integer of {bits} bits (magnitude "
+                f"2**{bits - 1} or more) is past every dtype's range (float64's largest is "
+                f"about 1.8e308)") from None
     return v
 
 

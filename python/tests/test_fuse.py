@@ -215,7 +215,8 @@ def test_errors(device):
         kept[0] * 2
     # numpy would make an array of one object of a traced value.
     for use in (lambda: np.asarray(kept[0]),
-                lambda: kiln.fuse(lambda a: a + np.asarray(a))(x)):
+                lambda: kiln.fuse(lambda a: a + np.asarray(a))(x),
+                lambda: kiln.fuse(lambda a: a + kiln.tensor(a))(x)):
         with pytest.raises(kiln.InvalidArgument, match="a value traced by kiln.fuse has no "
                            "elements to make a numpy array of"):
             use()

@@ -189,6 +189,8 @@ def test_errors_with_numbers_name_the_operation(device):
         assert "chain" not in str(e.value)
     # Integers past float64's range (numpy's OverflowError names nothing).
     for call, name in [(lambda: ints + 2**1100, "add"), (lambda: floats - 2**1024, "sub"),
+                       (lambda: floats * (2**1024 - 2**970), "mul"),
+                       (lambda: ints - (2**970 - 2**1024), "sub"),
                        (lambda: floats < -2**2000, "lt"), (lambda: floats / 2**1100, "div"),
                        (lambda: kiln.ops.where(bools, 2**1100, floats), "where"),
                        (lambda: kiln.ops.clip(floats, 0, 2**1100), "clamp"),

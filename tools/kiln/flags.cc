@@ -65,8 +65,11 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
 Status CheckSeparateValue(const std::string& flag, const std::string& value) {
   if (value.size() > 2 && value.starts_with("--") &&
       std::isalpha(static_cast<unsigned char>(value[2]))) {
+    // `--name=value` whether the flag was written -o or --o: the parser
+    // takes `=` only after two dashes.
+    const std::string name = flag.substr(flag.find_first_not_of('-'));
     return InvalidArgument("flag ", flag, " needs a value, but the next argument is the flag '",
-                           value, "' (write ", flag, "=", value,
+                           value, "' (write --", name, "=", value,
                            " for a value that starts with --)");
   }
   return Status::Ok();

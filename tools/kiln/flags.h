@@ -48,12 +48,12 @@ class Flags {
   bool help_ = false;
 };
 
-// Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
-// The error for a flag whose value, given as the next argument, is itself a
-// flag (`--print-after --emit wgsl`: a forgotten value); `--flag=--x` passes
-// such a value on purpose.
+// The error for flag `name` (as written, with its dashes) whose value, given
+// as the next argument, is itself a flag (`--print-after --emit wgsl`: a
+// forgotten value); `--name=--x` passes such a value on purpose.
 Status CheckSeparateValue(const std::string& flag, const std::string& value);
 
+// Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
 bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out);
 
 // Prints `usage` to stdout for --help; returns 0.

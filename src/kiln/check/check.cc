@@ -229,8 +229,16 @@ Status ValidateSourceIr(const codegen::CompiledFunction& f) {
   auto source = ir::ParseFunction(f.source_ir);
   if (!source.ok()) return fail("the source IR does not parse: ", source.status().message());
   if (source->name() != m.name) return fail("the source IR is of function '", source->name(), "'");
-  // Checked as the compiler checked it: the interpreter runs only valid IR.
-  if (Status valid = ir::Verify(*source); !valid.ok()) {
+  // Valid IR for the interpreter: types and structure. Not the target's
+  // limits, which the module may have been compiled past (kiln compile
+  // --max-invocations) and which the device checks on load.
+  ir::VerifyOptions structure;
+  TargetLimits& l = structure.limits;
+  l.max_invocations_per_workgroup = l.max_workgroup_size_x = l.max_workgroup_size_y =
+      l.max_workgroup_size_z = l.max_workgroup_storage_bytes = l.max_storage_buffers_per_stage =
+          UINT32_MAX;
+  l.max_storage_buffer_binding_size = l.max_uniform_buffer_binding_size = UINT64_MAX;
+  if (Status valid = ir::Verify(*source, structure); !valid.ok()) {
     return fail("the source IR does not verify: ", valid.message());
   }
   const std::vector<ir::Param>& params = source->params();

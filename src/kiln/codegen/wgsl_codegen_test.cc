@@ -933,8 +933,9 @@ TEST(CompileTest, ConstantIndicesOutsideTheirArraysAreRefused) {
       {"  let k: i32 = 0 - 1\n  A[k] = 1.0\n",
        "buffer 'A' is indexed at -1 once loops are unrolled and constants folded: an index is "
        "never negative; WGSL refuses a constant index outside its array"},
-      {"  let a: i32 = 3\n  let b: i32 = a + 2\n  A[b] = 1.0\n",
-       "buffer 'A' is indexed at 5 once loops are unrolled and constants folded, past its 4 "
+      {"  alloc v: f32[4] local {\n    let a: i32 = 3\n    let b: i32 = a + 2\n    v[b] = 1.0\n"
+       "    A[0] = v[0]\n  }\n",
+       "buffer 'v' is indexed at 5 once loops are unrolled and constants folded, past its 4 "
        "elements"},
       {"  for i in serial(0, 1) {\n    A[i - 1] = 1.0\n  }\n", "indexed at -1"},
       {"  alloc v: f32[4] local {\n    for j in unroll(0, 4) {\n      v[j] = A[j]\n    }\n"
@@ -954,9 +955,13 @@ TEST(CompileTest, ConstantIndicesOutsideTheirArraysAreRefused) {
     EXPECT_TRUE(Contains(compiled.status().message(), "kernel 'f'")) << compiled.status();
     EXPECT_TRUE(Contains(compiled.status().message(), c.message)) << compiled.status();
   }
+  // Constant indices inside their arrays; and past a buffer parameter's
+  // extent under a guard (a runtime-sized array in WGSL, which its compilers
+  // refuse only negative constant indices into).
   const std::string fine =
-      "module {\nfn f(A: buffer<f32>[4]) {\n  let a: i32 = 1\n  let b: i32 = a + 2\n"
-      "  A[b] = 1.0\n  A[ramp(0, 1, 4)] = broadcast(2.0, 4)\n}\n}\n";
+      "module {\nfn f(A: buffer<f32>[4], n: i32) {\n  let a: i32 = 1\n  let b: i32 = a + 2\n"
+      "  A[b] = 1.0\n  A[ramp(0, 1, 4)] = broadcast(2.0, 4)\n"
+      "  for j in unroll(0, 8) {\n    if (j < n) {\n      A[j] = 1.0\n    }\n  }\n}\n}\n";
   StatusOr<ir::Module> module = ir::ParseModule(fine);
   ASSERT_TRUE(module.ok()) << module.status();
   StatusOr<CompiledModule> compiled = CompileModule(*module);

@@ -157,7 +157,11 @@ void FunctionEmitter::CheckConstantIndex(const ir::Buffer& buffer, const ir::Exp
     first = last = ConstantValue(index);
   }
   if (!first) return;
-  const std::optional<int64_t> extent = ir::AsConstInt(buffer.shape()[0]);
+  // A buffer parameter is a runtime-sized array, which WGSL refuses only
+  // negative constant indices into (a guard may keep one past the end from
+  // running); local and shared arrays have their sizes in their types.
+  const std::optional<int64_t> extent =
+      buffer.scope() == ir::MemoryScope::kGlobal ? std::nullopt : ir::AsConstInt(buffer.shape()[0]);
   const bool negative = *first < 0;
   if (!negative && !(extent && *last >= *extent)) return;
   const int64_t value = negative ? *first : *last;
