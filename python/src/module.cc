@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -549,8 +550,12 @@ std::chrono::nanoseconds TimeoutArg(nb::handle h, const char* fn) {
         (std::string(fn) + ": timeout must be a number of seconds or None, not " + TypeNameOf(h))
             .c_str());
   }
-  const double seconds = PyFloat_AsDouble(h.ptr());
-  if (seconds == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  double seconds = PyFloat_AsDouble(h.ptr());
+  if (seconds == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();  // an int past float64's range: past the limit too
+    seconds = HUGE_VAL;
+  }
   return TimeoutOf(seconds, std::string(fn) + ": timeout", nb::cast<std::string>(nb::repr(h)));
 }
 
