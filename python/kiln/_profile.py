@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
 from . import _kiln
+
+
+def _end_quietly(device: _kiln.Device) -> None:
+    try:
+        device._end_profile()
+    except _kiln.Error:
+        pass
 
 
 class DispatchTime(NamedTuple):
@@ -40,9 +48,14 @@ class Profile:
 
     def __enter__(self) -> "Profile":
         self.device._begin_profile()
+        # A profile entered and then dropped without its exit (a bare
+        # __enter__() call) ends when it is collected, so that the device
+        # can be profiled again.
+        self._abandoned = weakref.finalize(self, _end_quietly, self.device)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._abandoned.detach()
         raw = self.device._end_profile()
         self.timings = [DispatchTime(name, ns / 1e6) for name, ns in raw]
         if self._print and exc[0] is None:

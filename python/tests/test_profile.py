@@ -1,3 +1,5 @@
+import gc
+
 import numpy as np
 import pytest
 
@@ -34,6 +36,18 @@ def test_profiles_do_not_nest(device):
         with pytest.raises(kiln.FailedPrecondition, match="already open"):
             with kiln.profile(device, print=False):
                 pass
+
+
+def test_a_profile_entered_and_dropped_ends(device):
+    # A bare __enter__() whose profile is then dropped: collected, it ends,
+    # and the device can be profiled again.
+    if not device.has_feature("timestamp-query"):
+        pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query")
+    kiln.profile(device, print=False).__enter__()
+    gc.collect()
+    with kiln.profile(device, print=False) as p:
+        kiln.tensor(np.ones(4, np.float32), device) + 1
+    assert len(p.timings) == 1
 
 
 def test_profile_arguments_are_checked(device):
