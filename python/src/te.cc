@@ -68,10 +68,7 @@ std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what
 // (infinity itself is written float('inf')).
 double FitFloat(ir::DataType type, double v) {
   if (!type.is_float() || !std::isfinite(v)) return v;
-  // Half an ulp above the largest finite value rounds up to infinity.
-  const double rounds_to_inf =
-      type.bits == 16 ? 65520.0 : std::ldexp(1.0, 128) - std::ldexp(1.0, 103);
-  if (std::fabs(v) >= rounds_to_inf) {
+  if (ir::RoundsToInfinity(type, v)) {
     Throw(InvalidArgument("the constant ", v, " is beyond the largest finite ", type.ToString(),
                           "; write float('inf') for infinity"));
   }

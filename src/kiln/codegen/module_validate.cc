@@ -55,6 +55,9 @@ Status CheckFunction(const CompiledFunction& f) {
       ++scalars;
     }
   }
+  if (scalars > abi::kMaxScalarParams) {
+    return DataLoss(scalars, " scalar parameters; a kernel takes at most ", abi::kMaxScalarParams);
+  }
   if (m.uniform_binding != abi::UniformBinding(buffers)) {
     return DataLoss("uniform binding ", m.uniform_binding, ", expected ",
                     abi::UniformBinding(buffers));

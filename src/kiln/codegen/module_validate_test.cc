@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/wgsl_codegen.h"
 #include "kiln/ir/parser.h"
 
@@ -83,6 +84,18 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
        "access or lanes)"},
       {"uniform offset", [&](CompiledModule& m) { scale(m).params[3].uniform_offset = 0; },
        "scalar parameter 's' is at uniform offset 0, expected 4"},
+      {"too many scalars",
+       [&](CompiledModule& m) {
+         for (uint32_t k = 2; k <= abi::kMaxScalarParams; ++k) {
+           scale(m).params.push_back({.name = StrCat("p", k),
+                                      .kind = ParamKind::kScalar,
+                                      .dtype = DType::kI32,
+                                      .uniform_offset = abi::ScalarOffset(k)});
+         }
+         scale(m).uniform_binding = abi::UniformBinding(2);
+         scale(m).uniform_block_size = abi::UniformBlockSize(abi::kMaxScalarParams + 1);
+       },
+       "16382 scalar parameters; a kernel takes at most 16381"},
       {"uniform binding", [&](CompiledModule& m) { scale(m).uniform_binding = 7; },
        "uniform binding 7, expected 2"},
       {"uniform block", [&](CompiledModule& m) { scale(m).uniform_block_size = 4; },

@@ -749,10 +749,7 @@ class Parser {
       double value = std::strtod(t.text.c_str(), nullptr);
       // A finite literal that rounds to infinity in its type is a typo, as
       // an integer literal out of range is (`inf` says infinity).
-      const double rounds_to_inf = dtype.bits == 16   ? 65520.0
-                                   : dtype.bits == 32 ? std::ldexp(1.0, 128) - std::ldexp(1.0, 103)
-                                                      : HUGE_VAL;
-      if (std::fabs(value) >= rounds_to_inf) {
+      if (RoundsToInfinity(dtype, value)) {
         return ErrorAt(
             negative ? *minus : t,
             StrCat("float literal ", negative ? "-" : "", t.text, " is out of range for ", dtype,

@@ -115,14 +115,22 @@ std::ostream& operator<<(std::ostream& os, const DataType& t) {
 
 namespace kiln::ir {
 
+bool RoundsToInfinity(DataType t, double value) {
+  const double limit = t.bits == 16   ? 65520.0
+                       : t.bits == 32 ? std::ldexp(1.0, 128) - std::ldexp(1.0, 103)
+                                      : HUGE_VAL;
+  return std::fabs(value) >= limit;
+}
+
 double RoundToFloatType(DataType t, double value) {
   if (t.bits == 64 || std::isnan(value) || std::isinf(value)) return value;
+  // Past the range: infinity (a double cast to float there is undefined).
+  if (RoundsToInfinity(t, value)) return std::copysign(INFINITY, value);
   if (t.bits == 32) return static_cast<double>(static_cast<float>(value));
   // binary16: 10 explicit mantissa bits, exponents -14..15, subnormals down
   // to 2^-24. Scaling by a power of two is exact, so rounding the scaled
   // value to an integer rounds the mantissa with the default ties-to-even mode.
   double magnitude = std::fabs(value);
-  if (magnitude >= 65520.0) return std::copysign(INFINITY, value);  // past max + half ulp
   if (magnitude == 0) return value;
   int exponent = std::ilogb(magnitude);
   if (exponent < -14) exponent = -14;

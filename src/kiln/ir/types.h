@@ -96,6 +96,10 @@ std::ostream& operator<<(std::ostream& os, const DataType& t);
 // `value` rounded (to nearest, ties to even) to the precision and range of
 // the scalar float type `t` (f16, f32 or f64); overflow gives +-infinity.
 double RoundToFloatType(DataType t, double value);
+// Whether a finite `value` rounds to infinity in the float type `t`: its
+// magnitude at least the largest finite value plus half an ulp (65520 for
+// f16, 2^128 - 2^103 for f32; f64's own overflow for f64).
+bool RoundsToInfinity(DataType t, double value);
 
 // `value` wrapped to the integer type `t` (bits and signedness of its lanes):
 // sign-extended for signed types, zero-extended for unsigned ones.
