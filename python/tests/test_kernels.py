@@ -146,6 +146,12 @@ def test_bad_ir_reports_line_and_column(device):
     with pytest.raises(kiln.InvalidArgument, match=r"kernel 'f': .*line 4, column 5: cannot "
                        r"vectorize loop `j`: `A` is stored and loaded at different indices"):
         kiln.compile(shared_lanes, device)
+    # And a constant index the code generator refuses names the loop around it.
+    negative = ("module {\nfn f(A: buffer<f32>[n], n: i32) {\n  for j in serial(0, n) {\n"
+                "    for u in unroll(0, 3) {\n      A[u - 2] = 1.0\n    }\n  }\n}\n}\n")
+    with pytest.raises(kiln.InvalidArgument, match=r"kernel 'f': buffer 'A' is indexed at -2 "
+                       r"\(in the loop `j` at line 3, column 3\)"):
+        kiln.compile(negative, device)
 
 
 def test_kmod_files(device, rng, tmp_path):

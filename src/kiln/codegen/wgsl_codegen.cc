@@ -21,7 +21,9 @@ StatusOr<CompiledFunction> CompileFunction(const ir::Function& function,
   lower.verify.limits = options.codegen.limits;
   StatusOr<ir::Function> lowered = transform::Lower(function, lower);
   if (!lowered.ok()) return lowered.status().WithContext(StrCat("kernel '", function.name(), "'"));
-  KILN_ASSIGN_OR_RETURN(CompiledFunction compiled, GenerateWgsl(*lowered, options.codegen));
+  CodegenOptions codegen = options.codegen;
+  if (codegen.source == nullptr) codegen.source = options.lower.source;
+  KILN_ASSIGN_OR_RETURN(CompiledFunction compiled, GenerateWgsl(*lowered, codegen));
   // Callers pass tensors of the source shapes, not the flattened ones.
   for (size_t i = 0; i < function.params().size(); ++i) {
     const ir::Param& param = function.params()[i];

@@ -27,6 +27,10 @@ using DeviceLimits = TargetLimits;
 
 struct CodegenOptions {
   DeviceLimits limits;
+  // Where the parser found the source's statements (may be null; kept alive
+  // by the caller): an error inside a loop of the user's says at which line
+  // and column that loop is. CompileFunction takes it from lower.source.
+  const ir::SourceMap* source = nullptr;
 };
 
 // WGSL and metadata for one kernel that has been through transform::Lower.

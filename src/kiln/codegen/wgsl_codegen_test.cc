@@ -968,5 +968,32 @@ TEST(CompileTest, ConstantIndicesOutsideTheirArraysAreRefused) {
   EXPECT_TRUE(compiled.ok()) << compiled.status();
 }
 
+// With the parser's source map, the refusal points at the innermost loop of
+// the user's text around the access (unrolled loops are gone by then).
+TEST(CompileTest, ConstantIndexErrorsNameTheLoopAroundThem) {
+  const std::string text =
+      "module {\nfn f(A: buffer<f32>[n], n: i32) {\n"
+      "  for tx in threadIdx.x(0, 64) {\n"
+      "    for j in serial(0, n) {\n"
+      "      for u in unroll(0, 3) {\n"
+      "        A[u - 2] = 1.0\n"
+      "      }\n    }\n  }\n}\n}\n";
+  ir::SourceMap source;
+  StatusOr<ir::Module> module = ir::ParseModule(text, &source);
+  ASSERT_TRUE(module.ok()) << module.status();
+  CompileOptions options;
+  StatusOr<CompiledModule> without = CompileModule(*module, options);
+  ASSERT_FALSE(without.ok());
+  EXPECT_TRUE(Contains(without.status().message(), "buffer 'A' is indexed at -2 once loops"))
+      << without.status();
+  options.lower.source = &source;
+  StatusOr<CompiledModule> with = CompileModule(*module, options);
+  ASSERT_FALSE(with.ok());
+  EXPECT_TRUE(Contains(with.status().message(),
+                       "buffer 'A' is indexed at -2 (in the loop `j` at line 4, column 5) once "
+                       "loops are unrolled"))
+      << with.status();
+}
+
 }  // namespace
 }  // namespace kiln::codegen

@@ -141,6 +141,17 @@ std::optional<int64_t> FunctionEmitter::ConstantValue(const ir::Expr& e) {
   return ir::AsConstInt(ir::Simplify(ir::Substitute(e, values)));
 }
 
+std::string FunctionEmitter::EnclosingLoop() const {
+  if (source_ == nullptr) return "";
+  for (auto it = loops_.rbegin(); it != loops_.rend(); ++it) {
+    if (std::optional<ir::SourceLocation> at = ir::LoopLocation(*source_, *it)) {
+      return StrCat(" (in the loop `", (*it)->name, "` at line ", at->line, ", column ", at->column,
+                    ")");
+    }
+  }
+  return "";
+}
+
 void FunctionEmitter::CheckConstantIndex(const ir::Buffer& buffer, const ir::Expr& index) {
   if (!status_.ok() || buffer.shape().size() != 1) return;
   std::optional<int64_t> first, last;
@@ -168,7 +179,7 @@ void FunctionEmitter::CheckConstantIndex(const ir::Buffer& buffer, const ir::Exp
   const std::string shown = ir::Print(index);
   status_ = InvalidArgument(
       "buffer '", buffer.name(), "' is indexed at ", value,
-      shown == std::to_string(value) ? "" : StrCat(" (`", shown, "`)"),
+      shown == std::to_string(value) ? "" : StrCat(" (`", shown, "`)"), EnclosingLoop(),
       " once loops are unrolled and constants folded",
       negative ? ": an index is never negative" : StrCat(", past its ", *extent, " elements"),
       "; WGSL refuses a constant index outside its array");

@@ -25,6 +25,7 @@
 #include "kiln/codegen/wgsl_packing.h"
 #include "kiln/ir/expr.h"
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/source_map.h"
 #include "kiln/ir/stmt.h"
 #include "kiln/support/status.h"
 
@@ -71,6 +72,10 @@ class FunctionEmitter {
     root_ = body;
   }
   const LetValues& lets() const { return lets_; }
+
+  // Where the parser found the source's loops (may be null): errors inside a
+  // loop name the innermost one the map knows.
+  void SetSource(const ir::SourceMap* source) { source_ = source; }
 
   // Emits the statement at indentation `indent` (in units of two spaces).
   void EmitBody(const ir::Stmt& body, int indent);
@@ -174,6 +179,10 @@ class FunctionEmitter {
   void Indent();
   void Dedent();
 
+  // " (in the loop `i` at line L, column C)" for the innermost enclosing
+  // loop whose source location is known, else "".
+  std::string EnclosingLoop() const;
+
   template <typename... Args>
   std::string Fail(const Args&... args) {
     if (status_.ok()) status_ = Status(StatusCode::kUnimplemented, StrCat(args...));
@@ -195,6 +204,8 @@ class FunctionEmitter {
   LetValues lets_;
   std::unordered_map<const ir::VarNode*, std::optional<int64_t>> constant_lets_;
   ir::Stmt root_;  // the kernel's body (the loop bounds ChooseRows uses)
+  const ir::SourceMap* source_ = nullptr;
+  std::vector<const ir::VarNode*> loops_;  // the loops around the statement emitted
   std::unordered_set<const ir::BufferNode*> stored_;
   // Set while emitting a constant subtree: literals go through
   // WgslHelpers::RunTime.

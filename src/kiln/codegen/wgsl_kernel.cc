@@ -71,6 +71,7 @@ StatusOr<CompiledFunction> KernelGenerator::Generate() {
   result_.metadata.name = function_.name();
   result_.metadata.entry_point = entry_point_;
   emitter_.CollectLets(function_.body());
+  emitter_.SetSource(options_.source);
   KILN_RETURN_IF_ERROR(DeclareParams());
   if (num_scalars_ > abi::kMaxScalarParams) {
     return InvalidArgument("it has ", num_scalars_, " scalar parameters; a kernel takes at most ",

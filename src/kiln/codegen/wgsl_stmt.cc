@@ -140,6 +140,11 @@ void FunctionEmitter::Allocate(const ir::AllocateNode* op) {
 }
 
 void FunctionEmitter::For(const ir::ForNode* op) {
+  loops_.push_back(op->loop_var.get());
+  struct Leave {
+    std::vector<const ir::VarNode*>& loops;
+    ~Leave() { loops.pop_back(); }
+  } leave{loops_};
   std::string type = Type(op->loop_var.dtype());
   // Launch axes bind the loop variable to a builtin; there is no loop.
   auto bind = [&](const std::string& builtin) {
