@@ -431,8 +431,10 @@ void InstallForkHandler() {
 
 // `seconds` (written `text`) as a wait's limit: 0 is none.
 std::chrono::nanoseconds TimeoutOf(double seconds, std::string_view what, std::string_view text) {
-  if (!(seconds >= 0) || seconds > 1e6) {
-    Throw(InvalidArgument(what, " must be a number of seconds from 0 (no limit) to 1000000, got ",
+  if (!(seconds >= 0) || seconds > 1e6 || (seconds > 0 && seconds < 1e-9)) {
+    Throw(InvalidArgument(what,
+                          " must be a number of seconds from 0 (no limit) to 1000000, and not "
+                          "below 1e-9 (a nanosecond) unless 0, got ",
                           text));
   }
   if (seconds == 0) return hal::kInfinite;

@@ -273,9 +273,10 @@ def test_device_timeouts():
     assert d.timeout is None
     d.timeout = 3
     assert d.timeout == 3.0
-    for bad in [-1, float("nan"), float("inf"), 1e7, 2**1100, -2**1100]:
+    for bad in [-1, float("nan"), float("inf"), 1e7, 2**1100, -2**1100, 1e-10, 5e-324]:
         with pytest.raises(kiln.InvalidArgument, match=r"kiln.Device: timeout must be a number "
-                           r"of seconds from 0 \(no limit\) to 1000000, got "):
+                           r"of seconds from 0 \(no limit\) to 1000000, and not below 1e-9 "
+                           r"\(a nanosecond\) unless 0, got "):
             kiln.Device(timeout=bad)
         with pytest.raises(kiln.InvalidArgument, match="kiln.Device.timeout: timeout must be"):
             d.timeout = bad
@@ -290,7 +291,7 @@ def test_device_timeouts():
     assert r.stdout.split() == ["1.5", "1.5"]
     r = _run(code, KILN_TIMEOUT="0")
     assert r.stdout.split() == ["None", "None"], r.stderr
-    for bad in ["soon", "-2", "1s"]:
+    for bad in ["soon", "-2", "1s", "1e-12"]:
         r = _run(code, KILN_TIMEOUT=bad)
         assert r.returncode != 0
         assert "kiln.InvalidArgument: KILN_TIMEOUT must be a number of seconds" in r.stderr, \
