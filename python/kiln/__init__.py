@@ -66,13 +66,14 @@ from ._operators import install as _install_operators  # noqa: E402
 
 _install_operators()
 from ._tensor import empty, tensor  # noqa: E402
-from ._profile import Profile, profile  # noqa: E402
+from ._profile import DispatchTime, Profile, profile  # noqa: E402
 from ._fuse import fuse  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentTypeError", "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost", "Error",
+    "ArgumentTypeError", "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost",
+    "DispatchTime", "Error",
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
     "build", "build_kernels", "compile", "default_device", "devices", "empty", "fuse",

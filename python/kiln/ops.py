@@ -1160,6 +1160,7 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
             return _from_host(np.zeros(shape, ts[0].dtype), ts[0])
         ts = [t for t in ts if t.size]
     if len(ts) == 1:
+        _check_kernel_types("concat", ts)  # errors name concat, not the copy
         return reshape(ts[0], ts[0].shape)
     # A kernel binds each input and the output: more inputs than the device
     # binds at once (Dawn: 9) are joined in groups, then the groups joined.

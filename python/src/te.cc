@@ -792,12 +792,37 @@ void BindTe(nb::module_& m) {
             const auto t = ArgOf<te::Tensor>(tensor, "cache_read", "tensor", "a te.Tensor");
             const auto scope =
                 ArgOf<std::string>(scope_arg, "cache_read", "scope", "a str ('shared' or 'local')");
+            // Readers as tensors or their stages, alone or in a list.
             std::vector<te::Tensor> read_by;
-            StageRef stage;
-            if (nb::try_cast<StageRef>(readers, stage)) {
-              read_by.push_back(stage.tensor);
-            } else {
-              read_by = TensorsOf(readers, "cache_read", "readers");
+            auto reader = [&](nb::handle h) {
+              StageRef stage;
+              te::Tensor one;
+              if (nb::try_cast<StageRef>(h, stage)) {
+                read_by.push_back(stage.tensor);
+              } else if (nb::try_cast<te::Tensor>(h, one)) {
+                read_by.push_back(one);
+              } else {
+                return false;
+              }
+              return true;
+            };
+            if (!reader(readers)) {
+              if (PyUnicode_Check(readers.ptr()) || !nb::hasattr(readers, "__iter__")) {
+                throw nb::type_error(
+                    StrCat("cache_read: readers must be a te.Tensor or te.Stage, or a list of "
+                           "them, not ",
+                           TypeNameOf(readers))
+                        .c_str());
+              }
+              for (nb::handle item : readers) {
+                if (!reader(item)) {
+                  throw nb::type_error(
+                      StrCat("cache_read: readers must be te.Tensors or te.Stages (a list of "
+                             "them), not ",
+                             TypeNameOf(item))
+                          .c_str());
+                }
+              }
             }
             return Check(s->schedule.CacheRead(t, Check(te::ScopeFromName(scope)), read_by));
           },

@@ -816,6 +816,19 @@ def test_te_single_tensors_where_lists_belong():
         records.append(str(s))
         assert "A_local" in te.lower(s, C, A)
     assert records[0] == records[1] == records[2], records
+    # Stages inside a list of readers too.
+    A = te.placeholder((8,), "float32", name="A")
+    C = te.compute((8,), lambda i: A[i] * 2.0, name="C")
+    D = te.compute((8,), lambda i: A[i] + C[i], name="D")
+    s = te.create_schedule(D)
+    s.cache_read(A, "shared", [s[C], D])
+    assert "A.cache_read(shared, C, D)" in str(s), str(s)
+    with pytest.raises(TypeError, match=r"cache_read: readers must be te.Tensors or te.Stages "
+                       r"\(a list of them\), not int"):
+        s.cache_read(A, "shared", [C, 3])
+    with pytest.raises(TypeError, match=r"cache_read: readers must be a te.Tensor or te.Stage, "
+                       r"or a list of them, not str"):
+        s.cache_read(A, "shared", "C")
 
 
 def test_te_constants_take_the_other_sides_type(device):

@@ -1171,6 +1171,9 @@ def test_concat(device, rng):
     np.testing.assert_array_equal(kiln.ops.concat([kiln.tensor(v, device) for v in i]).numpy(),
                                   np.concatenate(i))
     np.testing.assert_array_equal(kiln.ops.concat([ts[1]]).numpy(), parts[1])
+    for one in ([np.ones(2, np.uint32)], [np.ones(2, np.uint32), np.ones(2, np.uint32)]):
+        with pytest.raises(kiln.InvalidArgument, match=r"^concat: .*uint32|^concat: .*u32"):
+            kiln.ops.concat(one)
 
 
 def test_concat_of_more_tensors_than_a_kernel_binds(device, rng):

@@ -21,6 +21,7 @@ def test_profile_times_each_dispatch(device, rng, capsys):
     names = [t.name for t in p.timings]
     assert names == ["softmax", "elementwise_add"]  # softmax is one kernel
     assert all(t.gpu_ms >= 0 for t in p.timings) and p.total_ms > 0
+    assert all(isinstance(t, kiln.DispatchTime) for t in p.timings)
     out = capsys.readouterr().out
     assert "elementwise_add" in out and "total" in out
     assert np.isfinite(z.numpy()).all()
