@@ -4,7 +4,8 @@
 # default device (a CPU WebGPU implementation where no GPU is present), and
 # every example in examples/ compiled from kiln IR, run on the device and
 # checked against the interpreter, and a matmul written as a tensor
-# expression (examples/te) compiled, run and checked the same way.
+# expression (examples/te) compiled, run and checked the same way, and a
+# library operator called from C++ (examples/ops), checked on the host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -36,6 +37,9 @@ done
 echo
 echo "== a matmul written as a tensor expression and scheduled by hand (examples/te)"
 build/examples/te/kiln_example_te_matmul 100 77 33 || failed=1
+echo
+echo "== a library operator from C++: matmul + bias + gelu (examples/ops)"
+build/examples/ops/kiln_example_ops_matmul 100 77 33 || failed=1
 echo
 echo "== the operator library at small shapes, each checked against its reference (kiln bench ops --small)"
 "$kiln" bench ops --small "$@" || failed=1
