@@ -738,7 +738,31 @@ Status CacheRead(Schedule::Impl& impl, const Primitive& p) {
     const StageState& r = impl.stages[index];
     bool reads = false;
     for (const Tensor& in : r.op->inputs) reads |= in.same_as(tensor);
-    if (!reads) return InvalidArgument(at, ": stage ", Quote(reader), " does not read it");
+    if (!reads) {
+      // Read through a stage inlined into the reader: the cache belongs
+      // to that stage's reads, which inlining has already substituted.
+      std::vector<const StageState*> through;
+      for (const Tensor& in : r.op->inputs) {
+        const StageState* s = impl.Find(in.op());
+        if (s != nullptr && s->inlined) through.push_back(s);
+      }
+      for (size_t i = 0; i < through.size(); ++i) {
+        for (const Tensor& in : through[i]->op->inputs) {
+          if (in.same_as(tensor)) {
+            return InvalidArgument(at, ": stage ", Quote(reader),
+                                   " reads it only through the inlined stage ",
+                                   Quote(through[i]->name()), "; name ", Quote(through[i]->name()),
+                                   " as the reader in a cache_read made before its compute_inline");
+          }
+          const StageState* s = impl.Find(in.op());
+          if (s != nullptr && s->inlined &&
+              std::find(through.begin(), through.end(), s) == through.end()) {
+            through.push_back(s);
+          }
+        }
+      }
+      return InvalidArgument(at, ": stage ", Quote(reader), " does not read it");
+    }
     // A stage computed at a reader would be left computed where nothing
     // reads it: the reader reads the cache from here on.
     const StageState* source = impl.Find(tensor.op());
@@ -1365,6 +1389,9 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
     if (leaves[i].same_as(x)) px = static_cast<int>(i);
     if (leaves[i].same_as(y)) py = static_cast<int>(i);
   }
+  // An axis that a split or fuse replaced says so.
+  if (px < 0) KILN_RETURN_IF_ERROR(Leaf(state(), xn, "tile").status());
+  if (py < 0) KILN_RETURN_IF_ERROR(Leaf(state(), yn, "tile").status());
   if (px < 0 || py != px + 1) {
     return InvalidArgument("tile of stage '", name_, "': axis '", xn,
                            "' must be a loop directly outside loop '", yn, "'");

@@ -649,6 +649,35 @@ TEST(TeScheduleTest, IllegalStagingIsAnError) {
   ExpectError(f.status(),
               "the region it computes along dimension 1 is [0, K - 1], whose size "
               "is not a constant");
+
+  // An axis a split replaced is named as such, not as out of order.
+  MatmulProgram q;
+  auto t = Schedule::Create({q.C});
+  ASSERT_TRUE(t.ok());
+  Stage qc = (*t)[q.C];
+  ASSERT_TRUE(qc.Split(qc.axis(1), 4).ok());
+  ExpectError(qc.Tile(qc.axis(0), qc.axis(1), 2, 2).status(),
+              "tile of stage 'C': axis 'j' is no longer a loop of the nest (it was split or "
+              "fused)");
+}
+
+// A reader that reads a tensor only through stages inlined into it is told
+// where the reads went.
+TEST(TeScheduleTest, CacheReadThroughAnInlinedStageSaysSo) {
+  Tensor a = Placeholder("A", {Expr(12)}, ir::kF32);
+  Tensor p = Compute("P", {Expr(12)}, [&](const std::vector<Var>& i) { return a(i[0]) * 2.0f; });
+  Tensor p2 = Compute("P2", {Expr(12)}, [&](const std::vector<Var>& i) { return p(i[0]) * 3.0f; });
+  Tensor q = Compute("Q", {Expr(12)}, [&](const std::vector<Var>& i) { return p2(i[0]) + 1.0f; });
+  auto s = Schedule::Create({q});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)[p].ComputeInline().ok());
+  ASSERT_TRUE((*s)[p2].ComputeInline().ok());
+  ExpectError(s->CacheRead(a, ir::MemoryScope::kShared, {q}).status(),
+              "cache_read of tensor 'A': stage 'Q' reads it only through the inlined stage 'P'; "
+              "name 'P' as the reader in a cache_read made before its compute_inline");
+  ExpectError(s->CacheRead(p, ir::MemoryScope::kShared, {q}).status(),
+              "cache_read of tensor 'P': stage 'Q' reads it only through the inlined stage 'P2'");
+  EXPECT_EQ(s->ToString(), "P.compute_inline()\nP2.compute_inline()\n");
 }
 
 // A primitive that sets a property of a stage applies once: a second one
