@@ -787,6 +787,39 @@ void BindTe(nb::module_& m) {
           },
           "The primitives applied, in order, as text.")
       .def(
+          "apply",
+          [](const SchedulePtr& s, nb::handle records) {
+            // One text (records on lines, as str(s) prints them) or a list
+            // of records (as s.primitives holds them).
+            std::string text;
+            if (PyUnicode_Check(records.ptr())) {
+              text = TextOf(records, "apply", "records");
+            } else if (nb::hasattr(records, "__iter__") && !nb::isinstance<nb::bytes>(records)) {
+              for (nb::handle item : records) {
+                if (!PyUnicode_Check(item.ptr())) {
+                  throw nb::type_error(
+                      StrCat("apply: records must be a str or a list of str, not a list holding ",
+                             TypeNameOf(item))
+                          .c_str());
+                }
+                std::string line = TextOf(item, "apply", "a record");
+                if (line.find('\n') != std::string::npos) {
+                  Check(InvalidArgument("apply: a record of the list holds a line break: ", line));
+                }
+                text += line + "\n";
+              }
+            } else {
+              throw nb::type_error(
+                  StrCat("apply: records must be a str or a list of str, not ", TypeNameOf(records))
+                      .c_str());
+            }
+            Check(s->schedule.ApplyText(text).WithContext("te.Schedule.apply"));
+          },
+          "records"_a.none(),
+          "Applies records as str(s) prints them (a str of lines, or a list of them as in "
+          "s.primitives), names resolved in this schedule; on an error, naming the record's line, "
+          "the schedule is left as it was.")
+      .def(
           "cache_read",
           [](const SchedulePtr& s, nb::handle tensor, nb::handle scope_arg, nb::handle readers) {
             const auto t = ArgOf<te::Tensor>(tensor, "cache_read", "tensor", "a te.Tensor");

@@ -269,7 +269,35 @@ def test_te_matmul_scheduled(device, rng, mnk):
     assert again != s
     again[C].bind(ji2, "threadIdx.x")
     assert again == s
+    # ... and the printed records applied again do too, as text or a list.
+    for records in (str(s), s.primitives):
+        replayed = te.create_schedule(C)
+        replayed.apply(records)
+        assert replayed == s and str(replayed) == str(s)
+        _check_matmul(replayed, (A, B, C), (M, N, K), device, rng)
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
+
+
+def test_te_schedule_apply_errors_leave_it_as_it_was():
+    A, B, C = _matmul(7, 33, 5)
+    s = te.create_schedule(C)
+    with pytest.raises(kiln.InvalidArgument, match=r"te.Schedule.apply: line 2: split of stage "
+                       r"'C': the stage has no axis 'q'"):
+        s.apply("C.split(i, 4)\nC.split(q, 4)\n")
+    assert str(s) == ""
+    with pytest.raises(kiln.InvalidArgument, match=r"line 1: record `C.tile\(i, j, 2, 2\)`: a "
+                       r"record is STAGE.PRIMITIVE\(ARGUMENTS\)"):
+        s.apply(["C.tile(i, j, 2, 2)"])
+    with pytest.raises(kiln.InvalidArgument, match="a record of the list holds a line break"):
+        s.apply(["C.split(i, 4)\nC.split(j, 4)"])
+    for bad, name in ((3, "int"), (None, "None"), ([b"C.split(i, 4)"], "bytes")):
+        with pytest.raises(TypeError, match=f"apply: records must be a str or a list of str, "
+                           f".*{name}"):
+            s.apply(bad)
+    assert str(s) == ""
+    s.apply("")
+    s.apply([])
+    assert str(s) == ""
 
 
 @pytest.mark.parametrize("mnk", [(16, 32, 8), (7, 33, 5)], ids=str)

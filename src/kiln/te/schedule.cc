@@ -1,5 +1,6 @@
 // Schedules: stages, the primitives and their records.
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -1065,6 +1066,171 @@ std::string Primitive::ToString() const {
   for (size_t i = 0; i < args.size(); ++i) os << (i ? ", " : "") << args[i];
   os << ")";
   return os.str();
+}
+
+namespace {
+
+// The decimal integer `text` (an optional '-', digits), or nullopt.
+std::optional<int64_t> RecordInteger(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+StatusOr<Primitive> ParsePrimitive(std::string_view text) {
+  const std::string at = StrCat("record `", text, "`");
+  // The kind: the first ".<kind>(" of the text.
+  std::optional<Kind> kind;
+  size_t open = std::string_view::npos, dot = std::string_view::npos;
+  for (int k = 0; k <= static_cast<int>(Kind::kFusedMultiplyAdd); ++k) {
+    const std::string pattern = StrCat(".", KindName(static_cast<Kind>(k)), "(");
+    const size_t found = text.find(pattern);
+    if (found != std::string_view::npos && (dot == std::string_view::npos || found < dot)) {
+      dot = found;
+      open = found + pattern.size() - 1;
+      kind = static_cast<Kind>(k);
+    }
+  }
+  if (!kind || dot == 0) {
+    return InvalidArgument(at,
+                           ": a record is STAGE.PRIMITIVE(ARGUMENTS), as a schedule prints "
+                           "them (\"C.split(i, 16)\")");
+  }
+  if (text.back() != ')') return InvalidArgument(at, ": the record does not end with ')'");
+  Primitive p;
+  p.kind = *kind;
+  p.stage = std::string(text.substr(0, dot));
+  std::vector<std::string> args;
+  const std::string_view inside = text.substr(open + 1, text.size() - open - 2);
+  for (size_t start = 0; !inside.empty();) {
+    const size_t comma = inside.find(", ", start);
+    args.emplace_back(
+        inside.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (args.back().empty()) return InvalidArgument(at, ": an argument is empty");
+    if (comma == std::string_view::npos) break;
+    start = comma + 2;
+  }
+  const std::string_view name = KindName(*kind);
+  auto count = [&](size_t least, size_t most) -> Status {
+    if (args.size() >= least && args.size() <= most) return Status::Ok();
+    const std::string wanted = least == most             ? std::to_string(least)
+                               : most == args.max_size() ? StrCat("at least ", least)
+                                                         : StrCat(least, " to ", most);
+    return InvalidArgument(at, ": ", name, " takes ", wanted, " argument(s), not ", args.size());
+  };
+  auto integer = [&](const std::string& arg, const char* what) -> StatusOr<int64_t> {
+    std::optional<int64_t> value = RecordInteger(arg);
+    if (!value) {
+      return InvalidArgument(at, ": ", name, "'s ", what, " is a decimal integer, not '", arg, "'");
+    }
+    return *value;
+  };
+  constexpr size_t kAny = std::vector<std::string>().max_size();
+  switch (*kind) {
+    case Kind::kSplit: {
+      KILN_RETURN_IF_ERROR(count(2, 2));
+      p.axes = {args[0]};
+      KILN_ASSIGN_OR_RETURN(p.factor, integer(args[1], "factor"));
+      break;
+    }
+    case Kind::kFuse:
+      KILN_RETURN_IF_ERROR(count(2, 2));
+      p.axes = args;
+      break;
+    case Kind::kReorder:
+      KILN_RETURN_IF_ERROR(count(1, kAny));
+      p.axes = args;
+      break;
+    case Kind::kBind:
+      KILN_RETURN_IF_ERROR(count(2, 2));
+      p.axes = {args[0]};
+      p.thread = args[1];
+      break;
+    case Kind::kUnroll:
+    case Kind::kVectorize:
+    case Kind::kRfactor:
+      KILN_RETURN_IF_ERROR(count(1, 1));
+      p.axes = args;
+      break;
+    case Kind::kComputeInline:
+    case Kind::kSubgroupReduce:
+    case Kind::kFusedMultiplyAdd:
+      KILN_RETURN_IF_ERROR(count(0, 0));
+      break;
+    case Kind::kComputeAt:
+      KILN_RETURN_IF_ERROR(count(2, 2));
+      p.target = args[0];
+      p.axes = {args[1]};
+      break;
+    case Kind::kCacheRead:
+      KILN_RETURN_IF_ERROR(count(2, kAny));
+      p.scope = args[0];
+      p.axes.assign(args.begin() + 1, args.end());
+      break;
+    case Kind::kCacheWrite:
+    case Kind::kSetScope:
+      KILN_RETURN_IF_ERROR(count(1, 1));
+      p.scope = args[0];
+      break;
+    case Kind::kStorageAlign: {
+      KILN_RETURN_IF_ERROR(count(3, 3));
+      p.axes = {args[0]};
+      KILN_ASSIGN_OR_RETURN(p.factor, integer(args[1], "factor"));
+      KILN_ASSIGN_OR_RETURN(p.offset, integer(args[2], "offset"));
+      break;
+    }
+    case Kind::kDoubleBuffer:
+      KILN_RETURN_IF_ERROR(count(0, 1));
+      if (!args.empty()) {
+        if (args[0] != "branch_free") {
+          return InvalidArgument(at, ": double_buffer's argument is 'branch_free', not '", args[0],
+                                 "'");
+        }
+        p.factor = 1;
+      }
+      break;
+    case Kind::kCopyAhead: {
+      KILN_RETURN_IF_ERROR(count(0, 2));
+      size_t next = 0;
+      if (next < args.size() && args[next] == "registers") p.scope = args[next++];
+      if (next < args.size()) {
+        StatusOr<LastCopy> last = LastCopyFromName(args[next++]);
+        if (!last.ok()) return InvalidArgument(at, ": copy_ahead's ", last.status().message());
+        p.factor = static_cast<int64_t>(*last);
+      }
+      if (next != args.size()) {
+        return InvalidArgument(at, ": copy_ahead takes [registers[, LAST]], not '", args[0], "'");
+      }
+      break;
+    }
+  }
+  return p;
+}
+
+Status Schedule::ApplyText(std::string_view text) {
+  const ScheduleState saved = *impl_;
+  int line_number = 0;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.empty()) continue;
+    StatusOr<Primitive> p = ParsePrimitive(line);
+    Status applied = p.ok() ? Apply(*p) : p.status();
+    if (!applied.ok()) {
+      *impl_ = saved;
+      return applied.WithContext(StrCat("line ", line_number));
+    }
+  }
+  return Status::Ok();
 }
 
 StageState* Schedule::Impl::Find(const std::string& name) {

@@ -268,6 +268,14 @@ struct Primitive {
   friend bool operator==(const Primitive&, const Primitive&) = default;
 };
 
+// The record `text` in Primitive::ToString's form ("C.split(i, 16)",
+// "A.cache_read(shared, C, D)"), for Schedule::Apply. Names are not
+// checked here (Apply resolves them); the stage's name ends at the first
+// ".<kind>(" and the arguments are separated by ", ", so a name holding
+// ", " or a parenthesis has no text form to parse. Errors name the record
+// and what is wrong with it.
+StatusOr<Primitive> ParsePrimitive(std::string_view text);
+
 // What a copy ahead through registers (Stage::CopyAhead) does in the
 // loop's last iteration, which has no next values to copy.
 enum class LastCopy : uint8_t {
@@ -477,6 +485,10 @@ class Schedule {
   Status Apply(const Primitive& primitive);
   // Applies them in order; stops at the first error.
   Status Apply(const std::vector<Primitive>& primitives);
+  // Applies the records of `text`, one per line as ToString prints them
+  // (blank lines skipped), in order; on an error, naming the record's line,
+  // the schedule is left as it was.
+  Status ApplyText(std::string_view text);
 
   const std::vector<Primitive>& primitives() const;
   const std::vector<Tensor>& outputs() const;

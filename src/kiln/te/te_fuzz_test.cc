@@ -309,6 +309,18 @@ TEST(TeFuzzTest, RandomSchedulesComputeWhatTheProgramComputes) {
     const Status replayed = replay->Apply(s->primitives());
     ASSERT_TRUE(replayed.ok()) << replayed;
     EXPECT_TRUE(*replay == *s);
+    // So does their text: each record parses back to itself, and the
+    // printed schedule applied as text gives the same schedule.
+    for (const Primitive& prim : s->primitives()) {
+      StatusOr<Primitive> parsed = ParsePrimitive(prim.ToString());
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      EXPECT_TRUE(*parsed == prim) << prim.ToString();
+    }
+    auto from_text = Schedule::Create(p.outputs);
+    ASSERT_TRUE(from_text.ok());
+    const Status applied_text = from_text->ApplyText(s->ToString());
+    ASSERT_TRUE(applied_text.ok()) << applied_text;
+    EXPECT_TRUE(*from_text == *s);
 
     if (verbose) {
       std::printf("case %lld:\n%s", static_cast<long long>(c), s->ToString().c_str());

@@ -31,7 +31,7 @@ size_t Occurrences(const std::string& text, const std::string& part) {
 
 void ExpectError(const Status& st, const std::string& text) {
   EXPECT_FALSE(st.ok()) << text;
-  EXPECT_TRUE(Contains(st.message(), text));
+  EXPECT_TRUE(Contains(st.message(), text)) << st;
 }
 
 // The shared-memory matmul under `o`, lowered and printed.
@@ -592,6 +592,98 @@ TEST(TeScheduleTest, StagingSchedulesPrintCompareAndReplay) {
   auto b = Lower(*fresh, {p.C}, {p.A, p.B}, "mm");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(ir::Print(*a), ir::Print(*b));
+}
+
+// Every kind of record parses back from its text, and a schedule applied
+// as text is the schedule printed; a bad record is an error naming its line
+// and leaves the schedule as it was.
+TEST(TeScheduleTest, RecordsParseFromTheirText) {
+  auto record = [](Primitive::Kind kind, std::string stage, std::vector<std::string> axes) {
+    Primitive p;
+    p.kind = kind;
+    p.stage = std::move(stage);
+    p.axes = std::move(axes);
+    return p;
+  };
+  using K = Primitive::Kind;
+  std::vector<Primitive> all;
+  all.push_back(record(K::kSplit, "C", {"i"}));
+  all.back().factor = 16;
+  all.push_back(record(K::kFuse, "C", {"i", "j"}));
+  all.push_back(record(K::kReorder, "C", {"j", "i", "k"}));
+  all.push_back(record(K::kBind, "C", {"i_outer"}));
+  all.back().thread = "blockIdx.x";
+  all.push_back(record(K::kUnroll, "C", {"i"}));
+  all.push_back(record(K::kVectorize, "C", {"j_inner"}));
+  all.push_back(record(K::kComputeInline, "B", {}));
+  all.push_back(record(K::kComputeAt, "A_shared", {"k_outer"}));
+  all.back().target = "C_local";
+  all.push_back(record(K::kCacheRead, "A", {"C", "D"}));
+  all.back().scope = "shared";
+  all.push_back(record(K::kCacheWrite, "C", {}));
+  all.back().scope = "local";
+  all.push_back(record(K::kSetScope, "P", {}));
+  all.back().scope = "shared";
+  all.push_back(record(K::kStorageAlign, "A_shared", {"i"}));
+  all.back().factor = 32;
+  all.back().offset = 1;
+  all.push_back(record(K::kDoubleBuffer, "A_shared", {}));
+  all.push_back(record(K::kDoubleBuffer, "A_shared", {}));
+  all.back().factor = 1;
+  all.push_back(record(K::kRfactor, "Y", {"k_inner"}));
+  all.push_back(record(K::kSubgroupReduce, "Y", {}));
+  all.push_back(record(K::kFusedMultiplyAdd, "Y", {}));
+  for (std::string_view scope : {"", "registers"}) {
+    for (LastCopy last :
+         {LastCopy::kSkipped, LastCopy::kLoadsAgain, LastCopy::kStoresAgain, LastCopy::kPeeled}) {
+      all.push_back(record(K::kCopyAhead, "B_shared", {}));
+      all.back().scope = scope;
+      all.back().factor = static_cast<int64_t>(last);
+    }
+  }
+  all.push_back(record(K::kSplit, "C.out", {"i"}));  // a dot in a name
+  all.back().factor = -3;                            // (Apply refuses it; it parses)
+  for (const Primitive& p : all) {
+    StatusOr<Primitive> parsed = ParsePrimitive(p.ToString());
+    ASSERT_TRUE(parsed.ok()) << p.ToString() << ": " << parsed.status();
+    EXPECT_TRUE(*parsed == p) << p.ToString() << " came back as " << parsed->ToString();
+  }
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"C.split(i)", "record `C.split(i)`: split takes 2 argument(s), not 1"},
+      {"C.split(i, 4x)", "split's factor is a decimal integer, not '4x'"},
+      {"C.split(i, 4", "the record does not end with ')'"},
+      {"C.tile(i, j, 4, 4)", "a record is STAGE.PRIMITIVE(ARGUMENTS)"},
+      {".split(i, 4)", "a record is STAGE.PRIMITIVE(ARGUMENTS)"},
+      {"C.fuse(i, , j)", "an argument is empty"},
+      {"C.reorder()", "reorder takes at least 1 argument(s), not 0"},
+      {"C.double_buffer(fast)", "double_buffer's argument is 'branch_free', not 'fast'"},
+      {"C.copy_ahead(registers, sometimes)",
+       "copy_ahead's last is 'branch_free', 'no_branch' or 'peeled', not 'sometimes'"},
+      {"C.copy_ahead(registers, peeled, x)", "copy_ahead takes 0 to 2 argument(s), not 3"},
+      {"C.storage_align(i, 32)", "storage_align takes 3 argument(s), not 2"},
+      {"C.unroll(i, j)", "unroll takes 1 argument(s), not 2"},
+  };
+  for (const auto& [text, message] : bad) ExpectError(ParsePrimitive(text).status(), message);
+
+  MatmulProgram p;
+  testing::SharedMatmulOptions o;
+  o.double_buffer = true;
+  auto s = testing::ScheduleSharedMatmul(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto fresh = Schedule::Create({p.C});
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(fresh->ApplyText("\n  " + s->ToString() + "\r\n\n").ok());
+  EXPECT_TRUE(*fresh == *s);
+  // The second line fails: nothing of the first stays.
+  auto other = Schedule::Create({p.C});
+  ASSERT_TRUE(other.ok());
+  ExpectError(other->ApplyText("C.split(i, 4)\nC.split(q, 4)\n"),
+              "line 2: split of stage 'C': the stage has no axis 'q'");
+  EXPECT_EQ(other->ToString(), "");
+  ExpectError(other->ApplyText("C.split(i, 4)\n\nC.bind(i_outer)"),
+              "line 3: record `C.bind(i_outer)`: bind takes 2 argument(s), not 1");
+  EXPECT_EQ(other->ToString(), "");
 }
 
 TEST(TeScheduleTest, IllegalStagingIsAnError) {
