@@ -198,11 +198,15 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
 
 void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBinding> bindings) {
   SlotAliasCheck alias;
+  bool writes = false;
   size_t b = 0;
   for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
     const BindingKind kind = ep.layout.bindings[i];
     if (kind == BindingKind::kUniform) continue;
     const BufferBinding& binding = bindings[b++];
+    writes |= kind == BindingKind::kStorage;
+    alias.uses.push_back({binding.buffer, binding.slot, static_cast<uint32_t>(i), binding.offset,
+                          binding.length, kind == BindingKind::kStorage});
     if (binding.slot == kNoSlot) continue;
     if (binding.slot >= slot_needs_.size()) slot_needs_.resize(binding.slot + 1);
     SlotRequirement& need = slot_needs_[binding.slot];
@@ -213,11 +217,9 @@ void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBi
                              : binding.offset + binding.length;
     need.min_size = std::max(need.min_size, end);
     if (binding.length == kWholeBuffer) need.whole_from = std::min(need.whole_from, binding.offset);
-    (kind == BindingKind::kStorage ? alias.written : alias.read).push_back(binding.slot);
   }
-  if (!alias.written.empty() && (alias.written.size() > 1 || !alias.read.empty())) {
-    slot_aliases_.push_back(std::move(alias));
-  }
+  // (Called only for dispatches that name a slot.)
+  if (writes && alias.uses.size() > 1) slot_aliases_.push_back(std::move(alias));
 }
 
 Status CommandBuffer::Dispatch(const ExecutableRef& executable, uint32_t entry,

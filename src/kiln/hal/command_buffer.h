@@ -53,6 +53,8 @@ enum class CommandBufferMode { kOneShot, kReusable };
 
 inline constexpr uint64_t kWholeBuffer = ~0ull;
 inline constexpr uint32_t kNoSlot = ~0u;
+// Binding-table slots are numbered from 0 to kMaxBindingTableSlot.
+inline constexpr uint32_t kMaxBindingTableSlot = (1u << 16) - 1;
 
 // A range of a buffer bound to a dispatch: of `buffer`, or of the buffer a
 // binding table gives for `slot` at submit.
@@ -86,8 +88,9 @@ struct CommandBufferStats {
 };
 
 // What a command buffer's binding-table slot needs of the buffer a table
-// gives it, and the slots one dispatch writes and reads (one buffer must not
-// be both).
+// gives it, and the bindings of a dispatch that names slots, checked at
+// submit as WebGPU wants them: a buffer written by the dispatch is bound
+// there by no other binding, but for written ranges that do not overlap.
 struct SlotRequirement {
   uint64_t min_size = 0;  // bytes the slot's buffer must hold
   // The smallest offset of a binding to the end of the buffer, whose length
@@ -96,7 +99,15 @@ struct SlotRequirement {
   bool used = false;
 };
 struct SlotAliasCheck {
-  std::vector<uint32_t> written, read;
+  struct Use {
+    BufferRef buffer;         // null for a slot
+    uint32_t slot = kNoSlot;  // or the slot whose buffer it is
+    uint32_t binding = 0;     // the entry point's binding index
+    uint64_t offset = 0;
+    uint64_t length = kWholeBuffer;
+    bool written = false;
+  };
+  std::vector<Use> uses;
 };
 
 class CommandBuffer {

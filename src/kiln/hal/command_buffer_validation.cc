@@ -28,6 +28,29 @@ Status TooSmall(const std::string& at, uint64_t length, uint64_t min) {
                          " bytes an element, so the binding needs at least ", min);
 }
 
+// Whether ranges [a, a + la) and [b, b + lb) of a buffer of `size` bytes
+// meet (kWholeBuffer: to the end).
+bool Overlap(uint64_t a, uint64_t la, uint64_t b, uint64_t lb, uint64_t size) {
+  const uint64_t a_end = la == kWholeBuffer ? size : a + la;
+  const uint64_t b_end = lb == kWholeBuffer ? size : b + lb;
+  return a < b_end && b < a_end;
+}
+
+// WebGPU's rule for one dispatch's bindings of one buffer, at bindings `i`
+// and `j`: a written binding shares its buffer with no read-only one, and
+// with no other written one whose range meets it. "" when they may.
+std::string AliasConflict(bool i_written, bool j_written, uint64_t i_offset, uint64_t i_length,
+                          uint64_t j_offset, uint64_t j_length, uint64_t size) {
+  if (!i_written && !j_written) return "";
+  if (i_written != j_written) {
+    return "a written buffer cannot be read through another binding";
+  }
+  if (Overlap(i_offset, i_length, j_offset, j_length, size)) {
+    return "written ranges of one buffer may not overlap";
+  }
+  return "";
+}
+
 }  // namespace
 
 Status ValidateDispatch(const Device& device, const ExecutableRef& executable, uint32_t entry,
@@ -67,7 +90,11 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
                              " (minStorageBufferOffsetAlignment)");
     }
     if (binding.slot != kNoSlot) {
-      // Sizes and usage are checked against the table at submit.
+      // Sizes, usage and aliasing are checked against the table at submit.
+      if (binding.slot > kMaxBindingTableSlot) {
+        return InvalidArgument(at(), ": binding-table slot ", binding.slot,
+                               " is out of range: slots are 0 to ", kMaxBindingTableSlot);
+      }
       if (binding.buffer) {
         return InvalidArgument(at(), ": names both a buffer and binding-table slot ", binding.slot);
       }
@@ -107,16 +134,20 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
       return InvalidArgument(at(), ": the buffer was not created with storage usage");
     }
     // WebGPU forbids a buffer written in a dispatch from being bound there
-    // again with another usage.
+    // again read-only, or written again where the ranges meet.
     if (kind == BindingKind::kStorage) {
       size_t other = 0;
       for (size_t j = 0; j < ep.layout.bindings.size(); ++j) {
         if (ep.layout.bindings[j] == BindingKind::kUniform) continue;
         const BufferBinding& o = bindings[other++];
-        if (j != i && o.buffer == binding.buffer &&
-            ep.layout.bindings[j] != BindingKind::kStorage) {
-          return InvalidArgument(at(), ": the buffer is also bound read-only at binding ", j,
-                                 "; a written buffer cannot be read through another binding");
+        if (j == i || o.buffer != binding.buffer) continue;
+        const bool j_written = ep.layout.bindings[j] == BindingKind::kStorage;
+        const std::string conflict = AliasConflict(true, j_written, binding.offset, binding.length,
+                                                   o.offset, o.length, buffer.size());
+        if (!conflict.empty()) {
+          return InvalidArgument(at(), ": the buffer is also bound ",
+                                 j_written ? "written" : "read-only", " at binding ", j, "; ",
+                                 conflict);
         }
       }
     }
@@ -235,12 +266,25 @@ Status ValidateBindingTable(const Device& device, std::span<const SlotRequiremen
                              "-byte buffer exceeds maxStorageBufferBindingSize (", max, ")");
     }
   }
+  // One dispatch's bindings, slots resolved: a written buffer bound again.
+  auto name = [](const SlotAliasCheck::Use& u) {
+    return u.slot == kNoSlot ? StrCat("binding ", u.binding)
+                             : StrCat("binding ", u.binding, " (binding-table slot ", u.slot, ")");
+  };
   for (const SlotAliasCheck& d : dispatches) {
-    for (uint32_t w : d.written) {
-      for (uint32_t r : d.read) {
-        if (table[w] == table[r]) {
-          return InvalidArgument("command buffer '", label, "': binding-table slots ", w, " and ",
-                                 r, " hold the same buffer, written and read by one dispatch");
+    for (size_t i = 0; i < d.uses.size(); ++i) {
+      const SlotAliasCheck::Use& a = d.uses[i];
+      const BufferRef& a_buffer = a.slot == kNoSlot ? a.buffer : table[a.slot];
+      for (size_t j = i + 1; j < d.uses.size(); ++j) {
+        const SlotAliasCheck::Use& b = d.uses[j];
+        if (a.slot == kNoSlot && b.slot == kNoSlot) continue;  // checked when recorded
+        const BufferRef& b_buffer = b.slot == kNoSlot ? b.buffer : table[b.slot];
+        if (a_buffer != b_buffer) continue;
+        const std::string conflict = AliasConflict(a.written, b.written, a.offset, a.length,
+                                                   b.offset, b.length, a_buffer->size());
+        if (!conflict.empty()) {
+          return InvalidArgument("command buffer '", label, "': ", name(a), " and ", name(b),
+                                 " of one dispatch get the same buffer; ", conflict);
         }
       }
     }
