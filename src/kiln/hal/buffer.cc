@@ -174,6 +174,14 @@ Status Upload(Device& device, const BufferRef& target, uint64_t offset,
   KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "upload: the target buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*target, offset, data.size(), "upload:"));
   if (data.empty()) return Status();
+  // Aligned bytes are copied in; others placed by the copy shader.
+  if (offset % 4 == 0 && data.size() % 4 == 0) {
+    if (!(target->usage() & WGPUBufferUsage_CopyDst)) {
+      return InvalidArgument("upload: the target buffer was not created with copy-dst usage");
+    }
+  } else if (!(target->usage() & WGPUBufferUsage_Storage)) {
+    return InvalidArgument("upload: an unaligned upload needs a buffer with storage usage");
+  }
   const uint64_t staged = (data.size() + 3) / 4 * 4;
   KILN_ASSIGN_OR_RETURN(
       BufferRef staging,
@@ -205,6 +213,9 @@ Status Download(Device& device, const BufferRef& source, uint64_t offset, std::s
   KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *source, "download: the source buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*source, offset, out.size(), "download:"));
   if (out.empty()) return Status();
+  if (!(source->usage() & WGPUBufferUsage_CopySrc)) {
+    return InvalidArgument("download: the source buffer was not created with copy-src usage");
+  }
   // Copy the 4-byte aligned range around the request; the buffer's
   // allocation is a multiple of 4 bytes, so the range stays inside it.
   const uint64_t begin = offset / 4 * 4;

@@ -238,6 +238,12 @@ Status CommandBuffer::DispatchPrevalidated(const ExecutableRef& executable, uint
                                            std::span<const uint8_t> constants, uint32_t x,
                                            uint32_t y, uint32_t z) {
   KILN_RETURN_IF_ERROR(CheckRecording());
+  // The one check kept in release builds: another device's pipeline would
+  // reach the implementation (which may abort on it).
+  if (executable && !executable->BelongsTo(*device_)) {
+    return InvalidArgument("dispatch: executable '", executable->label(),
+                           "' was loaded on another device than the command buffer's");
+  }
 #ifndef NDEBUG
   Status checked = ValidateDispatch(*device_, executable, entry, bindings, constants);
   if (checked.ok()) {

@@ -162,6 +162,8 @@ class CommandBuffer {
   Status End();
 
   CommandBufferMode mode() const { return mode_; }
+  // The device whose queue it records for.
+  const Device& device() const { return *device_; }
   // The number of binding-table slots the records use (1 + the highest
   // slot named); Submit wants a table of exactly this many buffers.
   uint32_t binding_table_size() const { return static_cast<uint32_t>(slot_needs_.size()); }

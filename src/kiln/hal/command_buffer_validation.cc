@@ -57,6 +57,12 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
                         std::span<const BufferBinding> bindings,
                         std::span<const uint8_t> constants) {
   if (!executable) return InvalidArgument("dispatch: no executable");
+  if (!executable->BelongsTo(device)) {
+    return InvalidArgument("dispatch: executable '", executable->label(),
+                           "' was loaded on another device (executables are one device's; this "
+                           "is ",
+                           device.Describe(), ")");
+  }
   if (entry >= executable->entry_point_count()) {
     return InvalidArgument("dispatch: entry point index ", entry, " is out of range: '",
                            executable->label(), "' has ", executable->entry_point_count());
@@ -201,6 +207,9 @@ Status ValidateFill(const Device& device, const BufferRef& target, uint64_t offs
   if (length != 0 && !native && !(target->usage() & WGPUBufferUsage_Storage)) {
     return InvalidArgument("fill: a patterned or unaligned fill needs a buffer with storage usage");
   }
+  if (length != 0 && native && !(target->usage() & WGPUBufferUsage_CopyDst)) {
+    return InvalidArgument("fill: a zero fill of whole words needs a buffer with copy-dst usage");
+  }
   return Status();
 }
 
@@ -209,9 +218,12 @@ Status ValidateUpdate(const Device& device, const BufferRef& target, uint64_t of
   if (!target) return InvalidArgument("update: no target buffer");
   KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *target, "update: the target buffer"));
   KILN_RETURN_IF_ERROR(CheckRange(*target, offset, size, "update:"));
-  if (size != 0 && (offset % 4 != 0 || size % 4 != 0) &&
-      !(target->usage() & WGPUBufferUsage_Storage)) {
+  const bool aligned = offset % 4 == 0 && size % 4 == 0;
+  if (size != 0 && !aligned && !(target->usage() & WGPUBufferUsage_Storage)) {
     return InvalidArgument("update: an unaligned update needs a buffer with storage usage");
+  }
+  if (size != 0 && aligned && !(target->usage() & WGPUBufferUsage_CopyDst)) {
+    return InvalidArgument("update: the target buffer was not created with copy-dst usage");
   }
   return Status();
 }
@@ -229,6 +241,12 @@ Status ValidateCopy(const Device& device, const BufferRef& source, uint64_t sour
       (!(source->usage() & WGPUBufferUsage_Storage) ||
        !(target->usage() & WGPUBufferUsage_Storage))) {
     return InvalidArgument("copy: an unaligned copy needs buffers with storage usage");
+  }
+  if (length != 0 && native && !(source->usage() & WGPUBufferUsage_CopySrc)) {
+    return InvalidArgument("copy: the source buffer was not created with copy-src usage");
+  }
+  if (length != 0 && native && !(target->usage() & WGPUBufferUsage_CopyDst)) {
+    return InvalidArgument("copy: the target buffer was not created with copy-dst usage");
   }
   return Status();
 }

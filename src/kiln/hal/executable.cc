@@ -169,6 +169,7 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
   const Procs& p = device.procs();
   auto exe = std::shared_ptr<Executable>(new Executable());
   exe->impl_ = device.impl_ref();
+  exe->device_ = &device;
   exe->label_ = spec.label;
 
   KILN_ASSIGN_OR_RETURN(exe->module_,

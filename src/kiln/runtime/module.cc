@@ -408,6 +408,11 @@ StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
 }
 
 Status Kernel::Record(hal::CommandBuffer& cb, std::span<const Arg> args) const {
+  if (&cb.device() != device_.get()) {
+    return InvalidArgument("function '", name(), "': command buffer '", cb.label(),
+                           "' records for another device than the module's (", device_->Describe(),
+                           ")");
+  }
   KILN_RETURN_IF_ERROR(Prepare());
   KILN_ASSIGN_OR_RETURN(LaunchPlan plan, Plan(args));
   if (plan.groups_x == 0 || plan.groups_y == 0 || plan.groups_z == 0) return Status();

@@ -698,6 +698,30 @@ TEST_F(RuntimeTest, AnotherDevicesBufferIsRefused) {
   KILN_EXPECT_OK(fn->Call(ok));
 }
 
+// So is another device's command buffer: the kernel's pipeline and buffers
+// are its module's device's.
+TEST_F(RuntimeTest, AnotherDevicesCommandBufferIsRefused) {
+  auto other = hal::Device::Create();
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto cb = hal::CommandBuffer::Create(*other, hal::CommandBufferMode::kOneShot, {"theirs"});
+  ASSERT_TRUE(cb.ok()) << cb.status();
+  auto fn = *module_->Find("scale");
+  auto X = NewBuffer(400), Y = NewBuffer(400);
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(100), Arg::F32(1)};
+  Status s = fn->Record(**cb, args);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("function 'scale': command buffer 'theirs' records for another "
+                             "device than the module's"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ((*cb)->stats().dispatches, 0u);
+  KILN_EXPECT_OK((*cb)->End());
+  KILN_EXPECT_OK(hal::SubmitAndWait(**other, **cb));
+  KILN_EXPECT_OK(device_->CheckHealthy());
+  KILN_EXPECT_OK((*other)->CheckHealthy());
+  KILN_EXPECT_OK(fn->Call(args));
+}
+
 TEST_F(RuntimeTest, LoadingOnNoDeviceIsAnError) {
   auto compiled = codegen::CompileModule(source_);
   ASSERT_TRUE(compiled.ok()) << compiled.status();

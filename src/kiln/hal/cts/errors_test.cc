@@ -307,6 +307,64 @@ TEST_F(ErrorTest, AnotherDevicesBufferIsRefusedWhereItIsNamed) {
   ExpectDeviceStillWorks();
 }
 
+// An executable is one device's too: another device's command buffer
+// refuses to dispatch it.
+TEST_F(ErrorTest, AnotherDevicesExecutableIsRefused) {
+  auto other_device = Device::Create(Options());
+  ASSERT_TRUE(other_device.ok()) << other_device.status();
+  auto theirs = LoadExecutable(**other_device, AxpbSpec());
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  auto x = NewBuffer(256), y = NewBuffer(256);
+  auto cb = NewCommandBuffer();
+  BufferBinding bindings[] = {{x}, {y}};
+  AxpbConstants c{};
+  Status s = cb->Dispatch(*theirs, 0, bindings, BytesOf(c), 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("dispatch: executable 'axpb' was loaded on another device"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(cb->stats().dispatches, 0u);
+  Run(*cb);
+  ExpectDeviceStillWorks();
+}
+
+// Copies name the usage a buffer lacks instead of reaching the
+// implementation (which refuses them at submit, or aborts): a copy's source
+// needs copy-src, its target copy-dst (the copy shader's unaligned paths:
+// storage), as do uploads, downloads, zero fills and aligned updates.
+TEST_F(ErrorTest, CopiesNeedTheirBuffersUsage) {
+  auto storage_only = NewBuffer(256, WGPUBufferUsage_Storage);
+  auto normal = NewBuffer(256);
+  auto cb = NewCommandBuffer();
+  const uint32_t zero = 0;
+  const std::vector<uint8_t> bytes(16, 7);
+  std::vector<uint8_t> out(16);
+  auto refused = [](const Status& s, std::string_view what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what << ": " << s;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s;
+  };
+  refused(cb->CopyBuffer(storage_only, 0, normal, 0, 16),
+          "copy: the source buffer was not created with copy-src usage");
+  refused(cb->CopyBuffer(normal, 0, storage_only, 0, 16),
+          "copy: the target buffer was not created with copy-dst usage");
+  refused(cb->FillBuffer(storage_only, 0, 16, &zero, 4),
+          "fill: a zero fill of whole words needs a buffer with copy-dst usage");
+  refused(cb->UpdateBuffer(storage_only, 0, bytes),
+          "update: the target buffer was not created with copy-dst usage");
+  refused(Upload(*device_, storage_only, 0, bytes),
+          "upload: the target buffer was not created with copy-dst usage");
+  refused(Download(*device_, storage_only, 0, out),
+          "download: the source buffer was not created with copy-src usage");
+  // What the copy shader does needs storage only: those run.
+  const uint32_t pattern = 0x01020304;
+  KILN_EXPECT_OK(cb->FillBuffer(storage_only, 0, 16, &pattern, 4));
+  KILN_EXPECT_OK(cb->CopyBuffer(normal, 1, storage_only, 3, 5));
+  KILN_EXPECT_OK(Upload(*device_, storage_only, 1, {bytes.data(), 3}));
+  Run(*cb);
+  KILN_EXPECT_OK(device_->CheckHealthy());
+  ExpectDeviceStillWorks();
+}
+
 // Null buffers and ranges past 64 bits are errors that say what they are.
 TEST_F(ErrorTest, NullBuffersAndOverflowingRangesAreNamed) {
   std::vector<uint8_t> out(4);
