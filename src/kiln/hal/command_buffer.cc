@@ -86,40 +86,6 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
   const EntryPoint& ep = executable->entry_point(entry);
   StagingBuffer& staging = device_->staging();
 
-  // Stage the constants; a full window is closed and the call retried in a
-  // fresh one.
-  uint32_t dynamic_offset = kNoConstants;
-  if (ep.uniform_binding >= 0) {
-    Segment* seg = &OpenSegment();
-    // Dispatches repeating the previous one's constants share its slot.
-    if (last_constants_ != kNoConstants &&
-        last_constants_ + ep.layout.constants_size <= seg->constants.size() &&
-        last_constants_size_ == ep.layout.constants_size &&
-        std::memcmp(seg->constants.data() + last_constants_, constants.data(), constants.size()) == 0 &&
-        std::all_of(seg->constants.begin() + last_constants_ + constants.size(),
-                    seg->constants.begin() + last_constants_ + ep.layout.constants_size,
-                    [](uint8_t b) { return b == 0; })) {
-      dynamic_offset = last_constants_;
-    }
-  }
-  if (ep.uniform_binding >= 0 && dynamic_offset == kNoConstants) {
-    Segment* seg = &OpenSegment();
-    uint64_t at = AlignUp(seg->constants.size(), staging.alignment());
-    if (at + ep.layout.constants_size > staging.capacity()) {
-      CloseSegment();
-      stats_.staging_flushes++;
-      seg = &OpenSegment();
-      at = 0;
-    }
-    seg->constants.resize(at + ep.layout.constants_size, 0);
-    if (!constants.empty()) std::memcpy(seg->constants.data() + at, constants.data(), constants.size());
-    dynamic_offset = static_cast<uint32_t>(at);
-    last_constants_ = dynamic_offset;
-    last_constants_size_ = ep.layout.constants_size;
-  } else {
-    OpenSegment();
-  }
-
   // Resolve the bind group through the device-wide cache, unless it names
   // binding-table slots: then it is resolved at each issue.
   BindGroupEntry entries[16];
@@ -176,6 +142,43 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
     }
     c.bind_group = bind_groups_.back()->handle();
   }
+  // Stage the constants (after the bind group, whose creation may fail: a
+  // refused dispatch leaves no constants behind); a full window is closed
+  // and the call retried in a fresh one.
+  uint32_t dynamic_offset = kNoConstants;
+  if (ep.uniform_binding >= 0) {
+    Segment* seg = &OpenSegment();
+    // Dispatches repeating the previous one's constants share its slot.
+    if (last_constants_ != kNoConstants &&
+        last_constants_ + ep.layout.constants_size <= seg->constants.size() &&
+        last_constants_size_ == ep.layout.constants_size &&
+        std::memcmp(seg->constants.data() + last_constants_, constants.data(), constants.size()) ==
+            0 &&
+        std::all_of(seg->constants.begin() + last_constants_ + constants.size(),
+                    seg->constants.begin() + last_constants_ + ep.layout.constants_size,
+                    [](uint8_t b) { return b == 0; })) {
+      dynamic_offset = last_constants_;
+    }
+  }
+  if (ep.uniform_binding >= 0 && dynamic_offset == kNoConstants) {
+    Segment* seg = &OpenSegment();
+    uint64_t at = AlignUp(seg->constants.size(), staging.alignment());
+    if (at + ep.layout.constants_size > staging.capacity()) {
+      CloseSegment();
+      stats_.staging_flushes++;
+      seg = &OpenSegment();
+      at = 0;
+    }
+    seg->constants.resize(at + ep.layout.constants_size, 0);
+    if (!constants.empty())
+      std::memcpy(seg->constants.data() + at, constants.data(), constants.size());
+    dynamic_offset = static_cast<uint32_t>(at);
+    last_constants_ = dynamic_offset;
+    last_constants_size_ = ep.layout.constants_size;
+  } else {
+    OpenSegment();
+  }
+
   if (executables_.empty() || executables_.back() != executable) executables_.push_back(executable);
   if (&ep != last_entry_point_) {
     last_entry_point_ = &ep;

@@ -167,6 +167,7 @@ class Device : public std::enable_shared_from_this<Device> {
   BindGroupCache& bind_group_cache() { return *bind_group_cache_; }
   ExecutableCache& executable_cache() { return *executable_cache_; }
   StagingBuffer& staging() { return *staging_; }
+  const StagingBuffer& staging() const { return *staging_; }
   Builtins& builtins() { return *builtins_; }
 
  private:

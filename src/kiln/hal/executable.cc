@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "kiln/hal/device.h"
+#include "kiln/hal/staging_buffer.h"
 
 namespace kiln::hal {
 
@@ -63,6 +64,16 @@ Status ValidateLayouts(const Device& device, const ExecutableSpec& spec) {
     }
     if (uniforms == 0 && e.constants_size != 0) {
       return InvalidArgument(where, ": constants_size without a uniform binding");
+    }
+    if (e.constants_size > limits.max_uniform_buffer_binding_size) {
+      return InvalidArgument(where, ": constants_size ", e.constants_size,
+                             " exceeds maxUniformBufferBindingSize (",
+                             limits.max_uniform_buffer_binding_size, ")");
+    }
+    if (e.constants_size > device.staging().capacity()) {
+      return InvalidArgument(where, ": constants_size ", e.constants_size,
+                             " exceeds the device's staging capacity (",
+                             device.staging().capacity(), " bytes, DeviceOptions)");
     }
     if (!e.min_binding_sizes.empty() && e.min_binding_sizes.size() != e.bindings.size()) {
       return InvalidArgument(where, ": ", e.min_binding_sizes.size(), " minimum binding sizes for ",

@@ -87,6 +87,19 @@ TEST_F(ErrorTest, MalformedLayoutsAreRejectedBeforeCompiling) {
   spec = AxpbSpec();
   spec.entry_points.clear();
   EXPECT_EQ(LoadExecutable(*device_, spec).status().code(), StatusCode::kInvalidArgument);
+  // A constants block no uniform binding can hold is refused at load, not
+  // when a dispatch's bind group fails (which left the block staged).
+  spec = AxpbSpec();
+  const uint64_t max = device_->limits().max_uniform_buffer_binding_size;
+  spec.entry_points[0].constants_size =
+      static_cast<uint32_t>(std::min<uint64_t>((max + 16) / 16 * 16, uint64_t{0xFFFFFFF0u}));
+  Status s = LoadExecutable(*device_, spec).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("exceeds maxUniformBufferBindingSize"), std::string::npos) << s;
+  spec.entry_points[0].constants_size = 2u << 20;
+  s = LoadExecutable(*device_, spec).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  ExpectDeviceStillWorks();
 }
 
 // A layout's minimum binding sizes: a range below one is refused when the
