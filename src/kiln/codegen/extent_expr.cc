@@ -50,6 +50,42 @@ StatusOr<int64_t> Evaluate(const ExtentExpr& e, ExtentArgs args) {
     const int64_t b = stack[--top];
     const int64_t a = stack[top - 1];
     const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    // The exact value, where the operation can leave the type.
+    __int128 exact = 0;
+    bool checked = true;
+    switch (op.code) {
+      case ExtentOp::Code::kAdd:
+        exact = static_cast<__int128>(a) + b;
+        break;
+      case ExtentOp::Code::kSub:
+        exact = static_cast<__int128>(a) - b;
+        break;
+      case ExtentOp::Code::kMul:
+        exact = static_cast<__int128>(a) * b;
+        break;
+      case ExtentOp::Code::kDiv:
+      case ExtentOp::Code::kFloorDiv:
+        exact = b == 0 ? 0 : static_cast<__int128>(a) / b;  // (the operation's own rule for 0)
+        checked = b != 0;
+        break;
+      default:
+        checked = false;
+        break;
+    }
+    if (checked) {
+      const __int128 lo = sign ? -(static_cast<__int128>(1) << (bits - 1)) : 0;
+      const __int128 hi = sign ? (static_cast<__int128>(1) << (bits - 1)) - 1
+                               : (static_cast<__int128>(1) << bits) - 1;
+      if (exact < lo || exact > hi) {
+        const char* symbol = op.code == ExtentOp::Code::kAdd   ? " + "
+                             : op.code == ExtentOp::Code::kSub ? " - "
+                             : op.code == ExtentOp::Code::kMul ? " * "
+                                                               : " / ";
+        return InvalidArgument("`", e.text, "` overflows ", sign ? "i" : "u", int{bits},
+                               " for these arguments (", a, symbol, b,
+                               "), where the kernel's arithmetic would wrap");
+      }
+    }
     int64_t r = 0;
     switch (op.code) {
       case ExtentOp::Code::kAdd:

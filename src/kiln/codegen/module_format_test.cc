@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 namespace kiln::codegen {
 namespace {
 
@@ -70,6 +72,57 @@ TEST(ModuleFormatTest, RoundTrips) {
   const int64_t args[] = {0, 0, 1000};
   EXPECT_EQ(*Evaluate(loaded->Find("add")->metadata.num_blocks_x, args), 16);
   EXPECT_EQ(loaded->Find("missing"), nullptr);
+}
+
+// An extent whose arithmetic leaves its type for the arguments given is an
+// error naming the operation, not a wrapped size: the kernel would compute
+// the wrapped value too, and index past it.
+TEST(ModuleFormatTest, ExtentsThatOverflowTheirTypeAreErrors) {
+  auto binary = [](ExtentOp::Code code, int bits, bool is_signed, ExtentExpr a, ExtentExpr b) {
+    ExtentExpr e = a;
+    e.ops.insert(e.ops.end(), b.ops.begin(), b.ops.end());
+    e.ops.push_back({code, static_cast<uint8_t>(bits), is_signed, 0});
+    e.text = "a op b";
+    return e;
+  };
+  const ExtentExpr n = ExtentExpr::Param(0, "n"), m = ExtentExpr::Param(1, "m");
+  const ExtentExpr un = ExtentExpr::Param(0, "n", false), um = ExtentExpr::Param(1, "m", false);
+  using C = ExtentOp::Code;
+  struct Case {
+    ExtentExpr e;
+    int64_t n, m;
+    std::optional<int64_t> value;  // nullopt: an overflow
+  };
+  const Case cases[] = {
+      {binary(C::kMul, 32, true, n, m), 65536, 65537, std::nullopt},
+      {binary(C::kMul, 32, true, n, m), 46340, 46340, int64_t{46340} * 46340},
+      {binary(C::kMul, 32, true, n, m), -65536, 32768, -(int64_t{1} << 31)},
+      {binary(C::kAdd, 32, true, n, m), 2147483647, 1, std::nullopt},
+      {binary(C::kAdd, 32, true, n, m), 2147483646, 1, 2147483647},
+      {binary(C::kSub, 32, true, n, m), -2147483647, 2, std::nullopt},
+      {binary(C::kSub, 32, false, un, um), 0, 1, std::nullopt},
+      {binary(C::kSub, 32, false, un, um), 5, 5, 0},
+      {binary(C::kMul, 32, false, un, um), 65536, 65536, std::nullopt},
+      {binary(C::kMul, 32, false, un, um), 65535, 65537, 4294967295},
+      {binary(C::kDiv, 32, true, n, m), -2147483647 - 1, -1, std::nullopt},
+      {binary(C::kDiv, 32, true, n, m), 7, 0, 7},  // the IR's x / 0 == x
+      {binary(C::kMax, 32, true, n, m), -5, 3, 3},
+  };
+  for (const Case& c : cases) {
+    const int64_t args[] = {c.n, c.m};
+    StatusOr<int64_t> v = Evaluate(c.e, args);
+    if (c.value) {
+      ASSERT_TRUE(v.ok()) << c.n << ", " << c.m << ": " << v.status();
+      EXPECT_EQ(*v, *c.value) << c.n << ", " << c.m;
+    } else {
+      ASSERT_FALSE(v.ok()) << c.n << ", " << c.m << " gave " << *v;
+      EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(v.status().message().find("`a op b` overflows"), std::string::npos) << v.status();
+      EXPECT_NE(v.status().message().find("where the kernel's arithmetic would wrap"),
+                std::string::npos)
+          << v.status();
+    }
+  }
 }
 
 TEST(ModuleFormatTest, EmptyModuleRoundTrips) {

@@ -321,6 +321,13 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
     }
     options.trusted = value == "1";
   }
+  // The staging buffer holds any kernel's constants block: at least 4 KiB
+  // (StagingBuffer::max_block_size), and a multiple of 256 bytes, the
+  // largest uniform offset alignment WebGPU allows.
+  if (options.staging_capacity < 4096 || options.staging_capacity % 256 != 0) {
+    return InvalidArgument("DeviceOptions::staging_capacity is ", options.staging_capacity,
+                           " bytes; expected a multiple of 256, at least 4096");
+  }
   if (options.copy_piece_bytes < 4 || options.copy_piece_bytes % 4 != 0) {
     return InvalidArgument("DeviceOptions::copy_piece_bytes is ", options.copy_piece_bytes,
                            "; expected a multiple of 4, at least 4");

@@ -50,8 +50,18 @@ Fence::~Fence() {
 
 uint64_t Fence::value() const { return state_->completed; }
 
+uint64_t Fence::signaled() const {
+  uint64_t most = state_->completed;
+  for (const State::Pending& p : state_->pending) most = std::max(most, p.value);
+  return most;
+}
+
 Status Fence::Signal(uint64_t value) {
   KILN_RETURN_IF_ERROR(device_->CheckHealthy());
+  if (value <= signaled()) {
+    return InvalidArgument("fence signal value ", value, " does not exceed the value ", signaled(),
+                           " already signaled (a fence's value only grows)");
+  }
   auto* record = new WorkDone{state_, std::make_shared<bool>(false), value};
   WGPUQueueWorkDoneCallbackInfo cb = {};
   cb.mode = WGPUCallbackMode_AllowProcessEvents;
@@ -103,9 +113,15 @@ Status Submit(Device& device, CommandBuffer& command_buffer, Fence* fence, uint6
     return FailedPrecondition("one-shot command buffer '", command_buffer.label(),
                               "' was already submitted");
   }
-  if (fence && signal_value <= fence->value()) {
-    return InvalidArgument("fence signal value ", signal_value,
-                           " does not exceed its current value ", fence->value());
+  if (fence && !fence->BelongsTo(device)) {
+    return InvalidArgument(
+        "the fence was made for another device (fences are one device's; "
+        "this is ",
+        device.Describe(), ")");
+  }
+  if (fence && signal_value <= fence->signaled()) {
+    return InvalidArgument("fence signal value ", signal_value, " does not exceed the value ",
+                           fence->signaled(), " already signaled (a fence's value only grows)");
   }
   KILN_RETURN_IF_ERROR(command_buffer.ValidateTable(binding_table));
   KILN_RETURN_IF_ERROR(command_buffer.Issue(binding_table));

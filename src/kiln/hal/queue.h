@@ -29,6 +29,11 @@ class Fence {
 
   // The highest value the GPU has reached, as of the last event processing.
   uint64_t value() const;
+  // The highest value signaled so far, reached or not: a new signal must
+  // exceed it (a fence's value only grows).
+  uint64_t signaled() const;
+  // Whether it was made for `device` (whose queue signals it).
+  bool BelongsTo(const Device& device) const { return device_.get() == &device; }
   Status Wait(uint64_t value, std::chrono::nanoseconds timeout = kInfinite);
   // Signals `value` once all work submitted so far has completed.
   Status Signal(uint64_t value);

@@ -168,6 +168,7 @@ class LoadedModule {
   // kInvalidArgument naming some of the functions there are when there is
   // none of that name; the device's rejection of the function. A function
   // the device lacks a feature for is returned: its availability() says why.
+  // The Kernel is the module's: it lives as long as the module does.
   StatusOr<const Kernel*> Find(std::string_view name) const;
   // How many functions have been prepared (executables created or refused).
   size_t prepared_count() const;

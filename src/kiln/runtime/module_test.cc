@@ -186,6 +186,29 @@ fn copy_rows(A: buffer<f32>[rows, cols] strides[ld, 1], B: buffer<f32>[rows, col
   }
 }
 
+// A shape whose i32 arithmetic wraps for the arguments (`n * stride` at
+// 65536 x 65537 is 65536 in i32) is refused, naming the extent, rather
+// than checked against the wrapped size the kernel would also compute.
+TEST_F(RuntimeTest, ShapesWhoseArithmeticWrapsAreRefused) {
+  auto compiled = codegen::CompileModule(*ir::ParseModule(
+      "module {\nfn strided(X: buffer<f32>[n * stride], Y: buffer<f32>[n], n: i32, stride: i32) "
+      "{\n  for i in serial(0, n) {\n    Y[i] = X[i * stride]\n  }\n}\n}\n"));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto fn = *(*loaded)->Find("strided");
+  auto X = NewBuffer(65536 * 4), Y = NewBuffer(65536 * 4);
+  Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(65536), Arg::I32(65537)};
+  Status s = fn->Call(args);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("function 'strided': extent 0 of parameter 'X': `n * stride` "
+                             "overflows i32 for these arguments (65536 * 65537)"),
+            std::string::npos)
+      << s;
+  Arg fine[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(16384), Arg::I32(4)};
+  KILN_EXPECT_OK(fn->Call(fine));
+}
+
 // Arguments are buffer views: several tensors in one arena buffer, each at
 // an aligned offset; misaligned, out-of-range, too-small and aliasing views
 // are refused before anything is recorded.

@@ -341,6 +341,42 @@ TEST_F(ErrorTest, AnotherDevicesExecutableIsRefused) {
   ExpectDeviceStillWorks();
 }
 
+// A fence is its device's and only grows: another device's fence, or a
+// value at or below one already signaled (reached or not), is refused
+// before anything is issued.
+TEST_F(ErrorTest, FencesAreOneDevicesAndOnlyGrow) {
+  auto other_device = Device::Create(Options());
+  ASSERT_TRUE(other_device.ok()) << other_device.status();
+  auto theirs = Fence::Create(*other_device);
+  auto ours = Fence::Create(device_);
+  auto x = NewBuffer(256), y = NewBuffer(256);
+  const auto poison = Poison(y);
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto cb = NewCommandBuffer(CommandBufferMode::kReusable);
+  BufferBinding bindings[] = {{x}, {y}};
+  AxpbConstants c{1, 2, 64, 0};
+  KILN_ASSERT_OK(cb->Dispatch(*exe, 0, bindings, BytesOf(c), 1));
+  KILN_ASSERT_OK(cb->End());
+  Status s = Submit(*device_, *cb, theirs.get(), 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the fence was made for another device"), std::string::npos) << s;
+  EXPECT_EQ(Read(y), poison) << "a refused submit ran work";
+  KILN_ASSERT_OK(Submit(*device_, *cb, ours.get(), 5));
+  for (uint64_t again : {uint64_t{5}, uint64_t{3}}) {
+    s = Submit(*device_, *cb, ours.get(), again);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("does not exceed the value 5 already signaled"), std::string::npos)
+        << s;
+  }
+  EXPECT_EQ(ours->Signal(5).code(), StatusCode::kInvalidArgument);
+  KILN_ASSERT_OK(ours->Wait(5));
+  KILN_ASSERT_OK(Submit(*device_, *cb, ours.get(), 6));
+  KILN_ASSERT_OK(ours->Wait(6));
+  EXPECT_EQ(ours->value(), 6u);
+  ExpectDeviceStillWorks();
+}
+
 // Copies name the usage a buffer lacks instead of reaching the
 // implementation (which refuses them at submit, or aborts): a copy's source
 // needs copy-src, its target copy-dst (the copy shader's unaligned paths:

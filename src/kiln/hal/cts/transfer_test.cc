@@ -212,6 +212,17 @@ TEST_F(HalTest, LongCopiesAndClearsGoInPieces) {
               std::string::npos)
         << refused.status();
   }
+  options.copy_piece_bytes = 16;
+  for (uint32_t bad : {0u, 16u, 4095u, 4097u, 8000u}) {
+    options.staging_capacity = bad;
+    auto refused = Device::Create(options);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("staging_capacity is " + std::to_string(bad) +
+                                              " bytes; expected a multiple of 256, at least 4096"),
+              std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST_F(HalTest, AllocatorPoolsFreedBuffersBySizeClass) {
