@@ -194,6 +194,7 @@ StatusOr<uint64_t> Kernel::BufferElements(size_t param, std::span<const Arg> arg
     return InvalidArgument("function '", name(), "': BufferElements of parameter ", param, " with ",
                            args.size(), " arguments");
   }
+  KILN_RETURN_IF_ERROR(CheckArgKinds(args, /*scalars_only=*/true));
   return Elements(param, ScalarValues(args));
 }
 
@@ -240,28 +241,42 @@ StatusOr<uint64_t> Kernel::Elements(size_t param, std::span<const int64_t> scala
   return last + 1;
 }
 
-StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
-  KILN_RETURN_IF_ERROR(availability_);
+Status Kernel::CheckArgKinds(std::span<const Arg> args, bool scalars_only) const {
   const codegen::KernelMetadata& md = metadata();
   if (args.size() != md.params.size()) {
     return InvalidArgument("function '", md.name, "' takes ", md.params.size(), " arguments, got ",
                            args.size());
   }
-  // Kinds and scalar types first: extents are evaluated from the scalars.
   for (size_t i = 0; i < args.size(); ++i) {
     const codegen::ParamInfo& p = md.params[i];
     const bool buffer = p.kind == ParamKind::kBuffer;
+    if (buffer && scalars_only) continue;
+    auto where = [&] {
+      return StrCat("function '", md.name, "' argument ", i, " ('", p.name, "')");
+    };
+    if (!args[i].is_buffer() && args[i].buffer) {
+      return InvalidArgument(where(),
+                             ": holds both a scalar and a buffer (Arg::Buffer or "
+                             "Arg::I32/U32/F32 make one of them)");
+    }
+    if (args[i].is_buffer() && !args[i].buffer) {
+      return InvalidArgument(where(), ": holds neither a buffer nor a scalar",
+                             buffer ? "" : StrCat(" (expected ", codegen::DTypeName(p.dtype), ")"));
+    }
     const std::string_view expected = buffer ? "a buffer" : codegen::DTypeName(p.dtype);
     if (buffer != args[i].is_buffer() ||
         (!buffer && codegen::DTypeName(p.dtype) != ScalarArgType(args[i]))) {
-      return InvalidArgument("function '", md.name, "' argument ", i, " ('", p.name,
-                             "'): expected ", expected, ", got ", ScalarArgType(args[i]));
-    }
-    if (buffer && !args[i].buffer) {
-      return InvalidArgument("function '", md.name, "' argument ", i, " ('", p.name,
-                             "'): no buffer");
+      return InvalidArgument(where(), ": expected ", expected, ", got ", ScalarArgType(args[i]));
     }
   }
+  return Status();
+}
+
+StatusOr<LaunchPlan> Kernel::Plan(std::span<const Arg> args) const {
+  KILN_RETURN_IF_ERROR(availability_);
+  const codegen::KernelMetadata& md = metadata();
+  // Kinds and scalar types first: extents are evaluated from the scalars.
+  KILN_RETURN_IF_ERROR(CheckArgKinds(args, /*scalars_only=*/false));
   const std::vector<int64_t> scalar_values = ScalarValues(args);
   const hal::Limits& limits = device_->limits();
   LaunchPlan plan;

@@ -111,7 +111,8 @@ class Kernel {
 
   // The number of elements buffer parameter `param` (by parameter index)
   // must hold for the given scalar arguments: the product of its extents
-  // when dense, 1 + sum((extent - 1) * stride) when strided, 0 when empty.
+  // when dense, 1 + sum((extent - 1) * stride) when strided, 0 when empty
+  // (the scalars checked as a call checks them; buffer arguments unused).
   StatusOr<uint64_t> BufferElements(size_t param, std::span<const Arg> args) const;
   // The fewest bytes buffer parameter `param` (by parameter index) is bound
   // with: one element of its WGSL array (ParamInfo::lanes elements, 16
@@ -125,6 +126,9 @@ class Kernel {
  private:
   friend class LoadedModule;
   Kernel() = default;
+  // The arguments' count, kinds and scalar types against the parameters
+  // (with scalars_only, the buffer parameters' arguments are not looked at).
+  Status CheckArgKinds(std::span<const Arg> args, bool scalars_only) const;
   StatusOr<uint64_t> EvaluateExtent(const codegen::ExtentExpr& expr,
                                     std::span<const int64_t> scalars,
                                     const std::function<std::string()>& what) const;

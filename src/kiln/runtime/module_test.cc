@@ -331,6 +331,29 @@ TEST_F(RuntimeTest, WrongArgumentsAreClearErrors) {
     EXPECT_NE(s.message().find("expected a buffer"), std::string::npos) << s;
   }
   {
+    // An Arg made by hand with both, or neither; BufferElements checks the
+    // scalars' types as a call does.
+    Arg both = Arg::I32(100);
+    both.buffer = Y;
+    Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), both, Arg::F32(1)};
+    Status s = fn->Call(args);
+    EXPECT_NE(s.message().find("argument 2 ('n'): holds both a scalar and a buffer"),
+              std::string::npos)
+        << s;
+    Arg neither[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg{}, Arg::F32(1)};
+    s = fn->Call(neither);
+    EXPECT_NE(s.message().find("argument 2 ('n'): holds neither a buffer nor a scalar (expected "
+                               "i32)"),
+              std::string::npos)
+        << s;
+    Arg f32_n[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::F32(100), Arg::F32(1)};
+    StatusOr<uint64_t> elements = fn->BufferElements(0, f32_n);
+    ASSERT_FALSE(elements.ok()) << *elements;
+    EXPECT_NE(elements.status().message().find("argument 2 ('n'): expected i32, got f32"),
+              std::string::npos)
+        << elements.status();
+  }
+  {
     // 101 elements do not fit 400 bytes.
     Arg args[] = {Arg::Buffer(X), Arg::Buffer(Y), Arg::I32(101), Arg::F32(1)};
     Status s = fn->Call(args);
