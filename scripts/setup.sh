@@ -119,7 +119,8 @@ if [ "${KILN_SANITIZE:-0}" = 1 ]; then
   sanitized+=(kiln kiln_support_test kiln_ir_test kiln_interp_test kiln_transform_test
     kiln_codegen_test kiln_hal_cts kiln_runtime_test kiln_differential_test kiln_check_test
     kiln_te_test kiln_te_schedule_test kiln_te_fuzz_test kiln_te_device_test kiln_ops_test
-    kiln_ops_device_test kiln_ops_more_test kiln_ops_more_device_test kiln_ops_targets_test)
+    kiln_ops_device_test kiln_ops_more_test kiln_ops_more_device_test kiln_ops_targets_test
+    kiln_example_te_matmul kiln_example_ops_matmul)
 fi
 if [ "${KILN_FUZZ:-0}" = 1 ]; then sanitized+=(kiln_ir_parser_fuzzer); fi
 if ((${#sanitized[@]})); then
