@@ -50,39 +50,37 @@ StatusOr<int64_t> Evaluate(const ExtentExpr& e, ExtentArgs args) {
     const int64_t b = stack[--top];
     const int64_t a = stack[top - 1];
     const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-    // The exact value, where the operation can leave the type.
-    __int128 exact = 0;
-    bool checked = true;
-    switch (op.code) {
-      case ExtentOp::Code::kAdd:
-        exact = static_cast<__int128>(a) + b;
-        break;
-      case ExtentOp::Code::kSub:
-        exact = static_cast<__int128>(a) - b;
-        break;
-      case ExtentOp::Code::kMul:
-        exact = static_cast<__int128>(a) * b;
-        break;
-      case ExtentOp::Code::kDiv:
-      case ExtentOp::Code::kFloorDiv:
-        exact = b == 0 ? 0 : static_cast<__int128>(a) / b;  // (the operation's own rule for 0)
-        checked = b != 0;
-        break;
-      default:
-        checked = false;
-        break;
-    }
+    // The exact value of an addition, subtraction or multiplication, which
+    // can leave the type (the operands are the type's values: an unsigned
+    // one is `ua`, its bit pattern). Division keeps the IR's own rules
+    // (x / 0 == x, MIN / -1 == MIN).
+    const bool checked = op.code == ExtentOp::Code::kAdd || op.code == ExtentOp::Code::kSub ||
+                         op.code == ExtentOp::Code::kMul;
     if (checked) {
-      const __int128 lo = sign ? -(static_cast<__int128>(1) << (bits - 1)) : 0;
-      const __int128 hi = sign ? (static_cast<__int128>(1) << (bits - 1)) - 1
-                               : (static_cast<__int128>(1) << bits) - 1;
-      if (exact < lo || exact > hi) {
+      bool outside = false;
+      if (sign) {
+        // |a|, |b| <= 2^63: every result fits a signed 128-bit value.
+        const __int128 x = a, y = b;
+        const __int128 exact = op.code == ExtentOp::Code::kAdd   ? x + y
+                               : op.code == ExtentOp::Code::kSub ? x - y
+                                                                 : x * y;
+        const __int128 lo = -(static_cast<__int128>(1) << (bits - 1));
+        outside = exact < lo || exact > -lo - 1;
+      } else {
+        const unsigned __int128 x = ua, y = ub;
+        const unsigned __int128 hi = bits == 64 ? ~static_cast<uint64_t>(0)
+                                                : (static_cast<unsigned __int128>(1) << bits) - 1;
+        outside = op.code == ExtentOp::Code::kAdd   ? x + y > hi
+                  : op.code == ExtentOp::Code::kSub ? x < y
+                                                    : x * y > hi;
+      }
+      if (outside) {
         const char* symbol = op.code == ExtentOp::Code::kAdd   ? " + "
                              : op.code == ExtentOp::Code::kSub ? " - "
-                             : op.code == ExtentOp::Code::kMul ? " * "
-                                                               : " / ";
+                                                               : " * ";
+        const std::string x = sign ? StrCat(a) : StrCat(ua), y = sign ? StrCat(b) : StrCat(ub);
         return InvalidArgument("`", e.text, "` overflows ", sign ? "i" : "u", int{bits},
-                               " for these arguments (", a, symbol, b,
+                               " for these arguments (", x, symbol, y,
                                "), where the kernel's arithmetic would wrap");
       }
     }

@@ -57,8 +57,8 @@ using ExtentArgs = std::span<const int64_t>;
 
 // Evaluates `e` with the IR's integer semantics. Errors for a malformed
 // program (which Validate rejects first), and kInvalidArgument where an
-// addition, subtraction, multiplication or division leaves its type for
-// these arguments: the kernel's own arithmetic would wrap there, so the
+// addition, subtraction or multiplication leaves its type for these
+// arguments: the kernel's own arithmetic would wrap there, so the
 // extent it computes means nothing (a shape `n * stride` of i32 at n =
 // stride = 65537). Casts convert as the IR's do.
 StatusOr<int64_t> Evaluate(const ExtentExpr& e, ExtentArgs args);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <optional>
 
 namespace kiln::codegen {
@@ -85,6 +86,14 @@ TEST(ModuleFormatTest, ExtentsThatOverflowTheirTypeAreErrors) {
     e.text = "a op b";
     return e;
   };
+  auto param64 = [](int64_t index, bool is_signed) {
+    ExtentExpr e;
+    e.ops.push_back({ExtentOp::Code::kParam, 64, is_signed, index});
+    e.text = "p";
+    return e;
+  };
+  const ExtentExpr n64 = param64(0, true), m64 = param64(1, true);
+  const ExtentExpr un64 = param64(0, false), um64 = param64(1, false);
   const ExtentExpr n = ExtentExpr::Param(0, "n"), m = ExtentExpr::Param(1, "m");
   const ExtentExpr un = ExtentExpr::Param(0, "n", false), um = ExtentExpr::Param(1, "m", false);
   using C = ExtentOp::Code;
@@ -104,9 +113,21 @@ TEST(ModuleFormatTest, ExtentsThatOverflowTheirTypeAreErrors) {
       {binary(C::kSub, 32, false, un, um), 5, 5, 0},
       {binary(C::kMul, 32, false, un, um), 65536, 65536, std::nullopt},
       {binary(C::kMul, 32, false, un, um), 65535, 65537, 4294967295},
-      {binary(C::kDiv, 32, true, n, m), -2147483647 - 1, -1, std::nullopt},
+      {binary(C::kDiv, 32, true, n, m), -2147483647 - 1, -1, -2147483647 - 1},  // the IR's rule
       {binary(C::kDiv, 32, true, n, m), 7, 0, 7},  // the IR's x / 0 == x
-      {binary(C::kMax, 32, true, n, m), -5, 3, 3},
+      // 64-bit: unsigned operands are their bit patterns.
+      {binary(C::kSub, 64, false, un64, um64), -8, 1, static_cast<int64_t>(~uint64_t{0} - 8)},
+      {binary(C::kAdd, 64, false, un64, um64), -8, 1, static_cast<int64_t>(~uint64_t{0} - 6)},
+      {binary(C::kAdd, 64, false, un64, um64), -1, 1, std::nullopt},
+      {binary(C::kSub, 64, false, un64, um64), 0, 1, std::nullopt},
+      {binary(C::kMul, 64, false, un64, um64), int64_t{1} << 32, int64_t{1} << 32, std::nullopt},
+      {binary(C::kMul, 64, false, un64, um64), int64_t{1} << 32, (int64_t{1} << 32) - 1,
+       static_cast<int64_t>((uint64_t{1} << 32) * ((uint64_t{1} << 32) - 1))},
+      {binary(C::kDiv, 64, false, un64, um64), -8, 2, static_cast<int64_t>((~uint64_t{0} - 7) / 2)},
+      {binary(C::kMul, 64, true, n64, m64), int64_t{1} << 32, int64_t{1} << 31, std::nullopt},
+      {binary(C::kMul, 64, true, n64, m64), -(int64_t{1} << 32), int64_t{1} << 31,
+       std::numeric_limits<int64_t>::min()},
+      {binary(C::kAdd, 64, true, n64, m64), int64_t{1} << 62, int64_t{1} << 62, std::nullopt},
   };
   for (const Case& c : cases) {
     const int64_t args[] = {c.n, c.m};

@@ -82,7 +82,8 @@ void CommandBuffer::Retain(const BufferRef& buffer) {
 Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t entry,
                                      std::span<const BufferBinding> bindings,
                                      std::span<const uint8_t> constants, uint32_t x, uint32_t y,
-                                     uint32_t z, WGPUBuffer indirect, uint64_t indirect_offset) {
+                                     uint32_t z, const BufferRef* indirect,
+                                     uint64_t indirect_offset) {
   const EntryPoint& ep = executable->entry_point(entry);
   StagingBuffer& staging = device_->staging();
 
@@ -118,7 +119,7 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
   const size_t count = ep.layout.bindings.size();
   DispatchRecord c;
   if (!table_group.slots.empty()) {
-    NoteSlotNeeds(ep, bindings);
+    NoteSlotNeeds(ep, bindings, indirect);
     table_group.layout = ep.bind_group_layout;
     table_group.entries.assign(e, e + count);
     c.table_group = static_cast<int32_t>(table_groups_.size());
@@ -190,7 +191,7 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
   c.y = y;
   c.z = z;
   c.pipeline = ep.pipeline;
-  c.indirect = indirect;
+  c.indirect = indirect != nullptr ? (*indirect)->handle() : nullptr;
   c.indirect_offset = indirect_offset;
   c.name = last_name_;
   commands_.push_back(c);
@@ -199,9 +200,14 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
   return Status();
 }
 
-void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBinding> bindings) {
+void CommandBuffer::NoteSlotNeeds(const EntryPoint& ep, std::span<const BufferBinding> bindings,
+                                  const BufferRef* indirect) {
   SlotAliasCheck alias;
   bool writes = false;
+  if (indirect != nullptr) {
+    // Read as the dispatch's arguments: no binding may write it.
+    alias.uses.push_back({*indirect, kNoSlot, kIndirectUse, 0, kWholeBuffer, false});
+  }
   size_t b = 0;
   for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
     const BindingKind kind = ep.layout.bindings[i];
@@ -265,9 +271,21 @@ Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t
   KILN_RETURN_IF_ERROR(CheckRecording());
   KILN_RETURN_IF_ERROR(ValidateDispatch(*device_, executable, entry, bindings, constants));
   KILN_RETURN_IF_ERROR(ValidateIndirect(*device_, indirect, offset));
+  // The arguments' buffer is read: the dispatch may not write it (a slot's
+  // buffer is checked at submit).
+  const EntryPoint& ep = executable->entry_point(entry);
+  size_t b = 0;
+  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
+    if (ep.layout.bindings[i] == BindingKind::kUniform) continue;
+    const BufferBinding& binding = bindings[b++];
+    if (ep.layout.bindings[i] == BindingKind::kStorage && binding.buffer == indirect) {
+      return InvalidArgument("indirect dispatch of '", ep.layout.name, "': binding ", i,
+                             " writes the indirect buffer; a written buffer cannot be read "
+                             "through another binding");
+    }
+  }
   Retain(indirect);
-  return RecordDispatch(executable, entry, bindings, constants, 0, 0, 0, indirect->handle(),
-                        offset);
+  return RecordDispatch(executable, entry, bindings, constants, 0, 0, 0, &indirect, offset);
 }
 
 Status CommandBuffer::FillBuffer(const BufferRef& target, uint64_t offset, uint64_t length,

@@ -98,6 +98,8 @@ struct SlotRequirement {
   uint64_t whole_from = ~0ull;
   bool used = false;
 };
+// SlotAliasCheck::Use::binding of an indirect dispatch's arguments buffer.
+inline constexpr uint32_t kIndirectUse = ~0u;
 struct SlotAliasCheck {
   struct Use {
     BufferRef buffer;         // null for a slot
@@ -239,11 +241,13 @@ class CommandBuffer {
   Status CheckRecording() const;
   // Records a validated dispatch (an indirect one when `indirect` is set).
   Status RecordDispatch(const ExecutableRef& executable, uint32_t entry,
-                        std::span<const BufferBinding> bindings,
-                        std::span<const uint8_t> constants, uint32_t x, uint32_t y, uint32_t z,
-                        WGPUBuffer indirect, uint64_t indirect_offset);
-  // Notes what a dispatch's slot bindings need of the binding table.
-  void NoteSlotNeeds(const EntryPoint& entry_point, std::span<const BufferBinding> bindings);
+                        std::span<const BufferBinding> bindings, std::span<const uint8_t> constants,
+                        uint32_t x, uint32_t y, uint32_t z, const BufferRef* indirect,
+                        uint64_t indirect_offset);
+  // Notes what a dispatch's slot bindings need of the binding table (and
+  // the indirect buffer it reads, if any, for the aliasing check).
+  void NoteSlotNeeds(const EntryPoint& entry_point, std::span<const BufferBinding> bindings,
+                     const BufferRef* indirect);
   Status RecordFill(const BufferRef& target, uint64_t offset, uint64_t length, uint32_t pattern);
   Status RecordCopy(const BufferRef& source, uint64_t source_offset, const BufferRef& target,
                     uint64_t target_offset, uint64_t length);

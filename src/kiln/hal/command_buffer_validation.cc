@@ -286,6 +286,7 @@ Status ValidateBindingTable(const Device& device, std::span<const SlotRequiremen
   }
   // One dispatch's bindings, slots resolved: a written buffer bound again.
   auto name = [](const SlotAliasCheck::Use& u) {
+    if (u.binding == kIndirectUse) return std::string("the indirect buffer");
     return u.slot == kNoSlot ? StrCat("binding ", u.binding)
                              : StrCat("binding ", u.binding, " (binding-table slot ", u.slot, ")");
   };

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -501,6 +502,11 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
   KILN_ASSIGN_OR_RETURN(staging_, StagingBuffer::Create(this, options.staging_capacity));
   builtins_ = std::make_unique<Builtins>();
   return Status();
+}
+
+Device::Device() {
+  static std::atomic<uint64_t> next{1};
+  serial_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
 Device::~Device() {

@@ -138,6 +138,9 @@ class Device : public std::enable_shared_from_this<Device> {
   bool HasFeature(Feature feature) const;
   // One line: "dawn vulkan core: NVIDIA H200 (...)".
   std::string Describe() const;
+  // A number no other device of this process has had: an identity that,
+  // unlike the object's address, is never reused after the device is gone.
+  uint64_t serial() const { return serial_; }
 
   // OK while the device is usable; else the first uncaptured error or the
   // loss, with the implementation's message. Errors stick: once reported they
@@ -171,7 +174,8 @@ class Device : public std::enable_shared_from_this<Device> {
   Builtins& builtins() { return *builtins_; }
 
  private:
-  Device() = default;
+  Device();
+  uint64_t serial_ = 0;
   Status Initialize(std::shared_ptr<Implementation> impl, const DeviceOptions& options);
   void PushErrorScopes();
   Status PopErrorScopes(std::string_view what, StatusCode validation_code);

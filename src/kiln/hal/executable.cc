@@ -180,7 +180,7 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
   const Procs& p = device.procs();
   auto exe = std::shared_ptr<Executable>(new Executable());
   exe->impl_ = device.impl_ref();
-  exe->device_ = &device;
+  exe->device_serial_ = device.serial();
   exe->label_ = spec.label;
 
   KILN_ASSIGN_OR_RETURN(exe->module_,
@@ -340,6 +340,10 @@ Executable::~Executable() {
     if (ep.bind_group_layout) p.BindGroupLayoutRelease(ep.bind_group_layout);
   }
   if (module_) p.ShaderModuleRelease(module_);
+}
+
+bool Executable::BelongsTo(const Device& device) const {
+  return device_serial_ == device.serial();
 }
 
 StatusOr<uint32_t> Executable::FindEntryPoint(std::string_view name) const {

@@ -75,7 +75,7 @@ class Executable {
   // Index of the entry point called `name`, or kInvalidArgument.
   StatusOr<uint32_t> FindEntryPoint(std::string_view name) const;
   // Whether it was loaded on `device` (its pipelines are that device's).
-  bool BelongsTo(const Device& device) const { return device_ == &device; }
+  bool BelongsTo(const Device& device) const;
 
  private:
   friend class ExecutableLoader;
@@ -83,7 +83,7 @@ class Executable {
   // Releasing WebGPU objects needs only the entry points; executables may
   // outlive the Device object (the device cache holds them strongly).
   std::shared_ptr<const Implementation> impl_;
-  const Device* device_ = nullptr;  // identity only: never dereferenced
+  uint64_t device_serial_ = 0;  // Device::serial of the device it was loaded on
   std::string label_;
   WGPUShaderModule module_ = nullptr;
   std::vector<EntryPoint> entry_points_;

@@ -8,6 +8,7 @@ namespace kiln::hal {
 
 struct Fence::State {
   uint64_t completed = 0;
+  uint64_t signaled = 0;  // the highest value signaled, reached or not
   struct Pending {
     uint64_t value;
     WGPUFuture future;
@@ -51,9 +52,7 @@ Fence::~Fence() {
 uint64_t Fence::value() const { return state_->completed; }
 
 uint64_t Fence::signaled() const {
-  uint64_t most = state_->completed;
-  for (const State::Pending& p : state_->pending) most = std::max(most, p.value);
-  return most;
+  return std::max(state_->completed, state_->signaled);
 }
 
 Status Fence::Signal(uint64_t value) {
@@ -70,6 +69,7 @@ Status Fence::Signal(uint64_t value) {
   std::shared_ptr<bool> done = record->done;
   WGPUFuture f = device_->procs().QueueOnSubmittedWorkDone(device_->queue(), cb);
   state_->pending.push_back({value, f, std::move(done)});
+  state_->signaled = value;
   return Status();
 }
 

@@ -1202,10 +1202,27 @@ StatusOr<Primitive> ParsePrimitive(std::string_view text) {
         p.factor = static_cast<int64_t>(*last);
       }
       if (next != args.size()) {
-        return InvalidArgument(at, ": copy_ahead takes [registers[, LAST]], not '", args[0], "'");
+        return InvalidArgument(at, ": copy_ahead takes [registers[, LAST]]; '", args[next],
+                               "' is out of place");
       }
       break;
     }
+  }
+  // A name holding ", " or a parenthesis could be read as another record
+  // (`my.fuse(x.split(i, 2)`: a fuse of 'my', or a split of 'my.fuse(x'),
+  // and only text the record prints back as is its text (`C.split(i, 04)`
+  // is not).
+  std::vector<const std::string*> names = {&p.stage, &p.target, &p.thread, &p.scope};
+  for (const std::string& a : p.axes) names.push_back(&a);
+  for (const std::string* n : names) {
+    if (n->find(", ") != std::string::npos || n->find_first_of("()") != std::string::npos) {
+      return InvalidArgument(at, ": the record is ambiguous: '", *n,
+                             "' holds ', ' or a parenthesis; apply such records as Primitive "
+                             "values");
+    }
+  }
+  if (const std::string printed = p.ToString(); printed != text) {
+    return InvalidArgument(at, ": the record reads as `", printed, "`, not as itself");
   }
   return p;
 }

@@ -271,8 +271,9 @@ struct Primitive {
 // The record `text` in Primitive::ToString's form ("C.split(i, 16)",
 // "A.cache_read(shared, C, D)"), for Schedule::Apply. Names are not
 // checked here (Apply resolves them); the stage's name ends at the first
-// ".<kind>(" and the arguments are separated by ", ", so a name holding
-// ", " or a parenthesis has no text form to parse. Errors name the record
+// ".<kind>(" and the arguments are separated by ", ", so a record whose
+// names hold ", " or a parenthesis is refused as ambiguous, and only text
+// the parsed record prints back as is accepted. Errors name the record
 // and what is wrong with it.
 StatusOr<Primitive> ParsePrimitive(std::string_view text);
 

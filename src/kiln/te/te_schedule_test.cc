@@ -663,6 +663,15 @@ TEST(TeScheduleTest, RecordsParseFromTheirText) {
       {"C.copy_ahead(registers, peeled, x)", "copy_ahead takes 0 to 2 argument(s), not 3"},
       {"C.storage_align(i, 32)", "storage_align takes 3 argument(s), not 2"},
       {"C.unroll(i, j)", "unroll takes 1 argument(s), not 2"},
+      {"C.copy_ahead(peeled, registers)",
+       "copy_ahead takes [registers[, LAST]]; 'registers' is "
+       "out of place"},
+      // What a name holding the separators prints as reads back differently.
+      {"my.fuse(x.split(i, 2)",
+       "the record is ambiguous: 'x.split(i' holds ', ' or a "
+       "parenthesis"},
+      {"C.split(i, 04)", "the record reads as `C.split(i, 4)`, not as itself"},
+      {"C.split(i,  4)", "split's factor is a decimal integer, not ' 4'"},
   };
   for (const auto& [text, message] : bad) ExpectError(ParsePrimitive(text).status(), message);
 

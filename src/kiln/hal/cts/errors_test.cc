@@ -203,8 +203,52 @@ TEST_F(ErrorTest, DispatchBeyondTheLimitsIsAnError) {
   auto args = NewBuffer(16, kDefaultBufferUsage | WGPUBufferUsage_Indirect);
   EXPECT_EQ(cb->DispatchIndirect(*exe, 0, bindings, BytesOf(c), args, 8).code(),
             StatusCode::kInvalidArgument);
+  // The arguments' buffer written by the dispatch itself: refused when
+  // recorded, or, given through a slot, before a submit runs anything.
+  auto both = NewBuffer(256, kDefaultBufferUsage | WGPUBufferUsage_Indirect);
+  BufferBinding writes_args[] = {{x}, {both}};
+  Status s2 = cb->DispatchIndirect(*exe, 0, writes_args, BytesOf(c), both, 0);
+  EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument) << s2;
+  EXPECT_NE(s2.message().find("indirect dispatch of 'axpb': binding 1 writes the indirect buffer"),
+            std::string::npos)
+      << s2;
+  EXPECT_EQ(cb->stats().dispatches, 0u);
   Run(*cb);
+  auto slotted = NewCommandBuffer(CommandBufferMode::kReusable);
+  BufferBinding slot_writes[] = {{x}, BufferBinding::Slot(0)};
+  KILN_ASSERT_OK(slotted->DispatchIndirect(*exe, 0, slot_writes, BytesOf(c), both, 0));
+  KILN_ASSERT_OK(slotted->End());
+  BufferRef table[] = {both};
+  s2 = SubmitAndWait(*device_, *slotted, kInfinite, table);
+  EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument) << s2;
+  EXPECT_NE(s2.message().find("the indirect buffer and binding 1 (binding-table slot 0) of one "
+                              "dispatch get the same buffer; a written buffer cannot be read "
+                              "through another binding"),
+            std::string::npos)
+      << s2;
   ExpectDeviceStillWorks();
+}
+
+// An executable's device is known by a serial number, not an address that
+// a later device may take: one loaded on a destroyed device is refused by
+// every device made after it.
+TEST_F(ErrorTest, AnExecutableOfADestroyedDeviceIsRefused) {
+  ExecutableRef stale;
+  {
+    auto gone = Device::Create(Options());
+    ASSERT_TRUE(gone.ok()) << gone.status();
+    auto exe = LoadExecutable(**gone, AxpbSpec());
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    stale = *exe;
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto fresh = Device::Create(Options());
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_FALSE(stale->BelongsTo(**fresh));
+    auto exe = LoadExecutable(**fresh, AxpbSpec());
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_TRUE((*exe)->BelongsTo(**fresh));
+  }
 }
 
 TEST_F(ErrorTest, RecordingAfterEndAndSubmittingBeforeEndAreErrors) {
