@@ -176,16 +176,18 @@ class CommandBuffer {
   // waits for the mapping of the results. Needs options.profile.
   StatusOr<std::vector<DispatchTiming>> ReadProfile();
 
-  // Copies `length` bytes natively, checking only the buffers' allocations
-  // (kiln-internal: downloads read the 4-byte aligned range around a
-  // request). All three values must be multiples of 4.
-  Status CopyBufferUnchecked(const BufferRef& source, uint64_t source_offset,
-                             const BufferRef& target, uint64_t target_offset, uint64_t length);
-
  private:
   friend Status Submit(Device&, CommandBuffer&, class Fence*, uint64_t,
                        std::span<const BufferRef>);
+  friend Status Download(Device&, const BufferRef&, uint64_t, std::span<uint8_t>);
   friend class CommandEncoderReplay;
+
+  // Copies `length` bytes natively, checking only the buffers' allocations
+  // (Download reads the 4-byte aligned range around a request, which may
+  // pass the buffer's requested size). All three values must be multiples
+  // of 4.
+  Status CopyBufferUnchecked(const BufferRef& source, uint64_t source_offset,
+                             const BufferRef& target, uint64_t target_offset, uint64_t length);
 
   // The records, one type per command.
   struct DispatchRecord {
