@@ -270,20 +270,8 @@ Status CommandBuffer::DispatchIndirect(const ExecutableRef& executable, uint32_t
                                        const BufferRef& indirect, uint64_t offset) {
   KILN_RETURN_IF_ERROR(CheckRecording());
   KILN_RETURN_IF_ERROR(ValidateDispatch(*device_, executable, entry, bindings, constants));
-  KILN_RETURN_IF_ERROR(ValidateIndirect(*device_, indirect, offset));
-  // The arguments' buffer is read: the dispatch may not write it (a slot's
-  // buffer is checked at submit).
-  const EntryPoint& ep = executable->entry_point(entry);
-  size_t b = 0;
-  for (size_t i = 0; i < ep.layout.bindings.size(); ++i) {
-    if (ep.layout.bindings[i] == BindingKind::kUniform) continue;
-    const BufferBinding& binding = bindings[b++];
-    if (ep.layout.bindings[i] == BindingKind::kStorage && binding.buffer == indirect) {
-      return InvalidArgument("indirect dispatch of '", ep.layout.name, "': binding ", i,
-                             " writes the indirect buffer; a written buffer cannot be read "
-                             "through another binding");
-    }
-  }
+  KILN_RETURN_IF_ERROR(
+      ValidateIndirect(*device_, executable->entry_point(entry), bindings, indirect, offset));
   Retain(indirect);
   return RecordDispatch(executable, entry, bindings, constants, 0, 0, 0, &indirect, offset);
 }

@@ -171,7 +171,9 @@ Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_poi
   return Status();
 }
 
-Status ValidateIndirect(const Device& device, const BufferRef& indirect, uint64_t offset) {
+Status ValidateIndirect(const Device& device, const EntryPoint& entry_point,
+                        std::span<const BufferBinding> bindings, const BufferRef& indirect,
+                        uint64_t offset) {
   if (!indirect) return InvalidArgument("indirect dispatch: no indirect buffer");
   KILN_RETURN_IF_ERROR(CheckOwnBuffer(device, *indirect, "indirect dispatch: the buffer"));
   if (offset % 4 != 0 || offset > indirect->size() || indirect->size() - offset < 12) {
@@ -181,6 +183,16 @@ Status ValidateIndirect(const Device& device, const BufferRef& indirect, uint64_
   }
   if (!(indirect->usage() & WGPUBufferUsage_Indirect)) {
     return InvalidArgument("indirect dispatch: the buffer was not created with indirect usage");
+  }
+  size_t b = 0;
+  for (size_t i = 0; i < entry_point.layout.bindings.size(); ++i) {
+    if (entry_point.layout.bindings[i] == BindingKind::kUniform) continue;
+    const BufferBinding& binding = bindings[b++];
+    if (entry_point.layout.bindings[i] == BindingKind::kStorage && binding.buffer == indirect) {
+      return InvalidArgument("indirect dispatch of '", entry_point.layout.name, "': binding ", i,
+                             " writes the indirect buffer; a written buffer cannot be read "
+                             "through another binding");
+    }
   }
   return Status();
 }

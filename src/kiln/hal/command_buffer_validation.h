@@ -25,7 +25,12 @@ Status ValidateDispatch(const Device& device, const ExecutableRef& executable, u
 Status ValidateWorkgroupCounts(const Device& device, const EntryPoint& entry_point, uint32_t x,
                                uint32_t y, uint32_t z);
 // Each of these also refuses a buffer of another device than `device`.
-Status ValidateIndirect(const Device& device, const BufferRef& indirect, uint64_t offset);
+// An indirect dispatch's arguments buffer, read by the dispatch of
+// `entry_point` with `bindings` (validated): none of them may write it (a
+// slot's buffer is checked at submit).
+Status ValidateIndirect(const Device& device, const EntryPoint& entry_point,
+                        std::span<const BufferBinding> bindings, const BufferRef& indirect,
+                        uint64_t offset);
 Status ValidateFill(const Device& device, const BufferRef& target, uint64_t offset, uint64_t length,
                     const void* pattern, size_t pattern_length);
 Status ValidateUpdate(const Device& device, const BufferRef& target, uint64_t offset,
