@@ -380,6 +380,11 @@ class Runner {
                                                     found.status().message()));
       }
       KILN_ASSIGN_OR_RETURN(const runtime::Kernel* k, std::move(found));
+      if (!k->availability().ok() && replaced_from.count(f.name())) {
+        // A workgroup size or feature the device lacks, asked by the file.
+        return Status(k->availability().code(), StrCat("--wgsl-from: ", replaced_from[f.name()],
+                                                       ": ", k->availability().message()));
+      }
       KILN_RETURN_IF_ERROR(k->availability());
       kernels.push_back(k);
       std::vector<runtime::Arg> a;
@@ -404,7 +409,13 @@ class Runner {
                                          device_, hal::CommandBufferMode::kOneShot, {"check"}));
       KILN_RETURN_IF_ERROR(record_all(*cb));
       KILN_RETURN_IF_ERROR(cb->End());
-      KILN_RETURN_IF_ERROR(hal::SubmitAndWait(*device_, *cb));
+      // The first run of a workload: a kernel that never ends (a file of
+      // --wgsl-from's) is the watch's to stop.
+      if (options_.watch_check)
+        options_.watch_check(StrCat(w.name, " ", w.shape, ": the checked run"));
+      Status done = hal::SubmitAndWait(*device_, *cb);
+      if (options_.watch_check) options_.watch_check("");
+      KILN_RETURN_IF_ERROR(done);
       const ops::TensorType& out_type = w.buffers.at(w.output);
       std::vector<uint8_t> bytes(Bytes(out_type));
       KILN_RETURN_IF_ERROR(hal::Download(*device_, buffers.at(w.output), 0, bytes));
@@ -930,6 +941,16 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
                      std::string(device->impl().name()), device->trusted()};
   result.subgroups = target.subgroups;
   const bool small = options.small;
+  // A schedule or tile given is checked whichever workloads the filter
+  // keeps (the attention workloads' D: 16 small, 64 full size).
+  if (options.matmul_schedule) {
+    KILN_RETURN_IF_ERROR(
+        ops::CheckMatmulSchedule(*options.matmul_schedule, target, "--matmul-schedule"));
+  }
+  if (options.attention_tile) {
+    KILN_RETURN_IF_ERROR(ops::CheckAttentionTile(*options.attention_tile, small ? 16 : 64, target)
+                             .WithContext("--attention-tile"));
+  }
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
   if (!options.compile_only) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,11 @@ struct OpsBenchOptions {
   bool compile_only = false;
   // Builds the operators as for a device without subgroups.
   bool no_subgroups = false;
+  // Called with the workload's name before its first (checked) run is
+  // submitted and with "" once it finished: a caller's watch for kernels
+  // that never end (some implementations run the work inside the submit,
+  // so no wait's timeout can bound it).
+  std::function<void(const std::string&)> watch_check;
 };
 
 struct OpsTiming {

@@ -566,6 +566,8 @@ assert d["compile_only"] is True and "timing" not in d and "copy_gb_per_s" not i
 ' "$tmp/ops.json" || fail "bench ops --compile-only --json: $(cat "$tmp/ops.json")"
 expect_error "bench compile --megabytes ''" "--megabytes takes sizes in MB, each above 0 and at most 512, separated by commas, got ''" \
   "$kiln" bench compile --megabytes ""
+expect_error "bench compile --megabytes 1," "got '1,' \(a comma with no size after it\)" \
+  "$kiln" bench compile --megabytes 1,
 # The rules' attention tile and subgroup use replaced; malformed and unusable tiles.
 out=$("$kiln" bench ops --small --filter "attention fused" --attention-tile 16,8 --no-subgroups \
   --repetitions 1 2>&1) || fail "bench ops --attention-tile 16,8: $out"
@@ -613,6 +615,31 @@ expect_error "--wgsl with no folder" "--wgsl needs a directory" \
   "$kiln" bench ops --compile-only --filter "elementwise add" --wgsl ""
 expect_error "--wgsl-from without the entry point" "INVALID_ARGUMENT: .*--wgsl-from: $add_wgsl: .*entry point 'elementwise_add' is not declared" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
+# A hand-edited kernel that never ends stops the benchmark after --timeout
+# (its first, checked run), and one that asks the device for more than it
+# has names its file.
+"$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl "$tmp/spin_wgsl" \
+  > /dev/null 2>&1 || fail "bench ops --wgsl"
+spin_wgsl=$(ls "$tmp"/spin_wgsl/elementwise_add_*.wgsl)
+sed -i 's/^fn elementwise_add(.*{$/&\n  var spin : u32 = 1u;\n  loop { C[0] = f32(spin); spin = spin * 3u; if (spin == 0u) { break; } }/' "$spin_wgsl"
+grep -q "spin = spin \* 3u" "$spin_wgsl" || fail "the spinning kernel was not written: $(cat "$spin_wgsl")"
+expect_error "bench ops --wgsl-from a kernel that never ends" \
+  "kiln: elementwise add f32 [0-9]+: the checked run: the device had not finished after 1 s \(--timeout\); a loop that never ends\?" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --timeout 1 \
+  --wgsl-from "$tmp/spin_wgsl"
+expect_error "bench ops --timeout malformed" "flag --timeout needs a finite non-negative number" \
+  "$kiln" bench ops --small --filter "elementwise add" --timeout x
+sed -i 's/^  var spin : u32 = 1u;$//; s/^  loop { C\[0\] = f32(spin).*$//' "$spin_wgsl"
+sed -i 's/@workgroup_size(256, 1, 1)/@workgroup_size(65536, 1, 1)/' "$spin_wgsl"
+expect_error "bench ops --wgsl-from a workgroup the device lacks" \
+  "--wgsl-from: $spin_wgsl: .*needs a workgroup of \(65536, 1, 1\)" \
+  "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/spin_wgsl"
+# A schedule or tile given is checked even where the filter runs no workload
+# that takes it.
+expect_error "--matmul-schedule with no matmul run" "--matmul-schedule schedule \(rows 3, .*rows must be 1, 2 or 4" \
+  "$kiln" bench ops --compile-only --filter "elementwise add" --matmul-schedule 3,2,16,1,1
+expect_error "--attention-tile with no attention run" "--attention-tile: attention tile \(queries 6, keys 4\): queries must be a multiple of 4" \
+  "$kiln" bench ops --compile-only --filter "elementwise add" --attention-tile 6,4
 printf '// binary\n\x00\xff\xfe' > "$add_wgsl"
 expect_error "--wgsl-from a binary file" "--wgsl-from: $add_wgsl is not WGSL text: byte 10 is not UTF-8" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"

@@ -88,6 +88,37 @@ def _scalar(kind: type) -> Callable[[Tensor], Any]:
     return method
 
 
+def _index(self: Tensor) -> int:
+    """operator.index(t): a 0-d int32 tensor as an int (numpy's rule), so an
+    argmax's result indexes a list."""
+    if self.ndim != 0 or self.dtype != np.int32:
+        raise TypeError(f"only a 0-d int32 tensor converts to an index; this one is "
+                        f"{np.dtype(self.dtype).name}{list(self.shape)}")
+    return int(np.asarray(self)[()])
+
+
+def _format(self: Tensor, spec: str) -> str:
+    """format(t, spec): a 0-d tensor formats as its value (numpy's rule);
+    any other tensor takes only the empty spec."""
+    if self.ndim == 0:
+        return format(np.asarray(self)[()], spec)
+    if spec:
+        raise TypeError(f"format spec {spec!r} given for a tensor of shape {tuple(self.shape)}; "
+                        f"only a 0-d tensor takes one")
+    return str(self)
+
+
+def _pow(reflected: bool) -> Callable[..., Any]:
+    method = _binary(ops.pow, reflected)
+
+    def pow_method(self: Tensor, other: Any, modulo: Any = None) -> Any:
+        if modulo is not None:
+            raise TypeError("pow() with a modulus is not supported for kiln tensors; use "
+                            "kiln.ops.floor_mod(t ** e, m)")
+        return method(self, other)
+    return pow_method
+
+
 def _refuse(what: str, unsupported: Dict[str, Any]) -> None:
     """numpy keywords kiln's methods do not take (initial=, where=, ...)."""
     if unsupported:
@@ -228,6 +259,10 @@ def install() -> None:
     Tensor.__iter__ = _iter
     Tensor.__float__ = _scalar(float)
     Tensor.__int__ = _scalar(int)
+    Tensor.__index__ = _index
+    Tensor.__format__ = _format
+    Tensor.__pow__ = _pow(False)
+    Tensor.__rpow__ = _pow(True)
     for name, fn in {"sum": ops.sum, "mean": ops.mean, "prod": ops.prod, "max": ops.amax,
                      "min": ops.amin}.items():
         setattr(Tensor, name, _reduction(fn))

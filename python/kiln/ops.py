@@ -229,7 +229,7 @@ def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
     """What the kernels refuse of any tensor, checked where no kernel is
     built (empty tensors): a dtype other than float32, float16 and int32
     (bools reach the kernels as int32), a rank above 4, or more than
-    2^31 - 1 elements with every 0 extent as 1."""
+    2^30 elements with every 0 extent as 1."""
     for t in inputs:
         name = np.dtype(t.dtype).name
         if name not in _KERNEL_DTYPES:
@@ -240,10 +240,10 @@ def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
             raise _kiln.InvalidArgument(
                 f"{what}: an input has shape {tuple(t.shape)} of rank {t.ndim}; ranks 1 to 4 are "
                 f"supported")
-        if math.prod(builtins.max(int(d), 1) for d in t.shape) > 2**31 - 1:
+        if math.prod(builtins.max(int(d), 1) for d in t.shape) > 2**30:
             raise _kiln.InvalidArgument(
                 f"{what}: an input has shape {tuple(t.shape)}; a kernel's tensor holds at most "
-                f"2^31 - 1 elements")
+                f"2^30 elements")
 
 
 def _empty_batch(x: Tensor, build: Callable[[_kiln.Device, Any], Program]) -> Tensor:
@@ -387,9 +387,23 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         like = next((x for x in operands if not _is_number(x)), None)
         if like is None:
             raise _kiln.InvalidArgument(f"{op}: at least one operand must be a tensor")
+        given = like
         like = _operand(like, device)
+        # Errors name the dtypes as given (a bool reaches the kernel as int32).
+        named = [x.dtype if isinstance(x, (Tensor, np.ndarray)) else None for x in operands]
+        if like.dtype == np.int32:
+            for x in operands:
+                if _is_number(x):
+                    _check_int32_number(
+                        x, given if isinstance(given, (Tensor, np.ndarray)) else like, op)
         ts = [_number_as_tensor(x, like, op) if _is_number(x) else _operand(x, like.device)
               for x in operands]
+        if op in _COMPARE_OPS and len({t.dtype for t in ts}) > 1 and None not in named:
+            # Named as given, as the other operators' mismatches are.
+            names = ", ".join(f"{'ABC'[i]} is {np.dtype(d).name}" for i, d in enumerate(named))
+            how = ("bool operands run as int32; cast them to the other operands' dtype"
+                   if np.bool_ in named else "cast one to the other's dtype")
+            raise _kiln.InvalidArgument(f"{op}: dtype mismatch: {names} ({how})")
         out = _elementwise_tensors(op, ts)
         # A number's one-element tensor does not shape the result (0-d
         # operands give a 0-d result, as numpy's scalars do).
@@ -1020,10 +1034,10 @@ def matmul_int8(a: Any, b: Any) -> Tensor:
                 f"matmul_int8: {name} has shape {list(t.shape)}; it needs rank 2 to 4")
         words = math.prod(builtins.max(int(d), 1) for d in t.shape[:-1]) * \
             builtins.max(int(t.shape[-1]) // 4, 1)
-        if words > 2**31 - 1:
+        if words > 2**30:
             raise _kiln.InvalidArgument(
                 f"matmul_int8: {name} has shape {list(t.shape)}; a kernel's operand holds at "
-                f"most 2^31 - 1 words of four int8")
+                f"most 2^30 words of four int8")
     if not a.size or not b.size:
         return _empty_matmul_int8(a, b)
     return run(("matmul_int8", a._sig, b._sig),

@@ -175,6 +175,15 @@ def test_errors_with_numbers_name_the_operation(device):
             (lambda: ints << 2**40, r"^shift_left: the number 1099511627776 is not an int32 value"),
             (lambda: bools * 0.5, r"^mul: the number 0.5 is not an int32 value \(the tensor "
                                   r"operand is bool"),
+            # Comparisons name a bool as given too (it runs as int32).
+            (lambda: bools < 0.5, r"^lt: the number 0.5 is not an int32 value \(the tensor "
+                                  r"operand is bool"),
+            (lambda: kiln.ops.gt(0.5, bools), r"^gt: the number 0.5 is not an int32 value \(the "
+                                              r"tensor operand is bool"),
+            (lambda: bools == floats, r"^eq: dtype mismatch: A is bool, B is float32 \(bool "
+                                      r"operands run as int32"),
+            (lambda: kiln.tensor(np.ones(4, np.float16), device) != floats,
+             r"^ne: dtype mismatch: A is float16, B is float32 \(cast one to the other's dtype\)"),
             (lambda: kiln.tensor(np.zeros((0, 2), np.int32), device) + 2.5,
              r"^add: the number 2.5 is not an int32 value"),
             (lambda: ints.sum() + 2.5, r"^add: the number 2.5 is not an int32 value"),

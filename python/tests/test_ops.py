@@ -1112,7 +1112,7 @@ def test_matmul_int8_empty_operands(device, rng):
             (lambda: kiln.ops.matmul_int8(z(0), z(3, 8)),
              r"a has shape \[0\]; it needs rank 2 to 4"),
             (lambda: kiln.ops.matmul_int8(z(0, 2**33), z(0, 2**33)),
-             r"a has shape \[0, 8589934592\]; a kernel's operand holds at most 2\^31 - 1 words"),
+             r"a has shape \[0, 8589934592\]; a kernel's operand holds at most 2\^30 words"),
             # (with elements too: the user's shape, not the packed [..., K/4])
             (lambda: kiln.ops.matmul_int8(z(1, 1, 1, 1, 2, 8), z(3, 8)),
              r"a has shape \[1, 1, 1, 1, 2, 8\]; it needs rank 2 to 4")]:
@@ -1349,6 +1349,10 @@ def test_errors_more(device):
         kiln.ops.layer_norm(x, np.ones(3, np.float32), np.ones(2, np.float32))
     with pytest.raises(bad, match="layer_norm: eps is -1"):
         kiln.ops.layer_norm(x, np.ones(2, np.float32), np.ones(2, np.float32), eps=-1)
+    with pytest.raises(bad, match="layer_norm: eps is 1e-46, which f32 arithmetic takes as 0"):
+        kiln.ops.layer_norm(x, np.ones(2, np.float32), np.ones(2, np.float32), eps=1e-46)
+    with pytest.raises(bad, match="rms_norm: eps is 1e-40, which f32 arithmetic takes as 0"):
+        kiln.ops.rms_norm(np.zeros((0, 2), np.float32), np.ones(2, np.float32), eps=1e-40)
     with pytest.raises(bad, match="rms_norm: eps must be a number"):
         kiln.ops.rms_norm(x, np.ones(2, np.float32), eps="small")
     with pytest.raises(bad, match="matmul"):
@@ -1754,6 +1758,21 @@ def test_zero_dimensional_operands(device):
     assert float(t.sum()) == 15.0 and int(t[1, 1]) == 4
     with pytest.raises(TypeError, match="one element"):
         float(t)
+    # numpy's protocols of 0-d arrays: an int32 one indexes, any one formats.
+    assert [10, 20, 30, 40][kiln.ops.argmax(t[1])] == 30
+    assert f"{t.sum():.2f}" == "15.00" and f"{kiln.ops.argmax(t[1]):03d}" == "002"
+    assert format(t, "") == str(t)
+    with pytest.raises(TypeError, match="only a 0-d int32 tensor converts to an index; this "
+                                        "one is float32\\[\\]"):
+        [1, 2][t.sum()]
+    with pytest.raises(TypeError, match="this one is int32\\[1\\]"):
+        operator.index(kiln.ops.argmax(t, axis=1, keepdims=True)[:1, 0])
+    with pytest.raises(TypeError, match="format spec '.2f' given for a tensor of shape"):
+        f"{t:.2f}"
+    with pytest.raises(TypeError, match="pow\\(\\) with a modulus is not supported"):
+        pow(t, 2, 5)
+    np.testing.assert_array_equal(pow(t, 2).numpy(), a ** 2)
+    np.testing.assert_array_equal((2 ** t).numpy(), 2 ** a)
 
 
 def test_index_and_shape_edges(device):
@@ -1966,8 +1985,12 @@ def test_empty_tensors_are_checked_as_nonempty_ones(device):
     for call in (lambda: kiln.ops.exp(five), lambda: kiln.ops.sum(five, axis=0)):
         with pytest.raises(kiln.InvalidArgument, match="of rank 5; ranks 1 to 4"):
             call()
-    with pytest.raises(kiln.InvalidArgument, match="at most 2\\^31 - 1 elements"):
+    with pytest.raises(kiln.InvalidArgument, match="at most 2\\^30 elements"):
         kiln.ops.sum(kiln.tensor(np.zeros((0, 2**33), np.float32), device), axis=0)
+    # The limit is the library's kMaxTensorElements, 2^30: one more is refused.
+    with pytest.raises(kiln.InvalidArgument, match="at most 2\\^30 elements"):
+        kiln.ops.exp(kiln.tensor(np.zeros((0, 2**30 + 1), np.float32), device))
+    assert kiln.ops.exp(kiln.tensor(np.zeros((0, 2**30), np.float32), device)).shape == (0, 2**30)
     assert kiln.ops.exp(kiln.tensor(np.zeros((0, 3), np.float32), device)).shape == (0, 3)
 
 

@@ -181,8 +181,8 @@ int BenchMatmul(const Args& args) {
 
 int BenchOps(const Args& args) {
   std::set<std::string> valued = kDeviceFlags;
-  valued.insert(
-      {"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl", "wgsl-from"});
+  valued.insert({"repetitions", "filter", "matmul-schedule", "attention-tile", "wgsl", "wgsl-from",
+                 "timeout"});
   auto flags =
       Flags::Parse(args, valued, {"json", "trusted", "small", "compile-only", "no-subgroups"});
   if (!flags.ok()) return Fail(flags.status().message());
@@ -218,6 +218,8 @@ int BenchOps(const Args& args) {
         "                   OWN_V 1: V's blocks in a buffer of their own, UNROLL 1: the\n"
         "                   scores' loop over D unrolled, UNSIGNED 1: index arithmetic\n"
         "                   in u32 (docs/ops.md)\n"
+        "  --timeout SECONDS each workload's first run must finish by then (default 300, 0: no\n"
+        "                   limit), or kiln exits at once with an error, the work left running\n"
         "Each workload runs once from poisoned outputs and is checked against a CPU reference\n"
         "(all elements with --small, 4096 sampled ones otherwise), then is timed: the median\n"
         "over the repetitions of the GPU time of its kernels. GB/s is the floor's bytes (each\n"
@@ -235,6 +237,16 @@ int BenchOps(const Args& args) {
   oo.small = flags->Has("small");
   oo.compile_only = flags->Has("compile-only");
   oo.no_subgroups = flags->Has("no-subgroups");
+  auto timeout = TimeoutFlag(*flags);
+  if (!timeout.ok()) return Fail(timeout.status().message());
+  Watchdog watchdog(*timeout);
+  oo.watch_check = [&watchdog](const std::string& what) {
+    if (what.empty()) {
+      watchdog.Disarm();
+    } else {
+      watchdog.Arm(what);
+    }
+  };
   auto repetitions = flags->GetPositiveUint("repetitions", oo.repetitions, 100000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
   oo.repetitions = static_cast<uint32_t>(*repetitions);
@@ -459,7 +471,13 @@ int BenchCompileScale(const Flags& flags) {
     return Fail(StrCat("--megabytes takes sizes in MB, each above 0 and at most ",
                        kMaxScaleMegabytes, ", separated by commas, got ''"));
   }
-  std::istringstream list(*flags.Get("megabytes"));
+  const std::string text = *flags.Get("megabytes");
+  if (text.back() == ',') {
+    return Fail(StrCat("--megabytes takes sizes in MB, each above 0 and at most ",
+                       kMaxScaleMegabytes, ", separated by commas, got '", text,
+                       "' (a comma with no size after it)"));
+  }
+  std::istringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
     char* end = nullptr;
     const double mb = std::strtod(item.c_str(), &end);

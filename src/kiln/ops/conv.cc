@@ -49,11 +49,13 @@ Status CheckWindow(std::string_view what, const Conv2dOptions& o) {
   const int64_t limit = int64_t{1} << 30;
   if (o.stride_h > limit || o.stride_w > limit || o.dilation_h > limit || o.dilation_w > limit ||
       o.pad_h > limit || o.pad_w > limit) {
+    // (Pooling has no dilation: its window's is always 1.)
+    const bool pooling = o.dilation_h == 1 && o.dilation_w == 1 && what != "conv2d";
     return InvalidArgument(what,
-                           ": strides, dilations and padding must be at most 2^30; got "
-                           "strides ",
-                           o.stride_h, " x ", o.stride_w, ", dilations ", o.dilation_h, " x ",
-                           o.dilation_w, ", padding ", o.pad_h, " x ", o.pad_w);
+                           pooling ? ": strides and padding" : ": strides, dilations and padding",
+                           " must be at most 2^30; got strides ", o.stride_h, " x ", o.stride_w,
+                           pooling ? "" : StrCat(", dilations ", o.dilation_h, " x ", o.dilation_w),
+                           ", padding ", o.pad_h, " x ", o.pad_w);
   }
   return Status::Ok();
 }

@@ -275,6 +275,10 @@ Status CheckGemmSchedule(const MatmulSchedule& s, const Target& target, std::str
     return bad_field("k_tile must be 8, 16 or 32");
   }
   if (s.threads_y != 8 && s.threads_y != 16) return bad_field("threads_y must be 8 or 16");
+  if (static_cast<int>(s.last_copy) > static_cast<int>(te::LastCopy::kPeeled)) {
+    return bad_field(StrCat("last_copy is ", static_cast<int>(s.last_copy),
+                            "; it must be a te::LastCopy, 0 to 3"));
+  }
   auto bad = [&](const std::string& why) {
     return InvalidArgument(what, " schedule ", s.ToString(), ": ", why);
   };

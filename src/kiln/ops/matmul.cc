@@ -163,6 +163,11 @@ std::string MatmulSchedule::ToString() const {
                 threads_y != 16 ? StrCat(", ", threads_y, " x 16 threads") : "");
 }
 
+Status CheckMatmulSchedule(const MatmulSchedule& schedule, const Target& target,
+                           std::string_view what) {
+  return internal::CheckGemmSchedule(schedule, target, what);
+}
+
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target, GemmKind kind) {
   MatmulSchedule s;

@@ -23,8 +23,8 @@ ir::Expr I32(int64_t v) {
   return ir::IntConst(ir::kI32, v);
 }
 
-// An output shape: rank 1 to 4, dimensions at least 1, at most 2^31 - 1
-// elements.
+// An output shape: rank 1 to 4, dimensions at least 1, at most
+// kMaxTensorElements.
 Status CheckOutputShape(const Shape& shape, std::string_view what) {
   return internal::CheckTensor({shape, ir::kF32}, Target{}, what);
 }

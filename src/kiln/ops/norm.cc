@@ -1,5 +1,6 @@
 // Layer normalisation and RMS normalisation over the last axis: one TE
 // kernel each, scheduled by the row-wise rule (rows.h).
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
   KILN_RETURN_IF_ERROR(internal::CheckTensor(input, target, StrCat("input X of ", op)));
   if (!(eps >= 0.0) || eps > 1e30) {
     return InvalidArgument(op, ": eps is ", eps, "; it must be finite and at least 0");
+  }
+  // The kernel adds eps in f32, where GPUs flush subnormals: a smaller eps
+  // would act as 0 (a row of equal values would give NaN, not Beta).
+  if (eps > 0.0 && eps < std::numeric_limits<float>::min()) {
+    return InvalidArgument(op, ": eps is ", eps,
+                           ", which f32 arithmetic takes as 0 (below the smallest normal f32, ",
+                           std::numeric_limits<float>::min(), "); pass 0 or a larger eps");
   }
   const int rank = static_cast<int>(input.shape.size());
   const int last = rank - 1;

@@ -50,13 +50,13 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
     }
     out[rank - 1 - i] = da == 1 ? db : da;
   }
-  // Each input holds at most 2^31 - 1 elements (CheckTensor); the result
-  // of broadcasting two of them may not, and is indexed in i32 too.
+  // Each input holds at most kMaxTensorElements (CheckTensor); the result
+  // of broadcasting two of them may not.
   int64_t elements = 1;
   for (int64_t d : out) {
-    if (d > 0 && elements > std::numeric_limits<int32_t>::max() / d) {
+    if (d > 0 && elements > kMaxTensorElements / d) {
       return InvalidArgument("shapes ", ShapeToString(a), " and ", ShapeToString(b),
-                             " broadcast to ", ShapeToString(out), ": more than 2^31 - 1 elements");
+                             " broadcast to ", ShapeToString(out), ": more than 2^30 elements");
     }
     elements *= d;
   }
@@ -218,9 +218,9 @@ Status CheckTensor(const TensorType& t, const Target& target, std::string_view w
       return InvalidArgument(what, " has shape ", ShapeToString(t.shape), ": dimension ", d, " is ",
                              t.shape[d], "; every dimension must be at least 1");
     }
-    if (t.shape[d] > std::numeric_limits<int32_t>::max() / elements) {
+    if (t.shape[d] > kMaxTensorElements / elements) {
       return InvalidArgument(what, " has shape ", ShapeToString(t.shape),
-                             ": more than 2^31 - 1 elements");
+                             ": more than 2^30 elements");
     }
     elements *= t.shape[d];
   }

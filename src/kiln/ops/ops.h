@@ -34,8 +34,14 @@ namespace kiln::ops {
 
 using Shape = std::vector<int64_t>;
 
+// The most elements an operator's tensor holds: 2^30, a 4 GiB binding of
+// f32 (no implementation here binds more). Indices are i32, and the
+// schedules' splits round extents up to their factors, so a tensor of up
+// to 2^31 - 1 elements could not be split safely.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 30;
+
 // A tensor argument: a constant shape (rank 1 to 4, every dimension at least
-// 1, at most 2^31 - 1 elements) and an element type (f32, or f16 where the
+// 1, at most kMaxTensorElements) and an element type (f32, or f16 where the
 // target has shader-f16; i32 or int8x4 words where an operator says so).
 struct TensorType {
   Shape shape;
@@ -490,6 +496,12 @@ enum class GemmKind : uint8_t {
 StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t n,
                                                const Target& target,
                                                GemmKind kind = GemmKind::kF32);
+
+// That `schedule` is well formed and fits the target (what Matmul,
+// MatmulInt8 and the implicit-GEMM Conv2d check of a schedule given them);
+// errors name `what`.
+Status CheckMatmulSchedule(const MatmulSchedule& schedule, const Target& target,
+                           std::string_view what = "matmul");
 
 // C[batch..., M, N] = epilogue(A @ B): A is [..., M, K] and B [..., K, N]
 // (rank 2 to 4; their batch dimensions broadcast as numpy's matmul does),

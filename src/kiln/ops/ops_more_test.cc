@@ -580,6 +580,13 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(SoftmaxAxis({{7, 3}}, -3, t).status(), {"softmax: axis is -3"});
   ExpectError(LogSoftmax({{1, 2, 3, 4, 5}}, 0, t).status(), {"input X of log_softmax", "rank 5"});
   ExpectError(LayerNorm({{7, 3}}, -1.0, t).status(), {"layer_norm: eps is -1"});
+  // An eps that f32 arithmetic takes as 0 (subnormal, flushed) is refused;
+  // the smallest normal f32 and 0 itself are taken.
+  ExpectError(LayerNorm({{7, 3}}, 1e-40, t).status(),
+              {"layer_norm: eps is 1e-40", "takes as 0", "pass 0 or a larger eps"});
+  ExpectError(RmsNorm({{7, 3}}, 1e-46, t).status(), {"rms_norm: eps is 1e-46", "takes as 0"});
+  EXPECT_TRUE(LayerNorm({{7, 3}}, std::numeric_limits<float>::min(), t).ok());
+  EXPECT_TRUE(RmsNorm({{7, 3}}, 0.0, t).ok());
   ExpectError(RmsNorm({{7, 3}}, std::numeric_limits<double>::quiet_NaN(), t).status(),
               {"rms_norm: eps"});
   ExpectError(RmsNorm({{7, 3}, ir::kF16}, 1e-5, t).status(), {"input X of rms_norm", "shader-f16"});

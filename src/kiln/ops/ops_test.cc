@@ -293,6 +293,57 @@ TEST(OpsTest, FusedExpressionsTooLargeForOneKernelRunAsSeveral) {
   }
 }
 
+// Every operator builds at the largest tensor the library takes
+// (kMaxTensorElements), in any layout of it, and refuses one element more
+// with an argument error, never a schedule's internal failure.
+TEST(OpsTest, EveryOperatorBuildsAtTheElementLimit) {
+  const Target t = Default();
+  const int64_t n = kMaxTensorElements;
+  ASSERT_EQ(n, int64_t{1} << 30);
+  auto expect_builds = [](const auto& built, const std::string& what) {
+    EXPECT_TRUE(built.ok()) << what << ": " << built.status();
+  };
+  for (const Shape& shape : std::vector<Shape>{{n}, {n, 1}, {1, n}, {32768, 32768}}) {
+    const std::string s = ShapeToString(shape);
+    expect_builds(Elementwise("exp", {{shape}}, t), "exp " + s);
+    expect_builds(Elementwise("add", {{shape}, {{1}}}, t), "add " + s);
+    expect_builds(Cast({shape}, ir::kI32, t), "cast " + s);
+    expect_builds(ReduceAxes("max", {shape}, {0}, false, t), "max over axis 0 of " + s);
+    expect_builds(ArgReduce("argmax", {shape}, 0, false, t), "argmax " + s);
+    expect_builds(SoftmaxAxis({shape}, 0, t), "softmax " + s);
+    expect_builds(LayerNorm({shape}, 1e-5, t), "layer norm " + s);
+    expect_builds(RmsNorm({shape}, 1e-5, t), "rms norm " + s);
+    expect_builds(Reshape({shape}, {n}, t), "reshape " + s);
+    expect_builds(Slice({shape}, std::vector<int64_t>(shape.size(), 0),
+                        std::vector<int64_t>(shape.size(), INT64_MAX),
+                        std::vector<int64_t>(shape.size(), 1), t),
+                  "slice " + s);
+    if (shape.size() == 2) {
+      expect_builds(Permute({shape}, {1, 0}, t), "permute " + s);
+      expect_builds(Matmul({shape}, {{shape[1], 1}}, t), "matmul " + s + " @ [K, 1]");
+      expect_builds(Matmul({{1, shape[0]}}, {shape}, t), "matmul [1, M] @ " + s);
+      expect_builds(Reduce("sum", {shape}, false, t), "sum " + s);
+      expect_builds(Gather({shape}, {{1}, ir::kI32}, t), "gather from " + s);
+    }
+  }
+  expect_builds(Concat({{{n - 1}}, {{1}}}, 0, t), "concat to [2^30]");
+  expect_builds(Pad({{n - 2}}, {1}, {1}, 0, t), "pad to [2^30]");
+  expect_builds(Gather({{2, 1}}, {{n}, ir::kI32}, t), "gather of 2^30 indices");
+  expect_builds(Pool2d("max", {{1, 32768, 32768, 1}}, t), "max pool of 2^30");
+  // The implicit GEMM (16 filters of 16 channels) and the direct kernel.
+  expect_builds(Conv2d({{1, 8192, 4096, 16}}, {{1, 1, 16, 32}}, t), "conv2d GEMM to 2^30");
+  expect_builds(Conv2d({{1, 32768, 32768, 1}}, {{1, 1, 1, 1}}, t), "conv2d direct of 2^30");
+  const TensorType qkv{{1, 1, n / 64, 64}};
+  expect_builds(Attention(qkv, qkv, qkv, t), "attention over 2^24 keys of D = 64");
+  expect_builds(Where({{n}, ir::kI32}, {{1}}, {{n}}, t), "where of 2^30");
+
+  ExpectError(Elementwise("exp", {{{n + 1}}}, t).status(), {"[1073741825]", "more than 2^30"});
+  ExpectError(LayerNorm({{n + 1}}, 1e-5, t).status(), {"more than 2^30"});
+  ExpectError(Matmul({{n + 1, 1}}, {{1, 1}}, t).status(), {"more than 2^30"});
+  ExpectError(Concat({{{n}}, {{1}}}, 0, t).status(), {"more than 2^30"});
+  ExpectError(Pad({{n}}, {1}, {0}, 0, t).status(), {"more than 2^30"});
+}
+
 TEST(OpsTest, Errors) {
   const Target t = Default();
   using N = FusedNode;
@@ -301,17 +352,17 @@ TEST(OpsTest, Errors) {
   ExpectError(Elementwise("exp", {{{}}}, t).status(), {"input X of exp", "rank 0", "1 to 4"});
   ExpectError(Elementwise("exp", {{{1, 2, 3, 4, 5}}}, t).status(), {"rank 5", "1 to 4"});
   ExpectError(Elementwise("exp", {{{7, 0}}}, t).status(), {"dimension 1 is 0"});
-  ExpectError(Elementwise("exp", {{{65536, 65536}}}, t).status(), {"2^31 - 1"});
+  ExpectError(Elementwise("exp", {{{65536, 65536}}}, t).status(), {"2^30"});
   // Inputs within the limit whose broadcast result is not (2^31 elements).
-  ExpectError(Elementwise("add", {{{1, 65536}}, {{32768, 1}}}, t).status(),
-              {"shapes [1, 65536] and [32768, 1] broadcast to [32768, 65536]",
-               "more than 2^31 - 1 elements"});
+  ExpectError(
+      Elementwise("add", {{{1, 65536}}, {{32768, 1}}}, t).status(),
+      {"shapes [1, 65536] and [32768, 1] broadcast to [32768, 65536]", "more than 2^30 elements"});
   ExpectError(Where({{65536, 1}, ir::kI32}, {{1, 32768}}, {{1}}, t).status(),
-              {"broadcast to [65536, 32768]", "more than 2^31 - 1 elements"});
+              {"broadcast to [65536, 32768]", "more than 2^30 elements"});
   ExpectError(ElementwiseFused({{{1, 65536}}, {{32768, 1}}},
                                {N::Input(0), N::Input(1), N::Op("mul", {0, 1})}, t)
                   .status(),
-              {"broadcast to [32768, 65536]", "more than 2^31 - 1 elements"});
+              {"broadcast to [32768, 65536]", "more than 2^30 elements"});
   ExpectError(Elementwise("expp", {{{7}}}, t).status(),
               {"unknown elementwise op 'expp'", "exp", "pow"});
   ExpectError(Elementwise("add", {{{7}}}, t).status(), {"add takes 2 inputs, not 1"});
@@ -467,6 +518,15 @@ TEST(OpsTest, MatmulErrors) {
               {"matmul", "[7, 5]", "[6, 3]", "contraction", "5 against 6"});
   ExpectError(Matmul({{7}}, {{7, 3}}, t).status(), {"input A of matmul", "rank 2 to 4"});
   ExpectError(Matmul({{2, 7, 5}}, {{3, 5, 4}}, t).status(), {"batch dimensions", "[2]", "[3]"});
+  // A LastCopy outside the enum (a cast of a stray integer) is the caller's
+  // error, not a schedule failing inside the GEMM.
+  MatmulSchedule stray{1, 1, 16, false, true, true};
+  stray.last_copy = static_cast<te::LastCopy>(99);
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, {}, "", stray).status(),
+              {"matmul schedule", "last_copy is 99", "0 to 3"});
+  ExpectError(CheckMatmulSchedule(stray, t, "--matmul-schedule"),
+              {"--matmul-schedule schedule", "last_copy is 99"});
+  EXPECT_TRUE(CheckMatmulSchedule(MatmulSchedule{1, 1, 16, false, true}, t).ok());
   MatmulOptions o;
   o.bias = TensorType{{4}};
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"bias of matmul", "[4]", "[N] = [3]"});
@@ -633,7 +693,7 @@ TEST(OpsTest, MatmulInt8SignatureAndErrors) {
   ExpectError(MatmulInt8({{1, 1, 1, 1, 5}, i8x4}, {{3, 5}, i8x4}, t).status(),
               {"input A of matmul_int8", "rank 5"});
   ExpectError(MatmulInt8({{65536, 4}, i8x4}, {{65536, 4}, i8x4}, t).status(),
-              {"output C of matmul_int8", "more than 2^31 - 1 elements"});
+              {"output C of matmul_int8", "more than 2^30 elements"});
   ExpectError(
       MatmulInt8({{7, 5}, i8x4}, {{3, 5}, i8x4}, t, "", MatmulSchedule{1, 1, 8, false, true})
           .status(),
@@ -673,6 +733,16 @@ TEST(OpsTest, ConvAndPoolErrors) {
   p = {};
   p.kernel_h = 0;
   ExpectError(Pool2d("avg", {{1, 4, 4, 2}}, t, p).status(), {"at least 1 x 1"});
+  // Pooling's limits name what pooling has (no dilation); conv2d's all three.
+  p = {};
+  p.stride_h = (int64_t{1} << 30) + 1;
+  const Status pool_limit = Pool2d("max", {{1, 4, 4, 2}}, t, p).status();
+  ExpectError(pool_limit, {"max_pool2d: strides and padding must be at most 2^30", "1073741825"});
+  EXPECT_EQ(pool_limit.message().find("dilation"), std::string::npos) << pool_limit;
+  o = {};
+  o.dilation_w = (int64_t{1} << 30) + 1;
+  ExpectError(Conv2d({{1, 5, 5, 3}}, {{3, 3, 3, 8}}, t, o).status(),
+              {"conv2d: strides, dilations and padding must be at most 2^30", "dilations 1 x "});
   // Which convolutions become a GEMM.
   EXPECT_TRUE(ConvUsesGemm({{1, 5, 5, 16}}, {{3, 3, 16, 64}}, {}));
   Conv2dOptions depthwise;
