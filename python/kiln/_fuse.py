@@ -114,7 +114,10 @@ class Traced:
 
 
 def _method(name: str, reflected: bool = False) -> Callable[..., Any]:
-    def method(self: Traced, other: Any) -> Any:
+    def method(self: Traced, other: Any, *modulo: Any) -> Any:
+        if modulo:  # pow(x, e, m): only __pow__ is called with three
+            raise TypeError("pow() with a modulus is not supported for kiln tensors; use "
+                            "kiln.ops.floor_mod(t ** e, m)")
         from . import ops
         fn = getattr(ops, name)
         return fn(other, self) if reflected else fn(self, other)

@@ -55,8 +55,10 @@ class Profile:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._abandoned.detach()
-        raw = self.device._end_profile()
+        abandoned = getattr(self, "_abandoned", None)
+        if abandoned is not None:
+            abandoned.detach()
+        raw = self.device._end_profile()  # (an error where no profile is open)
         self.timings = [DispatchTime(name, ns / 1e6) for name, ns in raw]
         if self._print and exc[0] is None:
             print(self.table())

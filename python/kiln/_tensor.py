@@ -78,6 +78,64 @@ def _from_python(data: Any) -> np.ndarray:
     return array
 
 
+_SHORT = {"f32": "float32", "f16": "float16", "i32": "int32", "u32": "uint32", "i8": "int8",
+          "u8": "uint8"}
+
+
+def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
+    """`data` converted to the dtype asked for, each value exactly or, for a
+    float dtype, rounded to it: a value the dtype cannot hold (beyond its
+    range, a fraction or NaN for an integer dtype) is an error, as it is
+    without a dtype."""
+    from .ops import ArgumentTypeError
+    try:
+        target = np.dtype(_SHORT.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    except TypeError:
+        raise ArgumentTypeError(f"kiln.tensor: {dtype!r} is not a dtype") from None
+    if target not in _SUPPORTED:
+        raise _kiln.InvalidArgument(
+            f"kiln.tensor: dtype {target} is not supported; kiln's dtypes are float32, float16, "
+            f"int32, uint32, int8, uint8 and bool")
+    if isinstance(data, np.ndarray):
+        source = data
+    else:
+        try:
+            source = np.asarray(data)
+        except ValueError:
+            source = _from_python(data)  # (raises kiln's error for ragged data)
+        if source.dtype == object:
+            _from_python(data)  # raises kiln's error for non-numbers
+    if source.dtype.kind not in "biuf":
+        raise _kiln.InvalidArgument(
+            f"kiln.tensor: the data's dtype {source.dtype} is not a number type; it cannot "
+            f"become {target}")
+    if target.kind == "b" or source.dtype == target:
+        return source.astype(target)
+    values = source.ravel()
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if source.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.trunc(values))
+            if bad.any():
+                raise _kiln.InvalidArgument(
+                    f"kiln.tensor: {values[bad][0].item()!r} is not an {target} value (convert with "
+                    f"numpy's astype to truncate)")
+        if values.size and (values.min() < info.min or values.max() > info.max):
+            wrong = values[(values < info.min) | (values > info.max)][0].item()
+            raise _kiln.InvalidArgument(
+                f"kiln.tensor: {wrong!r} is beyond {target}'s range ({info.min} to {info.max})")
+        return source.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = source.astype(target)
+    beyond = np.isfinite(source) & np.isinf(narrow) if source.dtype.kind == "f" else \
+        np.isinf(narrow)
+    if beyond.any():
+        raise _kiln.InvalidArgument(
+            f"kiln.tensor: {source[beyond].ravel()[0].item()!r} is beyond {target}'s range (largest "
+            f"{float(np.finfo(target).max)!r}); give a {target} array to have it as inf")
+    return narrow
+
+
 def tensor(data: Any, device: Optional[_kiln.Device] = None,
            dtype: Any = None) -> _kiln.Tensor:
     """A tensor holding a copy of `data` (a numpy array, or anything
@@ -87,13 +145,16 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
     has them. A Python list or number of floats becomes float32 (a finite
     one beyond float32's range is an error) and of ints int32 (one beyond
     int32's range is an error); a float64 or int64 *array* is an error
-    (convert it first), so precision is never lost silently. Non-contiguous arrays are copied in
+    (convert it first), so precision is never lost silently. With `dtype`,
+    the data becomes that dtype by the same rules: floats rounded to a float
+    dtype, and a value beyond the dtype's range, or a fraction or NaN for an
+    integer dtype, an error. Non-contiguous arrays are copied in
     row-major order, and big-endian ones in the machine's byte order. bool elements are stored as 32-bit 0/1 (the kernel
     ABI's layout), int8/uint8 packed four to a word.
     """
     device = _device(device, "kiln.tensor")
     if dtype is not None:
-        array = np.asarray(data, dtype=dtype)
+        array = _as_dtype(data, dtype)
     elif isinstance(data, np.ndarray):
         array = data
     else:

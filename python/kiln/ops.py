@@ -51,6 +51,7 @@ import builtins
 import functools
 import inspect
 import math
+import operator
 import re
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -759,7 +760,8 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     if not axes:
         # axis=() or a 0-d x: nothing reduced, as numpy: each element is its
         # own reduction (a copy; bools as int32, which sums count in).
-        return _view(reshape(_view(x, [x.size]), [x.size]), x.shape) if x.size else x
+        return _view(reshape(_view(x, [x.size]), [x.size]), x.shape) if x.size else \
+            _view(x, x.shape)
     host = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
     if op in host:
         empty = _empty_result(f"reduce {op}", [x], lambda a: host[op](
@@ -1260,8 +1262,16 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             stops.append(k.stop)
             steps.append(k.step)
             keep.append(x.shape[d])
-        elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
-            i = int(k)
+        elif not isinstance(k, (bool, np.bool_)) and (
+                isinstance(k, (int, np.integer)) or
+                (hasattr(k, "__index__") and getattr(k, "ndim", 0) == 0)):
+            # (numpy's rule: an int, or a 0-d integer array or tensor)
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
+                                f"{type(k).__name__} of dtype {getattr(k, 'dtype', '?')}") \
+                    from None
             if not -x.shape[d] <= i < x.shape[d]:
                 raise IndexError(f"index {i} is out of bounds for axis {d} with size {x.shape[d]}")
             i = i + x.shape[d] if i < 0 else i

@@ -667,6 +667,20 @@ def test_softmax(device, rng, shape):
     np.testing.assert_allclose(y.sum(1), 1, rtol=1e-4)
 
 
+def test_float16_without_shader_f16_is_a_missing_feature(device):
+    # Where the device has no shader-f16, an f16 operator is kiln.Unavailable
+    # (kiln.FeatureMissing), as an f16 kernel of one's own is; elsewhere it runs.
+    x = kiln.tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float16), device)
+    calls = [lambda: x + 1, lambda: x.reshape(2, 2), lambda: x.astype("float32"),
+             lambda: kiln.fuse(lambda v: v * 2)(x), lambda: kiln.ops.sum(x)]
+    for call in calls:
+        if device.has_feature("shader-f16"):
+            call().numpy()
+        else:
+            with pytest.raises(kiln.FeatureMissing, match="shader-f16"):
+                call()
+
+
 def test_float16(device, rng):
     require_feature(device, "shader-f16")
     a = rng.standard_normal((7, 33)).astype(np.float16)
@@ -817,8 +831,10 @@ def test_errors(device):
     f32 = kiln.tensor(np.ones((7, 2), np.float32), device)
     with pytest.raises(kiln.InvalidArgument, match="do not broadcast"):
         kiln.ops.add(f32, kiln.tensor(np.ones((1, 33), np.float32), device))
-    # f32 with f16: a dtype mismatch, or on a device without shader-f16 that first.
-    with pytest.raises(kiln.InvalidArgument, match="dtype mismatch|no shader-f16"):
+    # f32 with f16: a dtype mismatch (kiln.InvalidArgument), or on a device
+    # without shader-f16 the missing feature first (kiln.Unavailable).
+    with pytest.raises((kiln.InvalidArgument, kiln.Unavailable),
+                       match="dtype mismatch|no shader-f16"):
         kiln.ops.add(f32, kiln.tensor(np.ones((7, 2), np.float16), device))
     with pytest.raises(kiln.InvalidArgument, match="i32|int32|dtypes"):
         kiln.ops.exp(kiln.tensor(np.ones(3, np.int32), device))
@@ -1772,6 +1788,16 @@ def test_zero_dimensional_operands(device):
     with pytest.raises(TypeError, match="pow\\(\\) with a modulus is not supported"):
         pow(t, 2, 5)
     np.testing.assert_array_equal(pow(t, 2).numpy(), a ** 2)
+    with pytest.raises(TypeError, match="pow\\(\\) with a modulus is not supported"):
+        kiln.fuse(lambda x: pow(x, 2, 5))(t)
+    # numpy's indices: a 0-d integer array or int32 tensor indexes a tensor
+    # as an int does; a 0-d float one, or a 1-element array, does not.
+    np.testing.assert_array_equal(t[0, kiln.ops.argmax(t[1])].numpy(), a[0, 2])
+    np.testing.assert_array_equal(t[1, np.array(2)].numpy(), a[1, 2])
+    np.testing.assert_array_equal(t[np.int64(-1)].numpy(), a[-1])
+    for bad in (t.sum(), np.array(1.0), np.array([1])):
+        with pytest.raises(TypeError, match="kiln.Tensor indices are ints, slices and"):
+            t[bad]
     np.testing.assert_array_equal((2 ** t).numpy(), 2 ** a)
 
 
@@ -1797,6 +1823,10 @@ def test_index_and_shape_edges(device):
     for name in ("sum", "mean", "prod", "amax", "amin"):
         got = getattr(kiln.ops, name)(t, axis=())
         np.testing.assert_array_equal(got.numpy(), getattr(np, name)(a, axis=()))
+    # ... a new tensor each time, empty ones too.
+    e = kiln.tensor(np.zeros((0, 3), np.float32), device)
+    for got in (e.sum(axis=()), kiln.ops.sum(e, axis=()), kiln.ops.amax(e, axis=())):
+        assert got is not e and got.shape == (0, 3) and got.dtype == np.float32
     s = t.sum()
     assert s.sum().shape == () and float(s.sum()) == 15.0 and float(s.max()) == 15.0
     assert s.reshape(1, 1).shape == (1, 1) and s.reshape(1).numpy().tolist() == [15.0]

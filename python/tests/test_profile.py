@@ -51,6 +51,16 @@ def test_a_profile_entered_and_dropped_ends(device):
     assert len(p.timings) == 1
 
 
+def test_a_profile_exited_without_being_entered_is_refused(device):
+    if not device.has_feature("timestamp-query"):
+        pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query")
+    with pytest.raises(kiln.FailedPrecondition, match="no profile is open"):
+        kiln.profile(device, print=False).__exit__(None, None, None)
+    with kiln.profile(device, print=False) as p:  # the device is unharmed
+        kiln.tensor(np.ones(4, np.float32), device) + 1
+    assert len(p.timings) == 1
+
+
 def test_profile_arguments_are_checked(device):
     for bad in ("no", 1, None):
         with pytest.raises(kiln.ArgumentTypeError, match="profile: print must be a bool"):

@@ -85,6 +85,42 @@ def test_python_numbers_that_int32_or_float32_cannot_hold_are_errors(device):
     assert np.isinf(kiln.tensor(np.full(2, np.inf, np.float32), device).numpy()).all()
 
 
+def test_an_explicit_dtype_converts_by_the_same_rules(device):
+    # Values the dtype holds are taken (floats rounded to a float dtype).
+    for data, dtype, want in [
+            ([1.0, 2.5, -0.0], "float16", np.array([1.0, 2.5, -0.0], np.float16)),
+            (np.array([1.5, 1e-40], np.float64), "float32", np.array([1.5, 1e-40], np.float32)),
+            ([3, -4], "int8", np.array([3, -4], np.int8)),
+            ([1.0, -2.0], "int32", np.array([1, -2], np.int32)),
+            (np.int64([2**31 - 1, -2**31]), "i32", np.array([2**31 - 1, -2**31], np.int32)),
+            ([2, 0], bool, np.array([True, False])),
+            ([True, False], "float32", np.array([1, 0], np.float32)),
+            (np.array([np.nan, np.inf]), "float32", np.array([np.nan, np.inf], np.float32))]:
+        t = kiln.tensor(data, device, dtype=dtype)
+        assert t.dtype == want.dtype, (data, dtype)
+        np.testing.assert_array_equal(t.numpy(), want)
+        assert np.array_equal(np.signbit(t.numpy()), np.signbit(want))
+    # What it cannot hold is an error naming the value, never inf or a
+    # truncated or wrapped value.
+    for data, dtype, error, message in [
+            ([1e39], "float32", kiln.InvalidArgument, r"1e\+39 is beyond float32's range"),
+            ([1.0, 70000.0], "float16", kiln.InvalidArgument, "70000.0 is beyond float16's range"),
+            ([1.7, -2.9], "int32", kiln.InvalidArgument, "1.7 is not an int32 value"),
+            ([float("nan")], "int32", kiln.InvalidArgument, "nan is not an int32 value"),
+            (np.float32([300.0]), "int8", kiln.InvalidArgument, "300.0 is beyond int8's range"),
+            ([2**40], "int32", kiln.InvalidArgument, "1099511627776 is beyond int32's range"),
+            ([-1], "uint32", kiln.InvalidArgument, "-1 is beyond uint32's range"),
+            (np.uint32([4000000000]), "int32", kiln.InvalidArgument, "beyond int32's range"),
+            (["1.5"], "float32", kiln.InvalidArgument, "is not a number type"),
+            ([1j], "float32", kiln.InvalidArgument, "complex128 is not a number type"),
+            ([1.0], "float64", kiln.InvalidArgument, "dtype float64 is not supported"),
+            ([1.0], "nope", kiln.ArgumentTypeError, "'nope' is not a dtype"),
+            ([[1], [2, 3]], "float32", kiln.InvalidArgument, "ragged lists"),
+            ([None], "float32", kiln.ArgumentTypeError, "holds a NoneType")]:
+        with pytest.raises(error, match=message):
+            kiln.tensor(data, device, dtype=dtype)
+
+
 def test_a_tensor_converts_to_numpy_only_by_copy(device):
     t = kiln.tensor(np.arange(4, dtype=np.float32), device)
     assert np.array(t).tolist() == [0, 1, 2, 3]

@@ -255,7 +255,7 @@ Status CheckGemmMath(std::string_view name, GemmMath math, bool epilogue, ir::Da
     return Internal(name, ": the int8 GEMM writes i32 with no epilogue");
   }
   if (math == GemmMath::kF16 && !target.shader_f16) {
-    return InvalidArgument(name, ": f16 accumulation needs shader-f16, which the target lacks");
+    return Unavailable(name, ": f16 accumulation needs shader-f16, which the target lacks");
   }
   return Status::Ok();
 }

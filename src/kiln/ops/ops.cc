@@ -226,7 +226,9 @@ Status CheckTensor(const TensorType& t, const Target& target, std::string_view w
   }
   if (t.dtype == ir::kF16) {
     if (!target.shader_f16) {
-      return InvalidArgument(what, " is f16, but the target has no shader-f16");
+      // A feature the device lacks, not a wrong argument (as kernels that
+      // need it are refused at load).
+      return Unavailable(what, " is f16, but the target has no shader-f16");
     }
   } else if (t.dtype != ir::kF32) {
     return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
