@@ -167,7 +167,7 @@ def _clip(self: Tensor, min: Any = None, max: Any = None, out: Any = None,  # no
         if min is None:
             return ops.minimum(self, max)
         return ops.clamp(self, min, max)
-    except ops._kiln.InvalidArgument as e:  # (named as the method called)
+    except (ops._kiln.InvalidArgument, ops._kiln.Unavailable) as e:  # (named as called)
         text = str(e)
         for inner in ("max: ", "min: ", "clamp: "):
             if text.startswith(inner):

@@ -48,6 +48,7 @@ class Profile:
 
     def __enter__(self) -> "Profile":
         self.device._begin_profile()
+        self._open = True
         # A profile entered and then dropped without its exit (a bare
         # __enter__() call) ends when it is collected, so that the device
         # can be profiled again.
@@ -55,10 +56,15 @@ class Profile:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        abandoned = getattr(self, "_abandoned", None)
-        if abandoned is not None:
-            abandoned.detach()
-        raw = self.device._end_profile()  # (an error where no profile is open)
+        # Only the profile that was entered ends the device's profiling
+        # (another one open on the device is not this one's to end).
+        if not getattr(self, "_open", False):
+            raise _kiln.FailedPrecondition(
+                "profile: __exit__ of a profile that is not open (never entered, or exited "
+                "already)")
+        self._open = False
+        self._abandoned.detach()
+        raw = self.device._end_profile()
         self.timings = [DispatchTime(name, ns / 1e6) for name, ns in raw]
         if self._print and exc[0] is None:
             print(self.table())

@@ -92,6 +92,7 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
         target = np.dtype(_SHORT.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     except TypeError:
         raise ArgumentTypeError(f"kiln.tensor: {dtype!r} is not a dtype") from None
+    target = target.newbyteorder("=")  # (">f4" asks for float32; the copy is native)
     if target not in _SUPPORTED:
         raise _kiln.InvalidArgument(
             f"kiln.tensor: dtype {target} is not supported; kiln's dtypes are float32, float16, "
@@ -103,6 +104,12 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
             source = np.asarray(data)
         except ValueError:
             source = _from_python(data)  # (raises kiln's error for ragged data)
+        if source.dtype == object and target.kind == "f" and source.ndim and all(
+                isinstance(v, (int, float, np.integer, np.floating)) for v in source.ravel()):
+            try:  # ints beyond 64 bits, which a float dtype may hold
+                source = np.asarray(data, dtype=np.float64)
+            except (TypeError, ValueError, OverflowError):
+                pass
         if source.dtype == object:
             _from_python(data)  # raises kiln's error for non-numbers
     if source.dtype.kind not in "biuf":
@@ -114,6 +121,9 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
     values = source.ravel()
     if target.kind in "iu":
         info = np.iinfo(target)
+        # (Compared in float64: in float32, 2^31 - 1 rounds to 2^31.)
+        if source.dtype.kind == "f":
+            values = values.astype(np.float64)
         if source.dtype.kind == "f":
             bad = ~np.isfinite(values) | (values != np.trunc(values))
             if bad.any():

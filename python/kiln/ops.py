@@ -229,14 +229,18 @@ _KERNEL_DTYPES = ("float32", "float16", "int32")
 def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
     """What the kernels refuse of any tensor, checked where no kernel is
     built (empty tensors): a dtype other than float32, float16 and int32
-    (bools reach the kernels as int32), a rank above 4, or more than
-    2^30 elements with every 0 extent as 1."""
+    (bools reach the kernels as int32), float16 on a device without
+    shader-f16, a rank above 4, or more than 2^30 elements with every 0
+    extent as 1."""
     for t in inputs:
         name = np.dtype(t.dtype).name
         if name not in _KERNEL_DTYPES:
             raise _kiln.InvalidArgument(
                 f"{what}: an input has dtype {name}; supported dtypes are float32, float16 and "
                 f"int32")
+        if name == "float16" and not t.device.has_feature("shader-f16"):
+            raise _kiln.Unavailable(f"{what}: an input is float16, but the device has no "
+                                    f"shader-f16")
         if t.ndim > 4:
             raise _kiln.InvalidArgument(
                 f"{what}: an input has shape {tuple(t.shape)} of rank {t.ndim}; ranks 1 to 4 are "
@@ -438,7 +442,7 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
     t = _operand(x, None)
     try:
         return elementwise_chain(t, [(op, v, True) if first else (op, v)])
-    except _kiln.InvalidArgument as e:
+    except (_kiln.InvalidArgument, _kiln.Unavailable) as e:
         _check_kernel_types(op, [t])
         # The op's own refusal of x's dtype (or of float16 on a device without it).
         _kiln.ops.elementwise(t.device, op, [((1,), np.dtype(t.dtype).name)] * 2)
@@ -1649,7 +1653,7 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
             if _fuse.traced(a, b) or _is_number(a) or _is_number(b):
                 return truths(a, b)
             return fused(a, b)
-        except _kiln.InvalidArgument as e:
+        except (_kiln.InvalidArgument, _kiln.Unavailable) as e:
             if str(e).startswith(name):
                 raise
             raise type(e)(f"{name}: {e}") from None

@@ -671,13 +671,17 @@ def test_float16_without_shader_f16_is_a_missing_feature(device):
     # Where the device has no shader-f16, an f16 operator is kiln.Unavailable
     # (kiln.FeatureMissing), as an f16 kernel of one's own is; elsewhere it runs.
     x = kiln.tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float16), device)
-    calls = [lambda: x + 1, lambda: x.reshape(2, 2), lambda: x.astype("float32"),
-             lambda: kiln.fuse(lambda v: v * 2)(x), lambda: kiln.ops.sum(x)]
-    for call in calls:
+    e = kiln.tensor(np.zeros((0, 4), np.float16), device)  # (empty: no kernel built)
+    calls = [(lambda: x + 1, "add"), (lambda: 2 ** x, "pow"), (lambda: x.reshape(2, 2), "reshape"),
+             (lambda: x.astype("float32"), "cast"), (lambda: kiln.fuse(lambda v: v * 2)(x), "fused"),
+             (lambda: kiln.ops.sum(x), "reduce sum"), (lambda: x.clip(None, 1), "clip"),
+             (lambda: kiln.ops.logical_and(x, x), "logical_and"), (lambda: e + 1, "add"),
+             (lambda: kiln.ops.exp(e), "exp"), (lambda: e.max(1), "reduce max")]
+    for call, name in calls:
         if device.has_feature("shader-f16"):
             call().numpy()
         else:
-            with pytest.raises(kiln.FeatureMissing, match="shader-f16"):
+            with pytest.raises(kiln.FeatureMissing, match=f"{name}.*shader-f16"):
                 call()
 
 

@@ -54,10 +54,17 @@ def test_a_profile_entered_and_dropped_ends(device):
 def test_a_profile_exited_without_being_entered_is_refused(device):
     if not device.has_feature("timestamp-query"):
         pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query")
-    with pytest.raises(kiln.FailedPrecondition, match="no profile is open"):
+    stray = "profile: __exit__ of a profile that is not open"
+    with pytest.raises(kiln.FailedPrecondition, match=stray):
         kiln.profile(device, print=False).__exit__(None, None, None)
-    with kiln.profile(device, print=False) as p:  # the device is unharmed
+    # Nor does it end another profile open on the device, nor one twice.
+    with kiln.profile(device, print=False) as p:
         kiln.tensor(np.ones(4, np.float32), device) + 1
+        with pytest.raises(kiln.FailedPrecondition, match=stray):
+            kiln.profile(device, print=False).__exit__(None, None, None)
+    assert len(p.timings) == 1
+    with pytest.raises(kiln.FailedPrecondition, match=stray):
+        p.__exit__(None, None, None)
     assert len(p.timings) == 1
 
 

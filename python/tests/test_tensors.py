@@ -94,6 +94,9 @@ def test_an_explicit_dtype_converts_by_the_same_rules(device):
             ([1.0, -2.0], "int32", np.array([1, -2], np.int32)),
             (np.int64([2**31 - 1, -2**31]), "i32", np.array([2**31 - 1, -2**31], np.int32)),
             ([2, 0], bool, np.array([True, False])),
+            (np.float32([2147483520.0]), "int32", np.array([2147483520], np.int32)),
+            ([2**100], "float32", np.array([2.0**100], np.float32)),
+            ([1.5], ">f4", np.array([1.5], np.float32)),
             ([True, False], "float32", np.array([1, 0], np.float32)),
             (np.array([np.nan, np.inf]), "float32", np.array([np.nan, np.inf], np.float32))]:
         t = kiln.tensor(data, device, dtype=dtype)
@@ -110,6 +113,9 @@ def test_an_explicit_dtype_converts_by_the_same_rules(device):
             (np.float32([300.0]), "int8", kiln.InvalidArgument, "300.0 is beyond int8's range"),
             ([2**40], "int32", kiln.InvalidArgument, "1099511627776 is beyond int32's range"),
             ([-1], "uint32", kiln.InvalidArgument, "-1 is beyond uint32's range"),
+            # (float32's 2^31 and 2^32 are compared exactly, not as 2^31 - 1 rounded)
+            (np.float32([2**31]), "int32", kiln.InvalidArgument, "2147483648.0 is beyond int32"),
+            (np.float32([2**32]), "uint32", kiln.InvalidArgument, "4294967296.0 is beyond uint32"),
             (np.uint32([4000000000]), "int32", kiln.InvalidArgument, "beyond int32's range"),
             (["1.5"], "float32", kiln.InvalidArgument, "is not a number type"),
             ([1j], "float32", kiln.InvalidArgument, "complex128 is not a number type"),
