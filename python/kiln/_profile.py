@@ -45,6 +45,7 @@ class Profile:
         self.device = device if device is not None else _kiln.default_device()
         self.timings: List[DispatchTime] = []
         self._print = print
+        self._open = False  # entered and not yet exited
 
     def __enter__(self) -> "Profile":
         self.device._begin_profile()
@@ -58,7 +59,7 @@ class Profile:
     def __exit__(self, *exc: object) -> None:
         # Only the profile that was entered ends the device's profiling
         # (another one open on the device is not this one's to end).
-        if not getattr(self, "_open", False):
+        if not self._open:
             raise _kiln.FailedPrecondition(
                 "profile: __exit__ of a profile that is not open (never entered, or exited "
                 "already)")

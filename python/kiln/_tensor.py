@@ -124,7 +124,6 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
         # (Compared in float64: in float32, 2^31 - 1 rounds to 2^31.)
         if source.dtype.kind == "f":
             values = values.astype(np.float64)
-        if source.dtype.kind == "f":
             bad = ~np.isfinite(values) | (values != np.trunc(values))
             if bad.any():
                 raise _kiln.InvalidArgument(

@@ -312,17 +312,18 @@ def _key_number(v: float) -> Tuple[Any, ...]:
     return ("nan",) if v != v else (v, math.copysign(1.0, v))
 
 
-def _number_as_tensor(v: Any, like: Tensor, op: str) -> Tensor:
+def _number_as_tensor(v: Any, like: Tensor, op: str, given: Any = None) -> Tensor:
     """The number v as a one-element tensor of like's dtype: rounded to a
     float dtype (as numpy's comparisons of float32 arrays with Python floats
-    do), exactly for int32 (or an error)."""
+    do), exactly for int32 (or an error naming `given`'s dtype, the operand
+    as the caller gave it, where like is its int32 form)."""
     from ._tensor import tensor
     try:
         v = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
     if like.dtype in (np.int32, np.bool_):
-        _check_int32_number(v, like, op)
+        _check_int32_number(v, like if given is None else given, op)
         return tensor(np.array([int(v)], np.int32), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -392,17 +393,12 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         like = next((x for x in operands if not _is_number(x)), None)
         if like is None:
             raise _kiln.InvalidArgument(f"{op}: at least one operand must be a tensor")
-        given = like
-        like = _operand(like, device)
         # Errors name the dtypes as given (a bool reaches the kernel as int32).
+        given = like if isinstance(like, (Tensor, np.ndarray)) else None
         named = [x.dtype if isinstance(x, (Tensor, np.ndarray)) else None for x in operands]
-        if like.dtype == np.int32:
-            for x in operands:
-                if _is_number(x):
-                    _check_int32_number(
-                        x, given if isinstance(given, (Tensor, np.ndarray)) else like, op)
-        ts = [_number_as_tensor(x, like, op) if _is_number(x) else _operand(x, like.device)
-              for x in operands]
+        like = _operand(like, device)
+        ts = [_number_as_tensor(x, like, op, given) if _is_number(x)
+              else _operand(x, like.device) for x in operands]
         if op in _COMPARE_OPS and len({t.dtype for t in ts}) > 1 and None not in named:
             # Named as given, as the other operators' mismatches are.
             names = ", ".join(f"{'ABC'[i]} is {np.dtype(d).name}" for i, d in enumerate(named))

@@ -97,6 +97,8 @@ def test_an_explicit_dtype_converts_by_the_same_rules(device):
             (np.float32([2147483520.0]), "int32", np.array([2147483520], np.int32)),
             ([2**100], "float32", np.array([2.0**100], np.float32)),
             ([1.5], ">f4", np.array([1.5], np.float32)),
+            (np.float64(-0.0), "float32", np.array(-0.0, np.float32)),  # 0-d
+            (np.zeros((0, 3)), "int8", np.zeros((0, 3), np.int8)),  # empty
             ([True, False], "float32", np.array([1, 0], np.float32)),
             (np.array([np.nan, np.inf]), "float32", np.array([np.nan, np.inf], np.float32))]:
         t = kiln.tensor(data, device, dtype=dtype)
@@ -122,7 +124,9 @@ def test_an_explicit_dtype_converts_by_the_same_rules(device):
             ([1.0], "float64", kiln.InvalidArgument, "dtype float64 is not supported"),
             ([1.0], "nope", kiln.ArgumentTypeError, "'nope' is not a dtype"),
             ([[1], [2, 3]], "float32", kiln.InvalidArgument, "ragged lists"),
-            ([None], "float32", kiln.ArgumentTypeError, "holds a NoneType")]:
+            ([None], "float32", kiln.ArgumentTypeError, "holds a NoneType"),
+            (np.float64(1e39), "float32", kiln.InvalidArgument, r"1e\+39 is beyond"),  # 0-d
+            (np.float32(-0.5), "int32", kiln.InvalidArgument, "-0.5 is not an int32 value")]:
         with pytest.raises(error, match=message):
             kiln.tensor(data, device, dtype=dtype)
 

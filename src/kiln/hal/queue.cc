@@ -41,6 +41,7 @@ std::shared_ptr<Fence> Fence::Create(std::shared_ptr<Device> device, uint64_t in
   fence->device_ = std::move(device);
   fence->state_ = std::make_shared<State>();
   fence->state_->completed = initial;
+  fence->state_->signaled = initial;
   return fence;
 }
 
@@ -52,7 +53,7 @@ Fence::~Fence() {
 uint64_t Fence::value() const { return state_->completed; }
 
 uint64_t Fence::signaled() const {
-  return std::max(state_->completed, state_->signaled);
+  return state_->signaled;  // (completions only reach values signaled)
 }
 
 Status Fence::Signal(uint64_t value) {

@@ -34,7 +34,8 @@ struct Geometry {
   Shape out;
 };
 
-Status CheckWindow(std::string_view what, const Conv2dOptions& o) {
+// `dilated`: the operator takes dilations (conv2d; pooling's are 1).
+Status CheckWindow(std::string_view what, const Conv2dOptions& o, bool dilated) {
   if (o.stride_h < 1 || o.stride_w < 1) {
     return InvalidArgument(what, ": strides must be at least 1, got ", o.stride_h, " x ",
                            o.stride_w);
@@ -49,12 +50,10 @@ Status CheckWindow(std::string_view what, const Conv2dOptions& o) {
   const int64_t limit = int64_t{1} << 30;
   if (o.stride_h > limit || o.stride_w > limit || o.dilation_h > limit || o.dilation_w > limit ||
       o.pad_h > limit || o.pad_w > limit) {
-    // (Pooling has no dilation: its window's is always 1.)
-    const bool pooling = o.dilation_h == 1 && o.dilation_w == 1 && what != "conv2d";
     return InvalidArgument(what,
-                           pooling ? ": strides and padding" : ": strides, dilations and padding",
+                           dilated ? ": strides, dilations and padding" : ": strides and padding",
                            " must be at most 2^30; got strides ", o.stride_h, " x ", o.stride_w,
-                           pooling ? "" : StrCat(", dilations ", o.dilation_h, " x ", o.dilation_w),
+                           dilated ? StrCat(", dilations ", o.dilation_h, " x ", o.dilation_w) : "",
                            ", padding ", o.pad_h, " x ", o.pad_w);
   }
   return Status::Ok();
@@ -91,7 +90,7 @@ StatusOr<Geometry> CheckConv(const TensorType& x, const TensorType& w, const Tar
     return InvalidArgument("conv2d: dtype mismatch: X is ", x.dtype.ToString(), " but W is ",
                            w.dtype.ToString());
   }
-  KILN_RETURN_IF_ERROR(CheckWindow("conv2d", o));
+  KILN_RETURN_IF_ERROR(CheckWindow("conv2d", o, /*dilated=*/true));
   Geometry g;
   g.n = x.shape[0];
   g.c = o.nhwc ? x.shape[3] : x.shape[1];
@@ -362,7 +361,7 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
     return InvalidArgument(what, ": strides must be at least 1 (0: the window), got ",
                            options.stride_h, " x ", options.stride_w);
   }
-  KILN_RETURN_IF_ERROR(CheckWindow(what, window));
+  KILN_RETURN_IF_ERROR(CheckWindow(what, window, /*dilated=*/false));
   if (options.pad_h * 2 >= options.kernel_h + 1 || options.pad_w * 2 >= options.kernel_w + 1) {
     return InvalidArgument(what, ": padding ", options.pad_h, " x ", options.pad_w,
                            " must be at most half the window (", options.kernel_h, " x ",
