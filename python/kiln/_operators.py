@@ -89,10 +89,10 @@ def _scalar(kind: type) -> Callable[[Tensor], Any]:
 
 
 def _index(self: Tensor) -> int:
-    """operator.index(t): a 0-d int32 tensor as an int (numpy's rule), so an
+    """operator.index(t): a 0-d integer tensor as an int (numpy's rule), so an
     argmax's result indexes a list."""
-    if self.ndim != 0 or self.dtype != np.int32:
-        raise TypeError(f"only a 0-d int32 tensor converts to an index; this one is "
+    if self.ndim != 0 or np.dtype(self.dtype).kind not in "iu":
+        raise TypeError(f"only a 0-d integer tensor converts to an index; this one is "
                         f"{np.dtype(self.dtype).name}{list(self.shape)}")
     return int(np.asarray(self)[()])
 

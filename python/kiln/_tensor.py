@@ -183,9 +183,9 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
           device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
     """A tensor of `shape` and `dtype` (float32 where None) whose contents
     are unspecified (an output for a kernel to write)."""
-    from .ops import ArgumentTypeError
+    from .ops import ArgumentTypeError, _integer
     device = _device(device, "kiln.empty")
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+    if _integer(shape) is not None:
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(
@@ -193,8 +193,8 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
             f"{type(shape).__name__} {shape!r}")
     dims = []
     for i, d in enumerate(shape):
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise ArgumentTypeError(f"kiln.empty: shape entry {i} must be an int; got {d!r}")
+        if (d := _integer(d)) is None:
+            raise ArgumentTypeError(f"kiln.empty: shape entry {i} must be an int; got {shape[i]!r}")
         if not -2**63 <= d < 2**63:  # (kiln's own check names a negative one)
             raise _kiln.InvalidArgument(f"kiln.empty: shape entry {i} is {d}; kiln's sizes fit "
                                         f"in 64 bits")

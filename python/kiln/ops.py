@@ -679,9 +679,21 @@ def _check_reduce_op(op: Any, fn: str) -> None:
             f"{fn}: unknown reduce op {op!r}; the ops are sum, mean, max, min and prod")
 
 
-def _int(v: Any, what: str) -> int:
-    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+def _integer(v: Any) -> Optional[int]:
+    """v as an int where numpy takes it as one (an int, a numpy integer, a 0-d
+    integer array or tensor; never a bool), else None."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, (int, np.integer)):
         return int(v)
+    if getattr(v, "ndim", None) == 0 and np.dtype(getattr(v, "dtype", object)).kind in "iu":
+        return operator.index(v)
+    return None
+
+
+def _int(v: Any, what: str) -> int:
+    if (i := _integer(v)) is not None:
+        return i
     raise ArgumentTypeError(f"{what} must be an int; got {type(v).__name__}")
 
 
@@ -716,7 +728,7 @@ def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
 
 def _ints(v: Any, n: int, what: str) -> List[int]:
     """An int for every axis, or a sequence of n ints."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+    if _integer(v) is not None:
         return [_size(v, what)] * n
     if not isinstance(v, (tuple, list)) or len(v) != n:
         raise ArgumentTypeError(f"{what} must be an int or {n} ints (one per axis); got {v!r}")
@@ -1128,7 +1140,7 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     x = _as_tensor(x, None)
     if (ints := _ints_of_bools(x)) is not None:
         return _bools(reshape(ints[0], shape))
-    shape = [shape] if isinstance(shape, (int, np.integer)) else shape
+    shape = [shape] if _integer(shape) is not None else shape
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_size(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
@@ -1262,16 +1274,7 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             stops.append(k.stop)
             steps.append(k.step)
             keep.append(x.shape[d])
-        elif not isinstance(k, (bool, np.bool_)) and (
-                isinstance(k, (int, np.integer)) or
-                (hasattr(k, "__index__") and getattr(k, "ndim", 0) == 0)):
-            # (numpy's rule: an int, or a 0-d integer array or tensor)
-            try:
-                i = operator.index(k)
-            except TypeError:
-                raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
-                                f"{type(k).__name__} of dtype {getattr(k, 'dtype', '?')}") \
-                    from None
+        elif (i := _integer(k)) is not None:  # (numpy's rule: an int, or a 0-d integer array or tensor)
             if not -x.shape[d] <= i < x.shape[d]:
                 raise IndexError(f"index {i} is out of bounds for axis {d} with size {x.shape[d]}")
             i = i + x.shape[d] if i < 0 else i
@@ -1280,8 +1283,9 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             steps.append(1)
             keep.append(None)
         else:
+            of = f" of dtype {np.dtype(k.dtype).name}" if hasattr(k, "dtype") else ""
             raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
-                            f"{type(k).__name__}")
+                            f"{type(k).__name__}{of}")
     y = slice(x, starts, stops, steps)
     if None in keep:
         y = _view(y, [s for s, k in zip(y.shape, keep) if k is not None])
@@ -1686,11 +1690,11 @@ assert not _missing, f"operators without a Python function: {_missing}"
 
 
 def _pair(value: Any, name: str, what: str) -> Tuple[int, int]:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if _integer(value) is not None:
         v = _size(value, f"{what}: {name}")
         return (v, v)
     if isinstance(value, (tuple, list)) and len(value) == 2 and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+            _integer(v) is not None for v in value):
         return (_size(value[0], f"{what}: {name} entry 0"), _size(value[1], f"{what}: {name} entry 1"))
     raise ArgumentTypeError(f"{what}: {name} must be an int or a pair of ints; got {value!r}")
 
@@ -1708,8 +1712,6 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
     if activation is not None and not isinstance(activation, str):
         raise ArgumentTypeError(
             f"conv2d: activation must be a unary op name or None; got {activation!r}")
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise ArgumentTypeError(f"conv2d: groups must be an int; got {groups!r}")
     groups = _size(groups, "conv2d: groups")
     st = _pair(stride, "stride", "conv2d")
     pad = _pair(padding, "padding", "conv2d")

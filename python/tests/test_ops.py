@@ -1782,9 +1782,28 @@ def test_zero_dimensional_operands(device):
     assert [10, 20, 30, 40][kiln.ops.argmax(t[1])] == 30
     assert f"{t.sum():.2f}" == "15.00" and f"{kiln.ops.argmax(t[1]):03d}" == "002"
     assert format(t, "") == str(t)
-    with pytest.raises(TypeError, match="only a 0-d int32 tensor converts to an index; this "
+    with pytest.raises(TypeError, match="only a 0-d integer tensor converts to an index; this "
                                         "one is float32\\[\\]"):
         [1, 2][t.sum()]
+    # ... and so kiln's own int arguments take it, and 0-d integer arrays, as numpy's do.
+    i2, n1 = kiln.ops.argmax(t[0]), np.array(1, dtype=np.uint8)
+    assert int(i2) == 2 and [10, 20, 30][kiln.tensor(np.uint32(1))] == 20
+    same(kiln.ops.sum(t, axis=n1), a.sum(axis=1))
+    same(kiln.ops.softmax(t, axis=i2 - 1), kiln.ops.softmax(t, axis=1).numpy())
+    same(t.reshape((3, i2)), a.reshape(3, 2))
+    same(t[i2 - 1:, ::i2], a[1:, ::2])
+    same(kiln.ops.slice(t, [n1 - 1, n1], [i2, None], [1, i2 - 1]), a[:2, 1:])
+    same(kiln.ops.permute(t, (i2 - 1, n1 - 1)), a.T)
+    same(kiln.ops.concat([t, t], axis=n1), np.concatenate([a, a], axis=1))
+    same(kiln.ops.pad(t, i2 - 1, (n1, i2)), np.pad(a, ((1, 1), (1, 2))))
+    assert kiln.empty(i2, device=device).shape == (2,)
+    assert kiln.empty((n1, i2), device=device).shape == (1, 2)
+    for bad in (t.sum(), np.array(1.0), np.array(True), t[0, 0] > 1):
+        with pytest.raises(kiln.ops.ArgumentTypeError, match="reduce sum: axis must be an int"):
+            kiln.ops.sum(t, axis=bad)
+    with pytest.raises(TypeError, match="indices are ints, slices and '...'; got Tensor of "
+                                        "dtype float32"):
+        t[t.sum()]
     with pytest.raises(TypeError, match="this one is int32\\[1\\]"):
         operator.index(kiln.ops.argmax(t, axis=1, keepdims=True)[:1, 0])
     with pytest.raises(TypeError, match="format spec '.2f' given for a tensor of shape"):
