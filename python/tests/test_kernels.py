@@ -1267,6 +1267,61 @@ def test_te_rfactor_and_tuple_reducer(device, rng):
     np.testing.assert_array_equal(am.numpy(), np.argmax(x, axis=1))
 
 
+def test_te_body_uses_every_value_of_a_tuple_reduction(device, rng):
+    """A body may combine the values of one tuple reduction: the mean of
+    the positive elements of each row, from their count and their sum."""
+    X = te.placeholder((7, 33), "float32", name="X")
+    k = te.reduce_axis(33, "k")
+
+    def body(i):
+        count, total = te.reduce("count_sum", lambda a, b: [a[0] + b[0], a[1] + b[1]], [0, 0.0],
+                                 [te.cast("int32", X[i, k] > 0.0),
+                                  te.select(X[i, k] > 0.0, X[i, k], 0.0)], k)
+        return total / te.cast("float32", count)
+
+    Y = te.compute((7,), body, name="Y")
+    s = te.create_schedule(Y)
+    s[Y].bind(s[Y].axis[0], "threadIdx.x")
+    kern = kiln.build(s, [Y], [X], "positive_mean", device)
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    y = _poisoned(7, np.float32, device)
+    kern(kiln.tensor(x, device), y)
+    want = np.where(x > 0, x, 0).sum(axis=1) / (x > 0).sum(axis=1)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
+
+
+def test_te_names_and_unrolled_extents_are_checked_by_stage():
+    A = te.placeholder((4096,), "float32", name="A")
+    B = te.compute((4096,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B)
+    s[B].unroll(s[B].axis[0])
+    with pytest.raises(kiln.InvalidArgument, match="axis 'i' of stage 'B' is unrolled but has "
+                                                   "extent 4096, more than the 256 iterations"):
+        te.lower(s, [B], [A], "x")
+    s = te.create_schedule(B)
+    _, inner = s[B].split(s[B].axis[0], 256)
+    s[B].unroll(inner)
+    assert "unroll(0, 256)" in te.lower(s, [B], [A], "x")
+    def reading(name):
+        P = te.placeholder((8,), "float32", name=name)
+        return te.compute((8,), lambda i: P[i], name="D")
+
+    for make, what in [(lambda: reading(" A"), "a placeholder"),
+                       (lambda: te.compute((8,), lambda i: A[i], name="B "), "a compute"),
+                       (lambda: te.compute((8,), lambda i: A[i], name="B\nC"), "a compute"),
+                       (lambda: te.compute((8,), lambda i: A[i], name="B",
+                                           axis_names=["i\t"]), "compute 'B': axis 0")]:
+        with pytest.raises(kiln.InvalidArgument, match=f"{what} is named .*: a name may not "
+                                                       "begin or end with a space"):
+            te.create_schedule(make())
+    C = te.compute((8,), lambda i: A[i] * 2.0, name="C", axis_names=["i, j"])
+    s = te.create_schedule(C)
+    s[C].split(s[C].axis[0], 4)
+    with pytest.raises(kiln.InvalidArgument, match="split takes 2 argument\\(s\\), not 3 \\(a name "
+                                                   "holding ', ' reads as two arguments\\)"):
+        te.create_schedule(C).apply(str(s))
+
+
 @pytest.mark.parametrize("op", ["sum", "max"])
 def test_te_row_reduction_across_threads(device, rng, op):
     """A row per workgroup, 64 threads each: through subgroups where the

@@ -73,6 +73,15 @@ double ElementAsDouble(ir::DataType t, const uint8_t* at) {
   return 0;
 }
 
+// An integer element's value (an int8x4 as its 32 bits, unsigned).
+int64_t ElementAsInt(ir::DataType t, const uint8_t* at, size_t bytes_per) {
+  int64_t v = 0;
+  std::memcpy(&v, at, bytes_per);
+  if (bytes_per == 4)
+    v = t.is_uint() || t == ir::kInt8x4 ? int64_t(uint32_t(v)) : int64_t(int32_t(v));
+  return v;
+}
+
 std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
   if (t.is_float()) {
     // Enough digits to tell apart any two f32 (or f16) values.
@@ -80,11 +89,7 @@ std::string ElementText(ir::DataType t, const uint8_t* at, size_t bytes_per) {
     std::snprintf(text, sizeof text, "%.9g", ElementAsDouble(t, at));
     return text;
   }
-  int64_t v = 0;
-  std::memcpy(&v, at, bytes_per);
-  if (bytes_per == 4)
-    v = t.is_uint() || t == ir::kInt8x4 ? int64_t(uint32_t(v)) : int64_t(int32_t(v));
-  return StrCat(v);
+  return StrCat(ElementAsInt(t, at, bytes_per));
 }
 
 // The bytes of buffer parameter `i` for these arguments, checked against
@@ -143,6 +148,9 @@ BufferCheck CompareBuffer(const std::string& name, ir::DataType t, const std::ve
       std::memcpy(&b, r, 4);
       equal = (a != 0) == (b != 0);
       error = equal ? 0 : 1;
+    } else if (!equal && t.is_integer() && t != ir::kInt8x4) {
+      error = std::fabs(static_cast<double>(ElementAsInt(t, g, bytes_per)) -
+                        static_cast<double>(ElementAsInt(t, r, bytes_per)));
     }
     c.max_error = std::max(c.max_error, error);
     if (!equal) {

@@ -67,7 +67,7 @@ struct BufferCheck {
   std::string dtype;
   uint64_t elements = 0;
   uint64_t mismatches = 0;
-  double max_error = 0;         // largest |gpu - ref| (floats) or 0/1 (exact types)
+  double max_error = 0;         // largest |gpu - ref| (numbers), or 0/1 (bools, int8x4)
   int64_t first_mismatch = -1;  // element index
   std::string first_gpu, first_ref;
 };

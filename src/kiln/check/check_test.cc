@@ -61,6 +61,27 @@ TEST(CompareBufferTest, InfinitiesAndNanMatchOnlyThemselves) {
   EXPECT_EQ(check({1.1f}, {1.0f}).mismatches, 1u);
 }
 
+// Integers must match exactly; the error reported is the difference.
+TEST(CompareBufferTest, IntegerErrorsAreTheDifference) {
+  auto bytes = [](const std::vector<int32_t>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  BufferCheck i =
+      CompareBuffer("I", ir::kI32, bytes({5, 7, INT32_MIN}), bytes({-5, 7, INT32_MAX}), 1);
+  EXPECT_EQ(i.mismatches, 2u);
+  EXPECT_EQ(i.max_error, 4294967295.0);
+  EXPECT_EQ(i.first_gpu, "5");
+  EXPECT_EQ(i.first_ref, "-5");
+  BufferCheck u = CompareBuffer("U", ir::kU32, bytes({-1, 3}), bytes({0, 1}), 0);
+  EXPECT_EQ(u.max_error, 4294967295.0);
+  EXPECT_EQ(u.first_gpu, "4294967295");
+  BufferCheck b = CompareBuffer("B", ir::kBool, bytes({2, 0}), bytes({1, 1}), 0);
+  EXPECT_EQ(b.mismatches, 1u);
+  EXPECT_EQ(b.max_error, 1.0);
+}
+
 TEST(ValidateSourceIrTest, CompiledFunctionsAgreeWithTheirSource) {
   for (const codegen::CompiledFunction& f : Compiled().functions) {
     EXPECT_TRUE(ValidateSourceIr(f).ok()) << ValidateSourceIr(f);

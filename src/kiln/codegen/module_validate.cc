@@ -6,12 +6,29 @@
 #include <vector>
 
 #include "kiln/codegen/kernel_abi.h"
+#include "kiln/support/file.h"
 
 namespace kiln::codegen {
 namespace {
 
+// The format's strings are UTF-8 text (an implementation handed other bytes
+// as WGSL or a label may not survive them).
+Status CheckText(std::string_view text, std::string_view what) {
+  if (const std::optional<size_t> at = FirstNonTextByte(text)) {
+    return DataLoss(what, " is not UTF-8 text (byte ", *at, " of ", text.size(), ")");
+  }
+  return Status::Ok();
+}
+
 Status CheckFunction(const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
+  KILN_RETURN_IF_ERROR(CheckText(m.entry_point, "the entry point's name"));
+  KILN_RETURN_IF_ERROR(CheckText(f.wgsl, "the WGSL"));
+  KILN_RETURN_IF_ERROR(CheckText(f.source_ir, "the source IR"));
+  for (const ParamInfo& p : m.params) KILN_RETURN_IF_ERROR(CheckText(p.name, "a parameter's name"));
+  for (const std::string& feature : m.required_features) {
+    KILN_RETURN_IF_ERROR(CheckText(feature, "a required feature's name"));
+  }
   if (m.entry_point.empty() ||
       f.wgsl.find(StrCat("fn ", m.entry_point, "(")) == std::string::npos) {
     return DataLoss("entry point '", m.entry_point, "' is not declared in the WGSL");
@@ -101,6 +118,9 @@ Status ValidateModule(const CompiledModule& module) {
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const std::string& name = module.functions[i].metadata.name;
     if (name.empty()) return DataLoss("invalid module: function ", i, " has no name");
+    if (Status text = CheckText(name, StrCat("function ", i, "'s name")); !text.ok()) {
+      return DataLoss("invalid module: ", text.message());
+    }
     if (!names.insert(name).second) {
       return DataLoss("invalid module: two functions are named '", name, "'");
     }

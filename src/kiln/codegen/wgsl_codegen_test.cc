@@ -509,6 +509,10 @@ TEST(WgslCodegenTest, ConstantZeroDivisorsGiveTheIrsResults) {
   b.Store(U, {1}, Load(U, {1}) % MakeZero(kU32));
   b.Store(U, {2}, FloorDiv(Load(U, {2}), MakeZero(kU32)));
   b.Store(A, {4}, Load(A, {4}) / 1);
+  // The quotient is its dividend, parenthesised as the dividend needs.
+  b.Store(A, {5}, Load(A, {5}) - (Load(A, {6}) + Load(A, {7})) / 0);
+  b.Store(A, {6}, Load(A, {6}) + Call(Intrinsic::kShiftLeft, {Load(A, {7}), 2}) / 0);
+  b.Store(A, {7}, Load(A, {7}) * (Load(A, {5}) / 0));
   CompiledFunction f = Generate(b.Build());
   EXPECT_TRUE(Contains(f.wgsl, "A[0i] = A[0i];")) << f.wgsl;
   EXPECT_TRUE(Contains(f.wgsl, "A[1i] = i32();")) << f.wgsl;
@@ -518,6 +522,9 @@ TEST(WgslCodegenTest, ConstantZeroDivisorsGiveTheIrsResults) {
   EXPECT_TRUE(Contains(f.wgsl, "U[2i] = U[2i];")) << f.wgsl;
   EXPECT_TRUE(Contains(f.wgsl, "U[1i] = u32();")) << f.wgsl;
   EXPECT_TRUE(Contains(f.wgsl, "A[4i] = A[4i] / 1i;")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[5i] = A[5i] - (A[6i] + A[7i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[6i] = A[6i] + (A[7i] << ")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "A[7i] = A[7i] * A[5i];")) << f.wgsl;
 }
 
 // A float divided by a constant zero is written without the division (a
@@ -656,8 +663,9 @@ TEST(WgslCodegenTest, ShiftsBitOpsAndInt8x4) {
 
 TEST(WgslCodegenTest, ConstantsWithoutLiteralsGoThroughBits) {
   IRBuilder b("specials");
-  Buffer A = b.BufferParam("A", kF32, {5});
+  Buffer A = b.BufferParam("A", kF32, {6});
   Buffer I = b.BufferParam("I", kI32, {1});
+  b.Store(A, {5}, FloatConst(kF32, -NAN));  // -nan keeps its sign
   b.Store(A, {0}, FloatConst(kF32, INFINITY));
   b.Store(A, {1}, FloatConst(kF32, NAN));
   b.Store(A, {2}, FloatConst(kF32, -0.25));
@@ -669,6 +677,7 @@ TEST(WgslCodegenTest, ConstantsWithoutLiteralsGoThroughBits) {
   CompiledFunction f = Generate(b.Build());
   EXPECT_TRUE(Contains(f.wgsl, "A[0i] = kiln_f32_from_bits(0x7f800000u);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[1i] = kiln_f32_from_bits(0x7fc00000u);"));
+  EXPECT_TRUE(Contains(f.wgsl, "A[5i] = kiln_f32_from_bits(0xffc00000u);"));
   EXPECT_TRUE(Contains(f.wgsl, "A[2i] = -0.25f;"));
   EXPECT_TRUE(Contains(f.wgsl, "A[3i] = 3.40282346e+38f;"));
   EXPECT_TRUE(Contains(f.wgsl, "A[4i] = -3.40282346e+38f;"));

@@ -59,14 +59,14 @@ void FunctionEmitter::Line(const std::string& text) {
 
 std::string FunctionEmitter::Type(ir::DataType type) {
   StatusOr<std::string> wgsl = WgslValueType(type);
-  if (!wgsl.ok()) return Fail(wgsl.status().message());
+  if (!wgsl.ok()) return Fail(wgsl.status().message(), EnclosingLoop());
   if (type.is_float() && type.bits == 16) uses_f16_ = true;
   return *wgsl;
 }
 
 std::string FunctionEmitter::StorageType(ir::DataType type) {
   StatusOr<std::string> wgsl = WgslStorageType(type);
-  if (!wgsl.ok()) return Fail(wgsl.status().message());
+  if (!wgsl.ok()) return Fail(wgsl.status().message(), EnclosingLoop());
   if (type.is_float() && type.bits == 16) uses_f16_ = true;
   return *wgsl;
 }

@@ -66,6 +66,11 @@ int ArithmeticTier(BinaryOp op) {
 int OperandTier(const ir::Expr& e, const std::string& text) {
   const auto* b = e.as<ir::BinaryNode>();
   if (b == nullptr || text.empty() || text.front() != '(') return 0;
+  // An integer quotient by a constant zero is emitted as its dividend.
+  if ((b->op == BinaryOp::kDiv || b->op == BinaryOp::kFloorDiv) && b->a.dtype().is_integer() &&
+      ir::IsConstInt(b->b, 0)) {
+    return OperandTier(b->a, text);
+  }
   return ArithmeticTier(b->op);
 }
 
@@ -291,7 +296,7 @@ std::string FunctionEmitter::FloatImm(const ir::FloatImmNode* op) {
   uint32_t bits = negative_zero           ? 0u
                   : std::isnan(op->value) ? (f16 ? 0x7e00u : 0x7fc00000u)
                                           : (f16 ? 0x7c00u : 0x7f800000u);
-  if (std::signbit(op->value) && !std::isnan(op->value)) bits |= f16 ? 0x8000u : 0x80000000u;
+  if (std::signbit(op->value)) bits |= f16 ? 0x8000u : 0x80000000u;
   std::string helper = f16 ? helpers_.F16FromBits() : helpers_.F32FromBits();
   char hex[16];
   std::snprintf(hex, sizeof(hex), "0x%xu", bits);
@@ -309,7 +314,7 @@ std::string FunctionEmitter::Binary(const ir::BinaryNode* op) {
     switch (op->op) {
       case BinaryOp::kDiv:
       case BinaryOp::kFloorDiv:
-        return StrCat("(", StripParens(a), ")");
+        return a;  // (OperandTier reads its tier as the dividend's)
       case BinaryOp::kMod:
       case BinaryOp::kFloorMod:
         return StrCat(Type(type), "()");

@@ -4,6 +4,7 @@
 
 #include "kiln/hal/device.h"
 #include "kiln/hal/staging_buffer.h"
+#include "kiln/support/file.h"
 
 namespace kiln::hal {
 
@@ -120,6 +121,11 @@ std::string FormatCompilationMessages(const WGPUCompilationInfo* info, std::stri
 StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view label,
                                               const std::string& wgsl,
                                               bool loops_terminate = false) {
+  // (wgpu-native has crashed on bytes that are not UTF-8.)
+  if (const std::optional<size_t> at = FirstNonTextByte(wgsl)) {
+    return CompileError("compiling the WGSL of '", label, "': byte ", *at, " of ", wgsl.size(),
+                        " is not UTF-8 text (or is NUL)");
+  }
   const Procs& p = device.procs();
   WGPUShaderModule module = nullptr;
   WGPUShaderSourceWGSL source = {};

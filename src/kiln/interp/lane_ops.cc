@@ -89,6 +89,9 @@ Lane NarrowFloatBinary(ir::BinaryOp op, ir::DataType t, float a, float b) {
     case ir::BinaryOp::kAdd:
       return FloatLane(round(a + b));
     case ir::BinaryOp::kSub:
+      // -0.0 - b is the IR's negation, which flips a NaN's sign as well
+      // (IEEE leaves the sign of a - NaN open; WGSL's -b flips it).
+      if (a == 0 && std::signbit(a)) return FloatLane(round(-b));
       return FloatLane(round(a - b));
     case ir::BinaryOp::kMul:
       return FloatLane(round(a * b));
@@ -128,6 +131,7 @@ Lane DoubleBinary(ir::BinaryOp op, double a, double b) {
     case ir::BinaryOp::kAdd:
       return FloatLane(a + b);
     case ir::BinaryOp::kSub:
+      if (a == 0 && std::signbit(a)) return FloatLane(-b);  // (a negation, as above)
       return FloatLane(a - b);
     case ir::BinaryOp::kMul:
       return FloatLane(a * b);

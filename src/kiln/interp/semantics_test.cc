@@ -331,6 +331,43 @@ TEST(SemanticsTest, ReinterpretIsABitCast) {
   EXPECT_EQ(packed[1], FloatToHalfBits(1.5f) | (uint32_t{FloatToHalfBits(2.0f)} << 16));
 }
 
+TEST(SemanticsTest, NegationFlipsEverySign) {
+  // -x flips the sign bit of every value, NaN included, in f32 and in f16;
+  // so does a literal -nan.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a = {nan, -nan, 0.0f, -0.0f, 1.5f, -std::numeric_limits<float>::infinity()};
+  std::vector<ArgValue> args = {MakeBuffer(kF32, a), MakeBuffer(kF32, a), Poisoned(kU32, 6)};
+  ASSERT_TRUE(
+      interp::Run(Elementwise(kF32, kU32, 6, [](Expr x, Expr) { return Reinterpret(kU32, -x); }),
+                  args)
+          .ok());
+  std::vector<uint32_t> bits = Contents<uint32_t>(args[2]);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(bits[i], std::bit_cast<uint32_t>(a[i]) ^ 0x80000000u) << i;
+
+  std::vector<ArgValue> half_args = {MakeBuffer(kF32, a), MakeBuffer(kF32, a), Poisoned(kU32, 6)};
+  ASSERT_TRUE(interp::Run(Elementwise(kF32, kU32, 6,
+                                      [](Expr x, Expr) {
+                                        Expr h = -Cast(kF16, x);
+                                        return Cast(kU32, Reinterpret(kU16, h));
+                                      }),
+                          half_args)
+                  .ok());
+  std::vector<uint32_t> half_bits = Contents<uint32_t>(half_args[2]);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(half_bits[i] & 0x8000u, (std::bit_cast<uint32_t>(a[i]) >> 16 & 0x8000u) ^ 0x8000u)
+        << i;
+  }
+  StatusOr<Expr> literal = ParseExpr("-nan");
+  ASSERT_TRUE(literal.ok()) << literal.status();
+  std::vector<ArgValue> literal_args = {MakeBuffer(kF32, a), MakeBuffer(kF32, a),
+                                        Poisoned(kU32, 6)};
+  ASSERT_TRUE(interp::Run(Elementwise(kF32, kU32, 6,
+                                      [&](Expr, Expr) { return Reinterpret(kU32, *literal); }),
+                          literal_args)
+                  .ok());
+  EXPECT_EQ(Contents<uint32_t>(literal_args[2])[0], 0xffc00000u);
+}
+
 TEST(SemanticsTest, F16RoundsAfterEveryOperation) {
   const int n = 64;
   std::vector<float> a = RandomFloats(n, 16, -4, 4);

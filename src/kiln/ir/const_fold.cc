@@ -114,7 +114,8 @@ std::optional<Expr> FoldBinary(BinaryOp op, const Expr& a, const Expr& b) {
       case BinaryOp::kAdd:
         return FloatImmNode::make(t, u + v);
       case BinaryOp::kSub:
-        return FloatImmNode::make(t, u - v);
+        // -0.0 - v is the negation, which flips a NaN's sign too.
+        return FloatImmNode::make(t, u == 0 && std::signbit(u) ? -v : u - v);
       case BinaryOp::kMul:
         return FloatImmNode::make(t, u * v);
       case BinaryOp::kDiv:

@@ -19,7 +19,8 @@ TEST(ExprTest, VarsAreIdentityObjects) {
   EXPECT_FALSE(StructurallyEqual(a + 1, b + 1));
   EXPECT_TRUE(StructurallyEqual(a + 1, a + 1));
   EXPECT_FALSE(StructurallyEqual(FloatConst(kF32, 0.0), FloatConst(kF32, -0.0)));
-  EXPECT_TRUE(StructurallyEqual(FloatConst(kF32, NAN), FloatConst(kF32, -NAN)));
+  EXPECT_TRUE(StructurallyEqual(FloatConst(kF32, NAN), FloatConst(kF32, NAN)));
+  EXPECT_FALSE(StructurallyEqual(FloatConst(kF32, NAN), FloatConst(kF32, -NAN)));
 }
 
 TEST(ExprTest, ConstantsAreNormalized) {
@@ -50,11 +51,14 @@ TEST(ExprTest, OperatorsMakeConstantsOfTheOtherOperandsType) {
   Var h("h", kF16);
   EXPECT_EQ(Print(u + 1), "u + 1u32");
   EXPECT_EQ(Print(2.5 * h), "2.5f16 * h");
-  // A float negation is -0.0 - h, printed as -h; an integer one 0 - i.
+  // A float negation is -0.0 - h, an integer one 0 - i; both print as -x.
   EXPECT_EQ(Print(-h), "-h");
   EXPECT_TRUE(ir::IsNegation((-h).as<BinaryNode>()));
-  EXPECT_EQ(Print(-(h + h) * h), "(-(h + h)) * h");
-  EXPECT_EQ(Print(-Expr(Var("i", kI32))), "0 - i");
+  EXPECT_EQ(Print(-(h + h) * h), "-(h + h) * h");
+  EXPECT_EQ(Print(-Expr(Var("i", kI32))), "-i");
+  EXPECT_EQ(Print(-(-Expr(Var("i", kI32)))), "--i");
+  EXPECT_EQ(Print(Var("j", kI32) - -Expr(Var("i", kI32))), "j - -i");
+  EXPECT_EQ(Print(IntConst(kI32, 0) - IntConst(kI32, 5)), "0 - 5");
   EXPECT_FALSE(ir::IsNegation((FloatConst(kF16, 0.0) - h).as<BinaryNode>()));
   EXPECT_EQ(Print(FloorDiv(u, Expr(IntConst(kU32, 4)))), "floor_div(u, 4u32)");
 }

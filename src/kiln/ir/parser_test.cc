@@ -110,10 +110,26 @@ TEST(ParserTest, ParsesStatementListsWithFreeNames) {
 }
 
 TEST(ParserTest, LiteralsRoundTrip) {
-  for (const char* text :
-       {"-2147483648", "2147483647", "18446744073709551615u64", "-9223372036854775808i64", "255u8",
-        "-128i8", "0.1", "0.1f16", "65504.0f16", "1e+300f64", "-0.0", "inf", "-inff16", "nan",
-        "1.5e-07", "true", "false", "3.0f16"}) {
+  for (const char* text : {"-2147483648",
+                           "2147483647",
+                           "18446744073709551615u64",
+                           "-9223372036854775808i64",
+                           "255u8",
+                           "-128i8",
+                           "0.1",
+                           "0.1f16",
+                           "65504.0f16",
+                           "1e+300f64",
+                           "-0.0",
+                           "inf",
+                           "-inff16",
+                           "nan",
+                           "-nan",
+                           "-nanf16",
+                           "1.5e-07",
+                           "true",
+                           "false",
+                           "3.0f16"}) {
     StatusOr<Expr> e = ParseExpr(text);
     ASSERT_TRUE(e.ok()) << text << ": " << e.status();
     EXPECT_EQ(Print(*e), text);

@@ -25,8 +25,18 @@ enum Precedence : int {
   kPrecPrimary,
 };
 
+// A negation prints as `-x`, which parses back to it: a float's (-0.0 - x)
+// or a scalar integer's (0 - x), but for a literal or broadcast operand
+// (`-1.0` would parse as a literal), which prints in full.
+bool PrintsAsNegation(const BinaryNode* op) {
+  if (!IsNegation(op) || op->b.as<BroadcastNode>() != nullptr) return false;
+  if (op->a.dtype().is_float()) return op->b.as<FloatImmNode>() == nullptr;
+  return op->a.as<IntImmNode>() != nullptr && op->b.as<IntImmNode>() == nullptr;
+}
+
 int PrecedenceOf(const Expr& e) {
   if (const auto* bin = e.as<BinaryNode>()) {
+    if (PrintsAsNegation(bin)) return kPrecUnary;
     switch (bin->op) {
       case BinaryOp::kOr:
         return kPrecOr;
@@ -257,10 +267,7 @@ class Printer {
           *out += ")";
           return;
         }
-        // A float negation prints as `-x`, which parses back to it (`-1.0`
-        // would parse as a literal, so a literal operand prints in full).
-        if (op->a.dtype().is_float() && IsNegation(op) && op->b.as<FloatImmNode>() == nullptr &&
-            op->b.as<BroadcastNode>() == nullptr) {
+        if (PrintsAsNegation(op)) {
           *out += "-";
           PrintOperand(op->b, PrecedenceOf(op->b) < kPrecUnary, out);
           return;

@@ -26,8 +26,9 @@ bool StructurallyEqual(const Expr& a, const Expr& b) {
       return a.as<IntImmNode>()->value == b.as<IntImmNode>()->value;
     case ExprKind::kFloatImm: {
       double x = a.as<FloatImmNode>()->value, y = b.as<FloatImmNode>()->value;
-      // 0.0 and -0.0 differ (a select between them is no constant).
-      return (x == y && std::signbit(x) == std::signbit(y)) || (std::isnan(x) && std::isnan(y));
+      // 0.0 and -0.0 differ (a select between them is no constant), as do
+      // nan and -nan.
+      return (x == y || (std::isnan(x) && std::isnan(y))) && std::signbit(x) == std::signbit(y);
     }
     case ExprKind::kBoolImm:
       return a.as<BoolImmNode>()->value == b.as<BoolImmNode>()->value;

@@ -111,7 +111,7 @@ std::string FormatIntLiteral(DataType dtype, int64_t value) {
 
 std::string FormatFloatLiteral(DataType dtype, double value) {
   std::string suffix = dtype == kF32 ? "" : dtype.ToString();
-  if (std::isnan(value)) return "nan" + suffix;
+  if (std::isnan(value)) return (std::signbit(value) ? "-nan" : "nan") + suffix;
   if (std::isinf(value)) return (value < 0 ? "-inf" : "inf") + suffix;
   // Whole numbers print without an exponent ("65504.0", not "6.55e+04").
   if (value == std::trunc(value) && std::fabs(value) < 1e16) {

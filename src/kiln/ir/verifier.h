@@ -51,6 +51,10 @@ namespace kiln::ir {
 // larger arrays in a function).
 inline constexpr int64_t kMaxLocalElements = 65535;
 
+// The most iterations one unrolled loop may have (transform::Unroll's
+// default limit, a guard on code size; te::Lower refuses more by stage).
+inline constexpr int64_t kMaxUnrollExtent = 256;
+
 struct VerifyOptions {
   // The target's limits: threads per workgroup, workgroup storage, storage
   // buffers per shader stage (WebGPU's minimums unless told).

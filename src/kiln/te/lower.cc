@@ -1099,8 +1099,16 @@ class KernelLowering {
 
   // Loop `var` of `extent` around `body`; where its copies ahead are
   // peeled (Rotated), one iteration fewer and the last one's math after it.
-  Stmt MakeLoopAt(const IterVar& axis, const ir::Expr& extent, ir::LoopKind kind,
-                  const ThreadContext& ctx, const Stmt& body) {
+  Stmt MakeLoopAt(const StageState& s, const IterVar& axis, const ir::Expr& extent,
+                  ir::LoopKind kind, const ThreadContext& ctx, const Stmt& body) {
+    if (const auto n = ir::AsConstInt(ir::Simplify(extent));
+        kind == ir::LoopKind::kUnrolled && n && *n > ir::kMaxUnrollExtent && error_.ok()) {
+      error_ = InvalidArgument(at_, ": axis '", axis.name(), "' of stage '", s.tensor.name(),
+                               "' is unrolled but has extent ", *n, ", more than the ",
+                               ir::kMaxUnrollExtent,
+                               " iterations an unrolled loop may have; split it and unroll "
+                               "the inner axis");
+    }
     auto it = peeled_.find(axis.get());
     if (it == peeled_.end()) return MakeLoop(axis.var(), extent, kind, ctx, body);
     Stmt tail = std::move(it->second);
@@ -1588,7 +1596,7 @@ Stmt KernelLowering::LowerStage(const StageState& stage, const ThreadContext& ou
       const IterVar& a = loops[k];
       body = EmitAttached(stage, a, ctx_inside.at(a.get()), body, layout.extent(a));
       const ThreadContext& ctx = k == 0 ? ctx0 : ctx_inside.at(loops[k - 1].get());
-      body = AroundLoop(stage, a, MakeLoopAt(a, layout.extent(a), kind_of(a), ctx, body));
+      body = AroundLoop(stage, a, MakeLoopAt(stage, a, layout.extent(a), kind_of(a), ctx, body));
     }
     return body;
   };

@@ -1119,7 +1119,9 @@ StatusOr<Primitive> ParsePrimitive(std::string_view text) {
     const std::string wanted = least == most             ? std::to_string(least)
                                : most == args.max_size() ? StrCat("at least ", least)
                                                          : StrCat(least, " to ", most);
-    return InvalidArgument(at, ": ", name, " takes ", wanted, " argument(s), not ", args.size());
+    return InvalidArgument(
+        at, ": ", name, " takes ", wanted, " argument(s), not ", args.size(),
+        args.size() > most ? " (a name holding ', ' reads as two arguments)" : "");
   };
   auto integer = [&](const std::string& arg, const char* what) -> StatusOr<int64_t> {
     std::optional<int64_t> value = RecordInteger(arg);

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "kiln/ir/expr_nodes.h"
+#include "kiln/ir/text_syntax.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/ir/visitor.h"
 
@@ -209,6 +210,19 @@ Status CheckBody(const OperationNode& op) {
     ConstantIndexChecker indices;
     indices.VisitExpr(*e);
     if (!indices.error.empty()) return InvalidArgument("compute '", op.name, "' ", indices.error);
+  }
+  return Status::Ok();
+}
+
+// A name that a schedule's text can hold on one line and read back: no
+// white space at either end, no control characters.
+Status CheckName(const std::string& what, const std::string& name) {
+  auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+  if (std::any_of(name.begin(), name.end(), control) ||
+      (!name.empty() && (name.front() == ' ' || name.back() == ' '))) {
+    return InvalidArgument(what, " is named ", ir::QuoteString(name),
+                           ": a name may not begin or end with a space or hold control "
+                           "characters, which a schedule's text could not read back");
   }
   return Status::Ok();
 }
@@ -418,7 +432,8 @@ Expr Tensor::operator()(std::vector<Expr> indices) const {
 Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataType dtype) {
   auto op = NewOp(name, std::move(shape), dtype);
   op->is_placeholder = true;
-  op->error = CheckShape("placeholder '" + name + "'", op->buffer.shape());
+  op->error = CheckName("a placeholder", name);
+  if (op->error.ok()) op->error = CheckShape("placeholder '" + name + "'", op->buffer.shape());
   Register(op);
   return Tensor(op);
 }
@@ -467,7 +482,11 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     error = InvalidArgument("compute '", name, "': the body nests more than ", ir::kMaxExprDepth,
                             " levels deep, the most kiln compiles");
   } else {
-    error = CheckShape("compute '" + name + "'", shape);
+    error = CheckName("a compute", name);
+    for (size_t d = 0; d < axis.size() && error.ok(); ++d) {
+      error = CheckName(StrCat("compute '", name, "': axis ", d), axis[d].name());
+    }
+    if (error.ok()) error = CheckShape("compute '" + name + "'", shape);
     if (error.ok()) error = CheckTreeSize(name, body);
   }
 
@@ -479,6 +498,9 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     for (const ir::VarNode* v : uses.vars) {
       auto it = pending.find(v);
       if (it == pending.end()) {
+        const bool same_group = std::any_of(op->reduce_vars.begin(), op->reduce_vars.end(),
+                                            [&](const Var& r) { return r.get() == v; });
+        if (same_group) continue;  // another value of this body's tuple reduction
         if (const std::string* owner = ClaimedBy(v)) {
           error = InvalidArgument("compute '", name, "': uses the reduction '", v->name,
                                   "' that compute '", *owner,
@@ -513,6 +535,10 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
         error = CheckCustomReducer(*op);
       }
       for (size_t a = 0; a < it->second.axes.size(); ++a) {
+        if (error.ok()) {
+          error = CheckName(StrCat("compute '", name, "': reduction axis ", a),
+                            it->second.axes[a].name());
+        }
         for (size_t b = 0; b < a; ++b) {
           if (it->second.axes[a].var().same_as(it->second.axes[b].var()) && error.ok()) {
             error =

@@ -662,7 +662,8 @@ TEST(TeScheduleTest, RecordsParseFromTheirText) {
        "copy_ahead's last is 'branch_free', 'no_branch' or 'peeled', not 'sometimes'"},
       {"C.copy_ahead(registers, peeled, x)", "copy_ahead takes 0 to 2 argument(s), not 3"},
       {"C.storage_align(i, 32)", "storage_align takes 3 argument(s), not 2"},
-      {"C.unroll(i, j)", "unroll takes 1 argument(s), not 2"},
+      {"C.unroll(i, j)",
+       "unroll takes 1 argument(s), not 2 (a name holding ', ' reads as two arguments)"},
       {"C.copy_ahead(peeled, registers)",
        "copy_ahead takes [registers[, LAST]]; 'registers' is "
        "out of place"},

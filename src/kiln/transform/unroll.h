@@ -12,13 +12,14 @@
 #include <cstdint>
 
 #include "kiln/ir/function.h"
+#include "kiln/ir/verifier.h"
 #include "kiln/support/status.h"
 
 namespace kiln::transform {
 
 struct UnrollOptions {
   // Upper bound on the extent of one unrolled loop (code size guard).
-  int64_t max_extent = 256;
+  int64_t max_extent = ir::kMaxUnrollExtent;
   // Upper bound on the IR nodes (statements and expressions) the copies of
   // a function's unrolled loops hold in all, counted as each loop is
   // expanded: nested loops multiply, and 256 x 256 x 256 copies would

@@ -57,6 +57,25 @@ fn axpb(@builtin(global_invocation_id) gid: vec3<u32>) {
   ExpectDeviceStillWorks();
 }
 
+TEST_F(ErrorTest, WgslThatIsNotUtf8IsACompileError) {
+  // A byte that is not UTF-8 inside a comment, then a NUL: refused before
+  // the implementation sees them.
+  const std::pair<std::string, int> cases[] = {{"// \xff\n", 3}, {std::string("\0", 1), 0}};
+  for (const auto& [bad, at] : cases) {
+    ExecutableSpec spec = AxpbSpec();
+    spec.label = "bytes";
+    spec.wgsl = bad + spec.wgsl;
+    auto exe = LoadExecutable(*device_, spec);
+    ASSERT_FALSE(exe.ok());
+    EXPECT_EQ(exe.status().code(), StatusCode::kCompileError) << exe.status();
+    EXPECT_NE(
+        exe.status().message().find(StrCat("compiling the WGSL of 'bytes': byte ", at, " of ")),
+        std::string::npos)
+        << exe.status();
+  }
+  ExpectDeviceStillWorks();
+}
+
 TEST_F(ErrorTest, MissingEntryPointIsAnError) {
   ExecutableSpec spec = AxpbSpec();
   spec.entry_points[0].name = "no_such_entry";
