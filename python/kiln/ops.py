@@ -681,14 +681,27 @@ def _check_reduce_op(op: Any, fn: str) -> None:
 
 def _integer(v: Any) -> Optional[int]:
     """v as an int where numpy takes it as one (an int, a numpy integer, a 0-d
-    integer array or tensor; never a bool), else None."""
-    if isinstance(v, (bool, np.bool_)):
+    integer array or tensor, anything else with __index__ but no axes; never
+    a bool or a timedelta), else None."""
+    if isinstance(v, (bool, np.bool_, np.timedelta64)):
         return None
     if isinstance(v, (int, np.integer)):
         return int(v)
-    if getattr(v, "ndim", None) == 0 and np.dtype(getattr(v, "dtype", object)).kind in "iu":
-        return operator.index(v)
-    return None
+    if getattr(v, "ndim", 0) != 0 or not hasattr(type(v), "__index__"):
+        return None
+    try:
+        i = operator.index(v)
+    except TypeError:  # (a 0-d array or tensor of another dtype)
+        return None
+    return i if isinstance(i, int) and not isinstance(i, bool) else None
+
+
+def _shown_dtype(dtype: Any) -> str:
+    """numpy's name of a dtype, or str() of what numpy does not read as one."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
 
 
 def _int(v: Any, what: str) -> int:
@@ -1283,7 +1296,7 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
             steps.append(1)
             keep.append(None)
         else:
-            of = f" of dtype {np.dtype(k.dtype).name}" if hasattr(k, "dtype") else ""
+            of = f" of dtype {_shown_dtype(k.dtype)}" if hasattr(k, "dtype") else ""
             raise TypeError(f"kiln.Tensor indices are ints, slices and '...'; got "
                             f"{type(k).__name__}{of}")
     y = slice(x, starts, stops, steps)

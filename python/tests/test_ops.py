@@ -1804,6 +1804,19 @@ def test_zero_dimensional_operands(device):
     with pytest.raises(TypeError, match="indices are ints, slices and '...'; got Tensor of "
                                         "dtype float32"):
         t[t.sum()]
+
+    class Index:  # anything with __index__ and no axes, as numpy takes it
+        ndim, dtype = 0, "other.int64"
+
+        def __index__(self):
+            return 1
+
+    same(t[Index()], a[1])
+    same(kiln.ops.sum(t, axis=Index()), a.sum(axis=1))
+    with pytest.raises(TypeError, match="got timedelta64 of dtype timedelta64"):
+        t[np.timedelta64(1)]
+    with pytest.raises(kiln.ops.ArgumentTypeError, match="axis must be an int; got timedelta64"):
+        kiln.ops.sum(t, axis=np.timedelta64(1))
     with pytest.raises(TypeError, match="this one is int32\\[1\\]"):
         operator.index(kiln.ops.argmax(t, axis=1, keepdims=True)[:1, 0])
     with pytest.raises(TypeError, match="format spec '.2f' given for a tensor of shape"):

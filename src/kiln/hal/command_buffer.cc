@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<CommandBuffer>> CommandBuffer::Create(std::shared_ptr<D
                                                                CommandBufferMode mode,
                                                                CommandBufferOptions options) {
   if (!device) return InvalidArgument("CommandBuffer::Create: no device");
+  KILN_RETURN_IF_ERROR(CheckText(options.label, "CommandBuffer::Create: the label"));
   KILN_RETURN_IF_ERROR(device->CheckHealthy());
   if (options.profile && !device->HasFeature(Feature::kTimestampQuery)) {
     return Unavailable("profiling needs the timestamp-query feature, which ", device->Describe(),
@@ -414,6 +415,7 @@ Status CommandBuffer::RecordCopy(const BufferRef& source, uint64_t source_offset
 
 Status CommandBuffer::BeginDebugGroup(std::string_view label) {
   KILN_RETURN_IF_ERROR(CheckRecording());
+  KILN_RETURN_IF_ERROR(CheckText(label, "BeginDebugGroup: the label"));
   OpenSegment();
   commands_.push_back(PushDebugRecord{NameIndex(label)});
   ++debug_depth_;
@@ -431,6 +433,7 @@ Status CommandBuffer::EndDebugGroup() {
 
 Status CommandBuffer::InsertDebugMarker(std::string_view label) {
   KILN_RETURN_IF_ERROR(CheckRecording());
+  KILN_RETURN_IF_ERROR(CheckText(label, "InsertDebugMarker: the label"));
   OpenSegment();
   commands_.push_back(MarkerRecord{NameIndex(label)});
   return Status();

@@ -13,6 +13,7 @@
 #include "kiln/hal/builtins.h"
 #include "kiln/hal/executable.h"
 #include "kiln/hal/staging_buffer.h"
+#include "kiln/support/file.h"
 #include "kiln/support/log.h"
 
 namespace kiln::hal {
@@ -277,6 +278,14 @@ std::vector<ImplKind> ImplOrder(const DeviceOptions& options, Status* error) {
 }
 
 }  // namespace
+
+Status CheckText(std::string_view text, std::string_view what) {
+  if (const std::optional<size_t> at = FirstNonTextByte(text)) {
+    return InvalidArgument(what, ": byte ", *at, " of ", text.size(),
+                           " is not UTF-8 text (or is NUL)");
+  }
+  return Status();
+}
 
 std::string FromStringView(WGPUStringView s) {
   if (!s.data) return "";

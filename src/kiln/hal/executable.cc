@@ -44,7 +44,18 @@ std::string CacheKey(const ExecutableSpec& spec) {
   return key.str();
 }
 
+// The strings of `spec` that the implementation is handed besides the WGSL.
+Status CheckNames(const ExecutableSpec& spec) {
+  KILN_RETURN_IF_ERROR(CheckText(spec.label, "an executable's label"));
+  for (const EntryPointLayout& e : spec.entry_points) {
+    KILN_RETURN_IF_ERROR(
+        CheckText(e.name, StrCat("executable '", spec.label, "': an entry point's name")));
+  }
+  return Status();
+}
+
 Status ValidateLayouts(const Device& device, const ExecutableSpec& spec) {
+  KILN_RETURN_IF_ERROR(CheckNames(spec));
   if (spec.entry_points.empty()) {
     return InvalidArgument("executable '", spec.label, "' declares no entry points");
   }
@@ -324,6 +335,7 @@ StatusOr<PendingExecutable> LoadExecutableAsync(Device& device, const Executable
 
 Status CheckWgsl(Device& device, std::string_view label, const std::string& wgsl) {
   KILN_RETURN_IF_ERROR(device.CheckHealthy());
+  KILN_RETURN_IF_ERROR(CheckText(label, "a shader's label"));
   KILN_ASSIGN_OR_RETURN(WGPUShaderModule module, CreateShaderModule(device, label, wgsl));
   device.procs().ShaderModuleRelease(module);
   return Status();
@@ -332,6 +344,7 @@ Status CheckWgsl(Device& device, std::string_view label, const std::string& wgsl
 StatusOr<ExecutableRef> LoadExecutable(Device& device, const ExecutableSpec& spec) {
   // A lost or destroyed device loads nothing, not even what it has cached.
   KILN_RETURN_IF_ERROR(device.CheckHealthy());
+  KILN_RETURN_IF_ERROR(CheckNames(spec));  // (also where the cache holds the executable)
   std::string key = CacheKey(spec);
   if (ExecutableRef cached = device.executable_cache().Find(key)) return cached;
   KILN_ASSIGN_OR_RETURN(PendingExecutable pending, ExecutableLoader::Start(device, spec, key));

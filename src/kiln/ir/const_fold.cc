@@ -108,18 +108,24 @@ std::optional<Expr> FoldBinary(BinaryOp op, const Expr& a, const Expr& b) {
     const auto* y = b.as<FloatImmNode>();
     if (y == nullptr) return std::nullopt;
     double u = x->value, v = y->value;
+    // A NaN an operation makes is the positive quiet NaN, whatever sign the
+    // compiling machine's arithmetic gives it (IEEE leaves it open).
+    auto arithmetic = [t](double r) {
+      return FloatImmNode::make(t, std::isnan(r) ? std::numeric_limits<double>::quiet_NaN() : r);
+    };
     switch (op) {
       // In double, the exact result of one f16/f32 operation rounds to the
       // same value as the type's own correctly rounded operation would give.
       case BinaryOp::kAdd:
-        return FloatImmNode::make(t, u + v);
+        return arithmetic(u + v);
       case BinaryOp::kSub:
         // -0.0 - v is the negation, which flips a NaN's sign too.
-        return FloatImmNode::make(t, u == 0 && std::signbit(u) ? -v : u - v);
+        if (u == 0 && std::signbit(u)) return FloatImmNode::make(t, -v);
+        return arithmetic(u - v);
       case BinaryOp::kMul:
-        return FloatImmNode::make(t, u * v);
+        return arithmetic(u * v);
       case BinaryOp::kDiv:
-        return FloatImmNode::make(t, u / v);
+        return arithmetic(u / v);
       case BinaryOp::kEq:
         return BoolImmNode::make(u == v);
       case BinaryOp::kNe:

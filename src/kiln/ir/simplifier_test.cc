@@ -89,6 +89,13 @@ TEST_F(SimplifierTest, FoldsFloatsAndCasts) {
       {"0.1f16 + 0.2f16", "0.2998f16"},
       {"1.0 / 0.0", "inf"},
       {"nan == nan", "false"},
+      // An operation's NaN is nan on every compiling machine; a negation
+      // flips the sign of its operand's.
+      {"0.0 / 0.0", "nan"},
+      {"inf - inf", "nan"},
+      {"-nan * 2.0", "nan"},
+      {"-(0.0 * inf)", "-nan"},
+      {"-(-nan)", "nan"},
       {"i32(3.7)", "3"},
       {"i32(-3.7)", "-3"},
       {"u8(300)", "44u8"},

@@ -1101,15 +1101,17 @@ class KernelLowering {
   // peeled (Rotated), one iteration fewer and the last one's math after it.
   Stmt MakeLoopAt(const StageState& s, const IterVar& axis, const ir::Expr& extent,
                   ir::LoopKind kind, const ThreadContext& ctx, const Stmt& body) {
+    auto it = peeled_.find(axis.get());
+    // (A peeled loop runs one iteration fewer; its last one follows it.)
     if (const auto n = ir::AsConstInt(ir::Simplify(extent));
-        kind == ir::LoopKind::kUnrolled && n && *n > ir::kMaxUnrollExtent && error_.ok()) {
+        kind == ir::LoopKind::kUnrolled && n && *n - (it != peeled_.end()) > ir::kMaxUnrollExtent &&
+        error_.ok()) {
       error_ = InvalidArgument(at_, ": axis '", axis.name(), "' of stage '", s.tensor.name(),
                                "' is unrolled but has extent ", *n, ", more than the ",
                                ir::kMaxUnrollExtent,
                                " iterations an unrolled loop may have; split it and unroll "
                                "the inner axis");
     }
-    auto it = peeled_.find(axis.get());
     if (it == peeled_.end()) return MakeLoop(axis.var(), extent, kind, ctx, body);
     Stmt tail = std::move(it->second);
     peeled_.erase(it);

@@ -76,6 +76,34 @@ TEST_F(ErrorTest, WgslThatIsNotUtf8IsACompileError) {
   ExpectDeviceStillWorks();
 }
 
+TEST_F(ErrorTest, LabelsAndNamesThatAreNotUtf8AreRefused) {
+  // Every string kiln hands the implementation is checked first.
+  ExecutableSpec labelled = AxpbSpec();
+  labelled.label = "axpb\xff";
+  auto exe = LoadExecutable(*device_, labelled);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kInvalidArgument) << exe.status();
+  EXPECT_NE(exe.status().message().find("an executable's label: byte 4 of 5 is not UTF-8"),
+            std::string::npos)
+      << exe.status();
+  ExecutableSpec entry = AxpbSpec();
+  entry.entry_points[0].name = std::string("axpb\0", 5);
+  exe = LoadExecutable(*device_, entry);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().message().find("an entry point's name: byte 4 of 5"), std::string::npos)
+      << exe.status();
+  auto named = CommandBuffer::Create(device_, CommandBufferMode::kOneShot, {"\xc0\x80"});
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("the label: byte 0 of 2"), std::string::npos)
+      << named.status();
+  auto cb = NewCommandBuffer();
+  Status group = cb->BeginDebugGroup("\xed\xa0\x80");
+  EXPECT_EQ(group.code(), StatusCode::kInvalidArgument) << group;
+  Status marker = cb->InsertDebugMarker(std::string("m\0", 2));
+  EXPECT_EQ(marker.code(), StatusCode::kInvalidArgument) << marker;
+  ExpectDeviceStillWorks();
+}
+
 TEST_F(ErrorTest, MissingEntryPointIsAnError) {
   ExecutableSpec spec = AxpbSpec();
   spec.entry_points[0].name = "no_such_entry";
