@@ -551,8 +551,10 @@ TEST(WgslCodegenTest, FloatConstantZeroDivisorsAreSpelledWithoutADivision) {
 // +0.0 subtracted is the identity, left to the driver; other constants stay.
 TEST(WgslCodegenTest, FloatConstantZeroOperandsGoThroughTheBits) {
   IRBuilder b("f");
-  Buffer F = b.BufferParam("F", kF32, {12});
+  Buffer F = b.BufferParam("F", kF32, {14});
   Buffer H = b.BufferParam("H", kF16, {2});
+  b.Store(F, {12}, MakeConst(kF32, 0.0) % Load(F, {12}));
+  b.Store(F, {13}, FloorMod(MakeConst(kF32, -0.0), Load(F, {13})));
   b.Store(F, {0}, Load(F, {0}) * MakeConst(kF32, 0.0));
   b.Store(F, {1}, MakeConst(kF32, -0.0) * Load(F, {1}));
   b.Store(F, {2}, Load(F, {2}) + MakeConst(kF32, 0.0));
@@ -578,6 +580,8 @@ TEST(WgslCodegenTest, FloatConstantZeroOperandsGoThroughTheBits) {
   EXPECT_TRUE(Contains(f.wgsl, "H[0i] = f16(kiln_times_zero_f32(f32(H[0i]), 0u));")) << f.wgsl;
   EXPECT_TRUE(Contains(f.wgsl, "F[9i] = -F[9i];")) << f.wgsl;
   EXPECT_TRUE(Contains(f.wgsl, "F[10i] = F[10i] * (-(F[10i] + F[11i]));")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[12i] = kiln_zero_mod_f32(F[12i]);")) << f.wgsl;
+  EXPECT_TRUE(Contains(f.wgsl, "F[13i] = kiln_zero_mod_f32(F[13i]);")) << f.wgsl;
 }
 
 // fma with a constant zero multiplicand is the exact product plus the

@@ -432,6 +432,10 @@ std::optional<std::string> FunctionEmitter::FloatByConstZero(const ir::BinaryNod
     case BinaryOp::kFloorDiv:  // floor(+-0) is +-0, floor(NaN) NaN
       if (zero(left)) return ConstZeroCall(ZeroOp::kZeroOver, b, type, left);
       break;
+    case BinaryOp::kMod:  // z - trunc(z / x) * x, and with floor
+    case BinaryOp::kFloorMod:
+      if (zero(left)) return ConstZeroCall(ZeroOp::kZeroMod, b, type);
+      break;
     default:
       break;
   }

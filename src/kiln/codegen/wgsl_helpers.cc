@@ -190,6 +190,11 @@ std::string WgslHelpers::ConstZero(ZeroOp op, int lanes) {
       result = StrCat("  return bitcast<", f, ">(select(bits ^ ", k("0x80000000u"), ", ", u,
                       "(), bits == ", u, "()));\n");
       break;
+    case ZeroOp::kZeroMod:
+      what = "zero_mod";
+      result = StrCat("  return bitcast<", f, ">(select(", u, "(), ", nan, ", (", magnitude,
+                      " == ", u, "()) | (", magnitude, " >= ", k("0x7f800000u"), ")));\n");
+      break;
     case ZeroOp::kSelfMinus:
       what = "self_minus";
       result = StrCat("  return bitcast<", f, ">(select(", u, "(), ", nan, ", ", magnitude,

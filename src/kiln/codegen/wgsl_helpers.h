@@ -80,7 +80,9 @@ class WgslHelpers {
   //   kZeroOver:  z / x: NaN for a zero or NaN x, else a zero of the
   //               quotient's sign (an infinite x too);
   //   kPlusZero:  x + 0.0 (and x - -0.0): x, but +0 for -0;
-  //   kZeroMinus: 0.0 - x: -x, but +0 for +0.
+  //   kZeroMinus: 0.0 - x: -x, but +0 for +0;
+  //   kZeroMod:   z % x and floor_mod(z, x): NaN for a zero, NaN or
+  //               infinite x, else +0.
   // and with an operand that is the other (a driver's `x - x` may become 0):
   //   kSelfMinus: x - x: NaN for a NaN or infinite x, else +0;
   //   kSelfOver:  x / x: NaN for a zero, NaN or infinite x, else 1.
@@ -89,6 +91,7 @@ class WgslHelpers {
     kZeroOver,
     kPlusZero,
     kZeroMinus,
+    kZeroMod,
     kSelfMinus,
     kSelfOver
   };

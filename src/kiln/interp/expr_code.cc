@@ -240,11 +240,17 @@ class RampCode : public ExprCode {
     const int lanes = this->lanes();
     for (int t = 0; t < num_threads_; ++t) {
       if (mask[t] == 0) continue;
-      // base + l * stride, computed in the element type like the scalar ops.
-      Lane value = base[t];
+      // base + l * stride, computed in the element type like the scalar ops
+      // (for floats not the same as adding the stride again and again).
       for (int l = 0; l < lanes; ++l) {
-        out_[t * lanes + l] = value;
-        value = BinaryLane(ir::BinaryOp::kAdd, t_elem, value, stride[t]);
+        Lane index;
+        if (t_elem.is_float()) {
+          index.f = l;
+        } else {
+          index.i = l;
+        }
+        out_[t * lanes + l] = BinaryLane(ir::BinaryOp::kAdd, t_elem, base[t],
+                                         BinaryLane(ir::BinaryOp::kMul, t_elem, index, stride[t]));
       }
     }
     *result = out_.data();

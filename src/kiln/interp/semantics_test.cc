@@ -368,6 +368,27 @@ TEST(SemanticsTest, NegationFlipsEverySign) {
   EXPECT_EQ(Contents<uint32_t>(literal_args[2])[0], 0xffc00000u);
 }
 
+TEST(SemanticsTest, FloatRampLanesAreBasePlusIndexTimesStride) {
+  // Lane l is base + l * stride, not the stride added l times: lane 2 of
+  // ramp(-3e38, 3e38) overflows, and every lane of a ramp whose stride is
+  // infinite is NaN or infinite (lane 0 is base + 0 * inf).
+  IRBuilder b("ramps");
+  Buffer out = b.BufferParam("out", kF32, {6});
+  b.For("tx", LoopKind::kThreadX, 0, 1, [&](Var) {
+    b.Store(out, {Ramp(0, 1, 3)}, Ramp(FloatConst(kF32, -3e38), FloatConst(kF32, 3e38), 3));
+    b.Store(out, {Ramp(3, 1, 3)}, Ramp(FloatConst(kF32, 1.5), FloatConst(kF32, -INFINITY), 3));
+  });
+  std::vector<ArgValue> args = {Poisoned(kF32, 6)};
+  ASSERT_TRUE(interp::Run(Verified(b), args).ok());
+  std::vector<float> got = Contents<float>(args[0]);
+  EXPECT_EQ(got[0], -3e38f);
+  EXPECT_EQ(got[1], 0.0f);
+  EXPECT_EQ(got[2], INFINITY);
+  EXPECT_TRUE(std::isnan(got[3]));
+  EXPECT_EQ(got[4], -INFINITY);
+  EXPECT_EQ(got[5], -INFINITY);
+}
+
 TEST(SemanticsTest, F16RoundsAfterEveryOperation) {
   const int n = 64;
   std::vector<float> a = RandomFloats(n, 16, -4, 4);

@@ -9,9 +9,22 @@
 #include "kiln/ir/expr_nodes.h"
 #include "kiln/ir/mutator.h"
 #include "kiln/ir/structural_equal.h"
+#include "kiln/ir/visitor.h"
 
 namespace kiln::ir {
 namespace {
+
+// Whether `e` reads `var`.
+bool Reads(const Expr& e, const VarNode* var) {
+  struct Finder : ExprVisitor {
+    const VarNode* var;
+    bool found = false;
+    void VisitVar(const VarNode* op) override { found |= op == var; }
+  } finder;
+  finder.var = var;
+  finder.VisitExpr(e);
+  return finder.found;
+}
 
 using Int128 = __int128;
 
@@ -157,6 +170,10 @@ class Simplifier : public StmtMutator {
     if (IsTrivial(value)) return MutateExpr(Substitute(op->body, {{op->var.get(), value}}));
     ScopedRange range(this, op->var, Bound(value));
     Expr body = MutateExpr(op->body);
+    // A body that does not read the var is the let's value (expressions have
+    // no side effects): `(let v = x in 0.0)` is the constant 0.0, seen as one.
+    if (!Reads(body, op->var.get())) return body;
+    if (body.get() == op->var.get()) return value;  // (let v = e in v) is e
     if (value.same_as(op->value) && body.same_as(op->body)) return e;
     return LetNode::make(op->var, value, body);
   }

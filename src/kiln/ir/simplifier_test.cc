@@ -96,6 +96,10 @@ TEST_F(SimplifierTest, FoldsFloatsAndCasts) {
       {"-nan * 2.0", "nan"},
       {"-(0.0 * inf)", "-nan"},
       {"-(-nan)", "nan"},
+      // A let whose body does not read its var is its body.
+      {"(let v: f32 = f * 2.0 in 0.0)", "0.0"},
+      {"log((let v: f32 = f in 0.0))", "log(0.0)"},
+      {"(let v: f32 = A[x] in v) - A[x]", "A[x] - A[x]"},
       {"i32(3.7)", "3"},
       {"i32(-3.7)", "-3"},
       {"u8(300)", "44u8"},

@@ -1,6 +1,7 @@
 #include "kiln/transform/vectorize.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -309,6 +310,23 @@ Status CheckIndependent(const ir::ForNode* loop) {
   };
   for (const auto& [var, value] : accesses.let_order) {
     if (uses_v(value)) reads_v.insert(var);
+  }
+  // int8x4 is a scalar with no vector type: its values stay uniform.
+  struct Packed : ir::StmtVisitor {
+    std::function<bool(const Expr&)> varying;
+    Expr found;
+    void VisitExpr(const Expr& e) override {
+      if (!found.defined() && e.defined() && e.dtype() == ir::kInt8x4 && varying(e)) found = e;
+      ir::StmtVisitor::VisitExpr(e);
+    }
+  } packed;
+  packed.varying = uses_v;
+  packed.VisitStmt(loop->body);
+  if (packed.found.defined()) {
+    return InvalidArgument("cannot vectorize loop `", loop->loop_var.name(), "`: `",
+                           ir::Print(packed.found),
+                           "` is an int8x4 value that differs across the loop's iterations, and "
+                           "int8x4 has no vector type (make it a serial or unrolled loop)");
   }
   for (const Accesses::OfBuffer& b : accesses.buffers) {
     if (b.stores.empty() || (b.stores.size() == 1 && b.loads.empty())) continue;

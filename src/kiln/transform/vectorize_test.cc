@@ -93,6 +93,32 @@ TEST(VectorizeTest, VaryingConditionIsAnError) {
               "cannot vectorize an if condition that depends on the loop variable");
 }
 
+TEST(VectorizeTest, VaryingInt8x4IsAnError) {
+  // A uniform int8x4 stays scalar; one that varies would need a vector type.
+  IRBuilder b("packed");
+  Buffer I = b.BufferParam("I", kI32, {4});
+  Buffer O = b.BufferParam("O", kI32, {4});
+  b.For("v", LoopKind::kVectorized, 0, 2, [&](Var v) {
+    b.Store(O, {v},
+            Call(Intrinsic::kDot4I8,
+                 {Reinterpret(kInt8x4, Load(I, {v})), Reinterpret(kInt8x4, Load(I, {0}))}) +
+                v);
+  });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "cannot vectorize loop `v`: `reinterpret<int8x4>(I[v])` is an int8x4 value that "
+              "differs across the loop's iterations");
+  IRBuilder u("uniform");
+  Buffer I2 = u.BufferParam("I", kI32, {4});
+  Buffer O2 = u.BufferParam("O", kI32, {4});
+  u.For("v", LoopKind::kVectorized, 0, 2, [&](Var v) {
+    u.Store(O2, {v},
+            Call(Intrinsic::kDot4I8,
+                 {Reinterpret(kInt8x4, Load(I2, {1})), Reinterpret(kInt8x4, Load(I2, {0}))}) +
+                v);
+  });
+  EXPECT_TRUE(Vectorize(u.Build()).ok());
+}
+
 TEST(VectorizeTest, InvariantStoreIsAnError) {
   IRBuilder b("sum");
   Buffer A = b.BufferParam("A", kF32, {4});
