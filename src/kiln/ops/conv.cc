@@ -320,7 +320,13 @@ StatusOr<ir::Function> Conv2d(const TensorType& x, const TensorType& w, const Ta
   }
   // A GEMM needs enough filters per group and reduction terms to fill its
   // tiles; thinner convolutions (depthwise) run directly.
-  if (ConvUsesGemm(x, w, options)) return ConvGemm(x, w, g, options, target, name);
+  if (ConvUsesGemm(x, w, options)) {
+    StatusOr<ir::Function> gemm = ConvGemm(x, w, g, options, target, name);
+    // The arguments are checked: a GEMM refused here is one whose tiles the
+    // target's limits (below WebGPU's minimums) do not hold, and the direct
+    // form runs there instead.
+    if (gemm.ok() || gemm.status().code() != StatusCode::kInvalidArgument) return gemm;
+  }
   return ConvDirect(x, w, g, options, target, name);
 }
 

@@ -235,8 +235,8 @@ StatusOr<MatmulSchedule> DefaultMatmulSchedule(int64_t batch, int64_t m, int64_t
     if (candidate.SharedBytes() <= storage) return candidate;
   }
   return InvalidArgument(
-      "matmul: the target's workgroup storage (", storage,
-      " bytes) holds no matmul tile (the smallest takes ",
+      kind == GemmKind::kInt8 ? "matmul_int8" : "matmul", ": the target's workgroup storage (",
+      storage, " bytes) holds no matmul tile (the smallest takes ",
       [&] {
         MatmulSchedule smallest{1, 1, 16, false, false};
         smallest.threads_y = threads_y;

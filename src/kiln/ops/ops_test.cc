@@ -654,6 +654,22 @@ TEST(OpsTest, MatmulErrors) {
       Matmul({{256, 64}}, {{64, 256}}, compat, {}, "", MatmulSchedule{1, 1, 16, false, true})
           .status(),
       {"cannot run workgroups of 16 x 16 invocations"});
+  // Below WebGPU's minimums no GEMM tile fits: a matmul is refused by name,
+  // and a convolution runs its direct form.
+  Target tiny = t;
+  tiny.limits.max_invocations_per_workgroup = tiny.limits.max_workgroup_size_x = 64;
+  tiny.limits.max_workgroup_size_y = 64;
+  tiny.limits.max_workgroup_storage_bytes = 4096;
+  ExpectError(Matmul({{64, 64}}, {{64, 64}}, tiny).status(),
+              {"matmul: the target's workgroup storage (4096 bytes) holds no matmul tile"});
+  ExpectError(MatmulInt8({{64, 16}, ir::kInt8x4}, {{64, 16}, ir::kInt8x4}, tiny).status(),
+              {"matmul_int8: the target's"});
+  Conv2dOptions padded;
+  padded.pad_h = padded.pad_w = 1;
+  ASSERT_TRUE(ConvUsesGemm({{1, 7, 7, 16}}, {{3, 3, 16, 32}}, padded));
+  auto thin = Conv2d({{1, 7, 7, 16}}, {{3, 3, 16, 32}}, tiny, padded);
+  ASSERT_TRUE(thin.ok()) << thin.status();
+  EXPECT_EQ(ir::Print(*thin).find("shared"), std::string::npos) << ir::Print(*thin);
   MatmulSchedule odd{1, 1, 16, false, true};
   odd.threads_y = 4;
   ExpectError(Matmul({{256, 64}}, {{64, 256}}, t, {}, "", odd).status(),
