@@ -94,7 +94,8 @@ class Traced:
         # numpy would make an array of one object of it.
         raise _kiln.InvalidArgument(
             "a value traced by kiln.fuse has no elements to make a numpy array of (inside the "
-            "fused function it stands for every element; after the call, use its result)")
+            "fused function it stands for every element: call kiln.ops' functions on it, such "
+            "as kiln.ops.exp for np.exp; after the call, use its result)")
 
     def __bool__(self) -> bool:
         raise _kiln.InvalidArgument(
@@ -241,17 +242,17 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
     from . import ops
     if cast_to is not None:
         return trace.add(("op", 0, 0.0, cast_to, "cast", args), shape, cast_to)
+    def name(x: Traced) -> str:  # bool values are int32 here; say bool, as unfused
+        return "bool" if x._bool else x._dtype.name
     if op == "where":
         a, b = operands[1:]
         if isinstance(a, Traced) and isinstance(b, Traced) and a._dtype != b._dtype:
             raise _kiln.InvalidArgument(
-                f"where: dtype mismatch: a is {a._dtype.name} but b is {b._dtype.name} (cast "
-                f"one first)")
+                f"where: dtype mismatch: a is {name(a)} but b is {name(b)} (cast one first"
+                f"{'; bool operands run as int32' if a._bool or b._bool else ''})")
         # bool where both are bools (values or numbers), as numpy's
         return trace.add(("op", 0, 0.0, None, op, args), shape, like,
                          all(is_bool(x) for x in operands[1:]))
-    def name(x: Traced) -> str:  # bool values are int32 here; say bool, as unfused
-        return "bool" if x._bool else x._dtype.name
     for x in shared:
         if isinstance(x, Traced) and x._dtype != like:
             first = next(y for y in shared if isinstance(y, Traced))

@@ -88,6 +88,14 @@ def _scalar(kind: type) -> Callable[[Tensor], Any]:
     return method
 
 
+def _positive(self: Tensor) -> Tensor:
+    """+t: a copy, as numpy's +a is (and, as numpy's, not of a bool tensor)."""
+    if self.dtype == np.bool_:
+        raise TypeError("unary + is not defined for a bool tensor (numpy's positive has no "
+                        "bool loop)")
+    return ops.cast(self, self.dtype)
+
+
 def _index(self: Tensor) -> int:
     """operator.index(t): a 0-d integer tensor as an int (numpy's rule), so an
     argmax's result indexes a list."""
@@ -252,7 +260,7 @@ def install() -> None:
     Tensor.__eq__ = _equality(ops.eq, "==")
     Tensor.__ne__ = _equality(ops.ne, "!=")
     Tensor.__neg__ = lambda self: ops.neg(self)
-    Tensor.__pos__ = lambda self: self
+    Tensor.__pos__ = _positive
     Tensor.__abs__ = lambda self: ops.abs(self)
     Tensor.__invert__ = lambda self: ops.invert(self)
     Tensor.__bool__ = _truth

@@ -611,7 +611,14 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
     compares = bool(spec) and spec[-1][0] in _BOOL_OPS
     if any(not t.size for t in tensors):
         # No kernel runs: the one for the same steps with elements is built
-        # (every step checked), then the result's shape and dtype are given.
+        # (every step checked), then the result's shape and dtype are given;
+        # shapes first, which the kernel would see with each 0 as 1.
+        try:
+            np.broadcast_shapes(*[t.shape for t in tensors])
+        except ValueError as e:
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+            raise _kiln.InvalidArgument(
+                f"elementwise_chain: inputs of shapes {shapes}: {e}") from None
         _kiln.ops.elementwise_chain(x.device, _probe(x._type), [
             (op, _probe(t1), c1, first, _probe(t2), c2, name)
             for op, t1, c1, first, t2, c2, name in spec])

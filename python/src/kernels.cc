@@ -74,6 +74,15 @@ uint64_t BoundBytes(const runtime::Kernel& kernel, size_t param, const Tensor& t
   return std::min<uint64_t>(want, t.buffer->size());
 }
 
+// A number as an error shows it: an int of more than 64 bits by its size.
+std::string Shown(nb::handle v) {
+  if (PyLong_Check(v.ptr())) {
+    const auto bits = nb::cast<int64_t>(v.attr("bit_length")());
+    if (bits > 64) return StrCat("an integer of ", bits, " bits");
+  }
+  return nb::cast<std::string>(nb::str(v));
+}
+
 runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle arg) {
   // A numpy scalar (np.float32(2), np.int32(7)) counts as its Python value.
   nb::object v = nb::borrow(arg);
@@ -92,32 +101,31 @@ runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb
     const double x = PyFloat_AsDouble(v.ptr());
     if (x == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
-      Throw(InvalidArgument(where, " is an f32 scalar; ", nb::cast<std::string>(nb::str(v)),
-                            " is out of its range"));
+      Throw(InvalidArgument(where, " is an f32 scalar; ", Shown(v), " is out of its range"));
     }
     const float f = static_cast<float>(x);
     if (std::isfinite(x) && !std::isfinite(f)) {
-      Throw(InvalidArgument(where, " is an f32 scalar; ", nb::cast<std::string>(nb::str(v)),
+      Throw(InvalidArgument(where, " is an f32 scalar; ", Shown(v),
                             " is out of its range (the largest f32 is 3.4028235e+38)"));
     }
     return runtime::Arg::F32(f);
   }
   if (!is_int || PyBool_Check(v.ptr())) {
-    Throw(InvalidArgument(where, " is an ", codegen::DTypeName(p.dtype), " scalar; got ",
-                          TypeNameOf(v)));
+    Throw(InvalidArgument(where, p.dtype == codegen::DType::kU32 ? " is a " : " is an ",
+                          codegen::DTypeName(p.dtype), " scalar; got ", TypeNameOf(v)));
   }
   int overflow = 0;
   const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
   if (p.dtype == codegen::DType::kI32) {
     if (overflow != 0 || x < INT32_MIN || x > INT32_MAX) {
-      Throw(InvalidArgument(where, " is an i32 scalar; ", nb::cast<std::string>(nb::str(v)),
+      Throw(InvalidArgument(where, " is an i32 scalar; ", Shown(v),
                             " is out of its range [-2147483648, 2147483647]"));
     }
     return runtime::Arg::I32(static_cast<int32_t>(x));
   }
   if (p.dtype == codegen::DType::kU32) {
     if (overflow != 0 || x < 0 || x > UINT32_MAX) {
-      Throw(InvalidArgument(where, " is a u32 scalar; ", nb::cast<std::string>(nb::str(v)),
+      Throw(InvalidArgument(where, " is a u32 scalar; ", Shown(v),
                             " is out of its range [0, 4294967295]"));
     }
     return runtime::Arg::U32(static_cast<uint32_t>(x));

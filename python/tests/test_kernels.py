@@ -73,7 +73,9 @@ def test_kernel_scalars_from_numpy(device, rng):
     for n, a, bad in ((256, True, "a of kernel saxpy_vec4 is an f32 scalar; got bool"),
                       (256, np.bool_(True), "is an f32 scalar; got bool"),
                       (np.int32(256), np.ones(1, np.float32), "f32 scalar; got ndarray"),
-                      (np.uint64(2**40), 1.0, "n of kernel saxpy_vec4 .* out of its range")):
+                      (np.uint64(2**40), 1.0, "n of kernel saxpy_vec4 .* out of its range"),
+                      (256, 2**2000, "is an f32 scalar; an integer of 2001 bits is out of its "
+                                     "range")):
         with pytest.raises(kiln.InvalidArgument, match=bad):
             k(tx, tz, y, n, a)
 

@@ -238,12 +238,15 @@ def test_float_pow_is_numpys_power(device):
         zero = want == 0
         np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
-    for e in (0, 1, 2, 3, 4, -1, -2, 2.5):
+    # A number for the exponent: numpy's `x ** e`, whose 0.5 is a square root
+    # ((-inf) ** 0.5 NaN, (-0.0) ** 0.5 -0.0; in an array, C's pow: inf, 0.0).
+    for e in (0, 1, 2, 3, 4, -1, -2, 2.5, 0.5):
         with np.errstate(all="ignore"):
-            want = np.power(bases, np.float32(e))
-        got = (kiln.tensor(bases, device) ** e).numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-5)
-        np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+            want = bases ** np.float32(e)
+        for got in ((kiln.tensor(bases, device) ** e).numpy(),
+                    kiln.ops.pow(kiln.tensor(bases, device), e).numpy()):
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+            np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
@@ -366,6 +369,45 @@ def test_float_floor_div_and_mod_floor_the_exact_quotient(device, rng, dtype):
             np.testing.assert_array_equal(got, want, err_msg=f"{how} {name}")
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want),
                                           err_msg=f"{how} {name}: sign")
+
+
+def test_positive_chain_and_fused_where_errors(device):
+    # +t is a copy, as numpy's +a, and refused for bools as numpy's is.
+    t = kiln.tensor(np.array([-0.0, 1.0, np.nan], np.float32), device)
+    p = +t
+    assert p is not t and p.dtype == t.dtype
+    np.testing.assert_array_equal(np.signbit(p.numpy()), [True, False, False])
+    with pytest.raises(TypeError, match="unary \\+ is not defined for a bool tensor"):
+        +(t > 0)
+    # An empty chain's shapes are quoted as given, not with each 0 as 1.
+    e, o = kiln.empty((0, 4), device=device), kiln.tensor(np.ones((3, 3), np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="elementwise_chain: inputs of shapes \\(0, 4\\), "
+                                                   "\\(3, 3\\)"):
+        kiln.ops.elementwise_chain(e, [("add", o)])
+    # A fused where names a bool operand bool.
+    b = kiln.tensor(np.array([True, False]), device)
+    f = kiln.tensor(np.array([1.0, 2.0], np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="where: dtype mismatch: a is bool but b is "
+                                                   "float32 \\(cast one first; bool operands"):
+        kiln.fuse(lambda c, x, y: kiln.ops.where(c, x, y))(b, b, f)
+    with pytest.raises(kiln.InvalidArgument, match="such as kiln.ops.exp for np.exp"):
+        kiln.fuse(lambda x: np.exp(x))(f)
+
+
+def test_float16_floor_div_and_mod_compute_in_float32(device):
+    # numpy's float16 computes in float32: 65504 % 3 is 2, though neither
+    # 65504 / 3 nor 3 * 21835 is a float16 (quotients that rounding does not
+    # carry across an integer, so that devices whose fma rounds twice agree).
+    require_feature(device, "shader-f16")
+    a = np.array([65504, 65504, -65504, 30000, 1000, 61440], np.float16)
+    b = np.array([3, 7, 3, 3, -3, 7], np.float16)
+    ta, tb = kiln.tensor(a, device), kiln.tensor(b, device)
+    for f in (operator.floordiv, operator.mod):
+        with np.errstate(all="ignore"):
+            want, by_three = f(a, b), f(a, np.float16(3.0))
+        np.testing.assert_array_equal(f(ta, tb).numpy(), want)
+        np.testing.assert_array_equal(kiln.fuse(f)(ta, tb).numpy(), want)
+        np.testing.assert_array_equal(f(ta, 3.0).numpy(), by_three)
 
 
 def _edgy_ints(rng, shape, lo=-2**31, hi=2**31 - 1):
@@ -540,7 +582,7 @@ def test_integer_and_comparison_errors(device):
         kiln.ops.elementwise_chain(f, [("where", f, xi)])
     with pytest.raises(kiln.InvalidArgument, match="a chain step is"):
         kiln.ops.elementwise_chain(f, [3])
-    with pytest.raises(kiln.InvalidArgument, match="running value .i32."):
+    with pytest.raises(kiln.InvalidArgument, match="running value is i32, but exp takes"):
         kiln.ops.elementwise_chain(f, [("lt", 0.0), "exp"])
 
 

@@ -139,8 +139,8 @@ StatusOr<CheckedStep> CheckChainStep(const ChainStep& step, size_t k, ir::DataTy
     return c;
   }
   if (c.kind != StepKind::kWhere) {
-    KILN_RETURN_IF_ERROR(internal::CheckOpDtype(
-        step.op, dtype, StrCat(where, ": the running value (", dtype.ToString(), ")")));
+    KILN_RETURN_IF_ERROR(
+        internal::CheckOpDtype(step.op, dtype, StrCat(where, ": the running value")));
   } else {
     // The operands' dtype: a tensor operand's, else the chain input's.
     c.operand = step.tensor          ? step.tensor->dtype

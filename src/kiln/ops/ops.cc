@@ -432,10 +432,18 @@ ir::Expr FloatFloorDivOrMod(bool mod, const ir::Expr& a, const ir::Expr& b) {
 // inf for y < 0; a negative base (-0.0 too) gives the magnitude with the sign of an
 // odd integer exponent, NaN for a finite one that is not an integer; NaN in
 // either operand gives NaN, except that y == 0 and x == 1 give 1, as do
-// |x| == 1 with an infinite y. A constant exponent of 0 to 4 multiplies.
+// |x| == 1 with an infinite y. A constant exponent of 0 to 4 multiplies; a
+// constant 0.5 is numpy's square root (NaN for -inf, -0.0 for -0.0, where
+// an exponent of 0.5 in a tensor gives C's pow: inf and 0.0).
 ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
   const ir::DataType t = a.dtype();
   auto f = [&](double v) { return ir::FloatConst(t, v); };
+  if (const auto* c = b.as<ir::FloatImmNode>(); c != nullptr && c->value == 0.5) {
+    ir::Var x("pow_x", t);
+    return ir::Let(x, a,
+                   ir::Select(x < f(0) || IsNan(x), f(std::numeric_limits<double>::quiet_NaN()),
+                              ir::Select(x == f(0), x, ir::Call(ir::Intrinsic::kSqrt, {x}))));
+  }
   if (const auto* c = b.as<ir::FloatImmNode>();
       c != nullptr && c->value >= 0 && c->value <= 4 && c->value == std::floor(c->value)) {
     const int n = static_cast<int>(c->value);
@@ -540,6 +548,12 @@ ir::Expr ApplyBinary(std::string_view op, const ir::Expr& a, const ir::Expr& b) 
   if (op == "div") return a / b;
   if (op == "floor_div" || op == "floor_mod") {
     const bool mod = op == "floor_mod";
+    if (a.dtype().is_float() && a.dtype().bits == 16) {
+      // numpy's float16 computes in float32 and rounds once: the quotient
+      // (65504 / 3) need not be an f16, nor a product on the way.
+      const ir::DataType f32 = ir::DataType::Float(32).with_lanes(a.dtype().lanes);
+      return ir::Cast(a.dtype(), FloatFloorDivOrMod(mod, ir::Cast(f32, a), ir::Cast(f32, b)));
+    }
     if (a.dtype().is_float()) return FloatFloorDivOrMod(mod, a, b);
     return mod ? ir::FloorMod(a, b) : ir::FloorDiv(a, b);
   }

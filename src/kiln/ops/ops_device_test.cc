@@ -270,16 +270,19 @@ class FloatFloorTest : public OpsDeviceTest, public ::testing::WithParamInterfac
   ir::DataType dtype() const { return half() ? ir::kF16 : ir::kF32; }
 
   // Quotients at or next to integers (1 / 0.1, 6 / 3, -tiny % big, 1 % -1,
-  // signed zeros), then those of random mantissas and powers of ten below
-  // 2^20 in size (2^8 for f16, whose operands are normal halves).
+  // signed zeros), quotients that are no f16 (65504 / 3: f16 is computed in
+  // f32), then those of random mantissas and powers of ten below 2^20 in
+  // size (f16 operands normal halves).
   void SetUp() override {
     OpsDeviceTest::SetUp();
     if (HasFatalFailure()) return;
-    const std::vector<float> a = {1.0f, -1.0f, 1.0f, 6.0f,  -9.27e-5f, 0.3f, -0.0f, 0.0f,
-                                  5.0f, -5.0f, 7.0f, -7.0f, 0.7f,      1e6f, 3.0f,  -1e-4f},
-                             b = {0.1f, 0.1f, -1.0f, 3.0f, 3476.9f, 0.1f, 1.0f, -1.0f,
-                                  2.5f, 2.5f, -0.7f, 0.7f, 0.1f,    0.1f, 0.3f, 300.0f};
-    const double limit = half() ? 1 << 8 : 1 << 20;
+    const std::vector<float> a = {1.0f, -1.0f,  1.0f,     6.0f,      -9.27e-5f, 0.3f,    -0.0f,
+                                  0.0f, 5.0f,   -5.0f,    7.0f,      -7.0f,     0.7f,    1e6f,
+                                  3.0f, -1e-4f, 65504.0f, -65504.0f, 65504.0f,  30001.0f},
+                             b = {0.1f,  0.1f,   -1.0f, 3.0f,  3476.9f, 0.1f, 1.0f,
+                                  -1.0f, 2.5f,   2.5f,  -0.7f, 0.7f,    0.1f, 0.1f,
+                                  0.3f,  300.0f, 3.0f,  3.0f,  -7.0f,   0.5f};
+    const double limit = 1 << 20;
     const auto add = [&](float x, float y) {
       if (half()) {
         x = interp::RoundToHalf(x);

@@ -465,7 +465,7 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   EXPECT_EQ(mask->params()[2].buffer().dtype(), ir::kI32);  // B3
   ExpectError(ElementwiseChain(f7, {ChainStep::WithConstant("lt", 0.0), ChainStep::Unary("exp")}, t)
                   .status(),
-              {"step 2 (exp)", "the running value (i32)", "f32 or f16"});
+              {"step 2 (exp)", "the running value is i32", "f32 or f16"});
   ExpectError(
       ElementwiseChain(f7, {ChainStep::WithConstant("lt", 0.0), ChainStep::With("add", f7)}, t)
           .status(),
@@ -477,7 +477,7 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   ExpectError(ElementwiseChain(i7, {ChainStep::WithConstant("add", 4294967296.0)}, t).status(),
               {"the constant 4294967296 is not an i32"});
   ExpectError(ElementwiseChain(i7, {ChainStep::Unary("exp")}, t).status(),
-              {"step 1 (exp)", "the running value (i32) is i32", "f32 or f16"});
+              {"step 1 (exp)", "the running value is i32", "f32 or f16"});
   ExpectError(ElementwiseChain(f7, {ChainStep::With("clamp", f7)}, t).status(),
               {"step 1 (clamp)", "operand C1", "two operands", "it is neither"});
   ExpectError(ElementwiseChain(f7, {ChainStep::Ternary("fma", i7, 1.0)}, t).status(),
@@ -494,7 +494,7 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
               {"step 1 (cast)", "needs a dtype"});
   ExpectError(
       ElementwiseChain(f7, {ChainStep::CastTo(ir::kI32), ChainStep::Unary("exp")}, t).status(),
-      {"step 2 (exp)", "the running value (i32)"});
+      {"step 2 (exp)", "the running value is i32"});
   ChainStep bad_cast = ChainStep::CastTo(ir::kF32);
   bad_cast.constant = 1.0;
   ExpectError(ElementwiseChain(f7, {bad_cast}, t).status(), {"a cast takes no operand"});
