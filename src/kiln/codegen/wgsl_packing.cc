@@ -102,6 +102,20 @@ std::optional<LaneSplit> Split(const ir::Expr& e, int lanes, const LetValues* le
   }
 }
 
+// Whether an expression loads from one buffer.
+class ReadsBuffer : public ir::ExprVisitor {
+ public:
+  explicit ReadsBuffer(const ir::BufferNode* buffer) : buffer_(buffer) {}
+  void VisitLoad(const ir::LoadNode* op) override {
+    found |= op->buffer.get() == buffer_;
+    ir::ExprVisitor::VisitLoad(op);
+  }
+  bool found = false;
+
+ private:
+  const ir::BufferNode* buffer_;
+};
+
 // Every load and store of one buffer: its index, and the bounds of the
 // constant loops around it.
 class AccessCollector : public ir::StmtVisitor {
@@ -115,6 +129,7 @@ class AccessCollector : public ir::StmtVisitor {
   };
   std::vector<Access> accesses;
   bool unflattened = false;
+  bool self_indexed_vector_store = false;
 
   void VisitFor(const ir::ForNode* op) override {
     if (!with_ranges_) return ir::StmtVisitor::VisitFor(op);
@@ -132,6 +147,15 @@ class AccessCollector : public ir::StmtVisitor {
   }
   void VisitStore(const ir::StoreNode* op) override {
     Record(op->buffer, op->indices);
+    // A vector store lane by lane whose index reads the array: a packed
+    // array's lanes would each work out their index after the lanes before
+    // them were stored (a plain array's index is taken whole first).
+    if (op->buffer.get() == buffer_ && op->indices.size() == 1 &&
+        op->indices[0].dtype().lanes > 1) {
+      ReadsBuffer reads(buffer_);
+      reads.VisitExpr(op->indices[0]);
+      self_indexed_vector_store |= reads.found;
+    }
     ir::StmtVisitor::VisitStore(op);
   }
 
@@ -201,7 +225,9 @@ ArrayPacking Analyze(const ir::Buffer& buffer, const ir::Stmt& body, std::option
   if (!packable) return {};
   AccessCollector collector(buffer.get(), /*with_ranges=*/false);
   collector.VisitStmt(body);
-  if (collector.unflattened || collector.accesses.empty()) return {};
+  if (collector.unflattened || collector.accesses.empty() || collector.self_indexed_vector_store) {
+    return {};
+  }
 
   int lanes = 1;
   bool all_constant = size.has_value();
@@ -311,7 +337,9 @@ int64_t ChooseRows(const ir::Buffer& buffer, const ir::Stmt& root, int64_t size,
   if (buffer.scope() != ir::MemoryScope::kShared || packing.split_vars) return 0;
   AccessCollector collector(buffer.get(), /*with_ranges=*/true);
   collector.VisitStmt(root);
-  if (collector.unflattened || collector.accesses.empty()) return 0;
+  if (collector.unflattened || collector.accesses.empty() || collector.self_indexed_vector_store) {
+    return 0;
+  }
   // Every access as the indices the rows must hold: a strided ramp lane by
   // lane, any other vector whole (only the packing's width gets here).
   struct Checked {
