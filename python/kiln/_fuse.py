@@ -145,10 +145,18 @@ for _name, _op in {"add": "add", "sub": "sub", "mul": "mul", "floordiv": "floor_
     setattr(Traced, f"__r{_name}__", _method(_op, reflected=True))
 for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
     setattr(Traced, f"__{_name}__", _method(_name))
+def _positive(x: "Traced") -> "Traced":
+    """+x, as unfused: refused for a bool value, as numpy's positive is."""
+    if x._bool:
+        raise TypeError("unary + is not defined for a bool tensor (numpy's positive has no "
+                        "bool loop)")
+    return x
+
+
 Traced.__truediv__ = lambda self, other: _true_divide(self, other)  # type: ignore[attr-defined]
 Traced.__rtruediv__ = lambda self, other: _true_divide(other, self)  # type: ignore[attr-defined]
 Traced.__neg__ = lambda self: apply("neg", [self])  # type: ignore[attr-defined]
-Traced.__pos__ = lambda self: self  # type: ignore[attr-defined]
+Traced.__pos__ = lambda self: _positive(self)  # type: ignore[attr-defined]
 Traced.__abs__ = lambda self: apply("abs", [self])  # type: ignore[attr-defined]
 Traced.__invert__ = lambda self: apply("bitwise_not", [self])  # type: ignore[attr-defined]
 Traced.__hash__ = object.__hash__  # type: ignore[assignment]

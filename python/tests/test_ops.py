@@ -377,8 +377,9 @@ def test_positive_chain_and_fused_where_errors(device):
     p = +t
     assert p is not t and p.dtype == t.dtype
     np.testing.assert_array_equal(np.signbit(p.numpy()), [True, False, False])
-    with pytest.raises(TypeError, match="unary \\+ is not defined for a bool tensor"):
-        +(t > 0)
+    for positive in (lambda x: +(x > 0), kiln.fuse(lambda x: +(x > 0))):
+        with pytest.raises(TypeError, match="unary \\+ is not defined for a bool tensor"):
+            positive(t)
     # An empty chain's shapes are quoted as given, not with each 0 as 1.
     e, o = kiln.empty((0, 4), device=device), kiln.tensor(np.ones((3, 3), np.float32), device)
     with pytest.raises(kiln.InvalidArgument, match="elementwise_chain: inputs of shapes \\(0, 4\\), "

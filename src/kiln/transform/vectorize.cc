@@ -153,7 +153,7 @@ class BodyVectorizer : public ir::StmtMutator {
     if (lanes == 1) {
       return Unsupported(s, "a store whose index does not depend on the loop variable");
     }
-    return ir::StoreNode::make(op->buffer, std::move(indices), BroadcastTo(value, lanes));
+    return ir::StoreNode::make(op->buffer, std::move(indices), WidenTo(value, lanes));
   }
 
   Stmt MutateAllocate(const ir::AllocateNode* op, const Stmt& s) override {
@@ -192,7 +192,16 @@ class BodyVectorizer : public ir::StmtMutator {
   }
 
  private:
-  Expr Widen(const Expr& e) { return BroadcastTo(e, std::max(Lanes(e), lanes_)); }
+  Expr Widen(const Expr& e) { return WidenTo(e, std::max(Lanes(e), lanes_)); }
+
+  // `e` broadcast to `lanes`; an int8x4, a scalar with no vector type, is
+  // refused.
+  Expr WidenTo(const Expr& e, int lanes) {
+    if (e.dtype() == ir::kInt8x4 && lanes > Lanes(e)) {
+      return Unsupported(e, "an int8x4 value used by every lane (int8x4 has no vector type)");
+    }
+    return BroadcastTo(e, lanes);
+  }
 
   bool Varies(const Expr& e) { return e.defined() && Lanes(MutateExpr(e)) > 1; }
 

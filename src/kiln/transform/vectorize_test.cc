@@ -109,6 +109,13 @@ TEST(VectorizeTest, VaryingInt8x4IsAnError) {
               "cannot vectorize loop `v`: `reinterpret<int8x4>(I[v])` is an int8x4 value that "
               "differs across the loop's iterations");
   EXPECT_TRUE(dot(false).ok());
+  // Nor is a uniform one stored at every lane.
+  IRBuilder b("copied");
+  Buffer A = b.BufferParam("A", kInt8x4, {4});
+  Buffer O = b.BufferParam("O", kInt8x4, {4});
+  b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) { b.Store(O, {v}, Load(A, {0})); });
+  ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+              "cannot vectorize an int8x4 value used by every lane");
 }
 
 TEST(VectorizeTest, InvariantStoreIsAnError) {
