@@ -783,10 +783,12 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
     int32, sums and products wrapping; mean takes floats."""
     _check_reduce_op(op, "reduce_axes")
+    bools = getattr(x, "dtype", None) == np.bool_  # (which reach the kernels as int32)
     x = _operand(x, None)
-    if op == "mean" and x.dtype == np.int32:
+    if op == "mean" and (bools or x.dtype == np.int32):
+        what = "bool" if bools else "i32"
         raise _kiln.InvalidArgument(
-            "input X of reduce mean is i32; mean takes f32 or f16 (cast the integers first)")
+            f"input X of reduce mean is {what}; mean takes f32 or f16 (cast it first)")
     keepdims = _flag(keepdims, f"reduce {op}: keepdims")
     axes = _axes(axis, x.ndim, f"reduce {op}")
     if not axes:

@@ -1847,6 +1847,9 @@ def test_zero_dimensional_operands(device):
     with pytest.raises(TypeError, match="indices are ints, slices and '...'; got Tensor of "
                                         "dtype float32"):
         t[t.sum()]
+    with pytest.raises(kiln.InvalidArgument, match="input X of reduce mean is bool; mean takes "
+                                                   "f32 or f16"):
+        (t > 1).mean()
 
     class Index:  # anything with __index__ and no axes, as numpy takes it
         ndim, dtype = 0, "other.int64"
