@@ -298,10 +298,7 @@ class Runner {
         const std::string file = wgsl_file(options_.wgsl_from_dir, f);
         if (!present(file)) continue;
         KILN_ASSIGN_OR_RETURN(f.wgsl, ReadInputFile(file, 16u << 20));
-        if (auto at = FirstNonTextByte(f.wgsl)) {
-          return InvalidArgument("--wgsl-from: ", file, " is not WGSL text: byte ", *at,
-                                 " is not UTF-8 (or is NUL)");
-        }
+        KILN_RETURN_IF_ERROR(CheckText(f.wgsl, StrCat("--wgsl-from: ", file)));
         // The kernel may declare another workgroup size (the dispatch's
         // workgroup count stays the generated kernel's).
         KILN_RETURN_IF_ERROR(AdoptWorkgroupSize(f, file));

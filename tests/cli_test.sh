@@ -641,7 +641,7 @@ expect_error "--matmul-schedule with no matmul run" "--matmul-schedule schedule 
 expect_error "--attention-tile with no attention run" "--attention-tile: attention tile \(queries 6, keys 4\): queries must be a multiple of 4" \
   "$kiln" bench ops --compile-only --filter "elementwise add" --attention-tile 6,4
 printf '// binary\n\x00\xff\xfe' > "$add_wgsl"
-expect_error "--wgsl-from a binary file" "--wgsl-from: $add_wgsl is not WGSL text: byte 10 is not UTF-8" \
+expect_error "--wgsl-from a binary file" "--wgsl-from: $add_wgsl is not UTF-8 text: byte 10 of 13 is malformed or NUL" \
   "$kiln" bench ops --small --filter "elementwise add" --repetitions 1 --wgsl-from "$tmp/wgsl"
 # A workload of several kernels is written one file per kernel, each WGSL
 # of its own; each may be replaced, and WGSL the device refuses names the

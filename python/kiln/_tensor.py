@@ -78,8 +78,10 @@ def _from_python(data: Any) -> np.ndarray:
     return array
 
 
-_SHORT = {"f32": "float32", "f16": "float16", "i32": "int32", "u32": "uint32", "i8": "int8",
-          "u8": "uint8"}
+# kiln's short dtype names, which every dtype argument takes beside numpy's
+# (numpy's own "i8", "u8" and "f16" are other dtypes).
+SHORT_DTYPES = {"f32": "float32", "f16": "float16", "i32": "int32", "u32": "uint32",
+                "i8": "int8", "u8": "uint8"}
 
 
 def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
@@ -89,7 +91,7 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
     without a dtype."""
     from .ops import ArgumentTypeError
     try:
-        target = np.dtype(_SHORT.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+        target = np.dtype(SHORT_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     except TypeError:
         raise ArgumentTypeError(f"kiln.tensor: {dtype!r} is not a dtype") from None
     target = target.newbyteorder("=")  # (">f4" asks for float32; the copy is native)
@@ -127,7 +129,8 @@ def _as_dtype(data: Any, dtype: Any) -> np.ndarray:
             bad = ~np.isfinite(values) | (values != np.trunc(values))
             if bad.any():
                 raise _kiln.InvalidArgument(
-                    f"kiln.tensor: {values[bad][0].item()!r} is not an {target} value (convert with "
+                    f"kiln.tensor: {values[bad][0].item()!r} is not "
+                    f"{'a' if target.kind == 'u' else 'an'} {target} value (convert with "
                     f"numpy's astype to truncate)")
         if values.size and (values.min() < info.min or values.max() > info.max):
             wrong = values[(values < info.min) | (values > info.max)][0].item()
@@ -199,11 +202,10 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
             raise _kiln.InvalidArgument(f"kiln.empty: shape entry {i} is {d}; kiln's sizes fit "
                                         f"in 64 bits")
         dims.append(int(d))
-    short = ("f32", "f16", "i32", "u32", "i8", "u8")
     if dtype is None:
         name = "float32"  # (numpy's None is float64, which kiln has not)
-    elif isinstance(dtype, str) and dtype in short:
-        name = dtype
+    elif isinstance(dtype, str) and dtype in SHORT_DTYPES:
+        name = SHORT_DTYPES[dtype]
     else:
         try:
             name = np.dtype(dtype).name

@@ -60,6 +60,7 @@ import numpy as np
 
 from . import _fuse, _kiln
 from ._kiln import Program, Tensor
+from ._tensor import SHORT_DTYPES
 
 
 class ArgumentTypeError(_kiln.InvalidArgument, TypeError):
@@ -488,12 +489,14 @@ def _elementwise_nd(op: str, ts: List[Tensor]) -> Tensor:
 
 def _dtype_name(dtype: Any, what: str) -> str:
     """A dtype given as numpy's dtype, its name, or kiln's short name
-    (f32 f16 i32), as numpy's name; an error naming `what` otherwise."""
-    short = {"f32": "float32", "f16": "float16", "i32": "int32"}
+    (f32 f16 i32 u32 i8 u8), as numpy's name; an error naming `what`
+    otherwise."""
     if dtype is None:  # numpy reads None as float64
         raise ArgumentTypeError(f"{what}: dtype None is not a dtype")
     try:
-        return short[dtype] if isinstance(dtype, str) and dtype in short else np.dtype(dtype).name
+        if isinstance(dtype, str) and dtype in SHORT_DTYPES:
+            return SHORT_DTYPES[dtype]
+        return np.dtype(dtype).name
     except TypeError as e:
         # A string that names no dtype is a bad value; anything else a bad type.
         raise (_kiln.InvalidArgument if isinstance(dtype, str) else ArgumentTypeError)(

@@ -123,7 +123,14 @@ inline int64_t IntArg(nb::handle h, const char* fn, const char* what) {
                              .c_str());
   }
   PyObject* index = PyNumber_Index(h.ptr());
-  if (index == nullptr) throw nb::python_error();
+  if (index == nullptr) {
+    // (numpy's array([4]) has __index__, which refuses it without naming the call.)
+    nb::python_error error;
+    throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
+                          " (" + nb::cast<std::string>(nb::repr(h)) + "), which int() refuses: " +
+                          nb::cast<std::string>(nb::str(error.value())))
+                             .c_str());
+  }
   const nb::object value = nb::steal(index);
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);

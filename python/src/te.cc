@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <charconv>
 #include <climits>
 #include <cmath>
 #include <optional>
@@ -64,13 +65,20 @@ std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what
   return out;
 }
 
+// `v` as Python's repr writes it: the fewest digits that read back as it.
+std::string Repr(double v) {
+  char digits[32];
+  const auto result = std::to_chars(digits, digits + sizeof(digits), v);
+  return std::string(digits, result.ptr);
+}
+
 // A finite number that a float type would round to infinity is an error
 // (infinity itself is written float('inf')).
 double FitFloat(ir::DataType type, double v) {
   if (!type.is_float() || !std::isfinite(v)) return v;
   if (ir::RoundsToInfinity(type, v)) {
-    Throw(InvalidArgument("the constant ", v, " is beyond the largest finite ", type.ToString(),
-                          "; write float('inf') for infinity"));
+    Throw(InvalidArgument("the constant ", Repr(v), " is beyond the largest finite ",
+                          type.ToString(), "; write float('inf') for infinity"));
   }
   return v;
 }
@@ -136,7 +144,8 @@ ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "op
     const double v = PyFloat_AsDouble(other.ptr());
     if (!like.dtype().is_float()) {
       if (v != std::trunc(v) || !std::isfinite(v)) {
-        Throw(InvalidArgument("the constant ", v, " next to an ", like.dtype().ToString(),
+        Throw(InvalidArgument("the constant ", Repr(v), " next to an expression of type ",
+                              like.dtype().ToString(),
                               " expression is not integral; cast one side"));
       }
       return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
@@ -162,19 +171,40 @@ ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "op
     }
     // The constant takes the other side's type, so it must hold its value
     // there (numpy 2 refuses uint32 + -1 as well).
-    long long lo = INT32_MIN, hi = INT32_MAX;  // bool: any i32 (true where non-zero)
+    // (A bool takes 0 and 1, True and False: Python's `b == 2` is false
+    // where a bool constant made of 2 would be true.)
+    long long lo = type.is_bool() ? 0 : INT32_MIN, hi = type.is_bool() ? 1 : INT32_MAX;
     if (type.is_integer() && type.bits <= 32) {
       lo = type.is_int() ? -(1ll << (type.bits - 1)) : 0;
       hi = type.is_int() ? (1ll << (type.bits - 1)) - 1 : (1ll << type.bits) - 1;
     }
     if (overflow != 0 || v < lo || v > hi) {
-      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)), " next to a ",
-                            type.ToString(), " expression does not fit ", type.ToString(), " [", lo,
-                            ", ", hi, "]; cast one side"));
+      Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
+                            " next to an expression of type ", type.ToString(), " does not fit ",
+                            type.ToString(), " [", lo, ", ", hi, "]; cast one side"));
     }
     return ir::MakeConst(type, static_cast<int64_t>(v));
   }
   return ToExpr(other, what);
+}
+
+// Operands of one type (each handle with the name its errors give it): a
+// Python number takes the type of the first operand that is not a number,
+// wherever it stands (all numbers: the first one's own type).
+std::vector<ir::Expr> SameTypeOperands(const std::vector<std::pair<nb::handle, std::string>>& in) {
+  auto is_number = [](nb::handle h) {
+    const nb::object n = PythonNumber(h);
+    return PyLong_Check(n.ptr()) || PyFloat_Check(n.ptr());
+  };
+  size_t lead = 0;
+  while (lead < in.size() && is_number(in[lead].first)) ++lead;
+  if (lead == in.size()) lead = 0;
+  const ir::Expr like = ToExpr(in[lead].first, in[lead].second.c_str());
+  std::vector<ir::Expr> out;
+  for (size_t k = 0; k < in.size(); ++k) {
+    out.push_back(k == lead ? like : Constant(like, in[k].first, in[k].second.c_str()));
+  }
+  return out;
 }
 
 template <typename Fn>
@@ -235,8 +265,11 @@ ir::Expr IntegerExtent(nb::handle h, const char* what) {
 std::vector<ir::Expr> ShapeOf(nb::handle shape, const char* fn) {
   const std::string what = std::string(fn) + ": a dimension";
   std::vector<ir::Expr> out;
+  // (A 0-d array has __iter__, which raises: it is one dimension.)
+  const nb::object ndim = nb::getattr(shape, "ndim", nb::none());
+  const bool zero_d = PyLong_Check(ndim.ptr()) && PyLong_AsLong(ndim.ptr()) == 0;
   const bool sequence = !PyUnicode_Check(shape.ptr()) && !PyBytes_Check(shape.ptr()) &&
-                        nb::hasattr(shape, "__iter__");
+                        nb::hasattr(shape, "__iter__") && !zero_d;
   if ((PyIndex_Check(shape.ptr()) && !sequence) || nb::isinstance<ir::Expr>(shape)) {
     out.push_back(IntegerExtent(shape, what.c_str()));
     return out;
@@ -526,22 +559,22 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "maximum",
       [](nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a, "te.maximum: a");
-        return ir::Max(x, Constant(x, b, "te.maximum: b"));
+        const auto x = SameTypeOperands({{a, "te.maximum: a"}, {b, "te.maximum: b"}});
+        return ir::Max(x[0], x[1]);
       },
       "a"_a.none(), "b"_a.none(), "The larger of two expressions.");
   te_m.def(
       "minimum",
       [](nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a, "te.minimum: a");
-        return ir::Min(x, Constant(x, b, "te.minimum: b"));
+        const auto x = SameTypeOperands({{a, "te.minimum: a"}, {b, "te.minimum: b"}});
+        return ir::Min(x[0], x[1]);
       },
       "a"_a.none(), "b"_a.none(), "The smaller of two expressions.");
   te_m.def(
       "select",
       [](nb::handle c, nb::handle a, nb::handle b) {
-        ir::Expr x = ToExpr(a, "te.select: a");
-        return ir::Select(ToExpr(c, "te.select: cond"), x, Constant(x, b, "te.select: b"));
+        const auto x = SameTypeOperands({{a, "te.select: a"}, {b, "te.select: b"}});
+        return ir::Select(ToExpr(c, "te.select: cond"), x[0], x[1]);
       },
       "cond"_a.none(), "a"_a.none(), "b"_a.none(), "a where cond holds, else b (both evaluated).");
   te_m.def(
@@ -557,6 +590,11 @@ void BindTe(nb::module_& m) {
   te_m.def(
       "const",
       [](nb::handle v, nb::handle dtype) {
+        const nb::object number = PythonNumber(v);
+        if (!PyLong_Check(number.ptr()) && !PyFloat_Check(number.ptr())) {
+          ThrowArgumentType(StrCat("te.const: the value must be a number; got ", TypeNameOf(v),
+                                   " (te.cast converts an expression)"));
+        }
         return Constant(
             ir::MakeZero(ParseIrType(ArgOf<std::string>(dtype, "te.const", "dtype", "a str"))), v,
             "te.const: value");
@@ -577,13 +615,11 @@ void BindTe(nb::module_& m) {
           if (static_cast<int>(args.size()) != arity) {
             Throw(InvalidArgument("te.", name, " takes ", arity, " arguments, not ", args.size()));
           }
-          std::vector<ir::Expr> operands;
+          std::vector<std::pair<nb::handle, std::string>> in;
           for (nb::handle h : args) {
-            const std::string what = StrCat("te.", name, ": argument ", operands.size() + 1);
-            operands.push_back(operands.empty() ? ToExpr(h, what.c_str())
-                                                : Constant(operands[0], h, what.c_str()));
+            in.emplace_back(h, StrCat("te.", name, ": argument ", in.size() + 1));
           }
-          return ir::Call(op, operands);
+          return ir::Call(op, SameTypeOperands(in));
         },
         ("The IR's " + name + " intrinsic (" + std::to_string(arity) + " operand" +
          (arity > 1 ? "s" : "") + ").")

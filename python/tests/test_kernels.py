@@ -874,10 +874,10 @@ def test_te_constants_take_the_other_sides_type(device):
         out = kiln.empty((8,), dtype, device)
         f(kiln.tensor(u, device), out)
         np.testing.assert_array_equal(out.numpy(), want)
-    with pytest.raises(kiln.InvalidArgument, match=r"-1 next to a u32 expression does not fit "
+    with pytest.raises(kiln.InvalidArgument, match=r"-1 next to an expression of type u32 does not fit "
                        r"u32 \[0, 4294967295\]"):
         te.compute((8,), lambda i: U[i] + (-1), name="C")
-    with pytest.raises(kiln.InvalidArgument, match=r"2147483648 next to a i32 expression"):
+    with pytest.raises(kiln.InvalidArgument, match=r"2147483648 next to an expression of type i32"):
         te.compute((8,), lambda i: I[i] * 2**31, name="C")
     with pytest.raises(kiln.InvalidArgument, match=r"does not fit u32"):
         te.compute((8,), lambda i: U[i] + 2**32, name="C")
@@ -1132,6 +1132,29 @@ def test_te_shared_memory_matmul(device, rng, mnk, pipelining):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
+@pytest.mark.parametrize("K", [257, 258])
+def test_te_unrolled_peeled_loop_counts_the_iterations_it_unrolls(K):
+    # A loop whose last step is peeled unrolls one iteration fewer than its
+    # extent: 257 steps unroll 256 (the limit); 258 are refused. (Lowered
+    # only: CPU implementations take minutes to compile 256 copies.)
+    A, B, C = _matmul(2, 2, K)
+    s = te.create_schedule(C)
+    As = s.cache_read(A, "shared", [C])
+    Cl = s.cache_write(C, "local")
+    s[C].bind(s[C].axis[0], "threadIdx.y")
+    s[C].bind(s[C].axis[1], "threadIdx.x")
+    s[Cl].compute_at(s[C], s[C].axis[1])
+    s[As].compute_at(s[Cl], s[Cl].reduce_axis[0])
+    s[As].copy_ahead(through_registers=True, last="peeled")
+    s[Cl].unroll(s[Cl].reduce_axis[0])
+    if K == 258:
+        with pytest.raises(kiln.InvalidArgument, match="axis 'k' of stage 'C_local' is unrolled "
+                                                       "but has extent 258, more than the 256"):
+            te.lower(s, [C], [A, B], "mm")
+        return
+    assert "unroll(0, 256)" in te.lower(s, [C], [A, B], "mm")
+
+
 def test_te_copy_ahead_refuses_unknown_or_conflicting_last_steps():
     A, B, C = _matmul(8, 8, 8)
     s = te.create_schedule(C)
@@ -1319,8 +1342,8 @@ def test_te_names_and_unrolled_extents_are_checked_by_stage():
     C = te.compute((8,), lambda i: A[i] * 2.0, name="C", axis_names=["i, j"])
     s = te.create_schedule(C)
     s[C].split(s[C].axis[0], 4)
-    with pytest.raises(kiln.InvalidArgument, match="split takes 2 argument\\(s\\), not 3 \\(a name "
-                                                   "holding ', ' reads as two arguments\\)"):
+    with pytest.raises(kiln.InvalidArgument, match="split takes 2 argument\\(s\\), not 3 \\(if a "
+                                                   "name holds ', ', it reads as two arguments\\)"):
         te.create_schedule(C).apply(str(s))
 
 
@@ -1673,3 +1696,108 @@ def test_te_build_refuses_missing_features_at_build(device):
     for build in (kiln.build, kiln.build_kernels):
         with pytest.raises(kiln.Unavailable, match="needs the 'shader-f16' feature"):
             build(te.create_schedule(B), [B], [A], "h", device=device)
+
+
+def test_te_stages_axes_and_reductions_of_another_schedule_or_thread_are_named():
+    import threading
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((8,), lambda i: B[i] * 2.0, name="C")
+    s, s2 = te.create_schedule(C), te.create_schedule(C)
+    D = s2.cache_write(C, "local")
+    with pytest.raises(kiln.InvalidArgument, match="compute_at of stage 'B': stage 'C_local' is "
+                                                   "not a stage of this schedule"):
+        s[B].compute_at(s2[D], s2[D].axis[0])
+    with pytest.raises(kiln.InvalidArgument, match="compute_at of stage 'B': stage 'C' is not a "
+                                                   "stage of this schedule"):
+        s[B].compute_at(s2[C], s2[C].axis[0])
+    assert str(s).strip() == ""
+    # An axis or a reduction made on another thread is an error, never a
+    # scalar parameter.
+    k = te.reduce_axis(8, "k")
+    X = te.placeholder((4, 8), "float32", name="X")
+    made = {}
+
+    def elsewhere():
+        Y = te.placeholder((4, 8), "float32", name="Y")
+        try:
+            te.create_schedule(te.compute(
+                (4, 8), lambda i, j: Y[i, j] + te.cast("float32", k.var), name="R"))
+        except kiln.InvalidArgument as e:
+            made["axis"] = str(e)
+        made["axes"] = te.reduce_axis(8, "m")
+        made["sum"] = te.sum(X[0, made["axes"]], made["axes"])
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert "compute 'R' uses 'k', an axis or the result of a reduction made on another " \
+        "thread" in made["axis"]
+    for body, name in ((lambda i: made["sum"], "sum"),
+                       (lambda i: te.cast("float32", made["axes"].var), "m")):
+        with pytest.raises(kiln.InvalidArgument, match=f"compute 'R2' uses '{name}', an axis or "
+                                                       "the result of a reduction made on another"):
+            te.create_schedule(te.compute((1,), body, name="R2"))
+    P = te.placeholder((made["axes"].var,), "float32", name="P")
+    with pytest.raises(kiln.InvalidArgument, match="placeholder 'P': dimension 0 uses 'm', an "
+                                                   "axis or the result of a reduction made on"):
+        te.create_schedule(te.compute((4,), lambda i: P[i], name="Q"))
+    # A shape reads no tensor.
+    with pytest.raises(kiln.InvalidArgument, match="compute 'Q': dimension 0 reads tensor 'A'; a "
+                                                   "shape takes constants and size vars"):
+        te.create_schedule(te.compute((te.cast("int32", A[0]),), lambda i: A[i], name="Q"))
+
+
+def test_te_numbers_take_the_type_of_any_expression_operand(device, rng):
+    A = te.placeholder((33,), "float32", name="A")
+    B = te.compute((33,), lambda i: te.maximum(0, A[i]) + te.minimum(1, A[i]) +
+                   te.select(A[i] > 0, 2, A[i]) + te.pow(2, A[i]) + te.fma(0.5, 3, A[i]),
+                   name="B")
+    kern = kiln.build(te.create_schedule(B), [B], [A], "mixed", device)
+    a = rng.standard_normal(33).astype(np.float32)
+    b = _poisoned(33, np.float32, device)
+    kern(kiln.tensor(a, device), b)
+    want = (np.maximum(0, a) + np.minimum(1, a) + np.where(a > 0, 2, a) + np.power(2, a) +
+            (0.5 * 3 + a)).astype(np.float32)
+    np.testing.assert_allclose(b.numpy(), want, rtol=1e-5, atol=1e-6)
+    # A bool takes the numbers 0 and 1 (True and False), no other.
+    C = te.compute((33,), lambda i: te.select((A[i] > 0) == 1, 1.0, 0.0), name="C")
+    kern = kiln.build(te.create_schedule(C), [C], [A], "bool_eq", device)
+    c = _poisoned(33, np.float32, device)
+    kern(kiln.tensor(a, device), c)
+    np.testing.assert_array_equal(c.numpy(), (a > 0).astype(np.float32))
+    for bad in (lambda i: (A[i] > 0) == 2, lambda i: (A[i] > 0) & -1):
+        with pytest.raises(kiln.InvalidArgument, match=r"next to an expression of type bool does "
+                                                       r"not fit bool \[0, 1\]"):
+            te.compute((33,), lambda i: te.select(bad(i), 1.0, 0.0), name="D")
+    # te.const makes constants of numbers only.
+    for value in (A[0], te.reduce_axis(4, "r")):
+        with pytest.raises(kiln.ops.ArgumentTypeError, match="te.const: the value must be a "
+                                                             "number"):
+            te.const(value, "int32")
+    assert te.const(np.float32(2.5), "float16").dtype == "f16"
+    # The constant is shown with the digits that tell it from the largest float.
+    with pytest.raises(kiln.InvalidArgument, match=r"the constant 3.4028236e\+38 is beyond the "
+                                                   r"largest finite f32"):
+        te.compute((33,), lambda i: A[i] * 3.4028236e38, name="E")
+
+
+def test_te_arrays_as_integers_and_stale_axes_are_named():
+    n = np.array(8)
+    A = te.placeholder(n, "float32", name="A")
+    assert A.shape == (8,) or str(A.shape[0]) == "8"
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B)
+    with pytest.raises(TypeError, match=r"split: factor must be an int, not .*array\(\[4\]\).*"
+                                        r"which int\(\) refuses"):
+        s[B].split(s[B].axis[0], np.array([4]))
+    s[B].split(s[B].axis[0], np.array(4))
+    X = te.placeholder((5, 64), "float32", name="X")
+    k = te.reduce_axis(64, "k")
+    Y = te.compute((5,), lambda i: te.sum(X[i, k], k), name="Y")
+    s = te.create_schedule(Y)
+    ko, ki = s[Y].split(s[Y].reduce_axis[0], 16)
+    rf = s.rfactor(Y, ki)
+    with pytest.raises(kiln.InvalidArgument, match="axis 'k_outer' is not an axis of this "
+                                                   "schedule, though the stage has an axis of "
+                                                   "that name"):
+        s[rf].split(ko, 2)

@@ -14,10 +14,7 @@ namespace {
 // The format's strings are UTF-8 text (an implementation handed other bytes
 // as WGSL or a label may not survive them).
 Status CheckText(std::string_view text, std::string_view what) {
-  if (const std::optional<size_t> at = FirstNonTextByte(text)) {
-    return DataLoss(what, " is not UTF-8 text (byte ", *at, " of ", text.size(), ")");
-  }
-  return Status::Ok();
+  return kiln::CheckText(text, what, StatusCode::kDataLoss);
 }
 
 Status CheckFunction(const CompiledFunction& f) {

@@ -7,6 +7,7 @@
 #include "kiln/hal/command_buffer_validation.h"
 #include "kiln/hal/device.h"
 #include "kiln/hal/staging_buffer.h"
+#include "kiln/support/file.h"
 
 namespace kiln::hal {
 namespace {

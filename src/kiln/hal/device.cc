@@ -279,14 +279,6 @@ std::vector<ImplKind> ImplOrder(const DeviceOptions& options, Status* error) {
 
 }  // namespace
 
-Status CheckText(std::string_view text, std::string_view what) {
-  if (const std::optional<size_t> at = FirstNonTextByte(text)) {
-    return InvalidArgument(what, ": byte ", *at, " of ", text.size(),
-                           " is not UTF-8 text (or is NUL)");
-  }
-  return Status();
-}
-
 std::string FromStringView(WGPUStringView s) {
   if (!s.data) return "";
   if (s.length == WGPU_STRLEN) return std::string(s.data);

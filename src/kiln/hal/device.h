@@ -213,9 +213,5 @@ inline WGPUStringView ToStringView(std::string_view s) {
   return WGPUStringView{s.data(), s.size()};
 }
 std::string FromStringView(WGPUStringView s);
-// kInvalidArgument unless `text` (a label or name kiln hands to the
-// implementation as `what`) is UTF-8 text without NUL: an implementation
-// may not survive other bytes.
-Status CheckText(std::string_view text, std::string_view what);
 
 }  // namespace kiln::hal

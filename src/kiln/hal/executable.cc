@@ -133,10 +133,8 @@ StatusOr<WGPUShaderModule> CreateShaderModule(Device& device, std::string_view l
                                               const std::string& wgsl,
                                               bool loops_terminate = false) {
   // (wgpu-native has crashed on bytes that are not UTF-8.)
-  if (const std::optional<size_t> at = FirstNonTextByte(wgsl)) {
-    return CompileError("compiling the WGSL of '", label, "': byte ", *at, " of ", wgsl.size(),
-                        " is not UTF-8 text (or is NUL)");
-  }
+  KILN_RETURN_IF_ERROR(
+      CheckText(wgsl, StrCat("the WGSL of '", label, "'"), StatusCode::kCompileError));
   const Procs& p = device.procs();
   WGPUShaderModule module = nullptr;
   WGPUShaderSourceWGSL source = {};

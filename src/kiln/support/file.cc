@@ -173,4 +173,12 @@ std::optional<size_t> FirstNonTextByte(std::string_view text) {
   return std::nullopt;
 }
 
+Status CheckText(std::string_view text, std::string_view what, StatusCode code) {
+  if (const std::optional<size_t> at = FirstNonTextByte(text)) {
+    return Status(code, StrCat(what, " is not UTF-8 text: byte ", *at, " of ", text.size(),
+                               " is malformed or NUL"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace kiln

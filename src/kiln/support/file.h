@@ -30,6 +30,13 @@ StatusOr<std::string> ReadInputFile(const std::string& path,
 // junk is named as such, not as a syntax error somewhere inside it.
 std::optional<size_t> FirstNonTextByte(std::string_view text);
 
+// OK when `text` is UTF-8 text without NUL; else an error of `code`:
+// "`what` is not UTF-8 text: byte N of M is malformed or NUL". Strings that
+// reach a WebGPU implementation are checked with it (one may not survive
+// other bytes), and so are the strings of files in text formats.
+Status CheckText(std::string_view text, std::string_view what,
+                 StatusCode code = StatusCode::kInvalidArgument);
+
 // Writes `bytes` to `path` through a temporary file beside it
 // (`path`.XXXXXXXX.tmp, a fresh name, created exclusively: never an existing
 // file or a link) renamed into place, so a failed write leaves neither a

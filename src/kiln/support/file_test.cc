@@ -142,5 +142,15 @@ TEST(FirstNonTextByteTest, AcceptsUtf8AndFindsTheFirstByteThatIsNot) {
   EXPECT_EQ(FirstNonTextByte("\xFF"), 0u);
 }
 
+TEST(CheckTextTest, NamesWhatAndWhereWithTheCodeAsked) {
+  EXPECT_TRUE(CheckText("fn f() {}", "the WGSL").ok());
+  Status bad = CheckText("ab\xC0\xAF", "a label");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "a label is not UTF-8 text: byte 2 of 4 is malformed or NUL");
+  bad = CheckText(std::string("x\0", 2), "the WGSL", StatusCode::kDataLoss);
+  EXPECT_EQ(bad.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(bad.message(), "the WGSL is not UTF-8 text: byte 1 of 2 is malformed or NUL");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -973,7 +973,11 @@ Status ApplyGraphPrimitive(Schedule::Impl& impl, const Primitive& p) {
 // belongs to instead.
 StatusOr<std::string> AxisName(const Schedule::Impl& impl, const std::string& stage_name,
                                const IterVar& axis, std::string_view what) {
-  const StageState& stage = *impl.Find(stage_name);
+  const StageState* found = impl.Find(stage_name);
+  if (found == nullptr) {
+    return InvalidArgument(what, ": stage '", stage_name, "' is not a stage of this schedule");
+  }
+  const StageState& stage = *found;
   if (!axis.defined()) {
     return InvalidArgument(what, " of stage '", stage.name(), "': the axis is undefined");
   }
@@ -986,6 +990,15 @@ StatusOr<std::string> AxisName(const Schedule::Impl& impl, const std::string& st
         return InvalidArgument(what, " of stage '", stage.name(), "': axis '", a.name(),
                                "' belongs to stage '", other.name(), "'");
       }
+    }
+  }
+  for (const IterVar& a : stage.all_axes) {
+    if (a.name() == axis.name()) {
+      return InvalidArgument(what, " of stage '", stage.name(), "': axis '", axis.name(),
+                             "' is not an axis of this schedule, though the stage has an axis of "
+                             "that name: the handle is another schedule's, or from before a "
+                             "primitive made the stage's axes anew (rfactor does); take the axis "
+                             "from this stage again");
     }
   }
   return InvalidArgument(what, " of stage '", stage.name(), "': axis '", axis.name(),
@@ -1119,9 +1132,17 @@ StatusOr<Primitive> ParsePrimitive(std::string_view text) {
     const std::string wanted = least == most             ? std::to_string(least)
                                : most == args.max_size() ? StrCat("at least ", least)
                                                          : StrCat(least, " to ", most);
-    return InvalidArgument(
-        at, ": ", name, " takes ", wanted, " argument(s), not ", args.size(),
-        args.size() > most ? " (a name holding ', ' reads as two arguments)" : "");
+    // Why the count may be off: a name holding ", ", or arguments
+    // separated by a comma alone.
+    const bool bare_comma = std::any_of(args.begin(), args.end(),
+                                        [](const std::string& a) { return a.find(',') != a.npos; });
+    const char* hint = bare_comma && args.size() < least
+                           ? " (arguments are separated by ', ', a comma and a space)"
+                       : args.size() > most && most > 0
+                           ? " (if a name holds ', ', it reads as two arguments)"
+                           : "";
+    return InvalidArgument(at, ": ", name, " takes ", wanted, " argument(s), not ", args.size(),
+                           hint);
   };
   auto integer = [&](const std::string& arg, const char* what) -> StatusOr<int64_t> {
     std::optional<int64_t> value = RecordInteger(arg);
@@ -1601,6 +1622,10 @@ StatusOr<Stage::TileResult> Stage::Tile(const IterVar& x, const IterVar& y, int6
 }
 
 Status Stage::ComputeAt(const Stage& consumer, const IterVar& axis) {
+  if (consumer.schedule_ != schedule_ || schedule_->Find(consumer.name()) == nullptr) {
+    return InvalidArgument("compute_at of stage '", name_, "': stage '", consumer.name(),
+                           "' is not a stage of this schedule (a stage of another schedule)");
+  }
   StatusOr<std::string> name = AxisName(*schedule_, consumer.name(), axis, "compute_at");
   if (!name.ok()) {
     // The error names the stage being moved as well as the consumer.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -16,6 +17,36 @@
 
 namespace kiln::te {
 namespace {
+
+// The vars of every axis and reduction made on any thread, held weakly:
+// one that another thread made is named as such where a body or shape uses
+// it, rather than taken for a scalar parameter (the registries below are
+// each thread's own).
+class AnyThreadVars {
+ public:
+  static AnyThreadVars& Get() {
+    static AnyThreadVars* vars = new AnyThreadVars;  // (never destroyed: threads may outlive exit)
+    return *vars;
+  }
+  void Add(const Var& var) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (vars_.size() >= prune_at_) {
+      std::erase_if(vars_, [](const auto& entry) { return entry.second.expired(); });
+      prune_at_ = std::max<size_t>(4096, 2 * vars_.size());
+    }
+    vars_[var.get()] = var.node();
+  }
+  bool Has(const ir::VarNode* v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vars_.find(v);
+    return it != vars_.end() && it->second.lock().get() == v;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<const ir::VarNode*, std::weak_ptr<const ir::ExprNode>> vars_;
+  size_t prune_at_ = 4096;
+};
 
 // Reductions built by Sum/Max/Min/Prod and not yet claimed by a Compute,
 // keyed by the var that stands for the result.
@@ -56,6 +87,7 @@ void RegisterAxisVar(const Var& var) {
     prune_at = std::max<size_t>(4096, 2 * vars.size());
   }
   vars[var.get()] = var.node();
+  AnyThreadVars::Get().Add(var);
 }
 
 bool IsAxisVar(const ir::VarNode* v) {
@@ -92,10 +124,25 @@ const std::string* ClaimedBy(const ir::VarNode* v) {
   return &it->second.compute;
 }
 
+// Whether `v` is an axis or a reduction that another thread made.
+bool MadeOnAnotherThread(const ir::VarNode* v) {
+  return !IsAxisVar(v) && PendingReductions().count(v) == 0 && ClaimedBy(v) == nullptr &&
+         AnyThreadVars::Get().Has(v);
+}
+
+// The error for `v`, an axis or reduction of another thread, used by `what`.
+Status MadeOnAnotherThreadError(std::string_view what, const ir::VarNode* v) {
+  return InvalidArgument(what, " uses '", v->name,
+                         "', an axis or the result of a reduction made on another thread (kiln "
+                         "recognises those made on the thread that defines the compute: make a "
+                         "program's placeholders, axes and computes on one thread)");
+}
+
 Expr MakeReduction(ReducerKind kind, Expr source, const std::vector<IterVar>& axes) {
   KILN_CHECK(source.defined());
   Var var(std::string(ReducerName(kind)), source.dtype());
   PendingReductions()[var.get()] = PendingReduction{kind, std::move(source), axes, var};
+  AnyThreadVars::Get().Add(var);
   return var;
 }
 
@@ -242,6 +289,13 @@ Status CheckShape(const std::string& what, const std::vector<Expr>& shape) {
         return InvalidArgument(what, ": dimension ", d, " uses ", kind, " '", v->name,
                                "'; a shape takes constants and size vars");
       }
+      if (MadeOnAnotherThread(v)) {
+        return MadeOnAnotherThreadError(StrCat(what, ": dimension ", d), v);
+      }
+    }
+    if (!uses.buffers.empty()) {
+      return InvalidArgument(what, ": dimension ", d, " reads tensor '", uses.buffers[0].name(),
+                             "'; a shape takes constants and size vars");
     }
   }
   return Status::Ok();
@@ -335,6 +389,7 @@ std::vector<Expr> Reduce(const CommReducer& reducer, const std::vector<Expr>& so
   for (const Var& v : group->reduce_vars) {
     PendingReductions()[v.get()] = PendingReduction{
         ReducerKind::kCustom, sources.empty() ? Expr() : sources[0], axes, v, group};
+    AnyThreadVars::Get().Add(v);
   }
   return out;
 }
@@ -618,6 +673,10 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
                                 "' is neither an axis of '", name,
                                 "' nor one its reduction takes (an axis of another compute, or "
                                 "a reduction axis that no reduction in this body reduces over)");
+        break;
+      }
+      if (own.count(v) == 0 && MadeOnAnotherThread(v)) {
+        error = MadeOnAnotherThreadError(StrCat("compute '", name, "'"), v);
         break;
       }
     }

@@ -307,6 +307,14 @@ TEST(TeScheduleTest, FusedMultiplyAddAccumulatesWithFma) {
   auto rf = other->Rfactor(F, k8s->inner);
   ASSERT_TRUE(rf.ok()) << rf.status();
   ASSERT_TRUE((*other)[*rf].FusedMultiplyAdd().ok());
+  // A consumer stage of another schedule, even one of the same program,
+  // is refused naming it (its name need not be a stage here).
+  auto third = Schedule::Create({F});
+  ASSERT_TRUE(third.ok()) << third.status();
+  ExpectError((*third)[F].ComputeAt(fs, fs.axis(0)),
+              "compute_at of stage 'F': stage 'F' is not a stage of this schedule");
+  ExpectError((*third)[F].ComputeAt((*other)[*rf], fs.axis(0)),
+              "stage 'F_rf' is not a stage of this schedule");
   ASSERT_TRUE((*other)[*rf].ComputeAt(fs, fs.axis(0)).ok());
   auto lowered = Lower(*other, {F}, {X}, "f");
   ASSERT_TRUE(lowered.ok()) << lowered.status();
@@ -663,7 +671,10 @@ TEST(TeScheduleTest, RecordsParseFromTheirText) {
       {"C.copy_ahead(registers, peeled, x)", "copy_ahead takes 0 to 2 argument(s), not 3"},
       {"C.storage_align(i, 32)", "storage_align takes 3 argument(s), not 2"},
       {"C.unroll(i, j)",
-       "unroll takes 1 argument(s), not 2 (a name holding ', ' reads as two arguments)"},
+       "unroll takes 1 argument(s), not 2 (if a name holds ', ', it reads as two arguments)"},
+      {"C.split(i,4)",
+       "split takes 2 argument(s), not 1 (arguments are separated by ', ', a comma and a space)"},
+      {"C.fused_multiply_add(x)", "fused_multiply_add takes 0 argument(s), not 1"},
       {"C.copy_ahead(peeled, registers)",
        "copy_ahead takes [registers[, LAST]]; 'registers' is "
        "out of place"},
