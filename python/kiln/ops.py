@@ -48,6 +48,7 @@ argument checked); other empty dimensions there are errors.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import inspect
 import math
@@ -446,8 +447,8 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
         if t.dtype == np.int32:
             _check_int32_number(v, x, op)  # (x: a tensor or array, bool or int32)
         text = str(e)
-        if text.startswith("chain: "):  # (a tensor the device cannot bind)
-            raise type(e)(f"{op}: {text[len('chain: '):]}") from None
+        if text.startswith("elementwise_chain: "):  # (a tensor the device cannot bind)
+            raise type(e)(f"{op}: {text[len('elementwise_chain: '):]}") from None
         raise
 
 
@@ -506,11 +507,23 @@ def _dtype_name(dtype: Any, what: str) -> str:
 _CHAIN_TWO_OPERANDS = frozenset(_TERNARY_OPS | {"where"})
 
 
+@contextlib.contextmanager
+def _chain_errors():
+    """The chain kernel's errors ("chain: ...") as elementwise_chain's."""
+    try:
+        yield
+    except _kiln.Error as e:
+        text = str(e)
+        if text.startswith("chain: "):
+            raise type(e)(f"elementwise_chain: {text[len('chain: '):]}") from None
+        raise
+
+
 def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     """Applies `steps` in order to a running value v starting from x, as one
     kernel. Each step is one of:
 
-    - an op name: a unary op, v = op(v);
+    - an op name (or the 1-tuple (op,)): a unary op, v = op(v);
     - (op, operand) or (op, operand, True): a binary op or a comparison,
       v = v op operand (operand op v with True); after a comparison v is
       int32 0 or 1;
@@ -586,26 +599,36 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
             continue
         if not isinstance(step, (tuple, list)) or not step or not isinstance(step[0], str):
             raise _kiln.InvalidArgument(
-                f"a chain step is an op name, (op, operand), (op, operand, operand_first), "
-                f"(op, a, b) or ('cast', dtype); got {step!r}")
+                f"elementwise_chain: step {k}: a step is an op name, (op, operand), (op, operand, "
+                f"operand_first), (op, a, b) or ('cast', dtype); got {step!r}")
         op = step[0]
+        if _ARITY.get(op) == 1 and op != "cast":
+            if len(step) != 1:
+                raise _kiln.InvalidArgument(
+                    f"elementwise_chain: step {k} ({op}): {op} takes no operand (the step is "
+                    f"{op!r} or ({op!r},)); got {step!r}")
+            spec.append((op, None, None, False, None, None, None))
+            key.append(op)
+            continue
         key.append(op)
         if op == "cast":
             if len(step) != 2:
-                raise _kiln.InvalidArgument(f"a cast step is ('cast', dtype); got {step!r}")
+                raise _kiln.InvalidArgument(
+                    f"elementwise_chain: step {k} (cast): the step is ('cast', dtype); got {step!r}")
             name = _dtype_name(step[1], "elementwise_chain: cast")
             spec.append((op, None, None, False, None, None, name))
             key.append(name)
         elif op in _CHAIN_TWO_OPERANDS:
             if len(step) != 3:
-                raise _kiln.InvalidArgument(f"a {op} step is ({op!r}, a, b); got {step!r}")
+                raise _kiln.InvalidArgument(
+                    f"elementwise_chain: step {k} ({op}): the step is ({op!r}, a, b); got {step!r}")
             (t1, c1), (t2, c2) = operand(step[1], k, step), operand(step[2], k, step)
             spec.append((op, t1, c1, False, t2, c2, None))
         else:
             if len(step) not in (2, 3):
                 raise _kiln.InvalidArgument(
-                    f"a {op} step is ({op!r}, operand) or ({op!r}, operand, operand_first); "
-                    f"got {step!r}")
+                    f"elementwise_chain: step {k} ({op}): the step is ({op!r}, operand) or "
+                    f"({op!r}, operand, operand_first); got {step!r}")
             first = _flag(step[2], f"elementwise_chain: step {k} ({op}): operand_first") \
                 if len(step) == 3 else False
             t1, c1 = operand(step[1], k, step)
@@ -622,9 +645,10 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
             raise _kiln.InvalidArgument(
                 f"elementwise_chain: inputs of shapes {shapes}: {e}") from None
-        _kiln.ops.elementwise_chain(x.device, _probe(x._type), [
-            (op, _probe(t1), c1, first, _probe(t2), c2, name)
-            for op, t1, c1, first, t2, c2, name in spec])
+        with _chain_errors():
+            _kiln.ops.elementwise_chain(x.device, _probe(x._type), [
+                (op, _probe(t1), c1, first, _probe(t2), c2, name)
+                for op, t1, c1, first, t2, c2, name in spec])
         running = np.dtype(x.dtype).name
         operands = iter(tensors[1:])
         for step in spec:
@@ -644,7 +668,8 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
         empty = _empty_result("elementwise_chain", tensors, lambda *v: np.zeros(
             np.broadcast_shapes(*[a.shape for a in v]), dtype))
         return _view(empty, empty.shape, np.bool_) if compares else empty
-    out = run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
+    with _chain_errors():
+        out = run(tuple(key), lambda d: _kiln.ops.elementwise_chain(d, x._type, spec), *tensors)
     # A comparison last gives 0 or 1: a bool tensor, as numpy's.
     return _view(out, out.shape, np.bool_) if compares else out
 

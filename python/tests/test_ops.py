@@ -571,17 +571,31 @@ def test_integer_and_comparison_errors(device):
         kiln.ops.fma(xi, xi, xi)
     with pytest.raises(kiln.InvalidArgument, match="at least one operand must be a tensor"):
         kiln.ops.lt(1, 2)
-    with pytest.raises(kiln.InvalidArgument, match=r"a clamp step is \('clamp', a, b\)"):
+    with pytest.raises(kiln.InvalidArgument, match=r"^elementwise_chain: step 1 \(clamp\): the step is "
+                       r"\('clamp', a, b\)"):
         kiln.ops.elementwise_chain(f, [("clamp", f)])
-    with pytest.raises(kiln.InvalidArgument, match="a cast step is"):
+    with pytest.raises(kiln.InvalidArgument, match=r"^elementwise_chain: step 1 \(cast\): the "
+                                                   r"step is \('cast', dtype\)"):
         kiln.ops.elementwise_chain(f, [("cast",)])
+    with pytest.raises(kiln.InvalidArgument, match=r"^elementwise_chain: step 2 \(add\): the "
+                                                   r"step is \('add', operand\)"):
+        kiln.ops.elementwise_chain(f, ["exp", ("add",)])
+    with pytest.raises(kiln.InvalidArgument, match=r"^elementwise_chain: step 1 \(exp\): exp "
+                                                   r"takes no operand"):
+        kiln.ops.elementwise_chain(f, [("exp", 1.0)])
+    np.testing.assert_array_equal(kiln.ops.elementwise_chain(f, [("neg",), "abs"]).numpy(),
+                                  np.abs(-f.numpy()))
+    with pytest.raises(kiln.InvalidArgument, match=r"^elementwise_chain: step 1 \(add\) of the "
+                                                   r"chain: shapes \[.*\] and \[5\] do not "
+                                                   r"broadcast"):
+        kiln.ops.elementwise_chain(f, [("add", np.ones(5, np.float32))])
     with pytest.raises(kiln.InvalidArgument, match="is not a dtype"):
         kiln.ops.elementwise_chain(f, [("cast", 3)])
     with pytest.raises(kiln.InvalidArgument, match="float64"):
         kiln.ops.elementwise_chain(f, [("cast", np.float64)])
     with pytest.raises(kiln.InvalidArgument, match="other operand is f32 but C1 is i32"):
         kiln.ops.elementwise_chain(f, [("where", f, xi)])
-    with pytest.raises(kiln.InvalidArgument, match="a chain step is"):
+    with pytest.raises(kiln.InvalidArgument, match="^elementwise_chain: step 1: a step is an op name"):
         kiln.ops.elementwise_chain(f, [3])
     with pytest.raises(kiln.InvalidArgument, match="running value is i32, but exp takes"):
         kiln.ops.elementwise_chain(f, [("lt", 0.0), "exp"])
