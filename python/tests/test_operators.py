@@ -112,6 +112,20 @@ def test_half_power_of_tensors(device, rng):
     np.testing.assert_array_equal(got[:9], want[:9])
     np.testing.assert_allclose(got[9:].astype(np.float64), want[9:].astype(np.float64),
                                rtol=2e-3)
+    # A constant exponent of 0.5 is numpy's `x ** 0.5` on f16 too: a square
+    # root ((-inf) ** 0.5 is NaN, (-0.0) ** 0.5 is -0.0).
+    s = np.concatenate([[-np.inf, -0.0, 0.0, np.inf, np.nan, -1, 65504, 6e-8],
+                        rng.uniform(0, 100, 40)]).astype(np.float16)
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(s)
+    for got in ((kiln.tensor(s, device) ** 0.5).numpy(),
+                kiln.ops.pow(kiln.tensor(s, device), 0.5).numpy()):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got[:8], want[:8])
+        number = ~np.isnan(want[:8])  # (a NaN's sign is the device's)
+        np.testing.assert_array_equal(np.signbit(got[:8][number]), np.signbit(want[:8][number]))
+        np.testing.assert_allclose(got[8:].astype(np.float64), want[8:].astype(np.float64),
+                                   rtol=2e-3)
 
 
 def test_bool_tensors_are_logical(device, rng):
