@@ -225,12 +225,18 @@ def _transpose(self: Tensor, *axes: Any, **kw: Any) -> Tensor:
             raise TypeError("Tensor.transpose: the axes given twice")
         axes = (kw.pop("axes"),)
     _refuse("Tensor.transpose", kw)
-    return ops.transpose(self, None if axes in ((), (None,)) else _shape_args(axes))
+    # (`is None`, not ==: an axis may be a tensor or an array, whose == is elementwise.)
+    whole = not axes or (len(axes) == 1 and axes[0] is None)
+    return ops.transpose(self, None if whole else _shape_args(axes))
 
 
 def _shape_args(args: tuple) -> Any:
-    """numpy's t.reshape(2, 3) or t.reshape((2, 3))."""
-    return list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else list(args)
+    """numpy's t.reshape(2, 3) or t.reshape((2, 3)) (or an array of ints)."""
+    if len(args) == 1:
+        one = ops._listed(args[0])
+        if isinstance(one, (tuple, list)):
+            return list(one)
+    return list(args)
 
 
 def _iter(self: Tensor) -> Any:

@@ -149,11 +149,14 @@ def _same_device(what: str, inputs: Sequence[Tensor]) -> _kiln.Device:
     return device
 
 
-def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -> Any:
+def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor,
+        name: Optional[str] = None) -> Any:
     """Runs the program cached under `key` on the first input's device,
     building it with build(device) the first time. Returns the one output,
-    or the list of outputs. This is the path of every operator."""
-    device = _same_device(key[0], inputs)
+    or the list of outputs. This is the path of every operator; its errors
+    name `name` (the function called), by default key[0]."""
+    name = key[0] if name is None else name
+    device = _same_device(name, inputs)
     cache = device._cache
     program = cache.get(key)
     if program is None:
@@ -164,7 +167,7 @@ def run(key: tuple, build: Callable[[_kiln.Device], Program], *inputs: Tensor) -
             # it: an input's dtype no kernel binds).
             text = str(e)
             if not re.match(r"[\w.]+: ", text):
-                raise type(e)(f"{key[0]}: {text}") from None
+                raise type(e)(f"{name}: {text}") from None
             raise
         cache[key] = program
     out = program.run(list(inputs))
@@ -731,6 +734,15 @@ def _integer(v: Any) -> Optional[int]:
     return i if isinstance(i, int) and not isinstance(i, bool) else None
 
 
+def _listed(v: Any) -> Any:
+    """A 1-D numpy array of integers as a list of its ints (numpy takes one
+    wherever it takes a list of axes, sizes or bounds); anything else as
+    it is."""
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu":
+        return [int(e) for e in v]
+    return v
+
+
 def _shown_dtype(dtype: Any) -> str:
     """numpy's name of a dtype, or str() of what numpy does not read as one."""
     try:
@@ -763,6 +775,7 @@ def _axis(a: Any, ndim: int, what: str) -> int:
 
 
 def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
+    axis = _listed(axis)
     if axis is None:
         return list(range(ndim))
     if isinstance(axis, (tuple, list)):
@@ -776,6 +789,7 @@ def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
 
 def _ints(v: Any, n: int, what: str) -> List[int]:
     """An int for every axis, or a sequence of n ints."""
+    v = _listed(v)
     if _integer(v) is not None:
         return [_size(v, what)] * n
     if not isinstance(v, (tuple, list)) or len(v) != n:
@@ -809,8 +823,14 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     every axis without keepdims gives a 0-d tensor. One kernel
     (ops::ReduceAxes); float16 accumulates in float32; max and min
     propagate NaN. int32 (and bool, as int32 0 or 1: sum counts) reduces in
-    int32, sums and products wrapping; mean takes floats."""
-    _check_reduce_op(op, "reduce_axes")
+    int32, sums and products wrapping; max and min of bools are bools, as
+    numpy's; mean takes floats."""
+    return _reduce_axes("reduce_axes", op, x, axis, keepdims)
+
+
+def _reduce_axes(fn: str, op: str, x: Any, axis: Any, keepdims: Any) -> Tensor:
+    """reduce_axes, its refusals naming `fn`, the function called."""
+    _check_reduce_op(op, fn)
     bools = getattr(x, "dtype", None) == np.bool_  # (which reach the kernels as int32)
     x = _operand(x, None)
     if op == "mean" and (bools or x.dtype == np.int32):
@@ -822,18 +842,20 @@ def reduce_axes(op: str, x: Any, axis: Union[None, int, Sequence[int]] = None,
     if not axes:
         # axis=() or a 0-d x: nothing reduced, as numpy: each element is its
         # own reduction (a copy; bools as int32, which sums count in).
-        return _view(reshape(_view(x, [x.size]), [x.size]), x.shape) if x.size else \
+        same = _view(reshape(_view(x, [x.size]), [x.size]), x.shape) if x.size else \
             _view(x, x.shape)
+        return _bools(same) if bools and op in ("max", "min") else same
     host = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
     if op in host:
         empty = _empty_result(f"reduce {op}", [x], lambda a: host[op](
             a, axis=tuple(axes), keepdims=keepdims).astype(a.dtype))
         if empty is not None:
-            return empty
+            return _bools(empty) if bools and op in ("max", "min") else empty
     key = ("reduce_axes", op, tuple(axes), keepdims, x._sig)
-    y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x)
+    y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x, name=fn)
     want = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
-    return _shaped(y, want)
+    y = _shaped(y, want)
+    return _bools(y) if bools and op in ("max", "min") else y
 
 
 def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
@@ -848,7 +870,7 @@ def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
     if empty is not None:
         return empty
     key = ("arg_reduce", op, a, keepdims, x._sig)
-    y = run(key, lambda d: _kiln.ops.arg_reduce(d, op, x._type, a, keepdims), x)
+    y = run(key, lambda d: _kiln.ops.arg_reduce(d, op, x._type, a, keepdims), x, name=op)
     want = tuple(1 if d == a else n for d, n in enumerate(x.shape) if keepdims or d != a)
     return _shaped(y, want)
 
@@ -1165,6 +1187,7 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     x = _as_tensor(x, None)
     if (ints := _ints_of_bools(x)) is not None:
         return _bools(permute(ints[0], axes))
+    axes = _listed(axes)
     if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
         raise _kiln.InvalidArgument(
             f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
@@ -1190,7 +1213,7 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     x = _as_tensor(x, None)
     if (ints := _ints_of_bools(x)) is not None:
         return _bools(reshape(ints[0], shape))
-    shape = [shape] if _integer(shape) is not None else shape
+    shape = [shape] if _integer(shape) is not None else _listed(shape)
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_size(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
@@ -1270,7 +1293,7 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     n = x.ndim
 
     def entries(v: Any, what: str) -> List[Any]:
-        v = [] if v is None else v
+        v = [] if v is None else _listed(v)
         if not isinstance(v, (tuple, list)) or len(v) > n:
             raise _kiln.InvalidArgument(
                 f"slice: {what} must be a list of at most {n} entries (one per axis); got {v!r}")
@@ -1357,6 +1380,8 @@ def gather(table: Any, indices: Any) -> Tensor:
             raise _kiln.InvalidArgument(
                 f"gather: indices must be a rectangular array of integers (each row of one "
                 f"length): {e}") from None
+        if idx.size == 0 and idx.dtype.kind == "f" and not isinstance(indices, np.ndarray):
+            idx = idx.astype(np.int32)  # (numpy reads [] as float64: no index, no dtype)
         if idx.dtype.kind not in "iu":
             raise _kiln.InvalidArgument(f"gather: indices must be integers; got {idx.dtype}")
         if idx.size and (idx.min() < -2**31 or idx.max() >= 2**31):
@@ -1530,7 +1555,7 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
 def _reduction(name: str, op_name: str) -> Callable[..., Tensor]:
     def op(x: Any, axis: Union[None, int, Sequence[int]] = None,
            keepdims: bool = False) -> Tensor:
-        return reduce_axes(op_name, x, axis, keepdims)
+        return _reduce_axes(name, op_name, x, axis, keepdims)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (f"{op_name} over `axis` (None: every axis; an int or a tuple of ints, "
                   f"negative ones counting from the end), as numpy's {name}. keepdims keeps "
@@ -1546,7 +1571,7 @@ def _minmax(name: str) -> Callable[..., Tensor]:
            keepdims: bool = False) -> Tensor:
         keep = _flag(keepdims, f"{name}: keepdims")
         if b is None:
-            return reduce_axes(name, a, axis, keep)
+            return _reduce_axes(name, name, a, axis, keep)
         if axis is not None or keep:
             raise _kiln.InvalidArgument(
                 f"{name}(a, b) is elementwise and takes no axis or keepdims; for a reduction "
@@ -1740,6 +1765,7 @@ assert not _missing, f"operators without a Python function: {_missing}"
 
 
 def _pair(value: Any, name: str, what: str) -> Tuple[int, int]:
+    value = _listed(value)
     if _integer(value) is not None:
         v = _size(value, f"{what}: {name}")
         return (v, v)

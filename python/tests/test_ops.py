@@ -2198,3 +2198,66 @@ def test_norm_parameters_name_the_axes(device):
         g = np.ones(shape[1:], np.float32)
         assert kiln.ops.layer_norm(z, g, g).shape == shape
         assert kiln.ops.rms_norm(z, g).shape == shape
+
+
+def test_arrays_of_ints_as_axes_shapes_and_bounds(device, rng):
+    # numpy takes a 1-D integer array wherever it takes a list of ints.
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    order = np.array([2, 0, 1])
+    np.testing.assert_array_equal(kiln.ops.permute(t, order).numpy(), a.transpose(order))
+    np.testing.assert_array_equal(t.transpose(order).numpy(), a.transpose(order))
+    np.testing.assert_array_equal(t.transpose(axes=order).numpy(), a.transpose(order))
+    # An axis that is a 0-d tensor, in any position (its == is elementwise).
+    one, zero = (kiln.tensor(np.array(v, np.int32), device) for v in (1, 0))
+    two = kiln.tensor(np.array(2, np.int32), device)
+    np.testing.assert_array_equal(t.transpose(one, zero, two).numpy(), a.transpose(1, 0, 2))
+    np.testing.assert_array_equal(kiln.ops.slice(t, np.array([1]), np.array([2])).numpy(),
+                                  a[1:2])
+    np.testing.assert_allclose(kiln.ops.sum(t, axis=np.array([0, 2])).numpy(),
+                               a.sum(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_array_equal(t.reshape(np.array([4, 6])).numpy(), a.reshape(4, 6))
+    np.testing.assert_array_equal(kiln.ops.pad(t, np.array([0, 1, 0]), 0).numpy(),
+                                  np.pad(a, [(0, 0), (1, 0), (0, 0)]))
+    # An empty list of indices gathers no rows (numpy reads [] as float64).
+    table = kiln.tensor(a[0], device)
+    assert kiln.ops.gather(table, []).shape == (0, 4)
+    with pytest.raises(kiln.InvalidArgument, match="gather: indices must be integers; got float"):
+        kiln.ops.gather(table, np.array([], np.float64))
+
+
+def test_errors_name_the_function_called_and_its_ranks(device):
+    with pytest.raises(kiln.InvalidArgument, match="^argmax: int8 tensors"):
+        kiln.ops.argmax(np.ones(4, np.int8))
+    u = kiln.tensor(np.ones(4, np.uint32), device)
+    for call, name in ((lambda: kiln.ops.sum(u), "sum"), (lambda: kiln.ops.max(u), "max"),
+                       (lambda: kiln.ops.reduce_axes("prod", u), "reduce_axes")):
+        with pytest.raises(kiln.InvalidArgument, match=f"^{name}: input X of reduce"):
+            call()
+    five = np.ones((1, 1, 4, 4, 1), np.float32)
+    for call, want in (
+            (lambda: kiln.ops.conv2d(five, np.ones((1, 1, 1, 1), np.float32)),
+             r"input X of conv2d has shape \[1, 1, 4, 4, 1\]; it must be NHWC \(rank 4\)"),
+            (lambda: kiln.ops.max_pool2d(five, 2),
+             r"input X of max_pool2d has shape \[1, 1, 4, 4, 1\]; it must be NHWC"),
+            (lambda: kiln.ops.gather(np.array(1.0, np.float32), [0]),
+             r"shape \[\] of rank 0; it must be 2-D \[V, D\]"),
+            (lambda: kiln.ops.reshape(np.ones((2, 3, 4), np.float32), [2**40, -1]),
+             r"cannot infer dimension 1 of \[1099511627776, -1\] for X of shape \[2, 3, 4\]"),
+            (lambda: kiln.ops.reshape(np.ones((2, 3, 4), np.float32), [2, 3, 2, 2, 1]),
+             r"reshape: the result has shape \[2, 3, 2, 2, 1\] of rank 5")):
+        with pytest.raises(kiln.InvalidArgument, match=want):
+            call()
+
+
+def test_max_and_min_of_bools_are_bools(device, rng):
+    b = rng.integers(0, 2, (5, 7)).astype(np.bool_)
+    t = kiln.tensor(b, device)
+    for got, want in ((kiln.ops.amax(t, axis=1), b.max(axis=1)),
+                      (kiln.ops.min(t, axis=0, keepdims=True), b.min(axis=0, keepdims=True)),
+                      (t.max(), b.max()), (t.min(axis=()), b.min(axis=())),
+                      (kiln.ops.amax(kiln.tensor(np.zeros((0, 2), bool), device), axis=1),
+                       np.zeros((0, 2), bool).max(axis=1))):
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert kiln.ops.sum(t).dtype == np.int32  # (sums count)

@@ -75,8 +75,7 @@ StatusOr<int64_t> OutExtent(std::string_view what, std::string_view axis, int64_
 
 StatusOr<Geometry> CheckConv(const TensorType& x, const TensorType& w, const Target& target,
                              const Conv2dOptions& o) {
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(x, target, "input X of conv2d"));
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(w, target, "weights W of conv2d"));
+  // (The ranks first: the generic checks would name ranks 1 to 4.)
   if (x.shape.size() != 4) {
     return InvalidArgument("input X of conv2d has shape ", ShapeToString(x.shape), "; it must be ",
                            o.nhwc ? "NHWC" : "NCHW", " (rank 4)");
@@ -86,6 +85,8 @@ StatusOr<Geometry> CheckConv(const TensorType& x, const TensorType& w, const Tar
                            "; they must be ",
                            o.nhwc ? "[KH, KW, C/groups, F]" : "[F, C/groups, KH, KW]", " (rank 4)");
   }
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(x, target, "input X of conv2d"));
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(w, target, "weights W of conv2d"));
   if (x.dtype != w.dtype) {
     return InvalidArgument("conv2d: dtype mismatch: X is ", x.dtype.ToString(), " but W is ",
                            w.dtype.ToString());
@@ -344,11 +345,11 @@ StatusOr<ir::Function> Pool2d(std::string_view op, const TensorType& x, const Ta
     return InvalidArgument("unknown pooling op '", op, "'; known: max, avg");
   }
   const std::string what = StrCat(op, "_pool2d");
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(x, target, StrCat("input X of ", what)));
   if (x.shape.size() != 4) {
     return InvalidArgument("input X of ", what, " has shape ", ShapeToString(x.shape),
                            "; it must be ", options.nhwc ? "NHWC" : "NCHW", " (rank 4)");
   }
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(x, target, StrCat("input X of ", what)));
   if (options.kernel_h < 1 || options.kernel_w < 1) {
     return InvalidArgument(what, ": the window must be at least 1 x 1, got ", options.kernel_h,
                            " x ", options.kernel_w);

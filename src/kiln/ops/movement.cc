@@ -75,7 +75,8 @@ StatusOr<ir::Function> Reshape(const TensorType& input, const Shape& shape, cons
   KILN_RETURN_IF_ERROR(CheckData(input, target, "input X of reshape"));
   Shape out_shape = shape;
   int inferred = -1;
-  int64_t known = 1;
+  int64_t known = 1;  // (saturated past X's element count: no overflow)
+  const int64_t elements = NumElements(input.shape);
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1 && inferred < 0) {
       inferred = static_cast<int>(d);
@@ -84,11 +85,9 @@ StatusOr<ir::Function> Reshape(const TensorType& input, const Shape& shape, cons
                              " is ", shape[d],
                              "; dimensions are at least 1, or -1 (once) to infer one");
     } else {
-      known *= shape[d];
-      if (known > NumElements(input.shape)) break;
+      known = known > elements / shape[d] ? elements + 1 : known * shape[d];
     }
   }
-  const int64_t elements = NumElements(input.shape);
   if (inferred >= 0) {
     if (known > elements || elements % known != 0) {
       return InvalidArgument("reshape: cannot infer dimension ", inferred, " of ",
@@ -97,7 +96,7 @@ StatusOr<ir::Function> Reshape(const TensorType& input, const Shape& shape, cons
     }
     out_shape[inferred] = elements / known;
   }
-  KILN_RETURN_IF_ERROR(CheckOutputShape(out_shape, "reshape: the new shape"));
+  KILN_RETURN_IF_ERROR(CheckOutputShape(out_shape, "reshape: the result"));
   if (NumElements(out_shape) != elements) {
     return InvalidArgument("reshape: the new shape ", ShapeToString(out_shape), " has ",
                            NumElements(out_shape), " elements; X of shape ",
@@ -242,11 +241,11 @@ StatusOr<ir::Function> Slice(const TensorType& input, const std::vector<int64_t>
 
 StatusOr<ir::Function> Gather(const TensorType& table, const TensorType& indices,
                               const Target& target, const std::string& name) {
-  KILN_RETURN_IF_ERROR(CheckData(table, target, "input Table of gather"));
   if (table.shape.size() != 2) {
     return InvalidArgument("input Table of gather has shape ", ShapeToString(table.shape),
                            " of rank ", table.shape.size(), "; it must be 2-D [V, D]");
   }
+  KILN_RETURN_IF_ERROR(CheckData(table, target, "input Table of gather"));
   if (indices.dtype != ir::kI32) {
     return InvalidArgument("input Indices of gather has dtype ", indices.dtype.ToString(),
                            "; it must be i32");
