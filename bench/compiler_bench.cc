@@ -94,7 +94,9 @@ StatusOr<MatmulBenchResult> RunMatmulBench(const std::shared_ptr<hal::Device>& d
   KILN_ASSIGN_OR_RETURN(codegen::CompiledModule compiled,
                         codegen::CompileModule(*module, check::CompileOptionsFor(*device)));
   KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModule::Load(device, std::move(compiled)));
-  KILN_ASSIGN_OR_RETURN(const runtime::Kernel* fn, loaded->Find(options.function));
+  auto found = loaded->Find(options.function);
+  if (!found.ok()) return found.status().WithContext(options.kir_path);
+  const runtime::Kernel* fn = *found;
 
   // The same algorithm written by hand.
   KILN_ASSIGN_OR_RETURN(

@@ -437,6 +437,7 @@ class Runner {
     t.ms = timing.ms;
     t.wall_ms = timing.wall_ms;
     t.back_to_back_ms = timing.back_to_back_ms;
+    t.timed_runs = timing.timed_runs;
     return t;
   }
 
@@ -457,6 +458,7 @@ class Runner {
   // their speed with the SM clock at 345-900 MHz). The repetitions are
   // raised to cover at least kMinTimedMs.
   static constexpr double kBatchMs = 50, kMinTimedMs = 100, kMaxWarmupFactor = 4;
+  static constexpr uint64_t kMaxTimedDispatches = 2000;
 
   struct Timing {
     double ms = 0;       // the median described above
@@ -466,6 +468,7 @@ class Runner {
     // command buffer without timestamps: the throughput of a stream of
     // runs, as a program that issues them sees it.
     double back_to_back_ms = 0;
+    uint64_t timed_runs = 0;  // the runs of the median
   };
   static constexpr int kBackToBackBatches = 5;
 
@@ -516,8 +519,8 @@ class Runner {
       size_t per_rep = 0;
       uint32_t recorded = 0;
       for (uint32_t r = 0; r < repetitions; ++r) {
-        // Two timestamps per dispatch, within a query set's 4096.
-        if (per_rep > 0 && (cb->stats().dispatches + per_rep) * 2 > 4000) break;
+        // One command buffer of at most kMaxTimedDispatches.
+        if (per_rep > 0 && cb->stats().dispatches + per_rep > kMaxTimedDispatches) break;
         const uint64_t before = cb->stats().dispatches;
         KILN_RETURN_IF_ERROR(record(*cb));
         per_rep = cb->stats().dispatches - before;
@@ -550,6 +553,7 @@ class Runner {
     }
     if (ms.empty()) return Internal("no dispatch was timed");
     timing.ms = Median(ms);
+    timing.timed_runs = ms.size();
     if (!profile) timing.wall_ms = timing.ms;
     return timing;
   }

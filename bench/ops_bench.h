@@ -54,6 +54,8 @@ struct OpsTiming {
   // the warm-up. Dispatch overheads between runs are included, as a
   // program issuing the operator repeatedly sees them.
   double back_to_back_ms = 0;
+  // The runs whose median `ms` is (at most 2000 timed dispatches in all).
+  uint64_t timed_runs = 0;
   // CPU time to build the workload's kernels (the operators' lowering) and
   // compile them to WGSL; not the implementation's pipeline creation.
   double compile_ms = 0;

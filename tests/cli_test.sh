@@ -889,4 +889,38 @@ PY
 expect_error "16382 scalar parameters" "kernel 'many': it has 16382 scalar parameters; a kernel takes at most 16381" \
   "$kiln" compile "$tmp/scalars.kir" -o "$tmp/scalars.kmod"
 
+# --help anywhere wins over other mistakes on the line; short flags take =.
+for line in "compile --help --emit" "run --help --bogus" "bench ops --help --small=1"; do
+  out=$("$kiln" $line 2>&1) || fail "kiln $line exited non-zero: $out"
+  grep -q "usage: kiln" <<<"$out" || fail "kiln $line printed no usage: $out"
+done
+out=$("$kiln" run --help 2>&1)
+grep -q -- "--impl dawn|wgpu" <<<"$out" || fail "run --help names no device flags: $out"
+"$kiln" compile "$src/examples/vector_add.kir" -o="$tmp/short.kmod" || fail "compile -o=FILE"
+[ -s "$tmp/short.kmod" ] || fail "compile -o=FILE wrote nothing"
+expect_error "--verbose twice" "flag --verbose is given more than once" "$kiln" info --verbose --verbose
+expect_error "--tolerance without --check" "--tolerance applies to --check" \
+  "$kiln" run "$tmp/v.kmod" --fn vector_add --arg n=10 --tolerance 5
+expect_error "bench kernel without --fn" "kiln bench kernel $tmp/v.kmod: --fn NAME is needed" \
+  "$kiln" bench kernel "$tmp/v.kmod" --arg n=10
+expect_error "bench kernel of two modules" "kiln bench kernel takes one module file; got 2" \
+  "$kiln" bench kernel "$tmp/v.kmod" "$tmp/v.kmod" --fn vector_add --arg n=10
+expect_error "bench compile --megabytes --repetitions" "--repetitions does not apply to --megabytes" \
+  "$kiln" bench compile --megabytes 0.01 --repetitions 3
+expect_error "empty --filter" "--filter is empty" "$kiln" bench ops --small --filter ""
+expect_error "bench matmul --kir of another kernel" "vector_add.kir: the module has no function 'matmul_tiled'" \
+  "$kiln" bench matmul --size 16 --kir "$src/examples/vector_add.kir"
+# More timed dispatches than one query set holds (2048 each).
+out=$("$kiln" bench kernel "$tmp/v.kmod" --fn vector_add --arg n=64 --repetitions 2049 \
+  --warmup 0 2>&1) || fail "bench kernel --repetitions 2049: $out"
+grep -q "2049 dispatches" <<<"$out" || fail "bench kernel --repetitions 2049: $out"
+# A file replaced keeps its permissions.
+cp "$tmp/v.kmod" "$tmp/private.kmod" && chmod 600 "$tmp/private.kmod"
+"$kiln" compile "$src/examples/vector_add.kir" -o "$tmp/private.kmod" || fail "compile over a file"
+[ "$(stat -c %a "$tmp/private.kmod")" = 600 ] || fail "compile -o widened a file's permissions"
+# --compile-only prints a workload the device cannot run as skipped.
+out=$("$kiln" bench ops --compile-only --backend opengl --filter "matmul f16" 2>&1) ||
+  fail "bench ops --compile-only on OpenGL: $out"
+grep -Eq "^matmul f16 .*SKIP: " <<<"$out" || fail "--compile-only shows a skip as compiled: $out"
+
 echo "cli: all checks passed"

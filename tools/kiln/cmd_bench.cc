@@ -63,7 +63,8 @@ int BenchDispatch(const Args& args) {
   if (flags->help()) {
     return PrintUsage(
         "usage: kiln bench dispatch [--dispatches N] [--repetitions N] [--submits N] [--json] "
-        "[--trusted]");
+        "[--trusted]",
+        true);
   }
   if (Status none = flags->NoArguments("kiln bench dispatch"); !none.ok())
     return Fail(none.message());
@@ -129,7 +130,8 @@ int BenchMatmul(const Args& args) {
   if (flags->help()) {
     return PrintUsage(
         "usage: kiln bench matmul [--size N] [--iterations N] [--kir FILE] [--json] [--trusted]\n"
-        "  --kir FILE  the kiln IR matmul (default: examples/matmul_tiled.kir of the source tree)");
+        "  --kir FILE  the kiln IR matmul (default: examples/matmul_tiled.kir of the source tree)",
+        true);
   }
   if (Status none = flags->NoArguments("kiln bench matmul"); !none.ok())
     return Fail(none.message());
@@ -228,7 +230,8 @@ int BenchOps(const Args& args) {
         "that copy moving the same bytes; TFLOP/s counts 2 M N K for a matmul\n"
         "(TOPS for the int8 matmul, whose check is exact). \"Back to back\" is the wall time per\n"
         "run of batches of runs in one command buffer without timestamps (the copy too): the\n"
-        "throughput a program issuing the operator repeatedly sees. Exits 1 if any check fails.");
+        "throughput a program issuing the operator repeatedly sees. Exits 1 if any check fails.",
+        true);
   }
   if (Status none = flags->NoArguments("kiln bench ops"); !none.ok()) return Fail(none.message());
   auto options = DeviceOptionsFromFlags(*flags);
@@ -250,7 +253,11 @@ int BenchOps(const Args& args) {
   auto repetitions = flags->GetPositiveUint("repetitions", oo.repetitions, 100000);
   if (!repetitions.ok()) return Fail(repetitions.status().message());
   oo.repetitions = static_cast<uint32_t>(*repetitions);
-  if (auto filter = flags->Get("filter")) oo.filter = *filter;
+  if (auto filter = flags->Get("filter")) {
+    if (filter->empty())
+      return Fail("--filter is empty (it keeps the workloads whose name holds it)");
+    oo.filter = *filter;
+  }
   if (auto dir = flags->Get("wgsl")) {
     if (dir->empty()) return Fail("flag --wgsl needs a directory");
     oo.wgsl_dir = *dir;
@@ -348,6 +355,7 @@ int BenchOps(const Args& args) {
       w.Key("gb_per_s").Number(t.gb_per_s());
       w.Key("fraction_of_copy").Number(t.gb_per_s() / r->copy_gb_per_s);
       w.Key("back_to_back_ms").Number(t.back_to_back_ms);
+      w.Key("timed_runs").Number(static_cast<double>(t.timed_runs));
       w.Key("back_to_back_fraction_of_copy")
           .Number(t.back_to_back_gb_per_s() / r->copy_back_to_back_gb_per_s);
       if (t.same_bytes_copy_gb_per_s > 0) {
@@ -374,7 +382,11 @@ int BenchOps(const Args& args) {
     std::printf("device: %s (limits only; nothing runs)\n\n%-32s %-26s %s\n", r->device.c_str(),
                 "operator", "shape", "built and compiled (CPU ms)");
     for (const auto& t : r->ops) {
-      std::printf("%-32s %-26s %.2f\n", t.name.c_str(), t.shape.c_str(), t.compile_ms);
+      if (!t.skip.empty()) {
+        std::printf("%-32s %-26s SKIP: %s\n", t.name.c_str(), t.shape.c_str(), t.skip.c_str());
+      } else {
+        std::printf("%-32s %-26s %.2f\n", t.name.c_str(), t.shape.c_str(), t.compile_ms);
+      }
     }
     return 0;
   }
@@ -545,7 +557,12 @@ int BenchCompile(const Args& args) {
         "tree)\n"
         "  --megabytes  compile generated modules of these sizes and report time per MB");
   }
-  if (flags->Get("megabytes")) return BenchCompileScale(*flags);
+  if (flags->Get("megabytes")) {
+    if (flags->Has("repetitions")) {
+      return Fail("--repetitions does not apply to --megabytes (each size is compiled once)");
+    }
+    return BenchCompileScale(*flags);
+  }
   auto reps = flags->GetPositiveUint("repetitions", 5, INT32_MAX);
   if (!reps.ok()) return Fail(reps.status().message());
   std::vector<std::string> dirs = flags->positional();
@@ -620,8 +637,13 @@ int BenchKernel(const Args& args) {
   valued.insert({"fn", "repetitions", "warmup", "flops", "seed", "timeout"});
   auto flags = Flags::Parse(rest, valued, {"json", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
-  if (flags->help()) return PrintUsage(kKernelUsage);
-  if (flags->positional().size() != 1 || !flags->Get("fn")) return Fail(kKernelUsage);
+  if (flags->help()) return PrintUsage(kKernelUsage, true);
+  if (flags->positional().empty() && !flags->Has("fn")) return Fail(kKernelUsage);
+  if (const std::string e =
+          ModuleAndFnError("kiln bench kernel", flags->positional(), flags->Has("fn"));
+      !e.empty()) {
+    return Fail(e);
+  }
   const std::string path = flags->positional()[0];
   const std::string name = *flags->Get("fn");
   auto repetitions = flags->GetPositiveUint("repetitions", 100, 1000000);

@@ -138,4 +138,14 @@ std::string QuotedList(const std::vector<std::string>& items) {
   return out;
 }
 
+std::string ModuleAndFnError(std::string_view command, const std::vector<std::string>& positional,
+                             bool has_fn) {
+  if (positional.size() != 1) {
+    return StrCat(command, " takes one module file; got ", positional.size(),
+                  positional.empty() ? "" : ": " + QuotedList(positional), " (see --help)");
+  }
+  if (!has_fn) return StrCat(command, " ", positional[0], ": --fn NAME is needed (the function)");
+  return "";
+}
+
 }  // namespace kiln::tool

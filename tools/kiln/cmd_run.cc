@@ -138,16 +138,14 @@ int RunCommand(const Args& args) {
   valued.insert({"fn", "seed", "tolerance", "timeout"});
   auto flags = Flags::Parse(rest, valued, {"check", "trusted"});
   if (!flags.ok()) return Fail(flags.status().message());
-  if (flags->help()) return PrintUsage(kUsage);
+  if (flags->help()) return PrintUsage(kUsage, true);
   if (flags->positional().empty() && !flags->Get("fn")) return Fail(kUsage);
-  if (flags->positional().size() != 1) {
-    return Fail(StrCat("kiln run takes one module file; got ", flags->positional().size(),
-                       flags->positional().empty() ? "" : ": " + QuotedList(flags->positional()),
-                       " (see --help)"));
+  if (const std::string e = ModuleAndFnError("kiln run", flags->positional(), flags->Has("fn"));
+      !e.empty()) {
+    return Fail(e);
   }
-  if (!flags->Get("fn")) {
-    return Fail(
-        StrCat("kiln run ", flags->positional()[0], ": --fn NAME is needed (the function to run)"));
+  if (flags->Has("tolerance") && !flags->Has("check")) {
+    return Fail("--tolerance applies to --check, which is not given");
   }
   const std::string path = flags->positional()[0];
   const std::string name = *flags->Get("fn");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::tool {
@@ -20,5 +21,10 @@ int Fail(const std::string& message);
 
 // "'a', 'b'": a command's extra arguments, for its error.
 std::string QuotedList(const std::vector<std::string>& items);
+
+// For `command` ("kiln run"), which takes one module file and --fn NAME:
+// the message saying which is missing or extra, or "" when both are right.
+std::string ModuleAndFnError(std::string_view command, const std::vector<std::string>& positional,
+                             bool has_fn);
 
 }  // namespace kiln::tool

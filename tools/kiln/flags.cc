@@ -13,11 +13,29 @@ namespace kiln::tool {
 StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
                              const std::set<std::string>& valued,
                              const std::set<std::string>& booleans) {
+  StatusOr<Flags> flags = ParseAll(args, valued, booleans);
+  if (!flags.ok() && !valued.count("help") && !booleans.count("help")) {
+    // --help or -h anywhere wins over what else is wrong: the usage says it.
+    for (const std::string& a : args) {
+      if (a == "--help" || a == "-h") {
+        Flags help;
+        help.help_ = true;
+        return help;
+      }
+    }
+  }
+  return flags;
+}
+
+StatusOr<Flags> Flags::ParseAll(const std::vector<std::string>& args,
+                                const std::set<std::string>& valued,
+                                const std::set<std::string>& booleans) {
   Flags flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    // "--name", and the one-letter short form "-o".
-    const bool short_flag = a.size() == 2 && a[0] == '-' && a[1] != '-';
+    // "--name", and the one-letter short form "-o" (or "-o=value").
+    const bool short_flag =
+        a.size() >= 2 && a[0] == '-' && a[1] != '-' && (a.size() == 2 || a[2] == '=');
     if ((a.rfind("--", 0) != 0 || a == "--") && !short_flag) {
       flags.positional_.push_back(a);
       continue;
@@ -37,6 +55,9 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
     }
     if (name == "verbose" && !valued.count(name)) {
       if (has_value) return InvalidArgument("flag ", dashes, name, " takes no value");
+      if (flags.values_.count(name)) {
+        return InvalidArgument("flag ", dashes, name, " is given more than once");
+      }
       SetLogging(true);
       flags.values_[name] = "true";
       continue;
@@ -144,8 +165,15 @@ StatusOr<double> Flags::GetNonNegativeDouble(const std::string& name, double fal
   return d;
 }
 
-int PrintUsage(const char* usage) {
+int PrintUsage(const char* usage, bool device_flags) {
   std::printf("%s\n", usage);
+  if (device_flags) {
+    std::printf(
+        "device flags:\n"
+        "  --impl dawn|wgpu, --backend vulkan|opengl|..., --feature-level core|compatibility\n"
+        "                    the WebGPU implementation and device ($KILN_IMPL, $KILN_BACKEND;\n"
+        "                    `kiln --help`)\n");
+  }
   return 0;
 }
 

@@ -20,7 +20,8 @@ namespace kiln::tool {
 class Flags {
  public:
   // `valued` flags take a value; `booleans` do not. Positional arguments are
-  // kept in order.
+  // kept in order. `--help` or `-h` anywhere makes any other error moot:
+  // the result is help() alone.
   static StatusOr<Flags> Parse(const std::vector<std::string>& args,
                                const std::set<std::string>& valued,
                                const std::set<std::string>& booleans);
@@ -43,6 +44,9 @@ class Flags {
   Status NoArguments(std::string_view command) const;
 
  private:
+  static StatusOr<Flags> ParseAll(const std::vector<std::string>& args,
+                                  const std::set<std::string>& valued,
+                                  const std::set<std::string>& booleans);
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
   bool help_ = false;
@@ -56,8 +60,9 @@ Status CheckSeparateValue(const std::string& flag, const std::string& value);
 // Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
 bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out);
 
-// Prints `usage` to stdout for --help; returns 0.
-int PrintUsage(const char* usage);
+// Prints `usage` to stdout for --help, then the device flags where the
+// command takes them; returns 0.
+int PrintUsage(const char* usage, bool device_flags = false);
 
 // The flags every device-using command takes.
 inline const std::set<std::string> kDeviceFlags = {"impl", "backend", "feature-level"};

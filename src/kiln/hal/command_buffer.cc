@@ -36,7 +36,7 @@ CommandBuffer::CommandBuffer(std::shared_ptr<Device> device, CommandBufferMode m
 
 CommandBuffer::~CommandBuffer() {
   // Release only: wgpu-native cannot release a query set it has destroyed.
-  if (query_set_) device_->procs().QuerySetRelease(query_set_);
+  for (WGPUQuerySet set : query_sets_) device_->procs().QuerySetRelease(set);
 }
 
 Status CommandBuffer::CheckRecording() const {
@@ -453,13 +453,18 @@ Status CommandBuffer::End() {
   }
   CloseSegment();
   if (options_.profile && !profiled_names_.empty()) {
-    const uint32_t count = static_cast<uint32_t>(profiled_names_.size() * 2);
-    WGPUQuerySetDescriptor qd = {};
-    qd.type = WGPUQueryType_Timestamp;
-    qd.count = count;
-    KILN_RETURN_IF_ERROR(device_->WithErrorScopes(
-        "creating the profiling query set", StatusCode::kInternal,
-        [&] { query_set_ = device_->procs().DeviceCreateQuerySet(device_->handle(), &qd); }));
+    const uint64_t count = profiled_names_.size() * 2;
+    for (uint64_t first = 0; first < profiled_names_.size(); first += kTimedPerQuerySet) {
+      WGPUQuerySetDescriptor qd = {};
+      qd.type = WGPUQueryType_Timestamp;
+      qd.count = static_cast<uint32_t>(
+          2 * std::min<uint64_t>(kTimedPerQuerySet, profiled_names_.size() - first));
+      WGPUQuerySet set = nullptr;
+      KILN_RETURN_IF_ERROR(device_->WithErrorScopes(
+          "creating the profiling query set", StatusCode::kInternal,
+          [&] { set = device_->procs().DeviceCreateQuerySet(device_->handle(), &qd); }));
+      query_sets_.push_back(set);
+    }
     KILN_ASSIGN_OR_RETURN(resolve_buffer_,
                           device_->allocator().Allocate(
                               count * 8ull, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc));

@@ -298,7 +298,10 @@ class CommandBuffer {
   CommandBufferStats stats_;
   // Profiling.
   std::vector<uint32_t> profiled_names_;
-  WGPUQuerySet query_set_ = nullptr;
+  // Two timestamps per dispatch, kTimedPerQuerySet dispatches per set
+  // (WebGPU's sets hold at most 4096 queries).
+  static constexpr uint32_t kTimedPerQuerySet = 2048;
+  std::vector<WGPUQuerySet> query_sets_;
   BufferRef resolve_buffer_;
   BufferRef readback_buffer_;
 };

@@ -34,7 +34,7 @@ class CommandEncoderReplay {
     }
     EndPass();
     for (size_t i = 0; i < open_groups_.size(); ++i) p_.CommandEncoderPopDebugGroup(encoder_);
-    if (last_ && cb_.query_set_) ResolveProfile();
+    if (last_ && !cb_.query_sets_.empty()) ResolveProfile();
     WGPUCommandBuffer commands = p_.CommandEncoderFinish(encoder_, nullptr);
     p_.QueueSubmit(device.queue(), 1, &commands);
     p_.CommandBufferRelease(commands);
@@ -79,12 +79,13 @@ class CommandEncoderReplay {
 
   void Encode(const CommandBuffer::DispatchRecord& c) {
     WGPUPassTimestampWrites timestamps = {};
-    if (cb_.query_set_) {
+    if (!cb_.query_sets_.empty()) {
       // Core WebGPU times passes, not dispatches: one pass each.
       EndPass();
-      timestamps.querySet = cb_.query_set_;
-      timestamps.beginningOfPassWriteIndex = profiled_ * 2;
-      timestamps.endOfPassWriteIndex = profiled_ * 2 + 1;
+      const uint32_t in_set = profiled_ % CommandBuffer::kTimedPerQuerySet;
+      timestamps.querySet = cb_.query_sets_[profiled_ / CommandBuffer::kTimedPerQuerySet];
+      timestamps.beginningOfPassWriteIndex = in_set * 2;
+      timestamps.endOfPassWriteIndex = in_set * 2 + 1;
       ++profiled_;
       BeginPass(&timestamps);
     } else if (!pass_) {
@@ -108,7 +109,7 @@ class CommandEncoderReplay {
     } else {
       p_.ComputePassEncoderDispatchWorkgroupsIndirect(pass_, c.indirect, c.indirect_offset);
     }
-    if (cb_.query_set_) EndPass();
+    if (!cb_.query_sets_.empty()) EndPass();
   }
 
   // Copies and clears go as pieces of at most DeviceOptions::copy_piece_bytes:
@@ -152,11 +153,18 @@ class CommandEncoderReplay {
   }
 
   void ResolveProfile() {
-    const uint32_t count = static_cast<uint32_t>(cb_.profiled_names_.size() * 2);
-    p_.CommandEncoderResolveQuerySet(encoder_, cb_.query_set_, 0, count,
-                                     cb_.resolve_buffer_->handle(), 0);
+    // Each set resolves into its place (offsets of 2 * 2048 * 8 bytes,
+    // multiples of the 256 that resolving needs).
+    const uint64_t timed = cb_.profiled_names_.size();
+    for (size_t s = 0; s < cb_.query_sets_.size(); ++s) {
+      const uint64_t first = s * CommandBuffer::kTimedPerQuerySet;
+      const auto count = static_cast<uint32_t>(
+          2 * std::min<uint64_t>(CommandBuffer::kTimedPerQuerySet, timed - first));
+      p_.CommandEncoderResolveQuerySet(encoder_, cb_.query_sets_[s], 0, count,
+                                       cb_.resolve_buffer_->handle(), first * 16);
+    }
     p_.CommandEncoderCopyBufferToBuffer(encoder_, cb_.resolve_buffer_->handle(), 0,
-                                        cb_.readback_buffer_->handle(), 0, count * 8ull);
+                                        cb_.readback_buffer_->handle(), 0, timed * 16);
   }
 
   CommandBuffer& cb_;
@@ -205,7 +213,9 @@ Status CommandBuffer::Issue(std::span<const BufferRef> table) {
       replay.Execute(s);
     }
   }
-  if (query_set_ && (segments_.empty() || segments_.back().is_write)) replay.ResolveAlone();
+  if (!query_sets_.empty() && (segments_.empty() || segments_.back().is_write)) {
+    replay.ResolveAlone();
+  }
   issued_ = true;
   return device_->CheckHealthy();
 }

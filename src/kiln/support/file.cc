@@ -101,11 +101,16 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   // link or other output can be the one written or removed.
   std::random_device random;
   std::string temporary;
+  // A name too long for the suffix (NAME_MAX is 255 on Linux) gets a short
+  // temporary name in the same directory instead.
+  const size_t slash = path.rfind('/');
+  const std::string directory = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const bool short_name = path.size() - directory.size() + 13 > 255;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 64; ++attempt) {
     char suffix[16];
     std::snprintf(suffix, sizeof suffix, ".%08x.tmp", static_cast<unsigned>(random()));
-    temporary = path + suffix;
+    temporary = (short_name ? directory + ".kiln" : path) + suffix;
     fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
@@ -124,6 +129,12 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return failed("writing", n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
+  }
+  // A file replaced keeps its permissions (a private one stays private).
+  struct stat existing;
+  if (stat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode) &&
+      fchmod(fd, existing.st_mode & 07777) != 0) {
+    return failed("setting the permissions of", errno);
   }
   const int closed = close(fd);
   fd = -1;

@@ -38,10 +38,11 @@ Status CheckText(std::string_view text, std::string_view what,
                  StatusCode code = StatusCode::kInvalidArgument);
 
 // Writes `bytes` to `path` through a temporary file beside it
-// (`path`.XXXXXXXX.tmp, a fresh name, created exclusively: never an existing
-// file or a link) renamed into place, so a failed write leaves neither a
-// partial file nor the temporary. kInvalidArgument naming the path, and
-// why, on failure.
+// (`path`.XXXXXXXX.tmp, or .kiln.XXXXXXXX.tmp in its directory where the
+// name is too long for the suffix; a fresh name, created exclusively: never
+// an existing file or a link) renamed into place, so a failed write leaves
+// neither a partial file nor the temporary. A file replaced keeps its
+// permissions. kInvalidArgument naming the path, and why, on failure.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 
 }  // namespace kiln

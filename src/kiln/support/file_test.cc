@@ -107,6 +107,23 @@ TEST_F(ReadInputFileTest, WritesAtomicallyAndNamesTheTemporaryFile) {
   EXPECT_NE(s.message().find(".tmp'): No such file or directory"), std::string::npos) << s;
 }
 
+// A file replaced keeps its permissions; a name as long as the file system
+// allows is written through a shorter temporary.
+TEST_F(ReadInputFileTest, ReplacingKeepsPermissionsAndLongNamesAreWritten) {
+  const std::string path = dir_ + "/private";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  ASSERT_TRUE(WriteFileAtomically(path, "new").ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(*ReadInputFile(path), "new");
+  const std::string name(250, 'x');
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + name, "long").ok());
+  EXPECT_EQ(*ReadInputFile(dir_ + "/" + name), "long");
+  EXPECT_EQ(Entries(dir_), (std::vector<std::string>{"private", name}));
+}
+
 // What lies beside the destination, under the names a fixed temporary would
 // take, is never written, followed or removed.
 TEST_F(ReadInputFileTest, WritingNeverTouchesFilesOrLinksBesideIt) {

@@ -227,5 +227,33 @@ TEST_F(HalTest, ProfilingReportsPerDispatchGpuTimesByName) {
   EXPECT_TRUE(cb->ReadProfile().ok());
 }
 
+// More dispatches than one query set holds (WebGPU's sets take at most
+// 4096 timestamps, two per dispatch) are timed across several sets.
+TEST_F(HalTest, ProfilingTimesMoreDispatchesThanOneQuerySetHolds) {
+  if (!device_->HasFeature(Feature::kTimestampQuery)) {
+    GTEST_SKIP() << device_->Describe() << " does not offer timestamp-query";
+  }
+  auto exe = LoadExecutable(*device_, AxpbSpec());
+  ASSERT_TRUE(exe.ok());
+  auto x = NewBuffer(64 * 4), y = NewBuffer(64 * 4);
+  auto cb = NewCommandBuffer(CommandBufferMode::kOneShot, {"many", true});
+  BufferBinding bindings[] = {{x}, {y}};
+  AxpbConstants c{1.0f, 0.0f, 64, 0};
+  constexpr int kDispatches = 2 * 2048 + 3;
+  for (int i = 0; i < kDispatches; ++i) {
+    KILN_ASSERT_OK(cb->Dispatch(*exe, 0, bindings, BytesOf(c), 1));
+  }
+  Run(*cb);
+  auto timings = cb->ReadProfile();
+  ASSERT_TRUE(timings.ok()) << timings.status();
+  ASSERT_EQ(timings->size(), static_cast<size_t>(kDispatches));
+  // Each set's figures land in their own place (a time of 0 would be a
+  // timestamp never resolved).
+  for (const DispatchTiming& t : *timings) {
+    EXPECT_EQ(t.name, "axpb");
+    ASSERT_GT(t.gpu_ns, 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cts
