@@ -954,29 +954,6 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   }
   const int64_t stream = small ? 4097 * 7 : int64_t{1} << 26;
   const int64_t rows = small ? 33 : 8192, cols = small ? 1000 : 4096;
-  if (!options.compile_only) {
-    const int64_t elements = small ? 1 << 16 : stream;
-    // The full-size ceiling binds 2^26 floats per buffer (the largest
-    // workloads more); say so before a dispatch fails on it.
-    const uint64_t bound = uint64_t(elements) * 4;
-    if (bound > target.limits.max_storage_buffer_binding_size) {
-      return InvalidArgument(
-          "the full-size workloads bind ", bound, " bytes and more per buffer; this device (",
-          device->impl().name(), ") binds at most ", target.limits.max_storage_buffer_binding_size,
-          " (maxStorageBufferBindingSize); --small runs every operator at small shapes");
-    }
-    KILN_ASSIGN_OR_RETURN(auto copy, runner.StreamRate("copy", 1, elements));
-    KILN_ASSIGN_OR_RETURN(auto add, runner.StreamRate("add", 2, elements));
-    KILN_ASSIGN_OR_RETURN(auto mul_add, runner.StreamRate("mul_add", 3, elements));
-    result.copy_gb_per_s = copy.gb_per_s;
-    result.copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
-    result.add_gb_per_s = add.gb_per_s;
-    result.mul_add_gb_per_s = mul_add.gb_per_s;
-    KILN_ASSIGN_OR_RETURN(auto one_workgroup, runner.StreamRate("copy", 1, 1024));
-    result.one_workgroup_ms = one_workgroup.ms;
-    result.one_workgroup_back_to_back_ms = one_workgroup.back_to_back_ms;
-  }
-
   std::vector<std::function<Workload()>> workloads = {
       [&] { return ElementwiseAdd(stream, target); },
       [&] { return FusedChain(stream, target); },
@@ -1043,6 +1020,13 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
   }
   std::map<int64_t, Runner::Rates> same_bytes;  // copies by element count
   std::vector<std::string> names;               // of every workload, for a filter matching none
+  // Every workload is built first, so that a filter matching none is
+  // reported before anything is measured.
+  struct Built {
+    Workload w;
+    double build_ms;
+  };
+  std::vector<Built> kept;
   for (const auto& make : workloads) {
     const auto built = std::chrono::steady_clock::now();
     Workload w = make();
@@ -1051,8 +1035,44 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
     if (names.empty() || names.back() != w.name) names.push_back(w.name);
     if (!options.filter.empty() && w.name.find(options.filter) == std::string::npos) continue;
     if (!w.error.ok()) return w.error.WithContext(StrCat(w.name, " ", w.shape));
+    kept.push_back({std::move(w), build_ms});
+  }
+  if (kept.empty() && !options.filter.empty()) {
+    std::string all;
+    for (const std::string& n : names) {
+      if (all.find("'" + n + "'") == std::string::npos)
+        all += (all.empty() ? "'" : ", '") + n + "'";
+    }
+    return InvalidArgument("--filter '", options.filter,
+                           "' matches no workload; the workloads: ", all);
+  }
+  if (!options.compile_only) {
+    const int64_t elements = small ? 1 << 16 : stream;
+    // The full-size ceiling binds 2^26 floats per buffer (the largest
+    // workloads more); say so before a dispatch fails on it.
+    const uint64_t bound = uint64_t(elements) * 4;
+    if (bound > target.limits.max_storage_buffer_binding_size) {
+      return InvalidArgument(
+          "the full-size workloads bind ", bound, " bytes and more per buffer; this device (",
+          device->impl().name(), ") binds at most ", target.limits.max_storage_buffer_binding_size,
+          " (maxStorageBufferBindingSize); --small runs every operator at small shapes");
+    }
+    KILN_ASSIGN_OR_RETURN(auto copy, runner.StreamRate("copy", 1, elements));
+    KILN_ASSIGN_OR_RETURN(auto add, runner.StreamRate("add", 2, elements));
+    KILN_ASSIGN_OR_RETURN(auto mul_add, runner.StreamRate("mul_add", 3, elements));
+    result.copy_gb_per_s = copy.gb_per_s;
+    result.copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
+    result.add_gb_per_s = add.gb_per_s;
+    result.mul_add_gb_per_s = mul_add.gb_per_s;
+    KILN_ASSIGN_OR_RETURN(auto one_workgroup, runner.StreamRate("copy", 1, 1024));
+    result.one_workgroup_ms = one_workgroup.ms;
+    result.one_workgroup_back_to_back_ms = one_workgroup.back_to_back_ms;
+  }
+
+  for (Built& b : kept) {
+    const Workload& w = b.w;
     auto t = runner.Run(w);
-    if (t.ok()) t->compile_ms += build_ms;
+    if (t.ok()) t->compile_ms += b.build_ms;
     if (!t.ok()) return t.status().WithContext(StrCat(w.name, " ", w.shape));
     if (!options.compile_only && t->skip.empty() && t->flops == 0 && t->bytes >= 64) {
       // The copy of the same bytes: elements / 2 read and written, in vec4s.
@@ -1065,15 +1085,6 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
       t->same_bytes_copy_back_to_back_gb_per_s = copy.back_to_back_gb_per_s;
     }
     result.ops.push_back(*t);
-  }
-  if (result.ops.empty() && !options.filter.empty()) {
-    std::string all;
-    for (const std::string& n : names) {
-      if (all.find("'" + n + "'") == std::string::npos)
-        all += (all.empty() ? "'" : ", '") + n + "'";
-    }
-    return InvalidArgument("--filter '", options.filter,
-                           "' matches no workload; the workloads: ", all);
   }
   if (!options.wgsl_from_dir.empty() && runner.wgsl_files_used() == 0) {
     // A misnamed file would otherwise pass unnoticed, the generated kernels run.

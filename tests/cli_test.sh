@@ -908,6 +908,8 @@ expect_error "bench kernel of two modules" "kiln bench kernel takes one module f
 expect_error "bench compile --megabytes --repetitions" "--repetitions does not apply to --megabytes" \
   "$kiln" bench compile --megabytes 0.01 --repetitions 3
 expect_error "empty --filter" "--filter is empty" "$kiln" bench ops --small --filter ""
+expect_error "--filter matching nothing at full size" "--filter 'nomatch' matches no workload" \
+  "$kiln" bench ops --filter nomatch
 expect_error "bench matmul --kir of another kernel" "vector_add.kir: the module has no function 'matmul_tiled'" \
   "$kiln" bench matmul --size 16 --kir "$src/examples/vector_add.kir"
 # More timed dispatches than one query set holds (2048 each).
