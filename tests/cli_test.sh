@@ -896,6 +896,8 @@ for line in "compile --help --emit" "run --help --bogus" "bench ops --help --sma
 done
 out=$("$kiln" run --help 2>&1)
 grep -q -- "--impl dawn|wgpu" <<<"$out" || fail "run --help names no device flags: $out"
+out=$("$kiln" help bench ops 2>&1) || fail "kiln help bench ops: $out"
+grep -q "usage: kiln bench ops" <<<"$out" || fail "kiln help bench ops printed: $out"
 "$kiln" compile "$src/examples/vector_add.kir" -o="$tmp/short.kmod" || fail "compile -o=FILE"
 [ -s "$tmp/short.kmod" ] || fail "compile -o=FILE wrote nothing"
 expect_error "--verbose twice" "flag --verbose is given more than once" "$kiln" info --verbose --verbose

@@ -34,7 +34,7 @@ device flags (all commands that use a device):
                                 proven in bounds only ($KILN_TRUSTED=1; docs/hal.md)
 
 every command:
-  --help, -h                    its usage and flags
+  --help, -h                    its usage and flags (or: kiln help <command>)
   --verbose                     show the implementations' own diagnostics ($KILN_LOG=1)
 )";
 
@@ -73,6 +73,12 @@ int Dispatch(const std::string& command, const kiln::tool::Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && !std::strcmp(argv[1], "help")) {
+    // `kiln help run` (or `kiln help bench ops`) is `kiln run --help`.
+    kiln::tool::Args args(argv + 3, argv + argc);
+    args.push_back("--help");
+    return Finish(Dispatch(argv[2], args));
+  }
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
       !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
