@@ -228,6 +228,15 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
     every_bool = all(is_bool(x) for x in operands)
     if op == "bitwise_not" and every_bool:  # numpy's ~ of bools is logical
         return apply("eq", [operands[0], 0])
+    from . import ops
+    if len(operands) == 2 and cast_to is None:
+        # An int32 or bool value with a float number computes in float32, as unfused.
+        values = [x for x in operands if isinstance(x, Traced)]
+        numbers = [x for x in operands if not isinstance(x, Traced)]
+        if len(values) == 1 and numbers and ops.promotes_to_float(op, values[0]._dtype,
+                                                                  numbers[0]):
+            return apply(op, [apply_cast(x, "float32") if isinstance(x, Traced) else x
+                              for x in operands])
     # The dtype numbers take: the operands that share one (a where's last two).
     shared = operands[1:] if op == "where" else operands
     like = next((x._dtype for x in shared if isinstance(x, Traced)), None)

@@ -169,6 +169,9 @@ def _clip(self: Tensor, min: Any = None, max: Any = None, out: Any = None,  # no
     _refuse("Tensor.clip", unsupported)
     if min is None and max is None:
         raise ValueError("clip: give min or max (or both)")
+    if self.dtype in (np.int32, np.bool_) and any(
+            isinstance(b, (float, np.floating)) for b in (min, max)):
+        self = ops.cast(self, "float32")  # a float bound: in float32, as arithmetic
     try:
         if max is None:
             return ops.maximum(self, min)

@@ -436,11 +436,22 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     return _view(out, out.shape, np.bool_) if op in _BOOL_OPS else out
 
 
+def promotes_to_float(op: str, dtype: Any, v: Any) -> bool:
+    """Whether binary arithmetic `op` of an int32 (or bool) operand and the
+    number v computes in float32: v is a float (torch's rule; kiln has no
+    float64 to take numpy's). Comparisons take v as an int32 value."""
+    return (np.dtype(dtype) in (np.int32, np.bool_) and isinstance(v, (float, np.floating))
+            and _ARITY.get(op) == 2 and op not in _COMPARE_OPS
+            and _kiln.ops.elementwise_takes(op, "float32"))
+
+
 def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
     """x op v (v op x where `first`) for a binary op and a number v: one
     chain step, v a constant in the kernel. Its errors are the operator's,
     as with two tensors, rather than the chain's."""
     t = _operand(x, None)
+    if promotes_to_float(op, t.dtype, v):
+        t = cast(t, "float32")
     try:
         return elementwise_chain(t, [(op, v, True) if first else (op, v)])
     except (_kiln.InvalidArgument, _kiln.Unavailable) as e:

@@ -195,7 +195,7 @@ def test_errors(device):
     with pytest.raises(kiln.InvalidArgument, match="returns one value"):
         kiln.fuse(lambda a: 3.0)(x)
     with pytest.raises(kiln.InvalidArgument, match="0.5 is not an int32 value"):
-        kiln.fuse(lambda a: a + 0.5)(i)
+        kiln.fuse(lambda a: a << 0.5)(i)
     with pytest.raises(kiln.InvalidArgument, match="dtype mismatch: float32 and int32"):
         kiln.fuse(lambda a, b: a + b)(x, i)
     with pytest.raises(kiln.InvalidArgument, match="where: dtype mismatch: a is float32 but b"):
