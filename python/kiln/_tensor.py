@@ -59,6 +59,19 @@ def _from_python(data: Any) -> np.ndarray:
         if array.size and (array.min() < -2**31 or array.max() >= 2**31):
             raise _kiln.InvalidArgument("kiln.tensor: integers out of the int32 range")
         return array.astype(np.int32)
+    if array.dtype == object:
+        # Numbers numpy keeps as objects: ints beyond 64 bits, alone or among floats.
+        values = array.ravel()
+        real = (int, float, np.integer, np.floating)
+        if values.size and all(isinstance(v, real) and not isinstance(v, (bool, np.bool_))
+                               for v in values):
+            if all(isinstance(v, (int, np.integer)) for v in values):
+                raise _kiln.InvalidArgument("kiln.tensor: integers out of the int32 range")
+            try:
+                return _from_python(np.asarray(data, dtype=np.float64))
+            except OverflowError:
+                raise _kiln.InvalidArgument(
+                    "kiln.tensor: an integer beyond float32's range among the floats") from None
     if array.dtype == object and array.ndim == 0:
         from .ops import ArgumentTypeError
         raise ArgumentTypeError(
@@ -165,6 +178,10 @@ def tensor(data: Any, device: Optional[_kiln.Device] = None,
     ABI's layout), int8/uint8 packed four to a word.
     """
     device = _device(device, "kiln.tensor")
+    if isinstance(data, np.ma.MaskedArray):
+        raise _kiln.InvalidArgument(
+            "kiln.tensor: the data is a masked array, whose mask a tensor cannot keep; pass "
+            "data.filled(value) (or data.data for the values under the mask too)")
     if dtype is not None:
         array = _as_dtype(data, dtype)
     elif isinstance(data, np.ndarray):

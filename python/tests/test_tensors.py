@@ -201,3 +201,38 @@ def test_error_hierarchy():
     for name in ("DeviceLost", "DataLoss", "Unimplemented", "InternalError",
                  "FailedPrecondition", "DeadlineExceeded"):
         assert issubclass(getattr(kiln, name), kiln.Error)
+
+
+def test_copies_masked_arrays_and_in_place_operators(device):
+    import copy
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.tensor(a, device)
+    for c in (copy.copy(t), copy.deepcopy([t])[0]):
+        assert c is not t and c.dtype == t.dtype
+        np.testing.assert_array_equal(c.numpy(), a)
+    u = kiln.tensor(np.arange(3, dtype=np.uint32), device)
+    np.testing.assert_array_equal(copy.copy(u).numpy(), np.arange(3, dtype=np.uint32))
+    np.testing.assert_array_equal(copy.copy(kiln.tensor(np.array([True, False]), device)).numpy(),
+                                  [True, False])
+    with pytest.raises(kiln.InvalidArgument, match="unary \\+: a uint32 tensor has no kernel"):
+        +u  # noqa: B018
+    masked = np.ma.masked_array(np.array([1.0, 2.0], np.float32), mask=[0, 1])
+    for call in (lambda: kiln.tensor(masked, device), lambda: t[0, :2] + masked):
+        with pytest.raises(kiln.InvalidArgument, match="masked array"):
+            call()
+    # t += 1 makes a new tensor; the old one keeps its values.
+    alias = t
+    t += 1
+    np.testing.assert_array_equal(alias.numpy(), a)
+    np.testing.assert_array_equal(t.numpy(), a + 1)
+
+
+def test_integers_beyond_64_bits_are_named(device):
+    for data in (2**100, [2**100], [[1, 2**70]]):
+        with pytest.raises(kiln.InvalidArgument, match="integers out of the int32 range"):
+            kiln.tensor(data, device)
+    # Among floats they are floats (a list of floats is float32).
+    got = kiln.tensor([1.5, 2**70], device).numpy()
+    np.testing.assert_array_equal(got, np.array([1.5, 2.0**70], np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="beyond float32's range"):
+        kiln.tensor([1.5, 2**200], device)
