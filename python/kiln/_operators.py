@@ -222,9 +222,14 @@ def _astype(self: Tensor, dtype: Any, copy: bool = True, **unsupported: Any) -> 
     or bool (with copy=False, self where it has the dtype already, as
     numpy)."""
     _refuse("Tensor.astype", unsupported)
-    if not copy and ops._dtype_name(dtype, "astype") == np.dtype(self.dtype).name:
-        return self
+    if ops._dtype_name(dtype, "astype") == np.dtype(self.dtype).name:
+        return _copy(self) if ops._flag(copy, "astype: copy") else self  # (any dtype)
     return ops._cast(self, dtype, "astype")
+
+
+def _contains(self: Tensor, value: Any) -> bool:
+    """`value in t`: numpy's (t == value).any()."""
+    return bool((self == value).max()) if self.size else False
 
 
 def _reshape(self: Tensor, *shape: Any, order: str = "C", **unsupported: Any) -> Tensor:
@@ -305,6 +310,7 @@ def install() -> None:
     Tensor.clip = _clip
     Tensor.astype = _astype
     Tensor.__copy__ = _copy
+    Tensor.__contains__ = _contains
     Tensor.__deepcopy__ = _copy
     # A tensor keeps its identity hash (as torch's): == is elementwise.
     Tensor.__hash__ = object.__hash__

@@ -236,3 +236,15 @@ def test_integers_beyond_64_bits_are_named(device):
     np.testing.assert_array_equal(got, np.array([1.5, 2.0**70], np.float32))
     with pytest.raises(kiln.InvalidArgument, match="beyond float32's range"):
         kiln.tensor([1.5, 2**200], device)
+
+
+def test_contains_and_astype_to_the_same_dtype(device):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.tensor(a, device)
+    assert (4.0 in t) is True and (9 in t) is False and (np.nan in t) is False
+    assert (1 in kiln.tensor(np.zeros((0, 3), np.float32), device)) is False
+    u = kiln.tensor(np.arange(3, dtype=np.uint32), device)
+    c = u.astype(u.dtype)
+    assert c is not u and c.dtype == np.uint32
+    np.testing.assert_array_equal(c.numpy(), np.arange(3, dtype=np.uint32))
+    assert u.astype("uint32", copy=False) is u
