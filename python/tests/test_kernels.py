@@ -1260,13 +1260,19 @@ def test_te_pipeline_inside_serial_output_loops(device, rng, mnk, pipelining):
     _check_matmul(s, (A, B, C), (M, N, K), device, rng)
 
 
-def test_te_rfactor_and_tuple_reducer(device, rng):
-    X = te.placeholder((5, 300), "float32", name="X")
-    k = te.reduce_axis(300, "k")
+def _row_sum_rfactor(n, factor):
+    # Y[i] = sum of X[i, :n], its reduction split by `factor` and the inner
+    # axis rfactored: (X, Y, schedule, k_outer, rfactor stage).
+    X = te.placeholder((5, n), "float32", name="X")
+    k = te.reduce_axis(n, "k")
     Y = te.compute((5,), lambda i: te.sum(X[i, k], k), name="Y")
     s = te.create_schedule(Y)
-    ko, ki = s[Y].split(s[Y].reduce_axis[0], 32)
-    rf = s.rfactor(Y, ki)
+    ko, ki = s[Y].split(s[Y].reduce_axis[0], factor)
+    return X, Y, s, ko, s.rfactor(Y, ki)
+
+
+def test_te_rfactor_and_tuple_reducer(device, rng):
+    X, Y, s, _, rf = _row_sum_rfactor(300, 32)
     s[Y].bind(s[Y].axis[0], "blockIdx.x")
     s[Y].bind(s[Y].reduce_axis[0], "threadIdx.x")
     s[rf].compute_at(s[Y], s[Y].reduce_axis[0])
@@ -1791,12 +1797,7 @@ def test_te_arrays_as_integers_and_stale_axes_are_named():
                                         r"which int\(\) refuses"):
         s[B].split(s[B].axis[0], np.array([4]))
     s[B].split(s[B].axis[0], np.array(4))
-    X = te.placeholder((5, 64), "float32", name="X")
-    k = te.reduce_axis(64, "k")
-    Y = te.compute((5,), lambda i: te.sum(X[i, k], k), name="Y")
-    s = te.create_schedule(Y)
-    ko, ki = s[Y].split(s[Y].reduce_axis[0], 16)
-    rf = s.rfactor(Y, ki)
+    _, _, s, ko, rf = _row_sum_rfactor(64, 16)
     with pytest.raises(kiln.InvalidArgument, match="axis 'k_outer' is not an axis of this "
                                                    "schedule, though the stage has an axis of "
                                                    "that name"):
