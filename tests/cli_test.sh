@@ -890,7 +890,8 @@ expect_error "16382 scalar parameters" "kernel 'many': it has 16382 scalar param
   "$kiln" compile "$tmp/scalars.kir" -o "$tmp/scalars.kmod"
 
 # --help anywhere wins over other mistakes on the line; short flags take =.
-for line in "compile --help --emit" "run --help --bogus" "bench ops --help --small=1"; do
+for line in "compile --help --emit" "run --help --bogus" "bench ops --help --small=1" \
+  "run x.kmod --arg x --help" "bench kernel --arg --help" "bench --json --help" "help -h"; do
   out=$("$kiln" $line 2>&1) || fail "kiln $line exited non-zero: $out"
   grep -q "usage: kiln" <<<"$out" || fail "kiln $line printed no usage: $out"
 done

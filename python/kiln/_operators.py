@@ -20,6 +20,7 @@ of a one-element tensor and an error for more elements, as in numpy.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -184,7 +185,7 @@ def _clip(self: Tensor, min: Any = None, max: Any = None, out: Any = None,  # no
         raise ValueError("clip: give min or max (or both)")
     if self.dtype in (np.int32, np.bool_) and any(
             isinstance(b, (float, np.floating)) for b in (min, max)):
-        self = ops.cast(self, "float32")  # a float bound: in float32, as arithmetic
+        self = ops.cast(self, "float32")  # a float bound: in float32, as ops.clip
     try:
         if max is None:
             return ops.maximum(self, min)
@@ -228,7 +229,15 @@ def _astype(self: Tensor, dtype: Any, copy: bool = True, **unsupported: Any) -> 
 
 
 def _contains(self: Tensor, value: Any) -> bool:
-    """`value in t`: numpy's (t == value).any()."""
+    """`value in t`: numpy's (t == value).any() (False for a value no element
+    can equal: None, or a fraction beside integers)."""
+    if value is None:
+        return False
+    if ops._is_number(value) and self.dtype in (np.int32, np.bool_):
+        v = ops._number(value)
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
+                not -2**31 <= v < 2**31:
+            return False
     return bool((self == value).max()) if self.size else False
 
 

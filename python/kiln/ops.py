@@ -1760,8 +1760,24 @@ fma = _nary("fma", "fma(a, b, c) = a * b + c elementwise (float32 or float16), b
                    "like numpy; the device may round once or twice.")
 clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broadcasting like "
                        "numpy (numpy's clip); NaN in any operand gives NaN.")
-clip = _nary("clamp", clamp.__doc__)
-clip.__name__ = clip.__qualname__ = "clip"
+
+
+def clip(x: Any, lo: Any, hi: Any) -> Tensor:
+    """clamp(x, lo, hi), as numpy's clip; a float bound with an int32 or bool
+    x computes in float32, as arithmetic with a float number does."""
+    if _fuse.traced(x, lo, hi):
+        return clamp(x, lo, hi)
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and np.dtype(dtype) in (np.int32, np.bool_) and any(
+            isinstance(b, (float, np.floating)) for b in (lo, hi)):
+        x = cast(x, "float32")
+    try:
+        return clamp(x, lo, hi)
+    except _kiln.Error as e:  # (named as called)
+        text = str(e)
+        if text.startswith("clamp: "):
+            raise type(e)("clip: " + text[len("clamp: "):]) from None
+        raise
 
 sum = _reduction("sum", "sum")  # noqa: A001
 mean = _reduction("mean", "mean")

@@ -124,7 +124,9 @@ inline int64_t IntArg(nb::handle h, const char* fn, const char* what) {
   }
   PyObject* index = PyNumber_Index(h.ptr());
   if (index == nullptr) {
-    // (numpy's array([4]) has __index__, which refuses it without naming the call.)
+    // (numpy's array([4]) has __index__, which refuses it with a TypeError
+    // that does not name the call; other exceptions pass as they are.)
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
     nb::python_error error;
     throw nb::type_error((std::string(fn) + ": " + what + " must be an int, not " + TypeNameOf(h) +
                           " (" + nb::cast<std::string>(nb::repr(h)) + "), which int() refuses: " +

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "common.h"
 #include "kiln/ir/expr_nodes.h"
@@ -69,7 +70,10 @@ std::vector<te::Tensor> TensorsOf(nb::handle h, const char* fn, const char* what
 std::string Repr(double v) {
   char digits[32];
   const auto result = std::to_chars(digits, digits + sizeof(digits), v);
-  return std::string(digits, result.ptr);
+  std::string text(digits, result.ptr);
+  // (Python writes a whole float as 2.0; digits alone read as an int.)
+  if (text.find_first_not_of("-0123456789") == std::string::npos) text += ".0";
+  return text;
 }
 
 // A finite number that a float type would round to infinity is an error
@@ -137,18 +141,36 @@ ir::Expr ToExpr(nb::handle value, const char* what = "operand") {
 
 // `self OP other`: a Python number takes self's type (a non-integral float
 // next to an integer expression is an error).
+// The values a constant of non-float `type` holds: its integer range, a
+// bool's 0 and 1 (True and False: Python's `b == 2` is false where a bool
+// constant made of 2 would be true), else i32's.
+std::pair<long long, long long> ConstantRange(ir::DataType type) {
+  if (type.is_bool()) return {0, 1};
+  if (type.is_integer() && type.bits <= 32) {
+    return type.is_int() ? std::pair{-(1ll << (type.bits - 1)), (1ll << (type.bits - 1)) - 1}
+                         : std::pair{0ll, (1ll << type.bits) - 1};
+  }
+  return {INT32_MIN, INT32_MAX};
+}
+
 ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "operand") {
   const nb::object number = PythonNumber(value);
   const nb::handle other = number;
   if (PyFloat_Check(other.ptr()) && !PyBool_Check(other.ptr())) {
     const double v = PyFloat_AsDouble(other.ptr());
-    if (!like.dtype().is_float()) {
+    const ir::DataType type = like.dtype();
+    if (!type.is_float()) {
       if (v != std::trunc(v) || !std::isfinite(v)) {
         Throw(InvalidArgument("the constant ", Repr(v), " next to an expression of type ",
-                              like.dtype().ToString(),
-                              " expression is not integral; cast one side"));
+                              type.ToString(), " is not integral; cast one side"));
       }
-      return ir::MakeConst(like.dtype(), static_cast<int64_t>(v));
+      const auto [lo, hi] = ConstantRange(type);
+      if (v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
+        Throw(InvalidArgument("the constant ", Repr(v), " next to an expression of type ",
+                              type.ToString(), " does not fit ", type.ToString(), " [", lo, ", ",
+                              hi, "]; cast one side"));
+      }
+      return ir::MakeConst(type, static_cast<int64_t>(v));
     }
     return ir::MakeConst(like.dtype(), FitFloat(like.dtype(), v));
   }
@@ -171,13 +193,7 @@ ir::Expr Constant(const ir::Expr& like, nb::handle value, const char* what = "op
     }
     // The constant takes the other side's type, so it must hold its value
     // there (numpy 2 refuses uint32 + -1 as well).
-    // (A bool takes 0 and 1, True and False: Python's `b == 2` is false
-    // where a bool constant made of 2 would be true.)
-    long long lo = type.is_bool() ? 0 : INT32_MIN, hi = type.is_bool() ? 1 : INT32_MAX;
-    if (type.is_integer() && type.bits <= 32) {
-      lo = type.is_int() ? -(1ll << (type.bits - 1)) : 0;
-      hi = type.is_int() ? (1ll << (type.bits - 1)) - 1 : (1ll << type.bits) - 1;
-    }
+    const auto [lo, hi] = ConstantRange(type);
     if (overflow != 0 || v < lo || v > hi) {
       Throw(InvalidArgument("the integer ", nb::cast<std::string>(nb::str(other)),
                             " next to an expression of type ", type.ToString(), " does not fit ",

@@ -1802,3 +1802,20 @@ def test_te_arrays_as_integers_and_stale_axes_are_named():
                                                    "schedule, though the stage has an axis of "
                                                    "that name"):
         s[rf].split(ko, 2)
+
+
+def test_te_float_constants_next_to_integers_must_fit():
+    A = te.placeholder((4,), "float32", name="A")
+    I = te.placeholder((4,), "int32", name="I")
+    for body, want in ((lambda i: te.select((A[i] > 0) == 2.0, 1.0, 0.0), r"2.0 next to an "
+                        r"expression of type bool does not fit bool \[0, 1\]"),
+                       (lambda i: I[i] * 2.0**31, r"2147483648.0 next to an expression of type "
+                        r"i32 does not fit i32"),
+                       (lambda i: I[i] + 0.5, r"0.5 next to an expression of type i32 is not "
+                        r"integral")):
+        with pytest.raises(kiln.InvalidArgument, match=want):
+            te.compute((4,), body, name="B")
+    for value, dtype in ((1e10, "int32"), (-3.0, "uint32"), (2.0, "bool"), (1e30, "int32")):
+        with pytest.raises(kiln.InvalidArgument, match="does not fit"):
+            te.const(value, dtype)
+    assert te.const(3.0, "int32").dtype == "i32"

@@ -212,7 +212,7 @@ def test_errors_with_numbers_name_the_operation(device):
                        (lambda: ints - (2**970 - 2**1024), "sub"),
                        (lambda: floats < -2**2000, "lt"), (lambda: floats / 2**1100, "div"),
                        (lambda: kiln.ops.where(bools, 2**1100, floats), "where"),
-                       (lambda: kiln.ops.clip(floats, 0, 2**1100), "clamp"),
+                       (lambda: kiln.ops.clip(floats, 0, 2**1100), "clip"),
                        (lambda: kiln.ops.pad(floats, 1, 1, value=2**1100), "pad: value"),
                        (lambda: kiln.fuse(lambda x: x * 2**1100)(floats), "mul"),
                        (lambda: kiln.ops.rms_norm(floats, floats, eps=2**1100), "rms_norm: eps")]:

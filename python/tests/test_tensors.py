@@ -248,3 +248,14 @@ def test_contains_and_astype_to_the_same_dtype(device):
     assert c is not u and c.dtype == np.uint32
     np.testing.assert_array_equal(c.numpy(), np.arange(3, dtype=np.uint32))
     assert u.astype("uint32", copy=False) is u
+
+
+def test_contains_never_raises_for_values_no_element_equals(device):
+    i = kiln.tensor(np.arange(4, dtype=np.int32), device)
+    assert (2.5 in i) is False and (None in i) is False and (2**40 in i) is False
+    assert (2.0 in i) is True and (3 in i) is True
+    got = kiln.ops.clip(i, 0.5, 2)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.numpy(), np.clip(np.arange(4), 0.5, 2).astype(np.float32))
+    with pytest.raises(kiln.InvalidArgument, match="^clamp: the number 0.5 is not an int32"):
+        kiln.ops.clamp(i, 0.5, 2)

@@ -631,7 +631,9 @@ int BenchKernel(const Args& args) {
   std::map<std::string, std::map<std::string, std::string>> repeated;
   Args rest;
   Status collected = CollectRepeatedFlags(args, {"arg"}, repeated, rest);
-  if (!collected.ok()) return Fail(collected.message());
+  if (!collected.ok()) {
+    return AsksHelp(args) ? PrintUsage(kKernelUsage, true) : Fail(collected.message());
+  }
   const auto& scalars = repeated["arg"];
   std::set<std::string> valued = kDeviceFlags;
   valued.insert({"fn", "repetitions", "warmup", "flops", "seed", "timeout"});
@@ -827,13 +829,13 @@ int BenchCommand(const Args& args) {
       "usage: kiln bench dispatch|matmul|compile|kernel|ops [flags]  (kiln bench NAME --help: its "
       "flags)";
   if (args.empty()) return Fail(kUsage);
-  if (args[0] == "--help" || args[0] == "-h") return PrintUsage(kUsage);
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "dispatch") return BenchDispatch(rest);
   if (args[0] == "matmul") return BenchMatmul(rest);
   if (args[0] == "compile") return BenchCompile(rest);
   if (args[0] == "kernel") return BenchKernel(rest);
   if (args[0] == "ops") return BenchOps(rest);
+  if (AsksHelp(args)) return PrintUsage(kUsage);
   return Fail("unknown benchmark '" + args[0] + "' (" + kUsage + ")");
 }
 

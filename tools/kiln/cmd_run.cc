@@ -130,7 +130,7 @@ int RunCommand(const Args& args) {
   std::map<std::string, std::map<std::string, std::string>> repeated;
   Args rest;
   Status collected = CollectRepeatedFlags(args, {"arg", "input", "output"}, repeated, rest);
-  if (!collected.ok()) return Fail(collected.message());
+  if (!collected.ok()) return AsksHelp(args) ? PrintUsage(kUsage, true) : Fail(collected.message());
   const auto& scalars = repeated["arg"];
   const auto& inputs = repeated["input"];
   const auto& outputs = repeated["output"];

@@ -14,17 +14,20 @@ StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
                              const std::set<std::string>& valued,
                              const std::set<std::string>& booleans) {
   StatusOr<Flags> flags = ParseAll(args, valued, booleans);
-  if (!flags.ok() && !valued.count("help") && !booleans.count("help")) {
+  if (!flags.ok() && !valued.count("help") && !booleans.count("help") && AsksHelp(args)) {
     // --help or -h anywhere wins over what else is wrong: the usage says it.
-    for (const std::string& a : args) {
-      if (a == "--help" || a == "-h") {
-        Flags help;
-        help.help_ = true;
-        return help;
-      }
-    }
+    Flags help;
+    help.help_ = true;
+    return help;
   }
   return flags;
+}
+
+bool AsksHelp(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 StatusOr<Flags> Flags::ParseAll(const std::vector<std::string>& args,

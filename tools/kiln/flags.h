@@ -60,6 +60,10 @@ Status CheckSeparateValue(const std::string& flag, const std::string& value);
 // Whether `text` is a decimal integer (digits only) within [0, max]; sets `out`.
 bool ParseDecimal(const std::string& text, uint64_t max, uint64_t& out);
 
+// Whether `--help` or `-h` is among `args` (which then wins over any other
+// mistake on the line).
+bool AsksHelp(const std::vector<std::string>& args);
+
 // Prints `usage` to stdout for --help, then the device flags where the
 // command takes them; returns 0.
 int PrintUsage(const char* usage, bool device_flags = false);

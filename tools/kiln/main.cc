@@ -73,7 +73,7 @@ int Dispatch(const std::string& command, const kiln::tool::Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && !std::strcmp(argv[1], "help")) {
+  if (argc >= 3 && !std::strcmp(argv[1], "help") && argv[2][0] != '-') {
     // `kiln help run` (or `kiln help bench ops`) is `kiln run --help`.
     kiln::tool::Args args(argv + 3, argv + argc);
     args.push_back("--help");

@@ -453,24 +453,41 @@ Status CommandBuffer::End() {
   }
   CloseSegment();
   if (options_.profile && !profiled_names_.empty()) {
+    // Made whole or not at all: a failure releases what was made, and End
+    // may be called again.
     const uint64_t count = profiled_names_.size() * 2;
+    std::vector<WGPUQuerySet> sets;
+    const auto release = [&] {
+      for (WGPUQuerySet set : sets) device_->procs().QuerySetRelease(set);
+    };
     for (uint64_t first = 0; first < profiled_names_.size(); first += kTimedPerQuerySet) {
       WGPUQuerySetDescriptor qd = {};
       qd.type = WGPUQueryType_Timestamp;
       qd.count = static_cast<uint32_t>(
           2 * std::min<uint64_t>(kTimedPerQuerySet, profiled_names_.size() - first));
       WGPUQuerySet set = nullptr;
-      KILN_RETURN_IF_ERROR(device_->WithErrorScopes(
+      Status made = device_->WithErrorScopes(
           "creating the profiling query set", StatusCode::kInternal,
-          [&] { set = device_->procs().DeviceCreateQuerySet(device_->handle(), &qd); }));
-      query_sets_.push_back(set);
+          [&] { set = device_->procs().DeviceCreateQuerySet(device_->handle(), &qd); });
+      if (set != nullptr) sets.push_back(set);
+      if (!made.ok()) {
+        release();
+        return made;
+      }
     }
-    KILN_ASSIGN_OR_RETURN(resolve_buffer_,
-                          device_->allocator().Allocate(
-                              count * 8ull, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc));
-    KILN_ASSIGN_OR_RETURN(readback_buffer_,
-                          device_->allocator().Allocate(
-                              count * 8ull, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst));
+    auto resolve = device_->allocator().Allocate(
+        count * 8ull, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc);
+    auto readback = resolve.ok()
+                        ? device_->allocator().Allocate(
+                              count * 8ull, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst)
+                        : resolve;
+    if (!readback.ok()) {
+      release();
+      return readback.status();
+    }
+    resolve_buffer_ = std::move(*resolve);
+    readback_buffer_ = std::move(*readback);
+    query_sets_ = std::move(sets);
   }
   ended_ = true;
   return Status();

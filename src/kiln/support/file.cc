@@ -106,12 +106,17 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   const size_t slash = path.rfind('/');
   const std::string directory = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const bool short_name = path.size() - directory.size() + 13 > 255;
+  // A regular file replaced keeps its permissions (not set-id bits), from
+  // the temporary's creation on: its new bytes are never more readable.
+  struct stat existing;
+  const bool replacing = lstat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
+  const mode_t mode = replacing ? existing.st_mode & 0777 : 0666;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 64; ++attempt) {
     char suffix[16];
     std::snprintf(suffix, sizeof suffix, ".%08x.tmp", static_cast<unsigned>(random()));
     temporary = (short_name ? directory + ".kiln" : path) + suffix;
-    fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -124,17 +129,13 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
     return InvalidArgument("cannot write '", path, "': ", doing, " its temporary '", temporary,
                            "': ", std::strerror(error));
   };
+  // (open's mode is masked by the umask; a replaced file's mode is not.)
+  if (replacing && fchmod(fd, mode) != 0) return failed("setting the permissions of", errno);
   for (size_t done = 0; done < bytes.size();) {
     const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return failed("writing", n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
-  }
-  // A file replaced keeps its permissions (a private one stays private).
-  struct stat existing;
-  if (stat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode) &&
-      fchmod(fd, existing.st_mode & 07777) != 0) {
-    return failed("setting the permissions of", errno);
   }
   const int closed = close(fd);
   fd = -1;

@@ -247,12 +247,15 @@ TEST_F(HalTest, ProfilingTimesMoreDispatchesThanOneQuerySetHolds) {
   auto timings = cb->ReadProfile();
   ASSERT_TRUE(timings.ok()) << timings.status();
   ASSERT_EQ(timings->size(), static_cast<size_t>(kDispatches));
-  // Each set's figures land in their own place (a time of 0 would be a
-  // timestamp never resolved).
-  for (const DispatchTiming& t : *timings) {
-    EXPECT_EQ(t.name, "axpb");
-    ASSERT_GT(t.gpu_ns, 0.0);
+  // Each set's figures land in their own place: a set never resolved reads
+  // as zeros throughout (one tiny dispatch may time 0 on a coarse clock).
+  double longest[3] = {0, 0, 0};
+  for (size_t i = 0; i < timings->size(); ++i) {
+    EXPECT_EQ((*timings)[i].name, "axpb");
+    ASSERT_GE((*timings)[i].gpu_ns, 0.0);
+    longest[i / 2048] = std::max(longest[i / 2048], (*timings)[i].gpu_ns);
   }
+  for (int set = 0; set < 3; ++set) EXPECT_GT(longest[set], 0.0) << "query set " << set;
 }
 
 }  // namespace
