@@ -162,6 +162,11 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         _no_out(method_name, out)
         _refuse(method_name, unsupported)
         what = f"{fn.__name__}(dtype=...)"
+        if dtype is not None and fn.__name__ == "mean":
+            name = ops._dtype_name(dtype, what)
+            if name not in ("float32", "float16"):
+                raise ops._kiln.InvalidArgument(
+                    f"{method_name}: dtype {name}: a mean is taken in float32 or float16")
         if dtype is not None and fn.__name__ in ("sum", "prod", "mean"):
             # numpy's rule: each element becomes `dtype` before it is summed.
             x = ops._cast(self, dtype, what)

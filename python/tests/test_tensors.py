@@ -259,3 +259,11 @@ def test_contains_never_raises_for_values_no_element_equals(device):
     np.testing.assert_array_equal(got.numpy(), np.clip(np.arange(4), 0.5, 2).astype(np.float32))
     with pytest.raises(kiln.InvalidArgument, match="^clamp: the number 0.5 is not an int32"):
         kiln.ops.clamp(i, 0.5, 2)
+
+
+def test_mean_with_an_integer_dtype_names_the_dtype_asked(device):
+    t = kiln.tensor(np.ones(4, np.float32), device)
+    with pytest.raises(kiln.InvalidArgument, match="^Tensor.mean: dtype int32: a mean is taken in "
+                                                   "float32 or float16"):
+        t.mean(dtype="int32")
+    assert t.mean(dtype="float32").dtype == np.float32
