@@ -176,6 +176,14 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
             return ops._cast(y, "bool", what) if x.dtype == np.bool_ else y
         y = fn(self, axis=axis, keepdims=keepdims)
         return y if dtype is None else ops._cast(y, dtype, what)
+    if fn.__name__ in ("amax", "amin"):
+        # numpy's t.max(axis=None, out=None, keepdims=False): no dtype.
+        def extremum(self: Tensor, axis: Any = None, out: Any = None, keepdims: bool = False,
+                     **unsupported: Any) -> Tensor:
+            _refuse(f"Tensor.{fn.__name__[1:]}", unsupported)  # (dtype= among them)
+            return method(self, axis, None, out, keepdims)
+        extremum.__doc__ = fn.__doc__
+        return extremum
     method.__doc__ = fn.__doc__
     return method
 

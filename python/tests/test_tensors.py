@@ -267,3 +267,14 @@ def test_mean_with_an_integer_dtype_names_the_dtype_asked(device):
                                                    "float32 or float16"):
         t.mean(dtype="int32")
     assert t.mean(dtype="float32").dtype == np.float32
+
+
+def test_max_and_min_methods_take_numpys_positional_order(device):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.tensor(a, device)
+    np.testing.assert_array_equal(t.max(1, None, True).numpy(), a.max(1, None, True))
+    np.testing.assert_array_equal(t.min(0, None, False).numpy(), a.min(0, None, False))
+    with pytest.raises(TypeError, match="Tensor.max.*dtype"):
+        t.max(dtype="float32")
+    with pytest.raises(TypeError, match="Tensor.min: kiln tensors take no out="):
+        t.min(1, np.zeros(2, np.float32))
