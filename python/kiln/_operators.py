@@ -61,11 +61,16 @@ def _equality(fn: Callable[[Any, Any], Tensor], symbol: str) -> Callable[[Any, A
 
 
 def _true_divide(a: Any, b: Any) -> Tensor:
+    # Integer operands become the other operand's float dtype (float16 beside
+    # a float16 tensor, as torch's), else float32.
+    half = any(isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.float16 for x in (a, b))
+    target = "float16" if half else "float32"
+
     def as_float(x: Any) -> Any:
         if isinstance(x, Tensor) and x.dtype in (np.int32, np.bool_):
-            return ops.cast(ops._operand(x, None), "float32")
+            return ops.cast(ops._operand(x, None), target)
         if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
-            return x.astype(np.float32)
+            return x.astype(target)
         if isinstance(x, (int, np.integer, np.bool_)) and not isinstance(x, np.timedelta64):
             return ops._float(x, "div")
         return x

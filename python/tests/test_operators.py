@@ -407,3 +407,14 @@ def test_float_numbers_with_integer_tensors_compute_in_float32(device, rng):
     # An int stays int32 (wrapping, as numpy's), and comparisons are exact.
     assert (ti * 2).dtype == np.int32
     np.testing.assert_array_equal((ti < 2.0).numpy(), i < 2)
+
+
+def test_true_division_of_integers_by_halves_is_half(device, rng):
+    require_feature(device, "shader-f16")
+    h = rng.uniform(1, 4, 33).astype(np.float16)
+    i = rng.integers(1, 9, 33).astype(np.int32) * rng.choice([-1, 1], 33).astype(np.int32)
+    for got, want in ((kiln.tensor(h, device) / kiln.tensor(i, device), h / i.astype(np.float16)),
+                      (kiln.tensor(i, device) / kiln.tensor(h, device), i.astype(np.float16) / h)):
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.numpy().astype(np.float64), want.astype(np.float64),
+                                   rtol=2e-3)
