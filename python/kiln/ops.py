@@ -1228,6 +1228,8 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_size(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+    if x.ndim > 4 and x.size:  # (kernels take ranks 1 to 4; the elements are in order)
+        x = _view(x, (x.size,))
     if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
         if x.size != 1 or builtins.any(v not in (1, -1) for v in s) or s.count(-1) > 1:
             raise _kiln.InvalidArgument(

@@ -278,3 +278,12 @@ def test_max_and_min_methods_take_numpys_positional_order(device):
         t.max(dtype="float32")
     with pytest.raises(TypeError, match="Tensor.min: kiln tensors take no out="):
         t.min(1, np.zeros(2, np.float32))
+
+
+def test_tensors_of_rank_five_reshape_down(device):
+    a = np.arange(64, dtype=np.float32).reshape(2, 2, 2, 2, 4)
+    t = kiln.tensor(a, device)
+    np.testing.assert_array_equal(t.reshape(-1).numpy(), a.reshape(-1))
+    np.testing.assert_array_equal(kiln.ops.reshape(t, (4, 16)).numpy(), a.reshape(4, 16))
+    with pytest.raises(kiln.InvalidArgument, match="of rank 6; ranks 1 to 4"):
+        t.reshape(2, 2, 2, 2, 2, 2)
