@@ -186,14 +186,13 @@ def traced(*operands: Any) -> bool:
 
 
 def _constant(trace: _Trace, value: Any, dtype: np.dtype, op: str) -> int:
-    from .ops import _float
+    from .ops import _float, _is_int32_value
     v = value.item() if isinstance(value, np.generic) else value
     v = int(v) if isinstance(v, bool) else v
     if dtype != np.int32:
         v = _float(v, op)
     if dtype == np.int32:
-        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
-                not -2**31 <= v < 2**31:
+        if not _is_int32_value(v):
             raise _kiln.InvalidArgument(
                 f"{op}: the number {v!r} is not an int32 value (the other operand is int32; "
                 f"cast it to float32 first)")

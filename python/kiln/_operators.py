@@ -20,7 +20,6 @@ of a one-element tensor and an error for more elements, as in numpy.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -201,15 +200,12 @@ def _clip(self: Tensor, min: Any = None, max: Any = None, out: Any = None,  # no
     _refuse("Tensor.clip", unsupported)
     if min is None and max is None:
         raise ValueError("clip: give min or max (or both)")
-    if self.dtype in (np.int32, np.bool_) and any(
-            isinstance(b, (float, np.floating)) for b in (min, max)):
-        self = ops.cast(self, "float32")  # a float bound: in float32, as ops.clip
-    try:
+    try:  # (a float bound with integers computes in float32 in all three)
         if max is None:
             return ops.maximum(self, min)
         if min is None:
             return ops.minimum(self, max)
-        return ops.clamp(self, min, max)
+        return ops.clip(self, min, max)
     except (ops._kiln.InvalidArgument, ops._kiln.Unavailable) as e:  # (named as called)
         text = str(e)
         for inner in ("max: ", "min: ", "clamp: "):
@@ -252,9 +248,7 @@ def _contains(self: Tensor, value: Any) -> bool:
     if value is None:
         return False
     if ops._is_number(value) and self.dtype in (np.int32, np.bool_):
-        v = ops._number(value)
-        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
-                not -2**31 <= v < 2**31:
+        if not ops._is_int32_value(ops._number(value)):
             return False
     return bool((self == value).max()) if self.size else False
 

@@ -335,6 +335,13 @@ def _number_as_tensor(v: Any, like: Tensor, op: str, given: Any = None) -> Tenso
         return tensor(np.array([v], like.dtype), like.device)
 
 
+def _is_int32_value(v: Union[int, float]) -> bool:
+    """Whether the number v (an int or float, as _number gives) is exactly
+    an int32 value."""
+    return not (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())) and \
+        -2**31 <= v < 2**31
+
+
 def _check_int32_number(v: Any, like: Any, op: str) -> None:
     """The error for a number v used with the int32 (or bool) tensor or
     array `like` where v is not an int32 value."""
@@ -342,8 +349,7 @@ def _check_int32_number(v: Any, like: Any, op: str) -> None:
         v = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
-    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()) or \
-            not -2**31 <= v < 2**31:
+    if not _is_int32_value(v):
         raise _kiln.InvalidArgument(
             f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
             f"{like.dtype}; cast it to float32 to use other numbers)")

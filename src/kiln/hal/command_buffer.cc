@@ -460,11 +460,10 @@ Status CommandBuffer::End() {
     const auto release = [&] {
       for (WGPUQuerySet set : sets) device_->procs().QuerySetRelease(set);
     };
-    for (uint64_t first = 0; first < profiled_names_.size(); first += kTimedPerQuerySet) {
+    for (uint64_t s = 0; s * kTimedPerQuerySet < profiled_names_.size(); ++s) {
       WGPUQuerySetDescriptor qd = {};
       qd.type = WGPUQueryType_Timestamp;
-      qd.count = static_cast<uint32_t>(
-          2 * std::min<uint64_t>(kTimedPerQuerySet, profiled_names_.size() - first));
+      qd.count = QueriesInSet(profiled_names_.size(), s);
       WGPUQuerySet set = nullptr;
       Status made = device_->WithErrorScopes(
           "creating the profiling query set", StatusCode::kInternal,

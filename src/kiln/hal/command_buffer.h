@@ -32,6 +32,7 @@
 // already made those checks (the runtime, after planning a call).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -301,6 +302,11 @@ class CommandBuffer {
   // Two timestamps per dispatch, kTimedPerQuerySet dispatches per set
   // (WebGPU's sets hold at most 4096 queries).
   static constexpr uint32_t kTimedPerQuerySet = 2048;
+  // The timestamps set `set` holds where `timed` dispatches are timed.
+  static uint32_t QueriesInSet(uint64_t timed, uint64_t set) {
+    return static_cast<uint32_t>(
+        2 * std::min<uint64_t>(kTimedPerQuerySet, timed - set * kTimedPerQuerySet));
+  }
   std::vector<WGPUQuerySet> query_sets_;
   BufferRef resolve_buffer_;
   BufferRef readback_buffer_;

@@ -157,11 +157,9 @@ class CommandEncoderReplay {
     // multiples of the 256 that resolving needs).
     const uint64_t timed = cb_.profiled_names_.size();
     for (size_t s = 0; s < cb_.query_sets_.size(); ++s) {
-      const uint64_t first = s * CommandBuffer::kTimedPerQuerySet;
-      const auto count = static_cast<uint32_t>(
-          2 * std::min<uint64_t>(CommandBuffer::kTimedPerQuerySet, timed - first));
-      p_.CommandEncoderResolveQuerySet(encoder_, cb_.query_sets_[s], 0, count,
-                                       cb_.resolve_buffer_->handle(), first * 16);
+      p_.CommandEncoderResolveQuerySet(
+          encoder_, cb_.query_sets_[s], 0, CommandBuffer::QueriesInSet(timed, s),
+          cb_.resolve_buffer_->handle(), s * CommandBuffer::kTimedPerQuerySet * 16);
     }
     p_.CommandEncoderCopyBufferToBuffer(encoder_, cb_.resolve_buffer_->handle(), 0,
                                         cb_.readback_buffer_->handle(), 0, timed * 16);
