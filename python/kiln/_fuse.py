@@ -15,10 +15,11 @@ one ops::ElementwiseFused kernel, built the first time and cached on the
 device (or several run in order, where it reads more tensors than a kernel
 can bind or nests deeper than kiln compiles: ops::ElementwiseFusedKernels
 plans them). Numbers inside the function are
-constants of the other operand's dtype (int32 operands take integers
-only); the operators mean what they mean on kiln.Tensor (`/` of int32
-divides in float32, `~ & | ^` of bools are logical, comparisons give
-bools).
+constants of the other operand's dtype (exactly, for int32; a float number
+in arithmetic or clip with an int32 or bool value computes in float32);
+the operators mean what they mean on kiln.Tensor (`/` of int32 divides in
+float32, or float16 beside a float16 value, `~ & | ^` of bools are
+logical, comparisons give bools).
 
 The arguments are the kernel's inputs: tensors or numpy arrays, all on one
 device. Numbers the function reads (its constants, or variables it closes
@@ -127,10 +128,12 @@ def _method(name: str, reflected: bool = False) -> Callable[..., Any]:
 
 def _true_divide(a: Any, b: Any) -> Any:
     from . import ops
+    # As unfused: integers become float16 beside a float16 value, else float32.
+    half = any(isinstance(x, Traced) and x._dtype == np.float16 for x in (a, b))
 
     def as_float(x: Any) -> Any:
         if isinstance(x, Traced) and x._dtype == np.int32:
-            return ops.cast(x, "float32")
+            return ops.cast(x, "float16" if half else "float32")
         if isinstance(x, (bool, int, np.bool_, np.integer)) and not isinstance(x, np.timedelta64):
             return ops._float(x, "div")
         return x

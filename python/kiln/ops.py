@@ -1773,12 +1773,12 @@ clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broa
 def clip(x: Any, lo: Any, hi: Any) -> Tensor:
     """clamp(x, lo, hi), as numpy's clip; a float bound with an int32 or bool
     x computes in float32, as arithmetic with a float number does."""
-    if _fuse.traced(x, lo, hi):
-        return clamp(x, lo, hi)
     dtype = getattr(x, "dtype", None)
     if dtype is not None and np.dtype(dtype) in (np.int32, np.bool_) and any(
             isinstance(b, (float, np.floating)) for b in (lo, hi)):
         x = cast(x, "float32")
+    if _fuse.traced(x, lo, hi):
+        return clamp(x, lo, hi)
     try:
         return clamp(x, lo, hi)
     except _kiln.Error as e:  # (named as called)

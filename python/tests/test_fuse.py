@@ -132,6 +132,43 @@ def test_clip_as_tensors_have_it(device, rng):
         kiln.fuse(lambda a: a.clip())(t)
 
 
+def _fused_and_eager(f, *args):
+    """f run fused and eagerly on the same tensors: (fused, eager) results."""
+    return kiln.fuse(f)(*args), f(*args)
+
+
+def _same(fused, eager):
+    assert (fused.dtype, fused.shape) == (eager.dtype, eager.shape)
+    np.testing.assert_array_equal(fused.numpy(), eager.numpy())
+
+
+def test_float_numbers_beside_integers_compute_as_unfused(device, rng):
+    # A float bound or number beside an int32 or bool value computes in
+    # float32, fused as eager.
+    a = rng.integers(-50, 50, (7, 33)).astype(np.int32)
+    m = rng.random((7, 33)) > 0.5
+    for x in (kiln.tensor(a, device), kiln.tensor(m, device)):
+        for f in (lambda v: v.clip(-2.5, 7.25), lambda v: kiln.ops.clip(v, 0, 0.5),
+                  lambda v: np.clip(v, -1.5, None) * 2, lambda v: v * 1.5 + 1):
+            fused, eager = _fused_and_eager(f, x)
+            assert fused.dtype == np.float32
+            _same(fused, eager)
+    want = np.clip(a, -2.5, 7.25).astype(np.float32)
+    np.testing.assert_array_equal(kiln.fuse(lambda v: v.clip(-2.5, 7.25))(
+        kiln.tensor(a, device)).numpy(), want)
+
+
+def test_integer_division_beside_float16_divides_in_float16(device, rng):
+    require_feature(device, "shader-f16")
+    a = rng.integers(-50, 50, (7, 33)).astype(np.int32)
+    h = (rng.standard_normal((33,)) + 4).astype(np.float16)
+    ta, th = kiln.tensor(a, device), kiln.tensor(h, device)
+    for f in (lambda a, h: a / h, lambda a, h: h / a, lambda a, h: (a / h) / 3):
+        fused, eager = _fused_and_eager(f, ta, th)
+        assert fused.dtype == np.float16
+        _same(fused, eager)
+
+
 def test_float16(device, rng):
     require_feature(device, "shader-f16")
     x = rng.standard_normal((7, 33)).astype(np.float16)
