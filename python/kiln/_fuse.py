@@ -290,7 +290,8 @@ def apply_cast(x: Any, dtype: str) -> Traced:
         return apply("ne", [x, 0])
     if dtype not in _KERNEL_DTYPES:
         raise _kiln.InvalidArgument(
-            f"cast: dtype {dtype} is not one a kernel computes in ({', '.join(_KERNEL_DTYPES)})")
+            f"cast: dtype {dtype} is not one a fused kernel computes in "
+            f"({', '.join(_KERNEL_DTYPES)}, bool){' (cast the fused result)' * (dtype == 'uint32')}")
     return apply("cast", [x], cast_to=dtype)
 
 

@@ -98,17 +98,21 @@ def _positive(self: Tensor) -> Tensor:
     if self.dtype == np.bool_:
         raise TypeError("unary + is not defined for a bool tensor (numpy's positive has no "
                         "bool loop)")
+    if self.dtype == np.uint32:  # (no arithmetic kernel; the data movement copies it)
+        return ops.reshape(self, self.shape)
     if self.dtype not in (np.float32, np.float16, np.int32):
         raise ops._kiln.InvalidArgument(
             f"unary +: a {np.dtype(self.dtype).name} tensor has no kernel that copies it "
-            f"(kernels compute in float32, float16 and int32)")
+            f"(kernels compute in float32, float16 and int32; data movement also moves bool "
+            f"and uint32)")
     return ops.cast(self, self.dtype)
 
 
 def _copy(self: Tensor, memo: Any = None) -> Tensor:
     """copy.copy(t) and copy.deepcopy(t): a new tensor of the same values
     (kernels write tensors, so a copy is a copy)."""
-    if self.dtype in (np.float32, np.float16, np.int32, np.bool_) and self.size and self.ndim:
+    if self.dtype in (np.float32, np.float16, np.int32, np.uint32, np.bool_) and self.size and \
+            self.ndim:
         return ops.reshape(self, self.shape)
     from ._tensor import tensor
     return tensor(self.numpy(), self.device)

@@ -1186,24 +1186,52 @@ def _empty_matmul_int8(a: Tensor, b: Tensor) -> Tensor:
 # Data movement, where and cast (float32, float16 with shader-f16, int32)
 
 
-def _ints_of_bools(*ts: Tensor) -> Optional[List[Tensor]]:
-    """Where every tensor is bool, each as its int32 0 or 1 (how a bool
-    tensor is stored), for data movement to run on; else None."""
-    if not all(t.dtype == np.bool_ for t in ts):
+_WORD_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint32))
+
+
+def _words(*ts: Tensor) -> Optional[List[Tensor]]:
+    """Where every tensor is bool, or every one uint32 (32-bit words the
+    data movement kernels take as int32: a bool is its 0 or 1), each as
+    int32 words; else None. _like(result, ts[0]) gives the result back its
+    dtype."""
+    dtype = np.dtype(ts[0].dtype)
+    if dtype not in _WORD_DTYPES or any(t.dtype != dtype for t in ts):
         return None
     return [_view(t, t.shape, np.int32) for t in ts]
+
+
+def _like(t: Tensor, proto: Tensor) -> Tensor:
+    """t (int32 words) as proto's dtype."""
+    return _view(t, t.shape, proto.dtype)
 
 
 def _bools(t: Tensor) -> Tensor:
     return _view(t, t.shape, np.bool_)
 
 
+def _uint32_word(v: Any, what: str) -> int:
+    """The number v, an integer in uint32's range, as the int32 with its
+    bits (how a uint32 tensor's kernel moves it); else an error naming
+    `what`."""
+    try:
+        n = _number(v)
+    except _kiln.InvalidArgument as e:
+        raise _kiln.InvalidArgument(f"{what}: {e}") from None
+    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
+            not 0 <= n < 2**32:
+        raise _kiln.InvalidArgument(
+            f"{what}: {v!r} is not a uint32 value (an integer in [0, 2**32)), which the "
+            f"uint32 tensor needs")
+    n = int(n)
+    return n - 2**32 if n >= 2**31 else n
+
+
 def permute(x: Any, axes: Sequence[int]) -> Tensor:
     """numpy's transpose with explicit axes: output axis d is x's axis
     axes[d] (negative ones counting from the end). A copy."""
     x = _as_tensor(x, None)
-    if (ints := _ints_of_bools(x)) is not None:
-        return _bools(permute(ints[0], axes))
+    if (ints := _words(x)) is not None:
+        return _like(permute(ints[0], axes), x)
     axes = _listed(axes)
     if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
         raise _kiln.InvalidArgument(
@@ -1228,8 +1256,8 @@ def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Tensor:
 def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     """A copy of x with `shape` (as many elements; one entry may be -1)."""
     x = _as_tensor(x, None)
-    if (ints := _ints_of_bools(x)) is not None:
-        return _bools(reshape(ints[0], shape))
+    if (ints := _words(x)) is not None:
+        return _like(reshape(ints[0], shape), x)
     shape = [shape] if _integer(shape) is not None else _listed(shape)
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
@@ -1255,8 +1283,8 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
     _same_device("concat", ts)
-    if (ints := _ints_of_bools(*ts)) is not None:
-        return _bools(concat(ints, axis))
+    if (ints := _words(*ts)) is not None:
+        return _like(concat(ints, axis), ts[0])
     if len({np.dtype(t.dtype).name for t in ts}) > 1:
         raise _kiln.InvalidArgument(
             "concat: the tensors have dtypes " + ", ".join(np.dtype(t.dtype).name for t in ts) +
@@ -1307,8 +1335,8 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     leave the rest whole; negative steps reverse). Every output dimension
     may be 0 (an empty tensor, as numpy gives). A copy."""
     x = _as_tensor(x, None)
-    if (ints := _ints_of_bools(x)) is not None:
-        return _bools(slice(ints[0], starts, stops, steps))
+    if (ints := _words(x)) is not None:
+        return _like(slice(ints[0], starts, stops, steps), x)
     n = x.ndim
 
     def entries(v: Any, what: str) -> List[Any]:
@@ -1390,8 +1418,8 @@ def gather(table: Any, indices: Any) -> Tensor:
     (numpy integer arrays are converted). An index outside [0, V) is
     clamped into it (never read out of bounds; not reported)."""
     t = _as_tensor(table, _device_of(table, indices))
-    if (ints := _ints_of_bools(t)) is not None:
-        return _bools(gather(ints[0], indices))
+    if (ints := _words(t)) is not None:
+        return _like(gather(ints[0], indices), t)
     if not isinstance(indices, Tensor):
         try:
             idx = np.asarray(indices)
@@ -1424,9 +1452,12 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     """x with before[d] and after[d] (>= 0; an int for every axis) elements
     of `value` on each side of axis d (numpy's pad in constant mode)."""
     x = _as_tensor(x, None)
-    if (ints := _ints_of_bools(x)) is not None and \
-            isinstance(value, (bool, np.bool_, int, np.integer)) and value in (0, 1):
-        return _bools(pad(ints[0], before, after, int(value)))
+    if x.dtype == np.bool_ and isinstance(value, (bool, np.bool_, int, np.integer)) and \
+            value in (0, 1):
+        return _bools(pad(_view(x, x.shape, np.int32), before, after, int(value)))
+    if x.dtype == np.uint32:
+        word = _uint32_word(value, "pad: value")
+        return _like(pad(_view(x, x.shape, np.int32), before, after, word), x)
     if x.dtype == np.bool_:
         raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
     b = _ints(before, x.ndim, "pad: before")
@@ -1467,6 +1498,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
                 from ._tensor import tensor
                 return tensor(np.array([bool(v)]), t.device), t
             t = _view(t, t.shape, np.int32)
+        if t.dtype == np.uint32:  # (numpy: a Python int takes the array's dtype, or fails)
+            from ._tensor import tensor
+            word = _uint32_word(v, "where")
+            return tensor(np.array([word], np.int32).view(np.uint32), t.device), t
         return _number_as_tensor(v, t, "where"), t
     # A number takes the other operand's dtype: exactly for int32 (or an
     # error), rounded for floats; its one-element tensor does not shape the
@@ -1478,8 +1513,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         b, a = beside(b, _as_tensor(a, device))
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
-    if (ints := _ints_of_bools(a, b)) is not None:
-        return _bools(where(cond, ints[0], ints[1]))
+    if (ints := _words(a, b)) is not None:
+        return _like(where(cond, ints[0], ints[1]), a)
     # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
     if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
         a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))
@@ -1488,8 +1523,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a bool goes "
             f"with a bool or an int32 (cast the other with astype)")
     c = _as_tensor(cond, a.device)
-    if c.dtype == np.bool_:
-        c = _view(c, c.shape, np.int32)  # a bool tensor is 32-bit 0 or 1
+    if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
+        c = _view(c, c.shape, np.int32)
     if any(not np.ndim(x) for x in shaping):
         (c, a, b), _ = _lift_0d([c, a, b])
         shape = np.broadcast_shapes(*[np.shape(x) for x in shaping])
@@ -1504,10 +1539,14 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return run(key, lambda d: _kiln.ops.where(d, c._type, a._type, b._type), c, a, b)
 
 
+_CAST_DTYPES = ("float32", "float16", "int32", "uint32", "bool")
+
+
 def cast(x: Any, dtype: Any) -> Tensor:
-    """x converted to `dtype` (float32, float16, int32, bool): float to int32
-    truncates toward zero and saturates, NaN gives 0; bool is x != 0 (NaN
-    is true), and a bool x converts as 0 or 1."""
+    """x converted to `dtype` (float32, float16, int32, uint32, bool): float
+    to int32 or uint32 truncates toward zero and saturates, NaN gives 0;
+    int32 and uint32 keep their bits; bool is x != 0 (NaN is true), and a
+    bool x converts as 0 or 1."""
     return _cast(x, dtype, "cast")
 
 
@@ -1516,18 +1555,25 @@ def _cast(x: Any, dtype: Any, what: str) -> Tensor:
     name = _dtype_name(dtype, what)
     if _fuse.traced(x):
         return _fuse.apply_cast(x, name)
-    if name not in ("float32", "float16", "int32", "bool"):
+    if name not in _CAST_DTYPES:
         raise _kiln.InvalidArgument(
-            f"{what}: dtype {name} is not one kiln casts to; the dtypes are float32, float16, "
-            f"int32 and bool")
+            f"{what}: dtype {name} is not one kiln casts to; the dtypes are "
+            f"{', '.join(_CAST_DTYPES[:-1])} and {_CAST_DTYPES[-1]}")
     x = _as_tensor(x, None)
-    if name == "bool":
-        return ne(x, 0)
+    if x.dtype not in _CAST_DTYPES:
+        raise _kiln.InvalidArgument(
+            f"{what}: {'an' if np.dtype(x.dtype).name[0] == 'i' else 'a'} "
+            f"{np.dtype(x.dtype).name} tensor converts to nothing on the device; kiln "
+            f"casts from {', '.join(_CAST_DTYPES[:-1])} and {_CAST_DTYPES[-1]} (x.numpy() "
+            f"converts on the host)")
+    if name == "bool":  # x != 0 (a uint32 is non-zero as an int32)
+        return ne(_view(x, x.shape, np.int32) if x.dtype == np.uint32 else x, 0)
     if x.dtype == np.bool_:
         x = _view(x, x.shape, np.int32)
     if x.ndim == 0:  # kernels take ranks 1 to 4: the one element as shape (1,)
         return _view(cast(_view(x, (1,)), name), ())
-    empty = _empty_result("cast", [x], lambda v: v.astype(name),
+    words = _view(x, x.shape, np.int32) if x.dtype == np.uint32 else x  # (checked as such)
+    empty = _empty_result("cast", [words], lambda v: v.astype(name),
                           lambda d, ty: _kiln.ops.cast(d, ty[0], name))
     if empty is not None:
         return empty

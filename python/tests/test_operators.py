@@ -239,7 +239,7 @@ def test_astype_and_method_flags_refuse_other_values(device):
     for dtype, message in [(None, "astype: dtype None is not a dtype"),
                            (object(), "astype: dtype <object .*> is not a dtype"),
                            (float, "astype: dtype float64 is not one kiln casts to; the dtypes "
-                                   "are float32, float16, int32 and bool"),
+                                   "are float32, float16, int32, uint32 and bool"),
                            ("uint8", "astype: dtype uint8 is not one kiln casts to")]:
         with pytest.raises(kiln.InvalidArgument, match=message):
             t.astype(dtype)

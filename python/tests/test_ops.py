@@ -1249,9 +1249,11 @@ def test_concat(device, rng):
     np.testing.assert_array_equal(kiln.ops.concat([kiln.tensor(v, device) for v in i]).numpy(),
                                   np.concatenate(i))
     np.testing.assert_array_equal(kiln.ops.concat([ts[1]]).numpy(), parts[1])
-    for one in ([np.ones(2, np.uint32)], [np.ones(2, np.uint32), np.ones(2, np.uint32)]):
-        with pytest.raises(kiln.InvalidArgument, match=r"^concat: .*uint32|^concat: .*u32"):
+    for one in ([np.ones(4, np.int8)], [np.ones(4, np.int8), np.ones(4, np.int8)]):
+        with pytest.raises(kiln.InvalidArgument, match=r"^concat: .*int8"):
             kiln.ops.concat(one)
+    with pytest.raises(kiln.InvalidArgument, match=r"^concat: .*uint32, int32"):
+        kiln.ops.concat([np.ones(2, np.uint32), np.ones(2, np.int32)])
 
 
 def test_concat_of_more_tensors_than_a_kernel_binds(device, rng):
@@ -1465,10 +1467,10 @@ def test_errors_more(device):
         kiln.ops.pad(x, [-1, 0], [0, 0])
     with pytest.raises(bad, match="where: a and b cannot both be numbers"):
         kiln.ops.where(x, 1.0, 2.0)
-    with pytest.raises(bad, match="Cond of where has dtype u32"):
-        kiln.ops.where(kiln.tensor(np.ones(2, np.uint32), device), x, x)
-    with pytest.raises(bad, match="cast"):
-        kiln.ops.cast(x, "uint32")
+    with pytest.raises(bad, match="where: int8 tensors have no kernel element type"):
+        kiln.ops.where(kiln.tensor(np.ones(4, np.int8), device), x, x)
+    with pytest.raises(bad, match="cast: dtype uint8 is not one kiln casts to"):
+        kiln.ops.cast(x, "uint8")
     with pytest.raises(bad, match="cast: dtype"):
         kiln.ops.cast(x, object())
 
@@ -1776,6 +1778,55 @@ def test_bool_tensors_cast_and_move(device):
     same(kiln.ops.pad(m, 1, 1, value=True), np.pad(mn, 1, constant_values=True))
     same(kiln.ops.where(m, m, ~m), np.where(mn, mn, ~mn))
     same(kiln.ops.gather(m, [1, 0]), mn[[1, 0]])
+
+
+def test_uint32_tensors_move_and_cast(device, rng):
+    # uint32 tensors move as 32-bit words (every bit kept) and cast to and
+    # from the other dtypes by the IR's rules.
+    a = rng.integers(0, 2**32, (5, 7, 3), dtype=np.uint64).astype(np.uint32)
+    a.reshape(-1)[:4] = [0xFFFFFFFF, 2**31, 0, 1]
+    t = kiln.tensor(a, device)
+    m = a % 3 == 0
+
+    def same(got, want):
+        want = np.asarray(want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+
+    same(t.T, a.T)
+    same(kiln.ops.permute(t, (1, 0, 2)), a.transpose(1, 0, 2))
+    same(t.reshape(7, 15), a.reshape(7, 15))
+    same(t[1:4, ::-2, 1], a[1:4, ::-2, 1])
+    same(t[2], a[2])
+    same(kiln.ops.concat([t, t[:, :2]], axis=1), np.concatenate([a, a[:, :2]], 1))
+    same(kiln.ops.pad(t, 1, 2, value=2**32 - 1), np.pad(a, [(1, 2)] * 3, constant_values=2**32 - 1))
+    same(kiln.ops.where(kiln.tensor(m, device), t, 7), np.where(m, a, np.uint32(7)))
+    same(kiln.ops.where(t, 2**32 - 2, t), np.where(a != 0, np.uint32(2**32 - 2), a))
+    same(kiln.ops.gather(t.reshape(15, 7), [14, 0, 3]), a.reshape(15, 7)[[14, 0, 3]])
+    same(kiln.ops.pad(kiln.tensor(np.zeros((0, 2), np.uint32), device), 1, 0, value=5),
+         np.pad(np.zeros((0, 2), np.uint32), [(1, 0), (1, 0)], constant_values=5))
+    same(t.astype(np.int32), a.view(np.int32))
+    same(t.astype(bool), a.astype(bool))
+    same(kiln.tensor(a.view(np.int32), device).astype(np.uint32), a)
+    same(kiln.tensor(m, device).astype("uint32"), m.astype(np.uint32))
+    # u32 to f32 rounds to one of the two nearest floats; below 2^24 exactly.
+    small = a >> 8
+    same(kiln.tensor(small, device).astype(np.float32), small.astype(np.float32))
+    f = np.array([np.nan, np.inf, -np.inf, -2.7, 2.7, -0.0, 3e9, 5e9, 4294967040.0, 0.5],
+                 np.float32)
+    same(kiln.tensor(f, device).astype(np.uint32),
+         np.array([0, 4294967040, 0, 0, 2, 0, 3000000000, 4294967040, 4294967040, 0],
+                  np.uint32))
+    for bad, message in ((lambda: kiln.ops.pad(t, 1, 1, value=-1), "pad: value: -1 is not a uint32"),
+                         (lambda: kiln.ops.where(m, t, 2**32), "where: 4294967296 is not a uint32"),
+                         (lambda: kiln.ops.where(m, t, 1.5), "where: 1.5 is not a uint32"),
+                         (lambda: t + 1, "add: an input has dtype uint32"),
+                         (lambda: kiln.fuse(lambda v: v.astype("uint32"))(a.view(np.int32)),
+                          "not one a fused kernel computes in .*cast the fused result"),
+                         (lambda: kiln.tensor(np.zeros(4, np.int8), device).astype("float32"),
+                          "astype: an int8 tensor converts to nothing on the device")):
+        with pytest.raises(kiln.InvalidArgument, match=message):
+            bad()
 
 
 def test_where_takes_numbers_exactly_for_int32(device):
@@ -2103,11 +2154,15 @@ def test_flags_take_only_bools(device, rng):
 
 def test_empty_tensors_are_checked_as_nonempty_ones(device):
     u = kiln.tensor(np.zeros((0, 3), np.uint32), device)
+    i8 = kiln.tensor(np.zeros((0, 4), np.int8), device)
     five = kiln.tensor(np.zeros((0, 1, 1, 1, 2), np.float32), device)
     for call in (lambda: kiln.ops.exp(u), lambda: kiln.ops.sum(u, axis=0),
-                 lambda: kiln.ops.permute(u, [1, 0]), lambda: kiln.ops.concat([u, u]),
-                 lambda: kiln.ops.slice(u, [0, 0], [0, 2]), lambda: kiln.ops.argmax(u, axis=1)):
+                 lambda: kiln.ops.argmax(u, axis=1)):
         with pytest.raises(kiln.InvalidArgument, match="dtype uint32; supported dtypes"):
+            call()
+    for call in (lambda: kiln.ops.permute(i8, [1, 0]), lambda: kiln.ops.concat([i8, i8]),
+                 lambda: kiln.ops.slice(i8, [0, 0], [0, 2])):
+        with pytest.raises(kiln.InvalidArgument, match="dtype int8; supported dtypes"):
             call()
     for call in (lambda: kiln.ops.exp(five), lambda: kiln.ops.sum(five, axis=0)):
         with pytest.raises(kiln.InvalidArgument, match="of rank 5; ranks 1 to 4"):

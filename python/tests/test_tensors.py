@@ -214,8 +214,11 @@ def test_copies_masked_arrays_and_in_place_operators(device):
     np.testing.assert_array_equal(copy.copy(u).numpy(), np.arange(3, dtype=np.uint32))
     np.testing.assert_array_equal(copy.copy(kiln.tensor(np.array([True, False]), device)).numpy(),
                                   [True, False])
-    with pytest.raises(kiln.InvalidArgument, match="unary \\+: a uint32 tensor has no kernel"):
-        +u  # noqa: B018
+    plus = +u
+    assert plus is not u and plus.dtype == np.uint32
+    np.testing.assert_array_equal(plus.numpy(), np.arange(3, dtype=np.uint32))
+    with pytest.raises(kiln.InvalidArgument, match="unary \\+: a uint8 tensor has no kernel"):
+        +kiln.tensor(np.arange(4, dtype=np.uint8), device)  # noqa: B018
     masked = np.ma.masked_array(np.array([1.0, 2.0], np.float32), mask=[0, 1])
     for call in (lambda: kiln.tensor(masked, device), lambda: t[0, :2] + masked):
         with pytest.raises(kiln.InvalidArgument, match="masked array"):

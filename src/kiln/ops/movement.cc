@@ -354,8 +354,14 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
 
 StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
                             std::string name) {
-  KILN_RETURN_IF_ERROR(CheckData(input, target, "input X of cast"));
-  KILN_RETURN_IF_ERROR(CheckData({input.shape, dtype}, target, "the result type of cast"));
+  // u32 moves as 32-bit words (checked as f32 for the device), otherwise
+  // the data movement dtypes.
+  const auto check = [&](const TensorType& t, std::string_view what) {
+    return t.dtype == ir::kU32 ? internal::CheckTensor({t.shape, ir::kF32}, target, what)
+                               : CheckData(t, target, what);
+  };
+  KILN_RETURN_IF_ERROR(check(input, "input X of cast"));
+  KILN_RETURN_IF_ERROR(check({input.shape, dtype}, "the result type of cast"));
   if (name.empty()) name = StrCat("cast_", dtype.ToString());
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {

@@ -615,8 +615,11 @@ ir::Expr ApplyWhere(const ir::Expr& cond, const ir::Expr& a, const ir::Expr& b) 
 
 ir::Expr ApplyCast(const ir::Expr& x, ir::DataType dtype) {
   if (x.dtype() == dtype) return x;
-  // f16 to i32 goes through f32 (the IR's rule; explicit for the backends).
-  if (x.dtype() == ir::kF16 && dtype == ir::kI32) return ir::Cast(dtype, ir::Cast(ir::kF32, x));
+  // f16 to i32 or u32 goes through f32 (the IR's rule; explicit for the
+  // backends).
+  if (x.dtype() == ir::kF16 && (dtype == ir::kI32 || dtype == ir::kU32)) {
+    return ir::Cast(dtype, ir::Cast(ir::kF32, x));
+  }
   return ir::Cast(dtype, x);
 }
 

@@ -394,8 +394,9 @@ StatusOr<ir::Function> Pad(const TensorType& input, const std::vector<int64_t>& 
 StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const TensorType& b,
                              const Target& target, const std::string& name = "where");
 
-// X converted to `dtype` (f32, f16, i32) by the IR's cast rules (float to
-// i32 truncates toward zero and saturates, NaN gives 0). Parameters X, Y;
+// X converted to `dtype` (f32, f16, i32, u32; X of one of them too) by the
+// IR's cast rules (float to i32 or u32 truncates toward zero and saturates,
+// NaN gives 0; between i32 and u32 the bits are kept). Parameters X, Y;
 // `name` defaults to "cast_<dtype>".
 StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
                             std::string name = "");

@@ -989,6 +989,64 @@ TEST_F(OpsMoreDeviceTest, CastF32AndI32) {
   EXPECT_EQ(Floats(u["Y"]), std::vector<float>(xi.begin(), xi.end()));
 }
 
+// f32 to u32 by the IR's rule: truncated toward zero, saturated at 0 and
+// at the largest f32 below 2^32, NaN giving 0.
+uint32_t RefToUnsigned(float v) {
+  return std::isnan(v) || v <= 0.0f ? 0u
+         : v >= 4294967040.0f       ? 4294967040u
+                                    : static_cast<uint32_t>(v);
+}
+
+TEST_F(OpsMoreDeviceTest, CastU32) {
+  // f32 to u32, every edge of the rule.
+  std::vector<float> x = Random(1000, -5e9f, 5e9f);
+  const float edges[] = {kNan, kInf,          -kInf,         -2.7f,         2.7f,       -0.0f,
+                         0.5f, 4294967040.0f, 4294967296.0f, 2147483648.0f, 16777217.0f};
+  std::copy(std::begin(edges), std::end(edges), x.begin());
+  auto to_unsigned = Cast({{1000}}, ir::kU32, target_);
+  ASSERT_TRUE(to_unsigned.ok()) << to_unsigned.status();
+  std::vector<uint32_t> want(1000);
+  for (int i = 0; i < 1000; ++i) want[i] = RefToUnsigned(x[i]);
+  Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(1000)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*to_unsigned, {"X"}, t, true));
+  EXPECT_EQ(t["Y"], want);
+
+  // u32 to f32: exact below 2^24 and at powers of two; otherwise one of the
+  // two nearest floats (WGSL leaves the rounding direction open).
+  const std::vector<int32_t> bits = RandomInts(1000, INT32_MIN, INT32_MAX);
+  const std::vector<int32_t> shifts = RandomInts(1000, 0, 31);
+  std::vector<uint32_t> u(1000);
+  for (int i = 0; i < 1000; ++i) u[i] = static_cast<uint32_t>(bits[i]) >> shifts[i];
+  u[0] = 0xFFFFFFFFu;
+  u[1] = 0x80000000u;
+  u[2] = 0;
+  u[3] = 16777215u;
+  auto to_float = Cast({{1000}, ir::kU32}, ir::kF32, target_);
+  ASSERT_TRUE(to_float.ok()) << to_float.status();
+  Tensors f = {{"X", u}, {"Y", std::vector<uint32_t>(1000)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*to_float, {"X"}, f, false));
+  const std::vector<float> got = Floats(f["Y"]);
+  for (int i = 0; i < 1000; ++i) {
+    const double exact = u[i];
+    const float lo = static_cast<float>(exact), hi = std::nextafter(lo, INFINITY);
+    const float below = static_cast<double>(lo) > exact ? std::nextafter(lo, 0.0f) : lo;
+    const float above = static_cast<double>(lo) < exact ? hi : lo;
+    ASSERT_TRUE(got[i] == below || got[i] == above) << u[i] << " gave " << got[i];
+  }
+
+  // i32 and u32 keep their bits both ways.
+  std::vector<int32_t> xi = RandomInts(33, INT32_MIN, INT32_MAX);
+  xi[0] = INT32_MIN;
+  xi[1] = -1;
+  for (const auto& [from, to] : {std::pair{ir::kI32, ir::kU32}, std::pair{ir::kU32, ir::kI32}}) {
+    auto same_bits = Cast({{33}, from}, to, target_);
+    ASSERT_TRUE(same_bits.ok()) << same_bits.status();
+    Tensors b = {{"X", Words(xi)}, {"Y", std::vector<uint32_t>(33)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*same_bits, {"X"}, b, true));
+    EXPECT_EQ(b["Y"], Words(xi));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Integer, comparison and ternary elementwise ops
 
@@ -1795,6 +1853,8 @@ TEST_F(OpsMoreDeviceTest, F16AgainstTheInterpreter) {
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kF32, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}}, h, target_)));
   ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kI32, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, h}, ir::kU32, target_)));
+  ASSERT_NO_FATAL_FAILURE(CheckF16(Cast({{1000}, ir::kU32}, h, target_)));
   // A chain in f16 through comparison, where and clamp steps, cast to f32
   // (each step exact: a rounding step before the comparison could put a
   // value on either side of it, and an f16 fma may round once or twice);
