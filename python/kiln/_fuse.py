@@ -398,7 +398,8 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
         else:
             # 0-d arguments run as shape (1,); the result takes the traced
             # shape. One program: one kernel, or several in order.
-            ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used])
+            ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used],
+                                  getattr(fn, "__name__", "kiln.fuse"))
             y = ops.run(("fused", plan.key) + tuple(t._sig for t in ins),
                         lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins],
                                                               plan.spec),

@@ -182,8 +182,8 @@ def _probe(ty: Any) -> Any:
 
 def _empty_result(what: str, inputs: Sequence[Tensor],
                   host: Callable[..., np.ndarray],
-                  check: Optional[Callable[[_kiln.Device, List[Any]], Any]] = None
-                  ) -> Optional[Tensor]:
+                  check: Optional[Callable[[_kiln.Device, List[Any]], Any]] = None,
+                  any_rank: bool = False) -> Optional[Tensor]:
     """Where an input has no elements (a dimension of 0), the result depends
     on the shapes alone: numpy computes it from zero-filled arrays of the
     inputs' shapes and dtypes (an empty tensor, or a reduction's identity),
@@ -192,11 +192,12 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     kiln.InvalidArgument naming the operator. `check(device, types)`, where
     given, builds (and does not run) the operator's kernel for the inputs'
     types with every 0 extent as 1, so that an empty call refuses every
-    argument the same call with elements would (dtypes, ranks, attributes)."""
+    argument the same call with elements would (dtypes, ranks, attributes);
+    `any_rank` where the operator takes inputs of any rank (as views)."""
     if all(t.size for t in inputs):
         return None
     _same_device(what, inputs)
-    _check_kernel_types(what, inputs)
+    _check_kernel_types(what, inputs, any_rank)
     shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
     refused: Optional[_kiln.InvalidArgument] = None
     if check is not None:
@@ -231,12 +232,13 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
 _KERNEL_DTYPES = ("float32", "float16", "int32")
 
 
-def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
+def _check_kernel_types(what: str, inputs: Sequence[Tensor], any_rank: bool = False) -> None:
     """What the kernels refuse of any tensor, checked where no kernel is
     built (empty tensors): a dtype other than float32, float16 and int32
     (bools reach the kernels as int32), float16 on a device without
-    shader-f16, a rank above 4, or more than 2^30 elements with every 0
-    extent as 1."""
+    shader-f16, a rank above 4 (unless `any_rank`: the operator runs on
+    views of lower rank), or more than 2^30 elements with every 0 extent
+    as 1."""
     for t in inputs:
         name = np.dtype(t.dtype).name
         if name not in _KERNEL_DTYPES:
@@ -246,7 +248,7 @@ def _check_kernel_types(what: str, inputs: Sequence[Tensor]) -> None:
         if name == "float16" and not t.device.has_feature("shader-f16"):
             raise _kiln.Unavailable(f"{what}: an input is float16, but the device has no "
                                     f"shader-f16")
-        if t.ndim > 4:
+        if t.ndim > 4 and not any_rank:
             raise _kiln.InvalidArgument(
                 f"{what}: an input has shape {tuple(t.shape)} of rank {t.ndim}; ranks 1 to 4 are "
                 f"supported")
@@ -472,21 +474,55 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
         raise
 
 
-def _lift_0d(ts: Sequence[Tensor]) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
+def _merged_axes(shapes: Sequence[Sequence[int]],
+                 out: Sequence[int]) -> Optional[List[Tuple[int, ...]]]:
+    """The operands' shapes with the axes of the broadcast shape `out` that
+    are 1 dropped and adjacent axes that every operand broadcasts alike
+    (each has the result's extent on both, or 1 on both) merged: views of
+    the same elements in the same order that broadcast to `out`'s elements.
+    None where that leaves more than 4 axes."""
+    r = len(out)
+    aligned = [(1,) * (r - len(s)) + tuple(s) for s in shapes]
+    groups: List[Tuple[Tuple[bool, ...], List[int]]] = []
+    for k in range(r):
+        if out[k] == 1:
+            continue
+        pattern = tuple(a[k] != out[k] for a in aligned)  # broadcast along axis k
+        if groups and groups[-1][0] == pattern:
+            groups[-1][1][:] = [g * a[k] for g, a in zip(groups[-1][1], aligned)]
+        else:
+            groups.append((pattern, [a[k] for a in aligned]))
+    if len(groups) > 4:
+        return None
+    return [tuple(g[1][i] for g in groups) or (1,) for i in range(len(shapes))]
+
+
+def _lift_0d(ts: Sequence[Tensor], what: str) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
     """Kernels take ranks 1 to 4: a 0-d operand of an elementwise operator
-    runs as shape (1,), and the result then takes numpy's broadcast shape
-    (returned; None where no operand is 0-d)."""
-    if all(t.ndim for t in ts):
+    runs as shape (1,), and operands of a higher rank as views with the
+    axes merged that broadcast alike (_merged_axes); the result then takes
+    numpy's broadcast shape (returned; None where every operand is kept).
+    Where merging leaves more than 4 axes, an error naming `what`."""
+    if all(1 <= t.ndim <= 4 for t in ts):
         return list(ts), None
     try:
         shape = tuple(np.broadcast_shapes(*[tuple(t.shape) for t in ts]))
     except ValueError:
         return list(ts), None  # the operator's own error follows
-    return [t if t.ndim else _view(t, (1,)) for t in ts], shape
+    if all(t.ndim <= 4 for t in ts):
+        return [t if t.ndim else _view(t, (1,)) for t in ts], shape
+    merged = _merged_axes([t.shape for t in ts], shape)
+    if merged is None:
+        raise _kiln.InvalidArgument(
+            f"{what}: inputs of shapes {', '.join(str(tuple(t.shape)) for t in ts)}: kernels "
+            f"take ranks 1 to 4, and with axes of the result that are 1 dropped and adjacent "
+            f"axes that every input broadcasts alike merged, more than 4 remain (reshape the "
+            f"inputs so that fewer axes alternate between broadcast and not)")
+    return [_view(t, m) for t, m in zip(ts, merged)], shape
 
 
 def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
-    ts, shape = _lift_0d(ts)
+    ts, shape = _lift_0d(ts, op)
     out = _elementwise_nd(op, ts)
     return out if shape is None else _shaped(out, shape)
 
@@ -566,27 +602,22 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
         raise ArgumentTypeError(
             f"elementwise_chain: steps must be a list of steps; got {steps!r}")
     steps = list(steps)  # a generator is read once
-    # 0-d tensors run as shape (1,); the result takes the broadcast shape.
-    shapes, lifted, lifted_steps = [tuple(x.shape)], x.ndim == 0, []
+    # 0-d tensors run as shape (1,), and tensors of a higher rank than 4 as
+    # views with merged axes (_lift_0d); the result takes the broadcast shape.
+    tensors: List[Tensor] = [x]
     for step in steps:
         if isinstance(step, (tuple, list)) and step and step[0] != "cast":
-            items = [step[0]]
-            for o in step[1:]:
-                if isinstance(o, (Tensor, np.ndarray)):
-                    o = _operand(o, x.device)
-                    shapes.append(tuple(o.shape))
-                    if not o.ndim:
-                        o, lifted = _view(o, (1,)), True
-                items.append(o)
-            step = type(step)(items)
-        lifted_steps.append(step)
-    if not lifted:
+            tensors += [_operand(o, x.device) for o in step[1:]
+                        if isinstance(o, (Tensor, np.ndarray))]
+    views, shape = _lift_0d(tensors, "elementwise_chain")
+    if shape is None:
         return _chain_nd(x, steps)
-    out = _chain_nd(x if x.ndim else _view(x, (1,)), lifted_steps)
-    try:
-        return _shaped(out, tuple(np.broadcast_shapes(*shapes)))
-    except ValueError:
-        return out
+    lifted = iter(views[1:])
+    lifted_steps = [type(step)([step[0]] + [next(lifted) if isinstance(o, (Tensor, np.ndarray))
+                                            else o for o in step[1:]])
+                    if isinstance(step, (tuple, list)) and step and step[0] != "cast" else step
+                    for step in steps]
+    return _shaped(_chain_nd(views[0], lifted_steps), shape)
 
 
 def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
@@ -865,9 +896,29 @@ def _reduce_axes(fn: str, op: str, x: Any, axis: Any, keepdims: Any) -> Tensor:
     host = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
     if op in host:
         empty = _empty_result(f"reduce {op}", [x], lambda a: host[op](
-            a, axis=tuple(axes), keepdims=keepdims).astype(a.dtype))
+            a, axis=tuple(axes), keepdims=keepdims).astype(a.dtype), any_rank=True)
         if empty is not None:
             return _bools(empty) if bools and op in ("max", "min") else empty
+    if x.ndim > 4 and axes:
+        # Kernels take ranks 1 to 4: adjacent reduced axes merge, as do
+        # adjacent kept ones (axes of 1 dropped).
+        groups: List[List[Any]] = []
+        for d, n in enumerate(x.shape):
+            if n != 1 and groups and groups[-1][0] == (d in axes):
+                groups[-1][1] *= n
+            elif n != 1:
+                groups.append([d in axes, n])
+        if not any(r for r, _ in groups):
+            groups.append([True, 1])
+        want = [1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes]
+        if len(groups) <= 4:
+            view = _view(x, [n for _, n in groups], np.bool_ if bools else None)
+            y = _reduce_axes(fn, op, view, [k for k, (r, _) in enumerate(groups) if r], False)
+        else:  # reduced and kept axes alternate: the last reduced axis first, then the rest
+            last = builtins.max(axes)
+            y = _reduce_axes(fn, op, _view(x, x.shape, np.bool_ if bools else None), [last], True)
+            y = _reduce_axes(fn, op, y, [a for a in axes if a != last], True)
+        return _view(y, want)
     key = ("reduce_axes", op, tuple(axes), keepdims, x._sig)
     y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x, name=fn)
     want = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
@@ -882,6 +933,11 @@ def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
         return _view(y, (1,) * x.ndim) if keepdims else y
     a = _axis(axis, x.ndim, f"{op}: axis")
+    if x.ndim > 4:  # (kernels take ranks 1 to 4: the axes before and after merge)
+        y = _arg_reduce(op, _view(x, (math.prod(x.shape[:a]), x.shape[a],
+                                      math.prod(x.shape[a + 1:]))), 1, False)
+        return _view(y, [1 if d == a else n for d, n in enumerate(x.shape)
+                         if keepdims or d != a])
     host = np.argmax if op == "argmax" else np.argmin
     empty = _empty_result(op, [x], lambda v: host(v, axis=a, keepdims=keepdims).astype(np.int32))
     if empty is not None:
@@ -1239,6 +1295,33 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     perm = [_axis(v, x.ndim, f"permute: axes entry {i}") for i, v in enumerate(axes)]
     if x.ndim == 0:  # numpy's transpose of a 0-d array: itself (a copy, as shape (1,))
         return _view(permute(_view(x, (1,)), [0]), ())
+    if x.ndim > 4 and len(set(perm)) != len(perm):
+        raise _kiln.InvalidArgument(
+            f"permute: axes must list each of x's {x.ndim} axes once; got {axes!r}")
+    if x.ndim > 4:
+        # Kernels take ranks 1 to 4: axes of 1 dropped, and input axes that
+        # stay adjacent and in order in the output merged.
+        wide = [a for a in range(x.ndim) if x.shape[a] != 1]  # (in input order)
+        runs: List[List[int]] = []
+        for a in (a for a in perm if x.shape[a] != 1):
+            if runs and wide.index(a) == wide.index(runs[-1][-1]) + 1:
+                runs[-1].append(a)
+            else:
+                runs.append([a])
+        if len(runs) <= 4:
+            order = sorted(range(len(runs)), key=lambda k: runs[k][0])
+            view = _view(x, [math.prod(x.shape[a] for a in runs[k]) for k in order] or [1])
+            y = permute(view, [order.index(k) for k in range(len(runs))] or [0])
+            return _view(y, [x.shape[a] for a in perm])
+        # In passes that each move one axis into place after those placed
+        # (each at most 4 runs: the placed, the moved, the rest on either side).
+        y, at = x, list(range(x.ndim))
+        for i, a in enumerate(perm):
+            j = at.index(a)
+            if j != i:
+                step = list(range(i)) + [j] + [k for k in range(i, x.ndim) if k != j]
+                y, at = permute(y, step), [at[k] for k in step]
+        return y
     empty = _empty_result("permute", [x], lambda v: np.transpose(v, perm),
                           lambda d, types: _kiln.ops.permute(d, types[0], perm))
     if empty is not None:
@@ -1262,6 +1345,15 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
     s = [_size(v, f"reshape: shape entry {i}") for i, v in enumerate(shape)]
+    if len(s) > 4 and builtins.all(v >= -1 for v in s):
+        # (kernels give ranks 1 to 4; the elements are in order: a 1-D copy
+        # viewed with the shape, which numpy's rules complete)
+        known = math.prod(v for v in s if v != -1)
+        full = [x.size // known if v == -1 and known else v for v in s]
+        if s.count(-1) > 1 or math.prod(full) != x.size or -1 in full:
+            raise _kiln.InvalidArgument(
+                f"reshape: cannot reshape a tensor of {x.size} elements into shape {tuple(s)}")
+        return _view(reshape(x, [x.size]), full)
     if x.ndim > 4 and x.size:  # (kernels take ranks 1 to 4; the elements are in order)
         x = _view(x, (x.size,))
     if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
@@ -1360,12 +1452,51 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
         e.append((_I64_MAX if step > 0 else _I64_MIN) if sp[d] is None
                  else _clamp64(_int(sp[d], f"slice: stops entry {d}")))
         s.append(builtins.max(-2**62, builtins.min(step, 2**62)))
-    shape = [len(range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d]))) for d in range(n)]
+    ranges = [range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d])) for d in range(n)]
+    shape = [len(r) for r in ranges]
+    if n > 4 and 0 not in shape:
+        return _view(_slice_merged(x, [(x.shape[d], r.start, r.step, len(r))
+                                       for d, r in enumerate(ranges)]), shape)
     if 0 in shape:
-        _check_kernel_types("slice", [x])
+        _check_kernel_types("slice", [x] if n <= 4 else [_view(x, (x.size,))])
         return _from_host(np.zeros(shape, x.dtype), x)
     key = ("slice", tuple(b), tuple(e), tuple(s), x._sig)
     return run(key, lambda d: _kiln.ops.slice(d, x._type, b, e, s), x)
+
+
+def _slice_merged(x: Tensor, axes: List[Tuple[int, int, int, int]]) -> Tensor:
+    """x (of any rank) sliced by (extent, start, step, count) per axis, every
+    index in range, through kernels of rank 1 to 4: an axis merges into the
+    one before it where it is taken whole and in order (and the one before
+    with step 1), where it takes one element, or where the one before takes
+    one; what still has more than 4 axes is sliced in passes, the first
+    three axes with the rest whole, then the rest. The result has the
+    merged shape (the caller views it)."""
+    merged = [axes[0]]
+    for d, start, step, count in axes[1:]:
+        md, mstart, mstep, mcount = merged[-1]
+        if count == d and step == 1 and mstep == 1:
+            merged[-1] = (md * d, mstart * d, 1, mcount * d)
+        elif count == 1:
+            merged[-1] = (md * d, mstart * d + start, mstep * d, mcount)
+        elif mcount == 1:
+            merged[-1] = (md * d, mstart * d + start, step, count)
+        else:
+            merged.append((d, start, step, count))
+    if len(merged) > 4:
+        head, rest = merged[:3], merged[3:]
+        whole = math.prod(m[0] for m in rest)
+        y = _slice_merged(_view(x, [m[0] for m in head] + [whole]), head + [(whole, 0, 1, whole)])
+        taken = math.prod(m[3] for m in head)
+        return _slice_merged(_view(y, [taken] + [m[0] for m in rest]),
+                             [(taken, 0, 1, taken)] + rest)
+    view = _view(x, [m[0] for m in merged])
+    starts = [m[1] for m in merged]
+    steps = [m[2] for m in merged]
+    # The end one step past the last index (none where that is before 0).
+    stops = [m[1] + m[2] * m[3] if m[1] + m[2] * m[3] >= 0 else _I64_MIN for m in merged]
+    key = ("slice", tuple(starts), tuple(stops), tuple(steps), view._sig)
+    return run(key, lambda d: _kiln.ops.slice(d, view._type, starts, stops, steps), view)
 
 
 def _getitem(x: Tensor, key: Any) -> Tensor:
@@ -1525,10 +1656,11 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _as_tensor(cond, a.device)
     if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
         c = _view(c, c.shape, np.int32)
-    if any(not np.ndim(x) for x in shaping):
-        (c, a, b), _ = _lift_0d([c, a, b])
-        shape = np.broadcast_shapes(*[np.shape(x) for x in shaping])
-        return _shaped(where(c, a, b), tuple(shape))
+    if any(not 1 <= np.ndim(x) <= 4 for x in shaping):
+        lifted, merged = _lift_0d([c, a, b], "where")
+        if merged is not None:  # (else the kernel's error follows)
+            shape = np.broadcast_shapes(*[np.shape(x) for x in shaping])
+            return _shaped(where(*lifted), tuple(shape))
     empty = _empty_result("where", [c, a, b],
                           lambda cv, av, bv: np.zeros(np.broadcast_shapes(cv.shape, av.shape,
                                                                           bv.shape), av.dtype),
@@ -1570,8 +1702,8 @@ def _cast(x: Any, dtype: Any, what: str) -> Tensor:
         return ne(_view(x, x.shape, np.int32) if x.dtype == np.uint32 else x, 0)
     if x.dtype == np.bool_:
         x = _view(x, x.shape, np.int32)
-    if x.ndim == 0:  # kernels take ranks 1 to 4: the one element as shape (1,)
-        return _view(cast(_view(x, (1,)), name), ())
+    if not 1 <= x.ndim <= 4:  # kernels take ranks 1 to 4: the elements as one axis
+        return _view(cast(_view(x, (x.size,)), name), x.shape)
     words = _view(x, x.shape, np.int32) if x.dtype == np.uint32 else x  # (checked as such)
     empty = _empty_result("cast", [words], lambda v: v.astype(name),
                           lambda d, ty: _kiln.ops.cast(d, ty[0], name))
@@ -1590,12 +1722,12 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
         if _fuse.traced(x):
             return _fuse.apply(name, [x])
         x = _operand(x, None)
+        if not 1 <= x.ndim <= 4:  # (as a view of rank 1 to 4)
+            return _elementwise_tensors(name, [x])
         if not x.size:
             _check_kernel_types(name, [x])
             _check_takes(name, [x])
             return _from_host(np.zeros(x.shape, x.dtype), x)
-        if not x.ndim:
-            return _elementwise_tensors(name, [x])
         key = ("elementwise", name, x._sig)
         return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x)
     op.__name__ = op.__qualname__ = name
@@ -1608,7 +1740,7 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
         if _fuse.traced(a, b):
             return _fuse.apply(name, [a, b])
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
-                a.ndim and b.ndim and np.bool_ not in (a.dtype, b.dtype):
+                1 <= a.ndim <= 4 and 1 <= b.ndim <= 4 and np.bool_ not in (a.dtype, b.dtype):
             key = ("elementwise", name, a._sig, b._sig)
             return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b)
         return elementwise(name, a, b)

@@ -200,9 +200,7 @@ def test_errors_with_numbers_name_the_operation(device):
             (lambda: floats & 3, r"^input A of bitwise_and is f32, but bitwise_and takes i32"),
             (lambda: 3 ^ floats, r"^input A of bitwise_xor is f32"),
             (lambda: kiln.tensor(np.ones(3, np.uint32), device) + 1,
-             r"^add: an input has dtype uint32; supported dtypes are"),
-            (lambda: kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device) * 2,
-             r"^mul: an input has shape \(1, 1, 1, 1, 2\) of rank 5")]:
+             r"^add: an input has dtype uint32; supported dtypes are")]:
         with pytest.raises(bad, match=message) as e:
             call()
         assert "chain" not in str(e.value)
