@@ -103,8 +103,10 @@ class Traced:
             "kiln.fuse: a traced value has no truth value while tracing (Python's if, and, "
             "or, not on it); use kiln.ops.where")
 
-    def astype(self, dtype: Any) -> "Traced":
+    def astype(self, dtype: Any, copy: bool = True) -> "Traced":
+        """As kiln.Tensor.astype (copy makes no difference to a traced value)."""
         from . import ops
+        ops._flag(copy, "astype: copy")
         return ops._cast(self, dtype, "astype")
 
     def clip(self, min: Any = None, max: Any = None,  # noqa: A002
@@ -221,7 +223,8 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
             if x._trace is not trace:
                 raise _kiln.InvalidArgument(f"{op}: the operands come from different traces")
         elif not isinstance(x, _NUMBERS) or isinstance(x, np.timedelta64):
-            raise _kiln.InvalidArgument(
+            from .ops import ArgumentTypeError  # (a TypeError too, as unfused)
+            raise ArgumentTypeError(
                 f"kiln.fuse: {op} of a {type(x).__name__}: inside a fused function the "
                 f"operands are its arguments, values computed from them, and numbers (pass "
                 f"tensors as arguments)")

@@ -1645,7 +1645,11 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
     if (ints := _words(a, b)) is not None:
-        return _like(where(cond, ints[0], ints[1]), a)
+        out = _like(where(cond, ints[0], ints[1]), a)
+        try:  # (a number's one-element tensor does not shape the result)
+            return _shaped(out, tuple(np.broadcast_shapes(*[np.shape(x) for x in shaping])))
+        except ValueError:
+            return out
     # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
     if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
         a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))

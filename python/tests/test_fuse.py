@@ -407,3 +407,22 @@ def test_random_expressions_match_numpy(device, rng, dtype):
         else:
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4, equal_nan=True,
                                        err_msg=f"trial {trial}")
+
+
+def test_traced_values_take_what_tensors_take(device):
+    # Operands that are not numbers are TypeErrors (and kiln.InvalidArgument)
+    # as unfused; astype takes copy=; where of 0-d bools keeps shape ().
+    x = kiln.tensor(np.array([1.0, 2.0], np.float32), device)
+    for f in (lambda v: v + "a", lambda v: v + [1, 2], lambda v: v < None):
+        with pytest.raises(TypeError):
+            f(x)
+        with pytest.raises(TypeError, match="kiln.fuse"):
+            kiln.fuse(f)(x)
+    np.testing.assert_array_equal(
+        kiln.fuse(lambda v: v.astype("int32", copy=False))(x).numpy(), [1, 2])
+    c, b0 = (kiln.tensor(np.array(v), device) for v in (True, False))
+    for f, want in ((lambda c, b: kiln.ops.where(c, True, b), True),
+                    (lambda c, b: kiln.ops.where(c, b, False), False)):
+        eager, fused = f(c, b0), kiln.fuse(f)(c, b0)
+        assert eager.shape == fused.shape == () and eager.dtype == fused.dtype == np.bool_
+        assert bool(eager) is bool(fused) is want
