@@ -91,6 +91,11 @@ class Traced:
     def __repr__(self) -> str:
         return f"Traced(shape={self.shape}, dtype={self.dtype})"
 
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced value")
+        return self.shape[0]
+
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         # numpy would make an array of one object of it.
         raise _kiln.InvalidArgument(
@@ -252,9 +257,10 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
     for k, x in enumerate(operands):
         if isinstance(x, Traced):
             args.append(x._node)
-        else:  # a where's condition number is int32
-            dtype = np.dtype(np.int32) if op == "where" and k == 0 else like
-            args.append(_constant(trace, x, dtype, op))
+        elif op == "where" and k == 0:  # a condition number: its truth, as unfused
+            args.append(_constant(trace, int(bool(x)), np.dtype(np.int32), op))
+        else:
+            args.append(_constant(trace, x, like, op))
     shapes = [x.shape for x in operands if isinstance(x, Traced)]
     try:
         shape = np.broadcast_shapes(*shapes)
@@ -288,12 +294,12 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
     return trace.add(("op", 0, 0.0, None, op, args), shape, like, logical)
 
 
-def apply_cast(x: Any, dtype: str) -> Traced:
+def apply_cast(x: Any, dtype: str, what: str = "cast") -> Traced:
     if dtype == "bool":  # numpy's astype(bool): non-zero
         return apply("ne", [x, 0])
     if dtype not in _KERNEL_DTYPES:
         raise _kiln.InvalidArgument(
-            f"cast: dtype {dtype} is not one a fused kernel computes in "
+            f"{what}: dtype {dtype} is not one a fused kernel computes in "
             f"({', '.join(_KERNEL_DTYPES)}, bool){' (cast the fused result)' * (dtype == 'uint32')}")
     return apply("cast", [x], cast_to=dtype)
 

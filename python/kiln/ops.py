@@ -1610,14 +1610,14 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
     """a where cond is true (non-zero; a float NaN counts as true), else b,
-    broadcasting all three like numpy. cond is bool, int32 or of a's dtype;
-    a or b may be a Python number (taking the other's dtype)."""
+    broadcasting all three like numpy. cond is bool, int32, uint32 or a
+    float; a or b may be a Python number (taking the other's dtype; both
+    numbers: bool where both are bools, float32 where either is a float,
+    else int32)."""
     if _fuse.traced(cond, a, b):
         return _fuse.apply("where", [cond, a, b])
     device = _device_of(cond, a, b)
     numbers = (int, float, np.integer, np.floating, np.bool_)
-    if isinstance(a, numbers) and isinstance(b, numbers):
-        raise _kiln.InvalidArgument("where: a and b cannot both be numbers")
     if isinstance(cond, numbers):  # one condition for every element
         cond = np.array(bool(cond))
 
@@ -1638,6 +1638,16 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     # error), rounded for floats; its one-element tensor does not shape the
     # result.
     shaping = [x for x in (cond, a, b) if not isinstance(x, numbers)]
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        # Numbers alone: bools give bools, a float float32, else int32 (the
+        # condition shapes the result).
+        from ._tensor import tensor
+        if all(isinstance(v, (bool, np.bool_)) for v in (a, b)):
+            a = tensor(np.array([bool(a)]), device)
+        else:
+            floats = any(isinstance(v, (float, np.floating)) for v in (a, b))
+            a = _number_as_tensor(a, tensor(np.zeros(1, np.float32 if floats else np.int32),
+                                            device), "where")
     if isinstance(a, numbers):
         a, b = beside(a, _as_tensor(b, device))
     elif isinstance(b, numbers):
@@ -1658,6 +1668,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a bool goes "
             f"with a bool or an int32 (cast the other with astype)")
     c = _as_tensor(cond, a.device)
+    if c.dtype in (np.float32, np.float16) and c.dtype != a.dtype:
+        c = ne(c, 0)  # (a float condition of another dtype than a's: non-zero, NaN true)
     if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
         c = _view(c, c.shape, np.int32)
     if any(not 1 <= np.ndim(x) <= 4 for x in shaping):
@@ -1690,7 +1702,7 @@ def _cast(x: Any, dtype: Any, what: str) -> Tensor:
     """cast(x, dtype), its errors naming `what` (cast, astype)."""
     name = _dtype_name(dtype, what)
     if _fuse.traced(x):
-        return _fuse.apply_cast(x, name)
+        return _fuse.apply_cast(x, name, what)
     if name not in _CAST_DTYPES:
         raise _kiln.InvalidArgument(
             f"{what}: dtype {name} is not one kiln casts to; the dtypes are "
@@ -1959,8 +1971,6 @@ def clip(x: Any, lo: Any, hi: Any) -> Tensor:
     if dtype is not None and np.dtype(dtype) in (np.int32, np.bool_) and any(
             isinstance(b, (float, np.floating)) for b in (lo, hi)):
         x = cast(x, "float32")
-    if _fuse.traced(x, lo, hi):
-        return clamp(x, lo, hi)
     try:
         return clamp(x, lo, hi)
     except _kiln.Error as e:  # (named as called)

@@ -1465,8 +1465,8 @@ def test_errors_more(device):
         kiln.ops.pad(x, [1], [1, 1])
     with pytest.raises(bad, match="pad"):
         kiln.ops.pad(x, [-1, 0], [0, 0])
-    with pytest.raises(bad, match="where: a and b cannot both be numbers"):
-        kiln.ops.where(x, 1.0, 2.0)
+    with pytest.raises(bad, match="where: the number 2147483648 is not an int32 value"):
+        kiln.ops.where(x, 2**31, 2)
     with pytest.raises(bad, match="where: int8 tensors have no kernel element type"):
         kiln.ops.where(kiln.tensor(np.ones(4, np.int8), device), x, x)
     with pytest.raises(bad, match="cast: dtype uint8 is not one kiln casts to"):
@@ -1827,6 +1827,29 @@ def test_uint32_tensors_move_and_cast(device, rng):
                           "astype: an int8 tensor converts to nothing on the device")):
         with pytest.raises(kiln.InvalidArgument, match=message):
             bad()
+
+
+def test_where_takes_number_pairs_and_conditions_of_any_dtype(device, rng):
+    # numpy's where: a and b may both be numbers, the condition any dtype
+    # (non-zero; NaN is true); fused and unfused alike.
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, 0.0]
+    t = kiln.tensor(x, device)
+    i = (np.nan_to_num(x) * 4).astype(np.int32)
+    ints = kiln.tensor(i, device)
+    cases = [(lambda c: kiln.ops.where(c > 0, 1, 2.5), np.where(x > 0, 1, 2.5).astype(np.float32)),
+             (lambda c: kiln.ops.where(c > 0, 1, 2), np.where(x > 0, 1, 2).astype(np.int32)),
+             (lambda c: kiln.ops.where(c > 0, True, False), x > 0),
+             (lambda c: kiln.ops.where(c, 3, -4), np.where(x != 0, 3, -4).astype(np.int32)),
+             (lambda c: kiln.ops.where(0.5, c, -c), x),
+             (lambda c: kiln.ops.where(np.nan, c, -c), x)]
+    for f, want in cases:
+        for got in (f(t), kiln.fuse(f)(t)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), want)
+    want = np.where(x, i, 7)
+    for got in (kiln.ops.where(t, ints, 7), kiln.fuse(lambda c, i: kiln.ops.where(c, i, 7))(t, ints)):
+        np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_where_takes_numbers_exactly_for_int32(device):
