@@ -508,7 +508,11 @@ def _lift_0d(ts: Sequence[Tensor], what: str) -> Tuple[List[Tensor], Optional[Tu
     try:
         shape = tuple(np.broadcast_shapes(*[tuple(t.shape) for t in ts]))
     except ValueError:
-        return list(ts), None  # the operator's own error follows
+        if all(t.ndim <= 4 for t in ts):
+            return list(ts), None  # the operator's own error follows
+        raise _kiln.InvalidArgument(
+            f"{what}: shapes {' and '.join(str(list(t.shape)) for t in ts)} do not broadcast "
+            f"(dimensions aligned on the right must be equal or 1)") from None
     if all(t.ndim <= 4 for t in ts):
         return [t if t.ndim else _view(t, (1,)) for t in ts], shape
     merged = _merged_axes([t.shape for t in ts], shape)
@@ -916,8 +920,12 @@ def _reduce_axes(fn: str, op: str, x: Any, axis: Any, keepdims: Any) -> Tensor:
             y = _reduce_axes(fn, op, view, [k for k, (r, _) in enumerate(groups) if r], False)
         else:  # reduced and kept axes alternate: the last reduced axis first, then the rest
             last = builtins.max(axes)
-            y = _reduce_axes(fn, op, _view(x, x.shape, np.bool_ if bools else None), [last], True)
+            # (float16 sums accumulate in float32 and round once, as in one pass)
+            wide = x.dtype == np.float16 and op not in ("max", "min")
+            first = cast(x, "float32") if wide else _view(x, x.shape, np.bool_ if bools else None)
+            y = _reduce_axes(fn, op, first, [last], True)
             y = _reduce_axes(fn, op, y, [a for a in axes if a != last], True)
+            y = cast(y, "float16") if wide else y
         return _view(y, want)
     key = ("reduce_axes", op, tuple(axes), keepdims, x._sig)
     y = run(key, lambda d: _kiln.ops.reduce_axes(d, op, x._type, axes, keepdims), x, name=fn)
@@ -933,15 +941,16 @@ def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
         return _view(y, (1,) * x.ndim) if keepdims else y
     a = _axis(axis, x.ndim, f"{op}: axis")
+    host = np.argmax if op == "argmax" else np.argmin
+    empty = _empty_result(op, [x], lambda v: host(v, axis=a, keepdims=keepdims).astype(np.int32),
+                          any_rank=True)
+    if empty is not None:
+        return empty
     if x.ndim > 4:  # (kernels take ranks 1 to 4: the axes before and after merge)
         y = _arg_reduce(op, _view(x, (math.prod(x.shape[:a]), x.shape[a],
                                       math.prod(x.shape[a + 1:]))), 1, False)
         return _view(y, [1 if d == a else n for d, n in enumerate(x.shape)
                          if keepdims or d != a])
-    host = np.argmax if op == "argmax" else np.argmin
-    empty = _empty_result(op, [x], lambda v: host(v, axis=a, keepdims=keepdims).astype(np.int32))
-    if empty is not None:
-        return empty
     key = ("arg_reduce", op, a, keepdims, x._sig)
     y = run(key, lambda d: _kiln.ops.arg_reduce(d, op, x._type, a, keepdims), x, name=op)
     want = tuple(1 if d == a else n for d, n in enumerate(x.shape) if keepdims or d != a)
@@ -1354,7 +1363,7 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
             raise _kiln.InvalidArgument(
                 f"reshape: cannot reshape a tensor of {x.size} elements into shape {tuple(s)}")
         return _view(reshape(x, [x.size]), full)
-    if x.ndim > 4 and x.size:  # (kernels take ranks 1 to 4; the elements are in order)
+    if x.ndim > 4:  # (kernels take ranks 1 to 4; the elements are in order)
         x = _view(x, (x.size,))
     if not x.ndim or not s:  # 0-d in or out: the one element as shape (1,)
         if x.size != 1 or builtins.any(v not in (1, -1) for v in s) or s.count(-1) > 1:
@@ -1624,6 +1633,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     def beside(v: Any, t: Tensor) -> Tuple[Any, Tensor]:
         """A number v and the other operand t: v as a tensor of t's dtype (a
         bool beside bools; else, beside bools, both as int32)."""
+        given = t
         if t.dtype == np.bool_:
             if isinstance(v, (bool, np.bool_)):
                 from ._tensor import tensor
@@ -1633,7 +1643,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             from ._tensor import tensor
             word = _uint32_word(v, "where")
             return tensor(np.array([word], np.int32).view(np.uint32), t.device), t
-        return _number_as_tensor(v, t, "where"), t
+        return _number_as_tensor(v, t, "where", given), t
     # A number takes the other operand's dtype: exactly for int32 (or an
     # error), rounded for floats; its one-element tensor does not shape the
     # result.
@@ -1644,10 +1654,15 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         from ._tensor import tensor
         if all(isinstance(v, (bool, np.bool_)) for v in (a, b)):
             a = tensor(np.array([bool(a)]), device)
+        elif any(isinstance(v, (float, np.floating)) for v in (a, b)):
+            a = _number_as_tensor(a, tensor(np.zeros(1, np.float32), device), "where")
         else:
-            floats = any(isinstance(v, (float, np.floating)) for v in (a, b))
-            a = _number_as_tensor(a, tensor(np.zeros(1, np.float32 if floats else np.int32),
-                                            device), "where")
+            for v in (a, b):
+                if not _is_int32_value(_number(v)):
+                    raise _kiln.InvalidArgument(
+                        f"where: the number {v!r} is not an int32 value (a and b are numbers, "
+                        f"which give int32 where neither is a float)")
+            a = _number_as_tensor(a, tensor(np.zeros(1, np.int32), device), "where")
     if isinstance(a, numbers):
         a, b = beside(a, _as_tensor(b, device))
     elif isinstance(b, numbers):
@@ -1660,6 +1675,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             return _shaped(out, tuple(np.broadcast_shapes(*[np.shape(x) for x in shaping])))
         except ValueError:
             return out
+    if np.uint32 in (a.dtype, b.dtype) and a.dtype != b.dtype:
+        raise _kiln.InvalidArgument(
+            f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a uint32 goes "
+            f"with a uint32 (cast the other with astype)")
     # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
     if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
         a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))

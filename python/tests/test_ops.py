@@ -2406,3 +2406,38 @@ def test_tensors_of_rank_above_four(device, rng):
         alternating + kiln.tensor(np.ones((1, 2, 1, 2, 1, 2), np.float32), device)
     with pytest.raises(kiln.InvalidArgument, match=r"permute: axes must list each of x's 5 axes"):
         kiln.ops.permute(t, [0, 0, 1, 2, 3])
+
+
+def test_rank_above_four_edges(device):
+    # Empty tensors reshape, shapes that do not broadcast say so, and a
+    # float16 reduction over alternating axes rounds once (summed in float32).
+    e = kiln.tensor(np.zeros((1, 1, 1, 1, 0), np.float32), device)
+    assert e.reshape(-1).shape == (0,) and e.flatten().shape == (0,)
+    assert (+kiln.tensor(np.zeros((1, 1, 1, 1, 0), np.uint32), device)).shape == (1, 1, 1, 1, 0)
+    with pytest.raises(kiln.InvalidArgument, match=r"^add: shapes \[2, 1, 1, 1, 3\] and \[4\] do "
+                                                   r"not broadcast"):
+        kiln.tensor(np.ones((2, 1, 1, 1, 3), np.float32), device) + np.ones(4, np.float32)
+    with pytest.raises(kiln.InvalidArgument, match=r"argmax: inputs of shapes \(2, 0, 1, 3, 1\)"):
+        kiln.ops.argmax(kiln.tensor(np.zeros((2, 0, 1, 3, 1), np.float32), device), axis=1)
+
+
+def test_float16_reduction_over_alternating_axes_rounds_once(device):
+    require_feature(device, "shader-f16")
+    w = np.zeros((2, 2, 2, 2, 2), np.float16)
+    w[0, :, 0] = [1024, 0.5]
+    w[0, :, 1] = [0.5, 0]
+    t = kiln.tensor(w, device)
+    for got, want in ((t.sum(axis=(0, 2, 4)), 1025), (t.mean(axis=(0, 2, 4)), 128.125)):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got.numpy(), np.full((2, 2), want, np.float16))
+
+
+def test_uint32_membership_and_mixed_where(device):
+    u = kiln.tensor(np.array([5, 0xFFFFFFFF], np.uint32), device)
+    assert 5 in u and 0xFFFFFFFF in u and np.uint32(5) in u
+    assert -1 not in u and 6 not in u and 5.5 not in u and 2**32 + 5 not in u
+    with pytest.raises(kiln.InvalidArgument, match="where: a is uint32 and b int32"):
+        kiln.ops.where(np.array([True, False]), u, np.array([3, 4], np.int32))
+    with pytest.raises(kiln.InvalidArgument, match="the tensor operand is bool"):
+        kiln.ops.where(np.array([True, False]), kiln.tensor(np.array([True, False]), device),
+                       0xFFFFFFFF)

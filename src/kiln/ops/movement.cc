@@ -354,11 +354,15 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
 
 StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
                             std::string name) {
-  // u32 moves as 32-bit words (checked as f32 for the device), otherwise
-  // the data movement dtypes.
-  const auto check = [&](const TensorType& t, std::string_view what) {
-    return t.dtype == ir::kU32 ? internal::CheckTensor({t.shape, ir::kF32}, target, what)
-                               : CheckData(t, target, what);
+  // The data movement dtypes and u32 (32-bit words, checked as f32 for the
+  // device).
+  const auto check = [&](const TensorType& t, std::string_view what) -> Status {
+    if (t.dtype == ir::kU32) return internal::CheckTensor({t.shape, ir::kF32}, target, what);
+    if (t.dtype != ir::kF32 && t.dtype != ir::kF16 && t.dtype != ir::kI32) {
+      return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
+                             "; cast takes f32, f16, i32 and u32");
+    }
+    return CheckData(t, target, what);
   };
   KILN_RETURN_IF_ERROR(check(input, "input X of cast"));
   KILN_RETURN_IF_ERROR(check({input.shape, dtype}, "the result type of cast"));

@@ -628,7 +628,8 @@ TEST(OpsMoreTest, Errors) {
               {"where: Cond", "do not broadcast"});
   ExpectError(Cast({{5}}, ir::kF16, t).status(), {"result type of cast", "shader-f16"},
               StatusCode::kUnavailable);
-  ExpectError(Cast({{5}}, ir::kU8, t).status(), {"result type of cast", "u8"});
+  ExpectError(Cast({{5}}, ir::kU8, t).status(),
+              {"the result type of cast has dtype u8; cast takes f32, f16, i32 and u32"});
   ExpectError(Cast({{5}, ir::kInt8x4}, ir::kU32, t).status(), {"input X of cast", "int8x4"});
 }
 
