@@ -971,12 +971,21 @@ def argmin(x: Any, axis: Optional[int] = -1, keepdims: bool = False) -> Tensor:
     return _arg_reduce("argmin", x, axis, keepdims)
 
 
+def _along_axis(x: Tensor, a: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:
+    """fn(x, a) for an operator along one axis of x, of rank above 4 (the
+    kernels' limit): on x viewed as [before, axis, after], viewed back."""
+    view = _view(x, (math.prod(x.shape[:a]), x.shape[a], math.prod(x.shape[a + 1:])))
+    return _view(fn(view, 1), x.shape)
+
+
 def softmax(x: Any, axis: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `axis`, numerically stable, in
     one kernel (ops::SoftmaxAxis). A row holding +inf or NaN, or only -inf,
     gives NaN, as in IEEE arithmetic."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "softmax: axis")
+    if x.ndim > 4:
+        return _along_axis(x, a, softmax)
     empty = _empty_result("softmax", [x], lambda v: v,
                           lambda d, ty: _kiln.ops.softmax_axis(d, ty[0], a))
     if empty is not None:
@@ -988,6 +997,8 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """x - max - log(sum(exp(x - max))) along `axis`, in one kernel."""
     x = _as_tensor(x, None)
     a = _axis(axis, x.ndim, "log_softmax: axis")
+    if x.ndim > 4:
+        return _along_axis(x, a, log_softmax)
     empty = _empty_result("log_softmax", [x], lambda v: v,
                           lambda d, ty: _kiln.ops.log_softmax(d, ty[0], a))
     if empty is not None:
@@ -1391,6 +1402,20 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
             "concat: the tensors have dtypes " + ", ".join(np.dtype(t.dtype).name for t in ts) +
             "; they must have one (cast first)")
     a = _axis(axis, ts[0].ndim, "concat: axis")
+    if ts[0].ndim > 4:
+        # Kernels take ranks 1 to 4: the axes before and after `axis` merge.
+        for t in ts:
+            if t.ndim != ts[0].ndim:
+                raise _kiln.InvalidArgument(
+                    f"concat: shapes {tuple(ts[0].shape)} and {tuple(t.shape)} differ in rank")
+            for d in range(t.ndim):
+                if d != a and t.shape[d] != ts[0].shape[d]:
+                    raise _kiln.InvalidArgument(
+                        f"concat: shapes {tuple(ts[0].shape)} and {tuple(t.shape)} differ in "
+                        f"axis {d}, which is not the concatenation axis {a}")
+        before, after = math.prod(ts[0].shape[:a]), math.prod(ts[0].shape[a + 1:])
+        y = concat([_view(t, (before, t.shape[a], after)) for t in ts], 1)
+        return _view(y, list(ts[0].shape[:a]) + [y.shape[1]] + list(ts[0].shape[a + 1:]))
     if any(not t.size for t in ts):
         # numpy's concatenate of the shapes; the result holds the inputs that
         # have elements.
@@ -1579,6 +1604,10 @@ def gather(table: Any, indices: Any) -> Tensor:
         # One index: numpy's table[i], a row (kernels take ranks 1 to 3).
         row = gather(t, _view(indices, (1,)))
         return _view(row, row.shape[1:])
+    if isinstance(indices, Tensor) and indices.ndim > 3 and indices.dtype == np.int32:
+        # (kernels take ranks 1 to 3: the indices in order, as one axis)
+        rows = gather(t, _view(indices, (indices.size,)))
+        return _view(rows, tuple(indices.shape) + tuple(rows.shape[1:]))
     empty = _empty_result("gather", [t, indices], lambda tv, iv: tv[iv.astype(np.intp)],
                           lambda d, ty: _kiln.ops.gather(d, ty[0], ty[1]))
     if empty is not None:
@@ -1609,6 +1638,22 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     v = _float(value, "pad: value")
     if x.ndim == 0:  # numpy's pad of a 0-d array: no axis padded (a copy, as shape (1,))
         return _view(pad(_view(x, (1,)), 0, 0, v), ())
+    if x.ndim > 4 and builtins.all(n >= 0 for n in b + a):
+        # Kernels take ranks 1 to 4: an axis padded on neither side merges
+        # into the one before it (whose padding then spans its whole rows).
+        axes = [[x.shape[0], b[0], a[0]]]
+        for n, nb, na in zip(x.shape[1:], b[1:], a[1:]):
+            if nb == na == 0:
+                axes[-1] = [axes[-1][0] * n, axes[-1][1] * n, axes[-1][2] * n]
+            else:
+                axes.append([n, nb, na])
+        if len(axes) <= 4:
+            y = pad(_view(x, [m[0] for m in axes]), [m[1] for m in axes], [m[2] for m in axes], v)
+            return _view(y, [n + nb + na for n, nb, na in zip(x.shape, b, a)])
+        # In two passes: the last three axes, then the others.
+        keep = [0] * (x.ndim - 3)
+        y = pad(x, keep + b[-3:], keep + a[-3:], v)
+        return pad(y, b[:-3] + [0] * 3, a[:-3] + [0] * 3, v)
     empty = _empty_result("pad", [x], lambda xv: np.pad(xv, list(zip(b, a)), constant_values=v),
                           lambda d, ty: _kiln.ops.pad(d, ty[0], b, a, v))
     if empty is not None:

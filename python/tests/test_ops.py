@@ -903,7 +903,8 @@ def test_errors(device):
     with pytest.raises(kiln.InvalidArgument, match="unknown elementwise op 'expp'"):
         kiln.ops.elementwise("expp", f32)
     with pytest.raises(kiln.InvalidArgument, match="rank"):
-        kiln.ops.softmax(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device))
+        kiln.ops.matmul(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device),
+                        np.ones((2, 3), np.float32))
     with pytest.raises(kiln.InvalidArgument, match="2-D|rank"):
         kiln.ops.reduce("sum", kiln.tensor(np.ones(5, np.float32), device))
     with pytest.raises(kiln.InvalidArgument, match="exp: x must be a kiln.Tensor or a numpy array"):
@@ -2187,7 +2188,8 @@ def test_empty_tensors_are_checked_as_nonempty_ones(device):
                  lambda: kiln.ops.slice(i8, [0, 0], [0, 2])):
         with pytest.raises(kiln.InvalidArgument, match="dtype int8; supported dtypes"):
             call()
-    for call in (lambda: kiln.ops.softmax(five), lambda: kiln.ops.concat([five, five])):
+    for call in (lambda: kiln.ops.matmul(five, np.ones((2, 3), np.float32)),
+                 lambda: kiln.ops.matmul(np.ones((3, 1), np.float32), five)):
         with pytest.raises(kiln.InvalidArgument, match="of rank 5; ranks 1 to 4"):
             call()
     with pytest.raises(kiln.InvalidArgument, match="at most 2\\^30 elements"):
@@ -2389,6 +2391,23 @@ def test_tensors_of_rank_above_four(device, rng):
             same(x[key], v[key])
         same(x.reshape(-1, 1, 3, 1, 1, 1), v.reshape(-1, 1, 3, 1, 1, 1))
         same(x.astype(np.int32), v.astype(np.int32))
+    for axis in range(5):
+        e = np.exp(a - a.max(axis, keepdims=True))
+        same(kiln.ops.softmax(t, axis), e / e.sum(axis, keepdims=True), exact=False)
+        same(kiln.ops.log_softmax(t, axis), np.log(e / e.sum(axis, keepdims=True)), exact=False)
+        part = t[(slice(None),) * axis + (slice(0, 1),)]
+        same(kiln.ops.concat([t, part, t], axis),
+             np.concatenate([a, part.numpy(), a], axis))
+    for before, after in (((1, 0, 0, 0, 0), (0, 0, 0, 0, 2)), ((0, 1, 0, 2, 0), (1, 0, 0, 0, 1)),
+                          ((1, 1, 1, 1, 1), (0, 2, 0, 1, 0)), ((0,) * 5, (0,) * 5)):
+        same(kiln.ops.pad(t, before, after, value=-1.5),
+             np.pad(a, list(zip(before, after)), constant_values=-1.5))
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    idx = rng.integers(0, 10, (2, 3, 1, 2, 2)).astype(np.int32)
+    same(kiln.ops.gather(kiln.tensor(table, device), idx), table[idx])
+    with pytest.raises(kiln.InvalidArgument, match=r"concat: shapes \(2, 3, 4, 5, 6\) and "
+                                                   r"\(2, 2, 4, 5, 6\) differ in axis 1"):
+        kiln.ops.concat([t, t[:, :2]], 0)
     m = a > 0
     same(kiln.ops.amax(kiln.tensor(m, device), (1, 2)), m.max((1, 2)))
     same(kiln.ops.sum(kiln.tensor(m, device), (0, 4)), m.sum((0, 4)).astype(np.int32))
@@ -2398,6 +2417,8 @@ def test_tensors_of_rank_above_four(device, rng):
     same(kiln.ops.permute(te, [4, 3, 2, 1, 0]), e.transpose(4, 3, 2, 1, 0))
     same(te[1:, :, ::2], e[1:, :, ::2])
     same(te + 1, e + 1)
+    same(kiln.ops.softmax(te, 2), e)
+    same(kiln.ops.pad(te, 1, 0), np.pad(e, [(1, 0)] * 5))
     with pytest.raises(kiln.InvalidArgument, match=r"reduce max: inputs of shapes \(2, 0, 3, 1, "
                                                    r"4\): zero-size array"):
         kiln.ops.amax(te, 1)
