@@ -99,21 +99,15 @@ def _positive(self: Tensor) -> Tensor:
     if self.dtype == np.bool_:
         raise TypeError("unary + is not defined for a bool tensor (numpy's positive has no "
                         "bool loop)")
-    if self.dtype == np.uint32:  # (no arithmetic kernel; the data movement copies it)
+    if self.dtype in (np.uint32, np.int8, np.uint8):  # (no arithmetic; data movement copies)
         return ops.reshape(self, self.shape)
-    if self.dtype not in (np.float32, np.float16, np.int32):
-        raise ops._kiln.InvalidArgument(
-            f"unary +: a {np.dtype(self.dtype).name} tensor has no kernel that copies it "
-            f"(kernels compute in float32, float16 and int32; data movement also moves bool "
-            f"and uint32)")
     return ops.cast(self, self.dtype)
 
 
 def _copy(self: Tensor, memo: Any = None) -> Tensor:
     """copy.copy(t) and copy.deepcopy(t): a new tensor of the same values
     (kernels write tensors, so a copy is a copy)."""
-    if self.dtype in (np.float32, np.float16, np.int32, np.uint32, np.bool_) and self.size and \
-            self.ndim:
+    if self.size and self.ndim:
         return ops.reshape(self, self.shape)
     from ._tensor import tensor
     return tensor(self.numpy(), self.device)
@@ -255,6 +249,12 @@ def _contains(self: Tensor, value: Any) -> bool:
     if ops._is_number(value) and self.dtype in (np.int32, np.bool_):
         if not ops._is_int32_value(ops._number(value)):
             return False
+    if ops._is_number(value) and self.dtype in ops._BYTE_DTYPES and self.size:
+        try:
+            v = ops._byte_value(value, self.dtype, "in")
+        except ops._kiln.InvalidArgument:  # (no element can equal it)
+            return False
+        return bool((ops._unpacked(self) == v).max())
     if ops._is_number(value) and self.dtype == np.uint32 and self.size:
         n = ops._number(value)  # (compared as the int32 with its bits)
         if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \

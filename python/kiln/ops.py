@@ -1281,6 +1281,58 @@ def _like(t: Tensor, proto: Tensor) -> Tensor:
     return _view(t, t.shape, proto.dtype)
 
 
+_BYTE_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _unpacked(t: Tensor) -> Tensor:
+    """An int8 or uint8 tensor's values as an int32 tensor of its shape (one
+    kernel reading its bytes as the int32 words they are packed in)."""
+    if not t.size:
+        return _from_host(np.zeros(t.shape, np.int32), t)
+    words = _view(t, ((t.size + 3) // 4,), np.int32)
+    y = run(("unpack_bytes", t._sig), lambda d: _kiln.ops.unpack_bytes(d, t._type), words)
+    return _view(y, t.shape)
+
+
+def _packed(t: Tensor, dtype: Any) -> Tensor:
+    """An int32 tensor as one of the 8-bit `dtype` (each value's low 8 bits,
+    wrapping as numpy's astype; one kernel packing them four to a word)."""
+    if not t.size:
+        return _from_host(np.zeros(t.shape, dtype), t)
+    flat = _view(t, (t.size,))
+    y = run(("pack_bytes", flat._sig), lambda d: _kiln.ops.pack_bytes(d, [t.size]), flat)
+    return _view(y, t.shape, dtype)
+
+
+def _movable(*ts: Tensor) -> Optional[Tuple[List[Tensor], Callable[[Tensor], Tensor]]]:
+    """Where every tensor is bool, or every one uint32, int8 or uint8 (dtypes
+    the data movement kernels do not take), each as int32 (a view of a bool's
+    0 or 1 or a uint32's bits; an 8-bit tensor's values, unpacked), and the
+    function that gives a result back their dtype (a view, or a pack); else
+    None."""
+    if (ints := _words(*ts)) is not None:
+        return ints, lambda y: _like(y, ts[0])
+    dtype = np.dtype(ts[0].dtype)
+    if dtype in _BYTE_DTYPES and all(t.dtype == dtype for t in ts):
+        return [_unpacked(t) for t in ts], lambda y: _packed(y, dtype)
+    return None
+
+
+def _byte_value(v: Any, dtype: Any, what: str) -> int:
+    """The number v, an integer in the 8-bit dtype's range; else an error
+    naming `what`."""
+    lo, hi = (-128, 127) if np.dtype(dtype) == np.int8 else (0, 255)
+    try:
+        n = _number(v)
+    except _kiln.InvalidArgument as e:
+        raise _kiln.InvalidArgument(f"{what}: {e}") from None
+    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or not lo <= n <= hi:
+        raise _kiln.InvalidArgument(
+            f"{what}: {v!r} is not a {np.dtype(dtype).name} value (an integer in [{lo}, {hi}]), "
+            f"which the {np.dtype(dtype).name} tensor needs")
+    return int(n)
+
+
 def _bools(t: Tensor) -> Tensor:
     return _view(t, t.shape, np.bool_)
 
@@ -1306,8 +1358,8 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     """numpy's transpose with explicit axes: output axis d is x's axis
     axes[d] (negative ones counting from the end). A copy."""
     x = _as_tensor(x, None)
-    if (ints := _words(x)) is not None:
-        return _like(permute(ints[0], axes), x)
+    if (m := _movable(x)) is not None:
+        return m[1](permute(m[0][0], axes))
     axes = _listed(axes)
     if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
         raise _kiln.InvalidArgument(
@@ -1359,8 +1411,8 @@ def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Tensor:
 def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     """A copy of x with `shape` (as many elements; one entry may be -1)."""
     x = _as_tensor(x, None)
-    if (ints := _words(x)) is not None:
-        return _like(reshape(ints[0], shape), x)
+    if (m := _movable(x)) is not None:
+        return m[1](reshape(m[0][0], shape))
     shape = [shape] if _integer(shape) is not None else _listed(shape)
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(f"reshape: shape must be an int or ints; got {shape!r}")
@@ -1395,8 +1447,8 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
     _same_device("concat", ts)
-    if (ints := _words(*ts)) is not None:
-        return _like(concat(ints, axis), ts[0])
+    if (m := _movable(*ts)) is not None:
+        return m[1](concat(m[0], axis))
     if len({np.dtype(t.dtype).name for t in ts}) > 1:
         raise _kiln.InvalidArgument(
             "concat: the tensors have dtypes " + ", ".join(np.dtype(t.dtype).name for t in ts) +
@@ -1461,8 +1513,8 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     leave the rest whole; negative steps reverse). Every output dimension
     may be 0 (an empty tensor, as numpy gives). A copy."""
     x = _as_tensor(x, None)
-    if (ints := _words(x)) is not None:
-        return _like(slice(ints[0], starts, stops, steps), x)
+    if (m := _movable(x)) is not None:
+        return m[1](slice(m[0][0], starts, stops, steps))
     n = x.ndim
 
     def entries(v: Any, what: str) -> List[Any]:
@@ -1583,8 +1635,8 @@ def gather(table: Any, indices: Any) -> Tensor:
     (numpy integer arrays are converted). An index outside [0, V) is
     clamped into it (never read out of bounds; not reported)."""
     t = _as_tensor(table, _device_of(table, indices))
-    if (ints := _words(t)) is not None:
-        return _like(gather(ints[0], indices), t)
+    if (m := _movable(t)) is not None:
+        return m[1](gather(m[0][0], indices))
     if not isinstance(indices, Tensor):
         try:
             idx = np.asarray(indices)
@@ -1627,6 +1679,9 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     if x.dtype == np.uint32:
         word = _uint32_word(value, "pad: value")
         return _like(pad(_view(x, x.shape, np.int32), before, after, word), x)
+    if x.dtype in _BYTE_DTYPES:
+        v = _byte_value(value, x.dtype, "pad: value")
+        return _packed(pad(_unpacked(x), before, after, v), x.dtype)
     if x.dtype == np.bool_:
         raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
     b = _ints(before, x.ndim, "pad: before")
@@ -1688,6 +1743,9 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             from ._tensor import tensor
             word = _uint32_word(v, "where")
             return tensor(np.array([word], np.int32).view(np.uint32), t.device), t
+        if t.dtype in _BYTE_DTYPES:
+            from ._tensor import tensor
+            return tensor(np.array([_byte_value(v, t.dtype, "where")], t.dtype), t.device), t
         return _number_as_tensor(v, t, "where", given), t
     # A number takes the other operand's dtype: exactly for int32 (or an
     # error), rounded for floats; its one-element tensor does not shape the
@@ -1714,16 +1772,19 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         b, a = beside(b, _as_tensor(a, device))
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
-    if (ints := _words(a, b)) is not None:
-        out = _like(where(cond, ints[0], ints[1]), a)
+    if (m := _movable(a, b)) is not None:
+        out = m[1](where(cond, *m[0]))
         try:  # (a number's one-element tensor does not shape the result)
             return _shaped(out, tuple(np.broadcast_shapes(*[np.shape(x) for x in shaping])))
         except ValueError:
             return out
-    if np.uint32 in (a.dtype, b.dtype) and a.dtype != b.dtype:
-        raise _kiln.InvalidArgument(
-            f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a uint32 goes "
-            f"with a uint32 (cast the other with astype)")
+    for t in (a, b):
+        if t.dtype in (np.uint32, np.int8, np.uint8) and a.dtype != b.dtype:
+            name = np.dtype(t.dtype).name
+            raise _kiln.InvalidArgument(
+                f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; "
+                f"{'an' if name[0] == 'i' else 'a'} {name} goes with {'an' if name[0] == 'i' else 'a'} "
+                f"{name} (cast the other with astype)")
     # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
     if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
         a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))
@@ -1732,6 +1793,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; a bool goes "
             f"with a bool or an int32 (cast the other with astype)")
     c = _as_tensor(cond, a.device)
+    if c.dtype in _BYTE_DTYPES:
+        c = _unpacked(c)
     if c.dtype in (np.float32, np.float16) and c.dtype != a.dtype:
         c = ne(c, 0)  # (a float condition of another dtype than a's: non-zero, NaN true)
     if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
@@ -1751,7 +1814,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return run(key, lambda d: _kiln.ops.where(d, c._type, a._type, b._type), c, a, b)
 
 
-_CAST_DTYPES = ("float32", "float16", "int32", "uint32", "bool")
+_CAST_DTYPES = ("float32", "float16", "int32", "uint32", "int8", "uint8", "bool")
 
 
 def cast(x: Any, dtype: Any) -> Tensor:
@@ -1772,12 +1835,12 @@ def _cast(x: Any, dtype: Any, what: str) -> Tensor:
             f"{what}: dtype {name} is not one kiln casts to; the dtypes are "
             f"{', '.join(_CAST_DTYPES[:-1])} and {_CAST_DTYPES[-1]}")
     x = _as_tensor(x, None)
-    if x.dtype not in _CAST_DTYPES:
-        raise _kiln.InvalidArgument(
-            f"{what}: {'an' if np.dtype(x.dtype).name[0] == 'i' else 'a'} "
-            f"{np.dtype(x.dtype).name} tensor converts to nothing on the device; kiln "
-            f"casts from {', '.join(_CAST_DTYPES[:-1])} and {_CAST_DTYPES[-1]} (x.numpy() "
-            f"converts on the host)")
+    if x.dtype in _BYTE_DTYPES:  # its values as int32, then as any dtype
+        return _cast(_unpacked(x), name, what) if name != x.dtype.name else \
+            _packed(_unpacked(x), x.dtype)
+    if name in ("int8", "uint8"):  # as int32 (truncated, saturated), its low 8 bits
+        wide = _view(x, x.shape, np.int32) if x.dtype in _WORD_DTYPES else x
+        return _packed(wide if wide.dtype == np.int32 else _cast(wide, "int32", what), name)
     if name == "bool":  # x != 0 (a uint32 is non-zero as an int32)
         return ne(_view(x, x.shape, np.int32) if x.dtype == np.uint32 else x, 0)
     if x.dtype == np.bool_:
@@ -1809,7 +1872,7 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
             _check_takes(name, [x])
             return _from_host(np.zeros(x.shape, x.dtype), x)
         key = ("elementwise", name, x._sig)
-        return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x)
+        return run(key, lambda d: _kiln.ops.elementwise(d, name, [x._type]), x, name=name)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise {name}(x)."
     return op
@@ -1822,7 +1885,8 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
                 1 <= a.ndim <= 4 and 1 <= b.ndim <= 4 and np.bool_ not in (a.dtype, b.dtype):
             key = ("elementwise", name, a._sig, b._sig)
-            return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b)
+            return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b,
+                       name=name)
         return elementwise(name, a, b)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise {name}(a, b), broadcasting like numpy."

@@ -621,6 +621,25 @@ void BindOps(nb::module_& m) {
       },
       "device"_a, "input"_a, "dtype"_a);
   o.def(
+      "unpack_bytes",
+      [](const DevicePtr& d, const TensorTypeArg& input) {
+        // (the 8-bit dtypes, which have no kernel element type of their own)
+        const DType dtype = Check(ParseDType(input.second));
+        const ir::DataType t = dtype == DType::kI8   ? ir::kI8
+                               : dtype == DType::kU8 ? ir::kU8
+                                                     : Check(IrTypeOf(dtype));
+        return FromFunction(d, ops::UnpackBytes({input.first, t}, d->target()));
+      },
+      "device"_a, "input"_a,
+      "The int8 or uint8 tensor's bytes (read as its int32 words) as int32 values.");
+  o.def(
+      "pack_bytes",
+      [](const DevicePtr& d, const std::vector<int64_t>& shape) {
+        return FromFunction(d, ops::PackBytes(shape, d->target()));
+      },
+      "device"_a, "shape"_a,
+      "int32 values as bytes (each its low 8 bits), packed four to an int32 word.");
+  o.def(
       "matmul",
       [](const DevicePtr& d, const TensorTypeArg& a, const TensorTypeArg& b, bool transpose_a,
          bool transpose_b, const std::optional<TensorTypeArg>& bias, const std::string& activation,

@@ -161,7 +161,8 @@ StatusOr<ir::DataType> IrTypeOf(DType t) {
     default:
       return InvalidArgument(DTypeName(t),
                              " tensors have no kernel element type of their own: kernels read "
-                             "8-bit data as int8x4 (four lanes packed in 32 bits)");
+                             "8-bit data as int8x4 (four lanes packed in 32 bits); the data "
+                             "movement operators and astype take them");
   }
 }
 

@@ -237,8 +237,8 @@ def test_astype_and_method_flags_refuse_other_values(device):
     for dtype, message in [(None, "astype: dtype None is not a dtype"),
                            (object(), "astype: dtype <object .*> is not a dtype"),
                            (float, "astype: dtype float64 is not one kiln casts to; the dtypes "
-                                   "are float32, float16, int32, uint32 and bool"),
-                           ("uint8", "astype: dtype uint8 is not one kiln casts to")]:
+                                   "are float32, float16, int32, uint32, int8, uint8 and bool"),
+                           ("int64", "astype: dtype int64 is not one kiln casts to")]:
         with pytest.raises(kiln.InvalidArgument, match=message):
             t.astype(dtype)
     assert t.astype(np.int32).dtype == np.int32

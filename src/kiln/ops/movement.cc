@@ -374,4 +374,55 @@ StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const T
   return LowerFlat(Y, {X}, input.shape, target, name);
 }
 
+StatusOr<ir::Function> UnpackBytes(const TensorType& input, const Target& target,
+                                   std::string name) {
+  if (input.dtype != ir::kI8 && input.dtype != ir::kU8) {
+    return InvalidArgument("input X of unpack_bytes has dtype ", input.dtype.ToString(),
+                           "; it takes i8 or u8");
+  }
+  const int64_t n = NumElements(input.shape);
+  KILN_RETURN_IF_ERROR(CheckOutputShape({n}, "the result of unpack_bytes"));
+  const int64_t words = (n + 3) / 4;
+  const bool is_signed = input.dtype == ir::kI8;
+  if (name.empty()) name = is_signed ? "unpack_i8" : "unpack_u8";
+  te::Tensor X = te::Placeholder("X", Extents({words}), ir::kI32);
+  te::Tensor Y = te::Compute("Y", Extents({n}), [&](const std::vector<ir::Var>& i) {
+    const ir::Expr word = X({i[0] / 4}), lane = i[0] % 4;
+    if (is_signed) {  // the byte moved to the top, then back with its sign
+      return ir::Call(
+          ir::Intrinsic::kShiftRight,
+          {ir::Call(ir::Intrinsic::kShiftLeft, {word, 24 - lane * 8}), ir::IntConst(ir::kI32, 24)});
+    }
+    return ir::Call(
+        ir::Intrinsic::kBitwiseAnd,
+        {ir::Call(ir::Intrinsic::kShiftRight, {word, lane * 8}), ir::IntConst(ir::kI32, 255)});
+  });
+  return LowerFlat(Y, {X}, {n}, target, name);
+}
+
+StatusOr<ir::Function> PackBytes(const Shape& shape, const Target& target, std::string name) {
+  KILN_RETURN_IF_ERROR(internal::CheckTensor({shape, ir::kF32}, target, "input X of pack_bytes"));
+  const int64_t n = NumElements(shape), words = (n + 3) / 4;
+  if (name.empty()) name = "pack_bytes";
+  te::Tensor X = te::Placeholder("X", Extents({n}), ir::kI32);
+  te::Tensor Y = te::Compute("Y", Extents({words}), [&](const std::vector<ir::Var>& i) {
+    ir::Expr packed;
+    for (int k = 0; k < 4; ++k) {
+      const ir::Expr at = i[0] * 4 + k;
+      // Lanes past the last element (only in the last word) are 0, their
+      // index clamped so that nothing is read out of bounds.
+      const bool tail = 4 * (words - 1) + k >= n;
+      const ir::Expr value = X({tail ? ir::Min(at, ir::IntConst(ir::kI32, n - 1)) : at});
+      ir::Expr byte =
+          ir::Call(ir::Intrinsic::kShiftLeft,
+                   {ir::Call(ir::Intrinsic::kBitwiseAnd, {value, ir::IntConst(ir::kI32, 255)}),
+                    ir::IntConst(ir::kI32, 8 * k)});
+      if (tail) byte = ir::Select(at < ir::IntConst(ir::kI32, n), byte, ir::IntConst(ir::kI32, 0));
+      packed = k == 0 ? byte : ir::Call(ir::Intrinsic::kBitwiseOr, {packed, byte});
+    }
+    return packed;
+  });
+  return LowerFlat(Y, {X}, {words}, target, name);
+}
+
 }  // namespace kiln::ops

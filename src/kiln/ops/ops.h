@@ -401,6 +401,19 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
 StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
                             std::string name = "");
 
+// The 8-bit tensor `input` (i8 or u8, its n bytes packed four to a 32-bit
+// word, the first in the low bits: X, ceil(n / 4) i32 words) as n i32
+// values Y: sign-extended for i8, zero-extended for u8. Parameters X, Y;
+// `name` defaults to "unpack_i8" / "unpack_u8".
+StatusOr<ir::Function> UnpackBytes(const TensorType& input, const Target& target,
+                                   std::string name = "");
+
+// The i32 values X of `shape` as bytes (each its low 8 bits: int8 and uint8
+// wrap, as numpy's astype), packed four to a word of Y (ceil(n / 4) i32
+// words, the last word's unused bytes 0). Parameters X, Y; `name` defaults
+// to "pack_bytes".
+StatusOr<ir::Function> PackBytes(const Shape& shape, const Target& target, std::string name = "");
+
 // Threads per block of the default schedules for `elements` independent
 // work items: min(256, maxComputeInvocationsPerWorkgroup,
 // maxComputeWorkgroupSizeX, the next power of two >= elements).

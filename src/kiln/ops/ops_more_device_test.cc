@@ -1047,6 +1047,40 @@ TEST_F(OpsMoreDeviceTest, CastU32) {
   }
 }
 
+TEST_F(OpsMoreDeviceTest, UnpackAndPackBytes) {
+  // Bytes packed four to a word, the first in the low bits: unpacked to i32
+  // (sign- or zero-extended), and i32 values packed back (their low bytes,
+  // the last word's unused bytes 0); n not a multiple of 4 too.
+  for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{4}, int64_t{4099}}) {
+    SCOPED_TRACE(n);
+    const int64_t words = (n + 3) / 4;
+    const std::vector<int32_t> packed = RandomInts(words, INT32_MIN, INT32_MAX);
+    for (const ir::DataType dtype : {ir::kI8, ir::kU8}) {
+      auto unpack = UnpackBytes({{n}, dtype}, target_);
+      ASSERT_TRUE(unpack.ok()) << unpack.status();
+      std::vector<int32_t> want(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto byte =
+            static_cast<uint8_t>(static_cast<uint32_t>(packed[i / 4]) >> (8 * (i % 4)));
+        want[i] = dtype == ir::kI8 ? static_cast<int8_t>(byte) : byte;
+      }
+      Tensors t = {{"X", Words(packed)}, {"Y", std::vector<uint32_t>(n)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*unpack, {"X"}, t, n <= kDifferentialLimit));
+      EXPECT_EQ(Ints(t["Y"]), want) << dtype.ToString();
+    }
+    const std::vector<int32_t> values = RandomInts(n, INT32_MIN, INT32_MAX);
+    auto pack = PackBytes({n}, target_);
+    ASSERT_TRUE(pack.ok()) << pack.status();
+    std::vector<uint32_t> want(words, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      want[i / 4] |= (static_cast<uint32_t>(values[i]) & 0xFFu) << (8 * (i % 4));
+    }
+    Tensors t = {{"X", Words(values)}, {"Y", std::vector<uint32_t>(words)}};
+    ASSERT_NO_FATAL_FAILURE(Run(*pack, {"X"}, t, n <= kDifferentialLimit));
+    EXPECT_EQ(t["Y"], want);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Integer, comparison and ternary elementwise ops
 

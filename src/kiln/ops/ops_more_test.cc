@@ -631,6 +631,9 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(Cast({{5}}, ir::kU8, t).status(),
               {"the result type of cast has dtype u8; cast takes f32, f16, i32 and u32"});
   ExpectError(Cast({{5}, ir::kInt8x4}, ir::kU32, t).status(), {"input X of cast", "int8x4"});
+  ExpectError(UnpackBytes({{5}, ir::kI32}, t).status(),
+              {"input X of unpack_bytes has dtype i32; it takes i8 or u8"});
+  ExpectError(PackBytes({int64_t{1} << 31}, t).status(), {"input X of pack_bytes", "2^30"});
 }
 
 TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {

@@ -144,6 +144,9 @@ std::vector<Op> Ops() {
   add("pad", [](const Target& t) { return Pad({{3, 4}}, {1, 0}, {2, 3}, -1.5, t); });
   add("where", [](const Target& t) { return Where({{5, 1}, ir::kI32}, {{1, 6}}, {{5, 6}}, t); });
   add("cast to i32", [](const Target& t) { return Cast({{100}}, ir::kI32, t); });
+  add("cast to u32", [](const Target& t) { return Cast({{100}, ir::kF16}, ir::kU32, t); });
+  add("unpack i8", [](const Target& t) { return UnpackBytes({{3, 33}, ir::kI8}, t); });
+  add("pack bytes", [](const Target& t) { return PackBytes({101}, t); });
   return ops;
 }
 
