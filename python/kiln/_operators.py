@@ -232,9 +232,9 @@ def _flatten(self: Tensor, order: str = "C") -> Tensor:
 
 
 def _astype(self: Tensor, dtype: Any, copy: bool = True, **unsupported: Any) -> Tensor:
-    """kiln.ops.cast(self, dtype): a copy converted to float32, float16, int32
-    or bool (with copy=False, self where it has the dtype already, as
-    numpy)."""
+    """kiln.ops.cast(self, dtype): a copy converted to float32, float16,
+    int32, uint32, int8, uint8 or bool (with copy=False, self where it has
+    the dtype already, as numpy)."""
     _refuse("Tensor.astype", unsupported)
     if ops._dtype_name(dtype, "astype") == np.dtype(self.dtype).name:
         return _copy(self) if ops._flag(copy, "astype: copy") else self  # (any dtype)
@@ -254,7 +254,7 @@ def _contains(self: Tensor, value: Any) -> bool:
             v = ops._byte_value(value, self.dtype, "in")
         except ops._kiln.InvalidArgument:  # (no element can equal it)
             return False
-        return bool((ops._unpacked(self) == v).max())
+        return bool((ops._unpacked(self, "in") == v).max())
     if ops._is_number(value) and self.dtype == np.uint32 and self.size:
         n = ops._number(value)  # (compared as the int32 with its bits)
         if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \

@@ -545,7 +545,7 @@ def _elementwise_nd(op: str, ts: List[Tensor]) -> Tensor:
     if empty is not None:
         return empty
     key = ("elementwise", op) + tuple(t._sig for t in ts)
-    return run(key, lambda d: _kiln.ops.elementwise(d, op, [t._type for t in ts]), *ts)
+    return run(key, lambda d: _kiln.ops.elementwise(d, op, [t._type for t in ts]), *ts, name=op)
 
 
 def _dtype_name(dtype: Any, what: str) -> str:
@@ -1140,7 +1140,29 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         bias_t = _as_tensor(bias, a.device)
     if residual is not None:
         residual_t = _as_tensor(residual, a.device)
-    if not a.size or not b.size:
+    if builtins.max(a.ndim, b.ndim) > 4:
+        # Kernels take ranks 1 to 4: batch axes that both operands broadcast
+        # alike merge (axes of 1 dropped), leaving at most two.
+        try:
+            batch = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+        except ValueError:
+            raise _kiln.InvalidArgument(
+                f"matmul: the batch axes of A {list(a.shape)} and B {list(b.shape)} do not "
+                f"broadcast") from None
+        merged = _merged_axes([a.shape[:-2], b.shape[:-2], batch], batch)
+        if merged is None or len(merged[0]) > 2:
+            raise _kiln.InvalidArgument(
+                f"matmul: A {list(a.shape)} and B {list(b.shape)}: kernels take ranks 1 to 4, "
+                f"and with batch axes of 1 dropped and adjacent ones both broadcast alike "
+                f"merged, more than 2 batch axes remain")
+        y = matmul(_view(a, merged[0] + tuple(a.shape[-2:])),
+                   _view(b, merged[1] + tuple(b.shape[-2:])),
+                   transpose_a=transpose_a, transpose_b=transpose_b, bias=bias_t,
+                   activation=activation, accumulate=accumulate,
+                   residual=None if residual_t is None else
+                   _view(residual_t, merged[2] + tuple(residual_t.shape[-2:])))
+        y = _view(y, batch + tuple(y.shape[-2:]))
+    elif not a.size or not b.size:
         y = _empty_matmul(a, b, bool(transpose_a), bool(transpose_b), bias_t, act, residual_t,
                           accumulate)
     else:
@@ -1284,11 +1306,20 @@ def _like(t: Tensor, proto: Tensor) -> Tensor:
 _BYTE_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
-def _unpacked(t: Tensor) -> Tensor:
+def _unpacked(t: Tensor, what: str) -> Tensor:
     """An int8 or uint8 tensor's values as an int32 tensor of its shape (one
-    kernel reading its bytes as the int32 words they are packed in)."""
+    kernel reading its bytes as the int32 words they are packed in); errors
+    name `what`."""
     if not t.size:
         return _from_host(np.zeros(t.shape, np.int32), t)
+    most = t.device.limits["max_storage_buffer_binding_size"]
+    if 4 * t.size > most:
+        raise _kiln.InvalidArgument(
+            f"{what}: {'an' if t.dtype == np.int8 else 'a'} {np.dtype(t.dtype).name} tensor "
+            f"moves as its values in int32 (4 bytes "
+            f"each), and {t.size} of them are more than the device binds of one buffer "
+            f"({most} bytes, maxStorageBufferBindingSize); split it (on the host) into parts of "
+            f"at most {most // 4} elements")
     words = _view(t, ((t.size + 3) // 4,), np.int32)
     y = run(("unpack_bytes", t._sig), lambda d: _kiln.ops.unpack_bytes(d, t._type), words)
     return _view(y, t.shape)
@@ -1304,7 +1335,7 @@ def _packed(t: Tensor, dtype: Any) -> Tensor:
     return _view(y, t.shape, dtype)
 
 
-def _movable(*ts: Tensor) -> Optional[Tuple[List[Tensor], Callable[[Tensor], Tensor]]]:
+def _movable(what: str, *ts: Tensor) -> Optional[Tuple[List[Tensor], Callable[[Tensor], Tensor]]]:
     """Where every tensor is bool, or every one uint32, int8 or uint8 (dtypes
     the data movement kernels do not take), each as int32 (a view of a bool's
     0 or 1 or a uint32's bits; an 8-bit tensor's values, unpacked), and the
@@ -1314,7 +1345,7 @@ def _movable(*ts: Tensor) -> Optional[Tuple[List[Tensor], Callable[[Tensor], Ten
         return ints, lambda y: _like(y, ts[0])
     dtype = np.dtype(ts[0].dtype)
     if dtype in _BYTE_DTYPES and all(t.dtype == dtype for t in ts):
-        return [_unpacked(t) for t in ts], lambda y: _packed(y, dtype)
+        return [_unpacked(t, what) for t in ts], lambda y: _packed(y, dtype)
     return None
 
 
@@ -1322,6 +1353,8 @@ def _byte_value(v: Any, dtype: Any, what: str) -> int:
     """The number v, an integer in the 8-bit dtype's range; else an error
     naming `what`."""
     lo, hi = (-128, 127) if np.dtype(dtype) == np.int8 else (0, 255)
+    if not _is_number(v):
+        raise ArgumentTypeError(f"{what}: must be a number; got {type(v).__name__}")
     try:
         n = _number(v)
     except _kiln.InvalidArgument as e:
@@ -1341,6 +1374,8 @@ def _uint32_word(v: Any, what: str) -> int:
     """The number v, an integer in uint32's range, as the int32 with its
     bits (how a uint32 tensor's kernel moves it); else an error naming
     `what`."""
+    if not _is_number(v):
+        raise ArgumentTypeError(f"{what}: must be a number; got {type(v).__name__}")
     try:
         n = _number(v)
     except _kiln.InvalidArgument as e:
@@ -1358,7 +1393,7 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     """numpy's transpose with explicit axes: output axis d is x's axis
     axes[d] (negative ones counting from the end). A copy."""
     x = _as_tensor(x, None)
-    if (m := _movable(x)) is not None:
+    if (m := _movable("permute", x)) is not None:
         return m[1](permute(m[0][0], axes))
     axes = _listed(axes)
     if not isinstance(axes, (tuple, list)) or len(axes) != x.ndim:
@@ -1411,7 +1446,7 @@ def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Tensor:
 def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     """A copy of x with `shape` (as many elements; one entry may be -1)."""
     x = _as_tensor(x, None)
-    if (m := _movable(x)) is not None:
+    if (m := _movable("reshape", x)) is not None:
         return m[1](reshape(m[0][0], shape))
     shape = [shape] if _integer(shape) is not None else _listed(shape)
     if not isinstance(shape, (tuple, list)):
@@ -1447,7 +1482,7 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     device = _device_of(*tensors)
     ts = [_as_tensor(t, device) for t in tensors]
     _same_device("concat", ts)
-    if (m := _movable(*ts)) is not None:
+    if (m := _movable("concat", *ts)) is not None:
         return m[1](concat(m[0], axis))
     if len({np.dtype(t.dtype).name for t in ts}) > 1:
         raise _kiln.InvalidArgument(
@@ -1513,7 +1548,7 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     leave the rest whole; negative steps reverse). Every output dimension
     may be 0 (an empty tensor, as numpy gives). A copy."""
     x = _as_tensor(x, None)
-    if (m := _movable(x)) is not None:
+    if (m := _movable("slice", x)) is not None:
         return m[1](slice(m[0][0], starts, stops, steps))
     n = x.ndim
 
@@ -1631,11 +1666,11 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
 
 def gather(table: Any, indices: Any) -> Tensor:
     """Embedding lookup: out[..., :] = table[indices[...], :] for a 2-D table
-    [V, D] (float32, float16 or int32) and int32 indices of rank 1 to 3
-    (numpy integer arrays are converted). An index outside [0, V) is
+    [V, D] (any dtype) and integer indices of any rank (converted to
+    int32). An index outside [0, V) is
     clamped into it (never read out of bounds; not reported)."""
     t = _as_tensor(table, _device_of(table, indices))
-    if (m := _movable(t)) is not None:
+    if (m := _movable("gather", t)) is not None:
         return m[1](gather(m[0][0], indices))
     if not isinstance(indices, Tensor):
         try:
@@ -1652,6 +1687,8 @@ def gather(table: Any, indices: Any) -> Tensor:
             raise _kiln.InvalidArgument("gather: indices out of the int32 range")
         from ._tensor import tensor
         indices = tensor(idx.astype(np.int32), t.device)
+    if isinstance(indices, Tensor) and indices.dtype in _BYTE_DTYPES:  # (as numpy's int8 arrays)
+        indices = _unpacked(indices, "gather")
     if isinstance(indices, Tensor) and indices.ndim == 0 and indices.dtype == np.int32:
         # One index: numpy's table[i], a row (kernels take ranks 1 to 3).
         row = gather(t, _view(indices, (1,)))
@@ -1681,7 +1718,7 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
         return _like(pad(_view(x, x.shape, np.int32), before, after, word), x)
     if x.dtype in _BYTE_DTYPES:
         v = _byte_value(value, x.dtype, "pad: value")
-        return _packed(pad(_unpacked(x), before, after, v), x.dtype)
+        return _packed(pad(_unpacked(x, "pad"), before, after, v), x.dtype)
     if x.dtype == np.bool_:
         raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
     b = _ints(before, x.ndim, "pad: before")
@@ -1719,8 +1756,8 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
     """a where cond is true (non-zero; a float NaN counts as true), else b,
-    broadcasting all three like numpy. cond is bool, int32, uint32 or a
-    float; a or b may be a Python number (taking the other's dtype; both
+    broadcasting all three like numpy. cond is of any dtype (non-zero is
+    true); a or b may be a Python number (taking the other's dtype; both
     numbers: bool where both are bools, float32 where either is a float,
     else int32)."""
     if _fuse.traced(cond, a, b):
@@ -1772,7 +1809,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         b, a = beside(b, _as_tensor(a, device))
     a = _as_tensor(a, device)
     b = _as_tensor(b, a.device)
-    if (m := _movable(a, b)) is not None:
+    if (m := _movable("where", a, b)) is not None:
         out = m[1](where(cond, *m[0]))
         try:  # (a number's one-element tensor does not shape the result)
             return _shaped(out, tuple(np.broadcast_shapes(*[np.shape(x) for x in shaping])))
@@ -1794,7 +1831,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             f"with a bool or an int32 (cast the other with astype)")
     c = _as_tensor(cond, a.device)
     if c.dtype in _BYTE_DTYPES:
-        c = _unpacked(c)
+        c = _unpacked(c, "where")
     if c.dtype in (np.float32, np.float16) and c.dtype != a.dtype:
         c = ne(c, 0)  # (a float condition of another dtype than a's: non-zero, NaN true)
     if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
@@ -1818,10 +1855,12 @@ _CAST_DTYPES = ("float32", "float16", "int32", "uint32", "int8", "uint8", "bool"
 
 
 def cast(x: Any, dtype: Any) -> Tensor:
-    """x converted to `dtype` (float32, float16, int32, uint32, bool): float
-    to int32 or uint32 truncates toward zero and saturates, NaN gives 0;
-    int32 and uint32 keep their bits; bool is x != 0 (NaN is true), and a
-    bool x converts as 0 or 1."""
+    """x converted to `dtype` (float32, float16, int32, uint32, int8, uint8,
+    bool): float to int32 or uint32 truncates toward zero and saturates, NaN
+    gives 0; int32 and uint32 keep their bits; to int8 or uint8 goes through
+    int32 and keeps the low 8 bits (wrapping, as numpy's astype of
+    integers); bool is x != 0 (NaN is true), and a bool x converts as 0 or
+    1."""
     return _cast(x, dtype, "cast")
 
 
@@ -1836,8 +1875,8 @@ def _cast(x: Any, dtype: Any, what: str) -> Tensor:
             f"{', '.join(_CAST_DTYPES[:-1])} and {_CAST_DTYPES[-1]}")
     x = _as_tensor(x, None)
     if x.dtype in _BYTE_DTYPES:  # its values as int32, then as any dtype
-        return _cast(_unpacked(x), name, what) if name != x.dtype.name else \
-            _packed(_unpacked(x), x.dtype)
+        return _cast(_unpacked(x, what), name, what) if name != x.dtype.name else \
+            _packed(_unpacked(x, what), x.dtype)
     if name in ("int8", "uint8"):  # as int32 (truncated, saturated), its low 8 bits
         wide = _view(x, x.shape, np.int32) if x.dtype in _WORD_DTYPES else x
         return _packed(wide if wide.dtype == np.int32 else _cast(wide, "int32", what), name)
@@ -2221,6 +2260,13 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     k = _as_tensor(k, q.device)
     v = _as_tensor(v, q.device)
     inputs = [q, k, v]
+    batch = tuple(q.shape[:-2])
+    if q.ndim > 4 and all(tuple(t.shape[:-2]) == batch for t in (k, v)):
+        # (kernels take ranks 2 to 4: the batch axes, the same in all three, as one)
+        n = math.prod(batch)
+        y = attention(*[_view(t, (n,) + tuple(t.shape[-2:])) for t in (q, k, v)],
+                      causal=causal, mask=mask, scale=scale)
+        return _view(y, batch + tuple(y.shape[-2:]))
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not 2 <= t.ndim <= 4:
             raise _kiln.InvalidArgument(

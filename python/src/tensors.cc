@@ -432,13 +432,14 @@ void BindTensors(nb::module_& m) {
         auto v = std::make_shared<Tensor>(*t);
         v->shape = shape;
         v->dtype = Check(ParseDType(dtype));
-        // An 8-bit tensor and 32-bit words of the same buffer (its bytes
-        // padded to whole words) view each other too.
+        // An 8-bit tensor and the int32 or uint32 words of its buffer (its
+        // bytes padded to whole words) view each other too.
         const auto bytes = [](const Tensor& x) { return DeviceBytes(x.dtype) == 1; };
         const Tensor& narrow = bytes(*t) ? *t : *v;
         const Tensor& wide = bytes(*t) ? *v : *t;
-        const bool words =
-            bytes(narrow) && DeviceBytes(wide.dtype) == 4 && (narrow.size() + 3) / 4 == wide.size();
+        const bool words = bytes(narrow) &&
+                           (wide.dtype == DType::kI32 || wide.dtype == DType::kU32) &&
+                           (narrow.size() + 3) / 4 == wide.size();
         if (!words && (v->size() != t->size() || DeviceBytes(v->dtype) != DeviceBytes(t->dtype))) {
           Throw(InvalidArgument("a view of a ", DTypeName(t->dtype), ShapeText(t->shape),
                                 " tensor as ", DTypeName(v->dtype), ShapeText(shape),

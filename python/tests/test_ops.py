@@ -904,8 +904,7 @@ def test_errors(device):
     with pytest.raises(kiln.InvalidArgument, match="unknown elementwise op 'expp'"):
         kiln.ops.elementwise("expp", f32)
     with pytest.raises(kiln.InvalidArgument, match="rank"):
-        kiln.ops.matmul(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device),
-                        np.ones((2, 3), np.float32))
+        kiln.ops.max_pool2d(kiln.tensor(np.ones((1, 1, 1, 1, 2), np.float32), device), 1)
     with pytest.raises(kiln.InvalidArgument, match="2-D|rank"):
         kiln.ops.reduce("sum", kiln.tensor(np.ones(5, np.float32), device))
     with pytest.raises(kiln.InvalidArgument, match="exp: x must be a kiln.Tensor or a numpy array"):
@@ -1737,7 +1736,8 @@ def test_empty_tensors_check_every_argument(device):
         (lambda: ops.matmul(z(2, 0), z(0, 3), bias=np.ones(7, np.float32)), "bias of matmul"),
         (lambda: ops.matmul(z(2, 0), z(0, 3, dtype=np.int32)), "matmul"),
         (lambda: ops.matmul(z(2, 0), z(0, 3), accumulate="float16"), "f16 accumulation"),
-        (lambda: ops.matmul(z(1, 1, 1, 2, 0), z(0, 3)), "rank 5"),
+        (lambda: ops.matmul(z(2, 1, 2, 1, 2, 0), z(1, 2, 1, 2, 0, 3)),
+         "more than 2 batch axes remain"),
         (lambda: ops.add(z(0, 3), z(0, 3, dtype=np.int32)), "add: dtype mismatch"),
         (lambda: ops.elementwise_chain(z(0, 3), ["foo"]), "unknown elementwise op 'foo'"),
         (lambda: ops.softmax(z(0, 3, dtype=np.int32)), "input X of softmax has dtype i32"),
@@ -2184,10 +2184,7 @@ def test_empty_tensors_are_checked_as_nonempty_ones(device):
     for call in (lambda: kiln.ops.exp(i8), lambda: kiln.ops.sum(i8, axis=0)):
         with pytest.raises(kiln.InvalidArgument, match="int8"):
             call()
-    for call in (lambda: kiln.ops.matmul(five, np.ones((2, 3), np.float32)),
-                 lambda: kiln.ops.matmul(np.ones((3, 1), np.float32), five)):
-        with pytest.raises(kiln.InvalidArgument, match="of rank 5; ranks 1 to 4"):
-            call()
+    assert kiln.ops.matmul(five, np.ones((2, 3), np.float32)).shape == (0, 1, 1, 1, 3)
     with pytest.raises(kiln.InvalidArgument, match="at most 2\\^30 elements"):
         kiln.ops.sum(kiln.tensor(np.zeros((0, 2**33), np.float32), device), axis=0)
     # The limit is the library's kMaxTensorElements, 2^30: one more is refused.
@@ -2398,6 +2395,21 @@ def test_tensors_of_rank_above_four(device, rng):
                           ((1, 1, 1, 1, 1), (0, 2, 0, 1, 0)), ((0,) * 5, (0,) * 5)):
         same(kiln.ops.pad(t, before, after, value=-1.5),
              np.pad(a, list(zip(before, after)), constant_values=-1.5))
+    x = rng.standard_normal((2, 3, 1, 4, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 4, 6, 7)).astype(np.float32)
+    bias = rng.standard_normal(7).astype(np.float32)
+    res = rng.standard_normal((2, 3, 1, 4, 5, 7)).astype(np.float32)
+    same(kiln.ops.matmul(x, w, bias=bias, activation="relu", residual=res),
+         np.maximum(x @ w + bias, 0) + res, exact=False)
+    same(kiln.ops.matmul(x, w[0, 0, 0]), x @ w[0, 0, 0], exact=False)
+    with pytest.raises(kiln.InvalidArgument, match=r"matmul: A \[2, 1, 2, 1, 3, 3\] and B .*more "
+                                                   r"than 2 batch axes remain"):
+        kiln.ops.matmul(np.ones((2, 1, 2, 1, 3, 3), np.float32),
+                        np.ones((1, 2, 1, 2, 3, 3), np.float32))
+    q = rng.standard_normal((2, 2, 3, 8, 8)).astype(np.float32)
+    scores = q @ np.swapaxes(q, -1, -2) / np.float32(np.sqrt(8))
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    same(kiln.ops.attention(q, q, q), (p / p.sum(-1, keepdims=True)) @ q, exact=False)
     table = rng.standard_normal((10, 4)).astype(np.float32)
     idx = rng.integers(0, 10, (2, 3, 1, 2, 2)).astype(np.int32)
     same(kiln.ops.gather(kiln.tensor(table, device), idx), table[idx])
@@ -2509,6 +2521,24 @@ def test_byte_tensors_move_and_cast(device, rng, dtype):
                          (lambda: kiln.ops.where(np.array([True, False]), small,
                                                  np.array([1, 2], other)),
                           f"where: a is {dtype} and b {other}"),
-                         (lambda: small + 1, f"add: an input has dtype {dtype}")):
+                         (lambda: small + 1, f"add: an input has dtype {dtype}"),
+                         (lambda: small < small, f"lt: {dtype} tensors have no kernel element"),
+                         (lambda: kiln.ops.pad(small, 1, 1, "x"),
+                          "pad: value: must be a number; got str")):
         with pytest.raises(kiln.InvalidArgument, match=message):
             bad()
+    # Byte tensors index a gather as numpy's byte arrays do.
+    same(kiln.ops.gather(kiln.tensor(table, device), small.astype("int32")[:1]), table[[5]])
+    same(kiln.ops.gather(kiln.tensor(table, device), kiln.tensor(np.array([1, 2], dtype), device)),
+         table[[1, 2]])
+
+
+def test_byte_tensors_too_large_to_unpack_say_so(device):
+    most = device.limits["max_storage_buffer_binding_size"]
+    if most > 2**28:
+        pytest.skip(f"{device} binds {most} bytes of one buffer: the tensor would take "
+                    f"{most // 4 + 1} bytes of host memory")
+    big = kiln.tensor(np.zeros(most // 4 + 1, np.uint8), device)
+    with pytest.raises(kiln.InvalidArgument, match=r"^slice: a uint8 tensor moves as its values "
+                                                   r"in int32"):
+        big[5:12]
