@@ -596,8 +596,10 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     comparison gives a bool tensor."""
     # (A numpy x goes to the device of the steps' tensors.)
     listed = steps if isinstance(steps, (list, tuple)) else ()
-    x = _operand(x, _device_of(x, *(o for st in listed if isinstance(st, (list, tuple))
-                                    for o in st)))
+    operands = [o for st in listed if isinstance(st, (list, tuple)) for o in st[1:]]
+    if _fuse.traced(x, *operands):
+        return _traced_chain(x, listed)
+    x = _operand(x, _device_of(x, *operands))
     if isinstance(steps, (str, bytes)):
         raise _kiln.InvalidArgument(
             f"elementwise_chain: steps must be a list of steps; got the string {steps!r} (one "
@@ -622,6 +624,31 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
                     if isinstance(step, (tuple, list)) and step and step[0] != "cast" else step
                     for step in steps]
     return _shaped(_chain_nd(views[0], lifted_steps), shape)
+
+
+def _traced_chain(x: Any, steps: Sequence[Any]) -> Any:
+    """elementwise_chain inside kiln.fuse: each step recorded as its operator."""
+    v = x
+    for k, step in enumerate(steps, 1):
+        step = (step,) if isinstance(step, str) else step
+        if not isinstance(step, (tuple, list)) or not step or not isinstance(step[0], str):
+            raise _kiln.InvalidArgument(
+                f"elementwise_chain: step {k}: a step is an op name, (op, operand), (op, operand, "
+                f"operand_first), (op, a, b) or ('cast', dtype); got {step!r}")
+        op, rest = step[0], list(step[1:])
+        if op not in _ARITY and op not in ("where", "cast"):
+            raise _kiln.InvalidArgument(
+                f"elementwise_chain: step {k}: unknown elementwise op {op!r}")
+        if op == "cast" and len(rest) == 1:
+            v = _fuse.apply_cast(v, _dtype_name(rest[0], "elementwise_chain: cast"),
+                                 "elementwise_chain: cast")
+        elif op in _CHAIN_TWO_OPERANDS or (len(rest) == 2 and rest[1] is not True):
+            v = _fuse.apply(op, [v] + rest)
+        elif len(rest) == 2:  # (op, operand, True): the operand first
+            v = _fuse.apply(op, [rest[0], v])
+        else:
+            v = _fuse.apply(op, [v] + rest)
+    return v
 
 
 def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:

@@ -426,3 +426,22 @@ def test_traced_values_take_what_tensors_take(device):
         eager, fused = f(c, b0), kiln.fuse(f)(c, b0)
         assert eager.shape == fused.shape == () and eager.dtype == fused.dtype == np.bool_
         assert bool(eager) is bool(fused) is want
+
+
+def test_elementwise_chain_inside_a_fused_function(device, rng):
+    # A chain inside kiln.fuse records its steps: the same results as unfused.
+    x = rng.uniform(-3, 3, (7, 33)).astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, 0.0]
+    b = rng.standard_normal(33).astype(np.float32)
+    t, tb = kiln.tensor(x, device), kiln.tensor(b, device)
+    for steps in (["relu"], [("relu",), ("add", 1.0), ("mul", 2.0, True)], [("sub", 1.0, True)],
+                  [("fma", 2.0, -1.0), ("clamp", -1.0, 1.0)], [("gt", 0.5), ("where", 1.0, -1.0)],
+                  ["exp", ("lt", 3.0)], [("cast", "int32"), ("mul", 3)]):
+        eager = kiln.ops.elementwise_chain(t, steps)
+        fused = kiln.fuse(lambda v, s=steps: kiln.ops.elementwise_chain(v, s))(t)
+        assert (fused.dtype, fused.shape) == (eager.dtype, eager.shape)
+        np.testing.assert_array_equal(fused.numpy(), eager.numpy())
+    fused = kiln.fuse(lambda v, w: kiln.ops.elementwise_chain(v, [("add", w), "tanh"]))(t, tb)
+    np.testing.assert_allclose(fused.numpy(), np.tanh(x + b), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="elementwise_chain: step 1: unknown .* 'foo'"):
+        kiln.fuse(lambda v: kiln.ops.elementwise_chain(v, ["foo"]))(t)
