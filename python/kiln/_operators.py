@@ -177,6 +177,8 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
             # bools add as logical or and multiply as logical and: the count
             # (or product) of 0s and 1s, nonzero.
             return ops._cast(y, "bool", what) if x.dtype == np.bool_ else y
+        if fn.__name__ in ("amax", "amin"):  # (its errors named max / min, as called)
+            return ops._reduce_axes(fn.__name__[1:], fn.__name__[1:], self, axis, keepdims)
         y = fn(self, axis=axis, keepdims=keepdims)
         return y if dtype is None else ops._cast(y, dtype, what)
     if fn.__name__ in ("amax", "amin"):
