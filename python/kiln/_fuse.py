@@ -300,7 +300,8 @@ def apply_cast(x: Any, dtype: str, what: str = "cast") -> Traced:
     if dtype not in _KERNEL_DTYPES:
         raise _kiln.InvalidArgument(
             f"{what}: dtype {dtype} is not one a fused kernel computes in "
-            f"({', '.join(_KERNEL_DTYPES)}, bool){' (cast the fused result)' * (dtype == 'uint32')}")
+            f"({', '.join(_KERNEL_DTYPES)}, bool)"
+            f"{' (cast the fused result)' * (dtype in ('uint32', 'int8', 'uint8'))}")
     return apply("cast", [x], cast_to=dtype)
 
 
@@ -407,7 +408,7 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
         else:
             # 0-d arguments run as shape (1,); the result takes the traced
             # shape. One program: one kernel, or several in order.
-            ins, _ = ops._lift_0d([ops._operand(tensors[k], device) for k in used],
+            ins, _ = ops._kernel_operands([ops._operand(tensors[k], device) for k in used],
                                   getattr(fn, "__name__", "kiln.fuse"))
             y = ops.run(("fused", plan.key) + tuple(t._sig for t in ins),
                         lambda d: _kiln.ops.elementwise_fused(d, [t._type for t in ins],

@@ -497,7 +497,8 @@ def _merged_axes(shapes: Sequence[Sequence[int]],
     return [tuple(g[1][i] for g in groups) or (1,) for i in range(len(shapes))]
 
 
-def _lift_0d(ts: Sequence[Tensor], what: str) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
+def _kernel_operands(ts: Sequence[Tensor],
+                     what: str) -> Tuple[List[Tensor], Optional[Tuple[int, ...]]]:
     """Kernels take ranks 1 to 4: a 0-d operand of an elementwise operator
     runs as shape (1,), and operands of a higher rank as views with the
     axes merged that broadcast alike (_merged_axes); the result then takes
@@ -526,7 +527,7 @@ def _lift_0d(ts: Sequence[Tensor], what: str) -> Tuple[List[Tensor], Optional[Tu
 
 
 def _elementwise_tensors(op: str, ts: List[Tensor]) -> Tensor:
-    ts, shape = _lift_0d(ts, op)
+    ts, shape = _kernel_operands(ts, op)
     out = _elementwise_nd(op, ts)
     return out if shape is None else _shaped(out, shape)
 
@@ -609,13 +610,14 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
             f"elementwise_chain: steps must be a list of steps; got {steps!r}")
     steps = list(steps)  # a generator is read once
     # 0-d tensors run as shape (1,), and tensors of a higher rank than 4 as
-    # views with merged axes (_lift_0d); the result takes the broadcast shape.
+    # views with merged axes (_kernel_operands); the result takes the broadcast
+    # shape.
     tensors: List[Tensor] = [x]
     for step in steps:
         if isinstance(step, (tuple, list)) and step and step[0] != "cast":
             tensors += [_operand(o, x.device) for o in step[1:]
                         if isinstance(o, (Tensor, np.ndarray))]
-    views, shape = _lift_0d(tensors, "elementwise_chain")
+    views, shape = _kernel_operands(tensors, "elementwise_chain")
     if shape is None:
         return _chain_nd(x, steps)
     lifted = iter(views[1:])
@@ -1844,11 +1846,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             return out
     for t in (a, b):
         if t.dtype in (np.uint32, np.int8, np.uint8) and a.dtype != b.dtype:
-            name = np.dtype(t.dtype).name
+            one = f"{'an' if t.dtype == np.int8 else 'a'} {np.dtype(t.dtype).name}"
             raise _kiln.InvalidArgument(
-                f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; "
-                f"{'an' if name[0] == 'i' else 'a'} {name} goes with {'an' if name[0] == 'i' else 'a'} "
-                f"{name} (cast the other with astype)")
+                f"where: a is {np.dtype(a.dtype).name} and b {np.dtype(b.dtype).name}; {one} "
+                f"goes with {one} (cast the other with astype)")
     # A bool beside an int32 moves as its int32 0 or 1 (numpy's int result).
     if {a.dtype, b.dtype} == {np.dtype(np.bool_), np.dtype(np.int32)}:
         a, b = (_view(t, t.shape, np.int32) if t.dtype == np.bool_ else t for t in (a, b))
@@ -1864,7 +1865,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     if c.dtype in _WORD_DTYPES:  # (a bool is 32-bit 0 or 1; a uint32 is non-zero as an int32)
         c = _view(c, c.shape, np.int32)
     if any(not 1 <= np.ndim(x) <= 4 for x in shaping):
-        lifted, merged = _lift_0d([c, a, b], "where")
+        lifted, merged = _kernel_operands([c, a, b], "where")
         if merged is not None:  # (else the kernel's error follows)
             shape = np.broadcast_shapes(*[np.shape(x) for x in shaping])
             return _shaped(where(*lifted), tuple(shape))
