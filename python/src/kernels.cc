@@ -28,7 +28,15 @@ std::shared_ptr<UserModule> CompileFunctions(const DevicePtr& device,
   options.lower.source = source;
   codegen::CompiledModule compiled;
   for (const ir::Function& f : functions) {
-    compiled.functions.push_back(Check(codegen::CompileFunction(f, options)));
+    StatusOr<codegen::CompiledFunction> c = codegen::CompileFunction(f, options);
+    // A kernel the pipeline cannot lower (a loop it cannot vectorize, an
+    // unroll past the limit, a shape it cannot compute) is IR rejected, as
+    // the verifier's refusals are.
+    if (!c.ok() && (c.status().code() == StatusCode::kInvalidArgument ||
+                    c.status().code() == StatusCode::kUnimplemented)) {
+      Throw(Status(StatusCode::kCompileError, std::string(c.status().message())));
+    }
+    compiled.functions.push_back(Check(std::move(c)));
   }
   auto m = std::make_shared<UserModule>();
   m->device = device;

@@ -145,13 +145,20 @@ def test_bad_ir_reports_line_and_column(device):
     shared_lanes = ("module {\nfn f(A: buffer<f32>[64]) {\n  for i in threadIdx.x(0, 16) {\n"
                     "    for j in vectorize(0, 4) {\n      A[i * 4] = A[i * 4 + j] + 1.0\n    }\n"
                     "  }\n}\n}\n")
-    with pytest.raises(kiln.InvalidArgument, match=r"kernel 'f': .*line 4, column 5: cannot "
+    with pytest.raises(kiln.CompileError, match=r"kernel 'f': .*line 4, column 5: cannot "
                        r"vectorize loop `j`: `A` is stored and loaded at different indices"):
         kiln.compile(shared_lanes, device)
+    # A parameter of more elements than its extents' type counts (the index
+    # is computed in it).
+    big = ("module {\nfn f(A: buffer<f32>[65536, 32768]) {\n  for tx in threadIdx.x(0, 1) {\n"
+           "    A[0, 0] = 1.0\n  }\n}\n}\n")
+    with pytest.raises(kiln.CompileError, match=r"line 2, column 1: .*buffer 'A' has 2147483648 "
+                       r"elements, more than its extents' type i32 counts \(2147483647\)"):
+        kiln.compile(big, device)
     # And a constant index the code generator refuses names the loop around it.
     negative = ("module {\nfn f(A: buffer<f32>[n], n: i32) {\n  for j in serial(0, n) {\n"
                 "    for u in unroll(0, 3) {\n      A[u - 2] = 1.0\n    }\n  }\n}\n}\n")
-    with pytest.raises(kiln.InvalidArgument, match=r"kernel 'f': buffer 'A' is indexed at -2 "
+    with pytest.raises(kiln.CompileError, match=r"kernel 'f': buffer 'A' is indexed at -2 "
                        r"\(in the loop `j` at line 3, column 3\)"):
         kiln.compile(negative, device)
 

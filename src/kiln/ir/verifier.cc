@@ -370,6 +370,20 @@ class FunctionVerifier {
         }
       }
     }
+    // A parameter's constant extents: the elements (with strides, the span)
+    // are counted, and the flattened index computed, in the first extent's
+    // type. (Local and shared buffers have smaller limits of their own.)
+    if (std::optional<int64_t> n = AllocatedElements(b); is_param && n && !b.shape().empty()) {
+      const DataType t = b.shape()[0].dtype();
+      const int bits = t.is_uint() ? t.bits : t.bits - 1;
+      const int64_t most = bits >= 63 ? INT64_MAX : (int64_t{1} << bits) - 1;
+      if (*n > most) {
+        return Error(StrCat("buffer '", b.name(), "' has ",
+                            *n >= (int64_t{1} << 40) ? "at least " : "", *n,
+                            " elements, more than its extents' type ", t, " counts (", most,
+                            "): kiln indexes a buffer in the type of its first extent"));
+      }
+    }
     return Status::Ok();
   }
 

@@ -300,6 +300,24 @@ const VerifyErrorCase kVerifyErrors[] = {
      "}\n",
      "function 'f', line 2: `fn f(A: buffer<f32>[4] strides [-1])`: buffer 'A' has stride -1; "
      "strides are positive"},
+    {"MoreElementsThanTheExtentTypeCounts",
+     "module {\n"
+     "fn f(A: buffer<f32>[65536, 32768]) {\n"
+     "  A[0, 0] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(A: buffer<f32>[65536, 32768])`: buffer 'A' has 2147483648 "
+     "elements, more than its extents' type i32 counts (2147483647): kiln indexes a buffer in "
+     "the type of its first extent"},
+    {"StridedSpanPastTheExtentType",
+     "module {\n"
+     "fn f(A: buffer<f32>[3, 2] strides [2000000000, 1]) {\n"
+     "  A[0, 0] = 1.0\n"
+     "}\n"
+     "}\n",
+     "function 'f', line 2: `fn f(A: buffer<f32>[3, 2] strides [2000000000, 1])`: buffer 'A' "
+     "has 4000000002 elements, more than its extents' type i32 counts (2147483647): kiln "
+     "indexes a buffer in the type of its first extent"},
     {"NegativeBlockExtent",
      "module {\n"
      "fn f(A: buffer<f32>[4]) {\n"
