@@ -208,10 +208,17 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
     const uint64_t needed = Check(kernel.BufferElements(i, call));
     const uint64_t lanes = p.dtype == codegen::DType::kInt8x4 ? 4 : 1;
     const uint64_t have = static_cast<uint64_t>(tensors[i]->size());
-    const bool ok = p.strides.empty() ? have == needed * lanes : have >= needed * lanes;
+    uint64_t elements = 0;
+    if (__builtin_mul_overflow(needed, lanes, &elements)) {
+      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ", needed,
+                            " int8x4 words for these arguments, more int8 elements than 64 bits "
+                            "count; got a tensor of shape ",
+                            ShapeText(tensors[i]->shape)));
+    }
+    const bool ok = p.strides.empty() ? have == elements : have >= elements;
     if (!ok) {
-      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ", needed * lanes,
-                            " ", DTypeName(tensors[i]->dtype),
+      Throw(InvalidArgument("parameter ", p.name, " of kernel ", name, " needs ", elements, " ",
+                            DTypeName(tensors[i]->dtype),
                             " elements for these arguments; got a tensor of shape ",
                             ShapeText(tensors[i]->shape), " (", have, " elements)"));
     }

@@ -74,3 +74,16 @@ def test_profile_arguments_are_checked(device):
             kiln.profile(device, print=bad)
     with pytest.raises(kiln.ArgumentTypeError, match="profile: device must be a kiln.Device"):
         kiln.profile("dawn")
+
+
+def test_timings_carry_the_kernels_own_name(device):
+    # `loop` is a WGSL keyword: the entry point is renamed, the timing is not.
+    if not device.has_feature("timestamp-query"):
+        pytest.skip(f"{device.impl}/{device.backend} has no timestamp-query")
+    m = kiln.compile("module {\nfn loop(A: buffer<f32>[4]) {\n  for tx in threadIdx.x(0, 4) {\n"
+                     "    A[tx] = 1.0\n  }\n}\n}\n", device)
+    a = kiln.empty((4,), "float32", device)
+    with kiln.profile(device, print=False) as p:
+        m["loop"](a)
+    assert [t.name for t in p.timings] == ["loop"]
+    np.testing.assert_array_equal(a.numpy(), np.ones(4, np.float32))

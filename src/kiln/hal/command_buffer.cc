@@ -185,7 +185,7 @@ Status CommandBuffer::RecordDispatch(const ExecutableRef& executable, uint32_t e
   if (executables_.empty() || executables_.back() != executable) executables_.push_back(executable);
   if (&ep != last_entry_point_) {
     last_entry_point_ = &ep;
-    last_name_ = NameIndex(ep.layout.name);
+    last_name_ = NameIndex(ep.layout.timing_name.empty() ? ep.layout.name : ep.layout.timing_name);
   }
 
   c.dynamic_offset = dynamic_offset;

@@ -37,6 +37,9 @@ struct EntryPointLayout {
   // beyond WebGPU's. A dispatch binding fewer bytes is refused when
   // recorded, and a shader needing more fails to load.
   std::vector<uint64_t> min_binding_sizes;
+  // The name its dispatches carry in a profile's timings (the kernel's own
+  // name, where the entry point's had to change for WGSL); empty: `name`.
+  std::string timing_name;
 };
 
 // Binding `i`'s minimum size in `layout` (0: none).

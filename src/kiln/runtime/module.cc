@@ -158,7 +158,7 @@ Status Kernel::CreateExecutable() const {
   hal::ExecutableSpec spec{
       md.name,
       std::move(wgsl),
-      {{md.entry_point, bindings_, md.uniform_block_size, std::move(min_sizes)}},
+      {{md.entry_point, bindings_, md.uniform_block_size, std::move(min_sizes), md.name}},
       md.loops_terminate};
   auto exe = hal::LoadExecutable(*device_, spec);
   if (!exe.ok()) return exe.status().WithContext(StrCat("loading function '", md.name, "'"));
