@@ -231,6 +231,11 @@ StatusOr<uint64_t> Kernel::Elements(size_t param, std::span<const int64_t> scala
     KILN_ASSIGN_OR_RETURN(uint64_t stride, EvaluateExtent(p.strides[d], scalars, [&] {
                             return StrCat("stride ", d, " of parameter '", p.name, "'");
                           }));
+    if (stride == 0) {  // (as the verifier refuses a constant one)
+      return InvalidArgument("function '", name(), "': stride ", d, " of parameter '", p.name,
+                             "' `", p.strides[d].text,
+                             "` is 0 for these arguments; strides are positive");
+    }
     uint64_t reach = 0;
     if (__builtin_mul_overflow(extents[d] - 1, stride, &reach) ||
         __builtin_add_overflow(last, reach, &last)) {

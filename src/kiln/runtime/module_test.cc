@@ -209,6 +209,28 @@ TEST_F(RuntimeTest, ShapesWhoseArithmeticWrapsAreRefused) {
   KILN_EXPECT_OK(fn->Call(fine));
 }
 
+// A stride that a scalar makes 0 is refused when called, as the verifier
+// refuses a constant one: every index would reach one element.
+TEST_F(RuntimeTest, ZeroStridesFromScalarsAreRefused) {
+  auto compiled = codegen::CompileModule(
+      *ir::ParseModule("module {\nfn f(X: buffer<f32>[4, 2] strides [s, 1], n: i32, s: i32) {\n"
+                       "  for i in threadIdx.x(0, 4) {\n    X[i, 0] = 1.0\n  }\n}\n}\n"));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto loaded = LoadedModule::Load(device_, *compiled);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto fn = *(*loaded)->Find("f");
+  auto X = NewBuffer(64);
+  Arg zero[] = {Arg::Buffer(X), Arg::I32(1), Arg::I32(0)};
+  Status s = fn->Call(zero);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("function 'f': stride 0 of parameter 'X' `s` is 0 for these "
+                             "arguments; strides are positive"),
+            std::string::npos)
+      << s;
+  Arg fine[] = {Arg::Buffer(X), Arg::I32(1), Arg::I32(2)};
+  KILN_EXPECT_OK(fn->Call(fine));
+}
+
 // Arguments are buffer views: several tensors in one arena buffer, each at
 // an aligned offset; misaligned, out-of-range, too-small and aliasing views
 // are refused before anything is recorded.
