@@ -1,5 +1,7 @@
 #include "kiln/ir/lexer.h"
 
+#include <cstdio>
+
 #include "kiln/ir/text_syntax.h"
 
 namespace kiln::ir {
@@ -160,6 +162,26 @@ class Lexer {
     unsigned char u = static_cast<unsigned char>(Peek());
     std::string shown =
         u >= 0x20 && u < 0x7f ? StrCat("'", Peek(), "'") : QuoteString(std::string(1, Peek()));
+    // A UTF-8 character beyond ASCII: shown whole, with its code point.
+    const int length = u >= 0xF0 && u < 0xF8 ? 4 : u >= 0xE0 ? 3 : u >= 0xC0 ? 2 : 0;
+    uint32_t code = length == 4 ? u & 0x07u : length == 3 ? u & 0x0Fu : u & 0x1Fu;
+    bool whole = length > 0;
+    for (int k = 1; k < length && whole; ++k) {
+      const auto c = static_cast<unsigned char>(Peek(k));
+      whole = (c & 0xC0u) == 0x80u;
+      code = (code << 6) | (c & 0x3Fu);
+    }
+    if (whole) {
+      std::string character;
+      for (int k = 0; k < length; ++k) character += Peek(k);
+      char point[16];
+      std::snprintf(point, sizeof point, "U+%04X", static_cast<unsigned>(code));
+      return Error(token->line, token->column,
+                   code == 0xFEFF ? StrCat("unexpected byte order mark (", point,
+                                           "); the IR's text starts without one")
+                                  : StrCat("unexpected character '", character, "' (", point,
+                                           "); names and the IR's syntax are ASCII"));
+    }
     return Error(token->line, token->column, StrCat("unexpected character ", shown));
   }
 

@@ -207,6 +207,11 @@ TEST_P(ParseErrorTest, SaysWhereAndWhat) {
 
 const ParseErrorCase kParseErrors[] = {
     {"UnexpectedCharacter", "module {\n  # }", "line 2, column 3: unexpected character '#'"},
+    {"NonAsciiCharacter", "module {\nfn f(\xc3\x84: buffer<f32>[4]) {\n}\n}",
+     "line 2, column 6: unexpected character '\xc3\x84' (U+00C4); names and the IR's syntax are "
+     "ASCII"},
+    {"ByteOrderMark", "\xef\xbb\xbfmodule {\n}",
+     "line 1, column 1: unexpected byte order mark (U+FEFF); the IR's text starts without one"},
     {"UnterminatedString", "module {\nfn f() { assert(true, \"oops\n) } }",
      "line 2, column 23: unterminated string"},
     {"UnknownEscape", "module { fn f() { assert(true, \"a\\q\") } }",
