@@ -203,7 +203,8 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
     }
     if (!TensorFits(t->dtype, p.dtype)) {
       Throw(InvalidArgument(
-          where, " is a ", ParamTypeText(p), "; got a ", DTypeName(t->dtype), " tensor",
+          where, " is a ", ParamTypeText(p), "; got ", DTypeName(t->dtype)[0] == 'i' ? "an " : "a ",
+          DTypeName(t->dtype), " tensor",
           p.dtype == codegen::DType::kInt8x4 ? " (int8x4 takes int8 or uint8)" : ""));
     }
     tensors[i] = t;
@@ -356,7 +357,8 @@ void BindKernels(nb::module_& m) {
           },
           nb::sig("def __iter__(self) -> typing.Iterator[str]"), "The names of its kernels.")
       .def("__repr__", [](const UserModule& mod) {
-        return "kiln.Module(" + std::to_string(mod.module->functions().size()) + " kernels)";
+        const size_t n = mod.module->functions().size();
+        return "kiln.Module(" + std::to_string(n) + (n == 1 ? " kernel)" : " kernels)");
       });
 
   nb::class_<UserKernel>(m, "Kernel",

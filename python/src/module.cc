@@ -696,8 +696,7 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro(
           "_cache", [](DeviceState& d) { return d.cache(); }, "The device's operator cache.")
       .def("__repr__", [](DeviceState& d) {
-        return "kiln.Device(" + d.device().Describe() + (d.device().trusted() ? ", trusted" : "") +
-               ")";
+        return "kiln.Device(" + d.device().Describe() + ")";  // (Describe says "trusted")
       });
 
   m.def("default_device", &DefaultDevice,
