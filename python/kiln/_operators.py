@@ -20,7 +20,6 @@ of a one-element tensor and an error for more elements, as in numpy.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -251,18 +250,14 @@ def _contains(self: Tensor, value: Any) -> bool:
     if ops._is_number(value) and self.dtype in (np.int32, np.bool_):
         if not ops._is_int32_value(ops._number(value)):
             return False
-    if ops._is_number(value) and self.dtype in ops._BYTE_DTYPES and self.size:
+    if ops._is_number(value) and self.dtype in (np.uint32, np.int8, np.uint8) and self.size:
         try:
-            v = ops._byte_value(value, self.dtype, "in")
+            v = ops._integer_value(value, self.dtype, "in")
         except ops._kiln.InvalidArgument:  # (no element can equal it)
             return False
+        if self.dtype == np.uint32:  # (compared as the int32 with its bits)
+            return bool((ops._view(self, self.shape, np.int32) == ops._uint32_word(v, "in")).max())
         return bool((ops._unpacked(self, "in") == v).max())
-    if ops._is_number(value) and self.dtype == np.uint32 and self.size:
-        n = ops._number(value)  # (compared as the int32 with its bits)
-        if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
-                not 0 <= n < 2**32:
-            return False
-        return bool((ops._view(self, self.shape, np.int32) == ops._uint32_word(n, "in")).max())
     return bool((self == value).max()) if self.size else False
 
 

@@ -1378,20 +1378,21 @@ def _movable(what: str, *ts: Tensor) -> Optional[Tuple[List[Tensor], Callable[[T
     return None
 
 
-def _byte_value(v: Any, dtype: Any, what: str) -> int:
-    """The number v, an integer in the 8-bit dtype's range; else an error
-    naming `what`."""
-    lo, hi = (-128, 127) if np.dtype(dtype) == np.int8 else (0, 255)
+def _integer_value(v: Any, dtype: Any, what: str) -> int:
+    """The number v, an integer in the range of the integer `dtype` (int8,
+    uint8, uint32) a tensor of it needs; else an error naming `what`."""
+    info = np.iinfo(dtype)
     if not _is_number(v):
         raise ArgumentTypeError(f"{what}: must be a number; got {type(v).__name__}")
     try:
         n = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{what}: {e}") from None
-    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or not lo <= n <= hi:
+    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
+            not info.min <= n <= info.max:
         raise _kiln.InvalidArgument(
-            f"{what}: {v!r} is not a {np.dtype(dtype).name} value (an integer in [{lo}, {hi}]), "
-            f"which the {np.dtype(dtype).name} tensor needs")
+            f"{what}: {v!r} is not a {info.dtype.name} value (an integer in [{info.min}, "
+            f"{info.max}]), which the {info.dtype.name} tensor needs")
     return int(n)
 
 
@@ -1403,18 +1404,7 @@ def _uint32_word(v: Any, what: str) -> int:
     """The number v, an integer in uint32's range, as the int32 with its
     bits (how a uint32 tensor's kernel moves it); else an error naming
     `what`."""
-    if not _is_number(v):
-        raise ArgumentTypeError(f"{what}: must be a number; got {type(v).__name__}")
-    try:
-        n = _number(v)
-    except _kiln.InvalidArgument as e:
-        raise _kiln.InvalidArgument(f"{what}: {e}") from None
-    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
-            not 0 <= n < 2**32:
-        raise _kiln.InvalidArgument(
-            f"{what}: {v!r} is not a uint32 value (an integer in [0, 2**32)), which the "
-            f"uint32 tensor needs")
-    n = int(n)
+    n = _integer_value(v, np.uint32, what)
     return n - 2**32 if n >= 2**31 else n
 
 
@@ -1746,7 +1736,7 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
         word = _uint32_word(value, "pad: value")
         return _like(pad(_view(x, x.shape, np.int32), before, after, word), x)
     if x.dtype in _BYTE_DTYPES:
-        v = _byte_value(value, x.dtype, "pad: value")
+        v = _integer_value(value, x.dtype, "pad: value")
         return _packed(pad(_unpacked(x, "pad"), before, after, v), x.dtype)
     if x.dtype == np.bool_:
         raise _kiln.InvalidArgument(f"pad: a bool tensor pads with False or True; got {value!r}")
@@ -1811,7 +1801,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             return tensor(np.array([word], np.int32).view(np.uint32), t.device), t
         if t.dtype in _BYTE_DTYPES:
             from ._tensor import tensor
-            return tensor(np.array([_byte_value(v, t.dtype, "where")], t.dtype), t.device), t
+            return tensor(np.array([_integer_value(v, t.dtype, "where")], t.dtype), t.device), t
         return _number_as_tensor(v, t, "where", given), t
     # A number takes the other operand's dtype: exactly for int32 (or an
     # error), rounded for floats; its one-element tensor does not shape the
