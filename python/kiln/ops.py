@@ -1795,11 +1795,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
                 from ._tensor import tensor
                 return tensor(np.array([bool(v)]), t.device), t
             t = _view(t, t.shape, np.int32)
-        if t.dtype == np.uint32:  # (numpy: a Python int takes the array's dtype, or fails)
-            from ._tensor import tensor
-            word = _uint32_word(v, "where")
-            return tensor(np.array([word], np.int32).view(np.uint32), t.device), t
-        if t.dtype in _BYTE_DTYPES:
+        if t.dtype in (np.uint32, np.int8, np.uint8):  # (numpy's: the int fits, or fails)
             from ._tensor import tensor
             return tensor(np.array([_integer_value(v, t.dtype, "where")], t.dtype), t.device), t
         return _number_as_tensor(v, t, "where", given), t
