@@ -35,11 +35,6 @@ StatusOr<ir::Function> LowerFlat(te::Schedule& schedule, const te::Tensor& out,
   return te::Lower(schedule, {out}, inputs, name, target.limits);
 }
 
-// Whether `v` is an i32 value (an integer in i32's range).
-bool IsI32Value(double v) {
-  return v >= -2147483648.0 && v <= 2147483647.0 && v == std::trunc(v);
-}
-
 // "unknown elementwise op" naming every op a chain step or fused node takes.
 Status UnknownStepOp(std::string_view op) {
   std::vector<std::string_view> known = internal::ElementwiseOpNames();
@@ -77,9 +72,10 @@ Status CheckChainOperand(const std::optional<TensorType>& tensor,
                            which == 0 ? "" : " operands", "); it is ", tensor ? "both" : "neither");
   }
   if (constant) {
-    if (dtype == ir::kI32 && !IsI32Value(*constant)) {
-      return InvalidArgument(where, ": the constant ", internal::NumberText(*constant),
-                             " is not an i32 (", what, " is i32)");
+    if (internal::IsIntegerData(dtype) && !internal::IsIntegerValue(*constant, dtype)) {
+      return InvalidArgument(where, ": the constant ", internal::NumberText(*constant), " is not ",
+                             internal::Article(dtype), dtype.ToString(), " (", what, " is ",
+                             dtype.ToString(), ")");
     }
     return Status::Ok();
   }
@@ -278,8 +274,7 @@ StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
         if (tensors[w]->has_value()) {
           return operand[w](BroadcastIndex((*tensors[w])->shape, step_shape, i));
         }
-        return c.operand == ir::kI32 ? ir::IntConst(c.operand, static_cast<int64_t>(*constants[w]))
-                                     : ir::FloatConst(c.operand, *constants[w]);
+        return internal::Constant(c.operand, *constants[w]);
       };
       switch (c.kind) {
         case StepKind::kUnary:
@@ -355,9 +350,9 @@ StatusOr<NodeType> CheckFusedNode(const std::vector<TensorType>& inputs,
     case FusedNode::Kind::kConstant:
       KILN_RETURN_IF_ERROR(
           internal::CheckData({{1}, n.dtype}, target, StrCat("the constant of ", where)));
-      if (n.dtype == ir::kI32 && !IsI32Value(n.value)) {
-        return InvalidArgument(where, ": the constant ", internal::NumberText(n.value),
-                               " is not an i32");
+      if (internal::IsIntegerData(n.dtype) && !internal::IsIntegerValue(n.value, n.dtype)) {
+        return InvalidArgument(where, ": the constant ", internal::NumberText(n.value), " is not ",
+                               internal::Article(n.dtype), n.dtype.ToString());
       }
       return NodeType{n.dtype, {}};
     case FusedNode::Kind::kOp:
@@ -497,8 +492,7 @@ StatusOr<std::optional<ir::Function>> BuildFused(const std::vector<TensorType>& 
           e = placeholders[n.input](BroadcastIndex(inputs[n.input].shape, out_shape, i));
           break;
         case FusedNode::Kind::kConstant:
-          e = n.dtype == ir::kI32 ? ir::IntConst(n.dtype, static_cast<int64_t>(n.value))
-                                  : ir::FloatConst(n.dtype, n.value);
+          e = internal::Constant(n.dtype, n.value);
           break;
         case FusedNode::Kind::kOp:
           e = n.op == "cast"              ? internal::ApplyCast(a[0], n.dtype)

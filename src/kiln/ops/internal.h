@@ -17,8 +17,21 @@ namespace kiln::ops::internal {
 // ("input A of add").
 Status CheckTensor(const TensorType& t, const Target& target, std::string_view what);
 
-// `t` as CheckTensor, i32 allowed too (f32, f16 with shader-f16, i32).
+// `t` as CheckTensor, i32 and u32 allowed too (f32, f16 with shader-f16,
+// i32, u32).
 Status CheckData(const TensorType& t, const Target& target, std::string_view what);
+
+// Whether `t` is one of the library's integer dtypes (i32, u32).
+bool IsIntegerData(ir::DataType t);
+// Whether the number `v` is exactly a value of integer dtype `t` (i32, u32).
+bool IsIntegerValue(double v, ir::DataType t);
+// "an " before i32, "a " before u32 (as the type's name is read).
+inline const char* Article(ir::DataType t) {
+  return t.is_uint() ? "a " : "an ";
+}
+// The number `v` as a constant of dtype `t`: an integer one (IsIntegerValue
+// holds) or a float one, rounded to `t`.
+ir::Expr Constant(ir::DataType t, double v);
 
 // That elementwise op `op` takes `dtype` (ElementwiseOpTakes); the error
 // names `what` ("input A of exp is i32, but exp takes f32 or f16 tensors").

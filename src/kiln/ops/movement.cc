@@ -292,17 +292,12 @@ StatusOr<ir::Function> Pad(const TensorType& input, const std::vector<int64_t>& 
     out_shape[d] = input.shape[d] + before[d] + after[d];
   }
   KILN_RETURN_IF_ERROR(CheckOutputShape(out_shape, "pad: the result"));
-  ir::Expr fill;
-  if (input.dtype == ir::kI32) {
-    if (!(value == std::trunc(value)) || value < std::numeric_limits<int32_t>::min() ||
-        value > std::numeric_limits<int32_t>::max()) {
-      return InvalidArgument("pad: value ", internal::NumberText(value),
-                             " is not an i32 for X of dtype i32");
-    }
-    fill = I32(static_cast<int64_t>(value));
-  } else {
-    fill = ir::FloatConst(input.dtype, value);
+  if (internal::IsIntegerData(input.dtype) && !internal::IsIntegerValue(value, input.dtype)) {
+    return InvalidArgument("pad: value ", internal::NumberText(value), " is not ",
+                           internal::Article(input.dtype), input.dtype.ToString(),
+                           " for X of dtype ", input.dtype.ToString());
   }
+  const ir::Expr fill = internal::Constant(input.dtype, value);
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
     ir::Expr inside;
@@ -332,9 +327,9 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
     return InvalidArgument("where: dtype mismatch: A is ", a.dtype.ToString(), " but B is ",
                            b.dtype.ToString());
   }
-  if (cond.dtype != ir::kI32 && cond.dtype != a.dtype) {
+  if (!internal::IsIntegerData(cond.dtype) && cond.dtype != a.dtype) {
     return InvalidArgument("where: Cond is ", cond.dtype.ToString(),
-                           "; it must be i32 or A's dtype ", a.dtype.ToString());
+                           "; it must be i32, u32 or A's dtype ", a.dtype.ToString());
   }
   StatusOr<Shape> ab = BroadcastShapes(a.shape, b.shape);
   if (!ab.ok()) return ab.status().WithContext("where: A and B");
@@ -354,18 +349,8 @@ StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const 
 
 StatusOr<ir::Function> Cast(const TensorType& input, ir::DataType dtype, const Target& target,
                             std::string name) {
-  // The data movement dtypes and u32 (32-bit words, checked as f32 for the
-  // device).
-  const auto check = [&](const TensorType& t, std::string_view what) -> Status {
-    if (t.dtype == ir::kU32) return internal::CheckTensor({t.shape, ir::kF32}, target, what);
-    if (t.dtype != ir::kF32 && t.dtype != ir::kF16 && t.dtype != ir::kI32) {
-      return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
-                             "; cast takes f32, f16, i32 and u32");
-    }
-    return CheckData(t, target, what);
-  };
-  KILN_RETURN_IF_ERROR(check(input, "input X of cast"));
-  KILN_RETURN_IF_ERROR(check({input.shape, dtype}, "the result type of cast"));
+  KILN_RETURN_IF_ERROR(CheckData(input, target, "input X of cast"));
+  KILN_RETURN_IF_ERROR(CheckData({input.shape, dtype}, target, "the result type of cast"));
   if (name.empty()) name = StrCat("cast_", dtype.ToString());
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   te::Tensor Y = te::Compute("Y", Extents(input.shape), [&](const std::vector<ir::Var>& i) {

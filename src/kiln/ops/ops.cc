@@ -112,25 +112,30 @@ bool FloatOnly(std::string_view op) {
          std::ranges::find(PredicateOpNames(), op) != PredicateOpNames().end();
 }
 
-// x ** e on integers: square-and-multiply over the 31 bits of e >= 0, the
-// products wrapping; for e < 0 the truncation of 1 / x ** -e (1 for x = 1,
-// +-1 for x = -1, else 0, 0 ** e included).
+// x ** e on integers: square-and-multiply over the 31 bits of e >= 0 (32
+// on u32), the products wrapping; for e < 0 the truncation of 1 / x ** -e
+// (1 for x = 1, +-1 for x = -1, else 0, 0 ** e included).
 ir::Expr IntegerPow(const ir::Expr& a, const ir::Expr& b) {
   const ir::DataType t = a.dtype();
   auto c = [&](int64_t v) { return ir::IntConst(t, v); };
   ir::Var x("pow_x", t), e("pow_e", t);
   std::vector<std::pair<ir::Var, ir::Expr>> lets;
   ir::Expr result = c(1), base = x;
-  for (int bit = 0; bit < 31; ++bit) {
+  const int bits = t.is_uint() ? 32 : 31;
+  for (int bit = 0; bit < bits; ++bit) {
     ir::Var r(StrCat("pow_r", bit), t);
     const ir::Expr set = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(int64_t{1} << bit)}) != c(0);
     lets.emplace_back(r, ir::Select(set, result * base, result));
     result = r;
-    if (bit + 1 < 31) {
+    if (bit + 1 < bits) {
       ir::Var sq(StrCat("pow_b", bit + 1), t);
       lets.emplace_back(sq, base * base);
       base = sq;
     }
+  }
+  if (t.is_uint()) {
+    for (size_t k = lets.size(); k-- > 0;) result = ir::Let(lets[k].first, lets[k].second, result);
+    return ir::Let(x, a, ir::Let(e, b, result));
   }
   const ir::Expr odd = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(1)}) != c(0);
   const ir::Expr negative =
@@ -144,8 +149,9 @@ ir::Expr IntegerPow(const ir::Expr& a, const ir::Expr& b) {
 
 bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype) {
   const bool is_float = dtype == ir::kF32 || dtype == ir::kF16;
-  if (dtype != ir::kI32 && !is_float) return false;
-  if (IntegerOnly(op)) return dtype == ir::kI32;
+  const bool is_int = dtype == ir::kI32 || dtype == ir::kU32;
+  if (!is_int && !is_float) return false;
+  if (IntegerOnly(op)) return is_int;
   if (FloatOnly(op)) return is_float;
   return true;
 }
@@ -191,19 +197,33 @@ ir::Expr SignBits(const ir::Expr& x) {
 Status CheckOpDtype(std::string_view op, ir::DataType dtype, std::string_view what) {
   if (ElementwiseOpTakes(op, dtype)) return Status::Ok();
   return InvalidArgument(what, " is ", dtype.ToString(), ", but ", op, " takes ",
-                         IntegerOnly(op) ? "i32"
+                         IntegerOnly(op) ? "i32 or u32"
                          : FloatOnly(op) ? "f32 or f16"
-                                         : "f32, f16 or i32",
+                                         : "f32, f16, i32 or u32",
                          " tensors");
 }
 
 Status CheckData(const TensorType& t, const Target& target, std::string_view what) {
-  if (t.dtype == ir::kI32) return CheckTensor({t.shape, ir::kF32}, target, what);
+  if (IsIntegerData(t.dtype)) return CheckTensor({t.shape, ir::kF32}, target, what);
   if (t.dtype != ir::kF32 && t.dtype != ir::kF16) {
     return InvalidArgument(what, " has dtype ", t.dtype.ToString(),
-                           "; supported dtypes are f32, f16 and i32");
+                           "; supported dtypes are f32, f16, i32 and u32");
   }
   return CheckTensor(t, target, what);
+}
+
+bool IsIntegerData(ir::DataType t) {
+  return t == ir::kI32 || t == ir::kU32;
+}
+
+bool IsIntegerValue(double v, ir::DataType t) {
+  if (!(v == std::trunc(v))) return false;  // (NaN and the infinities too)
+  if (t == ir::kU32) return v >= 0 && v <= 4294967295.0;
+  return v >= -2147483648.0 && v <= 2147483647.0;
+}
+
+ir::Expr Constant(ir::DataType t, double v) {
+  return IsIntegerData(t) ? ir::IntConst(t, static_cast<int64_t>(v)) : ir::FloatConst(t, v);
 }
 
 Status CheckTensor(const TensorType& t, const Target& target, std::string_view what) {
@@ -482,8 +502,9 @@ ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
 
 ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   const ir::DataType t = x.dtype();
-  if (op == "neg") return -x;
-  if (op == "abs") return Intrinsic1(ir::Intrinsic::kAbs, x);
+  // u32: numpy's wrapping negation, and abs the identity.
+  if (op == "neg") return t.is_uint() ? ir::IntConst(t, 0) - x : -x;
+  if (op == "abs") return t.is_uint() ? x : Intrinsic1(ir::Intrinsic::kAbs, x);
   if (op == "exp") return Intrinsic1(ir::Intrinsic::kExp, x);
   if (op == "exp2") return Intrinsic1(ir::Intrinsic::kExp2, x);
   if (op == "log") return Intrinsic1(ir::Intrinsic::kLog, x);
@@ -514,6 +535,7 @@ ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   }
   if (op == "sign") {
     ir::Var v("sign_x", t);
+    if (t.is_uint()) return ir::Let(v, x, ir::Select(v > Zero(t), ir::IntConst(t, 1), Zero(t)));
     if (!t.is_float()) {
       const ir::Expr one = ir::IntConst(t, 1);
       return ir::Let(v, x, ir::Select(v > Zero(t), one, ir::Select(v < Zero(t), -one, Zero(t))));

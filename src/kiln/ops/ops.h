@@ -95,14 +95,16 @@ const std::vector<std::string_view>& PredicateOpNames();  // the unary ops givin
 const std::vector<std::string_view>& ReduceOpNames();
 // Whether elementwise op `op` takes tensors of `dtype`: the float math
 // (exp through trunc, gelu, fma) takes f32 and f16; the bit operations
-// (bitwise_*, popcount, shifts) take i32; the rest (neg abs relu add sub
-// mul div floor_div floor_mod max min pow, the comparisons, clamp) take
-// f32, f16 and i32. i32 arithmetic is the IR's (docs/ir.md): it wraps, div
-// truncates toward zero and floor_div rounds toward -inf (floor_mod takes
-// the divisor's sign), x / 0 = x and floor_mod(x, 0) = 0, shifts take their
-// amount modulo 32, shift_right is arithmetic; i32 pow wraps, and for a
-// negative exponent is the truncation of 1 / x^-e (1 for x = 1, +-1 for
-// x = -1, else 0, x = 0 included).
+// (bitwise_*, popcount, shifts) take i32 and u32; the rest (neg abs relu
+// sign square add sub mul div floor_div floor_mod max min pow, the
+// comparisons, clamp) take f32, f16, i32 and u32. Integer arithmetic is the
+// IR's (docs/ir.md): it wraps, div truncates toward zero and floor_div
+// rounds toward -inf (floor_mod takes the divisor's sign), x / 0 = x and
+// floor_mod(x, 0) = 0, shifts take their amount modulo 32, shift_right is
+// arithmetic on i32 and logical on u32; pow wraps, and for a negative i32
+// exponent is the truncation of 1 / x^-e (1 for x = 1, +-1 for x = -1, else
+// 0, x = 0 included). On u32, neg is 0 - x (wrapping), abs is x and sign is
+// 0 or 1.
 bool ElementwiseOpTakes(std::string_view op, ir::DataType dtype);
 
 // An elementwise operator: one input for a unary op (Y = op(X)), two for a
@@ -181,12 +183,12 @@ struct ChainStep {
 // then one per tensor operand (a step's first operand named B<step>, its
 // second C<step>, steps counted from 1), then Y, whose shape is the
 // broadcast of X with every tensor operand. The running value starts as X's
-// dtype (f32, f16 or i32); it is i32 after a comparison, the operands'
+// dtype (f32, f16, i32 or u32); it is i32 after a comparison, the operands'
 // dtype after a where (a tensor operand's, else X's: constants alone take
 // X's dtype) and the cast's after a cast. Each step's op must take the running value's dtype
 // and its operands must have it (a where's operands share a dtype; its
-// condition may be any); constants where the operand is i32 are integers
-// in i32's range. At least one step; the buffers must fit the target's
+// condition may be any); constants where the operand is i32 or u32 are
+// integers in its range. At least one step; the buffers must fit the target's
 // storage buffers per stage. Schedule: as Elementwise.
 StatusOr<ir::Function> ElementwiseChain(const TensorType& input,
                                         const std::vector<ChainStep>& steps, const Target& target,
@@ -236,8 +238,8 @@ struct FusedNode {
 // broadcasts to anything). A node used more than once is computed once per
 // element (a let). Each op's operands share a dtype the op takes (a
 // comparison gives i32, a where's condition may be any and its result is
-// its operands' dtype, a cast gives its dtype); i32 constants are integers
-// in i32's range. Parameters X0 .. X<n-1>, Y. Errors: no nodes, an argument
+// its operands' dtype, a cast gives its dtype); i32 and u32 constants are
+// integers in their range. Parameters X0 .. X<n-1>, Y. Errors: no nodes, an argument
 // that is not an earlier node, an input index out of range, an input the
 // output does not use, an output that uses no input, and the checks of
 // Elementwise. Schedule: as Elementwise.
@@ -308,7 +310,8 @@ StatusOr<KernelSequence> Softmax(const TensorType& input, const Target& target,
 // sum, mean, max, min or prod over `axes` (each in [-rank, rank), distinct,
 // at least one) of X; Y drops the reduced axes, or keeps them as 1 with
 // keepdims ([1] when every axis is reduced without keepdims). max and min
-// propagate NaN. Parameters X, Y; `name` defaults to "reduce_<op>".
+// propagate NaN. i32 and u32 reduce in their type (sums and products wrap;
+// no mean). Parameters X, Y; `name` defaults to "reduce_<op>".
 StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
                                   const std::vector<int>& axes, bool keepdims, const Target& target,
                                   std::string name = "");
@@ -349,7 +352,7 @@ StatusOr<ir::Function> RmsNorm(const TensorType& input, double eps, const Target
 // ===========================================================================
 // Data movement, where and cast (movement.cc): elementwise kernels (one
 // thread per output element, the default flat schedule). Tensors are f32,
-// f16 (with shader-f16) or i32.
+// f16 (with shader-f16), i32 or u32.
 
 // Y[i_0, ..., i_n] = X[i_perm^-1...]: output axis d is input axis perm[d];
 // perm is a permutation of 0..rank-1. Parameters X, Y.
@@ -377,7 +380,7 @@ StatusOr<ir::Function> Slice(const TensorType& input, const std::vector<int64_t>
                              const Target& target, const std::string& name = "slice");
 
 // Embedding lookup: Y[..., d] = Table[clamp(Indices[...], 0, V - 1), d] for
-// Table[V, D] (f32, f16 or i32) and i32 Indices of rank 1 to 3; an index
+// Table[V, D] (f32, f16, i32 or u32) and i32 Indices of rank 1 to 3; an index
 // out of [0, V) is clamped into it. Parameters Table, Indices, Y.
 StatusOr<ir::Function> Gather(const TensorType& table, const TensorType& indices,
                               const Target& target, const std::string& name = "gather");
@@ -388,8 +391,8 @@ StatusOr<ir::Function> Pad(const TensorType& input, const std::vector<int64_t>& 
                            const std::vector<int64_t>& after, double value, const Target& target,
                            const std::string& name = "pad");
 
-// C = Cond != 0 ? A : B with numpy broadcasting of all three; Cond is i32
-// or of A's dtype (a float NaN counts as true); A and B share a dtype.
+// C = Cond != 0 ? A : B with numpy broadcasting of all three; Cond is i32,
+// u32 or of A's dtype (a float NaN counts as true); A and B share a dtype.
 // Parameters Cond, A, B, C.
 StatusOr<ir::Function> Where(const TensorType& cond, const TensorType& a, const TensorType& b,
                              const Target& target, const std::string& name = "where");

@@ -1575,6 +1575,185 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {
   EXPECT_EQ(Ints(t["Y"]), (std::vector<int32_t>{0, 0, 0}));
 }
 
+// The IR's u32 arithmetic: wrapping (neg is 0 - x), x / 0 == x,
+// floor_div and floor_mod truncate (no negative values), shift amounts
+// modulo 32, logical shift right; abs is x and sign 0 or 1.
+uint32_t RefUint(const std::string& op, uint32_t a, uint32_t b = 0) {
+  if (op == "neg") return 0u - a;
+  if (op == "abs" || op == "relu") return a;
+  if (op == "sign") return a > 0 ? 1 : 0;
+  if (op == "square") return a * a;
+  if (op == "bitwise_not") return ~a;
+  if (op == "popcount") return std::popcount(a);
+  if (op == "add") return a + b;
+  if (op == "sub") return a - b;
+  if (op == "mul") return a * b;
+  if (op == "div" || op == "floor_div") return b == 0 ? a : a / b;
+  if (op == "floor_mod") return b == 0 ? 0 : a % b;
+  if (op == "max") return std::max(a, b);
+  if (op == "min") return std::min(a, b);
+  if (op == "bitwise_and") return a & b;
+  if (op == "bitwise_or") return a | b;
+  if (op == "bitwise_xor") return a ^ b;
+  if (op == "shift_left") return a << (b & 31);
+  if (op == "shift_right") return a >> (b & 31);
+  if (op == "pow") {
+    uint32_t r = 1, base = a;
+    for (uint32_t e = b; e != 0; e >>= 1, base *= base) {
+      if ((e & 1) != 0) r *= base;
+    }
+    return r;
+  }
+  if (op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge") {
+    return static_cast<uint32_t>(RefCompare(op, a, b));
+  }
+  ADD_FAILURE() << "no u32 reference for " << op;
+  return 0;
+}
+
+// u32 values over the whole range, with the edges placed first (as
+// EdgyInts, whose values' bits they are, with UINT32_MAX and 2^31).
+std::vector<uint32_t> EdgyUints(const std::vector<int32_t>& ints) {
+  std::vector<uint32_t> v(ints.begin(), ints.end());
+  const uint32_t edges[] = {0x80000000u, 0xFFFFFFFFu, 0, 1, 0x7FFFFFFFu, 31, 32, 33};
+  for (size_t k = 0; k < std::size(edges) && k < v.size(); ++k) v[k] = edges[k];
+  return v;
+}
+
+TEST_F(ElementwiseTypesDeviceTest, UnsignedOps) {
+  std::vector<std::string_view> ops;
+  for (const auto* names : {&UnaryOpNames(), &BinaryOpNames(), &CompareOpNames()}) {
+    for (std::string_view op : *names) {
+      if (ElementwiseOpTakes(op, ir::kU32)) ops.push_back(op);
+    }
+  }
+  ASSERT_EQ(ops.size(), 27u);  // 7 unary, 14 binary, 6 comparisons
+  for (std::string_view name : ops) {
+    const std::string op(name);
+    const bool unary = std::ranges::find(UnaryOpNames(), name) != UnaryOpNames().end();
+    const bool compare = std::ranges::find(CompareOpNames(), name) != CompareOpNames().end();
+    for (const auto& [sa, sb] : kIntPairs) {
+      if (unary && sb.size() > 1) continue;
+      const Shape a_shape = sa, b_shape = unary ? sa : sb;
+      SCOPED_TRACE(op + " u32 " + ShapeToString(a_shape) + " " + ShapeToString(b_shape));
+      const ir::DataType u = ir::kU32;
+      auto f = unary ? Elementwise(op, {{a_shape, u}}, target_)
+                     : Elementwise(op, {{a_shape, u}, {b_shape, u}}, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const Shape out = unary ? a_shape : *BroadcastShapes(a_shape, b_shape);
+      const int64_t n = NumElements(out);
+      const bool small_b = op == "shift_left" || op == "shift_right" || op == "div" ||
+                           op == "floor_div" || op == "floor_mod" || op == "pow" || compare;
+      std::vector<uint32_t> a = EdgyUints(EdgyInts(NumElements(a_shape), compare));
+      std::vector<uint32_t> b = EdgyUints(EdgyInts(NumElements(b_shape), small_b));
+      // Small values read as u32 are near 0 and near 2^32 (the negative
+      // ones): equal pairs and both ends, for comparisons.
+      if (small_b) b[0] = 0xFFFFFFFFu;
+      std::vector<uint32_t> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        want[k] = unary ? RefUint(op, a[k])
+                        : RefUint(op, a[BroadcastSource(a_shape, out, k)],
+                                  b[BroadcastSource(b_shape, out, k)]);
+      }
+      Tensors t = unary ? Tensors{{"X", a}, {"Y", std::vector<uint32_t>(n, 0xDEADBEEFu)}}
+                        : Tensors{{"A", a}, {"B", b}, {"C", std::vector<uint32_t>(n, 0xDEADBEEFu)}};
+      ASSERT_NO_FATAL_FAILURE(
+          Run(*f, unary ? std::vector<std::string>{"X"} : std::vector<std::string>{"A", "B"}, t,
+              n <= kDifferentialLimit));
+      EXPECT_EQ(t[unary ? "Y" : "C"], want);
+    }
+  }
+  // A chain with u32 constants: ((x >> 1) * 4294967295) + 7, then
+  // clamp(x, 5, 4000000000) and a where on the running value; a constant
+  // past u32's range is refused, naming it.
+  const Shape shape = {4099};
+  auto chain = ElementwiseChain(
+      {shape, ir::kU32},
+      {ChainStep::WithConstant("shift_right", 1.0), ChainStep::WithConstant("mul", 4294967295.0),
+       ChainStep::WithConstant("add", 7.0), ChainStep::Ternary("clamp", 5.0, 4000000000.0),
+       ChainStep::Ternary("where", 9.0, 4294967295.0)},
+      target_);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  std::vector<uint32_t> x = EdgyUints(EdgyInts(4099, false)), want(x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    const uint32_t v = std::clamp((x[k] >> 1) * 4294967295u + 7u, 5u, 4000000000u);
+    want[k] = v != 0 ? 9u : 4294967295u;
+  }
+  Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(x.size(), 0xDEADBEEFu)}};
+  ASSERT_NO_FATAL_FAILURE(Run(*chain, {"X"}, t, true));
+  EXPECT_EQ(t["Y"], want);
+  for (double bad : {-1.0, 4294967296.0, 0.5}) {
+    auto refused =
+        ElementwiseChain({shape, ir::kU32}, {ChainStep::WithConstant("add", bad)}, target_);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("is not a u32"), std::string::npos)
+        << refused.status();
+  }
+  EXPECT_FALSE(ElementwiseOpTakes("exp", ir::kU32));
+  auto exp = Elementwise("exp", {{shape, ir::kU32}}, target_);
+  ASSERT_FALSE(exp.ok());
+  EXPECT_NE(exp.status().message().find("exp takes f32 or f16"), std::string::npos) << exp.status();
+}
+
+TEST_F(ElementwiseTypesDeviceTest, UnsignedReductions) {
+  for (const char* op : {"sum", "max", "min", "prod"}) {
+    for (const ReduceCase& c : kReduceCases) {
+      SCOPED_TRACE(std::string(op) + " u32 " + ShapeToString(c.shape));
+      auto f = ReduceAxes(op, {c.shape, ir::kU32}, c.axes, false, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(c.shape);
+      const bool prod = std::string(op) == "prod";
+      std::vector<uint32_t> x = EdgyUints(prod ? RandomInts(n, 0, 3) : EdgyInts(n, false));
+      if (prod) x.assign(x.size(), 3u);
+      if (prod && n > 1) x[1] = 0xFFFFFFFFu;
+      Shape out_shape;
+      RefReduce("sum", std::vector<float>(n), c.shape, c.axes, &out_shape);
+      std::vector<bool> reduced(c.shape.size(), false);
+      for (int a : c.axes) reduced[a < 0 ? a + c.shape.size() : a] = true;
+      std::vector<uint32_t> acc(NumElements(out_shape), prod ? 1u : 0u);
+      std::vector<bool> seen(acc.size(), false);
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> co = Coords(c.shape, i);
+        int64_t o = 0;
+        for (size_t d = 0; d < c.shape.size(); ++d) {
+          if (!reduced[d]) o = o * c.shape[d] + co[d];
+        }
+        if (std::string(op) == "sum") acc[o] += x[i];
+        if (prod) acc[o] *= x[i];
+        if (std::string(op) == "max") acc[o] = !seen[o] ? x[i] : std::max(acc[o], x[i]);
+        if (std::string(op) == "min") acc[o] = !seen[o] ? x[i] : std::min(acc[o], x[i]);
+        seen[o] = true;
+      }
+      Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(acc.size(), 0xDEADBEEFu)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= 4000));
+      EXPECT_EQ(t["Y"], acc);
+    }
+  }
+  auto mean = ReduceAxes("mean", {{7}, ir::kU32}, {0}, false, target_);
+  ASSERT_FALSE(mean.ok());
+  EXPECT_NE(mean.status().message().find("is u32; mean takes f32 or f16"), std::string::npos)
+      << mean.status();
+  // Arg-reductions: ties everywhere and both ends of u32; the u32 order is
+  // the i32 order of the values' bits with the top bit flipped.
+  for (const Shape& shape : {Shape{7, 33}, Shape{2, 4097}, Shape{3, 1000}}) {
+    for (const char* op : {"argmax", "argmin"}) {
+      SCOPED_TRACE(std::string(op) + " u32 " + ShapeToString(shape));
+      auto f = ArgReduce(op, {shape, ir::kU32}, 1, false, target_);
+      ASSERT_TRUE(f.ok()) << f.status();
+      const int64_t n = NumElements(shape);
+      std::vector<uint32_t> x = EdgyUints(RandomInts(n, -3, 3));
+      for (int64_t i = 0; i < n; i += 5) x[i] = i % 2 ? 0u : 0xFFFFFFFFu;
+      if (shape[1] == 1000) x.assign(x.size(), std::string(op) == "argmax" ? 0u : 0xFFFFFFFFu);
+      std::vector<int32_t> ordered(n);
+      for (int64_t i = 0; i < n; ++i) ordered[i] = static_cast<int32_t>(x[i] ^ 0x80000000u);
+      std::vector<int32_t> want = RefArg(std::string(op) == "argmax", ordered, shape, 1);
+      Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(want.size(), 0xDEADBEEFu)}};
+      ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= kDifferentialLimit));
+      EXPECT_EQ(Ints(t["Y"]), want);
+    }
+  }
+}
+
 TEST_F(ElementwiseTypesDeviceTest, IntegerChain) {
   // ((x << 3) ^ B) - 7, then abs: one kernel over i32.
   for (const Shape& shape : {Shape{7, 33}, Shape{4099}, Shape{1}}) {

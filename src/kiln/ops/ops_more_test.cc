@@ -572,8 +572,10 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(ReduceAxes("sum", {{7, 0}}, {0}, false, t).status(), {"dimension 1 is 0"});
   ExpectError(ArgReduce("argmed", {{7}}, 0, false, t).status(), {"unknown arg-reduce op"});
   ExpectError(ArgReduce("argmax", {{7}}, 1, false, t).status(), {"argmax: axis is 1"});
-  ExpectError(ArgReduce("argmin", {{7}, ir::kU32}, 0, false, t).status(),
-              {"input X of argmin", "u32", "f32, f16 and i32"});
+  ExpectError(ArgReduce("argmin", {{7}, ir::kU16}, 0, false, t).status(),
+              {"input X of argmin", "u16", "f32, f16, i32 and u32"});
+  ExpectError(ReduceAxes("mean", {{7}, ir::kU32}, {0}, false, t).status(),
+              {"input X of reduce mean is u32", "cast"});
   ExpectError(ReduceAxes("mean", {{7}, ir::kI32}, {0}, false, t).status(),
               {"input X of reduce mean is i32", "cast"});
   ExpectError(SoftmaxAxis({{7}, ir::kI32}, 0, t).status(), {"input X of softmax", "i32"});
@@ -598,8 +600,8 @@ TEST(OpsMoreTest, Errors) {
 
   ExpectError(Permute({{2, 3}}, {0}, t).status(), {"permute: perm has 1 entries"});
   ExpectError(Permute({{2, 3}}, {1, 1}, t).status(), {"perm entry 1 is 1"});
-  ExpectError(Permute({{2, 3}, ir::kU32}, {1, 0}, t).status(),
-              {"input X of permute", "f32, f16 and i32"});
+  ExpectError(Permute({{2, 3}, ir::kI64}, {1, 0}, t).status(),
+              {"input X of permute", "f32, f16, i32 and u32"});
   ExpectError(Reshape({{6, 4}}, {5, 5}, t).status(), {"reshape", "25 elements", "24"});
   ExpectError(Reshape({{6, 4}}, {-1, 5}, t).status(), {"cannot infer dimension 0"});
   ExpectError(Reshape({{6, 4}}, {-1, -1}, t).status(), {"dimension 1", "is -1"});
@@ -629,7 +631,7 @@ TEST(OpsMoreTest, Errors) {
   ExpectError(Cast({{5}}, ir::kF16, t).status(), {"result type of cast", "shader-f16"},
               StatusCode::kUnavailable);
   ExpectError(Cast({{5}}, ir::kU8, t).status(),
-              {"the result type of cast has dtype u8; cast takes f32, f16, i32 and u32"});
+              {"the result type of cast has dtype u8; supported dtypes are f32, f16, i32 and u32"});
   ExpectError(Cast({{5}, ir::kInt8x4}, ir::kU32, t).status(), {"input X of cast", "int8x4"});
   ExpectError(UnpackBytes({{5}, ir::kI32}, t).status(),
               {"input X of unpack_bytes has dtype i32; it takes i8 or u8"});

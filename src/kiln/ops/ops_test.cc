@@ -374,8 +374,10 @@ TEST(OpsTest, Errors) {
   f16.shader_f16 = true;
   ExpectError(Elementwise("add", {{{7}, ir::kF32}, {{7}, ir::kF16}}, f16).status(),
               {"dtype mismatch", "A is f32", "B is f16"});
-  ExpectError(Elementwise("add", {{{7}, ir::kU32}, {{7}, ir::kU32}}, t).status(),
-              {"input A of add has dtype u32", "f32, f16 and i32"});
+  ExpectError(Elementwise("add", {{{7}, ir::kI64}, {{7}, ir::kI64}}, t).status(),
+              {"input A of add has dtype i64", "f32, f16, i32 and u32"});
+  ExpectError(Elementwise("add", {{{7}, ir::kU32}, {{7}, ir::kI32}}, t).status(),
+              {"dtype mismatch", "A is u32", "B is i32"});
 
   ExpectError(ElementwiseChain({{7}}, {}, t).status(), {"at least one step"});
   ExpectError(
@@ -414,7 +416,10 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
     EXPECT_TRUE(ElementwiseOpTakes(op, ir::kF16)) << op;
   }
   EXPECT_FALSE(ElementwiseOpTakes("bitwise_xor", ir::kF32));
-  EXPECT_FALSE(ElementwiseOpTakes("add", ir::kU32));
+  EXPECT_TRUE(ElementwiseOpTakes("add", ir::kU32));
+  EXPECT_TRUE(ElementwiseOpTakes("shift_right", ir::kU32));
+  EXPECT_FALSE(ElementwiseOpTakes("exp", ir::kU32));
+  EXPECT_FALSE(ElementwiseOpTakes("add", ir::kU8));
 
   auto shl = Elementwise("shift_left", {i7, {{1}, ir::kI32}}, t);
   ASSERT_TRUE(shl.ok()) << shl.status();
@@ -437,7 +442,7 @@ TEST(OpsTest, IntegerComparisonAndTernaryOps) {
   ExpectError(Elementwise("exp", {i7}, t).status(),
               {"input X of exp is i32", "exp takes f32 or f16 tensors"});
   ExpectError(Elementwise("bitwise_or", {f7, f7}, t).status(),
-              {"input A of bitwise_or is f32", "takes i32 tensors"});
+              {"input A of bitwise_or is f32", "takes i32 or u32 tensors"});
   ExpectError(Elementwise("add", {i7, f7}, t).status(), {"dtype mismatch", "A is i32", "B is f32"});
   ExpectError(Elementwise("fma", {f7, f7}, t).status(), {"fma takes 3 inputs, not 2"});
   ExpectError(Elementwise("clamp", {f7, {{7}, ir::kI32}, f7}, t).status(),

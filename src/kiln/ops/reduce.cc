@@ -145,10 +145,10 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
   }
   const std::string what = StrCat("reduce ", op);
   KILN_RETURN_IF_ERROR(internal::CheckData(input, target, StrCat("input X of ", what)));
-  const bool ints = input.dtype == ir::kI32;
+  const bool ints = internal::IsIntegerData(input.dtype);
   if (ints && op == "mean") {
-    return InvalidArgument("input X of ", what,
-                           " is i32; mean takes f32 or f16 (cast the integers first)");
+    return InvalidArgument("input X of ", what, " is ", input.dtype.ToString(),
+                           "; mean takes f32 or f16 (cast the integers first)");
   }
   const int rank = static_cast<int>(input.shape.size());
   if (axes.empty()) {
@@ -169,7 +169,8 @@ StatusOr<ir::Function> ReduceAxes(std::string_view op, const TensorType& input,
 
   // Y[o] = op over the reduced axes of f32(X): sums, products, maxima and
   // minima accumulate in f32 (max and min propagate NaN); mean is the sum
-  // divided by the count. i32 reduces in i32 (sums and products wrap).
+  // divided by the count. i32 and u32 reduce in their own type (sums and
+  // products wrap).
   te::Tensor X = te::Placeholder("X", Extents(input.shape), input.dtype);
   const std::vector<te::IterVar> k = RowReduceAxes(view);
   te::Tensor Y = te::Compute("Y", Extents(out_shape), [&](const std::vector<ir::Var>& i) {
@@ -205,7 +206,7 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
   KILN_ASSIGN_OR_RETURN(int a, internal::NormalizeAxis(axis, rank, StrCat(op, ": axis")));
   if (name.empty()) name = std::string(op);
   const bool is_max = op == "argmax";
-  const bool ints = input.dtype == ir::kI32;
+  const bool ints = internal::IsIntegerData(input.dtype);
   const RowView view = RowView::Make(input.shape, {a});
   const Shape out_shape = view.OutputShape(keepdims);
 
@@ -222,12 +223,13 @@ StatusOr<ir::Function> ArgReduce(std::string_view op, const TensorType& input, i
     return (xn && (!bn || xi < bi)) || (!xn && !bn && (strictly || (xv == bv && xi < bi)));
   };
   const double inf = std::numeric_limits<double>::infinity();
-  // The value's identity: an i32 input compares in i32 (its lowest or
-  // highest value, which loses every tie to a real element's smaller
-  // index), every other in f32.
-  const ir::Expr worst =
-      ints ? I32(is_max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max())
-           : ir::FloatConst(ir::kF32, is_max ? -inf : inf);
+  // The value's identity: an integer input compares in its own type (its
+  // lowest or highest value, which loses every tie to a real element's
+  // smaller index), every other in f32.
+  const ir::Expr worst = input.dtype == ir::kU32 ? ir::IntConst(ir::kU32, is_max ? 0 : 4294967295)
+                         : ints                  ? I32(is_max ? std::numeric_limits<int32_t>::min()
+                                                              : std::numeric_limits<int32_t>::max())
+                                                 : ir::FloatConst(ir::kF32, is_max ? -inf : inf);
   te::CommReducer reducer{std::string(op),
                           {I32(std::numeric_limits<int32_t>::max()), worst},
                           [&](const std::vector<ir::Expr>& acc, const std::vector<ir::Expr>& next) {
