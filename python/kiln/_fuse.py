@@ -41,7 +41,7 @@ from . import _kiln
 from ._kiln import Tensor
 
 _NUMBERS = (bool, int, float, np.bool_, np.integer, np.floating)
-_KERNEL_DTYPES = ("float32", "float16", "int32")
+_KERNEL_DTYPES = ("float32", "float16", "int32", "uint32")
 
 
 class _Trace:
@@ -139,7 +139,7 @@ def _true_divide(a: Any, b: Any) -> Any:
     half = any(isinstance(x, Traced) and x._dtype == np.float16 for x in (a, b))
 
     def as_float(x: Any) -> Any:
-        if isinstance(x, Traced) and x._dtype == np.int32:
+        if isinstance(x, Traced) and x._dtype in (np.int32, np.uint32):
             return ops.cast(x, "float16" if half else "float32")
         if isinstance(x, (bool, int, np.bool_, np.integer)) and not isinstance(x, np.timedelta64):
             return ops._float(x, "div")
@@ -199,13 +199,13 @@ def _constant(trace: _Trace, value: Any, dtype: np.dtype, op: str) -> int:
     from .ops import _float, _is_int32_value
     v = value.item() if isinstance(value, np.generic) else value
     v = int(v) if isinstance(v, bool) else v
-    if dtype != np.int32:
+    if dtype not in (np.int32, np.uint32):
         v = _float(v, op)
-    if dtype == np.int32:
-        if not _is_int32_value(v):
+    else:
+        if not _is_int32_value(v, dtype):
             raise _kiln.InvalidArgument(
-                f"{op}: the number {v!r} is not an int32 value (the other operand is int32; "
-                f"cast it to float32 first)")
+                f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} "
+                f"{dtype.name} value (the other operand is {dtype.name}; cast it to float32 first)")
         v = int(v)
     trace.nodes.append(("constant", 0, float(v), dtype.name, "", []))
     return len(trace.nodes) - 1

@@ -66,7 +66,7 @@ def _true_divide(a: Any, b: Any) -> Tensor:
     target = "float16" if half else "float32"
 
     def as_float(x: Any) -> Any:
-        if isinstance(x, Tensor) and x.dtype in (np.int32, np.bool_):
+        if isinstance(x, Tensor) and x.dtype in (np.int32, np.uint32, np.int8, np.uint8, np.bool_):
             return ops.cast(ops._operand(x, None), target)
         if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
             return x.astype(target)

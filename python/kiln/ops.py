@@ -18,13 +18,14 @@ equal, not_equal, less, less_equal, greater, greater_equal as in numpy).
 Ternary: fma(a, b, c) = a * b + c, clamp(x, lo, hi) (numpy's clip; also
 clip). elementwise_chain(x, steps): unary, binary, ternary, where and cast
 steps fused into one kernel (kiln.fuse fuses any elementwise function).
-The float math takes float32 and float16; neg abs relu, add sub mul div
-floor_div floor_mod max min pow, the comparisons and clamp also int32
-(kiln's integer arithmetic: it wraps, div truncates toward zero, x / 0 = x,
-floor_div(x, 0) = x, floor_mod(x, 0) = 0, pow with a negative exponent
-truncates 1 / x ** -e, so 0 ** -1 = 0 where numpy raises); the bit operations
-take int32 only (shift amounts modulo 32, shift_right arithmetic). A bool
-tensor is an int32 0 or 1 there.
+The float math takes float32 and float16; neg abs relu sign square, add sub
+mul div floor_div floor_mod max min pow, the comparisons and clamp also
+int32 and uint32 (kiln's integer arithmetic: it wraps, div truncates toward
+zero, x / 0 = x, floor_div(x, 0) = x, floor_mod(x, 0) = 0, pow with a
+negative exponent truncates 1 / x ** -e, so 0 ** -1 = 0 where numpy raises);
+the bit operations take int32 and uint32 only (shift amounts modulo 32,
+shift_right arithmetic on int32, logical on uint32). A bool tensor is an
+int32 0 or 1 there.
 Reductions over any axes, numpy style: sum mean prod amax amin (x, axis=None,
 keepdims=False), also max and min called with one tensor; argmax argmin;
 reduce(op, x, keepdims) over the last axis of a 2-D tensor.
@@ -35,7 +36,7 @@ Data movement: permute transpose reshape concat slice gather pad where cast
 (and Tensor.astype, Tensor[...] with ints and slices).
 dtypes: float32, and float16 where the device has shader-f16; the integer
 elementwise ops above, the reductions but mean, argmax, argmin, data
-movement, where and cast also take int32;
+movement, where and cast also take int32 and uint32;
 matmul_int8 takes int8.
 Empty tensors (a dimension of 0) work as in numpy wherever numpy gives a
 result: the result depends on the shapes alone (an empty tensor, a
@@ -229,13 +230,13 @@ def _empty_result(what: str, inputs: Sequence[Tensor],
     return tensor(np.array(out, order="C"), inputs[0].device)
 
 
-_KERNEL_DTYPES = ("float32", "float16", "int32")
+_KERNEL_DTYPES = ("float32", "float16", "int32", "uint32")
 
 
 def _check_kernel_types(what: str, inputs: Sequence[Tensor], any_rank: bool = False) -> None:
     """What the kernels refuse of any tensor, checked where no kernel is
-    built (empty tensors): a dtype other than float32, float16 and int32
-    (bools reach the kernels as int32), float16 on a device without
+    built (empty tensors): a dtype other than float32, float16, int32 and
+    uint32 (bools reach the kernels as int32), float16 on a device without
     shader-f16, a rank above 4 (unless `any_rank`: the operator runs on
     views of lower rank), or more than 2^30 elements with every 0 extent
     as 1."""
@@ -243,8 +244,8 @@ def _check_kernel_types(what: str, inputs: Sequence[Tensor], any_rank: bool = Fa
         name = np.dtype(t.dtype).name
         if name not in _KERNEL_DTYPES:
             raise _kiln.InvalidArgument(
-                f"{what}: an input has dtype {name}; supported dtypes are float32, float16 and "
-                f"int32")
+                f"{what}: an input has dtype {name}; supported dtypes are float32, float16, "
+                f"int32 and uint32")
         if name == "float16" and not t.device.has_feature("shader-f16"):
             raise _kiln.Unavailable(f"{what}: an input is float16, but the device has no "
                                     f"shader-f16")
@@ -322,39 +323,41 @@ def _key_number(v: float) -> Tuple[Any, ...]:
 def _number_as_tensor(v: Any, like: Tensor, op: str, given: Any = None) -> Tensor:
     """The number v as a one-element tensor of like's dtype: rounded to a
     float dtype (as numpy's comparisons of float32 arrays with Python floats
-    do), exactly for int32 (or an error naming `given`'s dtype, the operand
-    as the caller gave it, where like is its int32 form)."""
+    do), exactly for int32 and uint32 (or an error naming `given`'s dtype,
+    the operand as the caller gave it, where like is its int32 form)."""
     from ._tensor import tensor
     try:
         v = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
-    if like.dtype in (np.int32, np.bool_):
+    if like.dtype in (np.int32, np.uint32, np.bool_):
         _check_int32_number(v, like if given is None else given, op)
-        return tensor(np.array([int(v)], np.int32), like.device)
+        return tensor(np.array([int(v)], like.dtype), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tensor(np.array([v], like.dtype), like.device)
 
 
-def _is_int32_value(v: Union[int, float]) -> bool:
+def _is_int32_value(v: Union[int, float], dtype: Any = np.int32) -> bool:
     """Whether the number v (an int or float, as _number gives) is exactly
-    an int32 value."""
+    an int32 value (a value of the integer `dtype`)."""
+    info = np.iinfo(dtype)
     return not (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())) and \
-        -2**31 <= v < 2**31
+        info.min <= v <= info.max
 
 
 def _check_int32_number(v: Any, like: Any, op: str) -> None:
-    """The error for a number v used with the int32 (or bool) tensor or
-    array `like` where v is not an int32 value."""
+    """The error for a number v used with the int32 (or bool) or uint32
+    tensor or array `like` where v is not a value of its kernel dtype."""
     try:
         v = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
-    if not _is_int32_value(v):
+    dtype = np.dtype(np.uint32 if like.dtype == np.uint32 else np.int32)
+    if not _is_int32_value(v, dtype):
         raise _kiln.InvalidArgument(
-            f"{op}: the number {v!r} is not an int32 value (the tensor operand is "
-            f"{like.dtype}; cast it to float32 to use other numbers)")
+            f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} {dtype.name} value (the tensor "
+            f"operand is {like.dtype}; cast it to float32 to use other numbers)")
 
 
 def _check_takes(op: str, ts: Sequence[Tensor]) -> None:
@@ -362,14 +365,21 @@ def _check_takes(op: str, ts: Sequence[Tensor]) -> None:
     theirs (as the kernel would raise; for empty tensors, which build none)."""
     for t in ts:
         name = np.dtype(t.dtype).name
-        if name in ("float32", "float16", "int32") and not _kiln.ops.elementwise_takes(op, name):
+        if name in _KERNEL_DTYPES and not _kiln.ops.elementwise_takes(op, name):
             _kiln.ops.elementwise(t.device, op, [((1,), name)] * _arity(op))
 
 
-def _operand(x: Any, device: Optional[_kiln.Device]) -> Tensor:
-    """x as a tensor; a bool tensor as its int32 0 or 1."""
+def _operand(x: Any, device: Optional[_kiln.Device], unsigned: bool = False) -> Tensor:
+    """x as a tensor; a bool tensor as its int32 0 or 1 (uint32 where
+    `unsigned`: beside a uint32 operand, numpy's result dtype)."""
     t = _as_tensor(x, device)
-    return _view(t, t.shape, np.int32) if t.dtype == np.bool_ else t
+    return _view(t, t.shape, np.uint32 if unsigned else np.int32) if t.dtype == np.bool_ else t
+
+
+def _beside_uint32(operands: Sequence[Any]) -> bool:
+    """Whether an operand is a uint32 tensor or array (bools beside it run
+    as uint32)."""
+    return any(getattr(x, "dtype", None) == np.uint32 for x in operands)
 
 
 _COMPARE_OPS = frozenset(_kiln.ops.compare_names())
@@ -401,6 +411,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
             f"{op} takes {arity} input{'' if arity == 1 else 's'}, not {len(operands)}")
     if _fuse.traced(*operands):
         return _fuse.apply(op, operands)
+    if any(np.dtype(getattr(x, "dtype", np.float32)) in _BYTE_DTYPES for x in operands):
+        return _byte_elementwise(op, operands)
     if op in _COMPARE_OPS or op in _TERNARY_OPS:
         device = _device_of(*operands)
         like = next((x for x in operands if not _is_number(x)), None)
@@ -409,9 +421,10 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         # Errors name the dtypes as given (a bool reaches the kernel as int32).
         given = like if isinstance(like, (Tensor, np.ndarray)) else None
         named = [x.dtype if isinstance(x, (Tensor, np.ndarray)) else None for x in operands]
-        like = _operand(like, device)
+        unsigned = _beside_uint32(operands)
+        like = _operand(like, device, unsigned)
         ts = [_number_as_tensor(x, like, op, given) if _is_number(x)
-              else _operand(x, like.device) for x in operands]
+              else _operand(x, like.device, unsigned) for x in operands]
         if op in _COMPARE_OPS and len({t.dtype for t in ts}) > 1 and None not in named:
             # Named as given, as the other operators' mismatches are.
             names = ", ".join(f"{'ABC'[i]} is {np.dtype(d).name}" for i, d in enumerate(named))
@@ -430,7 +443,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
         return _with_number(op, operands[1], operands[0], True)
     device = next((x.device for x in operands if isinstance(x, Tensor)), None)
     try:
-        out = _elementwise_tensors(op, [_operand(x, device) for x in operands])
+        unsigned = _beside_uint32(operands)
+        out = _elementwise_tensors(op, [_operand(x, device, unsigned) for x in operands])
     except _kiln.InvalidArgument as e:
         given = [np.dtype(x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype)
                  for x in operands]
@@ -444,11 +458,63 @@ def elementwise(op: str, *operands: Any) -> Tensor:
     return _view(out, out.shape, np.bool_) if op in _BOOL_OPS else out
 
 
+def _byte_elementwise(op: str, operands: Sequence[Any]) -> Tensor:
+    """`op` where an operand is an int8 or uint8 tensor or array: its values
+    unpacked to int32 (one kernel), the op computed there and, for a result
+    of that dtype, packed back (its low 8 bits: wrapping, as numpy's
+    arithmetic). With numpy's result dtypes: beside numbers and bools of
+    the byte dtype; beside int32 the result is int32, uint8 beside uint32
+    gives uint32, beside a float tensor that float (the bytes converted);
+    int8 beside uint8 or uint32 (numpy's int16 or int64) is a mismatch. A
+    float number in arithmetic computes in float32, as with int32."""
+    device = _device_of(*operands)
+    ts = [None if _is_number(x) else _as_tensor(x, device) for x in operands]
+    dtypes = [np.dtype(t.dtype) for t in ts if t is not None]
+    byte = next(d for d in dtypes if d in _BYTE_DTYPES)
+    others = {d for d in dtypes if d != byte and d != np.bool_}
+    names = ", ".join(f"{'ABC'[i]} is {np.dtype(t.dtype).name if t is not None else 'a number'}"
+                      for i, t in enumerate(ts))
+    wide = next(iter(others)) if len(others) == 1 else None
+    if others and not (wide in (np.int32, np.float32, np.float16) or
+                       (wide == np.uint32 and byte == np.uint8)):
+        raise _kiln.InvalidArgument(
+            f"{op}: dtype mismatch: {names} (numpy's result dtype for them is none kiln has; "
+            f"cast one to the other's dtype)")
+    if not _kiln.ops.elementwise_takes(op, "int32") and wide not in (np.float32, np.float16):
+        raise _kiln.InvalidArgument(
+            f"{op}: an input is {byte.name}, but {op} takes float32 or float16 tensors (cast it "
+            f"first)")
+    numbers = [x for x in operands if _is_number(x)]
+    if wide is None and any(isinstance(v, (float, np.floating)) for v in numbers) and \
+            promotes_to_float(op, np.int32, next(v for v in numbers
+                                                 if isinstance(v, (float, np.floating)))):
+        wide = np.dtype(np.float32)
+    if wide in (np.float32, np.float16):  # the bytes converted to that float
+        args = [x if t is None else cast(t, wide.name) if np.dtype(t.dtype) in _BYTE_DTYPES
+                else t for x, t in zip(operands, ts)]
+        return elementwise(op, *args)
+    args = []
+    for x, t in zip(operands, ts):
+        if t is None:  # a number: a value of the byte dtype, or of the wider one
+            args.append(_integer_value(x, wide or byte, op) if wide != np.int32 else x)
+        elif np.dtype(t.dtype) in _BYTE_DTYPES:
+            v = _unpacked(t, op)
+            args.append(_view(v, v.shape, np.uint32) if wide == np.uint32 else v)
+        else:
+            args.append(t)
+    if op == "popcount":  # the byte's own bits
+        args[0] = bitwise_and(args[0], 255)
+    out = elementwise(op, *args)
+    return out if op in _BOOL_OPS or wide is not None else _packed(out, byte)
+
+
 def promotes_to_float(op: str, dtype: Any, v: Any) -> bool:
-    """Whether binary arithmetic `op` of an int32 (or bool) operand and the
-    number v computes in float32: v is a float (torch's rule; kiln has no
-    float64 to take numpy's). Comparisons take v as an int32 value."""
-    return (np.dtype(dtype) in (np.int32, np.bool_) and isinstance(v, (float, np.floating))
+    """Whether binary arithmetic `op` of an int32, uint32 (or bool) operand
+    and the number v computes in float32: v is a float (torch's rule; kiln
+    has no float64 to take numpy's). Comparisons take v as a value of the
+    operand's dtype."""
+    return (np.dtype(dtype) in (np.int32, np.uint32, np.bool_)
+            and isinstance(v, (float, np.floating))
             and _ARITY.get(op) == 2 and op not in _COMPARE_OPS
             and _kiln.ops.elementwise_takes(op, "float32"))
 
@@ -466,8 +532,8 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
         _check_kernel_types(op, [t])
         # The op's own refusal of x's dtype (or of float16 on a device without it).
         _kiln.ops.elementwise(t.device, op, [((1,), np.dtype(t.dtype).name)] * 2)
-        if t.dtype == np.int32:
-            _check_int32_number(v, x, op)  # (x: a tensor or array, bool or int32)
+        if t.dtype in (np.int32, np.uint32):
+            _check_int32_number(v, x, op)  # (x: a tensor or array, bool, int32 or uint32)
         text = str(e)
         if text.startswith("elementwise_chain: "):  # (a tensor the device cannot bind)
             raise type(e)(f"{op}: {text[len('elementwise_chain: '):]}") from None
@@ -914,10 +980,17 @@ def _reduce_axes(fn: str, op: str, x: Any, axis: Any, keepdims: Any) -> Tensor:
     _check_reduce_op(op, fn)
     bools = getattr(x, "dtype", None) == np.bool_  # (which reach the kernels as int32)
     x = _operand(x, None)
-    if op == "mean" and (bools or x.dtype == np.int32):
-        what = "bool" if bools else "i32"
+    if x.dtype in _BYTE_DTYPES:  # its values in int32; max and min back in its dtype
+        if op == "mean":
+            raise _kiln.InvalidArgument(
+                f"{fn}: input X of reduce mean is {np.dtype(x.dtype).name}; mean takes f32 or f16 "
+                f"(cast it first)")
+        y = _reduce_axes(fn, op, _unpacked(x, fn), axis, keepdims)
+        return _packed(y, x.dtype) if op in ("max", "min") else y
+    if op == "mean" and (bools or x.dtype in (np.int32, np.uint32)):
+        what = "bool" if bools else "i32" if x.dtype == np.int32 else "u32"
         raise _kiln.InvalidArgument(
-            f"input X of reduce mean is {what}; mean takes f32 or f16 (cast it first)")
+            f"{fn}: input X of reduce mean is {what}; mean takes f32 or f16 (cast it first)")
     keepdims = _flag(keepdims, f"reduce {op}: keepdims")
     axes = _axes(axis, x.ndim, f"reduce {op}")
     if not axes:
@@ -965,6 +1038,8 @@ def _reduce_axes(fn: str, op: str, x: Any, axis: Any, keepdims: Any) -> Tensor:
 
 def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
     x = _operand(x, None)
+    if x.dtype in _BYTE_DTYPES:  # (its values, in int32)
+        x = _unpacked(x, op)
     keepdims = _flag(keepdims, f"{op}: keepdims")
     if axis is None:  # over the flattened tensor, as numpy
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
@@ -1391,7 +1466,8 @@ def _integer_value(v: Any, dtype: Any, what: str) -> int:
     if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
             not info.min <= n <= info.max:
         raise _kiln.InvalidArgument(
-            f"{what}: {v!r} is not a {info.dtype.name} value (an integer in [{info.min}, "
+            f"{what}: {v!r} is not {'an' if info.dtype.name.startswith('int') else 'a'} "
+            f"{info.dtype.name} value (an integer in [{info.min}, "
             f"{info.max}]), which the {info.dtype.name} tensor needs")
     return int(n)
 
@@ -1918,6 +1994,8 @@ def _unary(name: str) -> Callable[[Any], Tensor]:
         if _fuse.traced(x):
             return _fuse.apply(name, [x])
         x = _operand(x, None)
+        if x.dtype in _BYTE_DTYPES:
+            return _byte_elementwise(name, [x])
         if not 1 <= x.ndim <= 4:  # (as a view of rank 1 to 4)
             return _elementwise_tensors(name, [x])
         if not x.size:
@@ -1936,7 +2014,8 @@ def _binary(name: str) -> Callable[[Any, Any], Tensor]:
         if _fuse.traced(a, b):
             return _fuse.apply(name, [a, b])
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.size and b.size and \
-                1 <= a.ndim <= 4 and 1 <= b.ndim <= 4 and np.bool_ not in (a.dtype, b.dtype):
+                1 <= a.ndim <= 4 and 1 <= b.ndim <= 4 and \
+                not {a.dtype, b.dtype} & {np.dtype(np.bool_), *_BYTE_DTYPES}:
             key = ("elementwise", name, a._sig, b._sig)
             return run(key, lambda d: _kiln.ops.elementwise(d, name, [a._type, b._type]), a, b,
                        name=name)
@@ -2146,10 +2225,10 @@ clamp = _nary("clamp", "clamp(x, lo, hi) = min(max(x, lo), hi) elementwise, broa
 
 
 def clip(x: Any, lo: Any, hi: Any) -> Tensor:
-    """clamp(x, lo, hi), as numpy's clip; a float bound with an int32 or bool
-    x computes in float32, as arithmetic with a float number does."""
+    """clamp(x, lo, hi), as numpy's clip; a float bound with an int32, uint32
+    or bool x computes in float32, as arithmetic with a float number does."""
     dtype = getattr(x, "dtype", None)
-    if dtype is not None and np.dtype(dtype) in (np.int32, np.bool_) and any(
+    if dtype is not None and np.dtype(dtype) in (np.int32, np.uint32, np.bool_) and any(
             isinstance(b, (float, np.floating)) for b in (lo, hi)):
         x = cast(x, "float32")
     try:

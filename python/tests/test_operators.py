@@ -199,8 +199,12 @@ def test_errors_with_numbers_name_the_operation(device):
             (lambda: ints.sum() << 2.5, r"^shift_left: the number 2.5 is not an int32 value"),
             (lambda: floats & 3, r"^input A of bitwise_and is f32, but bitwise_and takes i32"),
             (lambda: 3 ^ floats, r"^input A of bitwise_xor is f32"),
-            (lambda: kiln.tensor(np.ones(3, np.uint32), device) + 1,
-             r"^add: an input has dtype uint32; supported dtypes are")]:
+            (lambda: kiln.tensor(np.ones(3, np.uint32), device) + -1,
+             r"^add: the number -1 is not a uint32 value \(the tensor operand is uint32"),
+            (lambda: kiln.tensor(np.ones(3, np.uint32), device) < 2**32,
+             r"^lt: the number 4294967296 is not a uint32 value"),
+            (lambda: kiln.tensor(np.ones(3, np.uint32), device) + ints,
+             r"^add: dtype mismatch: A is u32 but B is i32")]:
         with pytest.raises(bad, match=message) as e:
             call()
         assert "chain" not in str(e.value)
