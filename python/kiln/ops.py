@@ -78,7 +78,11 @@ def _as_tensor(x: Any, device: Optional[_kiln.Device]) -> Tensor:
         return x
     if isinstance(x, np.ndarray):
         from ._tensor import tensor
-        return tensor(x, device)
+        try:
+            return tensor(x, device)
+        except _kiln.InvalidArgument as e:  # (the operator named it: _naming_operands)
+            e._kiln_operand = x
+            raise
     if isinstance(x, _fuse.Traced):
         raise _kiln.InvalidArgument(
             "kiln.fuse: a traced value reached an operator that is not elementwise (a "
@@ -121,16 +125,21 @@ def _naming_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
     def named(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except ArgumentTypeError as e:
+        except _kiln.InvalidArgument as e:
             if not hasattr(e, "_kiln_operand"):
                 raise
             x = e._kiln_operand
             where = _where_passed(fn, args, kwargs, x)
             if where is None:
                 raise
-            named_error = ArgumentTypeError(
-                f"{fn.__name__}: {where} must be a kiln.Tensor or a numpy array; got "
-                f"{type(x).__name__}")
+            if isinstance(e, ArgumentTypeError):
+                named_error = ArgumentTypeError(
+                    f"{fn.__name__}: {where} must be a kiln.Tensor or a numpy array; got "
+                    f"{type(x).__name__}")
+            else:  # an array kiln cannot hold (its dtype), named where it was passed
+                reason = getattr(e, "_kiln_reason", str(e))
+                named_error = type(e)(f"{fn.__name__}: {where}: {reason}")
+                named_error._kiln_reason = reason
             named_error._kiln_operand = x
             raise named_error from None
     return named
@@ -1094,7 +1103,8 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
                           lambda d, ty: _kiln.ops.softmax_axis(d, ty[0], a))
     if empty is not None:
         return empty
-    return run(("softmax_axis", a, x._sig), lambda d: _kiln.ops.softmax_axis(d, x._type, a), x)
+    return run(("softmax_axis", a, x._sig), lambda d: _kiln.ops.softmax_axis(d, x._type, a), x,
+               name="softmax")
 
 
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
@@ -1253,6 +1263,12 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
             raise _kiln.InvalidArgument(
                 f"matmul: the batch axes of A {list(a.shape)} and B {list(b.shape)} do not "
                 f"broadcast") from None
+        out = batch + (a.shape[-1] if transpose_a else a.shape[-2],
+                       b.shape[-2] if transpose_b else b.shape[-1])
+        if residual_t is not None and tuple(residual_t.shape) != out:
+            raise _kiln.InvalidArgument(
+                f"matmul: residual has shape {list(residual_t.shape)}; it must have the "
+                f"result's shape {list(out)}")
         merged = _merged_axes([a.shape[:-2], b.shape[:-2], batch], batch)
         if merged is None or len(merged[0]) > 2:
             raise _kiln.InvalidArgument(
@@ -1293,6 +1309,7 @@ def _empty_matmul(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool,
                                 _probe(bias_t._type if bias_t is not None else None), act,
                                 _probe(residual_t._type if residual_t is not None else None),
                                 accumulate)
+    _same_device("matmul", [t for t in (a, b, bias_t, residual_t) if t is not None])
     zeros = _empty_result("matmul", [a, b], product, check)
     assert zeros is not None
     if not zeros.size:
@@ -1344,6 +1361,7 @@ def matmul_int8(a: Any, b: Any) -> Tensor:
                 f"matmul_int8: {name} has shape {list(t.shape)}; a kernel's operand holds at "
                 f"most 2^30 words of four int8")
     if not a.size or not b.size:
+        _same_device("matmul_int8", [a, b])  # (as the call with elements)
         return _empty_matmul_int8(a, b)
     return run(("matmul_int8", a._sig, b._sig),
                lambda d: _kiln.ops.matmul_int8(d, a._type, b._type), a, b)
@@ -2294,6 +2312,7 @@ def conv2d(x: Any, w: Any, *, layout: str = "NHWC", stride: Any = 1, padding: An
                                 bias_t._type if bias_t is not None else None, act)
 
     if x.ndim == 4 and x.shape[0] == 0:
+        _same_device("conv2d", inputs)  # (as the call with elements)
         return _empty_batch(x, build)
     key = ("conv2d", x._sig, w._sig, layout, st, pad, dil, int(groups),
            bias_t._sig if bias_t is not None else None, act)
@@ -2360,6 +2379,11 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
         y = attention(*[_view(t, (n,) + tuple(t.shape[-2:])) for t in (q, k, v)],
                       causal=causal, mask=mask, scale=scale)
         return _view(y, batch + tuple(y.shape[-2:]))
+    if builtins.max(q.ndim, k.ndim, v.ndim) > 4 and builtins.min(q.ndim, k.ndim, v.ndim) >= 2:
+        raise _kiln.InvalidArgument(
+            f"attention: q, k and v have shapes {tuple(q.shape)}, {tuple(k.shape)} and "
+            f"{tuple(v.shape)}; above rank 4 their batch axes (all but the last two) must be "
+            f"the same")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not 2 <= t.ndim <= 4:
             raise _kiln.InvalidArgument(

@@ -32,7 +32,7 @@ StatusOr<ir::Function> NormKernel(bool rms, const TensorType& input, double eps,
   const std::string op = rms ? "rms_norm" : "layer_norm";
   KILN_RETURN_IF_ERROR(internal::CheckTensor(input, target, StrCat("input X of ", op)));
   if (!(eps >= 0.0) || eps > 1e30) {
-    return InvalidArgument(op, ": eps is ", eps, "; it must be finite and at least 0");
+    return InvalidArgument(op, ": eps is ", eps, "; it must be at least 0 and at most 1e30");
   }
   // The kernel adds eps in f32, where GPUs flush subnormals: a smaller eps
   // would act as 0 (a row of equal values would give NaN, not Beta).

@@ -326,7 +326,14 @@ bool GivesBool(std::string_view op) {
 
 Status CheckActivation(const std::string& activation, std::string_view op) {
   if (activation.empty()) return Status::Ok();
-  if (!IsUnary(activation)) return UnknownOp("activation", activation, UnaryOpNames());
+  if (!IsUnary(activation)) {
+    // Known: the unary ops an activation may be (of f32, giving a value).
+    std::vector<std::string_view> known;
+    for (std::string_view name : UnaryOpNames()) {
+      if (!GivesBool(name) && ElementwiseOpTakes(name, ir::kF32)) known.push_back(name);
+    }
+    return UnknownOp("activation", activation, known);
+  }
   if (GivesBool(activation)) {
     return InvalidArgument(op, ": activation ", activation,
                            " gives 0 or 1 for a predicate, not a value of the sum's dtype");

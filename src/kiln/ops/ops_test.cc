@@ -543,7 +543,13 @@ TEST(OpsTest, MatmulErrors) {
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"residual", "[7, 3]"});
   o = {};
   o.activation = "relux";
-  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"unknown activation op 'relux'"});
+  ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(),
+              {"unknown activation op 'relux'", "known: neg, abs, exp", "gelu"});
+  // The known list holds only ops an activation may be.
+  for (const char* refused : {"isnan", "popcount", "bitwise_not"}) {
+    EXPECT_EQ(Matmul({{7, 5}}, {{5, 3}}, t, o).status().message().find(refused), std::string::npos)
+        << refused;
+  }
   o.activation = "isnan";
   ExpectError(Matmul({{7, 5}}, {{5, 3}}, t, o).status(), {"matmul: activation isnan", "predicate"});
   o.activation = "bitwise_not";
