@@ -2264,7 +2264,8 @@ def test_misuse_gets_clear_errors(device):
     for axis in ((), None):
         with pytest.raises(bad, match="unknown reduce op 'bogus'"):
             kiln.ops.reduce_axes("bogus", t, axis=axis)
-    with pytest.raises(bad, match="attention: q has shape \\(1, 1, 1, 8, 4\\) of rank 5"):
+    with pytest.raises(bad, match="attention: q, k and v have shapes \\(1, 1, 1, 8, 4\\), "
+                       "\\(2, 8, 4\\) and \\(2, 8, 4\\); above rank 4"):
         q = kiln.tensor(np.ones((2, 8, 4), np.float32), device)
         kiln.ops.attention(kiln.tensor(np.ones((1, 1, 1, 8, 4), np.float32), device), q, q)
     with pytest.raises(bad, match="cast: dtype None is not a dtype"):
