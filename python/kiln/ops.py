@@ -2376,8 +2376,12 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     if q.ndim > 4 and all(tuple(t.shape[:-2]) == batch for t in (k, v)):
         # (kernels take ranks 2 to 4: the batch axes, the same in all three, as one)
         n = math.prod(batch)
-        y = attention(*[_view(t, (n,) + tuple(t.shape[-2:])) for t in (q, k, v)],
-                      causal=causal, mask=mask, scale=scale)
+        try:
+            y = attention(*[_view(t, (n,) + tuple(t.shape[-2:])) for t in (q, k, v)],
+                          causal=causal, mask=mask, scale=scale)
+        except _kiln.InvalidArgument as e:  # (said of the views: name the shapes given)
+            raise type(e)(f"{e} (q, k and v of shapes {tuple(q.shape)}, {tuple(k.shape)} and "
+                          f"{tuple(v.shape)}, their batch axes seen as one)") from None
         return _view(y, batch + tuple(y.shape[-2:]))
     if builtins.max(q.ndim, k.ndim, v.ndim) > 4 and builtins.min(q.ndim, k.ndim, v.ndim) >= 2:
         raise _kiln.InvalidArgument(

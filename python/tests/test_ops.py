@@ -946,6 +946,8 @@ def test_operator_errors_name_the_operator_and_argument(device):
                                         np.ones((2, 2, 1, 9, 8), np.float32)),
              "^attention: q, k and v have shapes .*above rank 4 their batch axes"),
             (lambda: kiln.ops.softmax(np.ones((3, 4), np.int32)), "^softmax: input X of softmax"),
+            (lambda: kiln.ops.attention(*[np.zeros((2, 2, 0, 7, 8), np.float32)] * 3),
+             r"attention: .*dimension 0 is 0.*\(q, k and v of shapes \(2, 2, 0, 7, 8\)"),
             (lambda: kiln.ops.rms_norm(f32, np.ones(4, np.float32), eps=1e39),
              "^rms_norm: eps is 1e[+]39; it must be at least 0 and at most 1e30"),
             (lambda: kiln.ops.matmul(f32, np.ones((4, 2), np.float32), activation="swish"),
