@@ -1152,8 +1152,22 @@ const std::pair<Shape, Shape> kIntPairs[] = {
     {{1027}, {1027}},  {{64, 33}, {33}}, {{5, 1, 64}, {7, 1}}, {{4096}, {1}},
 };
 
+// Shift amounts, divisors and exponents are drawn small, so that 0, 31, 32
+// and negative amounts come often.
+bool SmallSecondOperand(const std::string& op) {
+  return op == "shift_left" || op == "shift_right" || op == "div" || op == "floor_div" ||
+         op == "floor_mod" || op == "pow";
+}
+
 class ElementwiseTypesDeviceTest : public OpsMoreDeviceTest {
  protected:
+  // The unary op over `a`, or the binary op or comparison over `a` and `b`,
+  // on `dtype` tensors.
+  StatusOr<ir::Function> UnaryOrBinary(const std::string& op, bool unary, const Shape& a,
+                                       const Shape& b, ir::DataType dtype) {
+    return unary ? Elementwise(op, {{a, dtype}}, target_)
+                 : Elementwise(op, {{a, dtype}, {b, dtype}}, target_);
+  }
   // Random i32 values over the whole range, with the edges placed first.
   std::vector<int32_t> EdgyInts(int64_t n, bool small) {
     std::vector<int32_t> v = small ? RandomInts(n, -40, 40) : RandomInts(n, INT32_MIN, INT32_MAX);
@@ -1190,16 +1204,11 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerOps) {
       if (unary && sb.size() > 1) continue;
       const Shape a_shape = sa, b_shape = unary ? sa : sb;
       SCOPED_TRACE(op + " " + ShapeToString(a_shape) + " " + ShapeToString(b_shape));
-      const ir::DataType i = ir::kI32;
-      auto f = unary ? Elementwise(op, {{a_shape, i}}, target_)
-                     : Elementwise(op, {{a_shape, i}, {b_shape, i}}, target_);
+      auto f = UnaryOrBinary(op, unary, a_shape, b_shape, ir::kI32);
       ASSERT_TRUE(f.ok()) << f.status();
       const Shape out = unary ? a_shape : *BroadcastShapes(a_shape, b_shape);
       const int64_t n = NumElements(out);
-      // Shift amounts and divisors small enough to reach 0, 31, 32 and
-      // negative amounts often.
-      const bool small_b = op == "shift_left" || op == "shift_right" || op == "div" ||
-                           op == "floor_div" || op == "floor_mod" || op == "pow";
+      const bool small_b = SmallSecondOperand(op);
       std::vector<int32_t> a = EdgyInts(NumElements(a_shape), false);
       std::vector<int32_t> b = EdgyInts(NumElements(b_shape), small_b);
       // Output 0 reads element 0 of both: INT_MIN (EdgyInts' first) with
@@ -1505,6 +1514,35 @@ TEST_F(ElementwiseTypesDeviceTest, FloatArithmeticWithAConstantZero) {
 
 // Reductions and arg-reductions over i32: in i32, sums and products
 // wrapping, compared exactly.
+// An integer reduction over `axes`, in T (i32 or u32): sums and products
+// wrapping, max and min in T's order; the results' bits.
+template <typename T>
+std::vector<uint32_t> RefIntegerReduce(const std::string& op, const std::vector<T>& x,
+                                       const Shape& shape, const std::vector<int>& axes) {
+  // (RefReduce of as many floats gives the output's shape.)
+  Shape out_shape;
+  RefReduce("sum", std::vector<float>(x.size()), shape, axes, &out_shape);
+  std::vector<bool> reduced(shape.size(), false);
+  for (int a : axes) reduced[a < 0 ? a + shape.size() : a] = true;
+  std::vector<T> acc(NumElements(out_shape), op == "prod" ? 1 : 0);
+  std::vector<bool> seen(acc.size(), false);
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<int64_t> co = Coords(shape, static_cast<int64_t>(i));
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!reduced[d]) o = o * shape[d] + co[d];
+    }
+    const auto wrap = [](uint32_t v) { return static_cast<T>(v); };
+    const auto bits = [](T v) { return static_cast<uint32_t>(v); };
+    if (op == "sum") acc[o] = wrap(bits(acc[o]) + bits(x[i]));
+    if (op == "prod") acc[o] = wrap(bits(acc[o]) * bits(x[i]));
+    if (op == "max") acc[o] = !seen[o] ? x[i] : std::max(acc[o], x[i]);
+    if (op == "min") acc[o] = !seen[o] ? x[i] : std::min(acc[o], x[i]);
+    seen[o] = true;
+  }
+  return std::vector<uint32_t>(acc.begin(), acc.end());
+}
+
 TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {
   for (const char* op : {"sum", "max", "min", "prod"}) {
     for (const ReduceCase& c : kReduceCases) {
@@ -1516,27 +1554,7 @@ TEST_F(ElementwiseTypesDeviceTest, IntegerReductions) {
         const int64_t n = NumElements(c.shape);
         const bool prod = std::string(op) == "prod";
         std::vector<int32_t> x = prod ? RandomInts(n, -3, 3) : EdgyInts(n, false);
-        // The reference: X as f32 only gives the output's shape.
-        Shape out_shape;
-        RefReduce("sum", std::vector<float>(n), c.shape, c.axes, &out_shape);
-        std::vector<bool> reduced(c.shape.size(), false);
-        for (int a : c.axes) reduced[a < 0 ? a + c.shape.size() : a] = true;
-        std::vector<uint32_t> acc(NumElements(out_shape), prod ? 1u : 0u);
-        std::vector<bool> seen(acc.size(), false);
-        for (int64_t i = 0; i < n; ++i) {
-          std::vector<int64_t> co = Coords(c.shape, i);
-          int64_t o = 0;
-          for (size_t d = 0; d < c.shape.size(); ++d) {
-            if (!reduced[d]) o = o * c.shape[d] + co[d];
-          }
-          const auto v = static_cast<uint32_t>(x[i]);
-          const auto cur = static_cast<int32_t>(acc[o]);
-          if (std::string(op) == "sum") acc[o] += v;
-          if (prod) acc[o] *= v;
-          if (std::string(op) == "max") acc[o] = !seen[o] || x[i] > cur ? v : acc[o];
-          if (std::string(op) == "min") acc[o] = !seen[o] || x[i] < cur ? v : acc[o];
-          seen[o] = true;
-        }
+        const std::vector<uint32_t> acc = RefIntegerReduce(op, x, c.shape, c.axes);
         Tensors t = {{"X", Words(x)}, {"Y", std::vector<uint32_t>(acc.size())}};
         // The interpreter on the small kernels (the float cases check it on
         // every shape).
@@ -1636,14 +1654,11 @@ TEST_F(ElementwiseTypesDeviceTest, UnsignedOps) {
       if (unary && sb.size() > 1) continue;
       const Shape a_shape = sa, b_shape = unary ? sa : sb;
       SCOPED_TRACE(op + " u32 " + ShapeToString(a_shape) + " " + ShapeToString(b_shape));
-      const ir::DataType u = ir::kU32;
-      auto f = unary ? Elementwise(op, {{a_shape, u}}, target_)
-                     : Elementwise(op, {{a_shape, u}, {b_shape, u}}, target_);
+      auto f = UnaryOrBinary(op, unary, a_shape, b_shape, ir::kU32);
       ASSERT_TRUE(f.ok()) << f.status();
       const Shape out = unary ? a_shape : *BroadcastShapes(a_shape, b_shape);
       const int64_t n = NumElements(out);
-      const bool small_b = op == "shift_left" || op == "shift_right" || op == "div" ||
-                           op == "floor_div" || op == "floor_mod" || op == "pow" || compare;
+      const bool small_b = SmallSecondOperand(op) || compare;
       std::vector<uint32_t> a = EdgyUints(EdgyInts(NumElements(a_shape), compare));
       std::vector<uint32_t> b = EdgyUints(EdgyInts(NumElements(b_shape), small_b));
       // Small values read as u32 are near 0 and near 2^32 (the negative
@@ -1706,24 +1721,7 @@ TEST_F(ElementwiseTypesDeviceTest, UnsignedReductions) {
       std::vector<uint32_t> x = EdgyUints(prod ? RandomInts(n, 0, 3) : EdgyInts(n, false));
       if (prod) x.assign(x.size(), 3u);
       if (prod && n > 1) x[1] = 0xFFFFFFFFu;
-      Shape out_shape;
-      RefReduce("sum", std::vector<float>(n), c.shape, c.axes, &out_shape);
-      std::vector<bool> reduced(c.shape.size(), false);
-      for (int a : c.axes) reduced[a < 0 ? a + c.shape.size() : a] = true;
-      std::vector<uint32_t> acc(NumElements(out_shape), prod ? 1u : 0u);
-      std::vector<bool> seen(acc.size(), false);
-      for (int64_t i = 0; i < n; ++i) {
-        std::vector<int64_t> co = Coords(c.shape, i);
-        int64_t o = 0;
-        for (size_t d = 0; d < c.shape.size(); ++d) {
-          if (!reduced[d]) o = o * c.shape[d] + co[d];
-        }
-        if (std::string(op) == "sum") acc[o] += x[i];
-        if (prod) acc[o] *= x[i];
-        if (std::string(op) == "max") acc[o] = !seen[o] ? x[i] : std::max(acc[o], x[i]);
-        if (std::string(op) == "min") acc[o] = !seen[o] ? x[i] : std::min(acc[o], x[i]);
-        seen[o] = true;
-      }
+      const std::vector<uint32_t> acc = RefIntegerReduce(op, x, c.shape, c.axes);
       Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(acc.size(), 0xDEADBEEFu)}};
       ASSERT_NO_FATAL_FAILURE(Run(*f, {"X"}, t, n <= 4000));
       EXPECT_EQ(t["Y"], acc);
