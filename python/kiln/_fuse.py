@@ -249,6 +249,13 @@ def apply(op: str, operands: Sequence[Any], cast_to: Optional[str] = None) -> Tr
                               for x in operands])
     # The dtype numbers take: the operands that share one (a where's last two).
     shared = operands[1:] if op == "where" else operands
+    if cast_to is None and any(isinstance(x, Traced) and x._dtype == np.uint32 for x in shared):
+        # A bool beside a uint32 value runs as uint32 (numpy's result dtype), as unfused.
+        first = 1 if op == "where" else 0
+        operands = list(operands[:first]) + [
+            apply_cast(x, "uint32") if isinstance(x, Traced) and x._bool else x
+            for x in operands[first:]]
+        shared = operands[first:]
     like = next((x._dtype for x in shared if isinstance(x, Traced)), None)
     if like is None:  # where(cond, 1, 2.5): numbers alone
         floats = any(isinstance(x, (float, np.floating)) for x in shared)
@@ -377,7 +384,8 @@ def fuse(fn: Callable[..., Any]) -> Callable[..., Tensor]:
             if np.dtype(t.dtype).name not in _KERNEL_DTYPES + ("bool",):
                 raise _kiln.InvalidArgument(
                     f"{getattr(fn, '__name__', 'kiln.fuse')}: argument {k} is {t.dtype}; "
-                    f"fused kernels take float32, float16, int32 and bool")
+                    f"fused kernels take float32, float16, int32, uint32 and bool (cast int8 "
+                    f"and uint8 to int32 first)")
             tensors.append(t)
         if not tensors:
             raise _kiln.InvalidArgument("kiln.fuse: the function takes at least one tensor")

@@ -174,8 +174,10 @@ def _reduction(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
             x = ops._cast(self, dtype, what)
             y = fn(x, axis=axis, keepdims=keepdims)
             # bools add as logical or and multiply as logical and: the count
-            # (or product) of 0s and 1s, nonzero.
-            return ops._cast(y, "bool", what) if x.dtype == np.bool_ else y
+            # (or product) of 0s and 1s, nonzero; int8 and uint8 sum in
+            # int32, and wrap to their dtype as numpy's.
+            return ops._cast(y, x.dtype.name, what) if x.dtype in (np.bool_, np.int8, np.uint8) \
+                else y
         if fn.__name__ in ("amax", "amin"):  # (its errors named max / min, as called)
             return ops._reduce_axes(fn.__name__[1:], fn.__name__[1:], self, axis, keepdims)
         y = fn(self, axis=axis, keepdims=keepdims)

@@ -420,7 +420,8 @@ def elementwise(op: str, *operands: Any) -> Tensor:
             f"{op} takes {arity} input{'' if arity == 1 else 's'}, not {len(operands)}")
     if _fuse.traced(*operands):
         return _fuse.apply(op, operands)
-    if any(np.dtype(getattr(x, "dtype", np.float32)) in _BYTE_DTYPES for x in operands):
+    if any(not _is_number(x) and np.dtype(getattr(x, "dtype", np.float32)) in _BYTE_DTYPES
+           for x in operands):
         return _byte_elementwise(op, operands)
     if op in _COMPARE_OPS or op in _TERNARY_OPS:
         device = _device_of(*operands)
@@ -676,6 +677,10 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     if _fuse.traced(x, *operands):
         return _traced_chain(x, listed)
     x = _operand(x, _device_of(x, *operands))
+    if x.dtype in _BYTE_DTYPES:
+        raise _kiln.InvalidArgument(
+            f"elementwise_chain: x is {np.dtype(x.dtype).name}; chains run on float32, float16, "
+            f"int32, uint32 and bool (cast int8 and uint8 to int32 first)")
     if isinstance(steps, (str, bytes)):
         raise _kiln.InvalidArgument(
             f"elementwise_chain: steps must be a list of steps; got the string {steps!r} (one "
@@ -690,7 +695,7 @@ def elementwise_chain(x: Any, steps: Sequence[Any]) -> Tensor:
     tensors: List[Tensor] = [x]
     for step in steps:
         if isinstance(step, (tuple, list)) and step and step[0] != "cast":
-            tensors += [_operand(o, x.device) for o in step[1:]
+            tensors += [_operand(o, x.device, x.dtype == np.uint32) for o in step[1:]
                         if isinstance(o, (Tensor, np.ndarray))]
     views, shape = _kernel_operands(tensors, "elementwise_chain")
     if shape is None:
@@ -746,7 +751,7 @@ def _chain_nd(x: Tensor, steps: Sequence[Any]) -> Tensor:
             raise ArgumentTypeError(
                 f"elementwise_chain: step {k} ({step[0]}): an operand must be a kiln.Tensor, a "
                 f"numpy array or a number; got {type(o).__name__}")
-        t = _operand(o, x.device)
+        t = _operand(o, x.device, x.dtype == np.uint32)  # (bools beside uint32 as uint32)
         tensors.append(t)
         key.append(("tensor",) + tuple(t._sig))
         return t._type, None
@@ -1802,6 +1807,10 @@ def gather(table: Any, indices: Any) -> Tensor:
         indices = tensor(idx.astype(np.int32), t.device)
     if isinstance(indices, Tensor) and indices.dtype in _BYTE_DTYPES:  # (as numpy's int8 arrays)
         indices = _unpacked(indices, "gather")
+    if isinstance(indices, Tensor) and indices.dtype == np.uint32:
+        # As int32 (past 2^31 - 1 an index out of range either way: clamped).
+        small = minimum(indices, 2**31 - 1) if indices.size else indices  # noqa: F821 (below)
+        indices = _view(small, small.shape, np.int32)
     if isinstance(indices, Tensor) and indices.ndim == 0 and indices.dtype == np.int32:
         # One index: numpy's table[i], a row (kernels take ranks 1 to 3).
         row = gather(t, _view(indices, (1,)))
@@ -2218,6 +2227,9 @@ def _logical_of_truths(name: str, combine: str) -> Callable[[Any, Any], Tensor]:
         try:
             if _fuse.traced(a, b) or _is_number(a) or _is_number(b):
                 return truths(a, b)
+            # (int8 and uint8 as their values, which kernels take)
+            a, b = (_unpacked(_as_tensor(v, _device_of(a, b)), name)
+                    if np.dtype(v.dtype) in _BYTE_DTYPES else v for v in (a, b))
             return fused(a, b)
         except (_kiln.InvalidArgument, _kiln.Unavailable) as e:
             if str(e).startswith(name):
@@ -2246,7 +2258,8 @@ def clip(x: Any, lo: Any, hi: Any) -> Tensor:
     """clamp(x, lo, hi), as numpy's clip; a float bound with an int32, uint32
     or bool x computes in float32, as arithmetic with a float number does."""
     dtype = getattr(x, "dtype", None)
-    if dtype is not None and np.dtype(dtype) in (np.int32, np.uint32, np.bool_) and any(
+    if dtype is not None and np.dtype(dtype) in (np.int32, np.uint32, np.int8, np.uint8,
+                                                 np.bool_) and any(
             isinstance(b, (float, np.floating)) for b in (lo, hi)):
         x = cast(x, "float32")
     try:

@@ -1863,9 +1863,21 @@ def test_uint32_arithmetic_as_numpy(device, rng):
     mask = a % 2 == 0
     same(ta & kiln.tensor(mask, device), a & mask)
     same(kiln.tensor(mask, device) + tb, mask + b)
-    # Fused as unfused, constants of the dtype.
+    # Fused as unfused, constants of the dtype; bools beside uint32 values
+    # run as uint32 there and in chains too.
     same(kiln.fuse(lambda x, y: (x + y) * (2**32 - 1) >> 3)(ta, tb), (a + b) * np.uint32(2**32 - 1)
          >> np.uint32(3))
+    same(kiln.fuse(lambda x: x * (x > 2**31))(ta), a * (a > 2**31))
+    same(kiln.fuse(lambda x, m: kiln.ops.where(m, x, m))(ta, kiln.tensor(mask, device)),
+         np.where(mask, a, mask))
+    same(kiln.ops.elementwise_chain(tb, [("add", kiln.tensor(mask[0, 0], device))]),
+         b + mask[0, 0])
+    # numpy scalars of other integer dtypes, and uint32 indices (those past
+    # the table clamped, as every out-of-range index).
+    same(ta + np.uint8(3), a + np.uint8(3))
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.array([0, 3, 2**31, 2**32 - 1], np.uint32)
+    same(kiln.ops.gather(table, kiln.tensor(idx, device)), table[[0, 3, 3, 3]])
     # Rank 5 through merged views.
     a5 = a.reshape(5, 1, 3, 11, 1)
     same(-kiln.tensor(a5, device) + 1, -a5 + np.uint32(1))
@@ -1939,6 +1951,13 @@ def test_byte_arithmetic_as_numpy(device, rng, dtype):
     same(ta + kiln.tensor(b.astype(np.float32), device), a + b.astype(np.float32))
     same(ta < kiln.tensor(b.astype(np.int32), device), a < b.astype(np.int32))
     same(ta + kiln.tensor(b > 0, device), a + (b > 0))
+    same(kiln.tensor(b.astype(np.float32), device) + np.int8(1), b.astype(np.float32) + 1)
+    same(ta.sum(dtype=dtype), a.sum(dtype=dtype))
+    same(tb.prod(axis=0, dtype=dtype), b.prod(axis=0, dtype=dtype))
+    same(kiln.ops.logical_and(ta, tb), np.logical_and(a, b))
+    same(kiln.ops.logical_or(ta, kiln.tensor(b > 0, device)), np.logical_or(a, b > 0))
+    np.testing.assert_array_equal(ta.clip(0.5, 3.5).numpy(),
+                                  np.clip(a.astype(np.float32), 0.5, 3.5))
     if dtype == np.uint8:
         same(ta * kiln.tensor(b.astype(np.uint32), device), a * b.astype(np.uint32))
     # Any rank, empty tensors.
@@ -1951,6 +1970,10 @@ def test_byte_arithmetic_as_numpy(device, rng, dtype):
                           (lambda: ta + kiln.tensor(b.astype(other), device),
                            "add: dtype mismatch: A is .*, B is .* .numpy's result dtype"),
                           (lambda: kiln.ops.exp(ta), "exp: an input is .*int8, but exp takes"),
+                          (lambda: kiln.fuse(lambda x: x + 1)(ta),
+                           "argument 0 is .*int8; fused kernels take .*cast int8 and uint8"),
+                          (lambda: kiln.ops.elementwise_chain(ta, [("add", 1)]),
+                           "elementwise_chain: x is .*int8; chains run on .*cast int8"),
                           (lambda: ta.mean(), "mean: input X of reduce mean is .*int8")):
         with pytest.raises(kiln.InvalidArgument, match=message):
             call()
