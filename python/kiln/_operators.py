@@ -298,6 +298,45 @@ def _iter(self: Tensor) -> Any:
     return (self[i] for i in range(self.shape[0]))
 
 
+# numpy's ufuncs that are kiln operators with numpy's meaning: called with a
+# tensor among the operands (np.exp(t), arr + t), they run on the device.
+_UFUNCS: Dict[Any, Callable[..., Tensor]] = {
+    np.add: ops.add, np.subtract: ops.sub, np.multiply: ops.mul, np.divide: _true_divide,
+    np.floor_divide: ops.floor_div, np.remainder: ops.floor_mod, np.power: ops.pow,
+    np.maximum: ops.max, np.minimum: ops.min, np.matmul: ops.matmul,
+    np.bitwise_and: ops.bitwise_and, np.bitwise_or: ops.bitwise_or,
+    np.bitwise_xor: ops.bitwise_xor, np.left_shift: ops.shift_left,
+    np.right_shift: ops.shift_right, np.invert: ops.invert,
+    np.equal: ops.eq, np.not_equal: ops.ne, np.less: ops.lt, np.less_equal: ops.le,
+    np.greater: ops.gt, np.greater_equal: ops.ge,
+    np.logical_and: ops.logical_and, np.logical_or: ops.logical_or,
+    np.logical_xor: ops.logical_xor, np.logical_not: ops.logical_not,
+    np.negative: ops.neg, np.absolute: ops.abs, np.sign: ops.sign, np.square: ops.square,
+    np.exp: ops.exp, np.exp2: ops.exp2, np.log: ops.log, np.log2: ops.log2, np.sqrt: ops.sqrt,
+    np.sin: ops.sin, np.cos: ops.cos, np.tanh: ops.tanh, np.floor: ops.floor, np.ceil: ops.ceil,
+    np.rint: ops.round, np.trunc: ops.trunc, np.isnan: ops.isnan, np.isinf: ops.isinf,
+    np.isfinite: ops.isfinite,
+}
+
+
+def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """numpy's ufunc protocol: a ufunc that is a kiln operator (_UFUNCS),
+    called plainly, runs on the tensors' device and gives a tensor; any
+    other (np.arctan(t), np.add.reduce(t), keywords such as dtype= or
+    where=) computes on the host from copies and gives a numpy array, as
+    before the protocol. out= a tensor is refused: kernels write new
+    tensors."""
+    outs = kwargs.get("out") or ()
+    if any(isinstance(o, Tensor) for o in (outs if isinstance(outs, tuple) else (outs,))):
+        raise TypeError(f"numpy's {ufunc.__name__} with out= a kiln.Tensor: kiln's operators "
+                        f"write new tensors (write t = np.{ufunc.__name__}(...))")
+    fn = _UFUNCS.get(ufunc)
+    if method == "__call__" and fn is not None and not kwargs:
+        return fn(*inputs)
+    arrays = [np.asarray(x) if isinstance(x, Tensor) else x for x in inputs]
+    return getattr(ufunc, method)(*arrays, **kwargs)
+
+
 def install() -> None:
     pairs = {
         "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": _true_divide,
@@ -345,6 +384,8 @@ def install() -> None:
     Tensor.__deepcopy__ = _copy
     # A tensor keeps its identity hash (as torch's): == is elementwise.
     Tensor.__hash__ = object.__hash__
-    # numpy's binary operators defer to the tensor's reflected ones.
+    # numpy's binary operators defer to the tensor's reflected ones; its
+    # ufuncs that are kiln operators run on the device.
     Tensor.__array_priority__ = 1000
+    Tensor.__array_ufunc__ = _array_ufunc
 

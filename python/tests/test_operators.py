@@ -420,3 +420,29 @@ def test_true_division_of_integers_by_halves_is_half(device, rng):
         assert got.dtype == np.float16
         np.testing.assert_allclose(got.numpy().astype(np.float64), want.astype(np.float64),
                                    rtol=2e-3)
+
+
+def test_numpy_ufuncs_run_on_the_device(device, rng):
+    a = rng.uniform(0.5, 2, (3, 5)).astype(np.float32)
+    t = kiln.tensor(a, device)
+    for ufunc in (np.exp, np.sqrt, np.negative, np.square, np.isnan, np.rint):
+        got = ufunc(t)
+        assert isinstance(got, kiln.Tensor) and got.device is device
+        _same(got, ufunc(a))
+    for ufunc in (np.add, np.divide, np.maximum, np.less, np.power, np.remainder):
+        _same(ufunc(t, a[0]), ufunc(a, a[0]))
+        _same(ufunc(a[0], t), ufunc(a[0], a))  # a numpy array first
+    _same(np.matmul(a, kiln.tensor(a.T, device)), a @ a.T)
+    # Other ufuncs, methods and keywords compute on the host: arrays.
+    for got, want in ((np.arctan(t), np.arctan(a)), (np.add.reduce(t), np.add.reduce(a)),
+                      (np.add(t, 1, dtype=np.float64), a + 1.0)):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # arr += t updates the array in place, as numpy's.
+    arr = np.ones_like(a)
+    same_arr = arr
+    arr += t
+    assert arr is same_arr
+    np.testing.assert_allclose(arr, 1 + a, rtol=1e-6)
+    with pytest.raises(TypeError, match="numpy's add with out= a kiln.Tensor"):
+        np.add(t, t, out=t)
