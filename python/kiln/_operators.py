@@ -319,6 +319,14 @@ _UFUNCS: Dict[Any, Callable[..., Tensor]] = {
 }
 
 
+# numpy's float math of integer and bool arrays computes in a float dtype
+# (float32 here, where numpy takes float64 or float16); its floor, ceil and
+# trunc of integers are the integers.
+_FLOAT_UFUNCS = frozenset({np.exp, np.exp2, np.log, np.log2, np.sqrt, np.sin, np.cos, np.tanh,
+                           np.rint, np.isnan, np.isinf, np.isfinite})
+_ROUNDING_UFUNCS = frozenset({np.floor, np.ceil, np.trunc})
+
+
 def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """numpy's ufunc protocol: a ufunc that is a kiln operator (_UFUNCS),
     called plainly, runs on the tensors' device and gives a tensor; any
@@ -332,6 +340,12 @@ def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: 
                         f"write new tensors (write t = np.{ufunc.__name__}(...))")
     fn = _UFUNCS.get(ufunc)
     if method == "__call__" and fn is not None and not kwargs:
+        x = inputs[0]
+        if isinstance(x, Tensor) and np.dtype(x.dtype).kind in "iub":
+            if ufunc in _ROUNDING_UFUNCS:
+                return ops.cast(x, np.dtype(x.dtype).name)  # (a copy)
+            if ufunc in _FLOAT_UFUNCS:
+                return fn(ops.cast(x, "float32"))
         return fn(*inputs)
     arrays = [np.asarray(x) if isinstance(x, Tensor) else x for x in inputs]
     return getattr(ufunc, method)(*arrays, **kwargs)

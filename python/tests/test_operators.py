@@ -433,6 +433,21 @@ def test_numpy_ufuncs_run_on_the_device(device, rng):
         _same(ufunc(t, a[0]), ufunc(a, a[0]))
         _same(ufunc(a[0], t), ufunc(a[0], a))  # a numpy array first
     _same(np.matmul(a, kiln.tensor(a.T, device)), a @ a.T)
+    # Integers and bools: the float math in float32 (numpy's float64 or
+    # float16), floor, ceil and trunc the integers themselves.
+    ints = np.array([[0, 1, 4, 9, -7]], np.int32)
+    for dtype in (np.int32, np.uint32, np.int8, np.uint8, np.bool_):
+        v = np.abs(ints).astype(dtype)
+        tv = kiln.tensor(v, device)
+        for ufunc in (np.sqrt, np.exp, np.isnan, np.isfinite):
+            got = ufunc(tv)
+            want = ufunc(v.astype(np.float32))
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        for ufunc in (np.floor, np.trunc):
+            got = ufunc(tv)
+            assert got.dtype == v.dtype
+            np.testing.assert_array_equal(got.numpy(), ufunc(v))
     # Other ufuncs, methods and keywords compute on the host: arrays.
     for got, want in ((np.arctan(t), np.arctan(a)), (np.add.reduce(t), np.add.reduce(a)),
                       (np.add(t, 1, dtype=np.float64), a + 1.0)):
