@@ -59,16 +59,20 @@ def _equality(fn: Callable[[Any, Any], Tensor], symbol: str) -> Callable[[Any, A
     return method
 
 
+# The integer and bool dtypes kiln's tensors hold.
+_HELD_INTEGERS = tuple(np.dtype(d) for d in (np.int32, np.uint32, np.int8, np.uint8, np.bool_))
+
+
 def _true_divide(a: Any, b: Any) -> Tensor:
     # Integer operands become the other operand's float dtype (float16 beside
     # a float16 tensor, as torch's), else float32.
-    half = any(isinstance(x, (Tensor, np.ndarray)) and x.dtype == np.float16 for x in (a, b))
+    half = any(isinstance(x, Tensor) and x.dtype == np.float16 for x in (a, b))
     target = "float16" if half else "float32"
 
     def as_float(x: Any) -> Any:
         if isinstance(x, Tensor) and x.dtype in (np.int32, np.uint32, np.int8, np.uint8, np.bool_):
             return ops.cast(ops._operand(x, None), target)
-        if isinstance(x, np.ndarray) and x.dtype.kind in "iub":
+        if isinstance(x, np.ndarray) and x.dtype in _HELD_INTEGERS:  # (others refused as such)
             return x.astype(target)
         if isinstance(x, (int, np.integer, np.bool_)) and not isinstance(x, np.timedelta64):
             return ops._float(x, "div")
@@ -291,6 +295,34 @@ def _shape_args(args: tuple) -> Any:
     return list(args)
 
 
+def _any_all(name: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, axis: Any = None, out: Any = None, keepdims: bool = False,
+               **unsupported: Any) -> Tensor:
+        _no_out(f"Tensor.{name}", out)
+        _refuse(f"Tensor.{name}", unsupported)
+        if not self.size:  # (numpy's answer over nothing: False for any, True for all)
+            from ._tensor import tensor
+            return tensor(np.array(getattr(np.zeros(self.shape, bool), name)(
+                axis=axis, keepdims=ops._flag(keepdims, f"Tensor.{name}: keepdims"))),
+                self.device)
+        truth = ops.ne(self, 0)
+        return (ops.amax if name == "any" else ops.amin)(truth, axis=axis, keepdims=keepdims)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (f"numpy's t.{name}(axis=None, keepdims=False): whether "
+                      f"{name} of the elements along `axis` are non-zero (NaN is), a bool tensor.")
+    return method
+
+
+def _item(self: Tensor, *args: Any) -> Any:
+    """numpy's t.item(): a one-element tensor's value as a Python number."""
+    if args:
+        raise TypeError("Tensor.item() takes no index (kiln's tensors index as t[i])")
+    if self.size != 1:
+        raise ValueError(f"can only convert a tensor of one element to a Python scalar; this "
+                         f"one has {self.size}")
+    return np.asarray(self).reshape(-1)[0].item()
+
+
 def _iter(self: Tensor) -> Any:
     """numpy's iteration: the tensor's rows along axis 0 (each a copy)."""
     if not self.ndim:
@@ -334,12 +366,20 @@ def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: 
     where=) computes on the host from copies and gives a numpy array, as
     before the protocol. out= a tensor is refused: kernels write new
     tensors."""
+    for x in inputs:
+        if not isinstance(x, (Tensor, np.ndarray)) and hasattr(x, "__array_ufunc__"):
+            return NotImplemented  # (another array type's protocol decides: NEP 13)
+        _refuse_number(x)
+    if method == "at" and isinstance(inputs[0], Tensor):
+        raise TypeError(f"numpy's {ufunc.__name__}.at on a kiln.Tensor: it works in place, and "
+                        f"kiln's operators write new tensors")
     outs = kwargs.get("out") or ()
     if any(isinstance(o, Tensor) for o in (outs if isinstance(outs, tuple) else (outs,))):
         raise TypeError(f"numpy's {ufunc.__name__} with out= a kiln.Tensor: kiln's operators "
                         f"write new tensors (write t = np.{ufunc.__name__}(...))")
     fn = _UFUNCS.get(ufunc)
-    if method == "__call__" and fn is not None and not kwargs:
+    if method == "__call__" and fn is not None and not kwargs and \
+            all(isinstance(x, _OPERANDS) for x in inputs):  # (lists and such: on the host)
         x = inputs[0]
         if isinstance(x, Tensor) and np.dtype(x.dtype).kind in "iub":
             if ufunc in _ROUNDING_UFUNCS:
@@ -394,6 +434,11 @@ def install() -> None:
     Tensor.clip = _clip
     Tensor.astype = _astype
     Tensor.__copy__ = _copy
+    Tensor.copy = lambda self: _copy(self)
+    Tensor.any = _any_all("any")
+    Tensor.all = _any_all("all")
+    Tensor.item = _item
+    Tensor.tolist = lambda self: np.asarray(self).tolist()
     Tensor.__contains__ = _contains
     Tensor.__deepcopy__ = _copy
     # A tensor keeps its identity hash (as torch's): == is elementwise.

@@ -461,3 +461,34 @@ def test_numpy_ufuncs_run_on_the_device(device, rng):
     np.testing.assert_allclose(arr, 1 + a, rtol=1e-6)
     with pytest.raises(TypeError, match="numpy's add with out= a kiln.Tensor"):
         np.add(t, t, out=t)
+    with pytest.raises(TypeError, match="numpy's add.at on a kiln.Tensor"):
+        np.add.at(t, (0, 0), 1.0)
+    with pytest.raises(TypeError, match="takes no complex operand"):
+        np.add(t, 1j)
+    # Lists compute on the host; another array type's protocol decides.
+    assert isinstance(np.add(t[0], [1.0] * 5), np.ndarray)
+
+    class Other:
+        def __array_ufunc__(self, *args, **kwargs):
+            return "handled"
+    assert np.add(t, Other()) == "handled"
+    # A float16 array or an int64 one is no reason to narrow: refused as by add.
+    ti = kiln.tensor(np.array([1, 2], np.int32), device)
+    with pytest.raises(kiln.InvalidArgument, match="arrays of int64 are not supported"):
+        np.divide(ti, np.array([3, 3], np.int64))
+    with pytest.raises((kiln.InvalidArgument, kiln.Unavailable),
+                       match="dtype mismatch|no shader-f16"):  # (the device may lack float16)
+        ti / np.array([2, 2], np.float16)
+    # The methods numpy's results are used through.
+    assert bool(np.isnan(t).any()) is False and bool(np.isfinite(t).all()) is True
+    mask = t > 1.0
+    np.testing.assert_array_equal(mask.any(axis=1).numpy(), (a > 1.0).any(axis=1))
+    np.testing.assert_array_equal(mask.all(axis=0, keepdims=True).numpy(),
+                                  (a > 1.0).all(axis=0, keepdims=True))
+    empty = kiln.tensor(np.zeros((0, 3), np.float32), device)
+    assert empty.any(axis=0).numpy().tolist() == [False] * 3 and bool(empty.all())
+    assert t[1, 2].item() == a[1, 2].item() and t.tolist() == a.tolist()
+    copied = t.copy()
+    assert copied is not t and copied.tolist() == a.tolist()
+    with pytest.raises(ValueError, match="one element"):
+        t.item()
