@@ -62,6 +62,7 @@ _use_bundled_libraries()
 
 from . import ops, te  # noqa: E402
 from .ops import ArgumentTypeError  # noqa: E402
+from ._operators import KernelNotFoundError  # noqa: E402
 from ._operators import install as _install_operators  # noqa: E402
 
 _install_operators()
@@ -75,6 +76,7 @@ __all__ = [
     "ArgumentTypeError", "CompileError", "DataLoss", "DeadlineExceeded", "Device", "DeviceLost",
     "DispatchTime", "Error",
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
+    "KernelNotFoundError",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
     "build", "build_kernels", "compile", "default_device", "devices", "empty", "fuse",
     "load_module",

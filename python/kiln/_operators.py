@@ -391,6 +391,24 @@ def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: 
     return getattr(ufunc, method)(*arrays, **kwargs)
 
 
+class KernelNotFoundError(ops._kiln.InvalidArgument, KeyError):
+    """module[name] for a name the module has no kernel of: a
+    kiln.InvalidArgument and, as for a mapping, a KeyError."""
+    __str__ = BaseException.__str__  # (the message as written, not quoted)
+
+
+def _module_getitem(get: Callable[..., Any]) -> Callable[..., Any]:
+    def getitem(self: Any, name: Any) -> Any:
+        if isinstance(name, str) and name not in self:
+            try:
+                return get(self, name)  # (its message names the module's kernels)
+            except ops._kiln.InvalidArgument as e:
+                raise KernelNotFoundError(str(e)) from None
+        return get(self, name)
+    getitem.__doc__ = get.__doc__
+    return getitem
+
+
 def install() -> None:
     pairs = {
         "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": _true_divide,
@@ -434,6 +452,7 @@ def install() -> None:
     Tensor.clip = _clip
     Tensor.astype = _astype
     Tensor.__copy__ = _copy
+    ops._kiln.Module.__getitem__ = _module_getitem(ops._kiln.Module.__getitem__)
     Tensor.copy = lambda self: _copy(self)
     Tensor.any = _any_all("any")
     Tensor.all = _any_all("all")

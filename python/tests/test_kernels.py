@@ -108,6 +108,11 @@ def test_modules_take_bytes_and_names(device, tmp_path):
                 lambda: kiln.load_module(tmp_path / "v.kmod", "dawn")):
         with pytest.raises(TypeError, match="a str|device must be a kiln.Device|os.PathLike"):
             bad()
+    # An unknown name is a KeyError, as for a mapping, and a kiln.InvalidArgument.
+    with pytest.raises(KeyError) as e:
+        m["other"]
+    assert isinstance(e.value, kiln.InvalidArgument) and isinstance(e.value, kiln.KernelNotFoundError)
+    assert str(e.value) == "the module has no function 'other' (it has: vector_add)"
 
 
 def test_kernel_f32_scalars_out_of_range_record_nothing(device):
