@@ -66,7 +66,7 @@ from ._operators import KernelNotFoundError  # noqa: E402
 from ._operators import install as _install_operators  # noqa: E402
 
 _install_operators()
-from ._tensor import empty, tensor  # noqa: E402
+from ._tensor import arange, empty, full, ones, ones_like, tensor, zeros, zeros_like  # noqa: E402
 from ._profile import DispatchTime, Profile, profile  # noqa: E402
 from ._fuse import fuse  # noqa: E402
 
@@ -78,7 +78,8 @@ __all__ = [
     "FailedPrecondition", "FeatureMissing", "InternalError", "InvalidArgument", "Kernel",
     "KernelNotFoundError",
     "Module", "OutOfMemory", "Profile", "Program", "Tensor", "Unavailable", "Unimplemented",
-    "build", "build_kernels", "compile", "default_device", "devices", "empty", "fuse",
+    "arange", "build", "build_kernels", "compile", "default_device", "devices", "empty", "full",
+    "fuse", "ones", "ones_like", "zeros", "zeros_like",
     "load_module",
     "ops", "profile",
     "te", "tensor",

@@ -313,6 +313,21 @@ def _any_all(name: str) -> Callable[..., Tensor]:
     return method
 
 
+def _spread(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """numpy's t.var() and t.std() (np.var(t) calls them): `dtype` (a float
+    dtype) converts first; out= other than None is refused."""
+    def method(self: Tensor, axis: Any = None, dtype: Any = None, out: Any = None,
+               ddof: int = 0, keepdims: bool = False, **unsupported: Any) -> Tensor:
+        what = f"Tensor.{fn.__name__}"
+        _no_out(what, out)
+        _refuse(what, unsupported)
+        x = self if dtype is None else ops._cast(self, dtype, f"{fn.__name__}(dtype=...)")
+        return fn(x, axis, keepdims=keepdims, ddof=ddof)
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
 def _item(self: Tensor, *args: Any) -> Any:
     """numpy's t.item(): a one-element tensor's value as a Python number."""
     if args:
@@ -454,6 +469,9 @@ def install() -> None:
     Tensor.__copy__ = _copy
     ops._kiln.Module.__getitem__ = _module_getitem(ops._kiln.Module.__getitem__)
     Tensor.copy = lambda self: _copy(self)
+    Tensor.squeeze = lambda self, axis=None: ops.squeeze(self, axis)
+    Tensor.var = _spread(ops.var)
+    Tensor.std = _spread(ops.std)
     Tensor.any = _any_all("any")
     Tensor.all = _any_all("all")
     Tensor.item = _item

@@ -203,20 +203,26 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
           device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
     """A tensor of `shape` and `dtype` (float32 where None) whose contents
     are unspecified (an output for a kernel to write)."""
+    return _new(shape, dtype, device, "kiln.empty")
+
+
+def _new(shape: Sequence[int] | int, dtype: Any, device: Optional[_kiln.Device],
+         what: str) -> _kiln.Tensor:
+    """empty's tensor, its errors naming `what`."""
     from .ops import ArgumentTypeError, _integer
-    device = _device(device, "kiln.empty")
+    device = _device(device, what)
     if _integer(shape) is not None:
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise ArgumentTypeError(
-            f"kiln.empty: the shape is an int or a tuple or list of ints; got "
+            f"{what}: the shape is an int or a tuple or list of ints; got "
             f"{type(shape).__name__} {shape!r}")
     dims = []
     for i, d in enumerate(shape):
         if (d := _integer(d)) is None:
-            raise ArgumentTypeError(f"kiln.empty: shape entry {i} must be an int; got {shape[i]!r}")
+            raise ArgumentTypeError(f"{what}: shape entry {i} must be an int; got {shape[i]!r}")
         if not -2**63 <= d < 2**63:  # (kiln's own check names a negative one)
-            raise _kiln.InvalidArgument(f"kiln.empty: shape entry {i} is {d}; kiln's sizes fit "
+            raise _kiln.InvalidArgument(f"{what}: shape entry {i} is {d}; kiln's sizes fit "
                                         f"in 64 bits")
         dims.append(int(d))
     if dtype is None:
@@ -227,5 +233,79 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
         try:
             name = np.dtype(dtype).name
         except TypeError:
-            raise ArgumentTypeError(f"kiln.empty: {dtype!r} is not a dtype") from None
-    return _kiln._empty(dims, name, device)
+            raise ArgumentTypeError(f"{what}: {dtype!r} is not a dtype") from None
+    try:
+        return _kiln._empty(dims, name, device)
+    except _kiln.InvalidArgument as e:
+        raise type(e)(f"{what}: {e}") from None
+
+
+def full(shape: Sequence[int] | int, fill_value: Any, dtype: Any = None,
+         device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
+    """A tensor of `shape` holding `fill_value`, as numpy's full: `dtype`
+    None takes the value's (a bool bool, an int int32, a float float32); a
+    value the dtype cannot hold is refused, naming it."""
+    from .ops import _integer_value, _is_number, _float, ArgumentTypeError
+    if not _is_number(fill_value):
+        raise ArgumentTypeError(f"kiln.full: fill_value must be a number; got "
+                                f"{type(fill_value).__name__}")
+    if dtype is None:
+        dtype = ("bool" if isinstance(fill_value, (bool, np.bool_)) else
+                 "int32" if isinstance(fill_value, (int, np.integer)) else "float32")
+    t = _new(shape, dtype, device, "kiln.full")  # (shape, dtype and device checked)
+    name = np.dtype(t.dtype).name
+    if name == "bool":
+        value: Any = bool(fill_value)
+    elif name in ("float32", "float16"):
+        value = _float(fill_value, "kiln.full: fill_value")
+    else:
+        value = _integer_value(fill_value, name, "kiln.full: fill_value")
+    with np.errstate(over="ignore"):  # (a float beyond float16's range is its infinity)
+        return tensor(np.full(tuple(t.shape), value, name), t.device)
+
+
+def zeros(shape: Sequence[int] | int, dtype: Any = "float32",
+          device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
+    """A tensor of `shape` holding zeros (float32 by default), as numpy's."""
+    return full(shape, 0, "float32" if dtype is None else dtype, device)
+
+
+def ones(shape: Sequence[int] | int, dtype: Any = "float32",
+         device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
+    """A tensor of `shape` holding ones (float32 by default), as numpy's."""
+    return full(shape, 1, "float32" if dtype is None else dtype, device)
+
+
+def _like(t: Any, what: str) -> _kiln.Tensor:
+    if not isinstance(t, _kiln.Tensor):
+        from .ops import ArgumentTypeError
+        raise ArgumentTypeError(f"{what}: t must be a kiln.Tensor; got {type(t).__name__}")
+    return t
+
+
+def zeros_like(t: _kiln.Tensor, dtype: Any = None) -> _kiln.Tensor:
+    """Zeros of t's shape, dtype (or `dtype`) and device."""
+    t = _like(t, "kiln.zeros_like")
+    return full(tuple(t.shape), 0, t.dtype if dtype is None else dtype, t.device)
+
+
+def ones_like(t: _kiln.Tensor, dtype: Any = None) -> _kiln.Tensor:
+    """Ones of t's shape, dtype (or `dtype`) and device."""
+    t = _like(t, "kiln.ones_like")
+    return full(tuple(t.shape), 1, t.dtype if dtype is None else dtype, t.device)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None,
+           device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
+    """Evenly spaced values in [start, stop), as numpy's arange: int32 where
+    every argument is an int (float32 otherwise), or `dtype`."""
+    from .ops import _is_number, ArgumentTypeError
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if v is not None and (not _is_number(v) or isinstance(v, (bool, np.bool_))):
+            raise ArgumentTypeError(f"kiln.arange: {name} must be a number; got {v!r}")
+    if step == 0:
+        raise _kiln.InvalidArgument("kiln.arange: step is 0")
+    values = np.arange(start, stop, step) if stop is not None else np.arange(0, start, step)
+    if dtype is None:
+        dtype = "int32" if values.dtype.kind in "iu" else "float32"
+    return tensor(values, _device(device, "kiln.arange"), dtype=dtype)

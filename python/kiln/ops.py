@@ -1592,6 +1592,76 @@ def reshape(x: Any, shape: Union[int, Sequence[int]]) -> Tensor:
     return run(("reshape", tuple(s), x._sig), lambda d: _kiln.ops.reshape(d, x._type, s), x)
 
 
+def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """The tensors (one shape and dtype) joined along a new axis `axis`, as
+    numpy's stack."""
+    if not isinstance(tensors, (tuple, list)) or not tensors:
+        raise _kiln.InvalidArgument("stack: tensors must be a non-empty list of tensors")
+    device = _device_of(*tensors)
+    ts = [_as_tensor(t, device) for t in tensors]
+    for k, t in enumerate(ts[1:], 1):
+        if tuple(t.shape) != tuple(ts[0].shape):
+            raise _kiln.InvalidArgument(
+                f"stack: tensors[{k}] has shape {tuple(t.shape)} and tensors[0] "
+                f"{tuple(ts[0].shape)}; stack takes tensors of one shape")
+    a = _axis(axis, ts[0].ndim + 1, "stack: axis")
+    return concat([_view(t, t.shape[:a] + (1,) + t.shape[a:]) for t in ts], a)
+
+
+def expand_dims(x: Any, axis: Union[int, Sequence[int]]) -> Tensor:
+    """x with axes of extent 1 inserted at `axis` (an int or a tuple, of the
+    result's axes), as numpy's expand_dims; a copy."""
+    x = _as_tensor(x, None)
+    axis = _listed(axis)
+    listed = list(axis) if isinstance(axis, (tuple, list)) else [axis]
+    rank = x.ndim + len(listed)
+    new = [_axis(a, rank, f"expand_dims: axis entry {i}") for i, a in enumerate(listed)]
+    if len(set(new)) != len(new):
+        raise _kiln.InvalidArgument(f"expand_dims: axis {axis!r} repeats an axis")
+    dims = iter(x.shape)
+    return reshape(x, [1 if d in new else next(dims) for d in range(rank)])
+
+
+def squeeze(x: Any, axis: Union[None, int, Sequence[int]] = None) -> Tensor:
+    """x without its axes of extent 1 (those of `axis`, each of extent 1,
+    where given), as numpy's squeeze; a copy."""
+    x = _as_tensor(x, None)
+    axes = [d for d, n in enumerate(x.shape) if n == 1] if axis is None else \
+        _axes(axis, x.ndim, "squeeze")
+    for d in axes:
+        if x.shape[d] != 1:
+            raise _kiln.InvalidArgument(
+                f"squeeze: axis {d} has extent {x.shape[d]}; only axes of extent 1 are removed")
+    return reshape(x, [n for d, n in enumerate(x.shape) if d not in axes])
+
+
+def var(x: Any, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+        ddof: int = 0) -> Tensor:
+    """The variance over `axis`, as numpy's var: the mean of squared
+    deviations from the mean, divided by N - ddof (float16 computed in
+    float32; integers and bools in float32, where numpy takes float64);
+    where N - ddof <= 0 a division by 0, inf or NaN, as numpy's."""
+    x = _as_tensor(x, None)
+    if x.dtype not in (np.float32, np.float16):  # (numpy's float64 of integers: float32)
+        x = cast(x, "float32")
+    keepdims = _flag(keepdims, "var: keepdims")
+    ddof = _int(ddof, "var: ddof")
+    axes = _axes(axis, x.ndim, "var")
+    wide = cast(x, "float32") if x.dtype == np.float16 else x
+    d = sub(wide, mean(wide, tuple(axes), keepdims=True))
+    n = math.prod(x.shape[a] for a in axes)
+    s = sum(mul(d, d), tuple(axes), keepdims=keepdims)
+    y = div(s, float(builtins.max(n - ddof, 0)))  # (by 0: inf or NaN, as numpy's)
+    return cast(y, "float16") if x.dtype == np.float16 else y
+
+
+def std(x: Any, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+        ddof: int = 0) -> Tensor:
+    """The standard deviation over `axis`, sqrt(var), as numpy's std."""
+    v = var(x, axis, keepdims=keepdims, ddof=ddof)
+    return sqrt(v)
+
+
 def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     """The tensors (one dtype and rank, equal but along `axis`) joined along
     `axis`, as numpy's concatenate."""

@@ -2748,3 +2748,56 @@ def test_byte_tensors_too_large_to_unpack_say_so(device):
     with pytest.raises(kiln.InvalidArgument, match=r"^slice: a uint8 tensor moves as its values "
                                                    r"in int32"):
         big[5:12]
+
+
+def test_numpy_conveniences(device, rng):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t = kiln.tensor(x, device)
+
+    def same(got, want, exact=True):
+        want = np.asarray(want)
+        assert got.dtype == want.dtype and tuple(got.shape) == want.shape, (got, want.dtype)
+        if exact:
+            np.testing.assert_array_equal(got.numpy(), want)
+        else:
+            np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=1e-6)
+
+    same(kiln.ops.stack([t, t + 1]), np.stack([x, x + 1]))
+    same(kiln.ops.stack([t, t, t], axis=-1), np.stack([x, x, x], axis=-1))
+    same(kiln.ops.expand_dims(t, (0, -1)), np.expand_dims(x, (0, -1)))
+    same(kiln.ops.squeeze(kiln.tensor(x[:1, :, None], device)), np.squeeze(x[:1, :, None]))
+    same(np.squeeze(kiln.tensor(x[:1], device), 0), np.squeeze(x[:1], 0))
+    same(t.var(axis=1), x.var(axis=1), exact=False)
+    same(np.var(t, ddof=1), x.var(ddof=1), exact=False)
+    same(np.std(t, axis=(0, 2), keepdims=True), x.std(axis=(0, 2), keepdims=True), exact=False)
+    same(kiln.ops.var(kiln.tensor(np.arange(7, dtype=np.int32), device)),
+         np.float32(np.arange(7).var()), exact=False)
+    with warnings.catch_warnings():  # (numpy's for N - ddof <= 0)
+        warnings.simplefilter("ignore")
+        same(t.var(axis=0, ddof=2), x.var(axis=0, ddof=2))
+    same(kiln.full((2, 3), 7, device=device), np.full((2, 3), 7, np.int32))
+    same(kiln.full(3, 1.5, device=device), np.full(3, 1.5, np.float32))
+    same(kiln.full(2, True, device=device), np.full(2, True))
+    same(kiln.full((2,), 200, "uint8", device), np.full(2, 200, np.uint8))
+    same(kiln.zeros((2, 0), device=device), np.zeros((2, 0), np.float32))
+    same(kiln.ones(4, "int32", device), np.ones(4, np.int32))
+    same(kiln.zeros_like(t), np.zeros_like(x))
+    same(kiln.ones_like(t, dtype="uint32"), np.ones(x.shape, np.uint32))
+    same(kiln.arange(5, device=device), np.arange(5, dtype=np.int32))
+    same(kiln.arange(0, 1, 0.25, device=device), np.arange(0, 1, 0.25, dtype=np.float32))
+    same(kiln.arange(5, 0, -2, device=device), np.arange(5, 0, -2, dtype=np.int32))
+    for call, error, message in (
+            (lambda: kiln.full(2, 300, "int8", device), kiln.InvalidArgument,
+             "kiln.full: fill_value: 300 is not an int8 value"),
+            (lambda: kiln.full(2, "a", device=device), TypeError, "fill_value must be a number"),
+            (lambda: kiln.full((2, -1), 1, device=device), kiln.InvalidArgument,
+             "kiln.full: shape .2, -1. has a negative dimension"),
+            (lambda: kiln.arange(0, 5, 0, device=device), kiln.InvalidArgument, "step is 0"),
+            (lambda: kiln.ops.squeeze(t, 1), kiln.InvalidArgument,
+             "squeeze: axis 1 has extent 3"),
+            (lambda: kiln.ops.stack([t, t[0]]), kiln.InvalidArgument,
+             r"stack: tensors\[1\] has shape \(3, 4\)"),
+            (lambda: kiln.ops.expand_dims(t, (0, 0)), kiln.InvalidArgument, "repeats an axis"),
+            (lambda: t.var(out=np.zeros(())), TypeError, "out")):
+        with pytest.raises(error, match=message):
+            call()
