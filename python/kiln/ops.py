@@ -365,8 +365,8 @@ def _check_int32_number(v: Any, like: Any, op: str) -> None:
     dtype = np.dtype(np.uint32 if like.dtype == np.uint32 else np.int32)
     if not _is_int32_value(v, dtype):
         raise _kiln.InvalidArgument(
-            f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} {dtype.name} value (the tensor "
-            f"operand is {like.dtype}; cast it to float32 to use other numbers)")
+            f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} {dtype.name} "
+            f"value (the tensor operand is {like.dtype}; cast it to float32 to use other numbers)")
 
 
 def _check_takes(op: str, ts: Sequence[Tensor]) -> None:
