@@ -1755,6 +1755,18 @@ def test_te_stages_axes_and_reductions_of_another_schedule_or_thread_are_named()
         with pytest.raises(kiln.InvalidArgument, match=f"compute 'R2' uses '{name}', an axis or "
                                                        "the result of a reduction made on another"):
             te.create_schedule(te.compute((1,), body, name="R2"))
+    # Reduced over here too (the reduction made on this thread).
+    with pytest.raises(kiln.InvalidArgument, match="compute 'R3' uses 'm', an axis or the result "
+                                                   "of a reduction made on another thread"):
+        te.create_schedule(te.compute((4,), lambda i: te.sum(X[i, made["axes"]], made["axes"]),
+                                      name="R3"))
+    # A reducer's identity or combine function reads no tensor (each
+    # thread's partial result starts from the identity).
+    r = te.reduce_axis(8, "r")
+    with pytest.raises(kiln.InvalidArgument, match="compute 'R4': reducer 'plus' reads tensor 'X' "
+                                                   "in its combine function or identity"):
+        te.create_schedule(te.compute((4,), lambda i: te.reduce(
+            "plus", lambda a, b: [a[0] + b[0]], [X[0, 0]], [X[i, r]], r)[0], name="R4"))
     P = te.placeholder((made["axes"].var,), "float32", name="P")
     with pytest.raises(kiln.InvalidArgument, match="placeholder 'P': dimension 0 uses 'm', an "
                                                    "axis or the result of a reduction made on"):

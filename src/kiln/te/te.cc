@@ -667,7 +667,13 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
     all.VisitExpr(body);
     if (op->has_reduction) all.VisitExpr(op->reduce_source);
     for (const Expr& e : op->reduce_sources) all.VisitExpr(e);
+    for (const IterVar& r : op->reduce_axis) {  // (an axis of another thread's program)
+      if (error.ok() && MadeOnAnotherThread(r.var().get())) {
+        error = MadeOnAnotherThreadError(StrCat("compute '", name, "'"), r.var().get());
+      }
+    }
     for (const ir::VarNode* v : all.vars) {
+      if (!error.ok()) break;
       if (own.count(v) == 0 && IsAxisVar(v)) {
         error = InvalidArgument("compute '", name, "': axis '", v->name,
                                 "' is neither an axis of '", name,
@@ -697,6 +703,14 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
                                 "' in its combine function or identity, which may use only the "
                                 "values they combine (acc and next), constants and size vars");
       }
+    }
+    // Nor a tensor: each thread's partial result starts from the identity,
+    // so a value read there would count once per partial.
+    if (error.ok() && !reducer.buffers.empty()) {
+      error = InvalidArgument("compute '", name, "': reducer '", op->custom_name,
+                              "' reads tensor '", reducer.buffers[0].name(),
+                              "' in its combine function or identity, which may use only the "
+                              "values they combine (acc and next), constants and size vars");
     }
   }
 

@@ -1130,6 +1130,15 @@ TEST(TeScheduleTest, MalformedReducersAreErrors) {
               "compute 'W': reducer 'r' uses axis 'k3' in its combine function or identity, "
               "which may use only the values they combine (acc and next), constants and size "
               "vars");
+  // Nor a tensor (each thread's partial would start from it).
+  IterVar k4 = ReduceAxis(n, "k4");
+  CommReducer reads_x{"r2", {X(0, 0)}, [&](const std::vector<Expr>& a, const std::vector<Expr>& b) {
+                        return std::vector<Expr>{a[0] + b[0]};
+                      }};
+  Tensor V = Compute(
+      "V", {n}, [&](const std::vector<Var>& i) { return Reduce(reads_x, {X(i[0], k4)}, {k4})[0]; });
+  ExpectError(Schedule::Create({V}).status(),
+              "compute 'V': reducer 'r2' reads tensor 'X' in its combine function or identity");
 }
 
 // A kernel's name is an identifier of the IR's text form, checked before
