@@ -196,13 +196,13 @@ def traced(*operands: Any) -> bool:
 
 
 def _constant(trace: _Trace, value: Any, dtype: np.dtype, op: str) -> int:
-    from .ops import _float, _is_int32_value
+    from .ops import _float, _is_integer_value
     v = value.item() if isinstance(value, np.generic) else value
     v = int(v) if isinstance(v, bool) else v
     if dtype not in (np.int32, np.uint32):
         v = _float(v, op)
     else:
-        if not _is_int32_value(v, dtype):
+        if not _is_integer_value(v, dtype):
             raise _kiln.InvalidArgument(
                 f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} "
                 f"{dtype.name} value (the other operand is {dtype.name}; cast it to float32 first)")

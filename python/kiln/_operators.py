@@ -70,7 +70,7 @@ def _true_divide(a: Any, b: Any) -> Tensor:
     target = "float16" if half else "float32"
 
     def as_float(x: Any) -> Any:
-        if isinstance(x, Tensor) and x.dtype in (np.int32, np.uint32, np.int8, np.uint8, np.bool_):
+        if isinstance(x, Tensor) and x.dtype in _HELD_INTEGERS:
             return ops.cast(ops._operand(x, None), target)
         if isinstance(x, np.ndarray) and x.dtype in _HELD_INTEGERS:  # (others refused as such)
             return x.astype(target)
@@ -254,7 +254,7 @@ def _contains(self: Tensor, value: Any) -> bool:
     if value is None:
         return False
     if ops._is_number(value) and self.dtype in (np.int32, np.bool_):
-        if not ops._is_int32_value(ops._number(value)):
+        if not ops._is_integer_value(ops._number(value)):
             return False
     if ops._is_number(value) and self.dtype in (np.uint32, np.int8, np.uint8) and self.size:
         try:
@@ -396,7 +396,7 @@ def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: 
     if method == "__call__" and fn is not None and not kwargs and \
             all(isinstance(x, _OPERANDS) for x in inputs):  # (lists and such: on the host)
         x = inputs[0]
-        if isinstance(x, Tensor) and np.dtype(x.dtype).kind in "iub":
+        if isinstance(x, Tensor) and x.dtype in _HELD_INTEGERS:
             if ufunc in _ROUNDING_UFUNCS:
                 return ops.cast(x, np.dtype(x.dtype).name)  # (a copy)
             if ufunc in _FLOAT_UFUNCS:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import math
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -209,8 +210,18 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32",
 def _new(shape: Sequence[int] | int, dtype: Any, device: Optional[_kiln.Device],
          what: str) -> _kiln.Tensor:
     """empty's tensor, its errors naming `what`."""
-    from .ops import ArgumentTypeError, _integer
     device = _device(device, what)
+    dims, name = _shape_and_dtype(shape, dtype, what)
+    try:
+        return _kiln._empty(dims, name, device)
+    except _kiln.InvalidArgument as e:
+        raise type(e)(f"{what}: {e}") from None
+
+
+def _shape_and_dtype(shape: Any, dtype: Any, what: str) -> Tuple[List[int], str]:
+    """A shape argument (an int or a sequence of ints) as a list, and a
+    dtype argument (None: float32) as numpy's name; errors name `what`."""
+    from .ops import ArgumentTypeError, _integer
     if _integer(shape) is not None:
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
@@ -234,10 +245,7 @@ def _new(shape: Sequence[int] | int, dtype: Any, device: Optional[_kiln.Device],
             name = np.dtype(dtype).name
         except TypeError:
             raise ArgumentTypeError(f"{what}: {dtype!r} is not a dtype") from None
-    try:
-        return _kiln._empty(dims, name, device)
-    except _kiln.InvalidArgument as e:
-        raise type(e)(f"{what}: {e}") from None
+    return dims, name
 
 
 def full(shape: Sequence[int] | int, fill_value: Any, dtype: Any = None,
@@ -252,16 +260,29 @@ def full(shape: Sequence[int] | int, fill_value: Any, dtype: Any = None,
     if dtype is None:
         dtype = ("bool" if isinstance(fill_value, (bool, np.bool_)) else
                  "int32" if isinstance(fill_value, (int, np.integer)) else "float32")
-    t = _new(shape, dtype, device, "kiln.full")  # (shape, dtype and device checked)
-    name = np.dtype(t.dtype).name
+    device = _device(device, "kiln.full")
+    dims, name = _shape_and_dtype(shape, dtype, "kiln.full")
+    if any(d < 0 for d in dims):
+        raise _kiln.InvalidArgument(f"kiln.full: shape {dims} has a negative dimension")
+    if np.dtype(name) not in _SUPPORTED:
+        raise _kiln.InvalidArgument(f"kiln.full: dtype {name} is not one of kiln's ("
+                                    f"{', '.join(sorted(d.name for d in _SUPPORTED))})")
     if name == "bool":
         value: Any = bool(fill_value)
     elif name in ("float32", "float16"):
         value = _float(fill_value, "kiln.full: fill_value")
     else:
         value = _integer_value(fill_value, name, "kiln.full: fill_value")
+    # The device's limit, before the host array is made (a bool takes a 32-bit
+    # word, as the kernel ABI stores it; int8 and uint8 a byte).
+    size = 4 if name == "bool" else np.dtype(name).itemsize
+    most = device.limits["max_buffer_size"]
+    if math.prod(dims) * size > most:
+        raise _kiln.InvalidArgument(
+            f"kiln.full: shape {dims} of {name} takes {math.prod(dims) * size} bytes, more "
+            f"than the device's maxBufferSize of {most} bytes")
     with np.errstate(over="ignore"):  # (a float beyond float16's range is its infinity)
-        return tensor(np.full(tuple(t.shape), value, name), t.device)
+        return tensor(np.full(dims, value, name), device)
 
 
 def zeros(shape: Sequence[int] | int, dtype: Any = "float32",

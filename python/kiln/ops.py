@@ -340,22 +340,22 @@ def _number_as_tensor(v: Any, like: Tensor, op: str, given: Any = None) -> Tenso
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
     if like.dtype in (np.int32, np.uint32, np.bool_):
-        _check_int32_number(v, like if given is None else given, op)
+        _check_integer_number(v, like if given is None else given, op)
         return tensor(np.array([int(v)], like.dtype), like.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tensor(np.array([v], like.dtype), like.device)
 
 
-def _is_int32_value(v: Union[int, float], dtype: Any = np.int32) -> bool:
+def _is_integer_value(v: Union[int, float], dtype: Any = np.int32) -> bool:
     """Whether the number v (an int or float, as _number gives) is exactly
-    an int32 value (a value of the integer `dtype`)."""
+    a value of the integer `dtype` (int32 by default)."""
     info = np.iinfo(dtype)
     return not (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())) and \
         info.min <= v <= info.max
 
 
-def _check_int32_number(v: Any, like: Any, op: str) -> None:
+def _check_integer_number(v: Any, like: Any, op: str) -> None:
     """The error for a number v used with the int32 (or bool) or uint32
     tensor or array `like` where v is not a value of its kernel dtype."""
     try:
@@ -363,7 +363,7 @@ def _check_int32_number(v: Any, like: Any, op: str) -> None:
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{op}: {e}") from None
     dtype = np.dtype(np.uint32 if like.dtype == np.uint32 else np.int32)
-    if not _is_int32_value(v, dtype):
+    if not _is_integer_value(v, dtype):
         raise _kiln.InvalidArgument(
             f"{op}: the number {v!r} is not {'an' if dtype == np.int32 else 'a'} {dtype.name} "
             f"value (the tensor operand is {like.dtype}; cast it to float32 to use other numbers)")
@@ -543,7 +543,7 @@ def _with_number(op: str, x: Any, v: Any, first: bool) -> Tensor:
         # The op's own refusal of x's dtype (or of float16 on a device without it).
         _kiln.ops.elementwise(t.device, op, [((1,), np.dtype(t.dtype).name)] * 2)
         if t.dtype in (np.int32, np.uint32):
-            _check_int32_number(v, x, op)  # (x: a tensor or array, bool, int32 or uint32)
+            _check_integer_number(v, x, op)  # (x: a tensor or array, bool, int32 or uint32)
         text = str(e)
         if text.startswith("elementwise_chain: "):  # (a tensor the device cannot bind)
             raise type(e)(f"{op}: {text[len('elementwise_chain: '):]}") from None
@@ -1486,8 +1486,7 @@ def _integer_value(v: Any, dtype: Any, what: str) -> int:
         n = _number(v)
     except _kiln.InvalidArgument as e:
         raise _kiln.InvalidArgument(f"{what}: {e}") from None
-    if isinstance(n, float) and not (math.isfinite(n) and n.is_integer()) or \
-            not info.min <= n <= info.max:
+    if not _is_integer_value(n, dtype):
         raise _kiln.InvalidArgument(
             f"{what}: {v!r} is not {'an' if info.dtype.name.startswith('int') else 'a'} "
             f"{info.dtype.name} value (an integer in [{info.min}, "
@@ -1986,7 +1985,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
             a = _number_as_tensor(a, tensor(np.zeros(1, np.float32), device), "where")
         else:
             for v in (a, b):
-                if not _is_int32_value(_number(v)):
+                if not _is_integer_value(_number(v)):
                     raise _kiln.InvalidArgument(
                         f"where: the number {v!r} is not an int32 value (a and b are numbers, "
                         f"which give int32 where neither is a float)")

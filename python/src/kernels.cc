@@ -91,15 +91,6 @@ std::string Shown(nb::handle v) {
   return nb::cast<std::string>(nb::str(v));
 }
 
-// An argument of the wrong type: kiln.ArgumentTypeError, both a
-// kiln.InvalidArgument and Python's TypeError.
-template <typename... Args>
-[[noreturn]] void ThrowArgumentType(const Args&... args) {
-  nb::object cls = nb::module_::import_("kiln.ops").attr("ArgumentTypeError");
-  PyErr_SetString(cls.ptr(), StrCat(args...).c_str());
-  throw nb::python_error();
-}
-
 runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb::handle arg) {
   // A numpy scalar (np.float32(2), np.int32(7)) counts as its Python value.
   nb::object v = nb::borrow(arg);
@@ -111,7 +102,7 @@ runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb
   const bool is_float = PyFloat_Check(v.ptr()) != 0;
   if (p.dtype == codegen::DType::kF32) {
     if ((!is_int && !is_float) || PyBool_Check(v.ptr())) {
-      ThrowArgumentType(where, " is an f32 scalar; got ", TypeNameOf(v));
+      ThrowArgumentType(StrCat(where, " is an f32 scalar; got ", TypeNameOf(v)));
     }
     // A Python int may be too large for a double; a finite value too large
     // for an f32 would become infinite. Either is refused before recording.
@@ -128,8 +119,8 @@ runtime::Arg ScalarArg(const std::string& where, const codegen::ParamInfo& p, nb
     return runtime::Arg::F32(f);
   }
   if (!is_int || PyBool_Check(v.ptr())) {
-    ThrowArgumentType(where, p.dtype == codegen::DType::kU32 ? " is a " : " is an ",
-                      codegen::DTypeName(p.dtype), " scalar; got ", TypeNameOf(v));
+    ThrowArgumentType(StrCat(where, p.dtype == codegen::DType::kU32 ? " is a " : " is an ",
+                             codegen::DTypeName(p.dtype), " scalar; got ", TypeNameOf(v)));
   }
   int overflow = 0;
   const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
@@ -195,8 +186,8 @@ nb::object CallKernel(const UserKernel& k, const nb::args& args, const nb::kwarg
     }
     TensorPtr t;
     if (!nb::try_cast<TensorPtr>(values[i], t) || !t) {
-      ThrowArgumentType(where, " is a ", ParamTypeText(p), " and takes a kiln.Tensor; got ",
-                        TypeNameOf(values[i]));
+      ThrowArgumentType(StrCat(where, " is a ", ParamTypeText(p), " and takes a kiln.Tensor; got ",
+                               TypeNameOf(values[i])));
     }
     if (t->device != k.module->device) {
       Throw(InvalidArgument(where, ": the tensor is on another device than the kernel"));

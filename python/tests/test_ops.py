@@ -2792,6 +2792,11 @@ def test_numpy_conveniences(device, rng):
             (lambda: kiln.full(2, "a", device=device), TypeError, "fill_value must be a number"),
             (lambda: kiln.full((2, -1), 1, device=device), kiln.InvalidArgument,
              "kiln.full: shape .2, -1. has a negative dimension"),
+            (lambda: kiln.full(2**40, 1, device=device), kiln.InvalidArgument,
+             r"kiln.full: shape \[1099511627776\] of int32 takes 4398046511104 bytes, more "
+             r"than the device's maxBufferSize"),
+            (lambda: kiln.full(3, 1, "float64", device), kiln.InvalidArgument,
+             "kiln.full: dtype float64 is not one of kiln's"),
             (lambda: kiln.arange(0, 5, 0, device=device), kiln.InvalidArgument, "step is 0"),
             (lambda: kiln.ops.squeeze(t, 1), kiln.InvalidArgument,
              "squeeze: axis 1 has extent 3"),

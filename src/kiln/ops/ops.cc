@@ -133,14 +133,13 @@ ir::Expr IntegerPow(const ir::Expr& a, const ir::Expr& b) {
       base = sq;
     }
   }
-  if (t.is_uint()) {
-    for (size_t k = lets.size(); k-- > 0;) result = ir::Let(lets[k].first, lets[k].second, result);
-    return ir::Let(x, a, ir::Let(e, b, result));
+  ir::Expr out = result;
+  if (!t.is_uint()) {
+    const ir::Expr odd = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(1)}) != c(0);
+    const ir::Expr negative =
+        ir::Select(x == c(1), c(1), ir::Select(x == c(-1), ir::Select(odd, c(-1), c(1)), c(0)));
+    out = ir::Select(e < c(0), negative, result);
   }
-  const ir::Expr odd = ir::Call(ir::Intrinsic::kBitwiseAnd, {e, c(1)}) != c(0);
-  const ir::Expr negative =
-      ir::Select(x == c(1), c(1), ir::Select(x == c(-1), ir::Select(odd, c(-1), c(1)), c(0)));
-  ir::Expr out = ir::Select(e < c(0), negative, result);
   for (size_t k = lets.size(); k-- > 0;) out = ir::Let(lets[k].first, lets[k].second, out);
   return ir::Let(x, a, ir::Let(e, b, out));
 }

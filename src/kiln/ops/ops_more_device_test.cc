@@ -1697,7 +1697,7 @@ TEST_F(ElementwiseTypesDeviceTest, UnsignedOps) {
   Tensors t = {{"X", x}, {"Y", std::vector<uint32_t>(x.size(), 0xDEADBEEFu)}};
   ASSERT_NO_FATAL_FAILURE(Run(*chain, {"X"}, t, true));
   EXPECT_EQ(t["Y"], want);
-  for (double bad : {-1.0, 4294967296.0, 0.5}) {
+  for (double bad : {-1.0, 4294967296.0, 0.5, std::numeric_limits<double>::quiet_NaN()}) {
     auto refused =
         ElementwiseChain({shape, ir::kU32}, {ChainStep::WithConstant("add", bad)}, target_);
     ASSERT_FALSE(refused.ok());
