@@ -46,4 +46,7 @@ echo "== the operator library at small shapes, each checked against its referenc
 echo
 echo "== Python: numpy in, operators on the device, numpy out (examples/python/quickstart.py)"
 PYTHONPATH=build/python .venv/bin/python examples/python/quickstart.py || failed=1
+echo
+echo "== Python: a transformer decoder block from the library's operators (examples/python/transformer_block.py)"
+PYTHONPATH=build/python .venv/bin/python examples/python/transformer_block.py || failed=1
 [ "$failed" = 0 ] && echo "all examples PASS" || { echo "some examples FAILED"; exit 1; }

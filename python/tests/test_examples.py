@@ -7,7 +7,7 @@ from conftest import REPO
 
 
 @pytest.mark.parametrize("example", ["quickstart.py", "custom_kernel.py", "profiling.py",
-                                     "te_tiled_matmul.py"])
+                                     "te_tiled_matmul.py", "transformer_block.py"])
 def test_example_runs(example, tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "examples" / "python" / example)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
