@@ -1,7 +1,10 @@
 #include "kiln/transform/vectorize.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -259,7 +262,14 @@ class Accesses : public ir::StmtVisitor {
     let_order.emplace_back(op->var.get(), op->value);
     ir::StmtVisitor::VisitLet(op);
   }
+  void VisitFor(const ir::ForNode* op) override {
+    loops[op->loop_var.get()] = op;
+    ir::StmtVisitor::VisitFor(op);
+  }
   std::vector<OfBuffer> buffers;
+  // The loops inside the body: their variables take several values in one
+  // iteration of the vectorized loop.
+  std::unordered_map<const ir::VarNode*, const ir::ForNode*> loops;
   std::unordered_map<const ir::VarNode*, Expr> lets;
   // The lets in the order they are defined: a value reads only lets before it.
   std::vector<std::pair<const ir::VarNode*, Expr>> let_order;
@@ -275,17 +285,29 @@ class Accesses : public ir::StmtVisitor {
 };
 
 // Whether an expression reads one of `vars` (the loop variable and the lets
-// whose values read it).
+// whose values read it), or, where `stored` is given, loads one of the
+// buffers in it.
 class UsesVar : public ir::ExprVisitor {
  public:
-  explicit UsesVar(const std::unordered_set<const ir::VarNode*>& vars) : vars_(vars) {}
+  explicit UsesVar(const std::unordered_set<const ir::VarNode*>& vars,
+                   const std::vector<Accesses::OfBuffer>* stored = nullptr)
+      : vars_(vars), stored_(stored) {}
   void VisitVar(const ir::VarNode* op) override {
     if (vars_.count(op)) found = true;
+  }
+  void VisitLoad(const ir::LoadNode* op) override {
+    if (stored_) {
+      for (const Accesses::OfBuffer& b : *stored_) {
+        if (b.buffer.get() == op->buffer.get() && !b.stores.empty()) found = true;
+      }
+    }
+    ir::ExprVisitor::VisitLoad(op);
   }
   bool found = false;
 
  private:
   const std::unordered_set<const ir::VarNode*>& vars_;
+  const std::vector<Accesses::OfBuffer>* stored_;
 };
 
 // "[i, j + 1]"
@@ -301,8 +323,15 @@ std::string IndexText(const std::vector<Expr>& index) {
 // Proved here for the buffers the body stores to: one index for all their
 // stores and loads, an unstrided buffer, and an index of which some
 // dimension is c * v + (terms free of v) with c != 0, so the lanes' elements
-// are distinct.
-Status CheckIndependent(const ir::ForNode* loop) {
+// are distinct. A term that takes several values within one iteration (it
+// reads a loop inside the body, or loads a buffer the body stores to) must
+// then not let one lane reach another's elements: its coefficient is a
+// multiple of c * lanes, or it is the variable of a loop with constant bounds
+// and all such terms together span less than |c|. (A buffer stored once per
+// iteration at an index free of such terms, and not loaded, needs no proof:
+// where lanes share an element, the last lane's store is the last, as in
+// the loop.)
+Status CheckIndependent(const ir::ForNode* loop, int64_t lanes) {
   Accesses accesses;
   accesses.VisitStmt(loop->body);
   const ir::VarNode* v = loop->loop_var.get();
@@ -320,6 +349,33 @@ Status CheckIndependent(const ir::ForNode* loop) {
   for (const auto& [var, value] : accesses.let_order) {
     if (uses_v(value)) reads_v.insert(var);
   }
+  // The inner loops' variables, the lets that read them or load a stored
+  // buffer: values that change within one iteration.
+  std::unordered_set<const ir::VarNode*> within;
+  for (const auto& [var, _] : accesses.loops) within.insert(var);
+  auto varies_within = [&](const Expr& e) {
+    UsesVar uses(within, &accesses.buffers);
+    uses.VisitExpr(e);
+    return uses.found;
+  };
+  for (const auto& [var, value] : accesses.let_order) {
+    if (varies_within(value)) within.insert(var);
+  }
+  // The most two values of an inner loop's variable can differ by, where
+  // its bounds are constants.
+  auto spread = [&](const Expr& term) -> std::optional<int64_t> {
+    const ir::VarNode* var = term.as<ir::VarNode>();
+    auto it = var ? accesses.loops.find(var) : accesses.loops.end();
+    if (it == accesses.loops.end()) return std::nullopt;
+    auto min = ir::AsConstInt(ir::Simplify(it->second->min));
+    auto extent = ir::AsConstInt(ir::Simplify(it->second->extent));
+    if (!min || !extent || *min < INT32_MIN || *extent > INT32_MAX) return std::nullopt;
+    if (*extent <= 1) return 0;
+    // No wrapping in the variable's type between its first and last value.
+    const int64_t top = var->dtype.is_uint() ? int64_t{UINT32_MAX} : int64_t{INT32_MAX};
+    if (*min + *extent - 1 > top) return std::nullopt;
+    return *extent - 1;
+  };
   // int8x4 is a scalar with no vector type: its values stay uniform.
   struct Packed : ir::StmtVisitor {
     std::function<bool(const Expr&)> varying;
@@ -338,8 +394,12 @@ Status CheckIndependent(const ir::ForNode* loop) {
                            "int8x4 has no vector type (make it a serial or unrolled loop)");
   }
   for (const Accesses::OfBuffer& b : accesses.buffers) {
-    if (b.stores.empty() || (b.stores.size() == 1 && b.loads.empty())) continue;
+    if (b.stores.empty()) continue;
     const std::vector<Expr>& index = *b.stores[0];
+    if (b.stores.size() == 1 && b.loads.empty() &&
+        std::none_of(index.begin(), index.end(), varies_within)) {
+      continue;
+    }
     auto same = [&](const std::vector<Expr>* other) {
       if (other->size() != index.size()) return false;
       for (size_t d = 0; d < index.size(); ++d) {
@@ -377,19 +437,41 @@ Status CheckIndependent(const ir::ForNode* loop) {
       if (!ir::AddLinear(e, 1, sum, expand)) continue;
       int64_t coefficient = 0;
       bool rest_free = true;
+      std::vector<std::pair<Expr, int64_t>> changing;
       for (const auto& [term, c] : sum.terms) {
         const ir::VarNode* var = term.as<ir::VarNode>();
         if (var == v) {
           coefficient += c;
         } else if (c != 0 && uses_v(term)) {
           rest_free = false;
+        } else if (c != 0 && varies_within(term)) {
+          changing.emplace_back(term, c);
         }
       }
-      if (coefficient != 0 && rest_free) distinct = true;
+      if (coefficient == 0 || !rest_free) continue;
+      // |c| < 2^31 and lanes <= 4: no overflow; each spread term adds at
+      // most 2^31 * 2^32.
+      const int64_t period = coefficient * lanes;
+      int64_t span = 0;
+      bool bounded = true;
+      for (const auto& [term, c] : changing) {
+        if (c % period == 0) continue;
+        std::optional<int64_t> s = spread(term);
+        if (!s || span >= std::abs(coefficient)) {
+          bounded = false;
+          break;
+        }
+        span += std::abs(c) * *s;
+      }
+      if (bounded && span < std::abs(coefficient)) distinct = true;
     }
     if (!distinct) {
-      return refuse(StrCat("`", b.buffer.name(), "` is stored and loaded at ", IndexText(index),
-                           ", which may be one element for two iterations"));
+      const bool once = b.loads.empty() && b.stores.size() == 1;
+      return refuse(StrCat("`", b.buffer.name(), "` is stored",
+                           b.loads.empty() ? "" : " and loaded", " at ", IndexText(index),
+                           ", which may be one element for two "
+                           "iterations",
+                           once ? " (its store runs more than once in each)" : ""));
     }
   }
   return Status::Ok();
@@ -416,7 +498,7 @@ class LoopFinder : public FallibleMutator {
            "; a vectorized loop steps by 1 (its extent is its lanes)");
       return s;
     }
-    if (Status independent = CheckIndependent(op); !independent.ok()) {
+    if (Status independent = CheckIndependent(op, *extent); !independent.ok()) {
       Fail(at(), independent.message());
       return s;
     }

@@ -177,6 +177,73 @@ TEST(VectorizeTest, DependencesBetweenIterationsAreAnError) {
   }
 }
 
+// A loop inside the vectorized one runs its body for every lane before its
+// next iteration, where the loop ran it whole for each iteration in turn:
+// an element one lane's inner iterations store and another's reach is
+// refused.
+TEST(VectorizeTest, InnerLoopsReachingAnotherLanesElementsAreAnError) {
+  // v + s: iteration v's s = 1 stores the element iteration v + 1's s = 0 does.
+  auto inner = [](bool let, bool load) {
+    IRBuilder b("overlap");
+    Buffer X = b.BufferParam("X", kF32, {8});
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      b.For("s", LoopKind::kSerial, 0, 2, [&](Var s) {
+        Expr index = let ? Expr(b.Let("k", v + s)) : v + s;
+        Expr value = Cast(kF32, v * 10 + s);
+        b.Store(X, {index}, load ? Load(X, {index}) * 2.0 + value : value);
+      });
+    });
+    return Vectorize(b.Build());
+  };
+  ExpectError(inner(false, false), StatusCode::kInvalidArgument,
+              "cannot vectorize loop `v`: `X` is stored at [v + s], which may be one element for "
+              "two iterations (its store runs more than once in each)");
+  ExpectError(inner(true, false), StatusCode::kInvalidArgument, "`X` is stored at [k]");
+  ExpectError(inner(false, true), StatusCode::kInvalidArgument,
+              "`X` is stored and loaded at [v + s], which may be one element for two iterations");
+
+  // v * 8 + s: lanes 8 apart, s spanning 8 values (0 to 7) or 9, or an
+  // extent not known.
+  auto rows = [](Expr extent, LoopKind kind) {
+    IRBuilder b("rows");
+    Var n = b.ScalarParam("n", kI32);
+    Buffer X = b.BufferParam("X", kF32, {40 + n});
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      b.For("s", kind, 0, extent.defined() ? extent : n,
+            [&](Var s) { b.Store(X, {v * 8 + s}, Cast(kF32, s)); });
+    });
+    return Vectorize(b.Build());
+  };
+  EXPECT_TRUE(rows(IntConst(kI32, 8), LoopKind::kSerial).ok());
+  EXPECT_TRUE(rows(IntConst(kI32, 8), LoopKind::kUnrolled).ok());
+  ExpectError(rows(IntConst(kI32, 9), LoopKind::kSerial), StatusCode::kInvalidArgument,
+              "`X` is stored at [v * 8 + s], which may be one element for two iterations");
+  ExpectError(rows(Expr(), LoopKind::kSerial), StatusCode::kInvalidArgument,
+              "`X` is stored at [v * 8 + s]");
+
+  // s * 4 + v, s * 8 + v (lanes interleaved, whatever the extent), a loaded
+  // accumulator at the lane's own element, and s * 2 + v (refused).
+  for (int period : {4, 8, 2}) {
+    IRBuilder b("interleaved");
+    Var n = b.ScalarParam("n", kI32);
+    Buffer X = b.BufferParam("X", kF32, {n * 8 + 8});
+    Buffer Y = b.BufferParam("Y", kF32, {4});
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      b.Store(Y, {v}, FloatConst(kF32, 0.0));
+      b.For("s", LoopKind::kSerial, 0, n, [&](Var s) {
+        b.Store(Y, {v}, Load(Y, {v}) + Load(X, {s * period + v}));
+        b.Store(X, {s * period + v}, Load(X, {s * period + v}) + 1.0);
+      });
+    });
+    if (period == 2) {
+      ExpectError(Vectorize(b.Build()), StatusCode::kInvalidArgument,
+                  "`X` is stored and loaded at [s * 2 + v]");
+    } else {
+      EXPECT_TRUE(Vectorize(b.Build()).ok()) << period;
+    }
+  }
+}
+
 // The loop variable reached through a long chain of lets still counts:
 // j - 2 * (k / 2), k = j through 40 lets, is j % 2 (lanes 0, 1, 0, 1).
 TEST(VectorizeTest, LoopVariableBehindLongLetChainsIsSeen) {
