@@ -746,10 +746,10 @@ class Parser {
       dtype = *suffix;
     }
     if (dtype.is_float()) {
-      double value = std::strtod(t.text.c_str(), nullptr);
+      double value = DecimalToFloatType(dtype, t.text.c_str());
       // A finite literal that rounds to infinity in its type is a typo, as
       // an integer literal out of range is (`inf` says infinity).
-      if (RoundsToInfinity(dtype, value)) {
+      if (std::isinf(value)) {
         return ErrorAt(
             negative ? *minus : t,
             StrCat("float literal ", negative ? "-" : "", t.text, " is out of range for ", dtype,

@@ -135,6 +135,11 @@ TEST(ParserTest, LiteralsRoundTrip) {
     EXPECT_EQ(Print(*e), text);
   }
   EXPECT_EQ(Print(*ParseExpr("1.0e2")), "100.0");
+  // Rounded once to the literal's type (the nearest double, 1 + 2^-23 +
+  // 2^-24, is halfway in f32 and would round up).
+  EXPECT_EQ(Print(*ParseExpr("1.0000001788139343261718749")), "1.0000001");
+  EXPECT_EQ(Print(*ParseExpr("1.00146484374999999999f16")), "1.001f16");
+  EXPECT_EQ(Print(*ParseExpr("340282356779733661637539395458142568447.0")), "3.4028235e+38");
   EXPECT_EQ(Print(*ParseExpr("3f64")), "3.0f64");
   // White space may separate the sign from its literal (ir.md).
   EXPECT_EQ(Print(*ParseExpr("- 2147483648")), "-2147483648");

@@ -125,7 +125,7 @@ std::string FormatFloatLiteral(DataType dtype, double value) {
     char buf[40];
     std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
     text = buf;
-    if (RoundToFloatType(dtype, std::strtod(buf, nullptr)) == value) break;
+    if (DecimalToFloatType(dtype, buf[0] == '-' ? buf + 1 : buf) == std::fabs(value)) break;
   }
   if (text.find_first_of(".e") == std::string::npos) text += ".0";
   return text + suffix;

@@ -1,7 +1,10 @@
 #include "kiln/ir/types.h"
 
+#include <algorithm>
+#include <cfenv>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 namespace kiln::ir {
 namespace {
@@ -136,6 +139,31 @@ double RoundToFloatType(DataType t, double value) {
   if (exponent < -14) exponent = -14;
   double quantum = std::ldexp(1.0, exponent - 10);
   return std::nearbyint(value / quantum) * quantum;
+}
+
+double DecimalToFloatType(DataType t, const char* text) {
+  const double nearest = std::strtod(text, nullptr);
+  const double rounded = RoundToFloatType(t, nearest);
+  if (t.bits == 64 || rounded == nearest || std::isinf(nearest)) return rounded;
+  // Past the largest finite value the next value is the next power of two:
+  // a decimal halfway to it rounds to infinity (ties go to the even one).
+  const double overflow = std::ldexp(1.0, t.bits == 16 ? 16 : 128);
+  const double r = std::isinf(rounded) ? overflow : rounded;
+  // Is `nearest` halfway between r and another value of t?
+  const double other = 2 * nearest - r;
+  if (other != overflow && RoundToFloatType(t, other) != other) return rounded;
+  // Which side of that halfway point is the decimal? strtod rounding down
+  // and rounding up bound it (equal where the decimal is exactly halfway:
+  // ties to even, as RoundToFloatType chose).
+  const int mode = std::fegetround();
+  std::fesetround(FE_DOWNWARD);
+  const double below = std::strtod(text, nullptr);
+  std::fesetround(FE_UPWARD);
+  const double above = std::strtod(text, nullptr);
+  std::fesetround(mode);
+  if (below == above) return rounded;
+  const double result = below == nearest ? std::max(r, other) : std::min(r, other);
+  return result == overflow ? HUGE_VAL : result;
 }
 
 int64_t WrapToIntType(DataType t, int64_t value) {

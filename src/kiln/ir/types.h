@@ -96,6 +96,11 @@ std::ostream& operator<<(std::ostream& os, const DataType& t);
 // `value` rounded (to nearest, ties to even) to the precision and range of
 // the scalar float type `t` (f16, f32 or f64); overflow gives +-infinity.
 double RoundToFloatType(DataType t, double value);
+// The nonnegative decimal `text` (digits, a point, an exponent, as strtod
+// reads them) rounded once, to nearest with ties to even, to the float type
+// `t`: +infinity past its range. (Rounding first to double and then to `t`
+// can land on a halfway point of `t` and go the wrong way.)
+double DecimalToFloatType(DataType t, const char* text);
 // Whether a finite `value` rounds to infinity in the float type `t`: its
 // magnitude at least the largest finite value plus half an ulp (65520 for
 // f16, 2^128 - 2^103 for f32; f64's own overflow for f64).
