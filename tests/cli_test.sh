@@ -897,6 +897,12 @@ for line in "compile --help --emit" "run --help --bogus" "bench ops --help --sma
 done
 out=$("$kiln" run --help 2>&1)
 grep -q -- "--impl dawn|wgpu" <<<"$out" || fail "run --help names no device flags: $out"
+out=$("$kiln" help help 2>&1) || fail "kiln help help: $out"
+grep -q "usage: kiln <command>" <<<"$out" || fail "kiln help help printed: $out"
+expect_error "help with two commands" "help takes one command name; found 'extra' after 'run'" \
+  "$kiln" help run extra
+expect_error "help bench with two subcommands" "help takes one command name and bench's subcommand; found 'x' after 'ops'" \
+  "$kiln" help bench ops x
 out=$("$kiln" help bench ops 2>&1) || fail "kiln help bench ops: $out"
 grep -q "usage: kiln bench ops" <<<"$out" || fail "kiln help bench ops printed: $out"
 "$kiln" compile "$src/examples/vector_add.kir" -o="$tmp/short.kmod" || fail "compile -o=FILE"

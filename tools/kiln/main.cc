@@ -74,7 +74,20 @@ int Dispatch(const std::string& command, const kiln::tool::Args& args) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && !std::strcmp(argv[1], "help") && argv[2][0] != '-') {
-    // `kiln help run` (or `kiln help bench ops`) is `kiln run --help`.
+    // `kiln help run` (or `kiln help bench ops`) is `kiln run --help`; one
+    // command name, and bench's subcommand.
+    const int words = std::strcmp(argv[2], "bench") ? 1 : 2;
+    for (int i = 2 + words; i < argc; ++i) {
+      if (argv[i][0] != '-') {
+        std::fprintf(stderr, "kiln: help takes one command name%s; found '%s' after '%s'\n",
+                     words == 2 ? " and bench's subcommand" : "", argv[i], argv[i - 1]);
+        return 1;
+      }
+    }
+    if (!std::strcmp(argv[2], "help")) {
+      std::fputs(kUsage, stdout);
+      return Finish(0);
+    }
     kiln::tool::Args args(argv + 3, argv + argc);
     args.push_back("--help");
     return Finish(Dispatch(argv[2], args));

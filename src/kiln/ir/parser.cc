@@ -564,7 +564,9 @@ class Parser {
       if (IsIdent("if")) {
         NestingGuard nesting(this);
         KILN_RETURN_IF_ERROR(CheckNesting());
+        const SourceLocation at{Peek().line, Peek().column};
         KILN_ASSIGN_OR_RETURN(else_case, ParseIf());
+        Record(else_case, at);  // an `else if` is where its `if` is
       } else {
         KILN_ASSIGN_OR_RETURN(else_case, ParseBlock());
       }

@@ -700,7 +700,8 @@ class FunctionVerifier {
     if (opens_block && options_.max_nested_blocks && blocks_ >= *options_.max_nested_blocks) {
       return Error(StrCat("loops and ifs nest more than ", *options_.max_nested_blocks,
                           " deep here, the most a WGSL function can hold (WebGPU "
-                          "implementations refuse deeper statements)"));
+                          "implementations refuse deeper statements; each `else if` is an if "
+                          "inside the one before)"));
     }
     blocks_ += opens_block ? 1 : 0;
     if (diverges) divergence_.push_back({at.get()});

@@ -695,7 +695,20 @@ TEST(VerifierTest, ConstantIndicesAndNestingAtTheirLineWhenAsked) {
   EXPECT_EQ(Verify(ParsedOrEmpty(nest(4), source), options, source).message(),
             "function 'f', line 8, column 1: `if (n > 0)`: loops and ifs nest more than 3 deep "
             "here, the most a WGSL function can hold (WebGPU implementations refuse deeper "
-            "statements)");
+            "statements; each `else if` is an if inside the one before)");
+  // An `else if` is found at its `if`: the third of a chain is a level too deep.
+  std::string chain = "module {\nfn f(A: buffer<f32>[n, 4], n: i32) {\nif (n == 0) {\n}";
+  for (int k = 1; k <= 4; ++k) chain += StrCat(" else if (n == ", k, ") {\nA[0, 0] = 1.0\n}");
+  EXPECT_EQ(Verify(ParsedOrEmpty(chain + "\n}\n}\n", source), options, source).message(),
+            "function 'f', line 8, column 8: `} else if (n == 3)`: loops and ifs nest more "
+            "than 3 deep here, the most a WGSL function can hold (WebGPU implementations refuse "
+            "deeper statements; each `else if` is an if inside the one before)");
+  EXPECT_EQ(Verify(ParsedOrEmpty("module {\nfn f(A: buffer<f32>[n, 4], n: i32) {\nif (n == 0) "
+                                 "{\n} else if (n) {\n}\n}\n}\n",
+                                 source),
+                   options, source)
+                .message(),
+            "function 'f', line 4, column 8: `} else if (n)`: `n` has type i32; expected bool");
 }
 
 // One expression on its own: type rules only, with free variables and
