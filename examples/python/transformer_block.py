@@ -4,6 +4,10 @@ over the heads, the output projection with its residual, and the MLP with
 gelu; checked against numpy in float64.
 
     python transformer_block.py [--batch 2] [--seq 128] [--width 256] [--heads 4] [--layers 2]
+                                [--dtype float32|float16]
+
+In float16 (where the device has shader-f16) the tensors are f16; the
+matmuls accumulate, and the norms, softmax and gelu compute, in f32.
 """
 import argparse
 import math
@@ -22,6 +26,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--width", type=int, default=256, help="model width, heads x head size")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=2, help="blocks, each with its own weights")
+    p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
     args = p.parse_args()
     if min(args.batch, args.seq, args.width, args.heads, args.layers) < 1:
         p.error("every size must be at least 1")
@@ -84,29 +89,33 @@ def main() -> None:
     x0 = rng.standard_normal((args.batch, args.seq, args.width)).astype(np.float32)
     device = kiln.default_device()
     print("device:", device)
+    dtype = np.dtype(args.dtype)
+    if dtype == np.float16 and not device.has_feature("shader-f16"):
+        raise SystemExit(f"{device} has no shader-f16: run with --dtype float32")
 
     # The weights go to the device once; numpy arrays passed to an operator
     # would be copied on every call.
-    on_device = [{k: kiln.tensor(v, device) for k, v in p.items()} for p in layers]
-    x = kiln.tensor(x0, device)
+    on_device = [{k: kiln.tensor(v.astype(dtype), device) for k, v in p.items()} for p in layers]
+    x = kiln.tensor(x0.astype(dtype), device)
     for p in on_device:
         x = block(x, p, args.heads)
     out = x.numpy()
 
-    ref = x0.astype(np.float64)
+    # The reference starts from the same (rounded) inputs and weights.
+    ref = x0.astype(dtype).astype(np.float64)
     for p in layers:
-        ref = block_reference(ref, p, args.heads)
-    err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        ref = block_reference(ref, {k: v.astype(dtype) for k, v in p.items()}, args.heads)
+    err = float(np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max())
     print(f"{args.layers} blocks, batch {args.batch}, seq {args.seq}, width {args.width}, "
-          f"{args.heads} heads: max |kiln - numpy| / max |numpy| = {err:.2e}")
-    assert np.isfinite(out).all() and err < 1e-4, err
+          f"{args.heads} heads, {args.dtype}: max |kiln - numpy| / max |numpy| = {err:.2e}")
+    assert np.isfinite(out).all() and err < (1e-4 if dtype == np.float32 else 1e-2), err
 
     # Queued work: time a few forward passes end to end (the first call of
     # each operator and shape compiled its kernel above).
     runs = 3
     start = time.perf_counter()
     for _ in range(runs):
-        x = kiln.tensor(x0, device)
+        x = kiln.tensor(x0.astype(dtype), device)
         for p in on_device:
             x = block(x, p, args.heads)
         x.numpy()
