@@ -248,6 +248,21 @@ def _shape_and_dtype(shape: Any, dtype: Any, what: str) -> Tuple[List[int], str]
     return dims, name
 
 
+def _check_fits(dims: Sequence[int], name: str, device: _kiln.Device, what: str) -> None:
+    """The device's buffer limit, checked before the host array is made (a
+    bool takes a 32-bit word, as the kernel ABI stores it; int8 and uint8 a
+    byte); and the dtype is one of kiln's."""
+    if np.dtype(name) not in _SUPPORTED:
+        raise _kiln.InvalidArgument(f"{what}: dtype {name} is not one of kiln's ("
+                                    f"{', '.join(sorted(d.name for d in _SUPPORTED))})")
+    size = 4 if name == "bool" else np.dtype(name).itemsize
+    most = device.limits["max_buffer_size"]
+    if math.prod(dims) * size > most:
+        raise _kiln.InvalidArgument(
+            f"{what}: shape {list(dims)} of {name} takes {math.prod(dims) * size} bytes, more "
+            f"than the device's maxBufferSize of {most} bytes")
+
+
 def full(shape: Sequence[int] | int, fill_value: Any, dtype: Any = None,
          device: Optional[_kiln.Device] = None) -> _kiln.Tensor:
     """A tensor of `shape` holding `fill_value`, as numpy's full: `dtype`
@@ -264,23 +279,13 @@ def full(shape: Sequence[int] | int, fill_value: Any, dtype: Any = None,
     dims, name = _shape_and_dtype(shape, dtype, "kiln.full")
     if any(d < 0 for d in dims):
         raise _kiln.InvalidArgument(f"kiln.full: shape {dims} has a negative dimension")
-    if np.dtype(name) not in _SUPPORTED:
-        raise _kiln.InvalidArgument(f"kiln.full: dtype {name} is not one of kiln's ("
-                                    f"{', '.join(sorted(d.name for d in _SUPPORTED))})")
+    _check_fits(dims, name, device, "kiln.full")
     if name == "bool":
         value: Any = bool(fill_value)
     elif name in ("float32", "float16"):
         value = _float(fill_value, "kiln.full: fill_value")
     else:
         value = _integer_value(fill_value, name, "kiln.full: fill_value")
-    # The device's limit, before the host array is made (a bool takes a 32-bit
-    # word, as the kernel ABI stores it; int8 and uint8 a byte).
-    size = 4 if name == "bool" else np.dtype(name).itemsize
-    most = device.limits["max_buffer_size"]
-    if math.prod(dims) * size > most:
-        raise _kiln.InvalidArgument(
-            f"kiln.full: shape {dims} of {name} takes {math.prod(dims) * size} bytes, more "
-            f"than the device's maxBufferSize of {most} bytes")
     with np.errstate(over="ignore"):  # (a float beyond float16's range is its infinity)
         return tensor(np.full(dims, value, name), device)
 
@@ -326,7 +331,29 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None,
             raise ArgumentTypeError(f"kiln.arange: {name} must be a number; got {v!r}")
     if step == 0:
         raise _kiln.InvalidArgument("kiln.arange: step is 0")
-    values = np.arange(start, stop, step) if stop is not None else np.arange(0, start, step)
-    if dtype is None:
-        dtype = "int32" if values.dtype.kind in "iu" else "float32"
-    return tensor(values, _device(device, "kiln.arange"), dtype=dtype)
+    if stop is None:
+        start, stop = 0, start
+    integers = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+    if integers:
+        start, stop, step = int(start), int(stop), int(step)
+        n = max(0, -((start - stop) // step))  # numpy's ceil((stop - start) / step)
+    else:
+        start, stop, step = float(start), float(stop), float(step)
+        if not all(math.isfinite(v) for v in (start, stop, step)):
+            raise _kiln.InvalidArgument(
+                f"kiln.arange: start, stop and step must be finite; got {start}, {stop}, {step}")
+        n = max(0, math.ceil((stop - start) / step))
+    device = _device(device, "kiln.arange")
+    dims, name = _shape_and_dtype((n,), "int32" if dtype is None and integers else
+                                  "float32" if dtype is None else dtype, "kiln.arange")
+    # The length and the values' range before any host array is made.
+    _check_fits(dims, name, device, "kiln.arange")
+    last = start + (n - 1) * step if n else start
+    if np.dtype(name).kind in "iu":
+        info = np.iinfo(name)
+        if n and not (info.min <= min(start, last) and max(start, last) <= info.max):
+            raise _kiln.InvalidArgument(
+                f"kiln.arange: the values run from {start} to {last}, outside {name}'s range "
+                f"[{info.min}, {info.max}]")
+    values = np.arange(start, stop, step) if n else np.zeros(0)
+    return tensor(values[:n], device, dtype=name)

@@ -1591,6 +1591,31 @@ def test_conv2d_random_geometries(device, rng):
         _close(y.numpy(), want.transpose(0, 3, 1, 2), 1e-4)
 
 
+@pytest.mark.parametrize("groups", [1, 16])
+def test_conv2d_weights_that_are_not_finite_meet_the_padding(device, rng, groups):
+    """inf and NaN weights multiply the padding's zeros too (NaN, as numpy's
+    padded input gives), on the implicit GEMM (groups=1) and the direct form
+    (depthwise)."""
+    x = rng.uniform(-1, 1, (1, 5, 6, 16)).astype(np.float32)
+    w = rng.uniform(-1, 1, (3, 3, 16 // groups, 16)).astype(np.float32)
+    w[0, 0, 0, 3] = np.inf
+    w[2, 1, 0, 5] = np.nan
+    w[1, 2, 0, 7] = -np.inf
+    with np.errstate(invalid="ignore"):  # inf * 0
+        want = _conv_ref(x.astype(np.float64), w.astype(np.float64), (1, 1), (1, 1), (1, 1),
+                         groups)
+    assert np.isnan(want[0, 0, 0, 3]) and np.isnan(want[0, 4, 5, 5])  # taps on the padding
+
+    def check(got, want):
+        infinite = np.isinf(want)
+        np.testing.assert_array_equal(got[infinite], want[infinite])
+        _close(np.where(infinite, 0, got), np.where(infinite, 0, want), 1e-4)
+    check(kiln.ops.conv2d(kiln.tensor(x, device), w, padding=1, groups=groups).numpy(), want)
+    y = kiln.ops.conv2d(kiln.tensor(x.transpose(0, 3, 1, 2), device), w.transpose(3, 2, 0, 1),
+                        layout="NCHW", padding=1, groups=groups)
+    check(y.numpy(), want.transpose(0, 3, 1, 2))
+
+
 def test_conv2d_float16(device, rng):
     """f16 in and out, summed in f32: compared with the float64 convolution of the
     same f16 values."""
@@ -2786,6 +2811,12 @@ def test_numpy_conveniences(device, rng):
     same(kiln.arange(5, device=device), np.arange(5, dtype=np.int32))
     same(kiln.arange(0, 1, 0.25, device=device), np.arange(0, 1, 0.25, dtype=np.float32))
     same(kiln.arange(5, 0, -2, device=device), np.arange(5, 0, -2, dtype=np.int32))
+    same(kiln.arange(5, 0, device=device), np.arange(5, 0, dtype=np.int32))
+    same(kiln.arange(-1.5, 2.0, 0.1, device=device), np.arange(-1.5, 2.0, 0.1).astype(np.float32))
+    same(kiln.arange(2.0, -1.0, -0.75, device=device), np.arange(2.0, -1.0, -0.75, np.float32))
+    same(kiln.arange(3, dtype="uint8", device=device), np.arange(3, dtype=np.uint8))
+    same(kiln.arange(np.int64(2**31 - 3), 2**31 - 1, device=device),
+         np.arange(2**31 - 3, 2**31 - 1, dtype=np.int32))
     for call, error, message in (
             (lambda: kiln.full(2, 300, "int8", device), kiln.InvalidArgument,
              "kiln.full: fill_value: 300 is not an int8 value"),
@@ -2798,6 +2829,17 @@ def test_numpy_conveniences(device, rng):
             (lambda: kiln.full(3, 1, "float64", device), kiln.InvalidArgument,
              "kiln.full: dtype float64 is not one of kiln's"),
             (lambda: kiln.arange(0, 5, 0, device=device), kiln.InvalidArgument, "step is 0"),
+            # Refused before any host array is made.
+            (lambda: kiln.arange(0, 2**40, device=device), kiln.InvalidArgument,
+             r"kiln.arange: shape \[1099511627776\] of int32 takes 4398046511104 bytes"),
+            (lambda: kiln.arange(2**31 - 2, 2**31 + 1, device=device), kiln.InvalidArgument,
+             r"kiln.arange: the values run from 2147483646 to 2147483648, outside int32's range"),
+            (lambda: kiln.arange(-1, 2, dtype="uint32", device=device), kiln.InvalidArgument,
+             r"kiln.arange: the values run from -1 to 1, outside uint32's range"),
+            (lambda: kiln.arange(0.0, float("inf"), device=device), kiln.InvalidArgument,
+             "kiln.arange: start, stop and step must be finite"),
+            (lambda: kiln.arange(3, dtype="float64", device=device), kiln.InvalidArgument,
+             "kiln.arange: dtype float64 is not one of kiln's"),
             (lambda: kiln.ops.squeeze(t, 1), kiln.InvalidArgument,
              "squeeze: axis 1 has extent 3"),
             (lambda: kiln.ops.stack([t, t[0]]), kiln.InvalidArgument,

@@ -297,7 +297,10 @@ StatusOr<ir::Function> ConvDirect(const TensorType& x, const TensorType& w, cons
     Tap t = TapAt(g, o, px.oh, px.ow, rkh, rkw);
     Expr xv = ReadTap(X, g, o.nhwc, px.n, ch, t);
     Expr wv = o.nhwc ? W(rkh, rkw, rc, f) : W(f, rc, rkh, rkw);
-    Expr term = ir::Select(t.inside, ToF32(xv) * ToF32(wv), ir::FloatConst(ir::kF32, 0.0));
+    // A tap on the padding reads 0 and still multiplies its weight, as the
+    // implicit GEMM's (and numpy's padded input) do: an inf or NaN weight
+    // makes NaN there too.
+    Expr term = ir::Select(t.inside, ToF32(xv), ir::FloatConst(ir::kF32, 0.0)) * ToF32(wv);
     Expr v = te::Sum(term, {rkh, rkw, rc});
     if (o.bias) v = v + ToF32(bias(f));
     if (!o.activation.empty()) v = internal::ApplyUnary(o.activation, v);

@@ -508,6 +508,12 @@ ir::Expr FloatPow(const ir::Expr& a, const ir::Expr& b) {
 
 ir::Expr ApplyUnary(std::string_view op, const ir::Expr& x) {
   const ir::DataType t = x.dtype();
+  // f16 gelu and sigmoid compute in f32 and round once: in f16, 1 + erf(x)
+  // cancels below x = -2.5 (gelu(-4) came out 0) and exp(-x) overflows
+  // below x = -11.1 (sigmoid 0 where f16 holds 1.4e-5).
+  if ((op == "gelu" || op == "sigmoid") && t.is_float() && t.bits == 16) {
+    return ir::Cast(t, ApplyUnary(op, ir::Cast(ir::kF32.with_lanes(t.lanes), x)));
+  }
   // u32: numpy's wrapping negation, and abs the identity.
   if (op == "neg") return t.is_uint() ? ir::IntConst(t, 0) - x : -x;
   if (op == "abs") return t.is_uint() ? x : Intrinsic1(ir::Intrinsic::kAbs, x);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <numbers>
 #include <optional>
 #include <random>
 #include <span>
@@ -631,6 +632,43 @@ TEST_F(OpsDeviceTest, F16AgainstTheInterpreter) {
     functions.push_back(**f);
   }
   CheckAgainstInterpreter(functions);
+}
+
+// f16 gelu and sigmoid compute in f32 and round once: in f16 itself
+// 1 + erf(x) cancels (gelu(-3) 8% off, gelu(-4) 0) and exp(-x) overflows
+// (sigmoid(-12) 0), and the interpreter would agree with such a kernel.
+TEST_F(OpsDeviceTest, F16GeluAndSigmoidRoundOnceFromF32) {
+  if (!target_.shader_f16) GTEST_SKIP() << "the device has no shader-f16";
+  std::vector<float> x;
+  for (int i = -16 * 32; i <= 8 * 32; ++i) x.push_back(interp::RoundToHalf(i / 32.0f + 0.01f));
+  for (float v : {-65504.0f, 65504.0f, -0.0f, 0.0f, 6.1e-5f, -6e-8f}) x.push_back(v);
+  if (x.size() % 2) x.push_back(1.0f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) bits[i] = interp::FloatToHalfBits(x[i]);
+  std::vector<float> words(n / 2);
+  std::memcpy(words.data(), bits.data(), n * 2);
+  for (const std::string op : {"gelu", "sigmoid"}) {
+    SCOPED_TRACE(op);
+    auto f = Elementwise(op, {{{n}, ir::kF16}}, target_);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Tensors t = {{"X", words}, {"Y", std::vector<float>(n / 2)}};
+    ASSERT_NO_FATAL_FAILURE(Run({*f}, {"X"}, t, /*differential=*/false));
+    std::vector<uint16_t> out(n);
+    std::memcpy(out.data(), t["Y"].data(), n * 2);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      const double exact =
+          op == "gelu" ? v / 2 * std::erfc(-v / std::numbers::sqrt2) : 1 / (1 + std::exp(-v));
+      const float want = RoundDoubleToHalf(exact), got = interp::HalfBitsToFloat(out[i]);
+      // Two f16 units in the last place, and what f32's 1 + erf(x) loses
+      // to cancellation (gelu) or two subnormal units (sigmoid).
+      const double ulp = std::ldexp(1.0, std::max(std::ilogb(std::fabs(want) + 1e-30) - 10, -24));
+      const double slack = std::max(2 * ulp, op == "gelu" ? 4e-7 : 1.2e-7);
+      EXPECT_LE(std::fabs(double(got) - want), slack)
+          << op << "(" << v << "): " << got << ", rounded from f64 " << want;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
