@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -322,6 +323,20 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
       return InvalidArgument("$KILN_TRUSTED is '", value, "'; expected 1 (trusted mode) or 0");
     }
     options.trusted = value == "1";
+  }
+  // $KILN_BUFFER_POOL_MB sizes the pool of freed buffers where the options
+  // keep the default.
+  if (const char* env = std::getenv("KILN_BUFFER_POOL_MB");
+      env && *env && options.buffer_pool_capacity == DeviceOptions{}.buffer_pool_capacity) {
+    const std::string_view text(env);
+    uint64_t mib = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mib);
+    constexpr uint64_t kMostMib = uint64_t{1} << 24;  // 16 TiB
+    if (error != std::errc() || end != text.data() + text.size() || mib > kMostMib) {
+      return InvalidArgument("$KILN_BUFFER_POOL_MB is '", text,
+                             "'; expected a whole number of MiB from 0 to ", kMostMib);
+    }
+    options.buffer_pool_capacity = mib << 20;
   }
   // The staging buffer holds any kernel's constants block: at least 4 KiB
   // (StagingBuffer::max_block_size), and a multiple of 256 bytes, the

@@ -96,5 +96,29 @@ TEST_F(TrustedTest, TheEnvironmentChoosesTheModeUnlessTold) {
   }
 }
 
+// $KILN_BUFFER_POOL_MB sizes the pool of freed buffers: 0 keeps none.
+TEST_F(TrustedTest, TheEnvironmentSizesTheBufferPool) {
+  const char* saved = std::getenv("KILN_BUFFER_POOL_MB");
+  const std::string restore = saved ? saved : "";
+  for (const char* bad : {"lots", "-1", "16777217", "1.5"}) {
+    setenv("KILN_BUFFER_POOL_MB", bad, 1);
+    EXPECT_TRUE(HasError(Device::Create(Options()), StatusCode::kInvalidArgument,
+                         std::string("$KILN_BUFFER_POOL_MB is '") + bad +
+                             "'; expected a whole number of MiB from 0 to 16777216"));
+  }
+  for (const char* mib : {"0", "1"}) {
+    setenv("KILN_BUFFER_POOL_MB", mib, 1);
+    auto device = Device::Create(Options());
+    ASSERT_TRUE(device.ok()) << device.status();
+    { ASSERT_TRUE((*device)->allocator().Allocate(4096).ok()); }  // freed at once
+    EXPECT_EQ((*device)->allocator().stats().pooled_buffers, mib[0] == '0' ? 0u : 1u) << mib;
+  }
+  if (saved) {
+    setenv("KILN_BUFFER_POOL_MB", restore.c_str(), 1);
+  } else {
+    unsetenv("KILN_BUFFER_POOL_MB");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cts
