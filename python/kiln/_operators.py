@@ -321,6 +321,12 @@ def _spread(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         what = f"Tensor.{fn.__name__}"
         _no_out(what, out)
         _refuse(what, unsupported)
+        name = None if dtype is None else ops._dtype_name(dtype, f"{what}: dtype")
+        if name is not None and name not in ("float32", "float16"):
+            # (numpy computes an integer dtype's var in that dtype; kiln's
+            # variance is a float)
+            raise ops._kiln.InvalidArgument(
+                f"{what}: dtype must be float32 or float16; got {name}")
         x = self if dtype is None else ops._cast(self, dtype, f"{fn.__name__}(dtype=...)")
         return fn(x, axis, keepdims=keepdims, ddof=ddof)
     method.__name__ = method.__qualname__ = fn.__name__

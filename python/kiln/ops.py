@@ -939,6 +939,8 @@ def _axes(axis: Any, ndim: int, fn: str) -> List[int]:
     axis = _listed(axis)
     if axis is None:
         return list(range(ndim))
+    if ndim == 0 and _integer(axis) in (0, -1):  # numpy's reductions of a 0-d array take these
+        return []
     if isinstance(axis, (tuple, list)):
         axes = [_axis(a, ndim, f"{fn}: axis entry {i}") for i, a in enumerate(axis)]
     else:
@@ -1055,7 +1057,8 @@ def _arg_reduce(op: str, x: Any, axis: Optional[int], keepdims: bool) -> Tensor:
     if x.dtype in _BYTE_DTYPES:  # (its values, in int32)
         x = _unpacked(x, op)
     keepdims = _flag(keepdims, f"{op}: keepdims")
-    if axis is None:  # over the flattened tensor, as numpy
+    if axis is None or (x.ndim == 0 and _integer(axis) in (0, -1)):
+        # over the flattened tensor, as numpy (whose 0-d arrays take axis 0 and -1)
         y = _arg_reduce(op, _view(x, (x.size,)), 0, False)
         return _view(y, (1,) * x.ndim) if keepdims else y
     a = _axis(axis, x.ndim, f"{op}: axis")
@@ -1646,6 +1649,15 @@ def var(x: Any, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = F
     keepdims = _flag(keepdims, "var: keepdims")
     ddof = _int(ddof, "var: ddof")
     axes = _axes(axis, x.ndim, "var")
+    kept = [d for d in range(x.ndim) if d not in axes]
+    if x.ndim > 4 and axes and kept:
+        # Kernels take ranks 1 to 4: the reduced axes moved last and seen as
+        # one, the kept ones as another.
+        rows = math.prod(x.shape[d] for d in kept)
+        flat = reshape(permute(x, kept + axes), [rows, math.prod(x.shape[d] for d in axes)])
+        y = var(flat, 1, ddof=ddof)
+        return reshape(y, [1 if d in axes else x.shape[d] for d in range(x.ndim)] if keepdims
+                       else [x.shape[d] for d in kept])
     wide = cast(x, "float32") if x.dtype == np.float16 else x
     d = sub(wide, mean(wide, tuple(axes), keepdims=True))
     n = math.prod(x.shape[a] for a in axes)
@@ -1747,6 +1759,8 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
         return list(v) + [None] * (n - len(v))
 
     st, sp, se = entries(starts, "starts"), entries(stops, "stops"), entries(steps, "steps")
+    if n == 0:  # a 0-d tensor has no axis to slice: a copy, as x[()]
+        return reshape(x, ())
     b, e, s = [], [], []
     for d in range(n):
         step = 1 if se[d] is None else _int(se[d], f"slice: steps entry {d}")
@@ -1763,7 +1777,9 @@ def slice(x: Any, starts: Sequence[Optional[int]],  # noqa: A001
     ranges = [range(*builtins.slice(b[d], e[d], s[d]).indices(x.shape[d])) for d in range(n)]
     shape = [len(r) for r in ranges]
     if n > 4 and 0 not in shape:
-        return _view(_slice_merged(x, [(x.shape[d], r.start, r.step, len(r))
+        # (an axis taking one element takes it with step 1: a step of 2^62
+        # would overflow once the axes merge)
+        return _view(_slice_merged(x, [(x.shape[d], r.start, r.step if len(r) > 1 else 1, len(r))
                                        for d, r in enumerate(ranges)]), shape)
     if 0 in shape:
         _check_kernel_types("slice", [x] if n <= 4 else [_view(x, (x.size,))])
@@ -1919,9 +1935,13 @@ def pad(x: Any, before: Union[int, Sequence[int]], after: Union[int, Sequence[in
     if not isinstance(value, (int, float, np.integer, np.floating)):
         raise ArgumentTypeError(f"pad: value must be a number; got {type(value).__name__}")
     v = _float(value, "pad: value")
+    for d, (nb, na) in enumerate(zip(b, a)):
+        if nb < 0 or na < 0:
+            raise _kiln.InvalidArgument(f"pad: axis {d} is padded by {nb} and {na}; padding must "
+                                        f"be at least 0")
     if x.ndim == 0:  # numpy's pad of a 0-d array: no axis padded (a copy, as shape (1,))
         return _view(pad(_view(x, (1,)), 0, 0, v), ())
-    if x.ndim > 4 and builtins.all(n >= 0 for n in b + a):
+    if x.ndim > 4:
         # Kernels take ranks 1 to 4: an axis padded on neither side merges
         # into the one before it (whose padding then spans its whole rows).
         axes = [[x.shape[0], b[0], a[0]]]

@@ -2848,3 +2848,37 @@ def test_numpy_conveniences(device, rng):
             (lambda: t.var(out=np.zeros(())), TypeError, "out")):
         with pytest.raises(error, match=message):
             call()
+
+
+def test_rank_five_and_zero_d_edges(device, rng):
+    """var and std above rank 4 with kept and reduced axes interleaved; huge
+    slice steps above rank 4; a 0-d tensor sliced, and reduced over numpy's
+    axis 0 or -1; negative padding named at any rank; var's dtype a float."""
+    t = lambda a: kiln.tensor(a, device)  # noqa: E731
+    x = rng.standard_normal((2, 3, 2, 3, 2, 2)).astype(np.float32)
+    for axis, ddof, keepdims in (((1, 3), 0, False), ((0, 2, 4), 1, True), ((1, 3, 5), 0, True)):
+        _close(kiln.ops.var(t(x), axis=axis, ddof=ddof, keepdims=keepdims).numpy(),
+               x.astype(np.float64).var(axis=axis, ddof=ddof, keepdims=keepdims), 1e-5)
+        _close(t(x).std(axis=axis, ddof=ddof, keepdims=keepdims).numpy(),
+               x.astype(np.float64).std(axis=axis, ddof=ddof, keepdims=keepdims), 1e-5)
+    z = np.arange(2 * 10 * 3 * 3 * 3, dtype=np.float32).reshape(2, 10, 3, 3, 3)
+    for key in ((slice(None), slice(None, None, 10**18), slice(1, None), slice(None, None, -1), 0),
+                (slice(None, None, 2**62), 0), (slice(None, None, -2**62), 1, slice(None),
+                                                slice(None, None, 2**40))):
+        got = t(z)[key].numpy()
+        assert got.shape == z[key].shape and np.array_equal(got, z[key]), key
+    s0 = t(np.float32(3))
+    y = kiln.ops.slice(s0, [])
+    assert y.shape == () and y.numpy() == 3
+    assert kiln.ops.sum(s0, 0).numpy() == 3 and kiln.ops.max(s0, -1).shape == ()
+    assert kiln.ops.argmax(s0).numpy() == 0 and kiln.ops.squeeze(s0, 0).shape == ()
+    assert s0.any(axis=0).numpy() == np.True_
+    with pytest.raises(kiln.InvalidArgument, match="axis is 1; for a tensor of rank 0"):
+        kiln.ops.sum(s0, 1)
+    with pytest.raises(kiln.InvalidArgument,
+                       match="pad: axis 5 is padded by -1 and 0; padding must be at least 0"):
+        kiln.ops.pad(t(np.zeros((2,) * 6, np.float32)), [0] * 5 + [-1], 0)
+    with pytest.raises(kiln.InvalidArgument, match="Tensor.var: dtype must be float32 or float16"):
+        t(x).var(dtype=np.int32)
+    with pytest.raises(kiln.InvalidArgument, match="Tensor.std: dtype must be float32 or float16"):
+        t(x).std(dtype="uint8")
