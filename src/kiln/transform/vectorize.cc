@@ -400,41 +400,18 @@ Status CheckIndependent(const ir::ForNode* loop, int64_t lanes) {
         std::none_of(index.begin(), index.end(), varies_within)) {
       continue;
     }
-    auto same = [&](const std::vector<Expr>* other) {
-      if (other->size() != index.size()) return false;
-      for (size_t d = 0; d < index.size(); ++d) {
-        if (!ir::StructurallyEqual((*other)[d], index[d])) return false;
-      }
-      return true;
-    };
     auto refuse = [&](std::string_view why) {
       return InvalidArgument("cannot vectorize loop `", loop->loop_var.name(), "`: ", why,
                              " (a vectorized loop runs its body one statement at a time for all "
                              "its iterations, which must then not depend on each other; make it "
                              "a serial or unrolled loop)");
     };
-    for (const auto* other : b.stores) {
-      if (!same(other)) {
-        return refuse(StrCat("`", b.buffer.name(), "` is stored at two indices, ", IndexText(index),
-                             " and ", IndexText(*other), ", which iterations may share"));
-      }
-    }
-    for (const auto* other : b.loads) {
-      if (!same(other)) {
-        return refuse(StrCat("`", b.buffer.name(), "` is stored and loaded at different indices, ",
-                             IndexText(index), " and ", IndexText(*other),
-                             ", which iterations may share"));
-      }
-    }
-    if (!b.buffer.strides().empty()) {
-      return refuse(StrCat("`", b.buffer.name(),
-                           "`, stored and loaded, has strides, which may place two iterations' "
-                           "elements at one address"));
-    }
-    bool distinct = false;
-    for (const Expr& e : index) {
+    // The dimensions of `index` that keep lanes apart, each with its
+    // coefficient c of the loop variable.
+    std::vector<std::pair<size_t, int64_t>> apart;
+    for (size_t d = 0; d < index.size(); ++d) {
       ir::LinearSum sum;
-      if (!ir::AddLinear(e, 1, sum, expand)) continue;
+      if (!ir::AddLinear(index[d], 1, sum, expand)) continue;
       int64_t coefficient = 0;
       bool rest_free = true;
       std::vector<std::pair<Expr, int64_t>> changing;
@@ -463,9 +440,55 @@ Status CheckIndependent(const ir::ForNode* loop, int64_t lanes) {
         }
         span += std::abs(c) * *s;
       }
-      if (bounded && span < std::abs(coefficient)) distinct = true;
+      if (bounded && span < std::abs(coefficient)) apart.emplace_back(d, coefficient);
     }
-    if (!distinct) {
+    // Another access of the buffer is at `index`, or differs from it in one
+    // dimension that keeps lanes apart by a multiple of c * lanes (an
+    // unrolled `a[s * 4 + v]`): lane v's elements there are lane v's at
+    // `index` moved by whole vectors, never another lane's.
+    auto alike = [&](const std::vector<Expr>* other) {
+      if (other->size() != index.size()) return false;
+      std::vector<size_t> differ;
+      for (size_t d = 0; d < index.size(); ++d) {
+        if (!ir::StructurallyEqual((*other)[d], index[d])) differ.push_back(d);
+      }
+      if (differ.empty()) return true;
+      if (differ.size() > 1) return false;
+      for (const auto& [d, coefficient] : apart) {
+        if (d != differ[0]) continue;
+        ir::LinearSum diff;
+        if (!ir::AddLinear((*other)[d], 1, diff, expand) ||
+            !ir::AddLinear(index[d], -1, diff, expand)) {
+          return false;
+        }
+        const int64_t period = coefficient * lanes;
+        if (diff.constant % period != 0) return false;
+        for (const auto& [term, c] : diff.terms) {
+          if (c != 0 && (c % period != 0 || uses_v(term))) return false;
+        }
+        return true;
+      }
+      return false;
+    };
+    for (const auto* other : b.stores) {
+      if (!alike(other)) {
+        return refuse(StrCat("`", b.buffer.name(), "` is stored at two indices, ", IndexText(index),
+                             " and ", IndexText(*other), ", which iterations may share"));
+      }
+    }
+    for (const auto* other : b.loads) {
+      if (!alike(other)) {
+        return refuse(StrCat("`", b.buffer.name(), "` is stored and loaded at different indices, ",
+                             IndexText(index), " and ", IndexText(*other),
+                             ", which iterations may share"));
+      }
+    }
+    if (!b.buffer.strides().empty()) {
+      return refuse(StrCat("`", b.buffer.name(),
+                           "`, stored and loaded, has strides, which may place two iterations' "
+                           "elements at one address"));
+    }
+    if (apart.empty()) {
       const bool once = b.loads.empty() && b.stores.size() == 1;
       return refuse(StrCat("`", b.buffer.name(), "` is stored",
                            b.loads.empty() ? "" : " and loaded", " at ", IndexText(index),

@@ -244,6 +244,32 @@ TEST(VectorizeTest, InnerLoopsReachingAnotherLanesElementsAreAnError) {
   }
 }
 
+// An unrolled loop inside leaves accesses whole vectors apart: accepted;
+// part of a vector apart, or apart in two dimensions: refused.
+TEST(VectorizeTest, AccessesWholeVectorsApartAreIndependent) {
+  auto copies = [](std::vector<std::pair<int, int>> offsets) {
+    IRBuilder b("copies");
+    Buffer X = b.BufferParam("X", kF32, {4, 16});
+    b.For("v", LoopKind::kVectorized, 0, 4, [&](Var v) {
+      for (auto [row, column] : offsets) {
+        const Expr at = column == 0 ? Expr(v) : column > 0 ? v + column : v - (-column);
+        b.Store(X, {row, at}, Load(X, {row, at}) + Cast(kF32, v));
+      }
+    });
+    return Vectorize(b.Build());
+  };
+  const std::string printed = PrintedOrError(copies({{1, 0}, {1, 4}, {1, 12}}));
+  EXPECT_NE(printed.find("X[1, ramp(12, 1, 4)] = X[1, ramp(12, 1, 4)] + "), std::string::npos)
+      << printed;
+  ExpectError(copies({{1, 0}, {1, 2}}), StatusCode::kInvalidArgument,
+              "`X` is stored at two indices, [1, v] and [1, v + 2]");
+  ExpectError(copies({{1, 0}, {2, 4}}), StatusCode::kInvalidArgument,
+              "`X` is stored at two indices, [1, v] and [2, v + 4]");
+  ExpectError(copies({{1, 0}, {1, -6}}), StatusCode::kInvalidArgument,
+              "`X` is stored at two indices, [1, v] and [1, v - 6]");
+  EXPECT_TRUE(copies({{1, 0}, {1, -8}}).ok());
+}
+
 // The loop variable reached through a long chain of lets still counts:
 // j - 2 * (k / 2), k = j through 40 lets, is j % 2 (lanes 0, 1, 0, 1).
 TEST(VectorizeTest, LoopVariableBehindLongLetChainsIsSeen) {
