@@ -1843,3 +1843,29 @@ def test_te_float_constants_next_to_integers_must_fit():
         with pytest.raises(kiln.InvalidArgument, match="does not fit"):
             te.const(value, dtype)
     assert te.const(3.0, "int32").dtype == "i32"
+
+
+def test_te_vectorized_guarded_reads_outside_the_buffer_are_named(device, rng):
+    """A stencil's guarded read X[i - 1]: scalar (the select folds where i is a
+    constant) it builds; vectorized with its first vector at i = 0, every lane
+    is loaded, -1 included, which WGSL refuses as a constant index: the
+    error says so and what to do."""
+    n = 8
+    X = te.placeholder((n,), "float32", name="X")
+    C = te.compute((n,), lambda i: te.select(i > 0, X[i - 1], 0.0) + X[i], name="C")
+    for vectorized in (False, True):
+        s = te.create_schedule(C)
+        c = s[C]
+        o, v = c.split(c.axis[0], 4)
+        c.unroll(o)
+        if not vectorized:
+            x = rng.standard_normal(n).astype(np.float32)
+            y = kiln.tensor(np.full(n, np.nan, np.float32), device)
+            kiln.build(s, [C], [X], "k", device=device)(kiln.tensor(x, device), y)
+            np.testing.assert_allclose(y.numpy(), x + np.concatenate([[0], x[:-1]]), rtol=1e-6)
+            continue
+        c.vectorize(v)
+        with pytest.raises(kiln.CompileError,
+                           match=r"buffer 'X' is indexed at -1 \(`ramp\(-1, 1, 4\)`\).*a vectorized "
+                                 r"load reads every lane, also those a select discards"):
+            kiln.build(s, [C], [X], "k", device=device)

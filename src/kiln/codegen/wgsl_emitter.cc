@@ -182,7 +182,11 @@ void FunctionEmitter::CheckConstantIndex(const ir::Buffer& buffer, const ir::Exp
       shown == std::to_string(value) ? "" : StrCat(" (`", shown, "`)"), EnclosingLoop(),
       " once loops are unrolled and constants folded",
       negative ? ": an index is never negative" : StrCat(", past its ", *extent, " elements"),
-      "; WGSL refuses a constant index outside its array");
+      "; WGSL refuses a constant index outside its array",
+      index.dtype().lanes > 1 ? " (a vectorized load reads every lane, also those a select "
+                                "discards: vectorize an axis whose lanes stay inside the "
+                                "buffer, or keep this one serial)"
+                              : "");
 }
 
 std::vector<std::string> FunctionEmitter::LaneIndices(const ir::Expr& index) {
