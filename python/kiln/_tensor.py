@@ -342,10 +342,22 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None,
         if not all(math.isfinite(v) for v in (start, stop, step)):
             raise _kiln.InvalidArgument(
                 f"kiln.arange: start, stop and step must be finite; got {start}, {stop}, {step}")
-        n = max(0, math.ceil((stop - start) / step))
+        length = (stop - start) / step
+        if not math.isfinite(length):
+            raise _kiln.InvalidArgument(
+                f"kiln.arange: start {start}, stop {stop} and step {step} give more values than "
+                f"any device holds")
+        n = max(0, math.ceil(length))
     device = _device(device, "kiln.arange")
-    dims, name = _shape_and_dtype((n,), "int32" if dtype is None and integers else
-                                  "float32" if dtype is None else dtype, "kiln.arange")
+    _, name = _shape_and_dtype((), "int32" if dtype is None and integers else
+                               "float32" if dtype is None else dtype, "kiln.arange")
+    dims = [n]
+    if np.dtype(name).kind in "iub" and not integers:
+        raise _kiln.InvalidArgument(
+            f"kiln.arange: dtype {name} takes int start, stop and step; got {start}, {stop}, "
+            f"{step} (numpy's result there depends on how it rounds as it goes)")
+    if name == "bool" and n > 2:  # (as numpy's)
+        raise _kiln.InvalidArgument(f"kiln.arange: dtype bool holds at most 2 values; got {n}")
     # The length and the values' range before any host array is made.
     _check_fits(dims, name, device, "kiln.arange")
     last = start + (n - 1) * step if n else start

@@ -2815,6 +2815,8 @@ def test_numpy_conveniences(device, rng):
     same(kiln.arange(-1.5, 2.0, 0.1, device=device), np.arange(-1.5, 2.0, 0.1).astype(np.float32))
     same(kiln.arange(2.0, -1.0, -0.75, device=device), np.arange(2.0, -1.0, -0.75, np.float32))
     same(kiln.arange(3, dtype="uint8", device=device), np.arange(3, dtype=np.uint8))
+    same(kiln.arange(2, dtype="bool", device=device), np.arange(2, dtype=np.bool_))
+    same(kiln.arange(-0.0, 1.0, 0.5, device=device), np.arange(-0.0, 1.0, 0.5, np.float32))
     same(kiln.arange(np.int64(2**31 - 3), 2**31 - 1, device=device),
          np.arange(2**31 - 3, 2**31 - 1, dtype=np.int32))
     for call, error, message in (
@@ -2840,6 +2842,14 @@ def test_numpy_conveniences(device, rng):
              "kiln.arange: start, stop and step must be finite"),
             (lambda: kiln.arange(3, dtype="float64", device=device), kiln.InvalidArgument,
              "kiln.arange: dtype float64 is not one of kiln's"),
+            (lambda: kiln.arange(0, 1e308, 1e-308, device=device), kiln.InvalidArgument,
+             "kiln.arange: start 0.0, stop 1e.308 and step 1e-308 give more values than"),
+            (lambda: kiln.arange(0.0, 1.0, 1e-300, device=device), kiln.InvalidArgument,
+             r"kiln.arange: shape \[\d+\] of float32 takes \d+ bytes, more than"),
+            (lambda: kiln.arange(0.5, 3, dtype="int32", device=device), kiln.InvalidArgument,
+             "kiln.arange: dtype int32 takes int start, stop and step"),
+            (lambda: kiln.arange(3, dtype="bool", device=device), kiln.InvalidArgument,
+             "kiln.arange: dtype bool holds at most 2 values; got 3"),
             (lambda: kiln.ops.squeeze(t, 1), kiln.InvalidArgument,
              "squeeze: axis 1 has extent 3"),
             (lambda: kiln.ops.stack([t, t[0]]), kiln.InvalidArgument,

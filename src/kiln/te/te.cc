@@ -493,6 +493,11 @@ Tensor Placeholder(const std::string& name, std::vector<Expr> shape, ir::DataTyp
   return Tensor(op);
 }
 
+// The end of a refusal of a custom reducer's combine function or identity.
+constexpr std::string_view kOnlyCombinedValues =
+    "' in its combine function or identity, which may use only the values they combine (acc "
+    "and next), constants and size vars";
+
 Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn& fcompute,
                std::vector<std::string> axis_names) {
   const int rank = static_cast<int>(shape.size());
@@ -699,18 +704,14 @@ Tensor Compute(const std::string& name, std::vector<Expr> shape, const ComputeFn
       // across threads).
       if (error.ok() && IsAxisVar(v)) {
         error = InvalidArgument("compute '", name, "': reducer '", op->custom_name, "' uses axis '",
-                                v->name,
-                                "' in its combine function or identity, which may use only the "
-                                "values they combine (acc and next), constants and size vars");
+                                v->name, kOnlyCombinedValues);
       }
     }
     // Nor a tensor: each thread's partial result starts from the identity,
     // so a value read there would count once per partial.
     if (error.ok() && !reducer.buffers.empty()) {
       error = InvalidArgument("compute '", name, "': reducer '", op->custom_name,
-                              "' reads tensor '", reducer.buffers[0].name(),
-                              "' in its combine function or identity, which may use only the "
-                              "values they combine (acc and next), constants and size vars");
+                              "' reads tensor '", reducer.buffers[0].name(), kOnlyCombinedValues);
     }
   }
 
