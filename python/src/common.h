@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -230,6 +231,24 @@ class DeviceState {
   // The operator cache (a dict), keyed by the Python layer.
   nb::dict& cache() { return cache_; }
 
+  // Queue-ordered reuse of tensors' buffers. A buffer no tensor holds any
+  // more is kept here (within the device's pool capacity, shared with the
+  // HAL's pool of idle buffers) even while recorded or submitted work still
+  // uses it, and serves the next tensor of its size class whose first write
+  // is recorded work: that work runs after the earlier uses on the queue,
+  // so a forward pass reuses its intermediates' memory at once instead of
+  // holding all of them until the work is done.
+  void Retire(hal::BufferRef buffer);
+  // A kept buffer reassigned as one of `bytes` bytes, or null where none of
+  // its size class is kept.
+  hal::BufferRef TakeRetired(uint64_t bytes);
+  // Whether work is recorded and not yet submitted: an upload (submitted at
+  // once) would run before it, so it takes no kept buffer then.
+  bool recording() const { return open_ != nullptr; }
+  uint64_t retired_bytes() const { return retired_bytes_; }
+  uint64_t retired_buffers() const { return retired_count_; }
+  uint64_t reuses() const { return reuses_; }
+
  private:
   std::shared_ptr<hal::Device> device_;
   ops::Target target_;
@@ -241,6 +260,9 @@ class DeviceState {
   bool profiling_ = false;
   std::vector<std::unique_ptr<hal::CommandBuffer>> profiled_;
   nb::dict cache_;
+  // Retire's buffers by allocated size, most recently kept last.
+  std::map<uint64_t, std::vector<hal::BufferRef>> retired_;
+  uint64_t retired_bytes_ = 0, retired_count_ = 0, reuses_ = 0;
   std::chrono::nanoseconds timeout_;
   // The fork generation (module.cc) the device was made in.
   uint64_t generation_;
@@ -265,9 +287,20 @@ using DevicePtr = std::shared_ptr<DeviceState>;
 // from $KILN_IMPL, $KILN_BACKEND, $KILN_TRUSTED).
 DevicePtr DefaultDevice();
 
+// What a tensor and its views (tensors over the same buffer) share: when
+// the last of them goes, the buffer goes to its device for queue-ordered
+// reuse (DeviceState::Retire).
+struct TensorStorage {
+  DevicePtr device;
+  hal::BufferRef buffer;
+  ~TensorStorage();
+};
+
 // A tensor: a device buffer holding a dense row-major array.
 struct Tensor {
   DevicePtr device;
+  // (Declared before `buffer`, so that it goes last.)
+  std::shared_ptr<TensorStorage> storage;
   hal::BufferRef buffer;
   std::vector<int64_t> shape;
   DType dtype = DType::kF32;
@@ -277,8 +310,12 @@ struct Tensor {
   uint64_t nbytes() const { return static_cast<uint64_t>(size()) * DeviceBytes(dtype); }
 };
 using TensorPtr = std::shared_ptr<Tensor>;
-// A tensor of unspecified contents.
-TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype);
+// A tensor of unspecified contents. Unless `queue_ordered` is false, its
+// buffer may be one that earlier work on the device's queue still uses
+// (DeviceState::Retire): then only work recorded on the device may write it
+// first (not an upload).
+TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype,
+                    bool queue_ordered = true);
 
 // Compiled kernels run in order on tensors. Buffer parameters of the same
 // name are the same tensor across kernels: those no kernel writes are the

@@ -258,6 +258,7 @@ DeviceState::~DeviceState() {
   }
   if (keep) {
     new std::shared_ptr<hal::Device>(device_);
+    for (auto& [size, buffers] : retired_) new std::vector<hal::BufferRef>(std::move(buffers));
     (void)open_.release();
     for (auto& [serial, cb] : submitted_) (void)cb.release();
     for (auto& cb : profiled_) (void)cb.release();
@@ -286,6 +287,36 @@ hal::Device& DeviceState::gpu() {
   if (unfinished_)
     WaitSubmitted("a call on a device still running work an earlier wait gave up on");
   return *device_;
+}
+
+void DeviceState::Retire(hal::BufferRef buffer) {
+  if (!buffer) return;
+  hal::BufferAllocator& allocator = device_->allocator();
+  const uint64_t size = buffer->allocated_size();
+  if (retired_bytes_ + allocator.stats().pooled_bytes + size > allocator.pool_capacity() ||
+      !device_->CheckHealthy().ok()) {
+    return;  // dropped: the HAL's pool or WebGPU takes it once the work is done
+  }
+  retired_[size].push_back(std::move(buffer));
+  retired_bytes_ += size;
+  ++retired_count_;
+}
+
+hal::BufferRef DeviceState::TakeRetired(uint64_t bytes) {
+  hal::BufferAllocator& allocator = gpu().allocator();
+  if (retired_count_ == 0 || bytes == 0 || bytes > device_->limits().max_buffer_size / 4 * 4) {
+    return nullptr;
+  }
+  const uint64_t size = allocator.AllocatedSize(bytes);
+  auto it = retired_.find(size);
+  if (it == retired_.end() || it->second.empty()) return nullptr;
+  hal::BufferRef buffer = std::move(it->second.back());
+  it->second.pop_back();
+  retired_bytes_ -= size;
+  --retired_count_;
+  Check(hal::BufferAllocator::Reuse(*buffer, bytes));
+  ++reuses_;
+  return buffer;
 }
 
 void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args) {
@@ -684,6 +715,26 @@ NB_MODULE(_kiln, m) {
           "name"_a.none(),
           "Whether the device has a feature ('shader-f16', 'timestamp-query', ...).")
       .def("synchronize", &DeviceState::Synchronize, "Waits for all work queued on the device.")
+      .def(
+          "memory_stats",
+          [](DeviceState& d) {
+            const hal::AllocatorStats s = d.device().allocator().stats();
+            nb::dict out;
+            out["allocated_bytes"] = s.live_bytes;
+            out["peak_allocated_bytes"] = s.peak_live_bytes;
+            out["buffers_created"] = s.pool_misses;
+            out["pooled_bytes"] = s.pooled_bytes;
+            out["reusable_bytes"] = d.retired_bytes();
+            out["reusable_buffers"] = d.retired_buffers();
+            out["queue_ordered_reuses"] = d.reuses();
+            return out;
+          },
+          "The device's memory, as a dict: allocated_bytes (every WebGPU buffer kiln holds "
+          "but the idle pool's: tensors, buffers queued work still uses, staging) and its peak "
+          "peak_allocated_bytes, buffers_created (WebGPU buffers made so far), pooled_bytes "
+          "(idle buffers kept for reuse), reusable_bytes and reusable_buffers (dropped tensors' "
+          "buffers kept for queue-ordered reuse, part of allocated_bytes) and "
+          "queue_ordered_reuses (tensors that got one).")
       .def("_begin_profile", &DeviceState::BeginProfile)
       .def("_end_profile",
            [](DeviceState& d) {

@@ -29,6 +29,20 @@ uint64_t BufferAllocator::SizeClass(uint64_t size) {
   return (size + step - 1) / step * step;
 }
 
+uint64_t BufferAllocator::AllocatedSize(uint64_t size) const {
+  const uint64_t largest = device_->limits().max_buffer_size / 4 * 4;
+  return std::max<uint64_t>(std::min(SizeClass(size), largest), (size + 3) / 4 * 4);
+}
+
+Status BufferAllocator::Reuse(DeviceBuffer& buffer, uint64_t size) {
+  if (size == 0 || size > buffer.allocated_size_) {
+    return InvalidArgument("a buffer of ", buffer.allocated_size_,
+                           " bytes cannot be reused as one of ", size, " bytes");
+  }
+  buffer.size_ = size;
+  return Status();
+}
+
 StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usage) {
   KILN_RETURN_IF_ERROR(device_->CheckHealthy());
   if (size == 0) return InvalidArgument("buffer size must be greater than zero");
@@ -45,8 +59,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
                            " bytes, the device's maxBufferSize of ", max,
                            " bytes in whole 4-byte words");
   }
-  uint64_t allocated = std::min(SizeClass(size), largest);
-  allocated = std::max<uint64_t>(allocated, (size + 3) / 4 * 4);
+  const uint64_t allocated = AllocatedSize(size);
   auto key = std::make_pair(usage, allocated);
   WGPUBuffer handle = nullptr;
   if (auto it = pool_.find(key); it != pool_.end() && !it->second.empty()) {

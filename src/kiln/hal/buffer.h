@@ -79,6 +79,20 @@ class BufferAllocator {
   // The size class `size` is rounded up to: multiples of 256 bytes up to
   // 4 KiB, then four classes per power of two.
   static uint64_t SizeClass(uint64_t size);
+  // The allocated_size of the buffer Allocate gives for `size` bytes (0 <
+  // `size` <= maxBufferSize rounded down to a word): its size class, within
+  // the device's limit.
+  uint64_t AllocatedSize(uint64_t size) const;
+
+  // Hands `buffer`, which its holders are done with, to a new holder as a
+  // buffer of `size` bytes (0 < `size` <= its allocated_size; kInvalidArgument
+  // otherwise). For queue-ordered reuse: work recorded or submitted earlier
+  // may still use the buffer, so the new holder's work must come after it
+  // on the device's queue (recorded into the same or a later command
+  // buffer, submitted in order); an Upload, which submits at once, must not
+  // write it while such work is recorded but not yet submitted.
+  static Status Reuse(DeviceBuffer& buffer, uint64_t size);
+  uint64_t pool_capacity() const { return pool_capacity_; }
 
   AllocatorStats stats() const { return stats_; }
   // Destroys every pooled buffer.

@@ -253,6 +253,33 @@ TEST_F(HalTest, AllocatorPoolsFreedBuffersBySizeClass) {
   EXPECT_EQ(device_->allocator().stats().pooled_bytes, 0u);
 }
 
+TEST_F(HalTest, ReusedBufferTakesItsNewSizeWithinItsAllocation) {
+  auto b = NewBuffer(5000);
+  EXPECT_EQ(device_->allocator().AllocatedSize(5000), b->allocated_size());
+  EXPECT_EQ(b->allocated_size(), 5120u);
+  KILN_ASSERT_OK(BufferAllocator::Reuse(*b, 5120));
+  EXPECT_EQ(b->size(), 5120u);
+  // Its whole new size is usable: written and read back through it.
+  auto bytes = Poison(b);
+  EXPECT_EQ(bytes.size(), 5120u);
+  EXPECT_EQ(Read(b), bytes);
+  for (uint64_t bad : {uint64_t{0}, uint64_t{5121}}) {
+    Status refused = BufferAllocator::Reuse(*b, bad);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find("a buffer of 5120 bytes cannot be reused as one of " +
+                                     std::to_string(bad) + " bytes"),
+              std::string::npos)
+        << refused;
+  }
+  EXPECT_EQ(b->size(), 5120u);
+  KILN_ASSERT_OK(BufferAllocator::Reuse(*b, 4));
+  EXPECT_EQ(b->size(), 4u);
+  // A size past the device's limit stays within it, in whole words.
+  const uint64_t max = device_->limits().max_buffer_size;
+  EXPECT_LE(device_->allocator().AllocatedSize(max / 4 * 4), max);
+  EXPECT_EQ(device_->allocator().AllocatedSize(max / 4 * 4) % 4, 0u);
+}
+
 TEST_F(HalTest, ZeroSizeAndTooLargeBuffersAreClearErrors) {
   auto zero = device_->allocator().Allocate(0);
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
