@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -232,19 +233,20 @@ class DeviceState {
   nb::dict& cache() { return cache_; }
 
   // Queue-ordered reuse of tensors' buffers. A buffer no tensor holds any
-  // more is kept here (within the device's pool capacity, shared with the
-  // HAL's pool of idle buffers) even while recorded or submitted work still
-  // uses it, and serves the next tensor of its size class whose first write
-  // is recorded work: that work runs after the earlier uses on the queue,
-  // so a forward pass reuses its intermediates' memory at once instead of
-  // holding all of them until the work is done.
+  // more while recorded or submitted work still uses it is kept here
+  // (counted against the device's pool capacity with the HAL's pool of
+  // idle buffers), and serves the next tensor of its size class whose first
+  // write is recorded work: that work runs after the earlier uses on the
+  // queue, so a forward pass reuses its intermediates' memory at once
+  // instead of holding all of them until the work is done. Once the work
+  // is done (a wait), kept buffers go to the HAL's pool, which serves any
+  // allocation; so does a buffer no work uses when it is dropped.
   void Retire(hal::BufferRef buffer);
-  // A kept buffer reassigned as one of `bytes` bytes, or null where none of
-  // its size class is kept.
-  hal::BufferRef TakeRetired(uint64_t bytes);
-  // Whether work is recorded and not yet submitted: an upload (submitted at
-  // once) would run before it, so it takes no kept buffer then.
-  bool recording() const { return open_ != nullptr; }
+  // A kept buffer reassigned as one of `bytes` bytes (the longest kept of
+  // its size class), or null where none is kept or the device is not
+  // healthy. For an upload (`upload`), null while work is recorded and not
+  // yet submitted: the upload, submitted at once, would run before it.
+  hal::BufferRef TakeRetired(uint64_t bytes, bool upload);
   uint64_t retired_bytes() const { return retired_bytes_; }
   uint64_t retired_buffers() const { return retired_count_; }
   uint64_t reuses() const { return reuses_; }
@@ -260,8 +262,8 @@ class DeviceState {
   bool profiling_ = false;
   std::vector<std::unique_ptr<hal::CommandBuffer>> profiled_;
   nb::dict cache_;
-  // Retire's buffers by allocated size, most recently kept last.
-  std::map<uint64_t, std::vector<hal::BufferRef>> retired_;
+  // Retire's buffers by allocated size, the longest kept first.
+  std::map<uint64_t, std::deque<hal::BufferRef>> retired_;
   uint64_t retired_bytes_ = 0, retired_count_ = 0, reuses_ = 0;
   std::chrono::nanoseconds timeout_;
   // The fork generation (module.cc) the device was made in.
@@ -275,6 +277,8 @@ class DeviceState {
 
   // Fails in a fork()ed child.
   void CheckProcess() const;
+  // Hands the kept buffers no work uses any more to the HAL's pool.
+  void ReleaseIdleRetired();
   // How a wait in slices for submission `serial` ended: done, past the
   // timeout, interrupted (a signal handler's exception is set), or failed
   // (`error`).
@@ -310,12 +314,10 @@ struct Tensor {
   uint64_t nbytes() const { return static_cast<uint64_t>(size()) * DeviceBytes(dtype); }
 };
 using TensorPtr = std::shared_ptr<Tensor>;
-// A tensor of unspecified contents. Unless `queue_ordered` is false, its
-// buffer may be one that earlier work on the device's queue still uses
-// (DeviceState::Retire): then only work recorded on the device may write it
-// first (not an upload).
+// A tensor of unspecified contents, whose first write is recorded work on
+// the device, or an upload where `upload` (DeviceState::TakeRetired).
 TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype,
-                    bool queue_ordered = true);
+                    bool upload = false);
 
 // Compiled kernels run in order on tensors. Buffer parameters of the same
 // name are the same tensor across kernels: those no kernel writes are the

@@ -258,10 +258,12 @@ DeviceState::~DeviceState() {
   }
   if (keep) {
     new std::shared_ptr<hal::Device>(device_);
-    for (auto& [size, buffers] : retired_) new std::vector<hal::BufferRef>(std::move(buffers));
+    for (auto& [size, buffers] : retired_) new std::deque<hal::BufferRef>(std::move(buffers));
     (void)open_.release();
     for (auto& [serial, cb] : submitted_) (void)cb.release();
     for (auto& cb : profiled_) (void)cb.release();
+  } else {
+    device_->allocator().CountKept(-static_cast<int64_t>(retired_bytes_));
   }
 }
 
@@ -290,33 +292,51 @@ hal::Device& DeviceState::gpu() {
 }
 
 void DeviceState::Retire(hal::BufferRef buffer) {
-  if (!buffer) return;
+  // One no work holds is idle: the HAL's pool takes it.
+  if (!buffer || buffer.use_count() == 1) return;
   hal::BufferAllocator& allocator = device_->allocator();
   const uint64_t size = buffer->allocated_size();
-  if (retired_bytes_ + allocator.stats().pooled_bytes + size > allocator.pool_capacity() ||
-      !device_->CheckHealthy().ok()) {
-    return;  // dropped: the HAL's pool or WebGPU takes it once the work is done
-  }
+  if (!allocator.RoomToKeep(size) || !device_->CheckHealthy().ok()) return;
+  allocator.CountKept(static_cast<int64_t>(size));
   retired_[size].push_back(std::move(buffer));
   retired_bytes_ += size;
   ++retired_count_;
 }
 
-hal::BufferRef DeviceState::TakeRetired(uint64_t bytes) {
-  hal::BufferAllocator& allocator = gpu().allocator();
-  if (retired_count_ == 0 || bytes == 0 || bytes > device_->limits().max_buffer_size / 4 * 4) {
+hal::BufferRef DeviceState::TakeRetired(uint64_t bytes, bool upload) {
+  // (gpu() may wait, and Python's signal handlers run in waits: they may
+  // record work, so what is recorded is asked after it.)
+  hal::Device& device = gpu();
+  if (retired_count_ == 0 || (upload && open_) || !device.CheckHealthy().ok() || bytes == 0 ||
+      bytes > device.limits().max_buffer_size / 4 * 4) {
     return nullptr;
   }
+  hal::BufferAllocator& allocator = device.allocator();
   const uint64_t size = allocator.AllocatedSize(bytes);
   auto it = retired_.find(size);
   if (it == retired_.end() || it->second.empty()) return nullptr;
-  hal::BufferRef buffer = std::move(it->second.back());
-  it->second.pop_back();
+  hal::BufferRef buffer = std::move(it->second.front());
+  it->second.pop_front();
+  allocator.CountKept(-static_cast<int64_t>(size));
   retired_bytes_ -= size;
   --retired_count_;
   Check(hal::BufferAllocator::Reuse(*buffer, bytes));
   ++reuses_;
   return buffer;
+}
+
+void DeviceState::ReleaseIdleRetired() {
+  hal::BufferAllocator& allocator = device_->allocator();
+  for (auto& [size, buffers] : retired_) {
+    std::erase_if(buffers, [&](const hal::BufferRef& b) {
+      if (b.use_count() > 1) return false;
+      // (Uncounted first: the pool it goes to counts what is kept.)
+      allocator.CountKept(-static_cast<int64_t>(size));
+      retired_bytes_ -= size;
+      --retired_count_;
+      return true;
+    });
+  }
 }
 
 void DeviceState::Record(const runtime::Kernel& kernel, std::span<const runtime::Arg> args) {
@@ -401,6 +421,7 @@ void DeviceState::WaitSubmitted(std::string_view what) {
   }
   if (completed_serial_ >= submitted_serial_) unfinished_ = false;
   std::erase_if(submitted_, [&](const auto& entry) { return entry.first <= serial; });
+  ReleaseIdleRetired();
 }
 
 void DeviceState::Synchronize() {
@@ -427,6 +448,7 @@ std::vector<DispatchTime> DeviceState::EndProfile() {
     ~Close() {
       d->profiling_ = false;
       d->profiled_.clear();
+      d->ReleaseIdleRetired();
     }
   } close{this};
   Flush();
@@ -729,12 +751,12 @@ NB_MODULE(_kiln, m) {
             out["queue_ordered_reuses"] = d.reuses();
             return out;
           },
-          "The device's memory, as a dict: allocated_bytes (every WebGPU buffer kiln holds "
-          "but the idle pool's: tensors, buffers queued work still uses, staging) and its peak "
-          "peak_allocated_bytes, buffers_created (WebGPU buffers made so far), pooled_bytes "
-          "(idle buffers kept for reuse), reusable_bytes and reusable_buffers (dropped tensors' "
-          "buffers kept for queue-ordered reuse, part of allocated_bytes) and "
-          "queue_ordered_reuses (tensors that got one).")
+          "The device's memory, as a dict: allocated_bytes (the buffers kiln's allocator "
+          "holds but idle pooled ones: tensors, buffers kept for queue-ordered reuse, staging) "
+          "and its peak peak_allocated_bytes, buffers_created (WebGPU buffers made so far), "
+          "pooled_bytes (idle buffers kept for reuse), reusable_bytes and reusable_buffers "
+          "(dropped tensors' buffers that queued work still uses, kept for queue-ordered "
+          "reuse) and queue_ordered_reuses (tensors that took one).")
       .def("_begin_profile", &DeviceState::BeginProfile)
       .def("_end_profile",
            [](DeviceState& d) {

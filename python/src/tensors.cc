@@ -54,8 +54,7 @@ void CheckShape(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype,
-                    bool queue_ordered) {
+TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType dtype, bool upload) {
   CheckShape(shape);
   auto t = std::make_shared<Tensor>();
   t->device = device;
@@ -65,7 +64,7 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
   // that reads a small tensor only as aligned vectors (array<vec4<f32>>)
   // can bind it (Kernel::MinBindingBytes).
   const uint64_t bytes = std::max<uint64_t>(16, (t->nbytes() + 3) / 4 * 4);
-  if (queue_ordered) t->buffer = device->TakeRetired(bytes);
+  t->buffer = device->TakeRetired(bytes, upload);
   if (!t->buffer) t->buffer = Check(device->gpu().allocator().Allocate(bytes));
   t->storage = std::make_shared<TensorStorage>();
   t->storage->device = device;
@@ -99,9 +98,7 @@ TensorPtr FromArray(const ArrayIn& array, const DevicePtr& device) {
   const DType dtype = Check(DTypeOfArray(array.dtype()));
   std::vector<int64_t> shape;
   for (size_t d = 0; d < array.ndim(); ++d) shape.push_back(static_cast<int64_t>(array.shape(d)));
-  // The upload is submitted at once, before any work recorded and not yet
-  // submitted: it takes no buffer such work may still use.
-  TensorPtr t = NewTensor(device, shape, dtype, /*queue_ordered=*/!device->recording());
+  TensorPtr t = NewTensor(device, shape, dtype, /*upload=*/true);
   const auto* src = static_cast<const uint8_t*>(array.data());
   const size_t n = static_cast<size_t>(t->size());
   std::vector<uint8_t> bytes((t->nbytes() + 3) / 4 * 4, 0);

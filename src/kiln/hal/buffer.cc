@@ -43,6 +43,15 @@ Status BufferAllocator::Reuse(DeviceBuffer& buffer, uint64_t size) {
   return Status();
 }
 
+void BufferAllocator::CountKept(int64_t delta) {
+  stats_.kept_bytes += static_cast<uint64_t>(delta);
+}
+
+bool BufferAllocator::RoomToKeep(uint64_t bytes) const {
+  const uint64_t held = stats_.pooled_bytes + stats_.kept_bytes;
+  return held <= pool_capacity_ && bytes <= pool_capacity_ - held;
+}
+
 StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usage) {
   KILN_RETURN_IF_ERROR(device_->CheckHealthy());
   if (size == 0) return InvalidArgument("buffer size must be greater than zero");
@@ -103,8 +112,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
 void BufferAllocator::Recycle(DeviceBuffer* buffer) {
   stats_.live_buffers--;
   stats_.live_bytes -= buffer->allocated_size_;
-  if (stats_.pooled_bytes + buffer->allocated_size_ <= pool_capacity_ &&
-      device_->CheckHealthy().ok()) {
+  if (RoomToKeep(buffer->allocated_size_) && device_->CheckHealthy().ok()) {
     pool_[{buffer->usage_, buffer->allocated_size_}].push_back(buffer->handle_);
     stats_.pooled_buffers++;
     stats_.pooled_bytes += buffer->allocated_size_;

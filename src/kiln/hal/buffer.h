@@ -63,6 +63,9 @@ struct AllocatorStats {
   uint64_t live_bytes = 0;  // allocated_size of live buffers
   uint64_t pooled_buffers = 0;
   uint64_t pooled_bytes = 0;
+  // Live buffers a caller keeps for queue-ordered reuse (CountKept): they
+  // and the pool's share its capacity.
+  uint64_t kept_bytes = 0;
   uint64_t peak_live_bytes = 0;
 };
 
@@ -92,6 +95,12 @@ class BufferAllocator {
   // buffer, submitted in order); an Upload, which submits at once, must not
   // write it while such work is recorded but not yet submitted.
   static Status Reuse(DeviceBuffer& buffer, uint64_t size);
+  // A caller that keeps live buffers for queue-ordered reuse counts their
+  // allocated bytes here (`delta` < 0 when it lets go of them): the pool
+  // keeps freed buffers only while pooled and kept bytes together fit its
+  // capacity. Whether `bytes` more may be kept so.
+  void CountKept(int64_t delta);
+  bool RoomToKeep(uint64_t bytes) const;
   uint64_t pool_capacity() const { return pool_capacity_; }
 
   AllocatorStats stats() const { return stats_; }

@@ -280,6 +280,25 @@ TEST_F(HalTest, ReusedBufferTakesItsNewSizeWithinItsAllocation) {
   EXPECT_EQ(device_->allocator().AllocatedSize(max / 4 * 4) % 4, 0u);
 }
 
+TEST_F(HalTest, KeptBytesShareThePoolCapacity) {
+  BufferAllocator& a = device_->allocator();
+  a.Trim();
+  const uint64_t cap = a.pool_capacity();
+  EXPECT_TRUE(a.RoomToKeep(cap));
+  EXPECT_FALSE(a.RoomToKeep(cap + 1));
+  a.CountKept(static_cast<int64_t>(cap - 4096));
+  EXPECT_EQ(a.stats().kept_bytes, cap - 4096);
+  EXPECT_TRUE(a.RoomToKeep(4096));
+  EXPECT_FALSE(a.RoomToKeep(4097));
+  { auto b = NewBuffer(8192); }  // freed with no room left: destroyed, not pooled
+  EXPECT_EQ(a.stats().pooled_bytes, 0u);
+  a.CountKept(-static_cast<int64_t>(cap - 4096));
+  EXPECT_EQ(a.stats().kept_bytes, 0u);
+  { auto b = NewBuffer(8192); }
+  EXPECT_EQ(a.stats().pooled_bytes, 8192u);
+  a.Trim();
+}
+
 TEST_F(HalTest, ZeroSizeAndTooLargeBuffersAreClearErrors) {
   auto zero = device_->allocator().Allocate(0);
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
