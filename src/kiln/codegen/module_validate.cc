@@ -1,6 +1,8 @@
 #include "kiln/codegen/module_validate.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +19,72 @@ Status CheckText(std::string_view text, std::string_view what) {
   return kiln::CheckText(text, what, StatusCode::kDataLoss);
 }
 
+bool IdentChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// `wgsl` with its comments (line comments and nested block comments)
+// blanked to spaces, so that a search finds only code.
+std::string WithoutComments(std::string_view wgsl) {
+  std::string out(wgsl);
+  size_t i = 0;
+  int depth = 0;
+  bool line = false;
+  while (i < out.size()) {
+    const bool two = i + 1 < out.size();
+    if (line) {
+      if (out[i] == '\n' || out[i] == '\r') {
+        line = false;
+      } else {
+        out[i] = ' ';
+      }
+      ++i;
+    } else if (two && out[i] == '/' && out[i + 1] == '*') {
+      ++depth;
+      out[i] = out[i + 1] = ' ';
+      i += 2;
+    } else if (depth > 0 && two && out[i] == '*' && out[i + 1] == '/') {
+      --depth;
+      out[i] = out[i + 1] = ' ';
+      i += 2;
+    } else if (depth > 0) {
+      if (out[i] != '\n') out[i] = ' ';
+      ++i;
+    } else if (two && out[i] == '/' && out[i + 1] == '/') {
+      line = true;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The attributes written before the declaration `fn NAME(` in `code` (no
+// comments): the text between the end of the previous declaration (`}` or
+// `;`) and `fn`, with whitespace removed; nullopt where no function is named
+// so.
+std::optional<std::string> EntryAttributes(std::string_view code, std::string_view name) {
+  for (size_t at = code.find("fn"); at != std::string_view::npos; at = code.find("fn", at + 2)) {
+    if (at > 0 && IdentChar(code[at - 1])) continue;
+    size_t i = at + 2;
+    if (i >= code.size() || IdentChar(code[i])) continue;
+    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
+    if (code.substr(i, name.size()) != name) continue;
+    i += name.size();
+    if (i < code.size() && IdentChar(code[i])) continue;
+    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
+    if (i >= code.size() || code[i] != '(') continue;
+    const size_t begin = code.find_last_of("};", at);
+    std::string attributes;
+    for (char c : code.substr(begin == std::string_view::npos ? 0 : begin + 1,
+                              at - (begin == std::string_view::npos ? 0 : begin + 1))) {
+      if (!std::isspace(static_cast<unsigned char>(c))) attributes.push_back(c);
+    }
+    return attributes;
+  }
+  return std::nullopt;
+}
+
 Status CheckFunction(const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
   KILN_RETURN_IF_ERROR(CheckText(m.entry_point, "the entry point's name"));
@@ -26,9 +94,14 @@ Status CheckFunction(const CompiledFunction& f) {
   for (const std::string& feature : m.required_features) {
     KILN_RETURN_IF_ERROR(CheckText(feature, "a required feature's name"));
   }
-  if (m.entry_point.empty() ||
-      f.wgsl.find(StrCat("fn ", m.entry_point, "(")) == std::string::npos) {
+  const std::string code = WithoutComments(f.wgsl);
+  const std::optional<std::string> attributes =
+      m.entry_point.empty() ? std::nullopt : EntryAttributes(code, m.entry_point);
+  if (!attributes) {
     return DataLoss("entry point '", m.entry_point, "' is not declared in the WGSL");
+  }
+  if (attributes->find("@compute") == std::string::npos) {
+    return DataLoss("entry point '", m.entry_point, "' is not a @compute function in the WGSL");
   }
   std::set<std::string> names;
   uint32_t buffers = 0, scalars = 0;
@@ -84,8 +157,9 @@ Status CheckFunction(const CompiledFunction& f) {
   if (w[0] == 0 || w[1] == 0 || w[2] == 0) {
     return DataLoss("workgroup size (", w[0], ", ", w[1], ", ", w[2], ") has an empty axis");
   }
-  const std::string declared = StrCat("@workgroup_size(", w[0], ", ", w[1], ", ", w[2], ")");
-  if (f.wgsl.find(declared) == std::string::npos) {
+  // (As the code generator writes it: three numbers.)
+  const std::string declared = StrCat("@workgroup_size(", w[0], ",", w[1], ",", w[2], ")");
+  if (attributes->find(declared) == std::string::npos) {
     return DataLoss("workgroup size (", w[0], ", ", w[1], ", ", w[2],
                     ") is not the WGSL's @workgroup_size");
   }

@@ -104,6 +104,34 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
        "parameter name 'X' is empty or repeated"},
       {"entry point", [&](CompiledModule& m) { scale(m).entry_point = "other"; },
        "entry point 'other' is not declared in the WGSL"},
+      {"entry point in a comment",
+       [&](CompiledModule& m) {
+         scale(m).entry_point = "other";
+         m.functions[0].wgsl += "\n// fn other(\n/* fn other( /* nested */ */\n";
+       },
+       "entry point 'other' is not declared in the WGSL"},
+      {"entry point a longer name",
+       [&](CompiledModule& m) { scale(m).entry_point = std::string(scale(m).entry_point, 0, 3); },
+       "is not declared in the WGSL"},
+      {"entry point not @compute",
+       [&](CompiledModule& m) {
+         scale(m).entry_point = "other";
+         m.functions[0].wgsl += "\nfn other() {}\n";
+       },
+       "entry point 'other' is not a @compute function in the WGSL"},
+      {"workgroup size in a comment",
+       [&](CompiledModule& m) {
+         scale(m).workgroup_size = {32, 1, 1};
+         m.functions[0].wgsl = "// @workgroup_size(32, 1, 1)\n" + m.functions[0].wgsl;
+       },
+       "workgroup size (32, 1, 1) is not the WGSL's @workgroup_size"},
+      {"workgroup size of another function",
+       [&](CompiledModule& m) {
+         scale(m).workgroup_size = {32, 1, 1};
+         m.functions[0].wgsl =
+             "@compute @workgroup_size(32, 1, 1)\nfn helper() {}\n" + m.functions[0].wgsl;
+       },
+       "workgroup size (32, 1, 1) is not the WGSL's @workgroup_size"},
       {"extent of a float parameter",
        [&](CompiledModule& m) { scale(m).params[0].shape = {ExtentExpr::Param(3, "s")}; },
        "extent 's' reads parameter 3, which is not an integer scalar parameter"},

@@ -225,6 +225,9 @@ StatusOr<PendingExecutable> ExecutableLoader::Start(Device& device, const Execut
         case BindingKind::kUniform:
           e.buffer.type = WGPUBufferBindingType_Uniform;
           e.buffer.hasDynamicOffset = true;
+          // Dispatches bind the whole block: a shader whose constants need
+          // more fails to load instead of reading past it.
+          e.buffer.minBindingSize = layout.constants_size;
           ep.uniform_binding = static_cast<int>(i);
           break;
       }

@@ -127,6 +127,22 @@ TEST_F(ErrorTest, LayoutThatDisagreesWithTheShaderIsAnError) {
   ExpectDeviceStillWorks();
 }
 
+TEST_F(ErrorTest, ConstantsLargerThanTheLayoutsBlockFailToLoad) {
+  // The shader's constants are 48 bytes; the layout's block is 16: reading
+  // past the bound block would be invalid at dispatch (an implementation
+  // may then abort or lose the device), so the pipeline is refused.
+  ExecutableSpec spec = AxpbSpec();
+  const std::string from = "  unused: u32,\n}";
+  spec.wgsl.replace(spec.wgsl.find(from), from.size(),
+                    "  unused: u32,\n  more: vec4<f32>,\n  last: vec4<f32>,\n}");
+  spec.wgsl.replace(spec.wgsl.find("c.bias;"), 7, "c.bias + c.last.w;");
+  auto exe = LoadExecutable(*device_, spec);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().code(), StatusCode::kOk);
+  std::printf("[ message  ] %s\n", exe.status().ToString().c_str());
+  ExpectDeviceStillWorks();
+}
+
 TEST_F(ErrorTest, MalformedLayoutsAreRejectedBeforeCompiling) {
   ExecutableSpec spec = AxpbSpec();
   spec.entry_points[0].constants_size = 12;
