@@ -85,6 +85,27 @@ std::optional<std::string> EntryAttributes(std::string_view code, std::string_vi
   return std::nullopt;
 }
 
+// Whether `code` (no comments) has an `enable` directive naming `extension`.
+bool Enables(std::string_view code, std::string_view extension) {
+  for (size_t at = code.find("enable"); at != std::string_view::npos;
+       at = code.find("enable", at + 6)) {
+    if ((at > 0 && IdentChar(code[at - 1])) || (at + 6 < code.size() && IdentChar(code[at + 6]))) {
+      continue;
+    }
+    const size_t end = code.find(';', at);
+    const std::string_view names =
+        code.substr(at + 6, end == std::string_view::npos ? std::string_view::npos : end - at - 6);
+    for (size_t i = 0; i < names.size();) {
+      while (i < names.size() && !IdentChar(names[i])) ++i;
+      size_t j = i;
+      while (j < names.size() && IdentChar(names[j])) ++j;
+      if (j > i && names.substr(i, j - i) == extension) return true;
+      i = j;
+    }
+  }
+  return false;
+}
+
 Status CheckFunction(const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
   KILN_RETURN_IF_ERROR(CheckText(m.entry_point, "the entry point's name"));
@@ -163,9 +184,22 @@ Status CheckFunction(const CompiledFunction& f) {
     return DataLoss("workgroup size (", w[0], ", ", w[1], ", ", w[2],
                     ") is not the WGSL's @workgroup_size");
   }
-  if (f16 && std::find(m.required_features.begin(), m.required_features.end(),
-                       abi::kFeatureShaderF16) == m.required_features.end()) {
+  const auto listed = [&](std::string_view feature) {
+    return std::find(m.required_features.begin(), m.required_features.end(), feature) !=
+           m.required_features.end();
+  };
+  if (f16 && !listed(abi::kFeatureShaderF16)) {
     return DataLoss("f16 buffers without the '", abi::kFeatureShaderF16, "' feature listed");
+  }
+  // A device without the feature would refuse the WGSL as a compile error
+  // instead of the function being unavailable.
+  for (const auto& [extension, feature] :
+       {std::pair{std::string_view("f16"), abi::kFeatureShaderF16},
+        std::pair{std::string_view("subgroups"), abi::kFeatureSubgroups}}) {
+    if (Enables(code, extension) && !listed(feature)) {
+      return DataLoss("the WGSL enables ", extension, " without the '", feature,
+                      "' feature listed");
+    }
   }
   // Extents read only integer scalar parameters.
   std::vector<bool> integer_params;

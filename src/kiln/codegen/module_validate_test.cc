@@ -119,6 +119,15 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
          m.functions[0].wgsl += "\nfn other() {}\n";
        },
        "entry point 'other' is not a @compute function in the WGSL"},
+      {"f16 enabled, the feature not listed",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl = "enable subgroups, f16 ;\n" + m.functions[0].wgsl;
+         scale(m).required_features = {"subgroups"};
+       },
+       "function 'scale': the WGSL enables f16 without the 'shader-f16' feature listed"},
+      {"subgroups enabled, the feature not listed",
+       [&](CompiledModule& m) { m.functions[0].wgsl = "enable subgroups;" + m.functions[0].wgsl; },
+       "the WGSL enables subgroups without the 'subgroups' feature listed"},
       {"workgroup size in a comment",
        [&](CompiledModule& m) {
          scale(m).workgroup_size = {32, 1, 1};
