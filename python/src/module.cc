@@ -296,8 +296,7 @@ void DeviceState::Retire(hal::BufferRef buffer) {
   if (!buffer || buffer.use_count() == 1) return;
   hal::BufferAllocator& allocator = device_->allocator();
   const uint64_t size = buffer->allocated_size();
-  // Idle buffers make way for it: a kept one serves the work queued now.
-  if (!device_->CheckHealthy().ok() || !allocator.MakeRoomToKeep(size)) return;
+  if (!allocator.RoomToKeep(size) || !device_->CheckHealthy().ok()) return;
   allocator.CountKept(static_cast<int64_t>(size));
   retired_[size].push_back(std::move(buffer));
   retired_bytes_ += size;

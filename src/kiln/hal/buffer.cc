@@ -52,22 +52,6 @@ bool BufferAllocator::RoomToKeep(uint64_t bytes) const {
   return held <= pool_capacity_ && bytes <= pool_capacity_ - held;
 }
 
-bool BufferAllocator::MakeRoomToKeep(uint64_t bytes) {
-  for (auto it = pool_.rbegin(); it != pool_.rend() && !RoomToKeep(bytes); ++it) {
-    auto& handles = it->second;
-    while (!handles.empty() && !RoomToKeep(bytes)) {
-      WGPUBuffer h = handles.back();
-      handles.pop_back();
-      device_->bind_group_cache().Evict(h);
-      device_->procs().BufferDestroy(h);
-      device_->procs().BufferRelease(h);
-      stats_.pooled_buffers--;
-      stats_.pooled_bytes -= it->first.second;
-    }
-  }
-  return RoomToKeep(bytes);
-}
-
 StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usage) {
   KILN_RETURN_IF_ERROR(device_->CheckHealthy());
   if (size == 0) return InvalidArgument("buffer size must be greater than zero");

@@ -101,9 +101,6 @@ class BufferAllocator {
   // capacity. Whether `bytes` more may be kept so.
   void CountKept(int64_t delta);
   bool RoomToKeep(uint64_t bytes) const;
-  // Destroys pooled buffers, the largest first, until `bytes` more may be
-  // kept (RoomToKeep); false where even an empty pool leaves no room.
-  bool MakeRoomToKeep(uint64_t bytes);
   uint64_t pool_capacity() const { return pool_capacity_; }
 
   AllocatorStats stats() const { return stats_; }

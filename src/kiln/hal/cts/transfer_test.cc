@@ -296,13 +296,6 @@ TEST_F(HalTest, KeptBytesShareThePoolCapacity) {
   EXPECT_EQ(a.stats().kept_bytes, 0u);
   { auto b = NewBuffer(8192); }
   EXPECT_EQ(a.stats().pooled_bytes, 8192u);
-  // Idle buffers make way for kept ones.
-  a.CountKept(static_cast<int64_t>(cap - 8192));
-  EXPECT_FALSE(a.RoomToKeep(4096));
-  EXPECT_TRUE(a.MakeRoomToKeep(4096));
-  EXPECT_EQ(a.stats().pooled_bytes, 0u);
-  EXPECT_FALSE(a.MakeRoomToKeep(8193));
-  a.CountKept(-static_cast<int64_t>(cap - 8192));
   a.Trim();
 }
 
