@@ -247,6 +247,14 @@ class DeviceState {
   // healthy. For an upload (`upload`), null while work is recorded and not
   // yet submitted: the upload, submitted at once, would run before it.
   hal::BufferRef TakeRetired(uint64_t bytes, bool upload);
+  // A buffer of `bytes` bytes for a new tensor: a kept one (TakeRetired),
+  // else the allocator's. Where the device is out of memory, the work
+  // queued is submitted and waited for, which frees what it and kept
+  // buffers hold, the pool is emptied, and it is tried once more.
+  hal::BufferRef NewBuffer(uint64_t bytes, bool upload);
+  // Waits for the work queued, then destroys every buffer kept for reuse,
+  // kept and idle, giving their memory back to the implementation.
+  void EmptyCache();
   uint64_t retired_bytes() const { return retired_bytes_; }
   uint64_t retired_buffers() const { return retired_count_; }
   uint64_t reuses() const { return reuses_; }

@@ -325,6 +325,27 @@ hal::BufferRef DeviceState::TakeRetired(uint64_t bytes, bool upload) {
   return buffer;
 }
 
+hal::BufferRef DeviceState::NewBuffer(uint64_t bytes, bool upload) {
+  if (hal::BufferRef kept = TakeRetired(bytes, upload)) return kept;
+  StatusOr<hal::BufferRef> made = gpu().allocator().Allocate(bytes);
+  if (made.status().code() == StatusCode::kOutOfMemory &&
+      (open_ || !submitted_.empty() || retired_count_ > 0)) {
+    // Queued work holds buffers, some of them dropped tensors' (kept for
+    // reuse): once it is done they are idle, and the pool gives them back.
+    Flush();
+    WaitSubmitted(
+        StrCat("waiting for queued work to free memory for a buffer of ", bytes, " bytes"));
+    device_->allocator().Trim();
+    made = device_->allocator().Allocate(bytes);
+  }
+  return Check(std::move(made));
+}
+
+void DeviceState::EmptyCache() {
+  Synchronize();
+  device_->allocator().Trim();
+}
+
 void DeviceState::ReleaseIdleRetired() {
   hal::BufferAllocator& allocator = device_->allocator();
   for (auto& [size, buffers] : retired_) {
@@ -749,6 +770,7 @@ NB_MODULE(_kiln, m) {
             out["reusable_bytes"] = d.retired_bytes();
             out["reusable_buffers"] = d.retired_buffers();
             out["queue_ordered_reuses"] = d.reuses();
+            out["pool_capacity_bytes"] = d.device().allocator().pool_capacity();
             return out;
           },
           "The device's memory, as a dict: allocated_bytes (the buffers kiln's allocator "
@@ -756,7 +778,15 @@ NB_MODULE(_kiln, m) {
           "and its peak peak_allocated_bytes, buffers_created (WebGPU buffers made so far), "
           "pooled_bytes (idle buffers kept for reuse), reusable_bytes and reusable_buffers "
           "(dropped tensors' buffers that queued work still uses, kept for queue-ordered "
-          "reuse) and queue_ordered_reuses (tensors that took one).")
+          "reuse), queue_ordered_reuses (tensors that took one) and pool_capacity_bytes (the "
+          "most bytes kept and idle buffers may hold together now).")
+      .def("empty_cache", &DeviceState::EmptyCache,
+           "Waits for the work queued on the device, then destroys the buffers kept for reuse "
+           "(kept and idle), giving their memory back to the WebGPU implementation.")
+      .def(
+          "_fail_buffer_creations",
+          [](DeviceState& d, int count) { d.device().allocator().FailCreationsForTesting(count); },
+          "count"_a, "Makes the next `count` buffer creations fail as out of memory (tests).")
       .def("_begin_profile", &DeviceState::BeginProfile)
       .def("_end_profile",
            [](DeviceState& d) {

@@ -64,8 +64,7 @@ TensorPtr NewTensor(const DevicePtr& device, std::vector<int64_t> shape, DType d
   // that reads a small tensor only as aligned vectors (array<vec4<f32>>)
   // can bind it (Kernel::MinBindingBytes).
   const uint64_t bytes = std::max<uint64_t>(16, (t->nbytes() + 3) / 4 * 4);
-  t->buffer = device->TakeRetired(bytes, upload);
-  if (!t->buffer) t->buffer = Check(device->gpu().allocator().Allocate(bytes));
+  t->buffer = device->NewBuffer(bytes, upload);
   t->storage = std::make_shared<TensorStorage>();
   t->storage->device = device;
   t->storage->buffer = t->buffer;

@@ -2,6 +2,8 @@
 queue (queue-ordered reuse), never work that would run before the earlier
 uses are done, and never while a view of it lives."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -16,9 +18,11 @@ def test_memory_stats_names_its_counts(device):
     stats = device.memory_stats()
     assert set(stats) == {"allocated_bytes", "peak_allocated_bytes", "buffers_created",
                           "pooled_bytes", "reusable_bytes", "reusable_buffers",
-                          "queue_ordered_reuses"}
+                          "queue_ordered_reuses", "pool_capacity_bytes"}
     assert all(isinstance(v, int) and v >= 0 for v in stats.values())
     assert stats["peak_allocated_bytes"] >= stats["allocated_bytes"]
+    if "KILN_BUFFER_POOL_MB" not in os.environ:  # else fixed
+        assert stats["pool_capacity_bytes"] == max(256 << 20, stats["peak_allocated_bytes"])
 
 
 def test_a_reused_buffer_is_written_after_its_earlier_reads(device, rng):
@@ -194,3 +198,86 @@ def test_an_upload_asks_what_is_recorded_after_waiting(device, rng):
     if not fired:
         pytest.skip("the wait ended before the signal came")
     np.testing.assert_array_equal(y.numpy(), ys)
+
+
+def test_a_loop_past_the_pool_floor_makes_no_buffer_after_its_first_step(device, rng,
+                                                                        monkeypatch):
+    """The pool keeps as many bytes as were ever allocated at once (at least
+    256 MiB): a step holding more than 256 MiB live finds every buffer its
+    last step freed."""
+    monkeypatch.delenv("KILN_BUFFER_POOL_MB", raising=False)  # the automatic capacity
+    device = kiln.Device(impl=device.impl, backend=device.backend)
+    n = 6 << 20   # 24 MiB a tensor; 14 of them live at once
+    xs = rng.standard_normal(n).astype(np.float32)
+    x = kiln.tensor(xs, device=device)
+
+    def step():
+        ys = [x * np.float32(i) for i in range(12)]
+        total = ys[0]
+        for y in ys[1:]:
+            total = total + y
+        return total
+    made = []
+    for _ in range(4):
+        before = device.memory_stats()["buffers_created"]
+        total = step()
+        got = total.numpy()
+        made.append(device.memory_stats()["buffers_created"] - before)
+    stats = device.memory_stats()
+    assert stats["peak_allocated_bytes"] > 256 << 20, stats
+    assert stats["pool_capacity_bytes"] == stats["peak_allocated_bytes"], stats
+    # (The second step makes one more: the first's result is held while it runs.)
+    assert made[0] >= 12 and made[1] <= 1 and made[2:] == [0, 0], made
+    np.testing.assert_allclose(got, xs * np.float32(66), rtol=1e-5)
+    del total
+    device.empty_cache()
+    stats = device.memory_stats()
+    assert stats["pooled_bytes"] == 0 and stats["reusable_bytes"] == 0, stats
+
+
+def test_empty_cache_waits_then_gives_kept_and_idle_buffers_back(device, rng):
+    xs = rng.standard_normal((33, 100)).astype(np.float32)
+    x = kiln.tensor(xs, device=device)
+    ys = [x + np.float32(i) for i in range(4)]   # recorded
+    del ys                                        # kept: work still uses them
+    z = x * np.float32(3)
+    assert device.memory_stats()["reusable_bytes"] > 0
+    device.empty_cache()
+    stats = device.memory_stats()
+    assert stats["pooled_bytes"] == 0 and stats["reusable_bytes"] == 0, stats
+    np.testing.assert_array_equal(z.numpy(), xs * np.float32(3))
+    # The next tensor makes its buffer anew.
+    before = device.memory_stats()["buffers_created"]
+    w = x - np.float32(1)
+    assert device.memory_stats()["buffers_created"] == before + 1
+    np.testing.assert_array_equal(w.numpy(), xs - np.float32(1))
+
+
+def test_out_of_memory_waits_for_queued_work_and_tries_again(device, rng):
+    """Where the device is out of memory, the buffers queued work and kept
+    tensors hold are freed by waiting for the work, and the allocation is
+    tried once more; only a second failure is an error, which names the
+    size."""
+    d = kiln.Device(impl=device.impl, backend=device.backend)
+    xs = rng.standard_normal((17, 100)).astype(np.float32)
+    x = kiln.tensor(xs, device=d)
+    d.empty_cache()         # nothing idle: the allocator's own retry finds nothing to free
+    a = x * np.float32(2)
+    b = a + np.float32(1)   # recorded, not submitted
+    del a                   # kept for reuse
+    assert d.memory_stats()["reusable_bytes"] > 0
+    d._fail_buffer_creations(1)
+    c = kiln.empty((5, 999), np.float32, device=d)   # a new size class
+    stats = d.memory_stats()
+    assert stats["reusable_bytes"] == 0, stats   # waited: kept buffers freed
+    np.testing.assert_array_equal(b.numpy(), xs * np.float32(2) + np.float32(1))
+    d.empty_cache()
+    e = x - np.float32(1)   # recorded work again, then two failures
+    f = e * e
+    del e
+    d._fail_buffer_creations(2)
+    with pytest.raises(kiln.OutOfMemory, match="allocating a buffer of 19980 bytes: out of memory"):
+        kiln.empty((5, 999), np.float32, device=d)
+    np.testing.assert_array_equal(f.numpy(), (xs - np.float32(1)) ** 2)
+    d._fail_buffer_creations(0)
+    assert c.shape == (5, 999)

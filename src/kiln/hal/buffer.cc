@@ -1,6 +1,8 @@
 #include "kiln/hal/buffer.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "kiln/hal/bind_group_cache.h"
 #include "kiln/hal/command_buffer.h"
@@ -13,8 +15,9 @@ DeviceBuffer::~DeviceBuffer() {
   device_->allocator().Recycle(this);
 }
 
-BufferAllocator::BufferAllocator(Device* device, uint64_t pool_capacity_bytes)
-    : device_(device), pool_capacity_(pool_capacity_bytes) {}
+BufferAllocator::BufferAllocator(Device* device, std::optional<uint64_t> fixed_capacity,
+                                 uint64_t automatic_floor)
+    : device_(device), fixed_capacity_(fixed_capacity), automatic_floor_(automatic_floor) {}
 
 BufferAllocator::~BufferAllocator() {
   Trim();
@@ -47,9 +50,40 @@ void BufferAllocator::CountKept(int64_t delta) {
   stats_.kept_bytes += static_cast<uint64_t>(delta);
 }
 
+uint64_t BufferAllocator::pool_capacity() const {
+  // A program that once held N bytes live will likely hold them again (the
+  // next step of a loop): the pool keeps up to that many, so that each step
+  // makes no buffer anew. Allocate gives them back when the device runs out.
+  return fixed_capacity_ ? *fixed_capacity_ : std::max(automatic_floor_, stats_.peak_live_bytes);
+}
+
 bool BufferAllocator::RoomToKeep(uint64_t bytes) const {
   const uint64_t held = stats_.pooled_bytes + stats_.kept_bytes;
-  return held <= pool_capacity_ && bytes <= pool_capacity_ - held;
+  const uint64_t capacity = pool_capacity();
+  return held <= capacity && bytes <= capacity - held;
+}
+
+Status BufferAllocator::Create(uint64_t size, uint64_t allocated, WGPUBufferUsage usage,
+                               WGPUBuffer& handle) {
+  const std::string what = StrCat("allocating a buffer of ", size, " bytes");
+  if (failures_for_testing_ > 0) {
+    --failures_for_testing_;
+    return OutOfMemory(what, ": out of memory (a failure made for testing)");
+  }
+  WGPUBufferDescriptor desc = {};
+  desc.label = ToStringView("kiln buffer");
+  desc.usage = usage;
+  desc.size = allocated;
+  Status s = device_->WithErrorScopes(what, StatusCode::kInvalidArgument, [&] {
+    handle = device_->procs().DeviceCreateBuffer(device_->handle(), &desc);
+  });
+  if (s.ok() && !handle) s = OutOfMemory(what, " failed");
+  if (!s.ok() && handle) {
+    device_->procs().BufferDestroy(handle);
+    device_->procs().BufferRelease(handle);
+    handle = nullptr;
+  }
+  return s;
 }
 
 StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usage) {
@@ -78,21 +112,14 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
     stats_.pooled_buffers--;
     stats_.pooled_bytes -= allocated;
   } else {
-    WGPUBufferDescriptor desc = {};
-    desc.label = ToStringView("kiln buffer");
-    desc.usage = usage;
-    desc.size = allocated;
-    Status s = device_->WithErrorScopes(
-        StrCat("allocating a buffer of ", size, " bytes"), StatusCode::kInvalidArgument,
-        [&] { handle = device_->procs().DeviceCreateBuffer(device_->handle(), &desc); });
-    if (!s.ok()) {
-      if (handle) {
-        device_->procs().BufferDestroy(handle);
-        device_->procs().BufferRelease(handle);
-      }
-      return s;
+    Status made = Create(size, allocated, usage, handle);
+    if (made.code() == StatusCode::kOutOfMemory && stats_.pooled_bytes > 0) {
+      // Idle buffers of other classes hold memory the device needs now.
+      Trim();
+      made = Create(size, allocated, usage, handle);
+      if (made.ok()) stats_.out_of_memory_trims++;
     }
-    if (!handle) return OutOfMemory("allocating a buffer of ", size, " bytes failed");
+    KILN_RETURN_IF_ERROR(made);
     stats_.pool_misses++;
   }
   BufferRef buffer(new DeviceBuffer());

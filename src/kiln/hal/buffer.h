@@ -3,8 +3,10 @@
 // Every kiln buffer can be bound as storage and copied to and from, so the
 // builtin fill and copy shaders and the staging paths work on any of them.
 // Freed buffers go back to a pool keyed by (usage, size class) and are
-// reused by later allocations of the same class; the pool holds at most a
-// configured number of bytes and can be trimmed.
+// reused by later allocations of the same class; the pool holds at most its
+// capacity (fixed, or by default as many bytes as were ever live at once,
+// at least a floor) and can be trimmed, as it is when the device runs out of
+// memory.
 #pragma once
 
 #include <webgpu.h>
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -67,16 +70,24 @@ struct AllocatorStats {
   // and the pool's share its capacity.
   uint64_t kept_bytes = 0;
   uint64_t peak_live_bytes = 0;
+  // Allocations the device refused for want of memory that succeeded once
+  // the pool's idle buffers were destroyed.
+  uint64_t out_of_memory_trims = 0;
 };
 
 class BufferAllocator {
  public:
-  BufferAllocator(Device* device, uint64_t pool_capacity_bytes);
+  // `fixed_capacity`: the pool's capacity in bytes; unset, it is automatic:
+  // the most bytes live at once so far (peak_live_bytes), at least
+  // `automatic_floor`.
+  BufferAllocator(Device* device, std::optional<uint64_t> fixed_capacity, uint64_t automatic_floor);
   ~BufferAllocator();
 
   // A buffer of at least `size` bytes. Zero or beyond the device's
   // maxBufferSize is kInvalidArgument; an allocation the device cannot
-  // satisfy is kOutOfMemory. Contents are unspecified (pooled memory).
+  // satisfy is kOutOfMemory, once the pool's idle buffers have been
+  // destroyed and it has been tried again. Contents are unspecified (pooled
+  // memory).
   StatusOr<BufferRef> Allocate(uint64_t size, WGPUBufferUsage usage = kDefaultBufferUsage);
 
   // The size class `size` is rounded up to: multiples of 256 bytes up to
@@ -101,7 +112,12 @@ class BufferAllocator {
   // capacity. Whether `bytes` more may be kept so.
   void CountKept(int64_t delta);
   bool RoomToKeep(uint64_t bytes) const;
-  uint64_t pool_capacity() const { return pool_capacity_; }
+  // The bytes pooled and kept buffers may hold together now.
+  uint64_t pool_capacity() const;
+
+  // Makes the next `count` WebGPU buffer creations fail as a device out of
+  // memory does (kOutOfMemory), to test the paths that recover from it.
+  void FailCreationsForTesting(int count) { failures_for_testing_ = count; }
 
   AllocatorStats stats() const { return stats_; }
   // Destroys every pooled buffer.
@@ -110,9 +126,13 @@ class BufferAllocator {
  private:
   friend class DeviceBuffer;
   void Recycle(DeviceBuffer* buffer);
+  // A new WebGPU buffer of `allocated` bytes for a request of `size`.
+  Status Create(uint64_t size, uint64_t allocated, WGPUBufferUsage usage, WGPUBuffer& handle);
 
   Device* device_;
-  uint64_t pool_capacity_;
+  std::optional<uint64_t> fixed_capacity_;
+  uint64_t automatic_floor_;
+  int failures_for_testing_ = 0;
   uint64_t next_id_ = 1;
   std::map<std::pair<WGPUBufferUsage, uint64_t>, std::vector<WGPUBuffer>> pool_;
   AllocatorStats stats_;

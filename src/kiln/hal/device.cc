@@ -324,10 +324,10 @@ StatusOr<std::shared_ptr<Device>> Device::Create(const DeviceOptions& options_in
     }
     options.trusted = value == "1";
   }
-  // $KILN_BUFFER_POOL_MB sizes the pool of freed buffers where the options
-  // keep the default.
+  // $KILN_BUFFER_POOL_MB fixes the capacity of the pool of freed buffers
+  // where the options leave it automatic.
   if (const char* env = std::getenv("KILN_BUFFER_POOL_MB");
-      env && *env && options.buffer_pool_capacity == DeviceOptions{}.buffer_pool_capacity) {
+      env && *env && !options.buffer_pool_capacity) {
     const std::string_view text(env);
     uint64_t mib = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mib);
@@ -512,7 +512,8 @@ Status Device::Initialize(std::shared_ptr<Implementation> impl, const DeviceOpti
     features_[i] = native && p.DeviceHasFeature(device_, static_cast<WGPUFeatureName>(*native));
   }
 
-  allocator_ = std::make_unique<BufferAllocator>(this, options.buffer_pool_capacity);
+  allocator_ = std::make_unique<BufferAllocator>(this, options.buffer_pool_capacity,
+                                                 options.buffer_pool_floor);
   bind_group_cache_ = std::make_unique<BindGroupCache>(this, options.bind_group_cache_capacity);
   executable_cache_ = std::make_unique<ExecutableCache>();
   KILN_ASSIGN_OR_RETURN(staging_, StagingBuffer::Create(this, options.staging_capacity));

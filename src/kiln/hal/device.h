@@ -87,8 +87,12 @@ struct DeviceOptions {
   uint32_t staging_capacity = 1024 * 1024;
   // Most bind groups kept in the device-wide cache.
   size_t bind_group_cache_capacity = 1024;
-  // Most bytes of freed buffers kept for reuse.
-  uint64_t buffer_pool_capacity = 256ull << 20;
+  // Most bytes of freed buffers kept for reuse ($KILN_BUFFER_POOL_MB when
+  // not set here). Unset: automatic, as many bytes as were ever live at once
+  // (a loop's next step reuses its last step's buffers), at least
+  // buffer_pool_floor; the pool is emptied when the device runs out of memory.
+  std::optional<uint64_t> buffer_pool_capacity;
+  uint64_t buffer_pool_floor = 256ull << 20;
   // Largest buffer copy or clear recorded as one WebGPU command; larger ones
   // go as several (Mesa's lavapipe crashed copying 2 GiB or more in one
   // command). A multiple of 4, at least 4.

@@ -299,6 +299,64 @@ TEST_F(HalTest, KeptBytesShareThePoolCapacity) {
   a.Trim();
 }
 
+// By default the pool keeps as many bytes as were ever live at once: a
+// loop's next step finds every buffer its last step freed. A fixed capacity
+// keeps no more than it says.
+TEST_F(HalTest, AnAutomaticPoolKeepsWhatWasLiveAtOnce) {
+  for (const std::optional<uint64_t> fixed :
+       {std::optional<uint64_t>(), std::optional<uint64_t>(64 << 10)}) {
+    DeviceOptions options = Options();
+    options.buffer_pool_capacity = fixed;
+    options.buffer_pool_floor = 64 << 10;
+    auto made = Device::Create(options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    BufferAllocator& a = (*made)->allocator();
+    EXPECT_EQ(a.pool_capacity(), 64u << 10);
+    auto step = [&] {
+      std::vector<BufferRef> live;
+      for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(32 << 10));
+      return a.stats();
+    };
+    const AllocatorStats first = step();
+    EXPECT_EQ(first.pool_misses, 8u);
+    EXPECT_EQ(a.pool_capacity(), fixed ? *fixed : 256u << 10);
+    EXPECT_EQ(a.stats().pooled_bytes, fixed ? *fixed : 256u << 10);
+    const AllocatorStats second = step();
+    EXPECT_EQ(second.pool_misses - first.pool_misses, fixed ? 6u : 0u);
+    EXPECT_EQ(second.peak_live_bytes, 256u << 10);
+  }
+}
+
+// A device out of memory: the pool's idle buffers are destroyed and the
+// allocation tried once more; only where that fails too is it an error.
+TEST_F(HalTest, OutOfMemoryEmptiesThePoolAndTriesAgain) {
+  BufferAllocator& a = device_->allocator();
+  a.Trim();
+  { auto idle = NewBuffer(4096); }
+  ASSERT_EQ(a.stats().pooled_bytes, 4096u);
+  const AllocatorStats before = a.stats();
+  a.FailCreationsForTesting(1);
+  auto made = a.Allocate(10000);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(a.stats().pooled_bytes, 0u);
+  EXPECT_EQ(a.stats().out_of_memory_trims, before.out_of_memory_trims + 1);
+  // Still a working buffer.
+  auto bytes = Poison(*made);
+  EXPECT_EQ(Read(*made), bytes);
+  made->reset();
+  ASSERT_GT(a.stats().pooled_bytes, 0u);
+  a.FailCreationsForTesting(2);
+  auto refused = a.Allocate(20000);
+  EXPECT_TRUE(HasError(refused, StatusCode::kOutOfMemory,
+                       "allocating a buffer of 20000 bytes: out of memory"));
+  EXPECT_EQ(a.stats().pooled_bytes, 0u);
+  a.FailCreationsForTesting(1);  // nothing pooled: no second try
+  EXPECT_TRUE(HasError(a.Allocate(4096), StatusCode::kOutOfMemory,
+                       "allocating a buffer of 4096 bytes: out of memory"));
+  EXPECT_EQ(a.stats().out_of_memory_trims, before.out_of_memory_trims + 1);
+  KILN_ASSERT_OK(a.Allocate(4096).status());
+}
+
 TEST_F(HalTest, ZeroSizeAndTooLargeBuffersAreClearErrors) {
   auto zero = device_->allocator().Allocate(0);
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);

@@ -96,7 +96,8 @@ TEST_F(TrustedTest, TheEnvironmentChoosesTheModeUnlessTold) {
   }
 }
 
-// $KILN_BUFFER_POOL_MB sizes the pool of freed buffers: 0 keeps none.
+// $KILN_BUFFER_POOL_MB fixes the capacity of the pool of freed buffers: 0
+// keeps none.
 TEST_F(TrustedTest, TheEnvironmentSizesTheBufferPool) {
   const char* saved = std::getenv("KILN_BUFFER_POOL_MB");
   const std::string restore = saved ? saved : "";
@@ -112,6 +113,17 @@ TEST_F(TrustedTest, TheEnvironmentSizesTheBufferPool) {
     ASSERT_TRUE(device.ok()) << device.status();
     { ASSERT_TRUE((*device)->allocator().Allocate(4096).ok()); }  // freed at once
     EXPECT_EQ((*device)->allocator().stats().pooled_buffers, mib[0] == '0' ? 0u : 1u) << mib;
+    EXPECT_EQ((*device)->allocator().pool_capacity(), uint64_t{mib[0] == '0' ? 0u : 1u} << 20);
+  }
+  // Unset (or empty), the capacity is automatic, from 256 MiB.
+  for (const char* unset : std::initializer_list<const char*>{"", nullptr}) {
+    if (unset)
+      setenv("KILN_BUFFER_POOL_MB", unset, 1);
+    else
+      unsetenv("KILN_BUFFER_POOL_MB");
+    auto device = Device::Create(Options());
+    ASSERT_TRUE(device.ok()) << device.status();
+    EXPECT_EQ((*device)->allocator().pool_capacity(), uint64_t{256} << 20);
   }
   if (saved) {
     setenv("KILN_BUFFER_POOL_MB", restore.c_str(), 1);

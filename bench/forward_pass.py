@@ -1,0 +1,116 @@
+"""Times whole forward passes of the transformer decoder block of
+examples/python/transformer_block.py through the Python package: the wall
+time of each pass (from the upload of its input to the download of its
+output), the WebGPU buffers each made and the kept buffers it reused, and
+the GPU time of one more pass (the sum of its dispatches' timestamps, where
+the device has timestamp queries). PyTorch's eager forward of the same
+block runs beside it where PyTorch and a CUDA GPU are present.
+
+    python bench/forward_pass.py [--batch 8] [--seq 1024] [--width 768] [--heads 12]
+                                 [--layers 12] [--passes 5] [--dtype float32|float16]
+
+KILN_IMPL, KILN_BACKEND, KILN_TRUSTED and KILN_BUFFER_POOL_MB choose the
+device and its pool as for every kiln program.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "python"))
+import kiln  # noqa: E402
+from transformer_block import block, weights  # noqa: E402
+
+
+def torch_forward_ms(x0, layers, heads, dtype, passes):
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    tdtype = torch.float32 if dtype == np.float32 else torch.float16
+    on = [{k: torch.tensor(v, dtype=tdtype, device="cuda") for k, v in p.items()} for p in layers]
+    d = x0.shape[-1]
+
+    def forward(x):
+        import torch.nn.functional as F
+        b, s, _ = x.shape
+        for p in on:
+            h = F.layer_norm(x, (d,), p["g1"], p["b1"])
+            q, k, v = (h @ p["w_qkv"] + p["b_qkv"]).view(b, s, 3, heads, -1).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.permute(0, 2, 1, 3).reshape(b, s, d) @ p["w_o"] + p["b_o"]
+            h = F.layer_norm(x, (d,), p["g2"], p["b2"])
+            m = F.gelu(h @ p["w_fc"] + p["b_fc"])
+            x = x + m @ p["w_proj"] + p["b_proj"]
+        return x
+    times = []
+    with torch.no_grad():
+        for i in range(passes + 1):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            forward(torch.tensor(x0, dtype=tdtype, device="cuda")).cpu()
+            if i:
+                times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name, default in [("batch", 8), ("seq", 1024), ("width", 768), ("heads", 12),
+                          ("layers", 12), ("passes", 5)]:
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
+    args = p.parse_args()
+    if min(args.batch, args.seq, args.width, args.heads, args.layers, args.passes) < 1:
+        p.error("every size must be at least 1")
+    dtype = np.dtype(args.dtype)
+    rng = np.random.default_rng(0)
+    layers = [{k: v.astype(dtype) for k, v in weights(rng, args.width).items()}
+              for _ in range(args.layers)]
+    x0 = rng.standard_normal((args.batch, args.seq, args.width)).astype(dtype)
+    device = kiln.default_device()
+    print("device:", device)
+    if dtype == np.float16 and not device.has_feature("shader-f16"):
+        raise SystemExit(f"{device} has no shader-f16: run with --dtype float32")
+    on = [{k: kiln.tensor(v, device) for k, v in p.items()} for p in layers]
+
+    def forward():
+        x = kiln.tensor(x0, device)
+        for w in on:
+            x = block(x, w, args.heads)
+        return x.numpy()
+    forward()  # compiles every kernel
+    times = []
+    for i in range(args.passes):
+        before = device.memory_stats()
+        start = time.perf_counter()
+        forward()
+        times.append((time.perf_counter() - start) * 1e3)
+        after = device.memory_stats()
+        print(f"pass {i}: {times[-1]:.2f} ms, buffers made "
+              f"{after['buffers_created'] - before['buffers_created']}, kept buffers reused "
+              f"{after['queue_ordered_reuses'] - before['queue_ordered_reuses']}")
+    stats = device.memory_stats()
+    print(f"kiln {args.dtype}: mean {statistics.mean(times):.2f} ms (min {min(times):.2f}) over "
+          f"{args.passes} passes; peak allocated {stats['peak_allocated_bytes'] / 2**30:.2f} GiB, "
+          f"pool capacity {stats['pool_capacity_bytes'] / 2**30:.2f} GiB")
+    if device.has_feature("timestamp-query"):
+        with kiln.profile(device, print=False) as prof:
+            forward()
+        print(f"kiln GPU time of one pass: {prof.total_ms:.2f} ms "
+              f"({len(prof.timings)} dispatches)")
+    torch_times = torch_forward_ms(x0, layers, args.heads, dtype, args.passes)
+    if torch_times:
+        print(f"PyTorch eager {args.dtype}: mean {statistics.mean(torch_times):.2f} ms "
+              f"(min {min(torch_times):.2f})")
+
+
+if __name__ == "__main__":
+    main()
