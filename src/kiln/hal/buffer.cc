@@ -106,7 +106,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
   auto key = std::make_pair(usage, allocated);
   WGPUBuffer handle = nullptr;
   if (auto it = pool_.find(key); it != pool_.end() && !it->second.empty()) {
-    handle = it->second.back();
+    handle = it->second.back().handle;
     it->second.pop_back();
     stats_.pool_hits++;
     stats_.pooled_buffers--;
@@ -137,26 +137,52 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
 }
 
 void BufferAllocator::Recycle(DeviceBuffer* buffer) {
+  const uint64_t size = buffer->allocated_size_;
   stats_.live_buffers--;
-  stats_.live_bytes -= buffer->allocated_size_;
-  if (RoomToKeep(buffer->allocated_size_) && device_->CheckHealthy().ok()) {
-    pool_[{buffer->usage_, buffer->allocated_size_}].push_back(buffer->handle_);
-    stats_.pooled_buffers++;
-    stats_.pooled_bytes += buffer->allocated_size_;
-    return;
+  stats_.live_bytes -= size;
+  if (device_->CheckHealthy().ok()) {
+    // A buffer just freed is likelier to be asked for again than those idle
+    // longest: where destroying them makes room (kept buffers are not
+    // theirs to give), they make way for it.
+    const uint64_t capacity = pool_capacity();
+    if (stats_.kept_bytes <= capacity && size <= capacity - stats_.kept_bytes) {
+      while (!RoomToKeep(size) && stats_.pooled_buffers > 0) EvictOldest();
+    }
+    if (RoomToKeep(size)) {
+      pool_[{buffer->usage_, size}].push_back({buffer->handle_, ++pool_serial_});
+      stats_.pooled_buffers++;
+      stats_.pooled_bytes += size;
+      return;
+    }
   }
-  device_->bind_group_cache().Evict(buffer->handle_);
-  device_->procs().BufferDestroy(buffer->handle_);
-  device_->procs().BufferRelease(buffer->handle_);
+  Destroy(buffer->handle_);
+}
+
+void BufferAllocator::EvictOldest() {
+  auto oldest = pool_.end();
+  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+    if (!it->second.empty() &&
+        (oldest == pool_.end() || it->second.front().serial < oldest->second.front().serial)) {
+      oldest = it;
+    }
+  }
+  if (oldest == pool_.end()) return;
+  Destroy(oldest->second.front().handle);
+  oldest->second.pop_front();
+  stats_.pooled_buffers--;
+  stats_.pooled_bytes -= oldest->first.second;
+  stats_.pool_evictions++;
+}
+
+void BufferAllocator::Destroy(WGPUBuffer handle) {
+  device_->bind_group_cache().Evict(handle);
+  device_->procs().BufferDestroy(handle);
+  device_->procs().BufferRelease(handle);
 }
 
 void BufferAllocator::Trim() {
   for (auto& [key, handles] : pool_) {
-    for (WGPUBuffer h : handles) {
-      device_->bind_group_cache().Evict(h);
-      device_->procs().BufferDestroy(h);
-      device_->procs().BufferRelease(h);
-    }
+    for (const Pooled& p : handles) Destroy(p.handle);
   }
   pool_.clear();
   stats_.pooled_buffers = 0;

@@ -6,12 +6,14 @@
 // reused by later allocations of the same class; the pool holds at most its
 // capacity (fixed, or by default as many bytes as were ever live at once,
 // at least a floor) and can be trimmed, as it is when the device runs out of
-// memory.
+// memory. A freed buffer that does not fit takes the place of the buffers
+// pooled longest (classes the program may no longer use).
 #pragma once
 
 #include <webgpu.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -73,6 +75,8 @@ struct AllocatorStats {
   // Allocations the device refused for want of memory that succeeded once
   // the pool's idle buffers were destroyed.
   uint64_t out_of_memory_trims = 0;
+  // Idle buffers destroyed to make room for one freed later.
+  uint64_t pool_evictions = 0;
 };
 
 class BufferAllocator {
@@ -134,7 +138,16 @@ class BufferAllocator {
   uint64_t automatic_floor_;
   int failures_for_testing_ = 0;
   uint64_t next_id_ = 1;
-  std::map<std::pair<WGPUBufferUsage, uint64_t>, std::vector<WGPUBuffer>> pool_;
+  struct Pooled {
+    WGPUBuffer handle;
+    uint64_t serial;  // when it was pooled: the pool's oldest make way first
+  };
+  // Idle buffers by (usage, size class), the longest pooled first.
+  std::map<std::pair<WGPUBufferUsage, uint64_t>, std::deque<Pooled>> pool_;
+  uint64_t pool_serial_ = 0;
+  // Destroys the buffer pooled longest.
+  void EvictOldest();
+  void Destroy(WGPUBuffer handle);
   AllocatorStats stats_;
 };
 

@@ -327,6 +327,39 @@ TEST_F(HalTest, AnAutomaticPoolKeepsWhatWasLiveAtOnce) {
   }
 }
 
+// A program that moves on to other sizes: the buffers it freed last take
+// the place of those pooled longest, so its new steps make none anew either.
+TEST_F(HalTest, FreedBuffersTakeThePlaceOfThosePooledLongest) {
+  for (const std::optional<uint64_t> fixed :
+       {std::optional<uint64_t>(), std::optional<uint64_t>(256 << 10)}) {
+    DeviceOptions options = Options();
+    options.buffer_pool_capacity = fixed;
+    options.buffer_pool_floor = 64 << 10;
+    auto made = Device::Create(options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    BufferAllocator& a = (*made)->allocator();
+    auto step = [&](uint64_t size) {
+      std::vector<BufferRef> live;
+      for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(size));
+    };
+    step(32 << 10);  // 256 KiB, then all pooled
+    ASSERT_EQ(a.stats().pooled_bytes, 256u << 10);
+    step(24 << 10);  // 192 KiB of another class: six of the first make way
+    AllocatorStats s = a.stats();
+    EXPECT_EQ(s.pool_evictions, 6u);
+    EXPECT_EQ(s.pooled_bytes, (192u + 64u) << 10);
+    step(24 << 10);
+    EXPECT_EQ(a.stats().pool_misses, s.pool_misses);
+    // Kept bytes are not the pool's to give: a freed buffer with no room
+    // beside them is destroyed, and the idle ones stay.
+    a.CountKept(static_cast<int64_t>(a.pool_capacity() - (8 << 10)));
+    { auto b = *a.Allocate(16 << 10); }
+    EXPECT_EQ(a.stats().pool_evictions, 6u);
+    EXPECT_EQ(a.stats().pooled_bytes, (192u + 64u) << 10);
+    a.CountKept(-static_cast<int64_t>(a.pool_capacity() - (8 << 10)));
+  }
+}
+
 // A device out of memory: the pool's idle buffers are destroyed and the
 // allocation tried once more; only where that fails too is it an error.
 TEST_F(HalTest, OutOfMemoryEmptiesThePoolAndTriesAgain) {
