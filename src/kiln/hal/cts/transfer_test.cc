@@ -299,29 +299,39 @@ TEST_F(HalTest, KeptBytesShareThePoolCapacity) {
   a.Trim();
 }
 
+// A device made with `options`, its pool's capacity `fixed`, or automatic
+// from a floor of 64 KiB.
+std::shared_ptr<Device> DeviceWithPool(DeviceOptions options, std::optional<uint64_t> fixed) {
+  options.buffer_pool_capacity = fixed;
+  options.buffer_pool_floor = 64 << 10;
+  auto made = Device::Create(options);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *made : nullptr;
+}
+
+// A step of a loop: eight buffers of `size` bytes live at once, then freed.
+void EightAtOnce(BufferAllocator& a, uint64_t size) {
+  std::vector<BufferRef> live;
+  for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(size));
+}
+
 // By default the pool keeps as many bytes as were ever live at once: a
 // loop's next step finds every buffer its last step freed. A fixed capacity
 // keeps no more than it says.
 TEST_F(HalTest, AnAutomaticPoolKeepsWhatWasLiveAtOnce) {
   for (const std::optional<uint64_t> fixed :
        {std::optional<uint64_t>(), std::optional<uint64_t>(64 << 10)}) {
-    DeviceOptions options = Options();
-    options.buffer_pool_capacity = fixed;
-    options.buffer_pool_floor = 64 << 10;
-    auto made = Device::Create(options);
-    ASSERT_TRUE(made.ok()) << made.status();
-    BufferAllocator& a = (*made)->allocator();
+    auto device = DeviceWithPool(Options(), fixed);
+    ASSERT_TRUE(device);
+    BufferAllocator& a = device->allocator();
     EXPECT_EQ(a.pool_capacity(), 64u << 10);
-    auto step = [&] {
-      std::vector<BufferRef> live;
-      for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(32 << 10));
-      return a.stats();
-    };
-    const AllocatorStats first = step();
+    EightAtOnce(a, 32 << 10);
+    const AllocatorStats first = a.stats();
     EXPECT_EQ(first.pool_misses, 8u);
     EXPECT_EQ(a.pool_capacity(), fixed ? *fixed : 256u << 10);
     EXPECT_EQ(a.stats().pooled_bytes, fixed ? *fixed : 256u << 10);
-    const AllocatorStats second = step();
+    EightAtOnce(a, 32 << 10);
+    const AllocatorStats second = a.stats();
     EXPECT_EQ(second.pool_misses - first.pool_misses, fixed ? 6u : 0u);
     EXPECT_EQ(second.peak_live_bytes, 256u << 10);
   }
@@ -332,23 +342,16 @@ TEST_F(HalTest, AnAutomaticPoolKeepsWhatWasLiveAtOnce) {
 TEST_F(HalTest, FreedBuffersTakeThePlaceOfThosePooledLongest) {
   for (const std::optional<uint64_t> fixed :
        {std::optional<uint64_t>(), std::optional<uint64_t>(256 << 10)}) {
-    DeviceOptions options = Options();
-    options.buffer_pool_capacity = fixed;
-    options.buffer_pool_floor = 64 << 10;
-    auto made = Device::Create(options);
-    ASSERT_TRUE(made.ok()) << made.status();
-    BufferAllocator& a = (*made)->allocator();
-    auto step = [&](uint64_t size) {
-      std::vector<BufferRef> live;
-      for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(size));
-    };
-    step(32 << 10);  // 256 KiB, then all pooled
+    auto device = DeviceWithPool(Options(), fixed);
+    ASSERT_TRUE(device);
+    BufferAllocator& a = device->allocator();
+    EightAtOnce(a, 32 << 10);  // 256 KiB, then all pooled
     ASSERT_EQ(a.stats().pooled_bytes, 256u << 10);
-    step(24 << 10);  // 192 KiB of another class: six of the first make way
+    EightAtOnce(a, 24 << 10);  // 192 KiB of another class: six of the first make way
     AllocatorStats s = a.stats();
     EXPECT_EQ(s.pool_evictions, 6u);
     EXPECT_EQ(s.pooled_bytes, (192u + 64u) << 10);
-    step(24 << 10);
+    EightAtOnce(a, 24 << 10);
     EXPECT_EQ(a.stats().pool_misses, s.pool_misses);
     // Kept bytes are not the pool's to give: a freed buffer with no room
     // beside them is destroyed, and the idle ones stay.
