@@ -70,6 +70,8 @@ def main() -> None:
     args = p.parse_args()
     if min(args.batch, args.seq, args.width, args.heads, args.layers, args.passes) < 1:
         p.error("every size must be at least 1")
+    if args.width % args.heads or (args.width // args.heads) % 4 or args.width // args.heads > 128:
+        p.error("--width / --heads (the head size) must be a multiple of 4 up to 128")
     dtype = np.dtype(args.dtype)
     rng = np.random.default_rng(0)
     layers = [{k: v.astype(dtype) for k, v in weights(rng, args.width).items()}
@@ -106,6 +108,8 @@ def main() -> None:
             forward()
         print(f"kiln GPU time of one pass: {prof.total_ms:.2f} ms "
               f"({len(prof.timings)} dispatches)")
+    del on
+    device.empty_cache()  # kiln's memory back before PyTorch's run
     torch_times = torch_forward_ms(x0, layers, args.heads, dtype, args.passes)
     if torch_times:
         print(f"PyTorch eager {args.dtype}: mean {statistics.mean(torch_times):.2f} ms "

@@ -331,12 +331,16 @@ hal::BufferRef DeviceState::NewBuffer(uint64_t bytes, bool upload) {
   if (made.status().code() == StatusCode::kOutOfMemory &&
       (open_ || !submitted_.empty() || retired_count_ > 0)) {
     // Queued work holds buffers, some of them dropped tensors' (kept for
-    // reuse): once it is done they are idle, and the pool gives them back.
+    // reuse): once it is done they are idle, in the pool, which serves this
+    // allocation or is emptied for it.
     Flush();
     WaitSubmitted(
         StrCat("waiting for queued work to free memory for a buffer of ", bytes, " bytes"));
-    device_->allocator().Trim();
     made = device_->allocator().Allocate(bytes);
+    if (!made.ok()) {
+      Throw(made.status().WithContext(
+          "after waiting for queued work and emptying kiln's pool of idle buffers"));
+    }
   }
   return Check(std::move(made));
 }

@@ -10,6 +10,10 @@ import pytest
 
 import kiln
 
+# Devices keep their pool as by default (automatic): the memory tests count
+# on it, and those that need KILN_BUFFER_POOL_MB set it themselves.
+os.environ.pop("KILN_BUFFER_POOL_MB", None)
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEVICES = os.environ.get("KILN_PYTHON_TEST_DEVICES", "dawn:vulkan,dawn:opengl,wgpu:vulkan")
 _made = {}

@@ -14,6 +14,13 @@ def _reuses(device):
     return device.memory_stats()["queue_ordered_reuses"]
 
 
+def _own_device(device, monkeypatch):
+    """A device of the fixture's kind with the automatic pool, whatever
+    KILN_BUFFER_POOL_MB says, and no earlier test's buffers."""
+    monkeypatch.delenv("KILN_BUFFER_POOL_MB", raising=False)
+    return kiln.Device(impl=device.impl, backend=device.backend)
+
+
 def test_memory_stats_names_its_counts(device):
     stats = device.memory_stats()
     assert set(stats) == {"allocated_bytes", "peak_allocated_bytes", "buffers_created",
@@ -205,8 +212,7 @@ def test_a_loop_past_the_pool_floor_makes_no_buffer_after_its_first_step(device,
     """The pool keeps as many bytes as were ever allocated at once (at least
     256 MiB): a step holding more than 256 MiB live finds every buffer its
     last step freed."""
-    monkeypatch.delenv("KILN_BUFFER_POOL_MB", raising=False)  # the automatic capacity
-    device = kiln.Device(impl=device.impl, backend=device.backend)
+    device = _own_device(device, monkeypatch)
     n = 6 << 20   # 24 MiB a tensor; 14 of them live at once
     xs = rng.standard_normal(n).astype(np.float32)
     x = kiln.tensor(xs, device=device)
@@ -235,7 +241,8 @@ def test_a_loop_past_the_pool_floor_makes_no_buffer_after_its_first_step(device,
     assert stats["pooled_bytes"] == 0 and stats["reusable_bytes"] == 0, stats
 
 
-def test_empty_cache_waits_then_gives_kept_and_idle_buffers_back(device, rng):
+def test_empty_cache_waits_then_gives_kept_and_idle_buffers_back(device, rng, monkeypatch):
+    device = _own_device(device, monkeypatch)
     xs = rng.standard_normal((33, 100)).astype(np.float32)
     x = kiln.tensor(xs, device=device)
     ys = [x + np.float32(i) for i in range(4)]   # recorded
@@ -253,12 +260,12 @@ def test_empty_cache_waits_then_gives_kept_and_idle_buffers_back(device, rng):
     np.testing.assert_array_equal(w.numpy(), xs - np.float32(1))
 
 
-def test_out_of_memory_waits_for_queued_work_and_tries_again(device, rng):
+def test_out_of_memory_waits_for_queued_work_and_tries_again(device, rng, monkeypatch):
     """Where the device is out of memory, the buffers queued work and kept
     tensors hold are freed by waiting for the work, and the allocation is
     tried once more; only a second failure is an error, which names the
     size."""
-    d = kiln.Device(impl=device.impl, backend=device.backend)
+    d = _own_device(device, monkeypatch)
     xs = rng.standard_normal((17, 100)).astype(np.float32)
     x = kiln.tensor(xs, device=d)
     d.empty_cache()         # nothing idle: the allocator's own retry finds nothing to free
@@ -272,12 +279,15 @@ def test_out_of_memory_waits_for_queued_work_and_tries_again(device, rng):
     assert stats["reusable_bytes"] == 0, stats   # waited: kept buffers freed
     np.testing.assert_array_equal(b.numpy(), xs * np.float32(2) + np.float32(1))
     d.empty_cache()
-    e = x - np.float32(1)   # recorded work again, then two failures
-    f = e * e
-    del e
-    d._fail_buffer_creations(2)
-    with pytest.raises(kiln.OutOfMemory, match="allocating a buffer of 19980 bytes: out of memory"):
+    e = x - np.float32(1)   # recorded work again, then three failures: the
+    f = e * e               # first try, after the wait, and after the wait
+    del e                   # put e's buffer in the pool and it was emptied
+    d._fail_buffer_creations(3)
+    with pytest.raises(kiln.OutOfMemory, match="after waiting for queued work and emptying "
+                       "kiln's pool of idle buffers: allocating a buffer of 19980 bytes: out "
+                       "of memory"):
         kiln.empty((5, 999), np.float32, device=d)
+    assert d.memory_stats()["pooled_bytes"] == 0
     np.testing.assert_array_equal(f.numpy(), (xs - np.float32(1)) ** 2)
     d._fail_buffer_creations(0)
     assert c.shape == (5, 999)

@@ -116,6 +116,7 @@ StatusOr<BufferRef> BufferAllocator::Allocate(uint64_t size, WGPUBufferUsage usa
     if (made.code() == StatusCode::kOutOfMemory && stats_.pooled_bytes > 0) {
       // Idle buffers of other classes hold memory the device needs now.
       Trim();
+      device_->FreeDestroyed();
       made = Create(size, allocated, usage, handle);
       if (made.ok()) stats_.out_of_memory_trims++;
     }

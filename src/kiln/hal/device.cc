@@ -582,6 +582,14 @@ Status Device::CheckHealthy() {
   return Status();
 }
 
+void Device::FreeDestroyed() {
+  if (lost_) return;
+  const Procs& p = procs();
+  if (p.DeviceTick) p.DeviceTick(device_);
+  if (p.DevicePoll) p.DevicePoll(device_, /*wait=*/false, nullptr);
+  p.InstanceProcessEvents(instance_);
+}
+
 void Device::Destroy() {
   if (lost_) return;
   procs().DeviceDestroy(device_);

@@ -151,6 +151,11 @@ class Device : public std::enable_shared_from_this<Device> {
   // are returned again (a device with an uncaptured error is not trusted).
   Status CheckHealthy();
 
+  // Lets the implementation free what destroyed objects no work uses any
+  // more hold (Dawn and wgpu-native free their memory later, in a device tick
+  // or poll): called before an allocation is tried again after freeing.
+  void FreeDestroyed();
+
   // Destroys the WebGPU device; later calls fail with kDeviceLost. Models a
   // lost device for tests and for callers that want to abandon work.
   void Destroy();

@@ -215,6 +215,9 @@ StatusOr<std::shared_ptr<Implementation>> Implementation::Load(ImplKind kind,
                            " library: it does not export ",
                            kind == ImplKind::kDawn ? kDawnOnlySymbols[0] : kWgpuOnlySymbols[0]);
   }
+  if (kind == ImplKind::kDawn) {
+    p.DeviceTick = reinterpret_cast<Procs::DeviceTickFn>(dlsym(handle, "wgpuDeviceTick"));
+  }
   if (kind == ImplKind::kWgpu) {
     p.DevicePoll = reinterpret_cast<Procs::DevicePollFn>(dlsym(handle, "wgpuDevicePoll"));
     p.DeviceCreateShaderModuleTrusted = reinterpret_cast<Procs::DeviceCreateShaderModuleTrustedFn>(

@@ -93,6 +93,10 @@ struct Procs {
   using DeviceCreateShaderModuleTrustedFn =
       WGPUShaderModule (*)(WGPUDevice, const WGPUShaderModuleDescriptor*, uint64_t);
   DeviceCreateShaderModuleTrustedFn DeviceCreateShaderModuleTrusted = nullptr;
+  // Dawn's extension: does the device's deferred work, such as freeing
+  // destroyed buffers no work uses. Null on implementations that lack it.
+  using DeviceTickFn = void (*)(WGPUDevice);
+  DeviceTickFn DeviceTick = nullptr;
 };
 
 }  // namespace kiln::hal

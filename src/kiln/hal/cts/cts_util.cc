@@ -1,5 +1,7 @@
 #include "kiln/hal/cts/cts_util.h"
 
+#include <cstdlib>
+
 namespace kiln::hal::cts {
 
 DeviceOptions HalTest::Options() {
@@ -119,6 +121,23 @@ fn axpb(@builtin(global_invocation_id) gid: vec3<u32>) {
                           {BindingKind::kReadOnlyStorage, BindingKind::kStorage,
                            BindingKind::kUniform},
                           16}}};
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) saved_ = old;
+  Set(value);
+}
+
+ScopedEnv::~ScopedEnv() {
+  Set(saved_ ? saved_->c_str() : nullptr);
+}
+
+void ScopedEnv::Set(const char* value) {
+  if (value) {
+    setenv(name_.c_str(), value, 1);
+  } else {
+    unsetenv(name_.c_str());
+  }
 }
 
 }  // namespace kiln::hal::cts

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kiln/hal/buffer.h"
@@ -21,6 +23,21 @@
 #include "kiln/support/status_matchers.h"
 
 namespace kiln::hal::cts {
+
+// Sets an environment variable (unsets it for null) until the end of its
+// scope, then restores what was there, however the test ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void Set(const char* value);
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+};
 
 class HalTest : public ::testing::Test {
  protected:

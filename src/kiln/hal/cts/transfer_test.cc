@@ -300,8 +300,9 @@ TEST_F(HalTest, KeptBytesShareThePoolCapacity) {
 }
 
 // A device made with `options`, its pool's capacity `fixed`, or automatic
-// from a floor of 64 KiB.
+// from a floor of 64 KiB (whatever $KILN_BUFFER_POOL_MB says).
 std::shared_ptr<Device> DeviceWithPool(DeviceOptions options, std::optional<uint64_t> fixed) {
+  ScopedEnv env("KILN_BUFFER_POOL_MB", nullptr);
   options.buffer_pool_capacity = fixed;
   options.buffer_pool_floor = 64 << 10;
   auto made = Device::Create(options);
@@ -312,7 +313,11 @@ std::shared_ptr<Device> DeviceWithPool(DeviceOptions options, std::optional<uint
 // A step of a loop: eight buffers of `size` bytes live at once, then freed.
 void EightAtOnce(BufferAllocator& a, uint64_t size) {
   std::vector<BufferRef> live;
-  for (int i = 0; i < 8; ++i) live.push_back(*a.Allocate(size));
+  for (int i = 0; i < 8; ++i) {
+    auto b = a.Allocate(size);
+    ASSERT_TRUE(b.ok()) << b.status();
+    live.push_back(*b);
+  }
 }
 
 // By default the pool keeps as many bytes as were ever live at once: a
@@ -366,9 +371,10 @@ TEST_F(HalTest, FreedBuffersTakeThePlaceOfThosePooledLongest) {
 // A device out of memory: the pool's idle buffers are destroyed and the
 // allocation tried once more; only where that fails too is it an error.
 TEST_F(HalTest, OutOfMemoryEmptiesThePoolAndTriesAgain) {
+  device_ = DeviceWithPool(Options(), std::nullopt);  // the test's own
+  ASSERT_TRUE(device_);
   BufferAllocator& a = device_->allocator();
-  a.Trim();
-  { auto idle = NewBuffer(4096); }
+  { auto idle = a.Allocate(4096); }
   ASSERT_EQ(a.stats().pooled_bytes, 4096u);
   const AllocatorStats before = a.stats();
   a.FailCreationsForTesting(1);

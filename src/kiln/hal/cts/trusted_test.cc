@@ -80,35 +80,27 @@ TEST_F(TrustedTest, DefaultDevicesKeepOutOfBoundsWritesInsideTheBinding) {
 TEST_F(TrustedTest, TheEnvironmentChoosesTheModeUnlessTold) {
   DeviceOptions options = Options();
   options.trusted.reset();
-  const char* saved = std::getenv("KILN_TRUSTED");
-  const std::string restore = saved ? saved : "";
-  setenv("KILN_TRUSTED", "maybe", 1);
+  ScopedEnv env("KILN_TRUSTED", "maybe");
   auto refused = Device::Create(options);
   EXPECT_TRUE(HasError(refused, StatusCode::kInvalidArgument, "$KILN_TRUSTED is 'maybe'"));
-  setenv("KILN_TRUSTED", "1", 1);
+  env.Set("1");
   auto trusted = Device::Create(options);
   ASSERT_TRUE(trusted.ok()) << trusted.status();
   EXPECT_TRUE((*trusted)->trusted());
-  if (saved) {
-    setenv("KILN_TRUSTED", restore.c_str(), 1);
-  } else {
-    unsetenv("KILN_TRUSTED");
-  }
 }
 
 // $KILN_BUFFER_POOL_MB fixes the capacity of the pool of freed buffers: 0
 // keeps none.
 TEST_F(TrustedTest, TheEnvironmentSizesTheBufferPool) {
-  const char* saved = std::getenv("KILN_BUFFER_POOL_MB");
-  const std::string restore = saved ? saved : "";
+  ScopedEnv env("KILN_BUFFER_POOL_MB", nullptr);
   for (const char* bad : {"lots", "-1", "16777217", "1.5"}) {
-    setenv("KILN_BUFFER_POOL_MB", bad, 1);
+    env.Set(bad);
     EXPECT_TRUE(HasError(Device::Create(Options()), StatusCode::kInvalidArgument,
                          std::string("$KILN_BUFFER_POOL_MB is '") + bad +
                              "'; expected a whole number of MiB from 0 to 16777216"));
   }
   for (const char* mib : {"0", "1"}) {
-    setenv("KILN_BUFFER_POOL_MB", mib, 1);
+    env.Set(mib);
     auto device = Device::Create(Options());
     ASSERT_TRUE(device.ok()) << device.status();
     { ASSERT_TRUE((*device)->allocator().Allocate(4096).ok()); }  // freed at once
@@ -117,18 +109,10 @@ TEST_F(TrustedTest, TheEnvironmentSizesTheBufferPool) {
   }
   // Unset (or empty), the capacity is automatic, from 256 MiB.
   for (const char* unset : std::initializer_list<const char*>{"", nullptr}) {
-    if (unset)
-      setenv("KILN_BUFFER_POOL_MB", unset, 1);
-    else
-      unsetenv("KILN_BUFFER_POOL_MB");
+    env.Set(unset);
     auto device = Device::Create(Options());
     ASSERT_TRUE(device.ok()) << device.status();
     EXPECT_EQ((*device)->allocator().pool_capacity(), uint64_t{256} << 20);
-  }
-  if (saved) {
-    setenv("KILN_BUFFER_POOL_MB", restore.c_str(), 1);
-  } else {
-    unsetenv("KILN_BUFFER_POOL_MB");
   }
 }
 
