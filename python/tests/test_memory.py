@@ -3,6 +3,8 @@ queue (queue-ordered reuse), never work that would run before the earlier
 uses are done, and never while a view of it lives."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -291,3 +293,46 @@ def test_out_of_memory_waits_for_queued_work_and_tries_again(device, rng, monkey
     np.testing.assert_array_equal(f.numpy(), (xs - np.float32(1)) ** 2)
     d._fail_buffer_creations(0)
     assert c.shape == (5, 999)
+
+
+_REAL_OUT_OF_MEMORY = r"""
+import resource, sys
+import numpy as np
+import kiln
+d = kiln.Device(impl=sys.argv[1], backend=sys.argv[2])
+kiln.tensor(np.ones(16, np.float32), device=d).numpy()
+vm = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (3 << 30), resource.getrlimit(resource.RLIMIT_AS)[1]))
+held = []
+try:
+    for _ in range(12):
+        held.append(kiln.empty((128 << 20,), np.float32, device=d))   # 512 MiB each
+except kiln.OutOfMemory as e:
+    print("refused:", e)
+else:
+    print("no out of memory")
+    sys.exit(0)
+del held
+assert d.memory_stats()["pooled_bytes"] >= 512 << 20, d.memory_stats()
+y = kiln.empty((160 << 20,), np.float32, device=d)   # another size class
+assert d.memory_stats()["pooled_bytes"] == 0, d.memory_stats()
+x = kiln.tensor(np.arange(5, dtype=np.float32), device=d) * np.float32(2)
+assert (x.numpy() == np.arange(5, dtype=np.float32) * 2).all()
+print("recovered")
+"""
+
+
+def test_a_real_out_of_memory_empties_the_pool_for_the_next_allocation(device):
+    """Under an address-space limit, a device whose implementation takes
+    memory at allocation runs out for real: the buffers freed then sit idle
+    in the pool, and an allocation of another size class gets their memory
+    once the pool is emptied and the implementation has freed them."""
+    r = subprocess.run([sys.executable, "-c", _REAL_OUT_OF_MEMORY, device.impl, device.backend],
+                       env={k: v for k, v in os.environ.items() if k != "KILN_BUFFER_POOL_MB"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if "no out of memory" in r.stdout:
+        pytest.skip(f"{device}: 12 buffers of 512 MiB made under a 3 GiB address-space limit "
+                    "(its memory is taken later): no out of memory to recover from")
+    assert "refused: allocating a buffer of 536870912 bytes" in r.stdout, r.stdout
+    assert "recovered" in r.stdout, r.stdout + r.stderr
