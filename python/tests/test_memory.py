@@ -336,3 +336,73 @@ def test_a_real_out_of_memory_empties_the_pool_for_the_next_allocation(device):
                     "(its memory is taken later): no out of memory to recover from")
     assert "refused: allocating a buffer of 536870912 bytes" in r.stdout, r.stdout
     assert "recovered" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("pool_mb", [None, "1"])
+def test_random_programs_keep_every_tensor_right(device, monkeypatch, pool_mb):
+    """Random programs of uploads, operators (reshapes and bool views
+    among them), drops, reads, waits and empty_cache, over sizes whose
+    buffers share size classes: every tensor read, and every one left at the
+    end, equals numpy's, with the automatic pool and with a 1 MiB one that
+    keeps little (buffers destroyed and displaced)."""
+    monkeypatch.delenv("KILN_BUFFER_POOL_MB", raising=False)
+    if pool_mb:
+        monkeypatch.setenv("KILN_BUFFER_POOL_MB", pool_mb)
+    d = kiln.Device(impl=device.impl, backend=device.backend)
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    rng = np.random.default_rng(seed)
+    shapes = [(1000,), (1024,), (8, 125), (1100,), (64, 64), (3, 33)]
+    live = {}   # name -> (tensor, its numpy value)
+    reads = 0
+
+    def check(name):
+        t, want = live[name]
+        np.testing.assert_array_equal(t.numpy(), want, err_msg=f"{name}, seed {seed}")
+
+    for step in range(250):
+        action = rng.choice(["upload", "unary", "binary", "binary", "reshape", "compare",
+                             "drop", "drop", "read", "wait", "empty_cache"],
+                            p=[.14, .14, .16, .14, .08, .06, .1, .08, .06, .02, .02])
+        name = f"t{step}"
+        names = sorted(live)
+        if action == "upload" or not names:
+            a = rng.standard_normal(shapes[rng.integers(len(shapes))]).astype(np.float32)
+            live[name] = (kiln.tensor(a, device=d), a)
+        elif action == "unary":
+            t, a = live[rng.choice(names)]
+            if a.dtype == np.bool_:
+                continue
+            c = np.float32(rng.integers(-3, 4))
+            live[name] = (t * c - np.float32(1), a * c - np.float32(1))
+        elif action == "binary":
+            first = live[rng.choice(names)]
+            same = [n for n in names if live[n][1].shape == first[1].shape and
+                    live[n][1].dtype == first[1].dtype == np.float32]
+            if not same:
+                continue
+            t2, a2 = live[rng.choice(same)]
+            live[name] = (first[0] + t2, first[1] + a2) if rng.integers(2) else \
+                (first[0] * t2, first[1] * a2)
+        elif action == "reshape":
+            t, a = live[rng.choice(names)]
+            live[name] = (kiln.ops.reshape(t, (a.size,)), a.reshape(a.size))
+        elif action == "compare":
+            t, a = live[rng.choice(names)]
+            if a.dtype == np.bool_:
+                continue
+            live[name] = (t > np.float32(0), a > 0)
+        elif action == "drop":
+            del live[rng.choice(names)]
+        elif action == "read":
+            check(rng.choice(names))
+            reads += 1
+        elif action == "wait":
+            d.synchronize()
+        else:
+            d.empty_cache()
+    for name in sorted(live):
+        check(name)
+    assert reads > 0
+    stats = d.memory_stats()
+    if pool_mb:
+        assert stats["reusable_bytes"] + stats["pooled_bytes"] <= 1 << 20, stats
