@@ -11,8 +11,12 @@
 #     cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_PYTHON=ON \
 #       -DPython_EXECUTABLE=/tmp/v/bin/python -DBUILD_TESTING=OFF
 #     cmake --build /tmp/b --target _kiln && cp -rL /tmp/b/python/kiln .carry/py/
-# Extra arguments after $1 go to forward_pass.py (e.g. --layers 4).
+#   numpy (and, for the comparison, PyTorch with CUDA) on the GPU machine;
+#   $PYTHON (default python3) the Python the package was built for.
+# Extra arguments after $1 go to forward_pass.py (e.g. --layers 4). Each of
+# the four runs may take up to 120 s.
 set -uo pipefail
+shopt -s nullglob
 out="${1:-${OUT:-device-results}}"
 shift || true
 mkdir -p "$out"
@@ -27,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt
 for impl in dawn wgpu; do
   for dtype in float32 float16; do
     echo "== $impl $dtype" | tee -a "$out/forward.txt"
-    KILN_IMPL=$impl timeout 240 python3 bench/forward_pass.py --dtype "$dtype" "$@" \
+    KILN_IMPL=$impl timeout 120 "${PYTHON:-python3}" bench/forward_pass.py --dtype "$dtype" "$@" \
       >> "$out/forward.txt" 2>&1
     echo "rc=$?" >> "$out/forward.txt"
   done

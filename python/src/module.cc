@@ -337,7 +337,7 @@ hal::BufferRef DeviceState::NewBuffer(uint64_t bytes, bool upload) {
     WaitSubmitted(
         StrCat("waiting for queued work to free memory for a buffer of ", bytes, " bytes"));
     made = device_->allocator().Allocate(bytes);
-    if (!made.ok()) {
+    if (made.status().code() == StatusCode::kOutOfMemory) {
       Throw(made.status().WithContext(
           "after waiting for queued work and emptying kiln's pool of idle buffers"));
     }
@@ -348,6 +348,7 @@ hal::BufferRef DeviceState::NewBuffer(uint64_t bytes, bool upload) {
 void DeviceState::EmptyCache() {
   Synchronize();
   device_->allocator().Trim();
+  device_->FreeDestroyed();
 }
 
 void DeviceState::ReleaseIdleRetired() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -104,6 +105,170 @@ bool Enables(std::string_view code, std::string_view extension) {
     }
   }
   return false;
+}
+
+// Removes the whitespace of `text`.
+std::string Squeezed(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) out.push_back(c);
+  }
+  return out;
+}
+
+// A module-scope `var<SPACE> NAME : TYPE;` of the WGSL bound at
+// @group(0) @binding(N), whitespace removed.
+struct BoundVar {
+  std::string space;  // "storage,read", "uniform", ...
+  std::string type;   // "array<f32>", "KernelArgs", ...
+};
+
+// The `var<...>` declarations of `code` (no comments) that have a
+// @group(0) and a @binding(N) attribute, by N; the first of each N.
+std::map<uint32_t, BoundVar> BoundVars(std::string_view code) {
+  std::map<uint32_t, BoundVar> vars;
+  for (size_t at = code.find("var"); at != std::string_view::npos; at = code.find("var", at + 3)) {
+    if ((at > 0 && IdentChar(code[at - 1])) || (at + 3 < code.size() && IdentChar(code[at + 3]))) {
+      continue;
+    }
+    size_t i = at + 3;
+    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
+    if (i >= code.size() || code[i] != '<') continue;
+    const size_t close = code.find('>', i);
+    const size_t colon = code.find(':', i);
+    const size_t end = code.find(';', i);
+    if (close == std::string_view::npos || colon == std::string_view::npos ||
+        end == std::string_view::npos || colon > end || close > colon) {
+      continue;
+    }
+    const size_t begin = code.find_last_of("};", at);
+    const size_t from = begin == std::string_view::npos ? 0 : begin + 1;
+    const std::string attributes = Squeezed(code.substr(from, at - from));
+    const size_t binding = attributes.find("@binding(");
+    if (attributes.find("@group(0)") == std::string::npos || binding == std::string::npos) {
+      continue;
+    }
+    uint32_t n = 0;
+    size_t d = binding + 9;
+    bool digits = false;
+    while (d < attributes.size() && attributes[d] >= '0' && attributes[d] <= '9' && n < 1000000) {
+      n = n * 10 + static_cast<uint32_t>(attributes[d++] - '0');
+      digits = true;
+    }
+    if (!digits || d >= attributes.size() || attributes[d] != ')') continue;
+    vars.try_emplace(n, BoundVar{Squeezed(code.substr(i + 1, close - i - 1)),
+                                 Squeezed(code.substr(colon + 1, end - colon - 1))});
+  }
+  return vars;
+}
+
+// The WGSL scalar a buffer of `t` holds under the kernel ABI.
+std::string_view StorageScalar(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+    case DType::kBool:
+      return "i32";
+    case DType::kU32:
+    case DType::kInt8x4:
+      return "u32";
+  }
+  return "?";
+}
+
+// The member types of `struct NAME { ... }` in `code` (no comments), in
+// order, whitespace removed; nullopt where there is no such struct, or a
+// member has an attribute (@size, @align: the ABI puts field k at 4 * k).
+std::optional<std::vector<std::string>> StructMemberTypes(std::string_view code,
+                                                          std::string_view name) {
+  for (size_t at = code.find("struct"); at != std::string_view::npos;
+       at = code.find("struct", at + 6)) {
+    if ((at > 0 && IdentChar(code[at - 1])) || (at + 6 < code.size() && IdentChar(code[at + 6]))) {
+      continue;
+    }
+    const size_t open = code.find('{', at);
+    const size_t close = code.find('}', at);
+    if (open == std::string_view::npos || close == std::string_view::npos || open > close) {
+      continue;
+    }
+    if (Squeezed(code.substr(at + 6, open - at - 6)) != name) continue;
+    const std::string body = Squeezed(code.substr(open + 1, close - open - 1));
+    if (body.find('@') != std::string::npos) return std::nullopt;
+    std::vector<std::string> types;
+    for (size_t i = 0; i < body.size();) {
+      size_t j = body.find(',', i);
+      if (j == std::string::npos) j = body.size();
+      const std::string member = body.substr(i, j - i);
+      if (!member.empty()) {
+        const size_t colon = member.find(':');
+        types.push_back(colon == std::string::npos ? std::string() : member.substr(colon + 1));
+      }
+      i = j + 1;
+    }
+    return types;
+  }
+  return std::nullopt;
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// The WGSL's bindings against the metadata, as the code generator writes
+// them: each buffer a `var<storage, read|read_write>` of `array<ELEMENT>`
+// (its type and lanes), the uniform block a struct of the scalar
+// parameters' types in order, then the two u32 launch words. What WebGPU's
+// layout check lets through (an f32 array where the metadata says i32, a
+// constants struct of other types or order) would otherwise compute
+// something else silently.
+Status CheckBindings(const KernelMetadata& m, std::string_view code) {
+  const std::map<uint32_t, BoundVar> vars = BoundVars(code);
+  std::vector<std::string> fields;
+  for (const ParamInfo& p : m.params) {
+    if (p.kind == ParamKind::kScalar) {
+      fields.emplace_back(DTypeName(p.dtype));
+      continue;
+    }
+    auto it = vars.find(p.binding);
+    if (it == vars.end()) {
+      return DataLoss("buffer parameter '", p.name, "' (@binding(", p.binding,
+                      ")) is not declared in the WGSL");
+    }
+    const std::string space =
+        StrCat("storage,", p.access == BufferAccess::kReadWrite ? "read_write" : "read");
+    const std::string scalar(StorageScalar(p.dtype));
+    const std::string type =
+        StrCat("array<", p.lanes > 1 ? StrCat("vec", p.lanes, "<", scalar, ">") : scalar, ">");
+    if (it->second.space != space || it->second.type != type) {
+      return DataLoss("buffer parameter '", p.name, "' (@binding(", p.binding,
+                      ")) is declared var<", it->second.space, "> of ", it->second.type,
+                      " in the WGSL; its metadata (", DTypeName(p.dtype), ", ", p.lanes,
+                      " lane(s)) makes it var<", space, "> of ", type);
+    }
+  }
+  fields.emplace_back("u32");  // grid_dim_x
+  fields.emplace_back("u32");  // num_blocks_x
+  auto it = vars.find(m.uniform_binding);
+  if (it == vars.end() || it->second.space != "uniform") {
+    return DataLoss("the uniform block (@binding(", m.uniform_binding,
+                    ")) is not declared var<uniform> in the WGSL");
+  }
+  const std::optional<std::vector<std::string>> members = StructMemberTypes(code, it->second.type);
+  if (!members) {
+    return DataLoss("the uniform block's type '", it->second.type,
+                    "' is not a struct of the WGSL without member attributes");
+  }
+  if (*members != fields) {
+    return DataLoss("the uniform block's struct '", it->second.type, "' has members of types (",
+                    Joined(*members), "); the scalar parameters and the launch words make (",
+                    Joined(fields), ")");
+  }
+  return Status::Ok();
 }
 
 Status CheckFunction(const CompiledFunction& f) {
@@ -213,7 +378,7 @@ Status CheckFunction(const CompiledFunction& f) {
   }
   KILN_RETURN_IF_ERROR(Validate(m.num_blocks_x, integer_params));
   KILN_RETURN_IF_ERROR(Validate(m.num_blocks_y, integer_params));
-  return Status::Ok();
+  return CheckBindings(m, code);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
+#include <string_view>
 
 #include "kiln/codegen/kernel_abi.h"
 #include "kiln/codegen/wgsl_codegen.h"
@@ -34,6 +36,14 @@ CompiledModule Compiled() {
   auto compiled = CompileModule(*module, {});
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   return *compiled;
+}
+
+// `text` with its first `from` replaced by `to` (a test error where absent).
+std::string Replaced(std::string text, std::string_view from, std::string_view to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "'" << from << "' is not in:\n" << text;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
 }
 
 struct Case {
@@ -171,6 +181,61 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
       {"f16 without the feature",
        [&](CompiledModule& m) { m.functions[1].metadata.required_features.clear(); },
        "function 'half': f16 buffers without the 'shader-f16' feature listed"},
+      // The WGSL's bindings against the metadata: what WebGPU's layout check
+      // lets through.
+      {"an i32 array where the metadata says f32",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl = Replaced(m.functions[0].wgsl, "X : array<f32>", "X : array<i32>");
+       },
+       "buffer parameter 'X' (@binding(0)) is declared var<storage,read> of array<i32> in the "
+       "WGSL; its metadata (f32, 1 lane(s)) makes it var<storage,read> of array<f32>"},
+      {"metadata of another type",
+       [&](CompiledModule& m) { scale(m).params[1].dtype = DType::kU32; },
+       "buffer parameter 'Y' (@binding(1)) is declared var<storage,read_write> of array<f32> in "
+       "the WGSL; its metadata (u32, 1 lane(s)) makes it var<storage,read_write> of array<u32>"},
+      {"metadata of other lanes", [&](CompiledModule& m) { scale(m).params[0].lanes = 4; },
+       "its metadata (f32, 4 lane(s)) makes it var<storage,read> of array<vec4<f32>>"},
+      {"metadata of another access",
+       [&](CompiledModule& m) { scale(m).params[0].access = BufferAccess::kReadWrite; },
+       "makes it var<storage,read_write> of array<f32>"},
+      {"a buffer not declared",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl =
+             Replaced(m.functions[0].wgsl, "@binding(0) var", "/* @binding(0) */ @binding(5) var");
+       },
+       "buffer parameter 'X' (@binding(0)) is not declared in the WGSL"},
+      {"bindings swapped, of other types",
+       [&](CompiledModule& m) {
+         std::string& w = m.functions[1].wgsl;
+         w = Replaced(w, "@binding(1) var<uniform>", "@binding(9) var<uniform>");
+         w = Replaced(w, "@binding(0) var<storage", "@binding(1) var<storage");
+         w = Replaced(w, "@binding(9) var<uniform>", "@binding(0) var<uniform>");
+       },
+       "function 'half': buffer parameter 'A' (@binding(0)) is declared var<uniform> of"},
+      {"constants in another order",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl =
+             Replaced(m.functions[0].wgsl, "n : i32,\n  s : f32,", "s : f32,\n  n : i32,");
+       },
+       "the uniform block's struct 'KernelArgs' has members of types (f32, i32, u32, u32); the "
+       "scalar parameters and the launch words make (i32, f32, u32, u32)"},
+      {"a constant dropped",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl = Replaced(m.functions[0].wgsl, "s : f32,", "");
+       },
+       "has members of types (i32, u32, u32); the scalar parameters and the launch words make "
+       "(i32, f32, u32, u32)"},
+      {"a constant placed by an attribute",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl = Replaced(m.functions[0].wgsl, "n : i32,", "@size(8) n : i32,");
+       },
+       "the uniform block's type 'KernelArgs' is not a struct of the WGSL without member "
+       "attributes"},
+      {"the uniform block not declared",
+       [&](CompiledModule& m) {
+         m.functions[0].wgsl = Replaced(m.functions[0].wgsl, "var<uniform>", "var<private>");
+       },
+       "the uniform block (@binding(2)) is not declared var<uniform> in the WGSL"},
   };
   for (const Case& c : cases) {
     CompiledModule m = Compiled();

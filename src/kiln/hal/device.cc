@@ -13,6 +13,7 @@
 #include "kiln/hal/buffer.h"
 #include "kiln/hal/builtins.h"
 #include "kiln/hal/executable.h"
+#include "kiln/hal/queue.h"
 #include "kiln/hal/staging_buffer.h"
 #include "kiln/support/file.h"
 #include "kiln/support/log.h"
@@ -585,7 +586,34 @@ Status Device::CheckHealthy() {
 void Device::FreeDestroyed() {
   if (lost_) return;
   const Procs& p = procs();
-  if (p.DeviceTick) p.DeviceTick(device_);
+  if (p.DeviceTick) {
+    // Dawn's Vulkan back end frees a destroyed buffer's memory in a device
+    // tick that finds the submission after its destruction complete, and
+    // ticks only while work is scheduled (an empty command buffer submits
+    // nothing). So: a submission clearing 4 bytes of a buffer of its own,
+    // waited for; then another, and a tick while it is scheduled. (Waits of
+    // 10 s at most: a best effort before an allocation's retry.)
+    WGPUBufferDescriptor scratch_desc = {};
+    scratch_desc.usage = WGPUBufferUsage_CopyDst;
+    scratch_desc.size = 4;
+    WGPUBuffer scratch = p.DeviceCreateBuffer(device_, &scratch_desc);
+    const auto submit = [&] {
+      WGPUCommandEncoderDescriptor desc = {};
+      WGPUCommandEncoder encoder = p.DeviceCreateCommandEncoder(device_, &desc);
+      p.CommandEncoderClearBuffer(encoder, scratch, 0, 4);
+      WGPUCommandBuffer commands = p.CommandEncoderFinish(encoder, nullptr);
+      p.QueueSubmit(queue_, 1, &commands);
+      p.CommandBufferRelease(commands);
+      p.CommandEncoderRelease(encoder);
+    };
+    submit();
+    (void)WaitIdle(*this, std::chrono::seconds(10));
+    submit();
+    p.DeviceTick(device_);
+    (void)WaitIdle(*this, std::chrono::seconds(10));
+    p.BufferDestroy(scratch);
+    p.BufferRelease(scratch);
+  }
   if (p.DevicePoll) p.DevicePoll(device_, /*wait=*/false, nullptr);
   p.InstanceProcessEvents(instance_);
 }

@@ -151,9 +151,11 @@ class Device : public std::enable_shared_from_this<Device> {
   // are returned again (a device with an uncaptured error is not trusted).
   Status CheckHealthy();
 
-  // Lets the implementation free what destroyed objects no work uses any
-  // more hold (Dawn and wgpu-native free their memory later, in a device tick
-  // or poll): called before an allocation is tried again after freeing.
+  // Lets the implementation free the memory of destroyed objects no work
+  // uses (Dawn's Vulkan back end frees it once a later submission completes:
+  // an empty one is submitted and waited for, up to 10 s; wgpu-native's poll;
+  // events processed): after BufferAllocator::Trim, before an allocation is
+  // tried again.
   void FreeDestroyed();
 
   // Destroys the WebGPU device; later calls fail with kDeviceLost. Models a
