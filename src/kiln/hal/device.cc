@@ -593,26 +593,30 @@ void Device::FreeDestroyed() {
     // nothing). So: a submission clearing 4 bytes of a buffer of its own,
     // waited for; then another, and a tick while it is scheduled. (Waits of
     // 10 s at most: a best effort before an allocation's retry.)
-    WGPUBufferDescriptor scratch_desc = {};
-    scratch_desc.usage = WGPUBufferUsage_CopyDst;
-    scratch_desc.size = 4;
-    WGPUBuffer scratch = p.DeviceCreateBuffer(device_, &scratch_desc);
-    const auto submit = [&] {
-      WGPUCommandEncoderDescriptor desc = {};
-      WGPUCommandEncoder encoder = p.DeviceCreateCommandEncoder(device_, &desc);
-      p.CommandEncoderClearBuffer(encoder, scratch, 0, 4);
-      WGPUCommandBuffer commands = p.CommandEncoderFinish(encoder, nullptr);
-      p.QueueSubmit(queue_, 1, &commands);
-      p.CommandBufferRelease(commands);
-      p.CommandEncoderRelease(encoder);
-    };
-    submit();
-    (void)WaitIdle(*this, std::chrono::seconds(10));
-    submit();
-    p.DeviceTick(device_);
-    (void)WaitIdle(*this, std::chrono::seconds(10));
-    p.BufferDestroy(scratch);
-    p.BufferRelease(scratch);
+    // (In error scopes: a device out of memory may refuse even these 4
+    // bytes, which must not become the device's uncaptured error.)
+    (void)WithErrorScopes("freeing destroyed buffers", StatusCode::kInternal, [&] {
+      WGPUBufferDescriptor scratch_desc = {};
+      scratch_desc.usage = WGPUBufferUsage_CopyDst;
+      scratch_desc.size = 4;
+      WGPUBuffer scratch = p.DeviceCreateBuffer(device_, &scratch_desc);
+      const auto submit = [&] {
+        WGPUCommandEncoderDescriptor desc = {};
+        WGPUCommandEncoder encoder = p.DeviceCreateCommandEncoder(device_, &desc);
+        p.CommandEncoderClearBuffer(encoder, scratch, 0, 4);
+        WGPUCommandBuffer commands = p.CommandEncoderFinish(encoder, nullptr);
+        p.QueueSubmit(queue_, 1, &commands);
+        p.CommandBufferRelease(commands);
+        p.CommandEncoderRelease(encoder);
+      };
+      submit();
+      (void)WaitIdle(*this, std::chrono::seconds(10));
+      submit();
+      p.DeviceTick(device_);
+      (void)WaitIdle(*this, std::chrono::seconds(10));
+      p.BufferDestroy(scratch);
+      p.BufferRelease(scratch);
+    });
   }
   if (p.DevicePoll) p.DevicePoll(device_, /*wait=*/false, nullptr);
   p.InstanceProcessEvents(instance_);
