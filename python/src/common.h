@@ -248,9 +248,10 @@ class DeviceState {
   // yet submitted: the upload, submitted at once, would run before it.
   hal::BufferRef TakeRetired(uint64_t bytes, bool upload);
   // A buffer of `bytes` bytes for a new tensor: a kept one (TakeRetired),
-  // else the allocator's. Where the device is out of memory, the work
-  // queued is submitted and waited for, which frees what it and kept
-  // buffers hold, the pool is emptied, and it is tried once more.
+  // else the allocator's (which empties its pool of idle buffers and tries
+  // again where the device is out of memory). Where it still is, and work
+  // is queued or buffers kept, the work is submitted and waited for, which
+  // makes what it and kept buffers hold idle, and it is tried once more.
   hal::BufferRef NewBuffer(uint64_t bytes, bool upload);
   // Waits for the work queued, then destroys every buffer kept for reuse,
   // kept and idle, giving their memory back to the implementation.

@@ -24,6 +24,37 @@ bool IdentChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+// The first `word` in `code` at or after `from` that stands alone (not part
+// of a longer identifier); npos where there is none.
+size_t FindWord(std::string_view code, std::string_view word, size_t from) {
+  for (size_t at = code.find(word, from); at != std::string_view::npos;
+       at = code.find(word, at + word.size())) {
+    const size_t end = at + word.size();
+    if ((at == 0 || !IdentChar(code[at - 1])) && (end >= code.size() || !IdentChar(code[end]))) {
+      return at;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Removes the whitespace of `text`.
+std::string Squeezed(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) out.push_back(c);
+  }
+  return out;
+}
+
+// The attributes of the declaration at `at` in `code` (no comments): the
+// text since the end of the previous declaration (`}` or `;`), whitespace
+// removed.
+std::string AttributesBefore(std::string_view code, size_t at) {
+  const size_t end = code.find_last_of("};", at);
+  const size_t from = end == std::string_view::npos ? 0 : end + 1;
+  return Squeezed(code.substr(from, at - from));
+}
+
 // `wgsl` with its comments (line comments and nested block comments)
 // blanked to spaces, so that a search finds only code.
 std::string WithoutComments(std::string_view wgsl) {
@@ -65,34 +96,23 @@ std::string WithoutComments(std::string_view wgsl) {
 // `;`) and `fn`, with whitespace removed; nullopt where no function is named
 // so.
 std::optional<std::string> EntryAttributes(std::string_view code, std::string_view name) {
-  for (size_t at = code.find("fn"); at != std::string_view::npos; at = code.find("fn", at + 2)) {
-    if (at > 0 && IdentChar(code[at - 1])) continue;
+  for (size_t at = FindWord(code, "fn", 0); at != std::string_view::npos;
+       at = FindWord(code, "fn", at + 2)) {
     size_t i = at + 2;
-    if (i >= code.size() || IdentChar(code[i])) continue;
     while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
     if (code.substr(i, name.size()) != name) continue;
     i += name.size();
-    if (i < code.size() && IdentChar(code[i])) continue;
     while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
     if (i >= code.size() || code[i] != '(') continue;
-    const size_t begin = code.find_last_of("};", at);
-    std::string attributes;
-    for (char c : code.substr(begin == std::string_view::npos ? 0 : begin + 1,
-                              at - (begin == std::string_view::npos ? 0 : begin + 1))) {
-      if (!std::isspace(static_cast<unsigned char>(c))) attributes.push_back(c);
-    }
-    return attributes;
+    return AttributesBefore(code, at);
   }
   return std::nullopt;
 }
 
 // Whether `code` (no comments) has an `enable` directive naming `extension`.
 bool Enables(std::string_view code, std::string_view extension) {
-  for (size_t at = code.find("enable"); at != std::string_view::npos;
-       at = code.find("enable", at + 6)) {
-    if ((at > 0 && IdentChar(code[at - 1])) || (at + 6 < code.size() && IdentChar(code[at + 6]))) {
-      continue;
-    }
+  for (size_t at = FindWord(code, "enable", 0); at != std::string_view::npos;
+       at = FindWord(code, "enable", at + 6)) {
     const size_t end = code.find(';', at);
     const std::string_view names =
         code.substr(at + 6, end == std::string_view::npos ? std::string_view::npos : end - at - 6);
@@ -107,15 +127,6 @@ bool Enables(std::string_view code, std::string_view extension) {
   return false;
 }
 
-// Removes the whitespace of `text`.
-std::string Squeezed(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (!std::isspace(static_cast<unsigned char>(c))) out.push_back(c);
-  }
-  return out;
-}
-
 // A module-scope `var<SPACE> NAME : TYPE;` of the WGSL bound at
 // @group(0) @binding(N), whitespace removed.
 struct BoundVar {
@@ -127,10 +138,8 @@ struct BoundVar {
 // @group(0) and a @binding(N) attribute, by N; the first of each N.
 std::map<uint32_t, BoundVar> BoundVars(std::string_view code) {
   std::map<uint32_t, BoundVar> vars;
-  for (size_t at = code.find("var"); at != std::string_view::npos; at = code.find("var", at + 3)) {
-    if ((at > 0 && IdentChar(code[at - 1])) || (at + 3 < code.size() && IdentChar(code[at + 3]))) {
-      continue;
-    }
+  for (size_t at = FindWord(code, "var", 0); at != std::string_view::npos;
+       at = FindWord(code, "var", at + 3)) {
     size_t i = at + 3;
     while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
     if (i >= code.size() || code[i] != '<') continue;
@@ -141,9 +150,7 @@ std::map<uint32_t, BoundVar> BoundVars(std::string_view code) {
         end == std::string_view::npos || colon > end || close > colon) {
       continue;
     }
-    const size_t begin = code.find_last_of("};", at);
-    const size_t from = begin == std::string_view::npos ? 0 : begin + 1;
-    const std::string attributes = Squeezed(code.substr(from, at - from));
+    const std::string attributes = AttributesBefore(code, at);
     const size_t binding = attributes.find("@binding(");
     if (attributes.find("@group(0)") == std::string::npos || binding == std::string::npos) {
       continue;
@@ -164,19 +171,9 @@ std::map<uint32_t, BoundVar> BoundVars(std::string_view code) {
 
 // The WGSL scalar a buffer of `t` holds under the kernel ABI.
 std::string_view StorageScalar(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kI32:
-    case DType::kBool:
-      return "i32";
-    case DType::kU32:
-    case DType::kInt8x4:
-      return "u32";
-  }
-  return "?";
+  if (t == DType::kBool) return "i32";
+  if (t == DType::kInt8x4) return "u32";
+  return DTypeName(t);  // f32, f16, i32, u32: the WGSL's own names
 }
 
 // The member types of `struct NAME { ... }` in `code` (no comments), in
@@ -184,11 +181,8 @@ std::string_view StorageScalar(DType t) {
 // member has an attribute (@size, @align: the ABI puts field k at 4 * k).
 std::optional<std::vector<std::string>> StructMemberTypes(std::string_view code,
                                                           std::string_view name) {
-  for (size_t at = code.find("struct"); at != std::string_view::npos;
-       at = code.find("struct", at + 6)) {
-    if ((at > 0 && IdentChar(code[at - 1])) || (at + 6 < code.size() && IdentChar(code[at + 6]))) {
-      continue;
-    }
+  for (size_t at = FindWord(code, "struct", 0); at != std::string_view::npos;
+       at = FindWord(code, "struct", at + 6)) {
     const size_t open = code.find('{', at);
     const size_t close = code.find('}', at);
     if (open == std::string_view::npos || close == std::string_view::npos || open > close) {
