@@ -1,13 +1,19 @@
 """Times whole forward passes of the transformer decoder block of
 examples/python/transformer_block.py through the Python package: the wall
 time of each pass (from the upload of its input to the download of its
-output), the WebGPU buffers each made and the kept buffers it reused, and
+output) and of its phases (the upload, the operators' calls, the wait for
+the device, the download), the WebGPU buffers each made and the kept buffers it reused, and
 the GPU time of one more pass (the sum of its dispatches' timestamps, where
 the device has timestamp queries). PyTorch's eager forward of the same
 block runs beside it where PyTorch and a CUDA GPU are present.
 
     python bench/forward_pass.py [--batch 8] [--seq 1024] [--width 768] [--heads 12]
                                  [--layers 12] [--passes 5] [--dtype float32|float16]
+                                 [--heads-by-copies]
+
+--heads-by-copies splits and merges the attention's heads with copies
+(permute, slices) around kiln.ops.attention, where the block otherwise
+reads them in place (kiln.ops.packed_attention).
 
 KILN_IMPL, KILN_BACKEND, KILN_TRUSTED and KILN_BUFFER_POOL_MB choose the
 device and its pool as for every kiln program.
@@ -67,6 +73,8 @@ def main() -> None:
                           ("layers", 12), ("passes", 5)]:
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--heads-by-copies", action="store_true",
+                   help="the attention's heads split and merged by copies")
     args = p.parse_args()
     if min(args.batch, args.seq, args.width, args.heads, args.layers, args.passes) < 1:
         p.error("every size must be at least 1")
@@ -78,25 +86,34 @@ def main() -> None:
               for _ in range(args.layers)]
     x0 = rng.standard_normal((args.batch, args.seq, args.width)).astype(dtype)
     device = kiln.default_device()
-    print("device:", device)
+    print("device:", device, "(heads by copies)" if args.heads_by_copies else "")
     if dtype == np.float16 and not device.has_feature("shader-f16"):
         raise SystemExit(f"{device} has no shader-f16: run with --dtype float32")
     on = [{k: kiln.tensor(v, device) for k, v in p.items()} for p in layers]
 
     def forward():
+        """The pass's phases, ms: the input's upload, the blocks' calls
+        (recording their kernels), the wait for the device, the download."""
+        marks = [time.perf_counter()]
         x = kiln.tensor(x0, device)
+        marks.append(time.perf_counter())
         for w in on:
-            x = block(x, w, args.heads)
-        return x.numpy()
+            x = block(x, w, args.heads, packed=not args.heads_by_copies)
+        marks.append(time.perf_counter())
+        device.synchronize()
+        marks.append(time.perf_counter())
+        x.numpy()
+        marks.append(time.perf_counter())
+        return [(b - a) * 1e3 for a, b in zip(marks, marks[1:])]
     forward()  # compiles every kernel
     times = []
     for i in range(args.passes):
         before = device.memory_stats()
-        start = time.perf_counter()
-        forward()
-        times.append((time.perf_counter() - start) * 1e3)
+        phases = forward()
+        times.append(sum(phases))
         after = device.memory_stats()
-        print(f"pass {i}: {times[-1]:.2f} ms, buffers made "
+        print(f"pass {i}: {times[-1]:.2f} ms (upload {phases[0]:.2f}, calls {phases[1]:.2f}, "
+              f"wait {phases[2]:.2f}, download {phases[3]:.2f}), buffers made "
               f"{after['buffers_created'] - before['buffers_created']}, kept buffers reused "
               f"{after['queue_ordered_reuses'] - before['queue_ordered_reuses']}")
     stats = device.memory_stats()

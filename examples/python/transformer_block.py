@@ -46,14 +46,19 @@ def weights(rng: np.random.Generator, d: int) -> dict:
                 b_proj=v(d))
 
 
-def block(x: kiln.Tensor, p: dict, heads: int) -> kiln.Tensor:
-    """One block on the device: x is [batch, seq, width]."""
+def block(x: kiln.Tensor, p: dict, heads: int, packed: bool = True) -> kiln.Tensor:
+    """One block on the device: x is [batch, seq, width]. The attention reads
+    the heads where the q/k/v projection wrote them (packed_attention);
+    packed=False splits and merges the heads with copies instead."""
     b, s, d = x.shape
     h = K.layer_norm(x, p["g1"], p["b1"])
     qkv = K.matmul(h, p["w_qkv"], bias=p["b_qkv"])                   # [b, s, 3d]
-    qkv = K.permute(K.reshape(qkv, (b, s, 3, heads, d // heads)), (2, 0, 3, 1, 4))
-    a = K.attention(qkv[0], qkv[1], qkv[2], causal=True)             # [b, heads, s, d/heads]
-    a = K.reshape(K.permute(a, (0, 2, 1, 3)), (b, s, d))
+    if packed:
+        a = K.packed_attention(qkv, heads, causal=True)              # [b, s, d]
+    else:
+        qkv = K.permute(K.reshape(qkv, (b, s, 3, heads, d // heads)), (2, 0, 3, 1, 4))
+        a = K.attention(qkv[0], qkv[1], qkv[2], causal=True)         # [b, heads, s, d/heads]
+        a = K.reshape(K.permute(a, (0, 2, 1, 3)), (b, s, d))
     x = K.matmul(a, p["w_o"], bias=p["b_o"], residual=x)             # bias and residual fused
     h = K.layer_norm(x, p["g2"], p["b2"])
     m = K.matmul(h, p["w_fc"], bias=p["b_fc"], activation="gelu")

@@ -2462,6 +2462,16 @@ def avg_pool2d(x: Any, kernel: Any = 2, stride: Any = None, padding: Any = 0,
     return _pool("avg", x, kernel, stride, padding, layout)
 
 
+def _attention_scale(scale: Any, fn: str) -> Optional[float]:
+    """An attention's scale: None (the default) or a real number."""
+    if scale is None:
+        return None
+    if isinstance(scale, (bool, np.bool_)) or \
+            not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise ArgumentTypeError(f"{fn}: scale must be a number; got {scale!r}")
+    return _float(scale, f"{fn}: scale")
+
+
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
               scale: Optional[float] = None) -> Tensor:
     """softmax(q @ k^T * scale + mask) @ v in one fused kernel: q [..., Sq, D],
@@ -2499,15 +2509,53 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None,
     if mask is not None:
         mask_t = _as_tensor(mask, q.device)
         inputs.append(mask_t)
-    if scale is not None and (isinstance(scale, (bool, np.bool_)) or
-                              not isinstance(scale, (int, float, np.integer, np.floating))):
-        raise ArgumentTypeError(f"attention: scale must be a number; got {scale!r}")
-    sc = None if scale is None else _float(scale, "attention: scale")
+    sc = _attention_scale(scale, "attention")
     key = ("attention", q._sig, k._sig, v._sig, causal,
            mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))
     return run(key, lambda d: _kiln.ops.attention(
         d, q._type, k._type, v._type, causal,
         mask_t._type if mask_t is not None else None, sc), *inputs)
+
+
+def packed_attention(qkv: Any, heads: int, *, causal: bool = False, mask: Any = None,
+                     scale: Optional[float] = None) -> Tensor:
+    """Self-attention over the heads of one packed q/k/v projection, in one
+    kernel with no copies: qkv [..., S, 3 * heads * D], each row its query's
+    heads side by side, then its key's, then its value's (as
+    ``reshape(..., S, 3, heads, D)`` reads them), gives [..., S, heads * D],
+    the heads side by side. The same as ``attention`` of the heads split
+    apart, merged back: q, k and v are
+    ``permute(reshape(qkv, (..., S, 3, heads, D)), (..., 3, heads, S, D))``.
+    D a multiple of 4 up to 128; mask [S, S]; causal and scale as
+    ``attention``'s."""
+    causal = _flag(causal, "packed_attention: causal")
+    heads = _size(heads, "packed_attention: heads")
+    device = _device_of(qkv, mask)
+    qkv = _as_tensor(qkv, device)
+    if qkv.ndim > 3:
+        # (kernels take ranks 2 and 3: the batch axes as one)
+        batch = tuple(qkv.shape[:-2])
+        try:
+            y = packed_attention(_view(qkv, (math.prod(batch),) + tuple(qkv.shape[-2:])), heads,
+                                 causal=causal, mask=mask, scale=scale)
+        except _kiln.InvalidArgument as e:  # (said of the view: name the shape given)
+            raise type(e)(f"{e} (qkv of shape {tuple(qkv.shape)}, its batch axes seen as "
+                          f"one)") from None
+        return _view(y, batch + tuple(y.shape[-2:]))
+    if qkv.ndim < 2:
+        raise _kiln.InvalidArgument(
+            f"packed_attention: qkv has shape {tuple(qkv.shape)}; it must be "
+            f"[..., S, 3 * heads * D]")
+    inputs = [qkv]
+    mask_t = None
+    if mask is not None:
+        mask_t = _as_tensor(mask, qkv.device)
+        inputs.append(mask_t)
+    sc = _attention_scale(scale, "packed_attention")
+    key = ("packed_attention", qkv._sig, heads, causal,
+           mask_t._sig if mask_t is not None else None, None if sc is None else _key_number(sc))
+    return run(key, lambda d: _kiln.ops.packed_attention(
+        d, qkv._type, heads, causal, mask_t._type if mask_t is not None else None, sc), *inputs)
 
 
 # Every public operator names the argument of a wrong-typed operand.

@@ -738,6 +738,19 @@ void BindOps(nb::module_& m) {
       },
       "device"_a, "q"_a, "k"_a, "v"_a, "causal"_a, "mask"_a.none(), "scale"_a.none(),
       "Inputs: Q, K, V, then mask where given.");
+  o.def(
+      "packed_attention",
+      [](const DevicePtr& d, const TensorTypeArg& qkv, int64_t heads, bool causal,
+         const std::optional<TensorTypeArg>& mask, std::optional<double> scale) {
+        ops::AttentionOptions options;
+        options.causal = causal;
+        if (mask) options.mask = ToTensorType(*mask);
+        options.scale = scale;
+        return FromFunction(d,
+                            ops::PackedAttention(ToTensorType(qkv), heads, d->target(), options));
+      },
+      "device"_a, "qkv"_a, "heads"_a, "causal"_a, "mask"_a.none(), "scale"_a.none(),
+      "Inputs: QKV, then mask where given.");
 }
 
 }  // namespace kiln::python

@@ -106,7 +106,7 @@ def test_every_operator_has_a_function():
     for name in ("matmul", "matmul_int8", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "softmax",
                  "log_softmax", "layer_norm", "rms_norm", "permute", "transpose", "reshape",
                  "concat", "slice", "gather", "pad", "where", "cast", "conv2d", "max_pool2d",
-                 "avg_pool2d", "attention"):
+                 "avg_pool2d", "attention", "packed_attention"):
         assert callable(getattr(kiln.ops, name)), name
 
 
@@ -1695,6 +1695,96 @@ def test_attention(device, rng, causal):
     with pytest.raises(kiln.InvalidArgument, match="multiple of 4"):
         kiln.ops.attention(kiln.tensor(q[..., :6].copy(), device), k[..., :6].copy(),
                            v[..., :6].copy())
+
+
+def _attention64(q, k, v, mask=None, causal=False, scale=None):
+    """softmax(q k^T * scale + mask) v in float64, over the last two axes."""
+    d = q.shape[-1]
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
+    s = s * (1 / np.sqrt(d) if scale is None else scale) + (0 if mask is None else mask)
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+
+
+def _packed_attention64(qkv, heads, **kw):
+    """packed_attention's result from _attention64 of the heads split apart."""
+    *lead, s, w = qkv.shape
+    parts = np.moveaxis(qkv.reshape(*lead, s, 3, heads, w // (3 * heads)), -3, 0)
+    o = _attention64(*np.swapaxes(parts, -3, -2), **kw)  # [..., heads, S, D]
+    return np.swapaxes(o, -3, -2).reshape(*lead, s, w // 3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape,heads", [((2, 70, 144), 3), ((33, 48), 1), ((2, 1, 3, 9, 24), 2)],
+                         ids=str)
+def test_packed_attention(device, rng, causal, shape, heads):
+    qkv = rng.uniform(-2, 2, shape).astype(np.float32)
+    s = shape[-2]
+    mask = rng.uniform(-3, 3, (s, s)).astype(np.float32)
+    mask[:, 1::4] = -np.inf  # hidden keys, as a padding mask has
+    y = kiln.ops.packed_attention(kiln.tensor(qkv, device), heads, causal=causal, mask=mask)
+    assert y.shape == shape[:-1] + (shape[-1] // 3,)
+    _close(y.numpy(), _packed_attention64(qkv, heads, mask=mask, causal=causal), 1e-4)
+    # The same as attention over the heads split apart with kiln's own
+    # movement operators, and merged back.
+    t = kiln.tensor(qkv, device)
+    lead, d = shape[:-2], shape[-1] // (3 * heads)
+    n = len(lead)
+    parts = kiln.ops.permute(kiln.ops.reshape(t, lead + (s, 3, heads, d)),
+                             (n + 1,) + tuple(range(n)) + (n + 2, n, n + 3))
+    q, k, v = (kiln.ops.slice(parts, [i], [i + 1]) for i in range(3))
+    q, k, v = (kiln.ops.reshape(x, x.shape[1:]) for x in (q, k, v))
+    o = kiln.ops.attention(q, k, v, causal=causal, scale=0.25)
+    o = kiln.ops.reshape(kiln.ops.permute(o, tuple(range(n)) + (n + 1, n, n + 2)),
+                         lead + (s, heads * d))
+    _close(kiln.ops.packed_attention(t, heads, causal=causal, scale=0.25).numpy(), o.numpy(),
+           1e-5)
+
+
+def test_packed_attention_f16(device, rng):
+    require_feature(device, "shader-f16")
+    qkv = rng.uniform(-2, 2, (2, 21, 3 * 2 * 8)).astype(np.float16)
+    y = kiln.ops.packed_attention(kiln.tensor(qkv, device), 2, causal=True)
+    assert y.dtype == np.float16
+    _close(y.numpy().astype(np.float64), _packed_attention64(qkv, 2, causal=True), 5e-3)
+
+
+def test_packed_attention_errors(device):
+    qkv = kiln.tensor(np.zeros((2, 5, 48), np.float32), device)
+    bad = kiln.InvalidArgument
+    with pytest.raises(bad, match=r"last dimension must be 3 \* heads \* D for heads = 5"):
+        kiln.ops.packed_attention(qkv, 5)
+    for heads in (0, -3):
+        with pytest.raises(bad, match=f"heads = {heads} \\(heads must be at least 1\\)"):
+            kiln.ops.packed_attention(qkv, heads)
+    with pytest.raises(bad, match="for heads = 99"):
+        kiln.ops.packed_attention(qkv, 99)
+    with pytest.raises(bad, match="head dimension D = 2 must be a multiple of 4"):
+        kiln.ops.packed_attention(np.zeros((5, 12), np.float32), 2)
+    with pytest.raises(bad, match="head dimension D = 132 must be a multiple of 4 up to 128"):
+        kiln.ops.packed_attention(np.zeros((5, 396), np.float32), 1)
+    with pytest.raises(bad, match=r"mask of attention is f32\[5, 4\]; it must be f32\[Sq, Sk\] "
+                                  r"= \[5, 5\]"):
+        kiln.ops.packed_attention(qkv, 2, mask=np.zeros((5, 4), np.float32))
+    with pytest.raises(bad, match=r"packed_attention: qkv has shape \(48,\)"):
+        kiln.ops.packed_attention(np.zeros(48, np.float32), 2)
+    with pytest.raises(bad, match=r"qkv of shape \(1, 2, 5, 45\), its batch axes seen as one"):
+        kiln.ops.packed_attention(np.zeros((1, 2, 5, 45), np.float32), 3)
+    with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: heads must be an int"):
+        kiln.ops.packed_attention(qkv, 2.0)
+    with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: heads must be an int"):
+        kiln.ops.packed_attention(qkv, True)
+    with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: causal must be a bool"):
+        kiln.ops.packed_attention(qkv, 2, causal=1)
+    with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: scale must be a number"):
+        kiln.ops.packed_attention(qkv, 2, scale="0.5")
+    with pytest.raises(bad, match="the scale must be finite"):
+        kiln.ops.packed_attention(qkv, 2, scale=1e39)
+    with pytest.raises(bad, match=r"dimension 1 is 0"):
+        kiln.ops.packed_attention(np.zeros((2, 0, 48), np.float32), 2)
 
 
 @pytest.mark.parametrize("sk", [5, 33, 64])

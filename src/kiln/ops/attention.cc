@@ -65,9 +65,48 @@ Expr NegInf() {
 }
 
 struct Shapes {
-  Shape batch;
+  Shape batch;  // with `heads`, the leading dimensions, then the heads
   int64_t batch_count = 1, sq = 0, sk = 0, d = 0;
+  // Where > 0, Q, K and V are one packed tensor [..., S, 3 * heads * D] and
+  // O is [..., S, heads * D] (PackedAttention).
+  int64_t heads = 0;
 };
+
+// What both entry points check past the shapes: the mask, the scale and the
+// storage buffers the kernel binds (`tensors`, the mask besides).
+Status CheckOptions(const Shapes& s, ir::DataType dtype, int tensors, const Target& target,
+                    const AttentionOptions& o) {
+  if (o.mask) {
+    KILN_RETURN_IF_ERROR(internal::CheckTensor(*o.mask, target, "mask of attention"));
+    if (o.mask->shape != Shape{s.sq, s.sk} || o.mask->dtype != dtype) {
+      return InvalidArgument("mask of attention is ", o.mask->dtype.ToString(),
+                             ShapeToString(o.mask->shape), "; it must be ", dtype.ToString(),
+                             "[Sq, Sk] = [", s.sq, ", ", s.sk, "] (added to the scores)");
+    }
+  }
+  // (The kernels multiply by it in f32: a double beyond f32 is inf there.)
+  if (o.scale && !std::isfinite(static_cast<float>(*o.scale))) {
+    char shown[32];  // every digit: a value just past f32's largest must not read as it
+    std::snprintf(shown, sizeof shown, "%.17g", *o.scale);
+    return InvalidArgument(
+        "attention: the scale must be finite as an f32, got ", shown,
+        std::isfinite(*o.scale) ? " (beyond f32's largest, 3.4028234663852886e+38)" : "");
+  }
+  const uint32_t buffers = tensors + (o.mask ? 1 : 0);
+  if (buffers > target.limits.max_storage_buffers_per_stage) {
+    return InvalidArgument("attention needs ", buffers, " storage buffers; the target allows ",
+                           target.limits.max_storage_buffers_per_stage, " per stage");
+  }
+  return Status::Ok();
+}
+
+Status CheckHeadDim(int64_t d) {
+  if (d % 4 != 0 || d > kMaxHeadDim) {
+    return InvalidArgument("attention: the head dimension D = ", d,
+                           " must be a multiple of 4 up to ", kMaxHeadDim);
+  }
+  return Status::Ok();
+}
 
 StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const TensorType& v,
                                 const Target& target, const AttentionOptions& o) {
@@ -97,31 +136,34 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
         ShapeToString(q.shape), ", K ", ShapeToString(k.shape), ", V ", ShapeToString(v.shape));
   }
   s.sk = k.shape[r - 2];
-  if (s.d % 4 != 0 || s.d > kMaxHeadDim) {
-    return InvalidArgument("attention: the head dimension D = ", s.d,
-                           " must be a multiple of 4 up to ", kMaxHeadDim);
+  KILN_RETURN_IF_ERROR(CheckHeadDim(s.d));
+  KILN_RETURN_IF_ERROR(CheckOptions(s, q.dtype, 4, target, o));
+  return s;
+}
+
+StatusOr<Shapes> CheckPackedAttention(const TensorType& qkv, int64_t heads, const Target& target,
+                                      const AttentionOptions& o) {
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(qkv, target, "packed QKV of attention"));
+  const size_t r = qkv.shape.size();
+  if (r < 2 || r > 3) {
+    return InvalidArgument("packed QKV of attention has shape ", ShapeToString(qkv.shape),
+                           "; it must be [..., S, 3 * heads * D] (rank 2 or 3)");
   }
-  if (o.mask) {
-    KILN_RETURN_IF_ERROR(internal::CheckTensor(*o.mask, target, "mask of attention"));
-    if (o.mask->shape != Shape{s.sq, s.sk} || o.mask->dtype != q.dtype) {
-      return InvalidArgument("mask of attention is ", o.mask->dtype.ToString(),
-                             ShapeToString(o.mask->shape), "; it must be ", q.dtype.ToString(),
-                             "[Sq, Sk] = [", s.sq, ", ", s.sk, "] (added to the scores)");
-    }
+  const int64_t width = qkv.shape[r - 1];
+  if (heads < 1 || heads > width || width % (3 * heads) != 0) {
+    return InvalidArgument("packed QKV of attention has shape ", ShapeToString(qkv.shape),
+                           ": its last dimension must be 3 * heads * D for heads = ", heads,
+                           heads < 1 ? " (heads must be at least 1)" : "");
   }
-  // (The kernels multiply by it in f32: a double beyond f32 is inf there.)
-  if (o.scale && !std::isfinite(static_cast<float>(*o.scale))) {
-    char shown[32];  // every digit: a value just past f32's largest must not read as it
-    std::snprintf(shown, sizeof shown, "%.17g", *o.scale);
-    return InvalidArgument(
-        "attention: the scale must be finite as an f32, got ", shown,
-        std::isfinite(*o.scale) ? " (beyond f32's largest, 3.4028234663852886e+38)" : "");
-  }
-  const uint32_t buffers = 4 + (o.mask ? 1 : 0);
-  if (buffers > target.limits.max_storage_buffers_per_stage) {
-    return InvalidArgument("attention needs ", buffers, " storage buffers; the target allows ",
-                           target.limits.max_storage_buffers_per_stage, " per stage");
-  }
+  Shapes s;
+  s.heads = heads;
+  s.batch = Shape(qkv.shape.begin(), qkv.shape.end() - 2);
+  s.batch.push_back(heads);
+  s.batch_count = NumElements(s.batch);
+  s.sq = s.sk = qkv.shape[r - 2];
+  s.d = width / (3 * heads);
+  KILN_RETURN_IF_ERROR(CheckHeadDim(s.d));
+  KILN_RETURN_IF_ERROR(CheckOptions(s, qkv.dtype, 2, target, o));
   return s;
 }
 
@@ -133,11 +175,11 @@ int64_t ReadRounds(const AttentionTile& tile, int64_t head_dim) {
 // Writes the kernel for one tile shape; see the comment at the top.
 class AttentionKernel {
  public:
-  AttentionKernel(const Shapes& s, const AttentionTile& tile, const TensorType& q,
+  AttentionKernel(const Shapes& s, const AttentionTile& tile, ir::DataType dtype,
                   const AttentionOptions& o, double scale, const std::string& name)
       : s_(s),
         o_(o),
-        dtype_(q.dtype),
+        dtype_(dtype),
         scale_(scale),
         b_(name),
         bq_(static_cast<int>(tile.queries)),
@@ -156,11 +198,15 @@ class AttentionKernel {
         index_type_(tile.unsigned_indices ? ir::kU32 : ir::kI32) {}
 
   ir::Function Build() {
-    Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
-    K_ = b_.BufferParam("K", dtype_, internal::Extents(KShape()));
-    V_ = b_.BufferParam("V", dtype_, internal::Extents(KShape()));
+    if (s_.heads > 0) {
+      Q_ = K_ = V_ = b_.BufferParam("QKV", dtype_, internal::Extents(PackedShape(3)));
+    } else {
+      Q_ = b_.BufferParam("Q", dtype_, internal::Extents(QShape()));
+      K_ = b_.BufferParam("K", dtype_, internal::Extents(KShape()));
+      V_ = b_.BufferParam("V", dtype_, internal::Extents(KShape()));
+    }
     if (o_.mask) M_ = b_.BufferParam("mask", dtype_, internal::Extents(o_.mask->shape));
-    O_ = b_.BufferParam("O", dtype_, internal::Extents(QShape()));
+    O_ = b_.BufferParam("O", dtype_, internal::Extents(s_.heads > 0 ? PackedShape(1) : QShape()));
     b_.For("block", ir::LoopKind::kBlockX, 0, I32(s_.batch_count * q_blocks_),
            [&](const Var& block) {
              Shared("Qs", d_ * bq_, [&](const Buffer& qs) {
@@ -203,6 +249,13 @@ class AttentionKernel {
     shape.push_back(s_.d);
     return shape;
   }
+  // Packed: the leading dimensions, S, then `parts` x heads x D.
+  Shape PackedShape(int64_t parts) const {
+    Shape shape(s_.batch.begin(), s_.batch.end() - 1);
+    shape.push_back(s_.sq);
+    shape.push_back(parts * s_.heads * s_.d);
+    return shape;
+  }
   void Shared(const char* name, int64_t size, const std::function<void(const Buffer&)>& body) {
     b_.Allocate(name, ir::kF32, {I32(size)}, ir::MemoryScope::kShared, body);
   }
@@ -215,10 +268,35 @@ class AttentionKernel {
   Expr C(int64_t v) const { return ir::IntConst(index_type_, v); }
   // The 4 indices from `base` up.
   static Expr Span4(const Expr& base) { return ir::Ramp(base, ir::IntConst(base.dtype(), 1), 4); }
-  std::vector<Expr> At(const Expr& row, const Expr& col) const {
+  // Which tensor an index is into; packed, Q's, K's and V's columns follow
+  // each other in every row of QKV.
+  enum Part { kQ = 0, kK = 1, kV = 2, kO = 3 };
+  const Buffer& BufferOf(Part part) const {
+    switch (part) {
+      case kQ:
+        return Q_;
+      case kK:
+        return K_;
+      case kV:
+        return V_;
+      case kO:
+        break;
+    }
+    return O_;
+  }
+  // The index of the 4 elements from column `col` of row `row` of the
+  // workgroup's (batch, head) in `part`.
+  std::vector<Expr> At(Part part, const Expr& row, const Expr& col) const {
     std::vector<Expr> index = coords_;
+    Expr column = col;
+    if (s_.heads > 0) {
+      const Expr head = index.back();
+      index.pop_back();
+      const int64_t offset = part == kO ? 0 : part * s_.heads * s_.d;
+      column = head * C(s_.d) + C(offset) + col;
+    }
     index.push_back(row);
-    index.push_back(col);
+    index.push_back(Span4(column));
     return index;
   }
   // The loop over `count` vectors of 4 moved by all threads: f(vector index),
@@ -240,12 +318,12 @@ class AttentionKernel {
   // (KVs[c * Bk + key]), V row-major (KVs[key * D + c]). Keys past Sk read
   // key Sk - 1 (K's are hidden by the scores' mask); V's are zero there, since
   // their probability 0 times an infinite value would be NaN.
-  void LoadBlock(const Buffer& global, const Expr& k0, const Buffer& stage, bool k_major) {
+  void LoadBlock(Part part, const Expr& k0, const Buffer& stage, bool k_major) {
     Cooperative(bk_ * d4_, [&](const Expr& idx, int p) {
       Expr r = k_major ? idx % bk_ : idx / d4_;
       Expr c = k_major ? (idx / bk_) * 4 : (idx % d4_) * 4;
       Expr key = ir::Min(k0 + r, C(s_.sk - 1));
-      Expr value = ToF32(ir::Load(global, At(key, Span4(c))));
+      Expr value = ToF32(ir::Load(BufferOf(part), At(part, key, c)));
       if (!k_major && s_.sk % bk_ != 0) {
         value = ir::Select(ir::Broadcast(k0 + r < C(s_.sk), 4), value, ir::Broadcast(F32(0), 4));
       }
@@ -296,7 +374,7 @@ class AttentionKernel {
         Expr r = idx % bq_, c = (idx / bq_) * 4;
         Expr row = ir::Min(q0_ + r, C(s_.sq - 1));
         b_.Store(stage_, {Vec(0)},
-                 ToF32(ir::Load(Q_, At(row, Span4(c)))) * ir::Broadcast(F32(scale_), 4));
+                 ToF32(ir::Load(Q_, At(kQ, row, c))) * ir::Broadcast(F32(scale_), 4));
         for (int e = 0; e < 4; ++e) {
           b_.Store(Qs_, {(c + e) * bq_ + r}, ir::Load(stage_, {I32(e)}));
         }
@@ -367,9 +445,9 @@ class AttentionKernel {
     Local("kn", 4 * Rounds(), [&](const Buffer& kn) {
       Local("vn", 4 * Rounds(), [&](const Buffer& vn) {
         if (prefetch) {
-          LoadBlock(K_, C(0), kn, /*k_major=*/true);
+          LoadBlock(kK, C(0), kn, /*k_major=*/true);
           StoreK(kn);
-          LoadBlock(V_, C(0), vn, /*k_major=*/false);
+          LoadBlock(kV, C(0), vn, /*k_major=*/false);
           b_.Barrier();
         }
         b_.For("kb", ir::LoopKind::kSerial, 0, ir::Cast(ir::kI32, blocks), [&](const Var& kb_var) {
@@ -380,11 +458,11 @@ class AttentionKernel {
             // K in KVs, V in Vs: V stored while the scores read K, the next
             // K while the probabilities are made.
             next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
-            LoadBlock(K_, next, kn, /*k_major=*/true);
+            LoadBlock(kK, next, kn, /*k_major=*/true);
             Scores(k0);
             StoreV(vn);
             b_.Barrier();
-            LoadBlock(V_, next, vn, /*k_major=*/false);
+            LoadBlock(kV, next, vn, /*k_major=*/false);
             StoreK(kn);
             Softmax();
             b_.Barrier();
@@ -394,17 +472,17 @@ class AttentionKernel {
           }
           if (prefetch) {
             next = b_.Let("next", ir::Min(kb + 1, blocks - 1) * bk_);
-            LoadBlock(K_, next, kn, /*k_major=*/true);
+            LoadBlock(kK, next, kn, /*k_major=*/true);
           } else {
-            LoadBlock(K_, k0, kn, /*k_major=*/true);
+            LoadBlock(kK, k0, kn, /*k_major=*/true);
             StoreK(kn);
             b_.Barrier();
           }
           Scores(k0);
           b_.Barrier();
-          if (!prefetch) LoadBlock(V_, k0, vn, /*k_major=*/false);
+          if (!prefetch) LoadBlock(kV, k0, vn, /*k_major=*/false);
           StoreV(vn);  // V replaces K
-          if (prefetch) LoadBlock(V_, next, vn, /*k_major=*/false);
+          if (prefetch) LoadBlock(kV, next, vn, /*k_major=*/false);
           Softmax();
           b_.Barrier();
           Accumulate();
@@ -521,7 +599,7 @@ class AttentionKernel {
         OverColumns([&](int ci, const Expr& c) {
           Expr out = ir::Load(acc_, {AccVec(qi, ci)}) * ir::Broadcast(inv, 4);
           if (dtype_ != ir::kF32) out = ir::Cast(dtype_.with_lanes(4), out);
-          b_.Store(O_, At(row, Span4(c)), out);
+          b_.Store(O_, At(kO, row, c), out);
         });
       });
     }
@@ -641,11 +719,10 @@ Status CheckAttentionTile(const AttentionTile& tile, int64_t head_dim, const Tar
   return Status::Ok();
 }
 
-StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
-                                 const Target& target, const AttentionOptions& o,
-                                 std::string name) {
-  KILN_ASSIGN_OR_RETURN(Shapes s, CheckAttention(q, k, v, target, o));
-  if (name.empty()) name = "attention";
+namespace {
+
+StatusOr<ir::Function> BuildAttention(const Shapes& s, ir::DataType dtype, const Target& target,
+                                      const AttentionOptions& o, const std::string& name) {
   AttentionTile tile;
   if (o.tile) {
     KILN_RETURN_IF_ERROR(CheckAttentionTile(*o.tile, s.d, target));
@@ -654,13 +731,28 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
     KILN_ASSIGN_OR_RETURN(tile, DefaultAttentionTile(s.d, target));
   }
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  AttentionKernel kernel(s, tile, q, o, scale, name);
+  AttentionKernel kernel(s, tile, dtype, o, scale, name);
   ir::Function f = kernel.Build();
   ir::VerifyOptions verify;
   verify.limits = target.limits;
   Status verified = ir::Verify(f, verify);
-  if (!verified.ok()) return Internal("attention built an invalid kernel: ", verified.message());
+  if (!verified.ok()) return Internal(name, " built an invalid kernel: ", verified.message());
   return f;
+}
+
+}  // namespace
+
+StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const TensorType& v,
+                                 const Target& target, const AttentionOptions& o,
+                                 std::string name) {
+  KILN_ASSIGN_OR_RETURN(Shapes s, CheckAttention(q, k, v, target, o));
+  return BuildAttention(s, q.dtype, target, o, name.empty() ? "attention" : name);
+}
+
+StatusOr<ir::Function> PackedAttention(const TensorType& qkv, int64_t heads, const Target& target,
+                                       const AttentionOptions& o, std::string name) {
+  KILN_ASSIGN_OR_RETURN(Shapes s, CheckPackedAttention(qkv, heads, target, o));
+  return BuildAttention(s, qkv.dtype, target, o, name.empty() ? "packed_attention" : name);
 }
 
 }  // namespace kiln::ops

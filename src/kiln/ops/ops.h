@@ -634,6 +634,18 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
                                  const Target& target, const AttentionOptions& options = {},
                                  std::string name = "");
 
+// Self-attention over the heads of one packed projection, as a transformer's
+// fused q/k/v matmul writes it: QKV [..., S, 3 * heads * D] (rank 2 or 3),
+// each row its query's heads side by side, then its key's, then its value's
+// (numpy's reshape to [..., S, 3, heads, D]); O [..., S, heads * D], the
+// heads side by side, ready for the output projection. The kernel is
+// Attention's, reading Q, K and V where they lie and writing O in place,
+// with no copies to split or merge the heads. Options as Attention's (the
+// mask [S, S]); parameters QKV, mask where given, O; `name` defaults to
+// "packed_attention".
+StatusOr<ir::Function> PackedAttention(const TensorType& qkv, int64_t heads, const Target& target,
+                                       const AttentionOptions& options = {}, std::string name = "");
+
 // Bytes of workgroup memory the kernel takes: Q (D x queries f32), a block
 // of K or V (D x keys; with own_v, one of each), the block's probabilities
 // and the partial row statistics (keys + keys / 4 rows of queries + 4).

@@ -1268,6 +1268,46 @@ TEST_F(ConvDeviceTest, Pooling) {
 
 class AttentionDeviceTest : public OpsDeviceTest {
  protected:
+  // softmax(Q K^T * scale + mask) V in double precision: Q [batches, sq, d],
+  // K and V [batches, sk, d], the result [batches, sq, d].
+  static std::vector<double> Expected(const std::vector<float>& q, const std::vector<float>& k,
+                                      const std::vector<float>& v, const std::vector<float>* mask,
+                                      int64_t batches, int64_t sq, int64_t sk, int64_t d,
+                                      const AttentionOptions& o) {
+    const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(d));
+    std::vector<double> out(batches * sq * d);
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t i = 0; i < sq; ++i) {
+        std::vector<double> s(sk);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += double(q[(b * sq + i) * d + c]) * k[(b * sk + j) * d + c];
+          }
+          s[j] = dot * scale + (mask ? (*mask)[i * sk + j] : 0.0);
+          if (o.causal && j > i) s[j] = -INFINITY;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = std::isinf(x) ? 0 : std::exp(x - mx));
+        for (int64_t c = 0; c < d; ++c) {
+          double want = 0;
+          for (int64_t j = 0; j < sk; ++j) want += s[j] * v[(b * sk + j) * d + c];
+          out[(b * sq + i) * d + c] = want / sum;
+        }
+      }
+    }
+    return out;
+  }
+  // A mask of random values with some keys hidden outright, as a padding
+  // mask does.
+  std::vector<float> RandomMask(int64_t sq, int64_t sk) {
+    std::vector<float> mask = Random(sq * sk, -3, 3);
+    for (int64_t j = 0; j < sk; j += 3) mask[j] = -INFINITY;
+    return mask;
+  }
+
   void Check(const Shape& qs, int64_t sk, const AttentionOptions& o, bool differential = false) {
     const int64_t sq = qs[qs.size() - 2], d = qs.back();
     Shape ks = qs;
@@ -1282,37 +1322,66 @@ class AttentionDeviceTest : public OpsDeviceTest {
     t["V"] = Random(NumElements(ks));
     std::vector<std::string> inputs = {"Q", "K", "V"};
     if (o.mask) {
-      t["mask"] = Random(sq * sk, -3, 3);
-      // Some keys hidden outright, as a padding mask does.
-      for (int64_t j = 0; j < sk; j += 3) t["mask"][j] = -INFINITY;
+      t["mask"] = RandomMask(sq, sk);
       inputs.push_back("mask");
     }
     t["O"] = std::vector<float>(NumElements(qs));
     Run({*f}, inputs, t, differential);
     const int64_t batches = NumElements(qs) / (sq * d);
-    const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(d));
-    for (int64_t b = 0; b < batches; ++b) {
-      for (int64_t i = 0; i < sq; ++i) {
-        std::vector<double> s(sk);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < sk; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            dot += double(t["Q"][(b * sq + i) * d + c]) * t["K"][(b * sk + j) * d + c];
+    const std::vector<double> want =
+        Expected(t["Q"], t["K"], t["V"], o.mask ? &t["mask"] : nullptr, batches, sq, sk, d, o);
+    for (int64_t e = 0; e < NumElements(qs); ++e) {
+      ASSERT_NEAR(t["O"][e], want[e], 2e-5 * (1 + std::fabs(want[e])))
+          << "O[" << e / (sq * d) << ", " << e / d % sq << ", " << e % d << "]";
+    }
+  }
+
+  // PackedAttention over QKV [lead..., s, 3 * heads * d], checked against
+  // Expected of the heads split apart.
+  void CheckPacked(const Shape& lead, int64_t s, int64_t heads, int64_t d,
+                   const AttentionOptions& o, bool differential = false) {
+    Shape shape = lead;
+    shape.push_back(s);
+    shape.push_back(3 * heads * d);
+    SCOPED_TRACE(StrCat("QKV ", ShapeToString(shape), ", ", heads, " heads",
+                        o.causal ? " causal" : "", o.mask ? " masked" : ""));
+    auto f = PackedAttention({shape}, heads, target_, o);
+    ASSERT_TRUE(f.ok()) << f.status();
+    Tensors t;
+    t["QKV"] = Random(NumElements(shape), -2, 2);
+    std::vector<std::string> inputs = {"QKV"};
+    if (o.mask) {
+      t["mask"] = RandomMask(s, s);
+      inputs.push_back("mask");
+    }
+    const int64_t rows = NumElements(lead);
+    t["O"] = std::vector<float>(rows * s * heads * d);
+    Run({*f}, inputs, t, differential);
+    // Q, K and V as [rows, heads, s, d].
+    std::vector<float> parts[3];
+    for (auto& part : parts) part.resize(rows * heads * s * d);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < s; ++i) {
+        for (int p = 0; p < 3; ++p) {
+          for (int64_t h = 0; h < heads; ++h) {
+            for (int64_t c = 0; c < d; ++c) {
+              parts[p][((r * heads + h) * s + i) * d + c] =
+                  t["QKV"][((r * s + i) * 3 + p) * heads * d + h * d + c];
+            }
           }
-          s[j] = dot * scale + (o.mask ? t["mask"][i * sk + j] : 0.0);
-          if (o.causal && j > i) s[j] = -INFINITY;
-          mx = std::max(mx, s[j]);
         }
-        double sum = 0;
-        for (double& x : s) sum += (x = std::isinf(x) ? 0 : std::exp(x - mx));
-        for (int64_t c = 0; c < d; ++c) {
-          double want = 0;
-          for (int64_t j = 0; j < sk; ++j) want += s[j] * t["V"][(b * sk + j) * d + c];
-          want /= sum;
-          const float got = t["O"][(b * sq + i) * d + c];
-          ASSERT_NEAR(got, want, 2e-5 * (1 + std::fabs(want)))
-              << "O[" << b << ", " << i << ", " << c << "]";
+      }
+    }
+    const std::vector<double> want = Expected(
+        parts[0], parts[1], parts[2], o.mask ? &t["mask"] : nullptr, rows * heads, s, s, d, o);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < s; ++i) {
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t c = 0; c < d; ++c) {
+            const double w = want[((r * heads + h) * s + i) * d + c];
+            ASSERT_NEAR(t["O"][((r * s + i) * heads + h) * d + c], w, 2e-5 * (1 + std::fabs(w)))
+                << "O[" << r << ", " << i << ", head " << h << ", " << c << "]";
+          }
         }
       }
     }
@@ -1393,6 +1462,20 @@ TEST_F(AttentionDeviceTest, GivenTiles) {
   o = {};
   o.tile = AttentionTile{16, 8, true, false, true};
   Check({2, 3, 45, 16}, 33, o);
+}
+
+TEST_F(AttentionDeviceTest, PackedHeads) {
+  AttentionOptions o;
+  o.causal = true;
+  CheckPacked({2}, 70, 3, 32, o);
+  o = {};
+  CheckPacked({}, 33, 2, 16, o);
+  o.mask = TensorType{{45, 45}};
+  CheckPacked({1}, 45, 1, 8, o, /*differential=*/true);
+  o = {};
+  o.scale = 0.5;
+  o.tile = AttentionTile{16, 8, true, true, true};
+  CheckPacked({3}, 21, 2, 12, o);
 }
 
 TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {
