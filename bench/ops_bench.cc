@@ -859,6 +859,23 @@ Workload Conv3x3(int64_t n, int64_t hw, int64_t c, int64_t f, const ops::Target&
   return w;
 }
 
+// One element of softmax(q . k_j * scale) v_j over `seq` keys: q a row of d,
+// k's and v's rows of d `stride` elements apart, c the output column.
+double AttentionElement(const float* q, const float* k, const float* v, int64_t stride, int64_t seq,
+                        int64_t d, int64_t c, double scale) {
+  std::vector<double> s(seq);
+  double mx = -INFINITY, sum = 0, out = 0;
+  for (int64_t j = 0; j < seq; ++j) {
+    double dot = 0;
+    for (int64_t e = 0; e < d; ++e) dot += double(q[e]) * k[j * stride + e];
+    s[j] = dot * scale;
+    mx = std::max(mx, s[j]);
+  }
+  for (int64_t j = 0; j < seq; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  for (int64_t j = 0; j < seq; ++j) out += s[j] * v[j * stride + c];
+  return out / sum;
+}
+
 // Attention over [batch, heads, seq, d] f32: fused, or as the composition
 // matmul(Q, K^T) -> softmax -> matmul(P, V) through memory.
 Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq, int64_t d,
@@ -914,17 +931,43 @@ Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq
     const float* q = t.at("Q").data() + row * d;
     const float* k = t.at("K").data() + bh * seq * d;
     const float* v = t.at("V").data() + bh * seq * d;
-    std::vector<double> s(seq);
-    double mx = -INFINITY, sum = 0, out = 0;
-    for (int64_t j = 0; j < seq; ++j) {
-      double dot = 0;
-      for (int64_t e = 0; e < d; ++e) dot += double(q[e]) * k[j * d + e];
-      s[j] = dot * scale;
-      mx = std::max(mx, s[j]);
-    }
-    for (int64_t j = 0; j < seq; ++j) sum += (s[j] = std::exp(s[j] - mx));
-    for (int64_t j = 0; j < seq; ++j) out += s[j] * v[j * d + c];
-    return std::pair{out / sum, 1.0};
+    return std::pair{AttentionElement(q, k, v, d, seq, d, c, scale), 1.0};
+  };
+  return w;
+}
+
+// The fused attention reading the heads of a packed q/k/v projection
+// [batch, seq, 3 * heads * d] in place and writing [batch, seq, heads * d]
+// (ops::PackedAttention).
+Workload PackedAttentionWorkload(int64_t batch, int64_t heads, int64_t seq, int64_t d,
+                                 const ops::Target& target,
+                                 const std::optional<ops::AttentionTile>& tile) {
+  const int64_t width = heads * d;
+  const ops::Shape qkv = {batch, seq, 3 * width};
+  Workload w{"attention packed f32", StrCat(batch, "x", heads, " x ", seq, "x", d), ""};
+  w.inputs = {{"QKV", {qkv}}};
+  w.buffers = {{"O", {{batch, seq, width}}}};
+  w.output = "O";
+  w.bytes = 4.0 * 4 * batch * heads * seq * d;
+  w.flops = 4.0 * batch * heads * seq * seq * d;
+  ops::AttentionOptions options;
+  options.tile = tile;
+  auto f = ops::PackedAttention({qkv}, heads, target, options);
+  if (!f.ok()) {
+    w.error = f.status();
+    return w;
+  }
+  w.functions = {*f};
+  auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
+  w.kernels = StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  w.reference = [=](const Tensors& t, int64_t i) {
+    const int64_t c = i % d, h = i / d % heads, row = i / width;  // row over batch * seq
+    const float* base = t.at("QKV").data() + (row - row % seq) * 3 * width;
+    const float* q = t.at("QKV").data() + row * 3 * width + h * d;
+    const float* k = base + width + h * d;
+    const float* v = base + 2 * width + h * d;
+    return std::pair{AttentionElement(q, k, v, 3 * width, seq, d, c, scale), 1.0};
   };
   return w;
 }
@@ -991,6 +1034,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
         [&] { return AttentionWorkload(true, 2, 3, 70, 16, target, options.attention_tile); });
     workloads.push_back(
         [&] { return AttentionWorkload(false, 2, 3, 70, 16, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return PackedAttentionWorkload(2, 3, 70, 16, target, options.attention_tile); });
   } else {
     for (int64_t n : {4096, 8192}) {
       workloads.push_back([&, n] {
@@ -1017,6 +1062,8 @@ StatusOr<OpsBenchResult> RunOpsBench(const std::shared_ptr<hal::Device>& device,
         [&] { return AttentionWorkload(true, 32, 12, 512, 64, target, options.attention_tile); });
     workloads.push_back(
         [&] { return AttentionWorkload(false, 32, 12, 512, 64, target, options.attention_tile); });
+    workloads.push_back(
+        [&] { return PackedAttentionWorkload(32, 12, 512, 64, target, options.attention_tile); });
   }
   std::map<int64_t, Runner::Rates> same_bytes;  // copies by element count
   std::vector<std::string> names;               // of every workload, for a filter matching none
