@@ -265,6 +265,102 @@ Status CheckBindings(const KernelMetadata& m, std::string_view code) {
   return Status::Ok();
 }
 
+// The size and alignment of a WGSL type by WGSL's memory layout rules.
+struct TypeLayout {
+  uint64_t size = 0, align = 0;
+};
+// Beyond any device's workgroup storage: sizes saturate here.
+constexpr uint64_t kHugeBytes = uint64_t{1} << 40;
+
+// The layout of `type` (whitespace removed) as a workgroup variable's type,
+// for the types kiln declares there and their kin: the 32-bit scalars and
+// f16, their vectors (vecN<T> or vecNf/i/u/h), atomic<i32|u32> and fixed-size
+// arrays of any of these (nested); nullopt for any other type.
+std::optional<TypeLayout> WorkgroupLayout(std::string_view type) {
+  if (type == "f32" || type == "i32" || type == "u32" || type == "bool" || type == "atomic<i32>" ||
+      type == "atomic<u32>") {
+    return TypeLayout{4, 4};
+  }
+  if (type == "f16") return TypeLayout{2, 2};
+  if (type.size() >= 5 && type.starts_with("vec") && type[3] >= '2' && type[3] <= '4') {
+    const uint64_t n = static_cast<uint64_t>(type[3] - '0');
+    std::string_view element = type.substr(4);
+    if (element == "f" || element == "i" || element == "u") {
+      element = "f32";
+    } else if (element == "h") {
+      element = "f16";
+    } else if (element.size() > 2 && element.front() == '<' && element.back() == '>') {
+      element = element.substr(1, element.size() - 2);
+    } else {
+      return std::nullopt;
+    }
+    if (element != "f32" && element != "i32" && element != "u32" && element != "f16" &&
+        element != "bool") {
+      return std::nullopt;
+    }
+    const uint64_t scalar = element == "f16" ? 2 : 4;
+    return TypeLayout{n * scalar, (n == 2 ? 2 : 4) * scalar};
+  }
+  if (type.starts_with("array<") && type.back() == '>') {
+    const std::string_view inner = type.substr(6, type.size() - 7);
+    const size_t comma = inner.rfind(',');
+    if (comma == std::string_view::npos) return std::nullopt;  // runtime-sized
+    std::string_view count = inner.substr(comma + 1);
+    if (!count.empty() && (count.back() == 'u' || count.back() == 'i')) {
+      count.remove_suffix(1);
+    }
+    uint64_t n = 0;
+    if (count.empty() || count.size() > 12) return std::nullopt;
+    for (char c : count) {
+      if (c < '0' || c > '9') return std::nullopt;  // (a named constant: not kiln's)
+      n = n * 10 + static_cast<uint64_t>(c - '0');
+    }
+    const std::optional<TypeLayout> element = WorkgroupLayout(inner.substr(0, comma));
+    if (!element || n == 0) return std::nullopt;
+    const uint64_t stride = (element->size + element->align - 1) / element->align * element->align;
+    return TypeLayout{std::min(kHugeBytes, n * std::min(stride, kHugeBytes)), element->align};
+  }
+  return std::nullopt;
+}
+
+// The bytes of workgroup storage `code` (no comments) declares, each
+// `var<workgroup>` by WGSL's layout rules, which the metadata's count must
+// cover: the device's limit is checked against the metadata, and an
+// implementation may not check it against the WGSL.
+Status CheckWorkgroupStorage(const KernelMetadata& m, std::string_view code) {
+  uint64_t total = 0;
+  for (size_t at = FindWord(code, "var", 0); at != std::string_view::npos;
+       at = FindWord(code, "var", at + 3)) {
+    const size_t open = code.find_first_not_of(" \t\r\n", at + 3);
+    if (open == std::string_view::npos || code[open] != '<') continue;
+    const size_t close = code.find('>', open);
+    if (close == std::string_view::npos ||
+        Squeezed(code.substr(open + 1, close - open - 1)) != "workgroup") {
+      continue;
+    }
+    const size_t colon = code.find(':', close);
+    const size_t end = code.find(';', close);
+    if (colon == std::string_view::npos || end == std::string_view::npos || colon > end) {
+      return DataLoss("a var<workgroup> of the WGSL has no type");
+    }
+    const std::string name = Squeezed(code.substr(close + 1, colon - close - 1));
+    const std::string type = Squeezed(code.substr(colon + 1, end - colon - 1));
+    const std::optional<TypeLayout> layout = WorkgroupLayout(type);
+    if (!layout) {
+      return DataLoss("var<workgroup> ", name, " has type ", type,
+                      ", not one kiln sizes (scalars, vectors, atomics and arrays of a "
+                      "constant count)");
+    }
+    total = std::min(kHugeBytes, total + layout->size);
+  }
+  if (total > m.workgroup_storage_bytes) {
+    return DataLoss("the WGSL declares ", total == kHugeBytes ? "over 2^40" : StrCat(total),
+                    " bytes of var<workgroup> storage; its metadata says ",
+                    m.workgroup_storage_bytes);
+  }
+  return Status::Ok();
+}
+
 Status CheckFunction(const CompiledFunction& f) {
   const KernelMetadata& m = f.metadata;
   KILN_RETURN_IF_ERROR(CheckText(m.entry_point, "the entry point's name"));
@@ -372,6 +468,7 @@ Status CheckFunction(const CompiledFunction& f) {
   }
   KILN_RETURN_IF_ERROR(Validate(m.num_blocks_x, integer_params));
   KILN_RETURN_IF_ERROR(Validate(m.num_blocks_y, integer_params));
+  KILN_RETURN_IF_ERROR(CheckWorkgroupStorage(m, code));
   return CheckBindings(m, code);
 }
 

@@ -28,6 +28,15 @@ fn scale(X: buffer<f32>[n], Y: buffer<f32>[n], n: i32, s: f32) {
 fn half(A: buffer<f16>[4]) {
   A[0] = A[1]
 }
+fn tiles(A: buffer<f32>[64]) {
+  alloc T: f32[64] shared {
+    for tx in threadIdx.x(0, 64) {
+      T[tx] = A[tx]
+      workgroup_barrier()
+      A[tx] = T[63 - tx]
+    }
+  }
+}
 })";
 
 CompiledModule Compiled() {
@@ -55,6 +64,19 @@ struct Case {
 TEST(ModuleValidateTest, CompiledModulesAreValid) {
   CompiledModule m = Compiled();
   EXPECT_TRUE(ValidateModule(m).ok()) << ValidateModule(m);
+  ASSERT_EQ(m.functions.size(), 3u);
+  EXPECT_NE(m.functions[2].wgsl.find("var<workgroup> T : array<f32, 64>;"), std::string::npos)
+      << m.functions[2].wgsl;
+  EXPECT_EQ(m.functions[2].metadata.workgroup_storage_bytes, 256u);
+  // Types the check sizes, within the metadata's 256 bytes: vec3 elements
+  // 16 bytes apart (15 of them), f16 pairs, vectors' shorthand names.
+  for (const char* type : {"array<vec3<f32>, 16>", "array<array<vec2h, 4>, 16i>",
+                           "array<vec4f, 16>", "array<atomic<i32>, 64>"}) {
+    CompiledModule other = m;
+    other.functions[2].wgsl =
+        Replaced(other.functions[2].wgsl, "T : array<f32, 64>", StrCat("T : ", type));
+    EXPECT_TRUE(ValidateModule(other).ok()) << type << ": " << ValidateModule(other);
+  }
   for (const CompiledFunction& f : m.functions) {
     EXPECT_EQ(FitsLimits(f.metadata, TargetLimits{}), "");
   }
@@ -231,6 +253,53 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
        },
        "the uniform block's type 'KernelArgs' is not a struct of the WGSL without member "
        "attributes"},
+      // Workgroup storage: the device's limit is checked against the
+      // metadata, which must cover what the WGSL declares.
+      {"more workgroup storage than the metadata says",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<f32, 16384>");
+       },
+       "function 'tiles': the WGSL declares 65536 bytes of var<workgroup> storage; its metadata "
+       "says 256"},
+      {"metadata short of the WGSL's",
+       [&](CompiledModule& m) { m.functions[2].metadata.workgroup_storage_bytes = 255; },
+       "the WGSL declares 256 bytes of var<workgroup> storage; its metadata says 255"},
+      {"a second workgroup variable",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "var<workgroup> T",
+                                        "var < workgroup > pad : atomic<u32>;\nvar<workgroup> T");
+       },
+       "declares 260 bytes"},
+      {"vec3 elements, 16 bytes apart",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<vec3<f32>, 17u>");
+       },
+       "declares 272 bytes"},
+      {"arrays of arrays of vectors",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<array<vec2h, 3>, 23>");
+       },
+       "declares 276 bytes"},
+      {"sizes past any device",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>",
+                                        "T : array<array<f32, 4294967295>, 4294967295>");
+       },
+       "declares over 2^40 bytes"},
+      {"a workgroup array of a named count",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<f32, N>");
+       },
+       "var<workgroup> T has type array<f32,N>, not one kiln sizes"},
+      {"a workgroup struct",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : S");
+       },
+       "var<workgroup> T has type S, not one kiln sizes"},
       {"the uniform block not declared",
        [&](CompiledModule& m) {
          m.functions[0].wgsl = Replaced(m.functions[0].wgsl, "var<uniform>", "var<private>");
