@@ -876,6 +876,13 @@ double AttentionElement(const float* q, const float* k, const float* v, int64_t 
   return out / sum;
 }
 
+// "one kernel, " and the fused attention's tile: `tile`, else the rule's.
+std::string AttentionKernelText(const std::optional<ops::AttentionTile>& tile, int64_t d,
+                                const ops::Target& target) {
+  auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
+  return StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
+}
+
 // Attention over [batch, heads, seq, d] f32: fused, or as the composition
 // matmul(Q, K^T) -> softmax -> matmul(P, V) through memory.
 Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq, int64_t d,
@@ -898,9 +905,7 @@ Workload AttentionWorkload(bool fused, int64_t batch, int64_t heads, int64_t seq
       return w;
     }
     w.functions = {*f};
-    auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
-    w.kernels =
-        StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
+    w.kernels = AttentionKernelText(tile, d, target);
   } else {
     const ops::Shape ss = {batch, heads, seq, seq};
     ops::MatmulOptions nt;
@@ -958,8 +963,7 @@ Workload PackedAttentionWorkload(int64_t batch, int64_t heads, int64_t seq, int6
     return w;
   }
   w.functions = {*f};
-  auto chosen = tile ? StatusOr<ops::AttentionTile>(*tile) : ops::DefaultAttentionTile(d, target);
-  w.kernels = StrCat("one kernel, ", chosen.ok() ? chosen->ToString() : chosen.status().message());
+  w.kernels = AttentionKernelText(tile, d, target);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   w.reference = [=](const Tensors& t, int64_t i) {
     const int64_t c = i % d, h = i / d % heads, row = i / width;  // row over batch * seq

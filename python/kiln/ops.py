@@ -2532,8 +2532,8 @@ def packed_attention(qkv: Any, heads: int, *, causal: bool = False, mask: Any = 
     heads = _size(heads, "packed_attention: heads")
     device = _device_of(qkv, mask)
     qkv = _as_tensor(qkv, device)
-    if qkv.ndim > 3:
-        # (kernels take ranks 2 and 3: the batch axes as one)
+    if qkv.ndim > 4:
+        # (kernels take ranks 2 to 4: the batch axes as one)
         batch = tuple(qkv.shape[:-2])
         try:
             y = packed_attention(_view(qkv, (math.prod(batch),) + tuple(qkv.shape[-2:])), heads,

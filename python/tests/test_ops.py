@@ -1718,8 +1718,8 @@ def _packed_attention64(qkv, heads, **kw):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape,heads", [((2, 70, 144), 3), ((33, 48), 1), ((2, 1, 3, 9, 24), 2)],
-                         ids=str)
+@pytest.mark.parametrize("shape,heads", [((2, 70, 144), 3), ((33, 48), 1), ((3, 2, 17, 72), 3),
+                                         ((2, 1, 3, 9, 24), 2)], ids=str)
 def test_packed_attention(device, rng, causal, shape, heads):
     qkv = rng.uniform(-2, 2, shape).astype(np.float32)
     s = shape[-2]
@@ -1762,17 +1762,17 @@ def test_packed_attention_errors(device):
             kiln.ops.packed_attention(qkv, heads)
     with pytest.raises(bad, match="for heads = 99"):
         kiln.ops.packed_attention(qkv, 99)
-    with pytest.raises(bad, match="head dimension D = 2 must be a multiple of 4"):
+    with pytest.raises(bad, match="^packed_attention: the head dimension D = 2 must be a multiple"):
         kiln.ops.packed_attention(np.zeros((5, 12), np.float32), 2)
     with pytest.raises(bad, match="head dimension D = 132 must be a multiple of 4 up to 128"):
         kiln.ops.packed_attention(np.zeros((5, 396), np.float32), 1)
-    with pytest.raises(bad, match=r"mask of attention is f32\[5, 4\]; it must be f32\[Sq, Sk\] "
-                                  r"= \[5, 5\]"):
+    with pytest.raises(bad, match=r"^packed_attention: mask of packed_attention is f32\[5, 4\]; "
+                                  r"it must be f32\[Sq, Sk\] = \[5, 5\]"):
         kiln.ops.packed_attention(qkv, 2, mask=np.zeros((5, 4), np.float32))
     with pytest.raises(bad, match=r"packed_attention: qkv has shape \(48,\)"):
         kiln.ops.packed_attention(np.zeros(48, np.float32), 2)
-    with pytest.raises(bad, match=r"qkv of shape \(1, 2, 5, 45\), its batch axes seen as one"):
-        kiln.ops.packed_attention(np.zeros((1, 2, 5, 45), np.float32), 3)
+    with pytest.raises(bad, match=r"qkv of shape \(1, 1, 2, 5, 45\), its batch axes seen as one"):
+        kiln.ops.packed_attention(np.zeros((1, 1, 2, 5, 45), np.float32), 3)
     with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: heads must be an int"):
         kiln.ops.packed_attention(qkv, 2.0)
     with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: heads must be an int"):
@@ -1781,7 +1781,7 @@ def test_packed_attention_errors(device):
         kiln.ops.packed_attention(qkv, 2, causal=1)
     with pytest.raises(kiln.ArgumentTypeError, match="packed_attention: scale must be a number"):
         kiln.ops.packed_attention(qkv, 2, scale="0.5")
-    with pytest.raises(bad, match="the scale must be finite"):
+    with pytest.raises(bad, match="^packed_attention: the scale must be finite"):
         kiln.ops.packed_attention(qkv, 2, scale=1e39)
     with pytest.raises(bad, match=r"dimension 1 is 0"):
         kiln.ops.packed_attention(np.zeros((2, 0, 48), np.float32), 2)

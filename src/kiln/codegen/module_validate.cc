@@ -318,15 +318,18 @@ std::optional<TypeLayout> WorkgroupLayout(std::string_view type) {
     const std::optional<TypeLayout> element = WorkgroupLayout(inner.substr(0, comma));
     if (!element || n == 0) return std::nullopt;
     const uint64_t stride = (element->size + element->align - 1) / element->align * element->align;
-    return TypeLayout{std::min(kHugeBytes, n * std::min(stride, kHugeBytes)), element->align};
+    // (Both at most 2^40: the product saturates rather than wraps.)
+    const uint64_t size = n > kHugeBytes / stride ? kHugeBytes : std::min(kHugeBytes, n * stride);
+    return TypeLayout{size, element->align};
   }
   return std::nullopt;
 }
 
-// The bytes of workgroup storage `code` (no comments) declares, each
-// `var<workgroup>` by WGSL's layout rules, which the metadata's count must
-// cover: the device's limit is checked against the metadata, and an
-// implementation may not check it against the WGSL.
+// The bytes of workgroup storage `code` (no comments) declares, as WebGPU
+// counts them against the device's limit (each `var<workgroup>` sized by
+// WGSL's layout rules, rounded up to 16), which the metadata's count must
+// cover: the limit is checked against the metadata, and an implementation
+// may not check it against the WGSL.
 Status CheckWorkgroupStorage(const KernelMetadata& m, std::string_view code) {
   uint64_t total = 0;
   for (size_t at = FindWord(code, "var", 0); at != std::string_view::npos;
@@ -349,9 +352,11 @@ Status CheckWorkgroupStorage(const KernelMetadata& m, std::string_view code) {
     if (!layout) {
       return DataLoss("var<workgroup> ", name, " has type ", type,
                       ", not one kiln sizes (scalars, vectors, atomics and arrays of a "
-                      "constant count)");
+                      "decimal count)");
     }
-    total = std::min(kHugeBytes, total + layout->size);
+    total = std::min(
+        kHugeBytes,
+        total + static_cast<uint64_t>(WorkgroupVariableBytes(static_cast<int64_t>(layout->size))));
   }
   if (total > m.workgroup_storage_bytes) {
     return DataLoss("the WGSL declares ", total == kHugeBytes ? "over 2^40" : StrCat(total),

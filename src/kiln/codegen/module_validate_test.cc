@@ -69,9 +69,12 @@ TEST(ModuleValidateTest, CompiledModulesAreValid) {
       << m.functions[2].wgsl;
   EXPECT_EQ(m.functions[2].metadata.workgroup_storage_bytes, 256u);
   // Types the check sizes, within the metadata's 256 bytes: vec3 elements
-  // 16 bytes apart (15 of them), f16 pairs, vectors' shorthand names.
+  // 16 bytes apart, f16 pairs, vectors' shorthand names; a `var` inside
+  // longer names is none.
   for (const char* type : {"array<vec3<f32>, 16>", "array<array<vec2h, 4>, 16i>",
-                           "array<vec4f, 16>", "array<atomic<i32>, 64>"}) {
+                           "array<vec4f, 16>", "array<atomic<i32>, 64>",
+                           "array<f32, 64>; var<private> myvar : array<f32, 99>;\n"
+                           "var<private> var2 : array<f32, 99>"}) {
     CompiledModule other = m;
     other.functions[2].wgsl =
         Replaced(other.functions[2].wgsl, "T : array<f32, 64>", StrCat("T : ", type));
@@ -270,7 +273,7 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
          m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "var<workgroup> T",
                                         "var < workgroup > pad : atomic<u32>;\nvar<workgroup> T");
        },
-       "declares 260 bytes"},
+       "declares 272 bytes"},  // (each variable rounded up to 16, as WebGPU counts)
       {"vec3 elements, 16 bytes apart",
        [&](CompiledModule& m) {
          m.functions[2].wgsl =
@@ -282,13 +285,27 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
          m.functions[2].wgsl =
              Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<array<vec2h, 3>, 23>");
        },
-       "declares 276 bytes"},
+       "declares 288 bytes"},  // (276 rounded up to 16)
       {"sizes past any device",
        [&](CompiledModule& m) {
          m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>",
                                         "T : array<array<f32, 4294967295>, 4294967295>");
        },
        "declares over 2^40 bytes"},
+      {"a product that would wrap 64 bits",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>",
+                                        "T : array<array<f32, 268435456>, 17179869184>");
+       },
+       "declares over 2^40 bytes"},
+      {"a declaration in code after a commented one",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "var<workgroup> T : array<f32, 64>;",
+                      "// var<workgroup> C : array<f32, 64>;\n/* var<workgroup> D : f32; */\n"
+                      "var<workgroup> T : array<f32, 65>;");
+       },
+       "declares 272 bytes"},
       {"a workgroup array of a named count",
        [&](CompiledModule& m) {
          m.functions[2].wgsl =

@@ -5,6 +5,7 @@
 #include "kiln/ir/expr_ops.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/simplifier.h"
+#include "kiln/support/target_limits.h"
 #include "kiln/transform/lane_arith.h"
 
 namespace kiln::codegen {
@@ -125,7 +126,7 @@ void FunctionEmitter::Allocate(const ir::AllocateNode* op) {
     case ir::MemoryScope::kShared:
       // Workgroup memory lives at module scope in WGSL.
       workgroup_decls_ += StrCat("var<workgroup> ", name, " : ", decl, ";\n");
-      workgroup_bytes_ += *size * WgslStorageBytes(buffer.dtype());
+      workgroup_bytes_ += WorkgroupVariableBytes(*size * WgslStorageBytes(buffer.dtype()));
       break;
     case ir::MemoryScope::kLocal:
       Line(StrCat("var ", name, " : ", decl, ";"));

@@ -815,7 +815,7 @@ class FunctionVerifier {
                             " elements; a local buffer holds at most ", kMaxLocalElements));
       }
       if (b.scope() == MemoryScope::kShared) {
-        shared_bytes_ += elements * b.dtype().StorageBytes();
+        shared_bytes_ += WorkgroupVariableBytes(elements * b.dtype().StorageBytes());
         if (shared_bytes_ > options_.limits.max_workgroup_storage_bytes) {
           // (AllocatedElements caps its count at 2^40: beyond, "at least".)
           return Error(StrCat("shared buffers need ",

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ir/builder.h"
@@ -73,13 +74,14 @@ struct Shapes {
 };
 
 // What both entry points check past the shapes: the mask, the scale and the
-// storage buffers the kernel binds (`tensors`, the mask besides).
-Status CheckOptions(const Shapes& s, ir::DataType dtype, int tensors, const Target& target,
-                    const AttentionOptions& o) {
+// storage buffers the kernel binds (`tensors`, the mask besides); errors
+// name the operator `op`.
+Status CheckOptions(std::string_view op, const Shapes& s, ir::DataType dtype, int tensors,
+                    const Target& target, const AttentionOptions& o) {
   if (o.mask) {
-    KILN_RETURN_IF_ERROR(internal::CheckTensor(*o.mask, target, "mask of attention"));
+    KILN_RETURN_IF_ERROR(internal::CheckTensor(*o.mask, target, StrCat("mask of ", op)));
     if (o.mask->shape != Shape{s.sq, s.sk} || o.mask->dtype != dtype) {
-      return InvalidArgument("mask of attention is ", o.mask->dtype.ToString(),
+      return InvalidArgument("mask of ", op, " is ", o.mask->dtype.ToString(),
                              ShapeToString(o.mask->shape), "; it must be ", dtype.ToString(),
                              "[Sq, Sk] = [", s.sq, ", ", s.sk, "] (added to the scores)");
     }
@@ -89,21 +91,21 @@ Status CheckOptions(const Shapes& s, ir::DataType dtype, int tensors, const Targ
     char shown[32];  // every digit: a value just past f32's largest must not read as it
     std::snprintf(shown, sizeof shown, "%.17g", *o.scale);
     return InvalidArgument(
-        "attention: the scale must be finite as an f32, got ", shown,
+        op, ": the scale must be finite as an f32, got ", shown,
         std::isfinite(*o.scale) ? " (beyond f32's largest, 3.4028234663852886e+38)" : "");
   }
   const uint32_t buffers = tensors + (o.mask ? 1 : 0);
   if (buffers > target.limits.max_storage_buffers_per_stage) {
-    return InvalidArgument("attention needs ", buffers, " storage buffers; the target allows ",
+    return InvalidArgument(op, " needs ", buffers, " storage buffers; the target allows ",
                            target.limits.max_storage_buffers_per_stage, " per stage");
   }
   return Status::Ok();
 }
 
-Status CheckHeadDim(int64_t d) {
+Status CheckHeadDim(std::string_view op, int64_t d) {
   if (d % 4 != 0 || d > kMaxHeadDim) {
-    return InvalidArgument("attention: the head dimension D = ", d,
-                           " must be a multiple of 4 up to ", kMaxHeadDim);
+    return InvalidArgument(op, ": the head dimension D = ", d, " must be a multiple of 4 up to ",
+                           kMaxHeadDim);
   }
   return Status::Ok();
 }
@@ -136,22 +138,22 @@ StatusOr<Shapes> CheckAttention(const TensorType& q, const TensorType& k, const 
         ShapeToString(q.shape), ", K ", ShapeToString(k.shape), ", V ", ShapeToString(v.shape));
   }
   s.sk = k.shape[r - 2];
-  KILN_RETURN_IF_ERROR(CheckHeadDim(s.d));
-  KILN_RETURN_IF_ERROR(CheckOptions(s, q.dtype, 4, target, o));
+  KILN_RETURN_IF_ERROR(CheckHeadDim("attention", s.d));
+  KILN_RETURN_IF_ERROR(CheckOptions("attention", s, q.dtype, 4, target, o));
   return s;
 }
 
 StatusOr<Shapes> CheckPackedAttention(const TensorType& qkv, int64_t heads, const Target& target,
                                       const AttentionOptions& o) {
-  KILN_RETURN_IF_ERROR(internal::CheckTensor(qkv, target, "packed QKV of attention"));
+  KILN_RETURN_IF_ERROR(internal::CheckTensor(qkv, target, "QKV of packed_attention"));
   const size_t r = qkv.shape.size();
-  if (r < 2 || r > 3) {
-    return InvalidArgument("packed QKV of attention has shape ", ShapeToString(qkv.shape),
-                           "; it must be [..., S, 3 * heads * D] (rank 2 or 3)");
+  if (r < 2) {
+    return InvalidArgument("QKV of packed_attention has shape ", ShapeToString(qkv.shape),
+                           "; it must be [..., S, 3 * heads * D] (rank 2 to 4)");
   }
   const int64_t width = qkv.shape[r - 1];
   if (heads < 1 || heads > width || width % (3 * heads) != 0) {
-    return InvalidArgument("packed QKV of attention has shape ", ShapeToString(qkv.shape),
+    return InvalidArgument("QKV of packed_attention has shape ", ShapeToString(qkv.shape),
                            ": its last dimension must be 3 * heads * D for heads = ", heads,
                            heads < 1 ? " (heads must be at least 1)" : "");
   }
@@ -162,8 +164,8 @@ StatusOr<Shapes> CheckPackedAttention(const TensorType& qkv, int64_t heads, cons
   s.batch_count = NumElements(s.batch);
   s.sq = s.sk = qkv.shape[r - 2];
   s.d = width / (3 * heads);
-  KILN_RETURN_IF_ERROR(CheckHeadDim(s.d));
-  KILN_RETURN_IF_ERROR(CheckOptions(s, qkv.dtype, 2, target, o));
+  KILN_RETURN_IF_ERROR(CheckHeadDim("packed_attention", s.d));
+  KILN_RETURN_IF_ERROR(CheckOptions("packed_attention", s, qkv.dtype, 2, target, o));
   return s;
 }
 

@@ -635,7 +635,7 @@ StatusOr<ir::Function> Attention(const TensorType& q, const TensorType& k, const
                                  std::string name = "");
 
 // Self-attention over the heads of one packed projection, as a transformer's
-// fused q/k/v matmul writes it: QKV [..., S, 3 * heads * D] (rank 2 or 3),
+// fused q/k/v matmul writes it: QKV [..., S, 3 * heads * D] (rank 2 to 4),
 // each row its query's heads side by side, then its key's, then its value's
 // (numpy's reshape to [..., S, 3, heads, D]); O [..., S, heads * D], the
 // heads side by side, ready for the output projection. The kernel is

@@ -1471,7 +1471,9 @@ TEST_F(AttentionDeviceTest, PackedHeads) {
   o = {};
   CheckPacked({}, 33, 2, 16, o);
   o.mask = TensorType{{45, 45}};
-  CheckPacked({1}, 45, 1, 8, o, /*differential=*/true);
+  CheckPacked({1}, 45, 2, 8, o, /*differential=*/true);
+  o.mask.reset();
+  CheckPacked({2, 3}, 9, 2, 4, o);
   o = {};
   o.scale = 0.5;
   o.tile = AttentionTile{16, 8, true, true, true};
@@ -1486,6 +1488,9 @@ TEST_F(AttentionDeviceTest, F16AgainstTheInterpreter) {
       Attention({{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, {{2, 9, 8}, ir::kF16}, target_, o);
   ASSERT_TRUE(f.ok()) << f.status();
   CheckAgainstInterpreter({*f});
+  auto packed = PackedAttention({{2, 9, 3 * 2 * 8}, ir::kF16}, 2, target_, o);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  CheckAgainstInterpreter({*packed});
 }
 
 }  // namespace

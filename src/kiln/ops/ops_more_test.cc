@@ -683,6 +683,38 @@ TEST(OpsMoreTest, AttentionTileFollowsWorkgroupStorage) {
   ExpectError(Attention({{9, 8}}, {{9, 8}}, {{9, 8}}, t, scaled).status(),
               {"scale must be finite"});
   EXPECT_TRUE(Attention({{1, 12, 512, 64}}, {{1, 12, 512, 64}}, {{1, 12, 512, 64}}, t).ok());
+  // The packed form: its own errors, each naming packed_attention.
+  EXPECT_TRUE(PackedAttention({{2, 512, 3 * 12 * 64}}, 12, t).ok());
+  EXPECT_TRUE(PackedAttention({{2, 3, 9, 3 * 2 * 8}}, 2, t).ok());
+  ExpectError(PackedAttention({{48}}, 2, t).status(),
+              {"QKV of packed_attention has shape [48]", "rank 2 to 4"});
+  ExpectError(PackedAttention({{1, 2, 3, 5, 48}}, 2, t).status(),
+              {"QKV of packed_attention", "ranks 1 to 4"});
+  for (int64_t heads :
+       {int64_t{0}, int64_t{-3}, int64_t{5}, int64_t{49}, std::numeric_limits<int64_t>::max()}) {
+    ExpectError(PackedAttention({{5, 48}}, heads, t).status(),
+                {"QKV of packed_attention has shape [5, 48]: its last dimension must be 3 * heads "
+                 "* D for heads = ",
+                 StrCat(heads)});
+  }
+  ExpectError(PackedAttention({{5, 48}}, 0, t).status(), {"(heads must be at least 1)"});
+  ExpectError(PackedAttention({{5, 18}}, 1, t).status(),
+              {"packed_attention: the head dimension D = 6 must be a multiple of 4"});
+  ExpectError(PackedAttention({{5, 48}, ir::kF16}, 2, t).status(), {"shader-f16"},
+              StatusCode::kUnavailable);
+  ExpectError(PackedAttention({{9, 48}}, 2, t, masked).status(),
+              {"mask of packed_attention is f32[9, 8]", "[Sq, Sk] = [9, 9]"});
+  ExpectError(PackedAttention({{9, 48}}, 2, t, scaled).status(),
+              {"packed_attention: the scale must be finite"});
+  {
+    Target two = t;
+    two.limits.max_storage_buffers_per_stage = 2;
+    EXPECT_TRUE(PackedAttention({{9, 48}}, 2, two).ok());
+    AttentionOptions nine;
+    nine.mask = TensorType{{9, 9}};
+    ExpectError(PackedAttention({{9, 48}}, 2, two, nine).status(),
+                {"packed_attention needs 3 storage buffers; the target allows 2"});
+  }
   AttentionOptions tiled;
   for (const auto& [tile, why] : std::vector<std::pair<AttentionTile, std::string>>{
            {{66, 32}, "queries must be a multiple of 4"},

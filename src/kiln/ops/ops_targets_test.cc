@@ -124,6 +124,11 @@ std::vector<Op> Ops() {
       return Attention({{2, 33, d}}, {{2, 40, d}}, {{2, 40, d}}, t, o);
     });
   }
+  add("packed attention, 3 heads of D 16, causal", [](const Target& t) {
+    AttentionOptions o;
+    o.causal = true;
+    return PackedAttention({{2, 33, 3 * 3 * 16}}, 3, t, o);
+  });
   add("attention with a mask", [](const Target& t) {
     AttentionOptions o;
     o.mask = TensorType{{7, 70}};

@@ -338,6 +338,8 @@ TEST(OpsTest, EveryOperatorBuildsAtTheElementLimit) {
   expect_builds(Conv2d({{1, 32768, 32768, 1}}, {{1, 1, 1, 1}}, t), "conv2d direct of 2^30");
   const TensorType qkv{{1, 1, n / 64, 64}};
   expect_builds(Attention(qkv, qkv, qkv, t), "attention over 2^24 keys of D = 64");
+  expect_builds(PackedAttention({{1, n / 192, 192}}, 1, t),
+                "packed attention over 2^30 / 192 rows of D = 64");
   expect_builds(Where({{n}, ir::kI32}, {{1}}, {{n}}, t), "where of 2^30");
 
   ExpectError(Elementwise("exp", {{{n + 1}}}, t).status(), {"[1073741825]", "more than 2^30"});

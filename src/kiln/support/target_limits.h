@@ -20,4 +20,11 @@ struct TargetLimits {
   uint64_t max_uniform_buffer_binding_size = 65536;      // maxUniformBufferBindingSize
 };
 
+// What a workgroup variable of `bytes` counts against
+// max_workgroup_storage_bytes: WebGPU sums each variable's size rounded up
+// to 16.
+constexpr int64_t WorkgroupVariableBytes(int64_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
+
 }  // namespace kiln

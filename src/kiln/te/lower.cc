@@ -2397,7 +2397,7 @@ class SharedAllocations : public ir::StmtVisitor {
       // A shape that is not constant is the verifier's to report.
       if (std::optional<int64_t> elements = ir::AllocatedElements(b)) {
         const int64_t bytes = *elements * b.dtype().StorageBytes();
-        total += bytes;
+        total += WorkgroupVariableBytes(bytes);
         std::string extents;
         for (const ir::Expr& e : b.shape()) {
           extents += StrCat(extents.empty() ? "" : ", ", ir::Print(e));
