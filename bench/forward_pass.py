@@ -4,7 +4,8 @@ time of each pass (from the upload of its input to the download of its
 output) and of its phases (the upload, the operators' calls, the wait for
 the device, the download), the WebGPU buffers each made and the kept buffers it reused, and
 the GPU time of one more pass (the sum of its dispatches' timestamps, where
-the device has timestamp queries). PyTorch's eager forward of the same
+the device has timestamp queries), by kernel and for one block's dispatches
+in order. PyTorch's eager forward of the same
 block runs beside it where PyTorch and a CUDA GPU are present.
 
     python bench/forward_pass.py [--batch 8] [--seq 1024] [--width 768] [--heads 12]
@@ -125,6 +126,16 @@ def main() -> None:
             forward()
         print(f"kiln GPU time of one pass: {prof.total_ms:.2f} ms "
               f"({len(prof.timings)} dispatches)")
+        by_kernel: dict = {}
+        for t in prof.timings:
+            ms, n = by_kernel.get(t.name, (0.0, 0))
+            by_kernel[t.name] = (ms + t.gpu_ms, n + 1)
+        for name, (ms, n) in sorted(by_kernel.items(), key=lambda kv: -kv[1][0]):
+            print(f"  {name}: {ms:.2f} ms in {n} dispatches")
+        # (Every block repeats the first's dispatches, in the same order.)
+        per_block = len(prof.timings) // args.layers
+        print("  one block, in order: " + ", ".join(
+            f"{t.name} {t.gpu_ms:.3f}" for t in prof.timings[:per_block]))
     del on
     device.empty_cache()  # kiln's memory back before PyTorch's run
     torch_times = torch_forward_ms(x0, layers, args.heads, dtype, args.passes)

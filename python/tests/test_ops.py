@@ -1674,29 +1674,6 @@ def test_pool2d(device, rng, op):
             _close(y[:, i, j, :], want, 1e-5)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention(device, rng, causal):
-    q = rng.uniform(-2, 2, (2, 3, 70, 16)).astype(np.float32)
-    k = rng.uniform(-2, 2, (2, 3, 45, 16)).astype(np.float32)
-    v = rng.uniform(-1, 1, (2, 3, 45, 16)).astype(np.float32)
-    mask = rng.uniform(-3, 3, (70, 45)).astype(np.float32)
-    mask[:, 1::4] = -np.inf  # hidden keys, as a padding mask has
-    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2)) / 4.0 + mask
-    if causal:
-        s = np.where(np.arange(45)[None, :] <= np.arange(70)[:, None], s, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    want = np.matmul(p / p.sum(axis=-1, keepdims=True), v)
-    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask)
-    _close(y.numpy(), want, 1e-4)
-    # A query that sees no key: NaN, as the softmax of no scores.
-    mask[5, :] = -np.inf
-    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask).numpy()
-    assert np.isnan(y[:, :, 5, :]).all() and not np.isnan(np.delete(y, 5, axis=2)).any()
-    with pytest.raises(kiln.InvalidArgument, match="multiple of 4"):
-        kiln.ops.attention(kiln.tensor(q[..., :6].copy(), device), k[..., :6].copy(),
-                           v[..., :6].copy())
-
-
 def _attention64(q, k, v, mask=None, causal=False, scale=None):
     """softmax(q k^T * scale + mask) v in float64, over the last two axes."""
     d = q.shape[-1]
@@ -1715,6 +1692,25 @@ def _packed_attention64(qkv, heads, **kw):
     parts = np.moveaxis(qkv.reshape(*lead, s, 3, heads, w // (3 * heads)), -3, 0)
     o = _attention64(*np.swapaxes(parts, -3, -2), **kw)  # [..., heads, S, D]
     return np.swapaxes(o, -3, -2).reshape(*lead, s, w // 3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(device, rng, causal):
+    q = rng.uniform(-2, 2, (2, 3, 70, 16)).astype(np.float32)
+    k = rng.uniform(-2, 2, (2, 3, 45, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, (2, 3, 45, 16)).astype(np.float32)
+    mask = rng.uniform(-3, 3, (70, 45)).astype(np.float32)
+    mask[:, 1::4] = -np.inf  # hidden keys, as a padding mask has
+    want = _attention64(q, k, v, mask=mask, causal=causal)
+    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask)
+    _close(y.numpy(), want, 1e-4)
+    # A query that sees no key: NaN, as the softmax of no scores.
+    mask[5, :] = -np.inf
+    y = kiln.ops.attention(kiln.tensor(q, device), k, v, causal=causal, mask=mask).numpy()
+    assert np.isnan(y[:, :, 5, :]).all() and not np.isnan(np.delete(y, 5, axis=2)).any()
+    with pytest.raises(kiln.InvalidArgument, match="multiple of 4"):
+        kiln.ops.attention(kiln.tensor(q[..., :6].copy(), device), k[..., :6].copy(),
+                           v[..., :6].copy())
 
 
 @pytest.mark.parametrize("causal", [False, True])
