@@ -270,7 +270,7 @@ const VerifyErrorCase kVerifyErrors[] = {
      "  }\n"
      "}\n"
      "}\n",
-     "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16388 bytes in all, "
+     "function 'f', line 4: `alloc b: f32[2049] shared`: shared buffers need 16400 bytes in all, "
      "more than the limit of 16384"},
     {"VectorOfFive",
      "module {\n"
