@@ -265,6 +265,12 @@ Status CheckBindings(const KernelMetadata& m, std::string_view code) {
   return Status::Ok();
 }
 
+// `text`, or its first 80 characters and its length where longer.
+std::string Shortened(const std::string& text) {
+  if (text.size() <= 80) return text;
+  return StrCat(text.substr(0, 80), "... (", text.size(), " characters)");
+}
+
 // The size and alignment of a WGSL type by WGSL's memory layout rules.
 struct TypeLayout {
   uint64_t size = 0, align = 0;
@@ -275,8 +281,9 @@ constexpr uint64_t kHugeBytes = uint64_t{1} << 40;
 // The layout of `type` (whitespace removed) as a workgroup variable's type,
 // for the types kiln declares there and their kin: the 32-bit scalars and
 // f16, their vectors (vecN<T> or vecNf/i/u/h), atomic<i32|u32> and fixed-size
-// arrays of any of these (nested); nullopt for any other type.
-std::optional<TypeLayout> WorkgroupLayout(std::string_view type) {
+// arrays of any of these (nested, at most 16 deep: a crafted type nests no
+// deeper into the stack); nullopt for any other type.
+std::optional<TypeLayout> WorkgroupLayout(std::string_view type, int depth = 0) {
   if (type == "f32" || type == "i32" || type == "u32" || type == "bool" || type == "atomic<i32>" ||
       type == "atomic<u32>") {
     return TypeLayout{4, 4};
@@ -315,7 +322,8 @@ std::optional<TypeLayout> WorkgroupLayout(std::string_view type) {
       if (c < '0' || c > '9') return std::nullopt;  // (a named constant: not kiln's)
       n = n * 10 + static_cast<uint64_t>(c - '0');
     }
-    const std::optional<TypeLayout> element = WorkgroupLayout(inner.substr(0, comma));
+    if (depth >= 16) return std::nullopt;
+    const std::optional<TypeLayout> element = WorkgroupLayout(inner.substr(0, comma), depth + 1);
     if (!element || n == 0) return std::nullopt;
     const uint64_t stride = (element->size + element->align - 1) / element->align * element->align;
     // (Both at most 2^40: the product saturates rather than wraps.)
@@ -350,7 +358,7 @@ Status CheckWorkgroupStorage(const KernelMetadata& m, std::string_view code) {
     const std::string type = Squeezed(code.substr(colon + 1, end - colon - 1));
     const std::optional<TypeLayout> layout = WorkgroupLayout(type);
     if (!layout) {
-      return DataLoss("var<workgroup> ", name, " has type ", type,
+      return DataLoss("var<workgroup> ", Shortened(name), " has type ", Shortened(type),
                       ", not one kiln sizes (scalars, vectors, atomics and arrays of a "
                       "decimal count)");
     }

@@ -312,6 +312,17 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
              Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : array<f32, N>");
        },
        "var<workgroup> T has type array<f32,N>, not one kiln sizes"},
+      {"arrays nested past any kernel's",
+       [&](CompiledModule& m) {
+         std::string type;
+         for (int i = 0; i < 100000; ++i) type += "array<";
+         type += "f32";
+         for (int i = 0; i < 100000; ++i) type += ",1>";
+         m.functions[2].wgsl =
+             Replaced(m.functions[2].wgsl, "T : array<f32, 64>", StrCat("T : ", type));
+       },
+       "var<workgroup> T has type array<array<array<array<array<array<array<array<array<"
+       "array<array<array<array<ar... (900003 characters), not one kiln sizes"},
       {"a workgroup struct",
        [&](CompiledModule& m) {
          m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : S");
