@@ -213,6 +213,12 @@ std::string Joined(const std::vector<std::string>& items) {
   return out;
 }
 
+// `text`, or its first 80 characters and its length where longer.
+std::string Shortened(const std::string& text) {
+  if (text.size() <= 80) return text;
+  return StrCat(text.substr(0, 80), "... (", text.size(), " characters)");
+}
+
 // The WGSL's bindings against the metadata, as the code generator writes
 // them: each buffer a `var<storage, read|read_write>` of `array<ELEMENT>`
 // (its type and lanes), the uniform block a struct of the scalar
@@ -240,9 +246,10 @@ Status CheckBindings(const KernelMetadata& m, std::string_view code) {
         StrCat("array<", p.lanes > 1 ? StrCat("vec", p.lanes, "<", scalar, ">") : scalar, ">");
     if (it->second.space != space || it->second.type != type) {
       return DataLoss("buffer parameter '", p.name, "' (@binding(", p.binding,
-                      ")) is declared var<", it->second.space, "> of ", it->second.type,
-                      " in the WGSL; its metadata (", DTypeName(p.dtype), ", ", p.lanes,
-                      " lane(s)) makes it var<", space, "> of ", type);
+                      ")) is declared var<", Shortened(it->second.space), "> of ",
+                      Shortened(it->second.type), " in the WGSL; its metadata (",
+                      DTypeName(p.dtype), ", ", p.lanes, " lane(s)) makes it var<", space, "> of ",
+                      type);
     }
   }
   fields.emplace_back("u32");  // grid_dim_x
@@ -254,21 +261,15 @@ Status CheckBindings(const KernelMetadata& m, std::string_view code) {
   }
   const std::optional<std::vector<std::string>> members = StructMemberTypes(code, it->second.type);
   if (!members) {
-    return DataLoss("the uniform block's type '", it->second.type,
+    return DataLoss("the uniform block's type '", Shortened(it->second.type),
                     "' is not a struct of the WGSL without member attributes");
   }
   if (*members != fields) {
-    return DataLoss("the uniform block's struct '", it->second.type, "' has members of types (",
-                    Joined(*members), "); the scalar parameters and the launch words make (",
-                    Joined(fields), ")");
+    return DataLoss("the uniform block's struct '", Shortened(it->second.type),
+                    "' has members of types (", Shortened(Joined(*members)),
+                    "); the scalar parameters and the launch words make (", Joined(fields), ")");
   }
   return Status::Ok();
-}
-
-// `text`, or its first 80 characters and its length where longer.
-std::string Shortened(const std::string& text) {
-  if (text.size() <= 80) return text;
-  return StrCat(text.substr(0, 80), "... (", text.size(), " characters)");
 }
 
 // The size and alignment of a WGSL type by WGSL's memory layout rules.
