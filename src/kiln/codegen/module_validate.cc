@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/codegen/kernel_abi.h"
@@ -127,44 +128,60 @@ bool Enables(std::string_view code, std::string_view extension) {
   return false;
 }
 
-// A module-scope `var<SPACE> NAME : TYPE;` of the WGSL bound at
-// @group(0) @binding(N), whitespace removed.
-struct BoundVar {
-  std::string space;  // "storage,read", "uniform", ...
-  std::string type;   // "array<f32>", "KernelArgs", ...
+// A `var<SPACE> NAME : TYPE;` declaration of the WGSL, each part whitespace
+// removed; `typed` is false where no `:` comes before the `;`.
+struct VarDecl {
+  size_t at = 0;      // where `var` stands
+  std::string space;  // "storage,read", "uniform", "workgroup", ...
+  std::string name, type;
+  bool typed = false;
 };
 
-// The `var<...>` declarations of `code` (no comments) that have a
-// @group(0) and a @binding(N) attribute, by N; the first of each N.
-std::map<uint32_t, BoundVar> BoundVars(std::string_view code) {
-  std::map<uint32_t, BoundVar> vars;
+// The `var<...>` declarations of `code` (no comments), in order.
+std::vector<VarDecl> VarDecls(std::string_view code) {
+  std::vector<VarDecl> decls;
   for (size_t at = FindWord(code, "var", 0); at != std::string_view::npos;
        at = FindWord(code, "var", at + 3)) {
-    size_t i = at + 3;
-    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
-    if (i >= code.size() || code[i] != '<') continue;
-    const size_t close = code.find('>', i);
-    const size_t colon = code.find(':', i);
-    const size_t end = code.find(';', i);
-    if (close == std::string_view::npos || colon == std::string_view::npos ||
-        end == std::string_view::npos || colon > end || close > colon) {
-      continue;
+    size_t open = at + 3;
+    while (open < code.size() && std::isspace(static_cast<unsigned char>(code[open]))) ++open;
+    if (open >= code.size() || code[open] != '<') continue;
+    const size_t close = code.find('>', open);
+    if (close == std::string_view::npos) continue;
+    VarDecl d;
+    d.at = at;
+    d.space = Squeezed(code.substr(open + 1, close - open - 1));
+    const size_t colon = code.find(':', close);
+    const size_t end = code.find(';', close);
+    if (colon != std::string_view::npos && end != std::string_view::npos && colon < end) {
+      d.typed = true;
+      d.name = Squeezed(code.substr(close + 1, colon - close - 1));
+      d.type = Squeezed(code.substr(colon + 1, end - colon - 1));
     }
-    const std::string attributes = AttributesBefore(code, at);
+    decls.push_back(std::move(d));
+  }
+  return decls;
+}
+
+// The typed `var<...>` declarations of `code` (no comments) that have a
+// @group(0) and a @binding(N) attribute, by N; the first of each N.
+std::map<uint32_t, VarDecl> BoundVars(std::string_view code) {
+  std::map<uint32_t, VarDecl> vars;
+  for (VarDecl& d : VarDecls(code)) {
+    if (!d.typed) continue;
+    const std::string attributes = AttributesBefore(code, d.at);
     const size_t binding = attributes.find("@binding(");
     if (attributes.find("@group(0)") == std::string::npos || binding == std::string::npos) {
       continue;
     }
     uint32_t n = 0;
-    size_t d = binding + 9;
+    size_t i = binding + 9;
     bool digits = false;
-    while (d < attributes.size() && attributes[d] >= '0' && attributes[d] <= '9' && n < 1000000) {
-      n = n * 10 + static_cast<uint32_t>(attributes[d++] - '0');
+    while (i < attributes.size() && attributes[i] >= '0' && attributes[i] <= '9' && n < 1000000) {
+      n = n * 10 + static_cast<uint32_t>(attributes[i++] - '0');
       digits = true;
     }
-    if (!digits || d >= attributes.size() || attributes[d] != ')') continue;
-    vars.try_emplace(n, BoundVar{Squeezed(code.substr(i + 1, close - i - 1)),
-                                 Squeezed(code.substr(colon + 1, end - colon - 1))});
+    if (!digits || i >= attributes.size() || attributes[i] != ')') continue;
+    vars.try_emplace(n, std::move(d));
   }
   return vars;
 }
@@ -227,7 +244,7 @@ std::string Shortened(const std::string& text) {
 // constants struct of other types or order) would otherwise compute
 // something else silently.
 Status CheckBindings(const KernelMetadata& m, std::string_view code) {
-  const std::map<uint32_t, BoundVar> vars = BoundVars(code);
+  const std::map<uint32_t, VarDecl> vars = BoundVars(code);
   std::vector<std::string> fields;
   for (const ParamInfo& p : m.params) {
     if (p.kind == ParamKind::kScalar) {
@@ -341,25 +358,12 @@ std::optional<TypeLayout> WorkgroupLayout(std::string_view type, int depth = 0) 
 // may not check it against the WGSL.
 Status CheckWorkgroupStorage(const KernelMetadata& m, std::string_view code) {
   uint64_t total = 0;
-  for (size_t at = FindWord(code, "var", 0); at != std::string_view::npos;
-       at = FindWord(code, "var", at + 3)) {
-    const size_t open = code.find_first_not_of(" \t\r\n", at + 3);
-    if (open == std::string_view::npos || code[open] != '<') continue;
-    const size_t close = code.find('>', open);
-    if (close == std::string_view::npos ||
-        Squeezed(code.substr(open + 1, close - open - 1)) != "workgroup") {
-      continue;
-    }
-    const size_t colon = code.find(':', close);
-    const size_t end = code.find(';', close);
-    if (colon == std::string_view::npos || end == std::string_view::npos || colon > end) {
-      return DataLoss("a var<workgroup> of the WGSL has no type");
-    }
-    const std::string name = Squeezed(code.substr(close + 1, colon - close - 1));
-    const std::string type = Squeezed(code.substr(colon + 1, end - colon - 1));
-    const std::optional<TypeLayout> layout = WorkgroupLayout(type);
+  for (const VarDecl& d : VarDecls(code)) {
+    if (d.space != "workgroup") continue;
+    if (!d.typed) return DataLoss("a var<workgroup> of the WGSL has no type");
+    const std::optional<TypeLayout> layout = WorkgroupLayout(d.type);
     if (!layout) {
-      return DataLoss("var<workgroup> ", Shortened(name), " has type ", Shortened(type),
+      return DataLoss("var<workgroup> ", Shortened(d.name), " has type ", Shortened(d.type),
                       ", not one kiln sizes (scalars, vectors, atomics and arrays of a "
                       "decimal count)");
     }

@@ -323,6 +323,12 @@ TEST(ModuleValidateTest, CraftedMetadataIsRefused) {
        },
        "var<workgroup> T has type array<array<array<array<array<array<array<array<array<"
        "array<array<array<array<ar... (900003 characters), not one kiln sizes"},
+      {"a workgroup variable without a type",
+       [&](CompiledModule& m) {
+         m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "var<workgroup> T : array<f32, 64>;",
+                                        "var<workgroup> T : array<f32, 64>;\nvar<workgroup> U;");
+       },
+       "a var<workgroup> of the WGSL has no type"},
       {"a workgroup struct",
        [&](CompiledModule& m) {
          m.functions[2].wgsl = Replaced(m.functions[2].wgsl, "T : array<f32, 64>", "T : S");
